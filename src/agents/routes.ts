@@ -1,0 +1,48 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { actorOf, requireActor } from "../auth/middleware";
+import { ApiError } from "../lib/errors";
+import { amountMinor } from "../lib/money";
+import { validate } from "../lib/validation";
+import { normalizePolicy, PolicySchema } from "./policy";
+import { agentView, createAgent, getAgent, listAgents } from "./service";
+import { walletOf } from "./wallet.do";
+
+const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
+const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
+const AgentParam = z.object({ agentId: z.string().min(1).max(64) });
+const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+
+export const agentRoutes = new Hono<AppEnv>()
+  .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
+    const body = c.req.valid("json");
+    return c.json(await createAgent(c.get("db"), { name: body.name, policy: normalizePolicy(body.policy) }), 201);
+  })
+  .get("/console/agents", requireActor("console"), validate("query", ListQuery), async (c) => {
+    const rows = await listAgents(c.get("db"), c.req.valid("query").limit);
+    return c.json({ agents: rows.map(agentView) });
+  })
+  .get("/console/agents/:agentId", requireActor("console"), validate("param", AgentParam), async (c) => {
+    const agent = await getAgent(c.get("db"), c.req.valid("param").agentId);
+    if (!agent) throw new ApiError(404, "agent_not_found");
+    return c.json(agentView(agent));
+  })
+  .put("/console/agents/:agentId/policy", requireActor("console"), validate("param", AgentParam), validate("json", PolicySchema), async (c) => {
+    const { agentId } = c.req.valid("param");
+    const policy = normalizePolicy(c.req.valid("json"));
+    if (!(await walletOf(c.env, agentId).setPolicy(agentId, policy))) throw new ApiError(404, "agent_not_found");
+    return c.json({ policy });
+  })
+  .post("/console/agents/:agentId/credits", requireActor("console"), validate("param", AgentParam), validate("json", CreditBody), async (c) => {
+    const { agentId } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const result = await walletOf(c.env, agentId).credit(agentId, body.amountUsdCents, body.reference ?? null, actorOf(c.get("actor"), "console").email);
+    if (!result.ok) throw new ApiError(404, "agent_not_found");
+    return c.json({ balanceMinor: result.balanceMinor });
+  })
+  .get("/balance", requireActor("agent"), async (c) => {
+    const agent = await getAgent(c.get("db"), actorOf(c.get("actor"), "agent").agentId);
+    if (!agent) throw new ApiError(404, "agent_not_found");
+    return c.json({ agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency });
+  });

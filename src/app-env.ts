@@ -1,0 +1,14 @@
+import type { Actor } from "./auth/credentials";
+import type { Db } from "./db/client";
+import type { Env, Settings } from "./env";
+
+/** Hono's environment: bindings plus per-request variables set by middleware. */
+export interface AppEnv {
+  Bindings: Env;
+  Variables: {
+    requestId: string;
+    settings: Settings;
+    db: Db;
+    actor?: Actor;
+  };
+}

@@ -1,0 +1,52 @@
+import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { AppEnv } from "./app-env";
+import { agentRoutes } from "./agents/routes";
+import { approvalRoutes } from "./approvals/routes";
+import { auditRoutes } from "./audit/routes";
+import { chargeRoutes } from "./charges/routes";
+import { dbOf } from "./db/client";
+import { settingsOf } from "./env";
+import { kytRoutes } from "./kyt/routes";
+import { ApiError } from "./lib/errors";
+import { merchantRoutes } from "./merchants/routes";
+
+/** Builds the HTTP app: request id and settings, the domain routers, one error handler. */
+export function buildApp() {
+  const app = new Hono<AppEnv>();
+
+  app.use(async (c, next) => {
+    const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
+    c.set("requestId", requestId);
+    c.set("settings", settingsOf(c.env));
+    c.set("db", dbOf(c.env.DB));
+    await next();
+    c.header("x-request-id", requestId);
+  });
+
+  app.route("/", merchantRoutes);
+  app.route("/", kytRoutes);
+  app.route("/", chargeRoutes);
+  app.route("/", agentRoutes);
+  app.route("/", approvalRoutes);
+  app.route("/", auditRoutes);
+
+  app.notFound((c) => c.json({ error: "not_found" }, 404));
+
+  app.onError((error, c) => {
+    if (error instanceof ApiError) {
+      for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
+      return c.json({ ...error.extra, error: error.error }, error.status);
+    }
+    if (error instanceof HTTPException && error.status < 500) {
+      // Hono's own 4xx (malformed JSON and the like) in our error shape.
+      return c.json({ error: "invalid_request", issues: [{ path: "", code: "malformed", message: error.message }] }, 400);
+    }
+    const requestId = c.get("requestId") ?? "unknown";
+    // Only the error itself is logged; requests carry credentials and are never logged.
+    console.error(JSON.stringify({ level: "error", requestId, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) }));
+    return c.json({ error: "internal_error", requestId }, 500);
+  });
+
+  return app;
+}

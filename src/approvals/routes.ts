@@ -1,0 +1,39 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { actorOf, requireActor } from "../auth/middleware";
+import { walletOf } from "../agents/wallet.do";
+import { checkApprovalOpen } from "../agents/wallet";
+import { payOutcomeResponse } from "../agents/outcomes";
+import { ApiError } from "../lib/errors";
+import { validate } from "../lib/validation";
+import { APPROVAL_STATUSES, approvalView, getApproval, listApprovals, rejectApproval } from "./service";
+
+const ListQuery = z.object({
+  status: z.enum(APPROVAL_STATUSES).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+const ApprovalParam = z.object({ id: z.string().min(1).max(64) });
+
+export const approvalRoutes = new Hono<AppEnv>()
+  .get("/console/approvals", requireActor("console"), validate("query", ListQuery), async (c) => {
+    const { status, limit } = c.req.valid("query");
+    const rows = await listApprovals(c.get("db"), status, limit);
+    return c.json({ approvals: rows.map(approvalView) });
+  })
+  .post("/approvals/:id/grant", requireActor("console"), validate("param", ApprovalParam), async (c) => {
+    const approval = await getApproval(c.get("db"), c.req.valid("param").id);
+    if (!approval) throw new ApiError(404, "approval_not_found");
+    const { email } = actorOf(c.get("actor"), "console");
+    const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, email);
+    return payOutcomeResponse(c, outcome, (paid) => ({ approval: { approvalId: approval.id, status: "granted" }, charge: paid.charge }));
+  })
+  .post("/approvals/:id/reject", requireActor("console"), validate("param", ApprovalParam), async (c) => {
+    const db = c.get("db");
+    const approval = await getApproval(db, c.req.valid("param").id);
+    if (!approval) throw new ApiError(404, "approval_not_found");
+    const conflict = await checkApprovalOpen(c.env, approval, Date.now());
+    if (conflict) throw new ApiError(409, conflict.kind === "conflict" ? conflict.reason : "approval_not_pending");
+    if (!(await rejectApproval(db, approval.id, actorOf(c.get("actor"), "console").email))) throw new ApiError(409, "approval_not_pending");
+    return c.json({ approval: { approvalId: approval.id, status: "rejected" } });
+  });

@@ -1,0 +1,49 @@
+import { createMiddleware } from "hono/factory";
+import type { AppEnv } from "../app-env";
+import { ApiError } from "../lib/errors";
+import { resolveCredential, type Actor, type ActorKind } from "./credentials";
+
+/** The 401 message names the credential the route expects. */
+export const CREDENTIAL_REQUIRED: Record<ActorKind, string> = {
+  merchant: "merchant_api_key_required",
+  agent: "agent_api_key_required",
+  console: "console_session_required",
+};
+
+const DEV_CONSOLE_USER = "dev@localhost";
+
+function bearerToken(header: string | undefined): string | null | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Bearer +(\S+)\s*$/i.exec(header);
+  return match ? match[1]! : null;
+}
+
+/**
+ * Admits only the `expected` actor kind. Missing or invalid credential: 401
+ * naming the expected kind. A valid credential of another kind: 403.
+ */
+export const requireActor = <K extends ActorKind>(expected: K) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    const token = bearerToken(c.req.header("authorization"));
+    if (token === undefined) {
+      const settings = c.get("settings");
+      // Local development may run without keys, but only where an identity is not needed to move money.
+      if (!settings.requireApiKey && settings.environment === "development" && expected === "console") {
+        c.set("actor", { kind: "console", email: DEV_CONSOLE_USER });
+        return next();
+      }
+      throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
+    }
+    if (token === null) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
+    const actor = await resolveCredential(c.get("db"), c.get("settings"), token);
+    if (!actor) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
+    if (actor.kind !== expected) throw new ApiError(403, "credential_not_allowed", { expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, "") });
+    c.set("actor", actor);
+    return next();
+  });
+
+/** The authenticated actor of the kind the route required. */
+export function actorOf<K extends ActorKind>(actor: Actor | undefined, kind: K): Extract<Actor, { kind: K }> {
+  if (!actor || actor.kind !== kind) throw new Error(`route is missing requireActor("${kind}")`);
+  return actor as Extract<Actor, { kind: K }>;
+}

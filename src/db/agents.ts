@@ -1,0 +1,19 @@
+import { sql } from "drizzle-orm";
+import { check, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+
+export const agents = sqliteTable(
+  "agents",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    /** SHA-256 hex of the agent API key. */
+    apiKeyHash: text("api_key_hash").notNull().unique(),
+    balanceMinor: integer("balance_minor").notNull().default(0),
+    currency: text("currency").notNull().default("USD"),
+    /** The spending policy as canonical JSON (see agents/policy.ts). */
+    policy: text("policy").notNull().default("{}"),
+    createdAt: text("created_at").notNull(),
+  },
+  // The wallet Durable Object checks the balance first; this constraint makes an overdraft abort the whole batch anyway.
+  (t) => [check("agent_balance_non_negative", sql`${t.balanceMinor} >= 0`)],
+);

@@ -1,0 +1,25 @@
+import { sql } from "drizzle-orm";
+import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+export const approvals = sqliteTable(
+  "approvals",
+  {
+    id: text("id").primaryKey(),
+    chargeId: text("charge_id").notNull(),
+    agentId: text("agent_id").notNull(),
+    merchantId: text("merchant_id").notNull(),
+    amountMinor: integer("amount_minor").notNull(),
+    reason: text("reason").notNull(),
+    /** `pending`, `granted`, `rejected` or `expired`. */
+    status: text("status").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    createdAt: text("created_at").notNull(),
+    decidedAt: text("decided_at"),
+    decidedBy: text("decided_by"),
+  },
+  (t) => [
+    // At most one pending approval per charge, enforced by the database too.
+    uniqueIndex("approvals_one_pending_per_charge").on(t.chargeId).where(sql`status = 'pending'`),
+    index("approvals_status_created").on(t.status, t.createdAt),
+  ],
+);

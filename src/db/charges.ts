@@ -1,0 +1,25 @@
+import { integer, index, sqliteTable, text } from "drizzle-orm/sqlite-core";
+
+export const charges = sqliteTable(
+  "charges",
+  {
+    id: text("id").primaryKey(),
+    merchantId: text("merchant_id").notNull(),
+    agentId: text("agent_id"),
+    amountMinor: integer("amount_minor").notNull(),
+    currency: text("currency").notNull().default("USD"),
+    description: text("description"),
+    externalId: text("external_id"),
+    /** `pending` or `paid`. */
+    status: text("status").notNull(),
+    /** `ledger`, `x402` or `paylink` once paid. */
+    method: text("method"),
+    reference: text("reference").unique(),
+    createdAt: text("created_at").notNull(),
+    paidAt: text("paid_at"),
+  },
+  (t) => [
+    index("charges_merchant_created").on(t.merchantId, t.createdAt),
+    index("charges_agent_paid").on(t.agentId, t.paidAt),
+  ],
+);

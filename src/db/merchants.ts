@@ -1,0 +1,18 @@
+import { sql } from "drizzle-orm";
+import { check, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+
+export const merchants = sqliteTable(
+  "merchants",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    category: text("category"),
+    /** SHA-256 hex of the API key; the key itself is never stored. */
+    apiKeyHash: text("api_key_hash").notNull().unique(),
+    balanceMinor: integer("balance_minor").notNull().default(0),
+    currency: text("currency").notNull().default("USD"),
+    payoutAddress: text("payout_address"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [check("merchant_balance_non_negative", sql`${t.balanceMinor} >= 0`)],
+);

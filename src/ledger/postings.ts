@@ -1,0 +1,50 @@
+import { sqlStatement, type SqlStatement } from "./plan";
+
+/** Ledger accounts: wallets and merchant balances, and the outside world money enters from. */
+export type Account = `agent:${string}` | `merchant:${string}` | `external:${string}`;
+
+/** One movement of `amountMinor` cents from one account to another. */
+export interface Posting {
+  from: Account;
+  to: Account;
+  amountMinor: number;
+}
+
+/** The signed entries of a set of postings: each posting is a -amount and a +amount row, so they sum to zero. */
+export function entriesOf(postings: Posting[]): { account: Account; amountMinor: number }[] {
+  return postings.flatMap((p) => {
+    if (!Number.isSafeInteger(p.amountMinor) || p.amountMinor <= 0) throw new Error(`posting amount must be a positive integer: ${p.amountMinor}`);
+    if (p.from === p.to) throw new Error("posting from and to must differ");
+    return [
+      { account: p.from, amountMinor: -p.amountMinor },
+      { account: p.to, amountMinor: p.amountMinor },
+    ];
+  });
+}
+
+/**
+ * The statements that record postings: the entries themselves and the cached
+ * balance of every agent and merchant account they touch. The balance columns
+ * carry CHECK (>= 0), so an overdraft aborts the batch.
+ */
+export function postingStatements(transferId: string, postings: Posting[], createdAt: string): SqlStatement[] {
+  const entries = entriesOf(postings);
+  const values = entries.map(() => "(?, ?, ?, ?)").join(", ");
+  const statements = [
+    sqlStatement(
+      `INSERT INTO ledger_entries (transfer_id, account, amount_minor, created_at) VALUES ${values}`,
+      ...entries.flatMap((e) => [transferId, e.account, e.amountMinor, createdAt]),
+    ),
+  ];
+  for (const entry of entries) {
+    const [kind, id] = splitAccount(entry.account);
+    if (kind === "agent") statements.push(sqlStatement("UPDATE agents SET balance_minor = balance_minor + ? WHERE id = ?", entry.amountMinor, id));
+    if (kind === "merchant") statements.push(sqlStatement("UPDATE merchants SET balance_minor = balance_minor + ? WHERE id = ?", entry.amountMinor, id));
+  }
+  return statements;
+}
+
+function splitAccount(account: Account): [string, string] {
+  const at = account.indexOf(":");
+  return [account.slice(0, at), account.slice(at + 1)];
+}

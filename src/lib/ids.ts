@@ -1,0 +1,57 @@
+/** Every identifier prefix the service issues, in one closed map. */
+export const ID_PREFIXES = {
+  merchant: "mch_",
+  charge: "chg_",
+  checkoutLink: "cl_",
+  paylink: "pl_",
+  grant: "plg_",
+  approval: "apr_",
+  agent: "agent_",
+  webhookEndpoint: "wh_",
+  webhookEvent: "evt_wh_",
+  payment: "PAY_",
+  credit: "CRD_",
+  merchantKey: "sk_mch_",
+  agentKey: "svc_sk_",
+  webhookSecret: "whsec_",
+} as const;
+
+export type IdKind = keyof typeof ID_PREFIXES;
+
+const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"; // Crockford base32: no I, L, O, U
+
+/** Random, URL-safe, 120 bits of entropy (24 base32 characters). */
+export function newId(kind: IdKind): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(15));
+  let out = "";
+  let buffer = 0;
+  let bits = 0;
+  for (const byte of bytes) {
+    buffer = (buffer << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      out += ALPHABET[(buffer >> bits) & 31];
+    }
+  }
+  const prefix = ID_PREFIXES[kind];
+  // Object ids read better in lower case; payment references keep the spec's upper-case style.
+  return prefix + (kind === "payment" || kind === "credit" ? out : out.toLowerCase());
+}
+
+/** A secret credential: prefix + 32 random bytes as base64url (43 characters). */
+export function newSecret(kind: "merchantKey" | "agentKey" | "webhookSecret"): string {
+  return ID_PREFIXES[kind] + base64url(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+export function base64url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function base64urlDecode(text: string): Uint8Array {
+  const padded = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
+  const binary = atob(padded);
+  return Uint8Array.from(binary, (c) => c.charCodeAt(0));
+}

@@ -1,0 +1,43 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { actorOf, requireActor } from "../auth/middleware";
+import { ApiError } from "../lib/errors";
+import { validate } from "../lib/validation";
+import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
+import { consoleMerchantView, getMerchant, listMerchants, merchantView, registerMerchant, setPayoutAddress } from "./service";
+
+const RegisterBody = z.object({
+  name: z.string().trim().min(1).max(200),
+  category: z.string().trim().min(1).max(64).optional(),
+}).strict();
+
+const PayoutAddressBody = z.object({
+  address: z.string().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits"),
+}).strict();
+
+const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+
+export const merchantRoutes = new Hono<AppEnv>()
+  .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {
+    const created = await registerMerchant(c.get("db"), c.req.valid("json"));
+    return c.json(created, 201);
+  })
+  .get("/console/merchants", requireActor("console"), validate("query", ListQuery), async (c) => {
+    const rows = await listMerchants(c.get("db"), c.req.valid("query").limit);
+    return c.json({ merchants: rows.map(consoleMerchantView) });
+  })
+  .get("/merchant/me", requireActor("merchant"), async (c) => {
+    const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
+    if (!merchant) throw new ApiError(404, "merchant_not_found");
+    return c.json({ merchant: merchantView(merchant) });
+  })
+  .put("/merchant/payout-address", requireActor("merchant"), validate("json", PayoutAddressBody), async (c) => {
+    const { address } = c.req.valid("json");
+    const db = c.get("db");
+    const kyt = await screenAddress(db, address);
+    // A flagged address is refused and not stored.
+    if (kyt.verdict !== "pass") throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
+    await setPayoutAddress(db, actorOf(c.get("actor"), "merchant").merchantId, address);
+    return c.json({ ok: true, kyt });
+  });

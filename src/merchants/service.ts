@@ -1,0 +1,48 @@
+import { desc, eq, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { merchants } from "../db/schema";
+import { hashApiKey } from "../auth/credentials";
+import { newId, newSecret } from "../lib/ids";
+import { nowIso } from "../lib/time";
+
+export type MerchantRow = typeof merchants.$inferSelect;
+
+/** The spec's merchant object (`GET /merchant/me`). */
+export const merchantView = (m: MerchantRow) => ({
+  id: m.id,
+  name: m.name,
+  balanceMinor: m.balanceMinor,
+  currency: m.currency,
+  payoutAddress: m.payoutAddress,
+});
+
+/** The console's merchant list entry (operations section 3). */
+export const consoleMerchantView = (m: MerchantRow) => ({
+  id: m.id,
+  name: m.name,
+  category: m.category,
+  balanceMinor: m.balanceMinor,
+  currency: m.currency,
+  payoutAddress: m.payoutAddress,
+  createdAt: m.createdAt,
+});
+
+/** Registers a merchant; the API key is returned here once and only its hash is kept. */
+export async function registerMerchant(db: Db, input: { name: string; category?: string | undefined }) {
+  const merchantId = newId("merchant");
+  const apiKey = newSecret("merchantKey");
+  await db.insert(merchants).values({
+    id: merchantId,
+    name: input.name,
+    category: input.category ?? null,
+    apiKeyHash: await hashApiKey(apiKey),
+    createdAt: nowIso(),
+  });
+  return { merchantId, apiKey };
+}
+
+export const getMerchant = (db: Db, id: string) => db.select().from(merchants).where(eq(merchants.id, id)).get();
+
+export const listMerchants = (db: Db, limit: number) => db.select().from(merchants).orderBy(desc(merchants.createdAt), desc(sql`rowid`)).limit(limit).all();
+
+export const setPayoutAddress = (db: Db, id: string, address: string) => db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));

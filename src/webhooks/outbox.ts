@@ -1,0 +1,26 @@
+import { newId } from "../lib/ids";
+import { canonicalJson } from "../ledger/audit";
+import { sqlStatement, type SqlStatement } from "../ledger/plan";
+
+export const EVENT_TYPES = [
+  "charge.created",
+  "payment.succeeded",
+  "charge.succeeded",
+  "approval.required",
+  "paylink.accepted",
+  "budget.exhausted",
+  "deposit.confirmed",
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * The outbox row for one webhook event. It is written in the same batch as the
+ * change it reports and delivered afterwards, so no event is lost when a step fails.
+ */
+export function outboxEvent(type: EventType, merchantId: string | null, data: Record<string, unknown>, createdAt: string): SqlStatement {
+  return sqlStatement(
+    "INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, ?, ?, ?, ?)",
+    newId("webhookEvent"), type, merchantId, canonicalJson(data), createdAt,
+  );
+}
