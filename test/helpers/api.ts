@@ -1,0 +1,35 @@
+import { exports } from "cloudflare:workers";
+import { env } from "cloudflare:workers";
+import { signConsoleToken } from "../../src/auth/jwt";
+
+export const BASE = "http://service.test";
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+  text: string;
+}
+
+/** Calls the Worker's own fetch handler inside workerd, as a client would. */
+export async function api<T = any>(method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    headers["content-type"] ??= "application/json";
+    body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
+  }
+  const response = await exports.default.fetch(new Request(`${BASE}${path}`, { method, headers, body }));
+  const text = await response.text();
+  let parsed: unknown = text;
+  if ((response.headers.get("content-type") ?? "").includes("application/json")) parsed = JSON.parse(text);
+  return { status: response.status, body: parsed as T, headers: response.headers, text };
+}
+
+export const OPS_EMAIL = "ops@example.com";
+
+/** A console session token for an allowed console user. */
+export async function consoleToken(email = OPS_EMAIL): Promise<string> {
+  return (await signConsoleToken(env.CONSOLE_SESSION_SECRET!, email)).token;
+}
