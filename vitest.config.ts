@@ -9,7 +9,11 @@ export default defineConfig(async () => {
       cloudflareTest({
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
-          bindings: { ENVIRONMENT: "test", TEST_MIGRATIONS: migrations },
+          bindings: {
+            ENVIRONMENT: "test",
+            CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
+            TEST_MIGRATIONS: migrations,
+          },
         },
       }),
     ],

@@ -32,8 +32,8 @@ const SettingsSchema = z
     if (settings.ENVIRONMENT === "production" && !settings.SERVICE_REQUIRE_API_KEY) {
       ctx.addIssue({ code: "custom", message: "SERVICE_REQUIRE_API_KEY cannot be false in production" });
     }
-    if (settings.ENVIRONMENT === "production" && settings.CONSOLE_SESSION_SECRET.startsWith("dev-only")) {
-      ctx.addIssue({ code: "custom", message: "CONSOLE_SESSION_SECRET still holds the development value" });
+    if (settings.ENVIRONMENT === "production" && /^(dev|test)-only/.test(settings.CONSOLE_SESSION_SECRET)) {
+      ctx.addIssue({ code: "custom", message: "CONSOLE_SESSION_SECRET holds a development value" });
     }
   });
 

@@ -1,0 +1,117 @@
+// The operator's command line (`npm run --silent cli -- <command>`).
+//   console-token --email <address>      print a console session token, nothing else
+//   agent create --name <n> [--credit <cents>] [--max-per-tx <cents>] [--daily-limit <cents>]
+//                [--approval-threshold <cents>] [--categories a,b]
+//                                        create an agent; print { agentId, apiKey } as one JSON line
+//   audit verify                         recompute the audit chain; name the first broken row
+// Settings: SERVICE_URL (default http://127.0.0.1:8787); CONSOLE_SESSION_SECRET
+// (default: the one `npm run dev` wrote to .dev.vars).
+import { parseArgs } from "node:util";
+import { signConsoleToken } from "../src/auth/jwt";
+import { verifyChain, type AuditRow } from "../src/ledger/audit";
+import { ensureDevVars } from "./lib/dev-vars.mjs";
+
+const SERVICE_URL = (process.env.SERVICE_URL ?? "http://127.0.0.1:8787").replace(/\/$/, "");
+
+class UsageError extends Error {}
+
+function sessionSecret(): string {
+  return process.env.CONSOLE_SESSION_SECRET ?? ensureDevVars().CONSOLE_SESSION_SECRET!;
+}
+
+async function consoleToken(email: string): Promise<string> {
+  return (await signConsoleToken(sessionSecret(), email)).token;
+}
+
+const DEFAULT_OPERATOR = "ops@example.com";
+
+async function call<T>(method: string, path: string, token: string, body?: unknown): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(`${SERVICE_URL}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new Error(`cannot reach the service at ${SERVICE_URL} (is \`npm run dev\` running?)`);
+  }
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+const cents = (value: string | undefined, flag: string): number | undefined => {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError(`${flag} takes a whole number of cents`);
+  return Number(value);
+};
+
+async function agentCreate(args: string[]) {
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: "string" },
+      credit: { type: "string" },
+      "max-per-tx": { type: "string" },
+      "daily-limit": { type: "string" },
+      "approval-threshold": { type: "string" },
+      categories: { type: "string" },
+      email: { type: "string", default: DEFAULT_OPERATOR },
+    },
+  });
+  if (!values.name) throw new UsageError("agent create needs --name");
+  const policy = {
+    maxPerTransactionUsdCents: cents(values["max-per-tx"], "--max-per-tx") ?? null,
+    dailyLimitUsdCents: cents(values["daily-limit"], "--daily-limit") ?? null,
+    approvalThresholdUsdCents: cents(values["approval-threshold"], "--approval-threshold") ?? null,
+    allowedCategories: values.categories ? values.categories.split(",").map((c) => c.trim()).filter(Boolean) : null,
+  };
+  const credit = cents(values.credit, "--credit");
+  const token = await consoleToken(values.email);
+  const agent = await call<{ agentId: string; apiKey: string }>("POST", "/console/agents", token, { name: values.name, policy });
+  if (credit) await call("POST", `/console/agents/${agent.agentId}/credits`, token, { amountUsdCents: credit, reference: "cli" });
+  console.log(JSON.stringify({ agentId: agent.agentId, apiKey: agent.apiKey }));
+}
+
+async function* remoteAuditRows(token: string): AsyncGenerator<AuditRow> {
+  let after = 0;
+  for (;;) {
+    const page = await call<{ events: AuditRow[]; nextAfterSeq: number | null }>("GET", `/console/audit?afterSeq=${after}&limit=1000`, token);
+    yield* page.events;
+    if (page.nextAfterSeq === null) return;
+    after = page.nextAfterSeq;
+    process.stderr.write(`\rverified through seq ${after}`);
+  }
+}
+
+async function auditVerify(args: string[]) {
+  const { values } = parseArgs({ args, options: { email: { type: "string", default: DEFAULT_OPERATOR } } });
+  const verdict = await verifyChain(remoteAuditRows(await consoleToken(values.email)));
+  if (verdict.ok) {
+    console.log(`audit chain ok: ${verdict.rows} rows, head seq ${verdict.headSeq}, head hash ${verdict.headHash}`);
+    return;
+  }
+  console.log(`audit chain BROKEN at seq ${verdict.brokenSeq}: ${verdict.problem}`);
+  process.exitCode = 1;
+}
+
+async function main(argv: string[]) {
+  const [command, sub, ...rest] = argv;
+  if (command === "console-token") {
+    const { values } = parseArgs({ args: argv.slice(1), options: { email: { type: "string" } } });
+    if (!values.email) throw new UsageError("console-token needs --email <address>");
+    console.log(await consoleToken(values.email));
+  } else if (command === "agent" && sub === "create") {
+    await agentCreate(rest);
+  } else if (command === "audit" && sub === "verify") {
+    await auditVerify(rest);
+  } else {
+    throw new UsageError("commands: console-token --email <a> | agent create --name <n> [...] | audit verify");
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : String(error));
+  process.exitCode = error instanceof UsageError ? 2 : 1;
+});

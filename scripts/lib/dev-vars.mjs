@@ -1,0 +1,29 @@
+// Local development secrets live in .dev.vars (git-ignored), which wrangler dev
+// reads. The first run writes a random console session secret there, so no
+// secret is ever committed and a fresh clone needs no set-up.
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+export const DEV_VARS_PATH = fileURLToPath(new URL("../../.dev.vars", import.meta.url));
+
+export function readDevVars(path = DEV_VARS_PATH) {
+  if (!existsSync(path)) return {};
+  const vars = {};
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    const match = /^\s*([A-Z0-9_]+)\s*=\s*"?(.*?)"?\s*$/.exec(line);
+    if (match) vars[match[1]] = match[2];
+  }
+  return vars;
+}
+
+/** Makes sure .dev.vars holds a CONSOLE_SESSION_SECRET; returns the vars. */
+export function ensureDevVars(path = DEV_VARS_PATH) {
+  const vars = readDevVars(path);
+  if (!vars.CONSOLE_SESSION_SECRET) {
+    vars.CONSOLE_SESSION_SECRET = randomBytes(32).toString("base64url");
+    const existing = existsSync(path) ? readFileSync(path, "utf8").replace(/\n*$/, "\n") : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
+    writeFileSync(path, `${existing}CONSOLE_SESSION_SECRET="${vars.CONSOLE_SESSION_SECRET}"\n`, { mode: 0o600 });
+  }
+  return vars;
+}
