@@ -5,23 +5,42 @@ import { defineConfig } from "vitest/config";
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
-    plugins: [
-      cloudflareTest({
-        wrangler: { configPath: "./wrangler.toml" },
-        miniflare: {
-          bindings: {
-            ENVIRONMENT: "test",
-            CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
-            TEST_MIGRATIONS: migrations,
+    test: {
+      projects: [
+        {
+          // The Worker itself inside workerd, with real D1, Durable Objects and Queues.
+          plugins: [
+            cloudflareTest({
+              wrangler: { configPath: "./wrangler.toml" },
+              miniflare: {
+                bindings: {
+                  ENVIRONMENT: "test",
+                  CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
+                  TEST_MIGRATIONS: migrations,
+                },
+              },
+            }),
+          ],
+          test: {
+            name: "workers",
+            setupFiles: ["./test/setup/apply-migrations.ts"],
+            include: ["test/**/*.test.ts"],
+            exclude: ["test/e2e/**"],
+            testTimeout: 60_000,
+            hookTimeout: 60_000,
           },
         },
-      }),
-    ],
-    test: {
-      setupFiles: ["./test/setup/apply-migrations.ts"],
-      include: ["test/**/*.test.ts"],
-      testTimeout: 30_000,
-      hookTimeout: 30_000,
+        {
+          // `npm run dev` and the CLI exactly as a person runs them, from Node.
+          test: {
+            name: "e2e",
+            environment: "node",
+            include: ["test/e2e/**/*.test.ts"],
+            testTimeout: 120_000,
+            hookTimeout: 120_000,
+          },
+        },
+      ],
     },
   };
 });

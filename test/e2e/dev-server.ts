@@ -1,0 +1,63 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+export interface DevServer {
+  url: string;
+  log: () => string;
+  cli: (...args: string[]) => { status: number | null; stdout: string; stderr: string };
+  stop: () => Promise<void>;
+}
+
+/** Starts `npm run dev` on a free port with its own state directory, as a person would. */
+export async function startDevServer(): Promise<DevServer> {
+  const port = await freePort();
+  const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
+  const env = { ...process.env, PORT: String(port), DEV_PERSIST_DIR: stateDir };
+  const child: ChildProcess = spawn("npm", ["run", "--silent", "dev"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`npm run dev exited early:\n${output}`);
+    try {
+      const res = await fetch(`${url}/no-such-route`);
+      if (res.status === 404) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`npm run dev did not answer within 90 s:\n${output}`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return {
+    url,
+    log: () => output,
+    cli: (...args) => {
+      const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], { cwd: ROOT, env: { ...process.env, SERVICE_URL: url }, encoding: "utf8" });
+      return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+    },
+    stop: async () => {
+      if (child.exitCode === null && child.pid) {
+        process.kill(-child.pid, "SIGTERM");
+        await new Promise((r) => child.once("exit", r));
+      }
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
