@@ -5,11 +5,13 @@ import { agentRoutes } from "./agents/routes";
 import { approvalRoutes } from "./approvals/routes";
 import { auditRoutes } from "./audit/routes";
 import { chargeRoutes } from "./charges/routes";
+import { checkoutRoutes } from "./checkout/routes";
 import { dbOf } from "./db/client";
 import { settingsOf } from "./env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
 import { merchantRoutes } from "./merchants/routes";
+import { paylinkRoutes } from "./paylinks/routes";
 
 /** Builds the HTTP app: request id and settings, the domain routers, one error handler. */
 export function buildApp() {
@@ -27,6 +29,8 @@ export function buildApp() {
   app.route("/", merchantRoutes);
   app.route("/", kytRoutes);
   app.route("/", chargeRoutes);
+  app.route("/", checkoutRoutes);
+  app.route("/", paylinkRoutes);
   app.route("/", agentRoutes);
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);

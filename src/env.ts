@@ -1,12 +1,14 @@
 import { z } from "zod";
 import type { LedgerDurableObject } from "./ledger/ledger.do";
 import type { WalletDurableObject } from "./agents/wallet.do";
+import type { GrantDurableObject } from "./paylinks/grant.do";
 
 /** Bindings and vars as wrangler.toml declares them. */
 export interface Env {
   DB: D1Database;
   WALLET: DurableObjectNamespace<WalletDurableObject>;
   LEDGER: DurableObjectNamespace<LedgerDurableObject>;
+  GRANT: DurableObjectNamespace<GrantDurableObject>;
   WEBHOOK_QUEUE: Queue<unknown>;
   ENVIRONMENT?: string;
   SERVICE_REQUIRE_API_KEY?: string;

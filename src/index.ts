@@ -6,6 +6,7 @@ import { settingsOf } from "./env";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
+export { GrantDurableObject } from "./paylinks/grant.do";
 
 const app = buildApp();
 

@@ -2,7 +2,8 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { serialQueue } from "../lib/serial";
 import type { Policy } from "./policy";
-import { creditWallet, grantApproval, payCharge, setPolicy } from "./wallet";
+import type { SqlStatement } from "../ledger/plan";
+import { creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot } from "./wallet";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -14,6 +15,14 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   payCharge(agentId: string, chargeId: string) {
     return this.serialize(() => payCharge(this.env, agentId, chargeId));
+  }
+
+  payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[]) {
+    return this.serialize(() => payNewCharge(this.env, agentId, charge, birthGuards));
+  }
+
+  drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>) {
+    return this.serialize(() => drawFromWallet(this.env, agentId, charge, grantStatements, auditData));
   }
 
   grantApproval(agentId: string, approvalId: string, decidedBy: string) {

@@ -1,17 +1,17 @@
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
-import { chargeView, type ChargeRow, type ChargeView } from "../charges/service";
+import { chargeCreationStatements, chargeView, type ChargeFields, type ChargeView } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
 import { agentCreditPlan, walletPaymentPlan } from "../ledger/movements";
-import { guard, sqlStatement } from "../ledger/plan";
+import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
 import { nowIso, utcDayStart } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { evaluatePolicy, parseStoredPolicy, POLICY_REASONS, type Policy } from "./policy";
 
-/** Outcomes of a wallet operation; routes map each to a status in one table. */
+/** Outcomes of a wallet operation; routes map each to a status in one table (outcomes.ts). */
 export type PayOutcome =
   | { kind: "paid"; charge: ChargeView; merchantBalanceMinor: number }
   | { kind: "approval"; approvalId: string; reason: string; expiresAt: string; charge: ChargeView }
@@ -19,7 +19,10 @@ export type PayOutcome =
   | { kind: "conflict"; reason: string }
   | { kind: "not_found"; reason: string };
 
-interface ChargeSnapshot extends ChargeRow {
+/** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
+export interface PayableSnapshot extends ChargeFields {
+  checkoutLinkId: string | null;
+  paylinkGrantId: string | null;
   merchantName: string;
   merchantCategory: string | null;
 }
@@ -33,93 +36,158 @@ interface ApprovalSnapshot {
   expiresAt: string;
 }
 
+interface AgentState {
+  balanceMinor: number;
+  policy: Policy;
+  spentTodayMinor: number;
+}
+
 const CHARGE_SELECT = `SELECT c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
+  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId,
   m.name AS merchantName, m.category AS merchantCategory
   FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`;
 
 const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS agentId, status, reason, expires_at AS expiresAt FROM approvals`;
 
-/** What a payment decision needs, read in one batch so it is one consistent snapshot. */
-async function readPaymentState(env: Env, agentId: string, chargeId: string, now: number) {
+const agentStatements = (db: D1Database, agentId: string, now: number) => [
+  db.prepare("SELECT balance_minor AS balanceMinor, policy FROM agents WHERE id = ?").bind(agentId),
+  db.prepare(
+    `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
+     WHERE agent_id = ? AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?`,
+  ).bind(agentId, utcDayStart(now)),
+];
+
+function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined): AgentState | undefined {
+  const row = agent?.results[0] as { balanceMinor: number; policy: string } | undefined;
+  if (!row) return undefined;
+  return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent };
+}
+
+/** The agent and an existing charge (with its pending approval), read in one batch: one consistent snapshot. */
+async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
   const db = env.DB;
   const [charge, agent, spent, approval] = await db.batch([
     db.prepare(CHARGE_SELECT).bind(chargeId),
-    db.prepare("SELECT balance_minor AS balanceMinor, policy FROM agents WHERE id = ?").bind(agentId),
-    db.prepare(
-      `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
-       WHERE agent_id = ? AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?`,
-    ).bind(agentId, utcDayStart(now)),
+    ...agentStatements(db, agentId, now),
     db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId),
   ]);
-  const agentRow = agent?.results[0] as { balanceMinor: number; policy: string } | undefined;
   return {
-    charge: charge?.results[0] as ChargeSnapshot | undefined,
-    agent: agentRow ? { balanceMinor: agentRow.balanceMinor, policy: parseStoredPolicy(agentRow.policy) } : undefined,
-    spentTodayMinor: (spent?.results[0] as { spent: number } | undefined)?.spent ?? 0,
+    charge: charge?.results[0] as PayableSnapshot | undefined,
+    agent: agentStateOf(agent, spent),
     pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
   };
 }
 
-const toChargeRow = (c: ChargeSnapshot): ChargeRow => ({
-  id: c.id, merchantId: c.merchantId, agentId: c.agentId, amountMinor: c.amountMinor, currency: c.currency,
-  description: c.description, externalId: c.externalId, status: c.status, method: c.method, reference: c.reference,
-  createdAt: c.createdAt, paidAt: c.paidAt,
-});
+/** The agent's balance, policy and today's spend, for a payment whose charge is not stored yet. */
+export async function readAgentState(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
+  const [agent, spent] = await env.DB.batch(agentStatements(env.DB, agentId, now));
+  return agentStateOf(agent, spent);
+}
 
-function decide(policy: Policy, charge: ChargeSnapshot, balanceMinor: number, spentTodayMinor: number, skipApprovalThreshold: boolean) {
-  return evaluatePolicy(policy, {
+function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshold: boolean) {
+  return evaluatePolicy(agent.policy, {
     amountMinor: charge.amountMinor,
     merchantCategory: charge.merchantCategory,
-    spentTodayMinor,
-    balanceMinor,
+    spentTodayMinor: agent.spentTodayMinor,
+    balanceMinor: agent.balanceMinor,
     skipApprovalThreshold,
   });
 }
 
+interface CommitOptions {
+  method?: "ledger" | "paylink";
+  prelude?: SqlStatement[];
+  extraStatements?: SqlStatement[];
+  auditData?: Record<string, unknown>;
+}
+
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
-async function commitPayment(env: Env, agentId: string, charge: ChargeSnapshot, extra: Parameters<typeof walletPaymentPlan>[0]["extraStatements"], auditData?: Record<string, unknown>): Promise<PayOutcome> {
+async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot, options: CommitOptions = {}): Promise<PayOutcome> {
   const paidAt = nowIso();
   const reference = newId("payment");
+  const method = options.method ?? "ledger";
   const result = await ledgerOf(env).commit(
-    walletPaymentPlan({ charge, agentId, method: "ledger", reference, paidAt, extraStatements: extra, auditData }),
+    walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, auditData: options.auditData }),
   );
   if (result.kind === "refused") {
     if (result.reason === POLICY_REASONS.balance) return { kind: "rejected", reason: result.reason };
     return { kind: "conflict", reason: result.reason };
   }
-  const merchantBalanceMinor = (result.results.at(-1)?.[0] as { balanceMinor: number } | undefined)?.balanceMinor ?? 0;
-  const paid: ChargeRow = { ...toChargeRow(charge), status: "paid", agentId, method: "ledger", reference, paidAt };
-  return { kind: "paid", charge: chargeView(paid), merchantBalanceMinor };
+  const merchantBalanceMinor = Number(result.results.at(-1)?.[0]?.balanceMinor ?? 0);
+  return { kind: "paid", charge: chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt }), merchantBalanceMinor };
 }
 
 /**
- * Pays a charge from the agent's wallet. Runs inside the agent's wallet
+ * Pays a stored charge from the agent's wallet. Runs inside the agent's wallet
  * Durable Object, so no two decisions for one agent interleave; the charge's
  * own state is guarded in the batch, so two agents can never both pay it.
  */
 export async function payCharge(env: Env, agentId: string, chargeId: string): Promise<PayOutcome> {
   const now = Date.now();
-  const state = await readPaymentState(env, agentId, chargeId, now);
-  const { charge, agent } = state;
+  const { charge, agent, pendingApproval } = await readChargeState(env, agentId, chargeId, now);
   if (!charge) return { kind: "not_found", reason: "charge_not_found" };
   if (!agent) return { kind: "not_found", reason: "agent_not_found" };
   if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
 
-  const decision = decide(agent.policy, charge, agent.balanceMinor, state.spentTodayMinor, false);
+  const decision = decide(agent, charge, false);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
-  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, state.pendingApproval, now);
-  return commitPayment(env, agentId, charge, []);
+  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, []);
+  return commitPayment(env, agentId, charge);
+}
+
+/**
+ * Pays a charge that is born with the payment (a checkout link's): the charge
+ * is created in the same batch that pays it, or that holds it for approval,
+ * so a refused payment leaves no charge behind. `birthGuards` run first (the
+ * link is still active).
+ */
+export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[]): Promise<PayOutcome> {
+  const now = Date.now();
+  const agent = await readAgentState(env, agentId, now);
+  if (!agent) return { kind: "not_found", reason: "agent_not_found" };
+  const decision = decide(agent, charge, false);
+  if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
+  const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
+  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude);
+  return commitPayment(env, agentId, charge, { prelude });
+}
+
+/**
+ * Draws on a PayLink grant: a pre-authorized human decision, so the approval
+ * threshold is skipped, but hard limits and the balance apply. The charge is
+ * created already paid (method `paylink`); `grantStatements` guard and move
+ * the grant's figures in the same batch.
+ */
+export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>): Promise<PayOutcome> {
+  const agent = await readAgentState(env, agentId, Date.now());
+  if (!agent) return { kind: "not_found", reason: "agent_not_found" };
+  const decision = decide(agent, charge, true);
+  if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
+  return commitPayment(env, agentId, charge, {
+    method: "paylink",
+    prelude: chargeCreationStatements(charge, charge.merchantName),
+    extraStatements: grantStatements,
+    auditData,
+  });
 }
 
 /**
  * Holds a payment for a human. Paying again while this agent's approval is
  * pending returns that same approval; an expired one is replaced.
  */
-async function requestApproval(env: Env, agentId: string, charge: ChargeSnapshot, reason: string, existing: ApprovalSnapshot | undefined, now: number): Promise<PayOutcome> {
-  const view = chargeView(toChargeRow(charge));
+async function requestApproval(
+  env: Env,
+  agentId: string,
+  charge: PayableSnapshot,
+  reason: string,
+  existing: ApprovalSnapshot | undefined,
+  now: number,
+  prelude: SqlStatement[],
+): Promise<PayOutcome> {
+  const view = chargeView(charge);
   const createdAt = nowIso(now);
-  const expireStale = [];
+  const expireStale: SqlStatement[] = [];
   if (existing) {
     const expired = existing.expiresAt <= createdAt;
     if (!expired && existing.agentId === agentId) {
@@ -131,52 +199,57 @@ async function requestApproval(env: Env, agentId: string, charge: ChargeSnapshot
   }
   const approvalId = newId("approval");
   const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
+  const data = { approvalId, reason, expiresAt, chargeId: charge.id, agentId, merchantId: charge.merchantId, amountMinor: charge.amountMinor };
   try {
     await executeBatch(env.DB, [
+      ...prelude,
       ...expireStale,
       sqlStatement(
         `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
         approvalId, charge.id, agentId, charge.merchantId, charge.amountMinor, reason, expiresAt, createdAt,
       ),
-      outboxEvent("approval.required", charge.merchantId, { approvalId, reason, expiresAt, chargeId: charge.id, agentId, merchantId: charge.merchantId, amountMinor: charge.amountMinor }, createdAt),
+      outboxEvent("approval.required", charge.merchantId, data, createdAt),
     ]);
   } catch (error) {
+    const message = String(error);
     // The partial unique index lost a race with another agent's approval for this charge.
-    if (String(error).includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
+    if (message.includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
+    const guarded = guardReasonOf(error);
+    if (guarded) return { kind: "conflict", reason: guarded };
     throw error;
   }
   return { kind: "approval", approvalId, reason, expiresAt, charge: view };
 }
-
-export type GrantOutcome = PayOutcome;
 
 /**
  * Grants a held payment: the approval flips to granted in the same batch that
  * pays the charge. Hard limits and the balance still apply; if they no longer
  * allow it the approval stays pending (402).
  */
-export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string): Promise<GrantOutcome> {
+export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string): Promise<PayOutcome> {
   const now = Date.now();
   const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`).bind(approvalId).first()) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
-  const check = await checkApprovalOpen(env, approval, now);
-  if (check) return check;
-  const state = await readPaymentState(env, agentId, approval.chargeId, now);
-  const { charge, agent } = state;
+  const closed = await checkApprovalOpen(env, approval, now);
+  if (closed) return closed;
+  const { charge, agent } = await readChargeState(env, agentId, approval.chargeId, now);
   if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
   if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
-  const decision = decide(agent.policy, charge, agent.balanceMinor, state.spentTodayMinor, true);
+  const decision = decide(agent, charge, true);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
-  return commitPayment(env, agentId, charge, [
-    guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
-    sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
-  ], { approvalId, approvedBy: decidedBy });
+  return commitPayment(env, agentId, charge, {
+    extraStatements: [
+      guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
+      sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
+    ],
+    auditData: { approvalId, approvedBy: decidedBy },
+  });
 }
 
 /** Null when the approval can still be decided; otherwise the conflict, marking an overdue one expired. */
-export async function checkApprovalOpen(env: Env, approval: ApprovalSnapshot, now: number): Promise<PayOutcome | null> {
+export async function checkApprovalOpen(env: Env, approval: { id: string; status: string; expiresAt: string }, now: number): Promise<PayOutcome | null> {
   if (approval.status !== "pending") return { kind: "conflict", reason: "approval_not_pending" };
   const at = nowIso(now);
   if (approval.expiresAt <= at) {
@@ -190,7 +263,7 @@ export async function checkApprovalOpen(env: Env, approval: ApprovalSnapshot, no
 export async function creditWallet(env: Env, agentId: string, amountMinor: number, reference: string | null, by: string): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
   const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso() }));
   if (result.kind === "refused") return { ok: false, reason: result.reason };
-  return { ok: true, balanceMinor: (result.results.at(-1)?.[0] as { balanceMinor: number }).balanceMinor };
+  return { ok: true, balanceMinor: Number(result.results.at(-1)?.[0]?.balanceMinor) };
 }
 
 /** Replaces the agent's policy; returns false if the agent does not exist. */

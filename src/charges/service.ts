@@ -2,15 +2,18 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { executeBatch } from "../db/batch";
 import { charges } from "../db/schema";
-import { sqlStatement } from "../ledger/plan";
+import { sqlStatement, type SqlStatement } from "../ledger/plan";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 
 export type ChargeRow = typeof charges.$inferSelect;
 
+/** The fields of a charge the API shows. */
+export type ChargeFields = Omit<ChargeRow, "checkoutLinkId" | "paylinkGrantId">;
+
 /** The spec's charge object. */
-export const chargeView = (c: ChargeRow) => ({
+export const chargeView = (c: ChargeFields) => ({
   chargeId: c.id,
   merchantId: c.merchantId,
   agentId: c.agentId,
@@ -27,15 +30,15 @@ export const chargeView = (c: ChargeRow) => ({
 
 export type ChargeView = ReturnType<typeof chargeView>;
 
-/** A new pending charge and its `charge.created` event, written together. */
-export async function createCharge(
-  d1: D1Database,
-  merchant: { id: string; name: string },
-  input: { amountMinor: number; description?: string | undefined; externalId?: string | undefined },
-): Promise<ChargeRow> {
-  const row: ChargeRow = {
+/** A charge that does not exist yet, pending, in memory. */
+export function newPendingCharge(
+  merchantId: string,
+  input: { amountMinor: number; description?: string | null | undefined; externalId?: string | null | undefined; checkoutLinkId?: string | null; paylinkGrantId?: string | null },
+  createdAt = nowIso(),
+): ChargeRow {
+  return {
     id: newId("charge"),
-    merchantId: merchant.id,
+    merchantId,
     agentId: null,
     amountMinor: input.amountMinor,
     currency: "USD",
@@ -44,17 +47,36 @@ export async function createCharge(
     status: "pending",
     method: null,
     reference: null,
-    createdAt: nowIso(),
+    createdAt,
     paidAt: null,
+    checkoutLinkId: input.checkoutLinkId ?? null,
+    paylinkGrantId: input.paylinkGrantId ?? null,
   };
-  await executeBatch(d1, [
+}
+
+/**
+ * The statements that create a pending charge and its `charge.created` event.
+ * Callers put them in the same batch as whatever else the charge's birth needs.
+ */
+export function chargeCreationStatements(row: ChargeRow, merchantName: string): SqlStatement[] {
+  return [
     sqlStatement(
-      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at)
-       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL)`,
-      row.id, row.merchantId, row.amountMinor, row.currency, row.description, row.externalId, row.createdAt,
+      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id)
+       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?)`,
+      row.id, row.merchantId, row.amountMinor, row.currency, row.description, row.externalId, row.createdAt, row.checkoutLinkId, row.paylinkGrantId,
     ),
-    outboxEvent("charge.created", merchant.id, { chargeId: row.id, amountMinor: row.amountMinor, merchantName: merchant.name, merchantId: merchant.id }, row.createdAt),
-  ]);
+    outboxEvent("charge.created", row.merchantId, { chargeId: row.id, amountMinor: row.amountMinor, merchantName, merchantId: row.merchantId }, row.createdAt),
+  ];
+}
+
+/** A new pending charge and its `charge.created` event, written together. */
+export async function createCharge(
+  d1: D1Database,
+  merchant: { id: string; name: string },
+  input: { amountMinor: number; description?: string | undefined; externalId?: string | undefined },
+): Promise<ChargeRow> {
+  const row = newPendingCharge(merchant.id, input);
+  await executeBatch(d1, chargeCreationStatements(row, merchant.name));
   return row;
 }
 

@@ -17,9 +17,14 @@ export const charges = sqliteTable(
     reference: text("reference").unique(),
     createdAt: text("created_at").notNull(),
     paidAt: text("paid_at"),
+    /** The checkout link this charge was materialized from, if any. */
+    checkoutLinkId: text("checkout_link_id"),
+    /** The PayLink grant this charge was drawn on, if any. */
+    paylinkGrantId: text("paylink_grant_id"),
   },
   (t) => [
     index("charges_merchant_created").on(t.merchantId, t.createdAt),
     index("charges_agent_paid").on(t.agentId, t.paidAt),
+    index("charges_checkout_link").on(t.checkoutLinkId),
   ],
 );

@@ -5,3 +5,5 @@ export * from "./approvals";
 export * from "./ledger";
 export * from "./events";
 export * from "./console";
+export * from "./checkout-links";
+export * from "./paylinks";

@@ -16,6 +16,8 @@ export interface WalletPayment {
   method: "ledger" | "paylink";
   reference: string;
   paidAt: string;
+  /** Statements that must run first: creating the charge being paid, when it is new. */
+  prelude?: SqlStatement[];
   /** Guards and statements a caller adds (an approval being granted, a grant being drawn). */
   extraStatements?: SqlStatement[];
   auditData?: Record<string, unknown>;
@@ -44,12 +46,18 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   const data = paymentEventData(charge, p.agentId, p.method, p.reference);
   return {
     statements: [
+      ...(p.prelude ?? []),
       guard("charge_not_pending", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending')", charge.id),
       guard("saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor),
       ...(p.extraStatements ?? []),
       sqlStatement(
         "UPDATE charges SET status = 'paid', agent_id = ?, method = ?, reference = ?, paid_at = ? WHERE id = ? AND status = 'pending'",
         p.agentId, p.method, p.reference, p.paidAt, charge.id,
+      ),
+      // A charge born from a checkout link moves the link's counters in the same batch.
+      sqlStatement(
+        "UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = (SELECT checkout_link_id FROM charges WHERE id = ?)",
+        charge.amountMinor, charge.id,
       ),
       // Other agents' approvals for this charge can no longer be granted.
       sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'", p.paidAt, charge.id),

@@ -3,7 +3,11 @@ export const ID_PREFIXES = {
   merchant: "mch_",
   charge: "chg_",
   checkoutLink: "cl_",
+  /** The public path identifier of a checkout link, apart from its id. */
+  checkoutToken: "ct_",
   paylink: "pl_",
+  /** The public path identifier of a PayLink, apart from its id. */
+  paylinkCode: "plc_",
   grant: "plg_",
   approval: "apr_",
   agent: "agent_",

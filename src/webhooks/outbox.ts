@@ -24,3 +24,18 @@ export function outboxEvent(type: EventType, merchantId: string | null, data: Re
     newId("webhookEvent"), type, merchantId, canonicalJson(data), createdAt,
   );
 }
+
+/** The same, written only if `condition` (SQL over `params`) holds when the batch runs. */
+export function outboxEventWhen(
+  type: EventType,
+  merchantId: string | null,
+  data: Record<string, unknown>,
+  createdAt: string,
+  condition: string,
+  ...params: SqlStatement["params"]
+): SqlStatement {
+  return sqlStatement(
+    `INSERT INTO outbox_events (id, type, merchant_id, data, created_at) SELECT ?, ?, ?, ?, ? WHERE ${condition}`,
+    newId("webhookEvent"), type, merchantId, canonicalJson(data), createdAt, ...params,
+  );
+}

@@ -1,0 +1,72 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { actorOf, requireActor } from "../auth/middleware";
+import { payOutcomeResponse } from "../agents/outcomes";
+import { walletOf } from "../agents/wallet.do";
+import { newPendingCharge } from "../charges/service";
+import { guard } from "../ledger/plan";
+import { ApiError } from "../lib/errors";
+import { amountMinor } from "../lib/money";
+import { validate } from "../lib/validation";
+import {
+  checkoutLinkCreatedView,
+  checkoutLinkForPayment,
+  checkoutLinkMerchantView,
+  checkoutLinkPublicView,
+  createCheckoutLink,
+  listCheckoutLinks,
+  setCheckoutLinkActive,
+  visitCheckoutLink,
+} from "./service";
+
+const CreateBody = z.object({
+  amountUsdCents: amountMinor,
+  description: z.string().trim().min(1).max(1000),
+  externalId: z.string().max(200).optional(),
+}).strict();
+const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
+const PatchBody = z.object({ active: z.boolean() }).strict();
+const TokenParam = z.object({ token: z.string().min(1).max(64) });
+
+export const checkoutRoutes = new Hono<AppEnv>()
+  .post("/merchant/checkout", requireActor("merchant"), validate("json", CreateBody), async (c) => {
+    const body = c.req.valid("json");
+    const link = await createCheckoutLink(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, {
+      amountMinor: body.amountUsdCents,
+      description: body.description,
+      externalId: body.externalId,
+    });
+    return c.json(checkoutLinkCreatedView(link), 201);
+  })
+  .get("/merchant/checkout-links", requireActor("merchant"), validate("query", ListQuery), async (c) => {
+    const { links, total } = await listCheckoutLinks(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, c.req.valid("query").limit);
+    return c.json({ links: links.map(checkoutLinkMerchantView), total });
+  })
+  .patch("/merchant/checkout-links/:token", requireActor("merchant"), validate("param", TokenParam), validate("json", PatchBody), async (c) => {
+    const link = await setCheckoutLinkActive(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, c.req.valid("param").token, c.req.valid("json").active);
+    if (!link) throw new ApiError(404, "checkout_link_not_found");
+    return c.json(checkoutLinkMerchantView(link));
+  })
+  .get("/checkout/:token", validate("param", TokenParam), async (c) => {
+    const visited = await visitCheckoutLink(c.get("db"), c.req.valid("param").token);
+    if (!visited) throw new ApiError(404, "checkout_link_not_found");
+    return c.json(checkoutLinkPublicView(visited.link, visited.merchantName));
+  })
+  .post("/checkout/:token/pay", requireActor("agent"), validate("param", TokenParam), async (c) => {
+    const { agentId } = actorOf(c.get("actor"), "agent");
+    const found = await checkoutLinkForPayment(c.get("db"), c.req.valid("param").token);
+    if (!found) throw new ApiError(404, "checkout_link_not_found");
+    const { link } = found;
+    if (!link.active) throw new ApiError(409, "checkout_link_disabled");
+    // Each payment materializes its own charge against the link.
+    const charge = {
+      ...newPendingCharge(link.merchantId, { amountMinor: link.amountMinor, description: link.description, externalId: link.externalId, checkoutLinkId: link.id }),
+      merchantName: found.merchantName,
+      merchantCategory: found.merchantCategory,
+    };
+    const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
+    const outcome = await walletOf(c.env, agentId).payNewCharge(agentId, charge, [linkStillActive]);
+    // The agent sees its charge, not the merchant's balance.
+    return payOutcomeResponse(c, outcome, (paid) => ({ paid: true, charge: paid.charge }));
+  });

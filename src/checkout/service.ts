@@ -1,0 +1,94 @@
+import { and, count, desc, eq, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { checkoutLinks, merchants } from "../db/schema";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+
+export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;
+
+const checkoutUrl = (token: string) => `/checkout/${token}`;
+
+/** The creation response. */
+export const checkoutLinkCreatedView = (l: CheckoutLinkRow) => ({
+  checkoutLinkId: l.id,
+  checkoutToken: l.token,
+  checkoutUrl: checkoutUrl(l.token),
+  amountMinor: l.amountMinor,
+  currency: l.currency,
+  description: l.description,
+  visits: l.visits,
+  paymentsCount: l.paymentsCount,
+  totalPaidMinor: l.totalPaidMinor,
+});
+
+/** The merchant list entry (also the PATCH response). */
+export const checkoutLinkMerchantView = (l: CheckoutLinkRow) => ({ ...checkoutLinkCreatedView(l), active: l.active, createdAt: l.createdAt });
+
+/** The public view: what a paying agent sees. */
+export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string) => ({
+  checkoutLinkId: l.id,
+  amountMinor: l.amountMinor,
+  currency: l.currency,
+  description: l.description,
+  merchantName,
+  active: l.active,
+  status: l.active ? "active" : "disabled",
+  visits: l.visits,
+  paymentsCount: l.paymentsCount,
+  totalPaidMinor: l.totalPaidMinor,
+});
+
+export async function createCheckoutLink(db: Db, merchantId: string, input: { amountMinor: number; description: string; externalId?: string | undefined }) {
+  const row: CheckoutLinkRow = {
+    id: newId("checkoutLink"),
+    token: newId("checkoutToken"),
+    merchantId,
+    amountMinor: input.amountMinor,
+    currency: "USD",
+    description: input.description,
+    externalId: input.externalId ?? null,
+    visits: 0,
+    paymentsCount: 0,
+    totalPaidMinor: 0,
+    active: true,
+    createdAt: nowIso(),
+  };
+  await db.insert(checkoutLinks).values(row);
+  return row;
+}
+
+export async function listCheckoutLinks(db: Db, merchantId: string, limit: number) {
+  const [links, total] = await db.batch([
+    db.select().from(checkoutLinks).where(eq(checkoutLinks.merchantId, merchantId)).orderBy(desc(checkoutLinks.createdAt), desc(sql`rowid`)).limit(limit),
+    db.select({ total: count() }).from(checkoutLinks).where(eq(checkoutLinks.merchantId, merchantId)),
+  ]);
+  return { links, total: total[0]?.total ?? 0 };
+}
+
+/** Enables or disables the merchant's own link; undefined when the token is not theirs. */
+export async function setCheckoutLinkActive(db: Db, merchantId: string, token: string, active: boolean) {
+  return db.update(checkoutLinks).set({ active }).where(and(eq(checkoutLinks.token, token), eq(checkoutLinks.merchantId, merchantId))).returning().get();
+}
+
+/** Counts a public view and returns the link with its merchant's name. */
+export async function visitCheckoutLink(db: Db, token: string) {
+  const link = await db
+    .update(checkoutLinks)
+    .set({ visits: sql`${checkoutLinks.visits} + 1` })
+    .where(eq(checkoutLinks.token, token))
+    .returning()
+    .get();
+  if (!link) return undefined;
+  const merchant = await db.select({ name: merchants.name }).from(merchants).where(eq(merchants.id, link.merchantId)).get();
+  return { link, merchantName: merchant?.name ?? "" };
+}
+
+/** The link and what a payment needs of its merchant. */
+export async function checkoutLinkForPayment(db: Db, token: string) {
+  return db
+    .select({ link: checkoutLinks, merchantName: merchants.name, merchantCategory: merchants.category })
+    .from(checkoutLinks)
+    .innerJoin(merchants, eq(merchants.id, checkoutLinks.merchantId))
+    .where(eq(checkoutLinks.token, token))
+    .get();
+}

@@ -1,0 +1,72 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { actorOf, requireActor } from "../auth/middleware";
+import { payOutcomeResponse } from "../agents/outcomes";
+import { ApiError } from "../lib/errors";
+import { amountMinor } from "../lib/money";
+import { validate } from "../lib/validation";
+import { grantObjectOf } from "./grant.do";
+import { acceptPaylink, createPaylink, grantOfAgent, isExpired, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
+
+const CreateBody = z.object({
+  budgetUsdCents: amountMinor,
+  label: z.string().trim().min(1).max(200).optional(),
+  perChargeUsdCents: amountMinor.optional(),
+  maxUses: z.number().int().positive().max(1_000_000).optional(),
+  expiresInHours: z.number().int().positive().max(24 * 366).optional(),
+}).strict();
+const DrawBody = z.object({
+  agentId: z.string().min(1).max(64),
+  amountUsdCents: amountMinor,
+  description: z.string().max(1000).optional(),
+}).strict();
+const CodeParam = z.object({ code: z.string().min(1).max(64) });
+
+export const paylinkRoutes = new Hono<AppEnv>()
+  .post("/merchant/paylinks", requireActor("merchant"), validate("json", CreateBody), async (c) => {
+    const body = c.req.valid("json");
+    const paylink = await createPaylink(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, {
+      budgetMinor: body.budgetUsdCents,
+      label: body.label,
+      perChargeMinor: body.perChargeUsdCents,
+      maxUses: body.maxUses,
+      expiresInHours: body.expiresInHours,
+    });
+    return c.json(paylinkCreatedView(paylink), 201);
+  })
+  .get("/pl/:code", validate("param", CodeParam), async (c) => {
+    const db = c.get("db");
+    const found = await paylinkByCode(db, c.req.valid("param").code);
+    if (!found) throw new ApiError(404, "paylink_not_found");
+    return c.json(paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(db, found.paylink.id)));
+  })
+  .post("/pl/:code/accept", requireActor("agent"), validate("param", CodeParam), async (c) => {
+    const db = c.get("db");
+    const found = await paylinkByCode(db, c.req.valid("param").code);
+    if (!found) throw new ApiError(404, "paylink_not_found");
+    const { agentId } = actorOf(c.get("actor"), "agent");
+    const existing = await grantOfAgent(db, found.paylink.id, agentId);
+    if (!existing && isExpired(found.paylink)) throw new ApiError(409, "paylink_expired");
+    const grant = existing ?? (await acceptPaylink(c.env.DB, db, found.paylink, agentId));
+    return c.json({ grantId: grant.id, paylink: paylinkPublicView(found.paylink, found.merchantName, grant) });
+  })
+  .post("/merchant/paylinks/:code/charge", requireActor("merchant"), validate("param", CodeParam), validate("json", DrawBody), async (c) => {
+    const db = c.get("db");
+    const found = await paylinkByCode(db, c.req.valid("param").code);
+    // Another merchant's PayLink is indistinguishable from an unknown one.
+    if (!found || found.paylink.merchantId !== actorOf(c.get("actor"), "merchant").merchantId) throw new ApiError(404, "paylink_not_found");
+    const body = c.req.valid("json");
+    const grant = await grantOfAgent(db, found.paylink.id, body.agentId);
+    if (!grant) throw new ApiError(409, "sin_grant_del_agente");
+    const outcome = await grantObjectOf(c.env, grant.id).draw({ grantId: grant.id, amountMinor: body.amountUsdCents, description: body.description ?? null });
+    if (outcome.kind !== "paid") return payOutcomeResponse(c, outcome);
+    const { charge } = outcome;
+    return c.json({
+      paid: true,
+      charge: { chargeId: charge.chargeId, status: charge.status, method: charge.method, reference: charge.reference },
+      spentMinor: outcome.spentMinor,
+      remainingMinor: outcome.remainingMinor,
+      exhausted: outcome.exhausted,
+    });
+  });

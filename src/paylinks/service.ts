@@ -1,0 +1,106 @@
+import { and, eq, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { executeBatch } from "../db/batch";
+import { merchants, paylinkGrants, paylinks } from "../db/schema";
+import { sqlStatement } from "../ledger/plan";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { outboxEventWhen } from "../webhooks/outbox";
+
+export type PaylinkRow = typeof paylinks.$inferSelect;
+export type GrantRow = typeof paylinkGrants.$inferSelect;
+
+const HOUR_MS = 3600_000;
+
+export const isExpired = (p: { expiresAt: string | null }, now = Date.now()) => p.expiresAt !== null && p.expiresAt <= nowIso(now);
+
+/** How much of a budget is used: one grant's figures, or a PayLink's summed over its grants. */
+export interface Usage {
+  uses: number;
+  spentMinor: number;
+}
+
+/** The PayLink as the public sees it (`GET /pl/:code`, and inside an accept response). */
+export const paylinkPublicView = (p: PaylinkRow, business: string | null, usage: Usage, now = Date.now()) => ({
+  paylinkId: p.id,
+  code: p.code,
+  business,
+  label: p.label,
+  budgetMinor: p.budgetMinor,
+  perChargeMinor: p.perChargeMinor,
+  maxUses: p.maxUses,
+  uses: usage.uses,
+  remainingMinor: Math.max(0, p.budgetMinor - usage.spentMinor),
+  expiresAt: p.expiresAt,
+  status: isExpired(p, now) ? "expired" : "active",
+});
+
+/** The creation response: the public view with `acceptUrl`, and `business` null. */
+export const paylinkCreatedView = (p: PaylinkRow) => ({ ...paylinkPublicView(p, null, { uses: 0, spentMinor: 0 }), acceptUrl: `/pl/${p.code}/accept` });
+
+export async function createPaylink(
+  db: Db,
+  merchantId: string,
+  input: { budgetMinor: number; label?: string | undefined; perChargeMinor?: number | undefined; maxUses?: number | undefined; expiresInHours?: number | undefined },
+) {
+  const now = Date.now();
+  const row: PaylinkRow = {
+    id: newId("paylink"),
+    code: newId("paylinkCode"),
+    merchantId,
+    label: input.label ?? null,
+    budgetMinor: input.budgetMinor,
+    perChargeMinor: input.perChargeMinor ?? null,
+    maxUses: input.maxUses ?? null,
+    expiresAt: input.expiresInHours === undefined ? null : nowIso(now + input.expiresInHours * HOUR_MS),
+    createdAt: nowIso(now),
+  };
+  await db.insert(paylinks).values(row);
+  return row;
+}
+
+/** The PayLink by code, with its merchant's name and category. */
+export const paylinkByCode = (db: Db, code: string) =>
+  db
+    .select({ paylink: paylinks, merchantName: merchants.name, merchantCategory: merchants.category })
+    .from(paylinks)
+    .innerJoin(merchants, eq(merchants.id, paylinks.merchantId))
+    .where(eq(paylinks.code, code))
+    .get();
+
+/** Draws and spend summed over every grant of a PayLink. */
+export async function paylinkUsage(db: Db, paylinkId: string): Promise<Usage> {
+  const row = await db
+    .select({ uses: sql<number>`COALESCE(SUM(${paylinkGrants.uses}), 0)`, spentMinor: sql<number>`COALESCE(SUM(${paylinkGrants.spentMinor}), 0)` })
+    .from(paylinkGrants)
+    .where(eq(paylinkGrants.paylinkId, paylinkId))
+    .get();
+  return { uses: Number(row?.uses ?? 0), spentMinor: Number(row?.spentMinor ?? 0) };
+}
+
+export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
+  db.select().from(paylinkGrants).where(and(eq(paylinkGrants.paylinkId, paylinkId), eq(paylinkGrants.agentId, agentId))).get();
+
+/**
+ * Accepts a PayLink for an agent, idempotently: the first call creates the
+ * grant and its `paylink.accepted` event in one batch; later calls find the
+ * same grant and fire nothing.
+ */
+export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow, agentId: string): Promise<GrantRow> {
+  const grantId = newId("grant");
+  const createdAt = nowIso();
+  await executeBatch(d1, [
+    sqlStatement(
+      `INSERT INTO paylink_grants (id, paylink_id, agent_id, merchant_id, spent_minor, uses, budget_minor, created_at)
+       VALUES (?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (paylink_id, agent_id) DO NOTHING`,
+      grantId, paylink.id, agentId, paylink.merchantId, paylink.budgetMinor, createdAt,
+    ),
+    outboxEventWhen(
+      "paylink.accepted", paylink.merchantId, { grantId, paylinkId: paylink.id, agentId }, createdAt,
+      "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ?)", grantId,
+    ),
+  ]);
+  const grant = await grantOfAgent(db, paylink.id, agentId);
+  if (!grant) throw new Error("grant missing right after its insert");
+  return grant;
+}
