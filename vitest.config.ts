@@ -16,6 +16,10 @@ export default defineConfig(async () => {
                 bindings: {
                   ENVIRONMENT: "test",
                   CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
+                  WEBHOOK_SECRETS_KEY: "test-only-webhook-secrets-key-0123456789abcdef",
+                  // Retries without waiting, so a test sees the whole schedule in moments.
+                  WEBHOOK_RETRY_SCHEDULE: "0,0,0,0",
+                  WEBHOOK_TIMEOUT_MS: "2000",
                   TEST_MIGRATIONS: migrations,
                 },
               },
@@ -23,6 +27,7 @@ export default defineConfig(async () => {
           ],
           test: {
             name: "workers",
+            globalSetup: ["./test/setup/receiver.global.ts"],
             setupFiles: ["./test/setup/apply-migrations.ts"],
             include: ["test/**/*.test.ts"],
             exclude: ["test/e2e/**"],

@@ -12,6 +12,17 @@ import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
 import { merchantRoutes } from "./merchants/routes";
 import { paylinkRoutes } from "./paylinks/routes";
+import { dispatchOutbox } from "./webhooks/dispatch";
+import { webhookRoutes } from "./webhooks/routes";
+
+async function dispatchInBackground(env: AppEnv["Bindings"]) {
+  try {
+    await dispatchOutbox(env);
+  } catch (error) {
+    // The cron picks up whatever this missed; nothing is lost.
+    console.error(JSON.stringify({ level: "warn", where: "dispatch_after_request", error: String(error) }));
+  }
+}
 
 /** Builds the HTTP app: request id and settings, the domain routers, one error handler. */
 export function buildApp() {
@@ -24,6 +35,8 @@ export function buildApp() {
     c.set("db", dbOf(c.env.DB));
     await next();
     c.header("x-request-id", requestId);
+    // A write may have added outbox events: fan them out now rather than at the next cron tick.
+    if (c.req.method !== "GET" && c.req.method !== "HEAD") c.executionCtx.waitUntil(dispatchInBackground(c.env));
   });
 
   app.route("/", merchantRoutes);
@@ -34,6 +47,7 @@ export function buildApp() {
   app.route("/", agentRoutes);
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);
+  app.route("/", webhookRoutes);
 
   app.notFound((c) => c.json({ error: "not_found" }, 404));
 

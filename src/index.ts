@@ -3,6 +3,8 @@ import { expireOverdueApprovals } from "./approvals/service";
 import { dbOf } from "./db/client";
 import type { Env } from "./env";
 import { settingsOf } from "./env";
+import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
+import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webhooks/dispatch";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -13,9 +15,22 @@ const app = buildApp();
 export default {
   fetch: app.fetch,
 
-  /** Every minute: sweep approvals past their expiry. */
+  /** Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose message was lost. */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
-    ctx.waitUntil(expireOverdueApprovals(dbOf(env.DB)));
+    ctx.waitUntil(
+      Promise.all([
+        expireOverdueApprovals(dbOf(env.DB)),
+        dispatchOutbox(env),
+        redriveDueDeliveries(env).then((ids) => enqueueDeliveries(env, ids)),
+      ]),
+    );
+  },
+
+  /** The webhook queue and its dead-letter queue. */
+  async queue(batch, env) {
+    settingsOf(env);
+    if (batch.queue.endsWith("-dlq")) await consumeDeadLetters(batch, env);
+    else await consumeDeliveries(batch, env);
   },
 } satisfies ExportedHandler<Env>;

@@ -17,13 +17,19 @@ export function readDevVars(path = DEV_VARS_PATH) {
   return vars;
 }
 
-/** Makes sure .dev.vars holds a CONSOLE_SESSION_SECRET; returns the vars. */
+const GENERATED = ["CONSOLE_SESSION_SECRET", "WEBHOOK_SECRETS_KEY"];
+
+/** Makes sure .dev.vars holds every generated secret; returns the vars. */
 export function ensureDevVars(path = DEV_VARS_PATH) {
   const vars = readDevVars(path);
-  if (!vars.CONSOLE_SESSION_SECRET) {
-    vars.CONSOLE_SESSION_SECRET = randomBytes(32).toString("base64url");
-    const existing = existsSync(path) ? readFileSync(path, "utf8").replace(/\n*$/, "\n") : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
-    writeFileSync(path, `${existing}CONSOLE_SESSION_SECRET="${vars.CONSOLE_SESSION_SECRET}"\n`, { mode: 0o600 });
+  const missing = GENERATED.filter((name) => !vars[name]);
+  if (missing.length > 0) {
+    let text = existsSync(path) ? readFileSync(path, "utf8").replace(/\n*$/, "\n") : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
+    for (const name of missing) {
+      vars[name] = randomBytes(32).toString("base64url");
+      text += `${name}="${vars[name]}"\n`;
+    }
+    writeFileSync(path, text, { mode: 0o600 });
   }
   return vars;
 }

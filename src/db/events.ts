@@ -1,4 +1,4 @@
-import { index, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
  * The outbox: every webhook event is written in the same batch as the change it
@@ -16,4 +16,63 @@ export const outboxEvents = sqliteTable(
     dispatchedAt: text("dispatched_at"),
   },
   (t) => [index("outbox_events_undispatched").on(t.dispatchedAt, t.createdAt)],
+);
+
+/** A receiving URL registered by a console user. Secrets are stored encrypted (AES-GCM), never in plaintext. */
+export const webhookEndpoints = sqliteTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    url: text("url").notNull(),
+    /** JSON array of event kinds; empty means all. */
+    events: text("events").notNull(),
+    /** Only this merchant's events when set; every event when null. */
+    merchantId: text("merchant_id"),
+    secretCiphertext: text("secret_ciphertext").notNull(),
+    /** The secret before the last rotation, still signing until `previousSecretExpiresAt`. */
+    previousSecretCiphertext: text("previous_secret_ciphertext"),
+    previousSecretExpiresAt: text("previous_secret_expires_at"),
+    createdBy: text("created_by").notNull(),
+    createdAt: text("created_at").notNull(),
+    disabledAt: text("disabled_at"),
+  },
+  (t) => [index("webhook_endpoints_merchant").on(t.merchantId)],
+);
+
+/** One event's delivery to one endpoint; every attempt updates it and appends a `webhook_attempts` row. */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    id: text("id").primaryKey(),
+    eventId: text("event_id").notNull(),
+    endpointId: text("endpoint_id").notNull(),
+    type: text("type").notNull(),
+    /** `pending`, `delivered` or `failed`. */
+    status: text("status").notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    nextAttemptAt: text("next_attempt_at"),
+    createdAt: text("created_at").notNull(),
+    deliveredAt: text("delivered_at"),
+  },
+  (t) => [
+    uniqueIndex("webhook_deliveries_event_endpoint").on(t.eventId, t.endpointId),
+    index("webhook_deliveries_endpoint_created").on(t.endpointId, t.createdAt),
+    index("webhook_deliveries_due").on(t.status, t.nextAttemptAt),
+  ],
+);
+
+export const webhookAttempts = sqliteTable(
+  "webhook_attempts",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    deliveryId: text("delivery_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    statusCode: integer("status_code"),
+    error: text("error"),
+    durationMs: integer("duration_ms").notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [index("webhook_attempts_delivery").on(t.deliveryId)],
 );

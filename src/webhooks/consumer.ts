@@ -1,0 +1,155 @@
+import { z } from "zod";
+import type { Env } from "../env";
+import { settingsOf } from "../env";
+import { nowIso } from "../lib/time";
+import type { DeliveryMessage } from "./dispatch";
+import { signingSecrets, type EndpointRow } from "./endpoints";
+import { signatureHeader } from "./signing";
+
+const MessageSchema = z.object({ deliveryId: z.string().min(1) });
+
+/** How early a retried message may arrive and still claim its attempt. */
+const CLAIM_TOLERANCE_MS = 5_000;
+const MAX_ERROR_LENGTH = 300;
+
+interface Claimed {
+  attempts: number;
+  eventId: string;
+  endpointId: string;
+}
+
+/** Delay before retry `index`, with ±20 % jitter so retries of many deliveries spread out. */
+export function retryDelaySeconds(schedule: number[], index: number, random = Math.random): number | null {
+  const base = schedule[index];
+  if (base === undefined) return null;
+  return Math.round(base * (0.8 + 0.4 * random()));
+}
+
+/**
+ * Takes the attempt: only a pending delivery that is due can be claimed, and
+ * claiming pushes its due time past this attempt, so a duplicate message (a
+ * redrive, a queue redelivery) finds nothing to do.
+ */
+async function claim(env: Env, deliveryId: string, now: number, leaseMs: number): Promise<Claimed | null> {
+  return env.DB.prepare(
+    `UPDATE webhook_deliveries SET next_attempt_at = ?
+     WHERE id = ? AND status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+     RETURNING attempts, event_id AS eventId, endpoint_id AS endpointId`,
+  )
+    .bind(nowIso(now + leaseMs), deliveryId, nowIso(now + CLAIM_TOLERANCE_MS))
+    .first<Claimed>();
+}
+
+/** POSTs the signed envelope once; never follows redirects (a redirect could point anywhere). */
+async function post(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<{ statusCode: number | null; error: string | null }> {
+  try {
+    const response = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
+    // Read (and drop) the body so the connection is released; receivers answer promptly.
+    await response.body?.cancel();
+    const ok = response.status >= 200 && response.status < 300;
+    return { statusCode: response.status, error: ok ? null : `http_${response.status}` };
+  } catch (error) {
+    const name = error instanceof Error ? error.name : "";
+    return { statusCode: null, error: name === "TimeoutError" || name === "AbortError" ? "timeout" : `network: ${String(error instanceof Error ? error.message : error).slice(0, MAX_ERROR_LENGTH)}` };
+  }
+}
+
+export type AttemptResult = { kind: "done" } | { kind: "retry"; delaySeconds: number } | { kind: "dead" };
+
+/** One delivery attempt, recorded in D1 whatever its outcome. */
+export async function attemptDelivery(env: Env, deliveryId: string, now = Date.now()): Promise<AttemptResult> {
+  const settings = settingsOf(env);
+  const claimed = await claim(env, deliveryId, now, settings.webhookTimeoutMs + 30_000);
+  if (!claimed) return { kind: "done" };
+  const db = env.DB;
+  const [eventResult, endpointResult] = await db.batch([
+    db.prepare("SELECT id, type, data, created_at AS createdAt FROM outbox_events WHERE id = ?").bind(claimed.eventId),
+    db.prepare(
+      `SELECT id, url, secret_ciphertext AS secretCiphertext, previous_secret_ciphertext AS previousSecretCiphertext,
+       previous_secret_expires_at AS previousSecretExpiresAt, disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?`,
+    ).bind(claimed.endpointId),
+  ]);
+  const event = eventResult?.results[0] as { id: string; type: string; data: string; createdAt: string } | undefined;
+  const endpoint = endpointResult?.results[0] as (EndpointRow & { disabledAt: string | null }) | undefined;
+  const attempt = claimed.attempts + 1;
+  const at = nowIso(now);
+
+  let outcome: { statusCode: number | null; error: string | null };
+  const started = Date.now();
+  if (!event || !endpoint || endpoint.disabledAt) {
+    outcome = { statusCode: null, error: "endpoint_disabled" };
+  } else {
+    // The exact bytes signed are the bytes sent.
+    const body = JSON.stringify({ id: event.id, type: event.type, createdAt: event.createdAt, data: JSON.parse(event.data) as unknown });
+    const timestamp = Math.floor(now / 1000);
+    const headers = {
+      "content-type": "application/json",
+      "user-agent": "agent-pay-webhooks/1",
+      "x-service-event": event.type,
+      "x-service-signature": await signatureHeader(await signingSecrets(settings.webhookSecretsKey, endpoint, now), timestamp, body),
+    };
+    outcome = await post(endpoint.url, headers, body, settings.webhookTimeoutMs);
+  }
+  const durationMs = Date.now() - started;
+
+  let result: AttemptResult;
+  let update: D1PreparedStatement;
+  if (outcome.error === null) {
+    result = { kind: "done" };
+    update = db.prepare(
+      "UPDATE webhook_deliveries SET status = 'delivered', attempts = ?, last_status_code = ?, last_error = NULL, next_attempt_at = NULL, delivered_at = ? WHERE id = ?",
+    ).bind(attempt, outcome.statusCode, at, deliveryId);
+  } else {
+    const delay = outcome.error === "endpoint_disabled" ? null : retryDelaySeconds(settings.webhookRetrySchedule, attempt - 1);
+    result = delay === null ? { kind: "dead" } : { kind: "retry", delaySeconds: delay };
+    update = db.prepare(
+      "UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?, next_attempt_at = ? WHERE id = ?",
+    ).bind(delay === null ? "failed" : "pending", attempt, outcome.statusCode, outcome.error, delay === null ? null : nowIso(now + delay * 1000), deliveryId);
+  }
+  await db.batch([
+    update,
+    db.prepare("INSERT INTO webhook_attempts (delivery_id, attempt, status_code, error, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?)").bind(
+      deliveryId, attempt, outcome.statusCode, outcome.error, durationMs, at,
+    ),
+  ]);
+  return result;
+}
+
+/** The webhook queue's consumer: one attempt per message, retried on the schedule, dead-lettered at its end. */
+export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  for (const message of batch.messages) {
+    const parsed = MessageSchema.safeParse(message.body);
+    if (!parsed.success) {
+      message.ack(); // Not ours to retry: a malformed message never becomes valid.
+      continue;
+    }
+    try {
+      const result = await attemptDelivery(env, parsed.data.deliveryId);
+      if (result.kind === "retry") message.retry({ delaySeconds: result.delaySeconds });
+      else {
+        if (result.kind === "dead") await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId } satisfies DeliveryMessage);
+        message.ack();
+      }
+    } catch (error) {
+      console.error(JSON.stringify({ level: "error", where: "webhook_consumer", deliveryId: parsed.data.deliveryId, error: String(error) }));
+      message.retry({ delaySeconds: 5 });
+    }
+  }
+}
+
+/**
+ * The dead-letter queue's consumer: whatever arrives here (our own final
+ * failures, or messages the platform gave up on after a crashing consumer)
+ * ends visibly `failed` in D1, where an operator can redeliver it.
+ */
+export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  for (const message of batch.messages) {
+    const parsed = MessageSchema.safeParse(message.body);
+    if (parsed.success) {
+      await env.DB.prepare(
+        "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = COALESCE(last_error, 'dead_lettered') WHERE id = ? AND status = 'pending'",
+      ).bind(parsed.data.deliveryId).run();
+    }
+    message.ack();
+  }
+}

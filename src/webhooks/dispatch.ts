@@ -1,0 +1,66 @@
+import type { Env } from "../env";
+import { nowIso } from "../lib/time";
+
+export interface DeliveryMessage {
+  deliveryId: string;
+}
+
+const FAN_OUT_PAGE = 100;
+
+/**
+ * Fans undispatched outbox events out to the endpoints that want them. The
+ * deliveries and the event's `dispatched_at` are written in one batch, and the
+ * insert only reads events not yet dispatched, so each (event, endpoint) pair
+ * gets exactly one delivery row however many dispatchers run. Returns the new
+ * deliveries, which the caller enqueues; one whose message is lost is found
+ * again by `redriveDueDeliveries`.
+ */
+export async function fanOutOutbox(env: Env, now = Date.now()): Promise<string[]> {
+  const db = env.DB;
+  const pending = await db.prepare("SELECT id FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at LIMIT ?").bind(FAN_OUT_PAGE).all<{ id: string }>();
+  const ids = pending.results.map((r) => r.id);
+  if (ids.length === 0) return [];
+  const at = nowIso(now);
+  const placeholders = ids.map(() => "?").join(", ");
+  const [inserted] = await db.batch([
+    db.prepare(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, type, status, attempts, next_attempt_at, created_at)
+       SELECT 'whd_' || lower(hex(randomblob(12))), e.id, ep.id, e.type, 'pending', 0, ?, ?
+       FROM outbox_events e JOIN webhook_endpoints ep
+         ON ep.disabled_at IS NULL
+        AND (ep.merchant_id IS NULL OR ep.merchant_id = e.merchant_id)
+        AND (ep.events = '[]' OR EXISTS (SELECT 1 FROM json_each(ep.events) WHERE json_each.value = e.type))
+       WHERE e.id IN (${placeholders}) AND e.dispatched_at IS NULL
+       ON CONFLICT (event_id, endpoint_id) DO NOTHING
+       RETURNING id`,
+    ).bind(at, at, ...ids),
+    db.prepare(`UPDATE outbox_events SET dispatched_at = ? WHERE id IN (${placeholders}) AND dispatched_at IS NULL`).bind(at, ...ids),
+  ]);
+  return ((inserted?.results ?? []) as { id: string }[]).map((r) => r.id);
+}
+
+/** Deliveries that are due but whose queue message may have been lost (a crash between the batch and the send). */
+export async function redriveDueDeliveries(env: Env, now = Date.now(), graceMs = 60_000): Promise<string[]> {
+  const due = await env.DB.prepare("SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 500")
+    .bind(nowIso(now - graceMs))
+    .all<{ id: string }>();
+  return due.results.map((r) => r.id);
+}
+
+export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promise<void> {
+  for (let i = 0; i < deliveryIds.length; i += 100) {
+    await env.WEBHOOK_QUEUE.sendBatch(deliveryIds.slice(i, i + 100).map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })));
+  }
+}
+
+/** Fans out everything pending and enqueues it. Safe to run concurrently and repeatedly. */
+export async function dispatchOutbox(env: Env): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const ids = await fanOutOutbox(env);
+    if (ids.length > 0) await enqueueDeliveries(env, ids);
+    total += ids.length;
+    const more = await env.DB.prepare("SELECT 1 AS more FROM outbox_events WHERE dispatched_at IS NULL LIMIT 1").first();
+    if (!more) return total;
+  }
+}

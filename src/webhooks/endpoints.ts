@@ -1,0 +1,94 @@
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { newId, newSecret } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { decryptSecret, encryptSecret } from "./secrets";
+
+export type EndpointRow = typeof webhookEndpoints.$inferSelect;
+export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+
+/** The list shape (operations §5): never a secret. */
+export const endpointView = (e: EndpointRow) => ({
+  id: e.id,
+  url: e.url,
+  events: JSON.parse(e.events) as string[],
+  merchantId: e.merchantId,
+  createdAt: e.createdAt,
+});
+
+export const deliveryView = (d: DeliveryRow) => ({
+  id: d.id,
+  eventId: d.eventId,
+  type: d.type,
+  status: d.status,
+  attempts: d.attempts,
+  lastStatusCode: d.lastStatusCode,
+  lastError: d.lastError,
+  nextAttemptAt: d.nextAttemptAt,
+  createdAt: d.createdAt,
+  deliveredAt: d.deliveredAt,
+});
+
+/** Registers an endpoint; its `whsec_` secret is returned here once and stored encrypted. */
+export async function createEndpoint(db: Db, secretsKey: string, input: { url: string; events: string[]; merchantId: string | null; createdBy: string }) {
+  const secret = newSecret("webhookSecret");
+  const row: EndpointRow = {
+    id: newId("webhookEndpoint"),
+    url: input.url,
+    events: JSON.stringify(input.events),
+    merchantId: input.merchantId,
+    secretCiphertext: await encryptSecret(secretsKey, secret),
+    previousSecretCiphertext: null,
+    previousSecretExpiresAt: null,
+    createdBy: input.createdBy,
+    createdAt: nowIso(),
+    disabledAt: null,
+  };
+  await db.insert(webhookEndpoints).values(row);
+  return { row, secret };
+}
+
+export const listEndpoints = (db: Db) =>
+  db.select().from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt)).orderBy(desc(webhookEndpoints.createdAt), desc(sql`rowid`)).limit(500).all();
+
+export const getEndpoint = (db: Db, id: string) =>
+  db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).get();
+
+/** Removes an endpoint from fan-out; its delivery history is kept. */
+export async function disableEndpoint(db: Db, id: string): Promise<boolean> {
+  const result = await db.update(webhookEndpoints).set({ disabledAt: nowIso() }).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).run();
+  return result.meta.changes > 0;
+}
+
+/**
+ * Issues a new secret. The old one keeps signing beside it (a second `v1=`)
+ * for `graceSeconds`, so receivers can switch without dropping an event.
+ */
+export async function rotateEndpointSecret(db: Db, secretsKey: string, endpoint: EndpointRow, graceSeconds: number, now = Date.now()) {
+  const secret = newSecret("webhookSecret");
+  await db
+    .update(webhookEndpoints)
+    .set({
+      secretCiphertext: await encryptSecret(secretsKey, secret),
+      previousSecretCiphertext: graceSeconds > 0 ? endpoint.secretCiphertext : null,
+      previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null,
+    })
+    .where(eq(webhookEndpoints.id, endpoint.id));
+  return { secret, previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null };
+}
+
+/** The secrets that sign right now: the current one, and the previous one during its grace period. */
+export async function signingSecrets(secretsKey: string, endpoint: EndpointRow, now = Date.now()): Promise<string[]> {
+  const secrets = [await decryptSecret(secretsKey, endpoint.secretCiphertext)];
+  if (endpoint.previousSecretCiphertext && endpoint.previousSecretExpiresAt && endpoint.previousSecretExpiresAt > nowIso(now)) {
+    secrets.push(await decryptSecret(secretsKey, endpoint.previousSecretCiphertext));
+  }
+  return secrets;
+}
+
+export const listDeliveries = (db: Db, endpointId: string, limit: number) =>
+  db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, endpointId)).orderBy(desc(webhookDeliveries.createdAt), desc(sql`rowid`)).limit(limit).all();
+
+export const listAttempts = (db: Db, deliveryId: string) =>
+  db.select().from(webhookAttempts).where(eq(webhookAttempts.deliveryId, deliveryId)).orderBy(webhookAttempts.attempt).all();

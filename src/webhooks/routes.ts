@@ -1,0 +1,77 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { actorOf, requireActor } from "../auth/middleware";
+import { getMerchant } from "../merchants/service";
+import { ApiError } from "../lib/errors";
+import { nowIso } from "../lib/time";
+import { validate } from "../lib/validation";
+import { enqueueDeliveries } from "./dispatch";
+import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret } from "./endpoints";
+import { EVENT_TYPES } from "./outbox";
+import { checkWebhookUrl } from "./url-guard";
+
+const CreateBody = z.object({
+  url: z.string().min(1).max(2048),
+  events: z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length).optional(),
+  merchantId: z.string().min(1).max(64).optional(),
+}).strict();
+const IdParam = z.object({ id: z.string().min(1).max(64) });
+const DeliveryParam = z.object({ id: z.string().min(1).max(64), deliveryId: z.string().min(1).max(64) });
+const DeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) });
+const RotateBody = z.object({ graceSeconds: z.number().int().min(0).max(7 * 86_400).default(86_400) }).strict();
+
+const urlIssue = (reason: string) => new ApiError(400, "invalid_request", { issues: [{ path: "url", code: "invalid_url", message: `webhook URL refused: ${reason}` }] });
+
+export const webhookRoutes = new Hono<AppEnv>()
+  .use("/settings/webhooks/*", requireActor("console"))
+  .use("/settings/webhooks", requireActor("console"))
+  .post("/settings/webhooks", validate("json", CreateBody), async (c) => {
+    const body = c.req.valid("json");
+    const settings = c.get("settings");
+    const verdict = checkWebhookUrl(body.url, settings.environment);
+    if (!verdict.ok) throw urlIssue(verdict.reason);
+    const db = c.get("db");
+    if (body.merchantId && !(await getMerchant(db, body.merchantId))) {
+      throw new ApiError(400, "invalid_request", { issues: [{ path: "merchantId", code: "unknown_merchant", message: "no such merchant" }] });
+    }
+    const events = [...new Set(body.events ?? [])];
+    const { row, secret } = await createEndpoint(db, settings.webhookSecretsKey, {
+      url: verdict.url.toString(),
+      events,
+      merchantId: body.merchantId ?? null,
+      createdBy: actorOf(c.get("actor"), "console").email,
+    });
+    return c.json({ id: row.id, url: row.url, events, merchantId: row.merchantId, secret }, 201);
+  })
+  .get("/settings/webhooks", async (c) => {
+    return c.json({ endpoints: (await listEndpoints(c.get("db"))).map(endpointView) });
+  })
+  .delete("/settings/webhooks/:id", validate("param", IdParam), async (c) => {
+    if (!(await disableEndpoint(c.get("db"), c.req.valid("param").id))) throw new ApiError(404, "webhook_endpoint_not_found");
+    return c.json({ id: c.req.valid("param").id, deleted: true });
+  })
+  .post("/settings/webhooks/:id/rotate-secret", validate("param", IdParam), validate("json", RotateBody), async (c) => {
+    const db = c.get("db");
+    const endpoint = await getEndpoint(db, c.req.valid("param").id);
+    if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");
+    const rotated = await rotateEndpointSecret(db, c.get("settings").webhookSecretsKey, endpoint, c.req.valid("json").graceSeconds);
+    return c.json({ id: endpoint.id, secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
+  })
+  .get("/settings/webhooks/:id/deliveries", validate("param", IdParam), validate("query", DeliveriesQuery), async (c) => {
+    const db = c.get("db");
+    const endpoint = await getEndpoint(db, c.req.valid("param").id);
+    if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");
+    return c.json({ deliveries: (await listDeliveries(db, endpoint.id, c.req.valid("query").limit)).map(deliveryView) });
+  })
+  .post("/settings/webhooks/:id/deliveries/:deliveryId/redeliver", validate("param", DeliveryParam), async (c) => {
+    const { id, deliveryId } = c.req.valid("param");
+    // A redelivery starts the retry schedule over; the earlier attempts stay recorded in webhook_attempts.
+    const row = await c.env.DB.prepare(
+      `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
+       WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered') RETURNING *`,
+    ).bind(nowIso(), deliveryId, id).first();
+    if (!row) throw new ApiError(409, "delivery_not_redeliverable");
+    await enqueueDeliveries(c.env, [deliveryId]);
+    return c.json({ id: deliveryId, status: "pending" }, 202);
+  });

@@ -1,0 +1,68 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { TestProject } from "vitest/node";
+
+/**
+ * A real HTTP webhook receiver on 127.0.0.1 for the Worker (inside workerd) to
+ * deliver to. Its behaviour is chosen by the first word of the hook's name:
+ *   ok-*      answers 200
+ *   fail2-*   answers 500 twice, then 200
+ *   fail-*    always 500
+ *   slow-*    answers after 3 s (past the test timeout of 2 s)
+ *   redirect-* answers 302 to an ok hook (never followed)
+ * GET /received/<name> lists what arrived: { headers, body } with the raw body.
+ */
+interface Received {
+  headers: Record<string, string>;
+  body: string;
+  receivedAt: number;
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    receiverUrl: string;
+  }
+}
+
+const readBody = (req: IncomingMessage) =>
+  new Promise<string>((resolve) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+  });
+
+let server: Server | undefined;
+
+export async function setup(project: TestProject) {
+  const received = new Map<string, Received[]>();
+  server = createServer(async (req, res) => {
+    const url = new URL(req.url ?? "/", "http://receiver");
+    const [, kind, name = ""] = url.pathname.split("/");
+    if (req.method === "GET" && kind === "received") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(received.get(name) ?? []));
+      return;
+    }
+    if (req.method !== "POST" || kind !== "hooks") {
+      res.writeHead(404).end();
+      return;
+    }
+    const body = await readBody(req);
+    const list = received.get(name) ?? [];
+    list.push({ headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])), body, receivedAt: Date.now() });
+    received.set(name, list);
+    const behaviour = name.split("-")[0];
+    if (behaviour === "fail2") res.writeHead(list.length <= 2 ? 500 : 200).end();
+    else if (behaviour === "fail") res.writeHead(500).end("receiver error");
+    else if (behaviour === "slow") setTimeout(() => res.writeHead(200).end(), 3_000);
+    else if (behaviour === "redirect") res.writeHead(302, { location: "/hooks/ok-redirected" }).end();
+    else res.writeHead(200).end("ok");
+  });
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("receiver did not bind");
+  project.provide("receiverUrl", `http://127.0.0.1:${address.port}`);
+}
+
+export async function teardown() {
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+}
