@@ -8,9 +8,9 @@ export default defineConfig(async () => {
     test: {
       projects: [
         {
-          // The Worker itself inside workerd, with real D1, Durable Objects and Queues.
+          // The Worker itself inside workerd, with real D1, Durable Objects and Queues, and a real local chain.
           plugins: [
-            cloudflareTest({
+            cloudflareTest(({ inject }) => ({
               wrangler: { configPath: "./wrangler.toml" },
               miniflare: {
                 bindings: {
@@ -20,14 +20,18 @@ export default defineConfig(async () => {
                   // Retries without waiting, so a test sees the whole schedule in moments.
                   WEBHOOK_RETRY_SCHEDULE: "0,0,0,0",
                   WEBHOOK_TIMEOUT_MS: "2000",
+                  ...inject<{ vars: Record<string, string> }>("chain").vars,
+                  X402_FACILITATOR_TIMEOUT_MS: "3000",
+                  DEPOSIT_MNEMONIC: "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",
+                  DEPOSIT_CONFIRMATIONS: "2",
                   TEST_MIGRATIONS: migrations,
                 },
               },
-            }),
+            })),
           ],
           test: {
             name: "workers",
-            globalSetup: ["./test/setup/receiver.global.ts"],
+            globalSetup: ["./test/setup/receiver.global.ts", "./test/setup/chain.global.ts"],
             setupFiles: ["./test/setup/apply-migrations.ts"],
             include: ["test/**/*.test.ts"],
             exclude: ["test/e2e/**"],

@@ -14,6 +14,7 @@ import { merchantRoutes } from "./merchants/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { dispatchOutbox } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
+import { x402Routes } from "./x402/routes";
 
 async function dispatchInBackground(env: AppEnv["Bindings"]) {
   try {
@@ -41,6 +42,7 @@ export function buildApp() {
 
   app.route("/", merchantRoutes);
   app.route("/", kytRoutes);
+  app.route("/", x402Routes);
   app.route("/", chargeRoutes);
   app.route("/", checkoutRoutes);
   app.route("/", paylinkRoutes);

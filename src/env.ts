@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { LedgerDurableObject } from "./ledger/ledger.do";
 import type { WalletDurableObject } from "./agents/wallet.do";
 import type { GrantDurableObject } from "./paylinks/grant.do";
+import type { X402SettlerDurableObject } from "./x402/settler.do";
 
 /** Bindings and vars as wrangler.toml declares them. */
 export interface Env {
@@ -9,6 +10,7 @@ export interface Env {
   WALLET: DurableObjectNamespace<WalletDurableObject>;
   LEDGER: DurableObjectNamespace<LedgerDurableObject>;
   GRANT: DurableObjectNamespace<GrantDurableObject>;
+  X402_SETTLER: DurableObjectNamespace<X402SettlerDurableObject>;
   WEBHOOK_QUEUE: Queue<unknown>;
   WEBHOOK_DLQ: Queue<unknown>;
   ENVIRONMENT?: string;
@@ -19,6 +21,20 @@ export interface Env {
   WEBHOOK_SECRETS_KEY?: string;
   WEBHOOK_RETRY_SCHEDULE?: string;
   WEBHOOK_TIMEOUT_MS?: string;
+  X402_NETWORK?: string;
+  X402_CHAIN_ID?: string;
+  X402_ASSET?: string;
+  X402_ASSET_NAME?: string;
+  X402_ASSET_VERSION?: string;
+  X402_PAY_TO?: string;
+  X402_MAX_TIMEOUT_SECONDS?: string;
+  X402_FACILITATOR_URL?: string;
+  X402_FACILITATOR_HEADERS?: string;
+  X402_FACILITATOR_TIMEOUT_MS?: string;
+  RPC_URL?: string;
+  FACILITATOR_PRIVATE_KEY?: string;
+  DEPOSIT_MNEMONIC?: string;
+  DEPOSIT_CONFIRMATIONS?: string;
 }
 
 /** Seconds between delivery attempts: 10 s, 30 s, 2 min, 10 min, 1 h, 6 h, then 12 h (the queue's longest delay) to about 3 days. */
@@ -28,6 +44,84 @@ const booleanString = z
   .enum(["true", "false"])
   .default("true")
   .transform((value) => value === "true");
+
+const address = z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an EVM address");
+
+/**
+ * x402 and deposits are configured as a group: with X402_PAY_TO unset the
+ * deployment takes no on-chain payments (x402 routes answer 503); once set,
+ * everything the chosen facilitator needs must be present.
+ */
+const X402Schema = z
+  .object({
+    X402_NETWORK: z.string().min(1).default("base"),
+    X402_CHAIN_ID: z.coerce.number().int().positive().default(8453),
+    X402_ASSET: address,
+    X402_ASSET_NAME: z.string().min(1).default("USD Coin"),
+    X402_ASSET_VERSION: z.string().min(1).default("2"),
+    X402_PAY_TO: address,
+    X402_MAX_TIMEOUT_SECONDS: z.coerce.number().int().min(30).max(3600).default(300),
+    X402_FACILITATOR_URL: z.string().url().optional(),
+    X402_FACILITATOR_HEADERS: z.string().optional(),
+    X402_FACILITATOR_TIMEOUT_MS: z.coerce.number().int().positive().max(120_000).default(30_000),
+    RPC_URL: z.string().url(),
+    FACILITATOR_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional(),
+    DEPOSIT_MNEMONIC: z.string().optional(),
+    DEPOSIT_CONFIRMATIONS: z.coerce.number().int().min(0).max(1000).default(3),
+  })
+  .superRefine((x, ctx) => {
+    if (!x.X402_FACILITATOR_URL && !x.FACILITATOR_PRIVATE_KEY) {
+      ctx.addIssue({ code: "custom", message: "the built-in facilitator needs FACILITATOR_PRIVATE_KEY (or set X402_FACILITATOR_URL)" });
+    }
+  });
+
+export interface X402Settings {
+  network: string;
+  chainId: number;
+  asset: `0x${string}`;
+  assetName: string;
+  assetVersion: string;
+  payTo: `0x${string}`;
+  maxTimeoutSeconds: number;
+  facilitatorUrl: string | null;
+  facilitatorHeaders: Record<string, string>;
+  facilitatorTimeoutMs: number;
+  rpcUrl: string;
+  facilitatorPrivateKey: `0x${string}` | null;
+  depositMnemonic: string | null;
+  depositConfirmations: number;
+}
+
+function parseX402(env: Env): X402Settings | null {
+  if (!env.X402_PAY_TO) return null;
+  const parsed = X402Schema.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(`Invalid x402 configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`);
+  }
+  const x = parsed.data;
+  let headers: Record<string, string> = {};
+  if (x.X402_FACILITATOR_HEADERS) {
+    const h = z.record(z.string(), z.string()).safeParse(JSON.parse(x.X402_FACILITATOR_HEADERS));
+    if (!h.success) throw new Error("Invalid x402 configuration: X402_FACILITATOR_HEADERS must be a JSON object of strings");
+    headers = h.data;
+  }
+  return {
+    network: x.X402_NETWORK,
+    chainId: x.X402_CHAIN_ID,
+    asset: x.X402_ASSET as `0x${string}`,
+    assetName: x.X402_ASSET_NAME,
+    assetVersion: x.X402_ASSET_VERSION,
+    payTo: x.X402_PAY_TO as `0x${string}`,
+    maxTimeoutSeconds: x.X402_MAX_TIMEOUT_SECONDS,
+    facilitatorUrl: x.X402_FACILITATOR_URL ?? null,
+    facilitatorHeaders: headers,
+    facilitatorTimeoutMs: x.X402_FACILITATOR_TIMEOUT_MS,
+    rpcUrl: x.RPC_URL,
+    facilitatorPrivateKey: (x.FACILITATOR_PRIVATE_KEY as `0x${string}` | undefined) ?? null,
+    depositMnemonic: x.DEPOSIT_MNEMONIC ?? null,
+    depositConfirmations: x.DEPOSIT_CONFIRMATIONS,
+  };
+}
 
 const SettingsSchema = z
   .object({
@@ -65,6 +159,8 @@ export interface Settings {
   /** Delay in seconds before retry n (0-based); its length is the number of retries. */
   webhookRetrySchedule: number[];
   webhookTimeoutMs: number;
+  /** Null when this deployment takes no on-chain payments. */
+  x402: X402Settings | null;
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -90,6 +186,7 @@ export function settingsOf(env: Env): Settings {
     webhookSecretsKey: s.WEBHOOK_SECRETS_KEY,
     webhookRetrySchedule: s.WEBHOOK_RETRY_SCHEDULE,
     webhookTimeoutMs: s.WEBHOOK_TIMEOUT_MS,
+    x402: parseX402(env),
   };
   cache.set(env, settings);
   return settings;

@@ -5,10 +5,12 @@ import type { Env } from "./env";
 import { settingsOf } from "./env";
 import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
 import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webhooks/dispatch";
+import { reconcileOpenPayments } from "./x402/reconcile";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
 export { GrantDurableObject } from "./paylinks/grant.do";
+export { X402SettlerDurableObject } from "./x402/settler.do";
 
 const app = buildApp();
 
@@ -23,6 +25,7 @@ export default {
         expireOverdueApprovals(dbOf(env.DB)),
         dispatchOutbox(env),
         redriveDueDeliveries(env).then((ids) => enqueueDeliveries(env, ids)),
+        reconcileOpenPayments(env),
       ]),
     );
   },

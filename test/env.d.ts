@@ -8,7 +8,7 @@ declare global {
     }
     interface GlobalProps {
       mainModule: typeof import("../src/index");
-      durableNamespaces: "WalletDurableObject" | "LedgerDurableObject" | "GrantDurableObject";
+      durableNamespaces: "WalletDurableObject" | "LedgerDurableObject" | "GrantDurableObject" | "X402SettlerDurableObject";
     }
   }
 }

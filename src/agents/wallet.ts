@@ -1,7 +1,7 @@
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
-import { chargeCreationStatements, chargeView, type ChargeFields, type ChargeView } from "../charges/service";
+import { chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
 import { agentCreditPlan, walletPaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
@@ -20,9 +20,7 @@ export type PayOutcome =
   | { kind: "not_found"; reason: string };
 
 /** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
-export interface PayableSnapshot extends ChargeFields {
-  checkoutLinkId: string | null;
-  paylinkGrantId: string | null;
+export interface PayableSnapshot extends ChargeRow {
   merchantName: string;
   merchantCategory: string | null;
 }
@@ -44,7 +42,7 @@ interface AgentState {
 
 const CHARGE_SELECT = `SELECT c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
-  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId,
+  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
   m.name AS merchantName, m.category AS merchantCategory
   FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`;
 
@@ -128,7 +126,8 @@ export async function payCharge(env: Env, agentId: string, chargeId: string): Pr
   const { charge, agent, pendingApproval } = await readChargeState(env, agentId, chargeId, now);
   if (!charge) return { kind: "not_found", reason: "charge_not_found" };
   if (!agent) return { kind: "not_found", reason: "agent_not_found" };
-  if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
+  // A charge being settled on chain by x402 is not open to the wallet.
+  if (charge.status !== "pending" || charge.x402Claim) return { kind: "conflict", reason: "charge_not_pending" };
 
   const decision = decide(agent, charge, false);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };

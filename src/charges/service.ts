@@ -10,7 +10,7 @@ import { outboxEvent } from "../webhooks/outbox";
 export type ChargeRow = typeof charges.$inferSelect;
 
 /** The fields of a charge the API shows. */
-export type ChargeFields = Omit<ChargeRow, "checkoutLinkId" | "paylinkGrantId">;
+export type ChargeFields = Omit<ChargeRow, "checkoutLinkId" | "paylinkGrantId" | "x402Claim">;
 
 /** The spec's charge object. */
 export const chargeView = (c: ChargeFields) => ({
@@ -33,7 +33,14 @@ export type ChargeView = ReturnType<typeof chargeView>;
 /** A charge that does not exist yet, pending, in memory. */
 export function newPendingCharge(
   merchantId: string,
-  input: { amountMinor: number; description?: string | null | undefined; externalId?: string | null | undefined; checkoutLinkId?: string | null; paylinkGrantId?: string | null },
+  input: {
+    amountMinor: number;
+    description?: string | null | undefined;
+    externalId?: string | null | undefined;
+    checkoutLinkId?: string | null;
+    paylinkGrantId?: string | null;
+    x402Claim?: string | null;
+  },
   createdAt = nowIso(),
 ): ChargeRow {
   return {
@@ -51,6 +58,7 @@ export function newPendingCharge(
     paidAt: null,
     checkoutLinkId: input.checkoutLinkId ?? null,
     paylinkGrantId: input.paylinkGrantId ?? null,
+    x402Claim: input.x402Claim ?? null,
   };
 }
 
@@ -61,9 +69,9 @@ export function newPendingCharge(
 export function chargeCreationStatements(row: ChargeRow, merchantName: string): SqlStatement[] {
   return [
     sqlStatement(
-      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id)
-       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?)`,
-      row.id, row.merchantId, row.amountMinor, row.currency, row.description, row.externalId, row.createdAt, row.checkoutLinkId, row.paylinkGrantId,
+      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim)
+       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?)`,
+      row.id, row.merchantId, row.amountMinor, row.currency, row.description, row.externalId, row.createdAt, row.checkoutLinkId, row.paylinkGrantId, row.x402Claim,
     ),
     outboxEvent("charge.created", row.merchantId, { chargeId: row.id, amountMinor: row.amountMinor, merchantName, merchantId: row.merchantId }, row.createdAt),
   ];

@@ -12,6 +12,9 @@ export const agents = sqliteTable(
     currency: text("currency").notNull().default("USD"),
     /** The spending policy as canonical JSON (see agents/policy.ts). */
     policy: text("policy").notNull().default("{}"),
+    /** HD derivation index of the agent's deposit address (from DEPOSIT_MNEMONIC). */
+    depositIndex: integer("deposit_index").unique(),
+    depositAddress: text("deposit_address").unique(),
     createdAt: text("created_at").notNull(),
   },
   // The wallet Durable Object checks the balance first; this constraint makes an overdraft abort the whole batch anyway.

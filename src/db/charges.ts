@@ -21,6 +21,8 @@ export const charges = sqliteTable(
     checkoutLinkId: text("checkout_link_id"),
     /** The PayLink grant this charge was drawn on, if any. */
     paylinkGrantId: text("paylink_grant_id"),
+    /** The x402 payment settling this charge; while set, no other payment may take the charge. */
+    x402Claim: text("x402_claim"),
   },
   (t) => [
     index("charges_merchant_created").on(t.merchantId, t.createdAt),

@@ -7,3 +7,4 @@ export * from "./events";
 export * from "./console";
 export * from "./checkout-links";
 export * from "./paylinks";
+export * from "./x402";

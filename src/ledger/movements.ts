@@ -23,6 +23,25 @@ export interface WalletPayment {
   auditData?: Record<string, unknown>;
 }
 
+/**
+ * What every payment method does to the charge it pays, in its batch: the
+ * charge flips from pending to paid, a checkout link it was born from counts
+ * it, and other pending approvals for it can no longer be granted.
+ */
+function chargePaidStatements(charge: PayableCharge, agentId: string | null, method: string, reference: string, paidAt: string): SqlStatement[] {
+  return [
+    sqlStatement(
+      "UPDATE charges SET status = 'paid', agent_id = ?, method = ?, reference = ?, paid_at = ? WHERE id = ? AND status = 'pending'",
+      agentId, method, reference, paidAt, charge.id,
+    ),
+    sqlStatement(
+      "UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = (SELECT checkout_link_id FROM charges WHERE id = ?)",
+      charge.amountMinor, charge.id,
+    ),
+    sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'", paidAt, charge.id),
+  ];
+}
+
 /** Fields of `payment.succeeded` and `charge.succeeded`. */
 export const paymentEventData = (charge: PayableCharge, agentId: string | null, method: string, reference: string) => ({
   chargeId: charge.id,
@@ -47,20 +66,11 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   return {
     statements: [
       ...(p.prelude ?? []),
-      guard("charge_not_pending", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending')", charge.id),
+      // Pending and not being settled on chain by an x402 payment.
+      guard("charge_not_pending", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id),
       guard("saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor),
       ...(p.extraStatements ?? []),
-      sqlStatement(
-        "UPDATE charges SET status = 'paid', agent_id = ?, method = ?, reference = ?, paid_at = ? WHERE id = ? AND status = 'pending'",
-        p.agentId, p.method, p.reference, p.paidAt, charge.id,
-      ),
-      // A charge born from a checkout link moves the link's counters in the same batch.
-      sqlStatement(
-        "UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = (SELECT checkout_link_id FROM charges WHERE id = ?)",
-        charge.amountMinor, charge.id,
-      ),
-      // Other agents' approvals for this charge can no longer be granted.
-      sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'", p.paidAt, charge.id),
+      ...chargePaidStatements(charge, p.agentId, p.method, p.reference, p.paidAt),
       ...postingStatements(p.reference, [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
       outboxEvent("payment.succeeded", charge.merchantId, data, p.paidAt),
       outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
@@ -101,6 +111,48 @@ export function agentCreditPlan(p: { agentId: string; amountMinor: number; trans
         currency: "USD",
         data: { externalReference: p.reference, by: p.by },
         createdAt: p.createdAt,
+      },
+    ],
+  };
+}
+
+export interface X402Settlement {
+  charge: PayableCharge;
+  paymentId: string;
+  network: string;
+  payer: string;
+  transaction: string;
+  paidAt: string;
+}
+
+/**
+ * An x402 settlement credited as one batch: only while the charge is pending
+ * and claimed by this payment, and the payment is not yet settled, so a
+ * settlement is credited exactly once however often it is reported.
+ */
+export function x402PaymentPlan(p: X402Settlement): CommitPlan {
+  const { charge } = p;
+  const data = { ...paymentEventData(charge, null, "x402", p.transaction), payer: p.payer, network: p.network };
+  return {
+    statements: [
+      guard("charge_not_claimed", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim = ?)", charge.id, p.paymentId),
+      guard("x402_payment_not_open", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status IN ('settling', 'unknown'))", p.paymentId),
+      sqlStatement("UPDATE x402_payments SET status = 'settled', tx_hash = ?, error = NULL, updated_at = ? WHERE id = ?", p.transaction, p.paidAt, p.paymentId),
+      ...chargePaidStatements(charge, null, "x402", p.transaction, p.paidAt),
+      ...postingStatements(p.transaction, [{ from: `external:x402:${p.network}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
+      outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
+    ],
+    audit: [
+      {
+        type: "charge.paid",
+        reference: p.transaction,
+        chargeId: charge.id,
+        agentId: null,
+        merchantId: charge.merchantId,
+        amountMinor: charge.amountMinor,
+        currency: charge.currency,
+        data: { method: "x402", network: p.network, payer: p.payer, description: charge.description },
+        createdAt: p.paidAt,
       },
     ],
   };

@@ -14,6 +14,7 @@ export const ID_PREFIXES = {
   webhookEndpoint: "wh_",
   webhookEvent: "evt_wh_",
   payment: "PAY_",
+  x402Payment: "xpay_",
   credit: "CRD_",
   merchantKey: "sk_mch_",
   agentKey: "svc_sk_",

@@ -1,0 +1,105 @@
+// The local EVM chain of operations §7: anvil with chain id 84532 (standing in
+// for Base Sepolia), the EIP-3009 test stablecoin deployed, 1,000 tokens minted
+// to default accounts 1-9, and account 0 as the facilitator's gas payer.
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { createPublicClient, createWalletClient, defineChain, http } from "viem";
+import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
+import { compileTestUsdc } from "./contracts.mjs";
+
+export const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
+export const LOCAL_CHAIN_ID = 84532;
+export const MINT_PER_ACCOUNT = 1_000_000_000n; // 1,000 tokens of 6 decimals
+
+const anvilBin = fileURLToPath(new URL("../../node_modules/.bin/anvil", import.meta.url));
+
+/** The default anvil accounts 0-9, with their private keys. */
+export function anvilAccounts() {
+  return Array.from({ length: 10 }, (_, addressIndex) => {
+    const account = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex });
+    const privateKey = `0x${Buffer.from(account.getHdKey().privateKey).toString("hex")}`;
+    return { address: account.address, privateKey };
+  });
+}
+
+async function chainIdAt(rpcUrl) {
+  try {
+    const res = await fetch(rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      signal: AbortSignal.timeout(1000),
+    });
+    return Number(BigInt((await res.json()).result));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts anvil on 127.0.0.1:`port` unless a chain already answers there, then
+ * deploys the token and mints. `stop()` ends only what this call started.
+ */
+export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  let child = null;
+  const existing = await chainIdAt(rpcUrl);
+  if (existing !== null) {
+    if (existing !== LOCAL_CHAIN_ID) throw new Error(`a chain with id ${existing} answers at ${rpcUrl}; expected ${LOCAL_CHAIN_ID}`);
+    log(`using the chain already running at ${rpcUrl}`);
+  } else {
+    log(`starting anvil (chain id ${LOCAL_CHAIN_ID}) at ${rpcUrl}`);
+    child = spawn(anvilBin, ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID), "--silent"], { stdio: "ignore" });
+    const deadline = Date.now() + 20_000;
+    while ((await chainIdAt(rpcUrl)) === null) {
+      if (child.exitCode !== null) throw new Error(`anvil exited with ${child.exitCode}`);
+      if (Date.now() > deadline) throw new Error("anvil did not start within 20 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  const accounts = anvilAccounts();
+  const deployer = privateKeyToAccount(accounts[0].privateKey);
+  const wallet = createWalletClient({ account: deployer, chain, transport: http(rpcUrl) });
+  const client = createPublicClient({ chain, transport: http(rpcUrl) });
+  const { abi, bytecode } = compileTestUsdc();
+  const deployHash = await wallet.deployContract({ abi, bytecode });
+  const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
+  log(`test stablecoin (USD Coin, version 2, 6 decimals) at ${contractAddress}`);
+  for (const { address } of accounts.slice(1)) {
+    const hash = await wallet.writeContract({ address: contractAddress, abi, functionName: "mint", args: [address, MINT_PER_ACCOUNT] });
+    await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  }
+  log("minted 1,000 tokens to accounts 1-9");
+  // The service's settlement address: an account of the same mnemonic that no payer uses.
+  const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
+  return {
+    rpcUrl,
+    chainId: LOCAL_CHAIN_ID,
+    token: contractAddress,
+    abi,
+    payTo,
+    facilitatorKey: accounts[0].privateKey,
+    accounts,
+    stop: async () => {
+      if (child && child.exitCode === null) {
+        child.kill("SIGTERM");
+        await new Promise((r) => child.once("exit", r));
+      }
+    },
+  };
+}
+
+/** The Worker settings that point x402 at a local chain. */
+export function x402Vars(chain) {
+  return {
+    X402_NETWORK: "base-sepolia",
+    X402_CHAIN_ID: String(chain.chainId),
+    X402_ASSET: chain.token,
+    X402_ASSET_NAME: "USD Coin",
+    X402_ASSET_VERSION: "2",
+    X402_PAY_TO: chain.payTo,
+    RPC_URL: chain.rpcUrl,
+    FACILITATOR_PRIVATE_KEY: chain.facilitatorKey,
+  };
+}

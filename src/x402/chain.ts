@@ -1,0 +1,68 @@
+import { createPublicClient, defineChain, http, type PublicClient } from "viem";
+import type { X402Settings } from "../env";
+
+/** The part of the EIP-3009 token the service uses. */
+export const EIP3009_ABI = [
+  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] },
+  {
+    type: "function",
+    name: "authorizationState",
+    stateMutability: "view",
+    inputs: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }],
+    outputs: [{ type: "bool" }],
+  },
+  {
+    type: "function",
+    name: "transferWithAuthorization",
+    stateMutability: "nonpayable",
+    inputs: [
+      { name: "from", type: "address" },
+      { name: "to", type: "address" },
+      { name: "value", type: "uint256" },
+      { name: "validAfter", type: "uint256" },
+      { name: "validBefore", type: "uint256" },
+      { name: "nonce", type: "bytes32" },
+      { name: "v", type: "uint8" },
+      { name: "r", type: "bytes32" },
+      { name: "s", type: "bytes32" },
+    ],
+    outputs: [],
+  },
+  {
+    type: "event",
+    name: "Transfer",
+    inputs: [{ name: "from", type: "address", indexed: true }, { name: "to", type: "address", indexed: true }, { name: "value", type: "uint256", indexed: false }],
+  },
+  {
+    type: "event",
+    name: "AuthorizationUsed",
+    inputs: [{ name: "authorizer", type: "address", indexed: true }, { name: "nonce", type: "bytes32", indexed: true }],
+  },
+] as const;
+
+export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "value", type: "uint256" },
+    { name: "validAfter", type: "uint256" },
+    { name: "validBefore", type: "uint256" },
+    { name: "nonce", type: "bytes32" },
+  ],
+} as const;
+
+export const chainOf = (x: X402Settings) =>
+  defineChain({ id: x.chainId, name: x.network, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [x.rpcUrl] } } });
+
+const clients = new Map<string, PublicClient>();
+
+/** One JSON-RPC client per RPC URL and chain, reused across requests in an isolate. */
+export function publicClientOf(x: X402Settings): PublicClient {
+  const key = `${x.chainId}:${x.rpcUrl}`;
+  let client = clients.get(key);
+  if (!client) {
+    client = createPublicClient({ chain: chainOf(x), transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 1 }), pollingInterval: 250 }) as PublicClient;
+    clients.set(key, client);
+  }
+  return client;
+}

@@ -1,0 +1,89 @@
+import type { Env, X402Settings } from "../env";
+import { publicClientOf } from "./chain";
+import type { DecodedPayment } from "./payload";
+import { settlerOf, shortError } from "./settler.do";
+import type { Terms } from "./terms";
+
+export type SettleOutcome =
+  | { kind: "settled"; transaction: `0x${string}` }
+  /** Definitive: nothing moved on chain. */
+  | { kind: "failed"; reason: string }
+  /** The transfer may have happened; reconciliation against the chain decides. */
+  | { kind: "unknown"; reason: string; transaction: `0x${string}` | null };
+
+export type FacilitatorVerify = { isValid: true } | { isValid: false; invalidReason: string };
+
+/** Verification and settlement behind one interface, built-in or remote. */
+export interface Facilitator {
+  verify(payment: DecodedPayment, terms: Terms): Promise<FacilitatorVerify>;
+  settle(payment: DecodedPayment, terms: Terms): Promise<SettleOutcome>;
+}
+
+/**
+ * Ours: the service's own checks have already verified the payment; settlement
+ * sends `transferWithAuthorization` from the gas-paying key and waits for the
+ * receipt.
+ */
+export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
+  return {
+    verify: async () => ({ isValid: true }),
+    async settle(payment) {
+      const sent = await settlerOf(env).broadcast(payment.authorization, payment.signature);
+      if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
+      if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
+      try {
+        const receipt = await publicClientOf(x).waitForTransactionReceipt({ hash: sent.transaction, timeout: x.facilitatorTimeoutMs, pollingInterval: 250 });
+        return receipt.status === "success" ? { kind: "settled", transaction: sent.transaction } : { kind: "failed", reason: "transaction_reverted" };
+      } catch (error) {
+        return { kind: "unknown", reason: `receipt_unavailable: ${shortError(error)}`, transaction: sent.transaction };
+      }
+    },
+  };
+}
+
+/** A facilitator speaking the standard HTTP API (`POST /verify`, `POST /settle`). */
+export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator {
+  const call = async (path: "verify" | "settle", payment: DecodedPayment, terms: Terms) => {
+    const response = await fetch(new URL(path, baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`), {
+      method: "POST",
+      headers: { "content-type": "application/json", ...x.facilitatorHeaders },
+      body: JSON.stringify({
+        x402Version: payment.version,
+        paymentPayload: payment.raw,
+        // Always our own stored requirements, never the client's copy.
+        paymentRequirements: payment.version === 1 ? terms.v1 : terms.v2,
+      }),
+      signal: AbortSignal.timeout(x.facilitatorTimeoutMs),
+    });
+    return (await response.json()) as Record<string, unknown>;
+  };
+  return {
+    async verify(payment, terms) {
+      try {
+        const body = await call("verify", payment, terms);
+        return body.isValid === true ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
+      } catch (error) {
+        return { isValid: false, invalidReason: `facilitator_unavailable: ${shortError(error)}` };
+      }
+    },
+    async settle(payment, terms) {
+      let body: Record<string, unknown>;
+      try {
+        body = await call("settle", payment, terms);
+      } catch (error) {
+        // A timeout after the request left says nothing about whether it broadcast.
+        return { kind: "unknown", reason: `facilitator_timeout: ${shortError(error)}`, transaction: null };
+      }
+      const transaction = typeof body.transaction === "string" && /^0x[0-9a-fA-F]{64}$/.test(body.transaction) ? (body.transaction as `0x${string}`) : null;
+      if (body.success === true && transaction) return { kind: "settled", transaction };
+      if (body.errorReason === "settlement_pending") return { kind: "unknown", reason: "settlement_pending", transaction };
+      // A failure report with a transaction hash may still have moved money; let the chain decide.
+      if (transaction) return { kind: "unknown", reason: String(body.errorReason ?? "settle_failed"), transaction };
+      return { kind: "failed", reason: String(body.errorReason ?? "settle_failed") };
+    },
+  };
+}
+
+export function facilitatorOf(env: Env, x: X402Settings): Facilitator {
+  return x.facilitatorUrl ? remoteFacilitator(x, x.facilitatorUrl) : builtInFacilitator(env, x);
+}

@@ -1,0 +1,78 @@
+import { z } from "zod";
+
+const hex = (bytes?: number) => z.string().regex(bytes ? new RegExp(`^0x[0-9a-fA-F]{${bytes * 2}}$`) : /^0x[0-9a-fA-F]+$/);
+const uintString = z.string().regex(/^\d{1,78}$/);
+
+const Authorization = z.object({
+  from: hex(20),
+  to: hex(20),
+  value: uintString,
+  validAfter: uintString,
+  validBefore: uintString,
+  nonce: hex(32),
+});
+
+const ExactPayload = z.object({ signature: hex(), authorization: Authorization });
+
+const PayloadV1 = z.object({ x402Version: z.literal(1), scheme: z.string(), network: z.string(), payload: ExactPayload });
+
+const PayloadV2 = z.object({
+  x402Version: z.literal(2),
+  accepted: z.object({ scheme: z.string(), network: z.string(), amount: uintString, asset: hex(20), payTo: hex(20) }).passthrough(),
+  payload: ExactPayload,
+  resource: z.unknown().optional(),
+  extensions: z.unknown().optional(),
+});
+
+export type Authorization = z.infer<typeof Authorization>;
+
+/** A payment header, decoded and normalized across protocol versions. */
+export interface DecodedPayment {
+  version: 1 | 2;
+  scheme: string;
+  /** v1 network name, or v2 CAIP-2 id, as sent. */
+  network: string;
+  /** v2 only: the asset and payee the client says it accepted. */
+  accepted: { asset: string; payTo: string; amount: string } | null;
+  authorization: Authorization;
+  signature: `0x${string}`;
+  /** The decoded JSON exactly as sent, for a remote facilitator. */
+  raw: unknown;
+}
+
+/**
+ * Decodes `X-PAYMENT` / `PAYMENT-SIGNATURE`: base64url (the spec) or standard
+ * base64 with padding (what official clients send) of UTF-8 JSON. Null when
+ * it is not a payment we understand.
+ */
+export function decodePaymentHeader(header: string): DecodedPayment | null {
+  const text = header.trim();
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text) || text.length > 16_384) return null;
+  let json: unknown;
+  try {
+    const normalized = text.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
+    const binary = atob(normalized + "===".slice((normalized.length + 3) % 4));
+    json = JSON.parse(new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0))));
+  } catch {
+    return null;
+  }
+  const v1 = PayloadV1.safeParse(json);
+  if (v1.success) {
+    const p = v1.data;
+    return { version: 1, scheme: p.scheme, network: p.network, accepted: null, authorization: p.payload.authorization, signature: p.payload.signature as `0x${string}`, raw: json };
+  }
+  const v2 = PayloadV2.safeParse(json);
+  if (v2.success) {
+    const p = v2.data;
+    return {
+      version: 2,
+      scheme: p.accepted.scheme,
+      network: p.accepted.network,
+      accepted: { asset: p.accepted.asset, payTo: p.accepted.payTo, amount: p.accepted.amount },
+      authorization: p.payload.authorization,
+      signature: p.payload.signature as `0x${string}`,
+      raw: json,
+    };
+  }
+  return null;
+}

@@ -1,0 +1,107 @@
+import { Hono, type Context } from "hono";
+import { cors } from "hono/cors";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { checkoutLinkForPayment } from "../checkout/service";
+import { chargeView, getCharge } from "../charges/service";
+import { ApiError } from "../lib/errors";
+import { validate } from "../lib/validation";
+import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
+import { base64Json, type Terms } from "./terms";
+
+const PAYMENT_HEADERS = ["X-PAYMENT", "PAYMENT-SIGNATURE"];
+
+/** Browser clients: the 402 itself carries the origin header; payment headers allowed, response headers exposed. */
+const x402Cors = cors({
+  origin: "*",
+  allowMethods: ["GET", "POST", "OPTIONS"],
+  allowHeaders: [...PAYMENT_HEADERS, "Content-Type", "Access-Control-Expose-Headers"],
+  exposeHeaders: ["PAYMENT-REQUIRED", "PAYMENT-RESPONSE", "X-PAYMENT-RESPONSE"],
+  maxAge: 600,
+});
+
+const paymentHeaderOf = (c: Context<AppEnv>) => c.req.header("x-payment") ?? c.req.header("payment-signature") ?? null;
+
+/** The URL of this resource, without query: the `resource` of the terms. */
+const resourceOf = (c: Context<AppEnv>) => {
+  const url = new URL(c.req.url);
+  return `${url.origin}${url.pathname}`;
+};
+
+function x402Settings(c: Context<AppEnv>) {
+  const x = c.get("settings").x402;
+  if (!x) throw new ApiError(503, "x402_not_configured");
+  return x;
+}
+
+function paymentRequired(c: Context<AppEnv>, terms: Terms, error: string, extra: Record<string, unknown> = {}, settlement?: Record<string, unknown>) {
+  c.header("Cache-Control", "no-store");
+  c.header("PAYMENT-REQUIRED", base64Json(terms.paymentRequired));
+  if (settlement) {
+    c.header("X-PAYMENT-RESPONSE", base64Json(settlement));
+    c.header("PAYMENT-RESPONSE", base64Json(settlement));
+  }
+  return c.json({ x402Version: 1, error, accepts: [terms.v1], ...extra }, 402);
+}
+
+/** One table from x402 outcomes to responses. */
+async function respond(c: Context<AppEnv>, outcome: X402Outcome) {
+  const network = c.get("settings").x402?.network ?? "";
+  switch (outcome.kind) {
+    case "terms":
+      return paymentRequired(c, outcome.terms, "X-PAYMENT header is required");
+    case "already_paid":
+      return c.json(outcome.charge, 200);
+    case "invalid":
+      return paymentRequired(c, outcome.terms, "Pago inválido", { invalidReason: outcome.reason });
+    case "settle_failed":
+      return paymentRequired(c, outcome.terms, "Liquidación fallida", { errorReason: outcome.reason }, { success: false, transaction: "", network, payer: outcome.payer, errorReason: outcome.reason });
+    case "settled": {
+      const settlement = { success: true, transaction: outcome.transaction, network, payer: outcome.payer };
+      c.header("X-PAYMENT-RESPONSE", base64Json(settlement));
+      c.header("PAYMENT-RESPONSE", base64Json(settlement));
+      const charge = await getCharge(c.get("db"), outcome.chargeId);
+      return c.json({ chargeId: outcome.chargeId, status: charge?.status ?? "paid", settlement: { success: true, transaction: outcome.transaction } }, 200);
+    }
+    case "pending":
+      // Never a fresh 402 while a settlement may have moved money: the client waits and asks again.
+      c.header("Retry-After", "5");
+      return c.json({ chargeId: outcome.chargeId, status: "pending", settlement: { success: false, pending: true, transaction: outcome.transaction } }, 202);
+  }
+}
+
+const ChargeParam = z.object({ chargeId: z.string().min(1).max(64) });
+const TokenParam = z.object({ token: z.string().min(1).max(64) });
+
+/** The checkout link as an x402 target; 404 unknown, 409 disabled. */
+async function checkoutTarget(c: Context<AppEnv>, token: string): Promise<X402Target> {
+  const found = await checkoutLinkForPayment(c.get("db"), token);
+  if (!found) throw new ApiError(404, "checkout_link_not_found");
+  if (!found.link.active) throw new ApiError(409, "checkout_link_disabled");
+  return { kind: "checkout", link: found.link, merchantName: found.merchantName };
+}
+
+async function checkoutX402(c: Context<AppEnv>, token: string) {
+  const x = x402Settings(c);
+  const target = await checkoutTarget(c, token);
+  const header = paymentHeaderOf(c);
+  if (!header) return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
+  return respond(c, await payWithX402(c.env, target, resourceOf(c), header));
+}
+
+export const x402Routes = new Hono<AppEnv>()
+  .use("/charges/:chargeId/x402", x402Cors)
+  .use("/checkout/:token/x402", x402Cors)
+  .get("/charges/:chargeId/x402", validate("param", ChargeParam), async (c) => {
+    const x = x402Settings(c);
+    const charge = await getCharge(c.get("db"), c.req.valid("param").chargeId);
+    if (!charge) throw new ApiError(404, "charge_not_found");
+    if (charge.status === "paid") return c.json(chargeView(charge), 200);
+    const target: X402Target = { kind: "charge", charge };
+    const header = paymentHeaderOf(c);
+    if (!header) return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
+    return respond(c, await payWithX402(c.env, target, resourceOf(c), header));
+  })
+  // Official clients retry with the method of their first request, so GET with a payment settles too.
+  .get("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token))
+  .post("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token));

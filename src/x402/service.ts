@@ -1,0 +1,182 @@
+import type { Env, X402Settings } from "../env";
+import { settingsOf } from "../env";
+import { dbOf } from "../db/client";
+import { executeBatch } from "../db/batch";
+import { chargeCreationStatements, chargeView, newPendingCharge, type ChargeRow, type ChargeView } from "../charges/service";
+import { ledgerOf } from "../ledger/ledger.do";
+import { x402PaymentPlan } from "../ledger/movements";
+import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
+import { canonicalJson } from "../ledger/audit";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { facilitatorOf, type Facilitator } from "./facilitator";
+import { decodePaymentHeader, type DecodedPayment } from "./payload";
+import { termsFor, type Terms } from "./terms";
+import { verifyPayment } from "./verify";
+
+/** Outcomes of an x402 request; routes.ts maps each to a response. */
+export type X402Outcome =
+  | { kind: "terms"; terms: Terms }
+  | { kind: "already_paid"; charge: ChargeView }
+  | { kind: "settled"; chargeId: string; transaction: string; payer: string }
+  | { kind: "pending"; chargeId: string; transaction: string | null; payer: string }
+  | { kind: "invalid"; reason: string; terms: Terms }
+  | { kind: "settle_failed"; reason: string; terms: Terms; payer: string };
+
+interface PaymentRow {
+  id: string;
+  chargeId: string;
+  status: string;
+  txHash: string | null;
+  payer: string;
+}
+
+/** What is being paid: a stored charge, or a charge born from a checkout link with this payment. */
+export type X402Target =
+  | { kind: "charge"; charge: ChargeRow }
+  | { kind: "checkout"; link: { id: string; merchantId: string; amountMinor: number; description: string; externalId: string | null }; merchantName: string };
+
+const targetAmount = (t: X402Target) => (t.kind === "charge" ? t.charge.amountMinor : t.link.amountMinor);
+const targetDescription = (t: X402Target) => (t.kind === "charge" ? (t.charge.description ?? `Charge ${t.charge.id}`) : t.link.description);
+
+export function termsForTarget(x: X402Settings, target: X402Target, resource: string): Terms {
+  return termsFor(x, resource, targetAmount(target), targetDescription(target));
+}
+
+const PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, status, tx_hash AS txHash, payer FROM x402_payments";
+
+async function findPayment(env: Env, x: X402Settings, payment: DecodedPayment): Promise<PaymentRow | null> {
+  return env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
+    .bind(x.network, x.asset.toLowerCase(), payment.authorization.from.toLowerCase(), payment.authorization.nonce.toLowerCase())
+    .first<PaymentRow>();
+}
+
+/** Does an earlier payment's charge belong to what is being paid now? (A replay answers with its own result.) */
+async function belongsToTarget(env: Env, target: X402Target, chargeId: string): Promise<boolean> {
+  if (target.kind === "charge") return target.charge.id === chargeId;
+  const row = await env.DB.prepare("SELECT checkout_link_id AS linkId FROM charges WHERE id = ?").bind(chargeId).first<{ linkId: string | null }>();
+  return row?.linkId === target.link.id;
+}
+
+/**
+ * Pays a charge or a checkout link with an x402 payment header, exactly once:
+ *   1. decode and verify (terms, window, signature, KYT, nonce and balance on chain);
+ *   2. reserve (network, asset, payer, nonce) and claim the charge in one batch,
+ *      before the facilitator is called: a racing payment finds the claim, a
+ *      replayed authorization finds the reservation;
+ *   3. settle; credit the merchant in one ledger batch guarded by the claim.
+ * An unknown settlement outcome keeps the claim and is reconciled later.
+ */
+export async function payWithX402(env: Env, target: X402Target, resource: string, header: string, facilitator?: Facilitator): Promise<X402Outcome> {
+  const x = settingsOf(env).x402;
+  if (!x) throw new Error("x402 is not configured");
+  const terms = termsForTarget(x, target, resource);
+  const payment = decodePaymentHeader(header);
+  if (!payment) return { kind: "invalid", reason: "invalid_payload", terms };
+  const payer = payment.authorization.from.toLowerCase();
+
+  const earlier = await findPayment(env, x, payment);
+  if (earlier && earlier.status !== "failed") {
+    if (!(await belongsToTarget(env, target, earlier.chargeId))) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
+    return earlier.status === "settled"
+      ? { kind: "settled", chargeId: earlier.chargeId, transaction: earlier.txHash ?? "", payer }
+      : { kind: "pending", chargeId: earlier.chargeId, transaction: earlier.txHash, payer };
+  }
+
+  const nowSeconds = Math.floor(Date.now() / 1000);
+  const verdict = await verifyPayment(dbOf(env.DB), x, terms, payment, nowSeconds);
+  if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
+  const chosen = facilitator ?? facilitatorOf(env, x);
+  const remoteVerdict = await chosen.verify(payment, terms);
+  if (!remoteVerdict.isValid) return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
+
+  const reserved = await reserve(env, x, target, payment, earlier);
+  if (reserved.kind !== "reserved") return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
+
+  const settled = await chosen.settle(payment, terms);
+  const at = nowIso();
+  if (settled.kind === "settled") {
+    await credit(env, x, reserved.charge, reserved.paymentId, payer, settled.transaction);
+    return { kind: "settled", chargeId: reserved.charge.id, transaction: settled.transaction, payer };
+  }
+  if (settled.kind === "failed") {
+    await release(env, reserved.paymentId, reserved.charge.id, settled.reason, at);
+    return { kind: "settle_failed", reason: settled.reason, terms, payer };
+  }
+  await env.DB.prepare("UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'")
+    .bind(settled.transaction, settled.reason, at, reserved.paymentId)
+    .run();
+  return { kind: "pending", chargeId: reserved.charge.id, transaction: settled.transaction, payer };
+}
+
+type Reservation =
+  | { kind: "reserved"; paymentId: string; charge: ChargeRow }
+  | { kind: "outcome"; outcome: X402Outcome }
+  | { kind: "refused"; reason: string };
+
+async function reserve(env: Env, x: X402Settings, target: X402Target, payment: DecodedPayment, earlier: PaymentRow | null): Promise<Reservation> {
+  const a = payment.authorization;
+  const at = nowIso();
+  const paymentId = earlier?.id ?? newId("x402Payment");
+  const charge =
+    target.kind === "charge"
+      ? target.charge
+      : newPendingCharge(target.link.merchantId, { amountMinor: target.link.amountMinor, description: target.link.description, externalId: target.link.externalId, checkoutLinkId: target.link.id, x402Claim: paymentId }, at);
+  const payload = canonicalJson({ authorization: a, signature: payment.signature, version: payment.version });
+  const statements: SqlStatement[] = [];
+  if (target.kind === "charge") {
+    statements.push(guard("charge_unavailable", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id));
+  } else {
+    statements.push(guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", target.link.id));
+    statements.push(...chargeCreationStatements(charge, target.merchantName));
+  }
+  if (earlier) {
+    // A failed attempt with this authorization may be retried: the nonce was never used.
+    statements.push(guard("x402_payment_in_use", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')", earlier.id));
+    statements.push(sqlStatement("UPDATE x402_payments SET status = 'settling', charge_id = ?, error = NULL, updated_at = ? WHERE id = ?", charge.id, at, earlier.id));
+  } else {
+    statements.push(
+      sqlStatement(
+        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, value, valid_before, payload, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
+        paymentId, x.network, x.asset.toLowerCase(), a.from.toLowerCase(), a.nonce.toLowerCase(), charge.id, a.value, Number(a.validBefore), payload, at, at,
+      ),
+    );
+  }
+  if (target.kind === "charge") statements.push(sqlStatement("UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL", paymentId, charge.id));
+  try {
+    await executeBatch(env.DB, statements);
+    return { kind: "reserved", paymentId, charge };
+  } catch (error) {
+    const reason = guardReasonOf(error);
+    if (reason === "charge_unavailable" && target.kind === "charge") {
+      const current = await env.DB.prepare("SELECT status FROM charges WHERE id = ?").bind(charge.id).first<{ status: string }>();
+      if (current?.status === "paid") {
+        const paid = await dbOf(env.DB).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, charge.id) });
+        if (paid) return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(paid) } };
+      }
+      return { kind: "refused", reason: "charge_settlement_in_progress" };
+    }
+    if (reason) return { kind: "refused", reason };
+    // The same authorization raced itself: the other request holds the reservation.
+    if (String(error).includes("UNIQUE constraint failed")) {
+      const winner = await findPayment(env, x, payment);
+      if (winner) return { kind: "outcome", outcome: { kind: "pending", chargeId: winner.chargeId, transaction: winner.txHash, payer: winner.payer } };
+    }
+    throw error;
+  }
+}
+
+/** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
+export async function credit(env: Env, x: X402Settings, charge: ChargeRow, paymentId: string, payer: string, transaction: string): Promise<boolean> {
+  const result = await ledgerOf(env).commit(x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }));
+  return result.kind === "committed";
+}
+
+/** A definitive failure: the reservation is marked failed and the charge is open to other payments again. */
+export async function release(env: Env, paymentId: string, chargeId: string, reason: string, at: string): Promise<void> {
+  await executeBatch(env.DB, [
+    sqlStatement("UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')", reason.slice(0, 300), at, paymentId),
+    sqlStatement("UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?", chargeId, paymentId),
+  ]);
+}

@@ -1,0 +1,83 @@
+import { DurableObject } from "cloudflare:workers";
+import { createWalletClient, http, parseSignature, type WalletClient } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Env, X402Settings } from "../env";
+import { settingsOf } from "../env";
+import { serialQueue } from "../lib/serial";
+import { chainOf, EIP3009_ABI, publicClientOf } from "./chain";
+import type { Authorization } from "./payload";
+
+export type BroadcastResult =
+  | { kind: "sent"; transaction: `0x${string}` }
+  | { kind: "rejected"; reason: string }
+  | { kind: "unknown"; reason: string };
+
+/**
+ * The built-in facilitator's gas-paying account, one object per key. Sending
+ * is serialized here so transaction nonces are assigned in order without
+ * gaps or reuse; waiting for receipts happens outside, so throughput is
+ * bounded by the chain, not by this queue.
+ */
+export class X402SettlerDurableObject extends DurableObject<Env> {
+  private readonly serialize = serialQueue();
+  private nextNonce: number | null = null;
+  private wallet: WalletClient | null = null;
+
+  broadcast(authorization: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
+    return this.serialize(() => this.send(authorization, signature));
+  }
+
+  private async send(a: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
+    const x = settingsOf(this.env).x402;
+    if (!x?.facilitatorPrivateKey) return { kind: "rejected", reason: "facilitator_not_configured" };
+    const account = privateKeyToAccount(x.facilitatorPrivateKey);
+    const client = publicClientOf(x);
+    let parts: { v?: bigint; yParity?: number; r: `0x${string}`; s: `0x${string}` };
+    try {
+      parts = parseSignature(signature);
+    } catch {
+      return { kind: "rejected", reason: "invalid_exact_evm_payload_signature" };
+    }
+    const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
+    const args = [a.from as `0x${string}`, a.to as `0x${string}`, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as `0x${string}`, v, parts.r, parts.s] as const;
+    // Simulate first: a transfer that would revert is refused before anything is broadcast.
+    let gas: bigint;
+    try {
+      await client.simulateContract({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
+      gas = await client.estimateContractGas({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
+    } catch (error) {
+      return { kind: "rejected", reason: `simulation_failed: ${shortError(error)}` };
+    }
+    try {
+      this.nextNonce ??= await client.getTransactionCount({ address: account.address, blockTag: "pending" });
+      const transaction = await this.walletOf(x, account).writeContract({
+        account,
+        chain: chainOf(x),
+        address: x.asset,
+        abi: EIP3009_ABI,
+        functionName: "transferWithAuthorization",
+        args,
+        gas: (gas * 12n) / 10n,
+        nonce: this.nextNonce,
+      });
+      this.nextNonce++;
+      return { kind: "sent", transaction };
+    } catch (error) {
+      // The node may or may not have taken it: re-read the nonce next time and let reconciliation decide.
+      this.nextNonce = null;
+      return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+    }
+  }
+
+  private walletOf(x: X402Settings, account: ReturnType<typeof privateKeyToAccount>): WalletClient {
+    this.wallet ??= createWalletClient({ account, chain: chainOf(x), transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 0 }) });
+    return this.wallet;
+  }
+}
+
+export function shortError(error: unknown): string {
+  const text = error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
+  return text.split("\n")[0]!.slice(0, 200);
+}
+
+export const settlerOf = (env: Env) => env.X402_SETTLER.getByName("settler");

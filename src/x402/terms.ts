@@ -1,0 +1,69 @@
+import type { X402Settings } from "../env";
+import { centsToUsdcUnits } from "../lib/money";
+
+/** The v1 requirements object: every field the official v1 clients' strict schema demands, and no `outputSchema: null`. */
+export interface RequirementsV1 {
+  scheme: "exact";
+  network: string;
+  maxAmountRequired: string;
+  resource: string;
+  description: string;
+  mimeType: string;
+  payTo: string;
+  maxTimeoutSeconds: number;
+  asset: string;
+  extra: { name: string; version: string };
+}
+
+export interface RequirementsV2 {
+  scheme: "exact";
+  network: string;
+  amount: string;
+  asset: string;
+  payTo: string;
+  maxTimeoutSeconds: number;
+  extra: { name: string; version: string };
+}
+
+export interface Terms {
+  v1: RequirementsV1;
+  v2: RequirementsV2;
+  /** The v2 PaymentRequired object, sent base64 in the PAYMENT-REQUIRED header. */
+  paymentRequired: { x402Version: 2; error: string; resource: { url: string; description: string; mimeType: string }; accepts: RequirementsV2[] };
+  value: bigint;
+}
+
+export const caip2 = (chainId: number) => `eip155:${chainId}`;
+
+/**
+ * The terms for paying `amountMinor` cents at `resource`. Deterministic: the
+ * same charge or link yields byte-identical terms in the 402 and in the check
+ * of the paid retry.
+ */
+export function termsFor(x: X402Settings, resource: string, amountMinor: number, description: string): Terms {
+  const value = centsToUsdcUnits(amountMinor);
+  const extra = { name: x.assetName, version: x.assetVersion };
+  const mimeType = "application/json";
+  const v1: RequirementsV1 = {
+    scheme: "exact",
+    network: x.network,
+    maxAmountRequired: value.toString(),
+    resource,
+    description,
+    mimeType,
+    payTo: x.payTo,
+    maxTimeoutSeconds: x.maxTimeoutSeconds,
+    asset: x.asset,
+    extra,
+  };
+  const v2: RequirementsV2 = { scheme: "exact", network: caip2(x.chainId), amount: value.toString(), asset: x.asset, payTo: x.payTo, maxTimeoutSeconds: x.maxTimeoutSeconds, extra };
+  return { v1, v2, value, paymentRequired: { x402Version: 2, error: "Payment required", resource: { url: resource, description, mimeType }, accepts: [v2] } };
+}
+
+/** UTF-8 safe base64 of JSON (header values). */
+export function base64Json(value: unknown): string {
+  const bytes = new TextEncoder().encode(JSON.stringify(value));
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}

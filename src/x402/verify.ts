@@ -1,0 +1,80 @@
+import { isAddressEqual, verifyTypedData } from "viem";
+import type { Db } from "../db/client";
+import type { X402Settings } from "../env";
+import { screenAddress } from "../kyt/screening";
+import { EIP3009_ABI, publicClientOf, TRANSFER_WITH_AUTHORIZATION_TYPES } from "./chain";
+import type { DecodedPayment } from "./payload";
+import { caip2, type Terms } from "./terms";
+
+export type VerifyResult = { isValid: true; payer: `0x${string}` } | { isValid: false; invalidReason: string; payer: string | null };
+
+/** Tolerated clock skew between us, the client and the chain. */
+const SKEW_SECONDS = 30;
+/** A settlement needs a few seconds of validity left to land. */
+const MIN_REMAINING_SECONDS = 6;
+
+const invalid = (invalidReason: string, payer: string | null = null): VerifyResult => ({ isValid: false, invalidReason, payer });
+
+/** Everything that can be judged without the chain: shape, terms, window and signature. */
+export async function verifyOffline(x: X402Settings, terms: Terms, payment: DecodedPayment, nowSeconds: number): Promise<VerifyResult> {
+  const a = payment.authorization;
+  const payer = a.from;
+  if (payment.scheme !== "exact") return invalid("unsupported_scheme", payer);
+  const expectedNetwork = payment.version === 1 ? x.network : caip2(x.chainId);
+  if (payment.network !== expectedNetwork) return invalid("invalid_network", payer);
+  if (payment.accepted) {
+    if (!isAddressEqual(payment.accepted.asset as `0x${string}`, x.asset)) return invalid("invalid_asset", payer);
+    if (!isAddressEqual(payment.accepted.payTo as `0x${string}`, x.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
+    if (payment.accepted.amount !== terms.value.toString()) return invalid("invalid_exact_evm_payload_authorization_value", payer);
+  }
+  if (!isAddressEqual(a.to as `0x${string}`, x.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
+  if (BigInt(a.value) !== terms.value) return invalid("invalid_exact_evm_payload_authorization_value", payer);
+  const validAfter = BigInt(a.validAfter);
+  const validBefore = BigInt(a.validBefore);
+  const now = BigInt(nowSeconds);
+  if (validBefore < now + BigInt(MIN_REMAINING_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_before", payer);
+  if (validAfter > now + BigInt(SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_after", payer);
+  if (validBefore > now + BigInt(x.maxTimeoutSeconds + SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
+  let signed = false;
+  try {
+    signed = await verifyTypedData({
+      address: a.from as `0x${string}`,
+      domain: { name: x.assetName, version: x.assetVersion, chainId: x.chainId, verifyingContract: x.asset },
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+      primaryType: "TransferWithAuthorization",
+      message: {
+        from: a.from as `0x${string}`,
+        to: a.to as `0x${string}`,
+        value: BigInt(a.value),
+        validAfter,
+        validBefore,
+        nonce: a.nonce as `0x${string}`,
+      },
+      signature: payment.signature,
+    });
+  } catch {
+    signed = false;
+  }
+  if (!signed) return invalid("invalid_exact_evm_payload_signature", payer);
+  return { isValid: true, payer: a.from as `0x${string}` };
+}
+
+/**
+ * The full check before any settlement: the offline checks, then the payer's
+ * screening, then the chain (the nonce is unused, the balance covers it).
+ */
+export async function verifyPayment(db: Db, x: X402Settings, terms: Terms, payment: DecodedPayment, nowSeconds: number): Promise<VerifyResult> {
+  const offline = await verifyOffline(x, terms, payment, nowSeconds);
+  if (!offline.isValid) return offline;
+  const payer = offline.payer;
+  const kyt = await screenAddress(db, payer);
+  if (kyt.verdict !== "pass") return invalid("payer_blocked", payer);
+  const client = publicClientOf(x);
+  const [used, balance] = await Promise.all([
+    client.readContract({ address: x.asset, abi: EIP3009_ABI, functionName: "authorizationState", args: [payer, payment.authorization.nonce as `0x${string}`] }),
+    client.readContract({ address: x.asset, abi: EIP3009_ABI, functionName: "balanceOf", args: [payer] }),
+  ]);
+  if (used) return invalid("invalid_exact_evm_nonce_already_used", payer);
+  if (balance < terms.value) return invalid("insufficient_funds", payer);
+  return offline;
+}

@@ -1,0 +1,75 @@
+import { createPublicClient, http, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { inject } from "vitest";
+
+export const chain = () => inject("chain");
+
+export const TOKEN_ABI = [
+  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
+  { type: "function", name: "authorizationState", stateMutability: "view", inputs: [{ name: "a", type: "address" }, { name: "n", type: "bytes32" }], outputs: [{ type: "bool" }] },
+] as const;
+
+export const publicClient = () => createPublicClient({ transport: http(chain().rpcUrl) });
+
+export const tokenBalance = (address: Hex) => publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "balanceOf", args: [address] });
+
+export const randomNonce = (): Hex => `0x${Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
+
+export interface AuthorizationOverrides {
+  to?: Hex;
+  value?: bigint;
+  validAfter?: bigint;
+  validBefore?: bigint;
+  nonce?: Hex;
+  verifyingContract?: Hex;
+  signerKey?: Hex;
+  domainName?: string;
+}
+
+/** Signs an EIP-3009 TransferWithAuthorization with account `index` of the local chain, as an x402 client does. */
+export async function signAuthorization(index: number, value: bigint, overrides: AuthorizationOverrides = {}) {
+  const c = chain();
+  const from = c.accounts[index]!;
+  const signer = privateKeyToAccount(overrides.signerKey ?? from.privateKey);
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const authorization = {
+    from: from.address,
+    to: overrides.to ?? c.payTo,
+    value: overrides.value ?? value,
+    validAfter: overrides.validAfter ?? now - 600n,
+    validBefore: overrides.validBefore ?? now + 300n,
+    nonce: overrides.nonce ?? randomNonce(),
+  };
+  const signature = await signer.signTypedData({
+    domain: { name: overrides.domainName ?? "USD Coin", version: "2", chainId: c.chainId, verifyingContract: overrides.verifyingContract ?? c.token },
+    types: {
+      TransferWithAuthorization: [
+        { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
+      ],
+    },
+    primaryType: "TransferWithAuthorization",
+    message: authorization,
+  });
+  return {
+    signature,
+    authorization: {
+      from: authorization.from,
+      to: authorization.to,
+      value: authorization.value.toString(),
+      validAfter: authorization.validAfter.toString(),
+      validBefore: authorization.validBefore.toString(),
+      nonce: authorization.nonce,
+    },
+  };
+}
+
+const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+
+/** A v1 X-PAYMENT header in standard base64 (what official clients send); `urlSafe` gives the spec's base64url. */
+export async function xPaymentHeader(index: number, value: bigint, overrides: AuthorizationOverrides & { network?: string; urlSafe?: boolean } = {}) {
+  const payload = await signAuthorization(index, value, overrides);
+  const json = JSON.stringify({ x402Version: 1, scheme: "exact", network: overrides.network ?? "base-sepolia", payload });
+  const b64 = toBase64(json);
+  return { header: overrides.urlSafe ? b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") : b64, payload };
+}
