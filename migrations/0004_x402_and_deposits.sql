@@ -15,6 +15,7 @@ CREATE TABLE `deposits` (
 	`sender` text NOT NULL,
 	`value` text NOT NULL,
 	`amount_minor` integer NOT NULL,
+	`status` text NOT NULL,
 	`created_at` text NOT NULL
 );
 --> statement-breakpoint

@@ -6,6 +6,7 @@ import { settingsOf } from "./env";
 import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
 import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webhooks/dispatch";
 import { reconcileOpenPayments } from "./x402/reconcile";
+import { watchDeposits } from "./deposits/watcher";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -17,7 +18,10 @@ const app = buildApp();
 export default {
   fetch: app.fetch,
 
-  /** Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose message was lost. */
+  /**
+   * Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose
+   * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits.
+   */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
     ctx.waitUntil(
@@ -26,6 +30,7 @@ export default {
         dispatchOutbox(env),
         redriveDueDeliveries(env).then((ids) => enqueueDeliveries(env, ids)),
         reconcileOpenPayments(env),
+        watchDeposits(env),
       ]),
     );
   },

@@ -8,6 +8,7 @@ import { validate } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
+import { ensureDepositAddress } from "../deposits/addresses";
 
 const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
 const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
@@ -17,7 +18,8 @@ const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).defa
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
     const body = c.req.valid("json");
-    return c.json(await createAgent(c.get("db"), { name: body.name, policy: normalizePolicy(body.policy) }), 201);
+    const created = await createAgent(c.get("db"), { name: body.name, policy: normalizePolicy(body.policy) });
+    return c.json({ ...created, depositAddress: await ensureDepositAddress(c.env, created.agentId) }, 201);
   })
   .get("/console/agents", requireActor("console"), validate("query", ListQuery), async (c) => {
     const rows = await listAgents(c.get("db"), c.req.valid("query").limit);
@@ -44,5 +46,6 @@ export const agentRoutes = new Hono<AppEnv>()
   .get("/balance", requireActor("agent"), async (c) => {
     const agent = await getAgent(c.get("db"), actorOf(c.get("actor"), "agent").agentId);
     if (!agent) throw new ApiError(404, "agent_not_found");
-    return c.json({ agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency });
+    const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(c.env, agent.id));
+    return c.json({ agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress });
   });

@@ -16,6 +16,8 @@ export const agentView = (a: AgentRow) => ({
   balanceMinor: a.balanceMinor,
   currency: a.currency,
   policy: parseStoredPolicy(a.policy),
+  /** Where stablecoin sent on chain is credited to this wallet; null when deposits are not configured. */
+  depositAddress: a.depositAddress,
   createdAt: a.createdAt,
 });
 

@@ -3,7 +3,7 @@ import type { Env } from "../env";
 import { serialQueue } from "../lib/serial";
 import type { Policy } from "./policy";
 import type { SqlStatement } from "../ledger/plan";
-import { creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot } from "./wallet";
+import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot } from "./wallet";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -31,6 +31,13 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string) {
     return this.serialize(() => creditWallet(this.env, agentId, amountMinor, reference, by));
+  }
+
+  creditDeposit(
+    transfer: { network: string; txHash: string; logIndex: number; blockNumber: number; agentId: string; address: string; sender: string; value: string },
+    credit: boolean,
+  ) {
+    return this.serialize(() => creditDeposit(this.env, transfer, credit));
   }
 
   setPolicy(agentId: string, policy: Policy) {

@@ -3,10 +3,11 @@ import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
 import { chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
-import { agentCreditPlan, walletPaymentPlan } from "../ledger/movements";
+import { agentCreditPlan, depositPlan, walletPaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
+import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso, utcDayStart } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { evaluatePolicy, parseStoredPolicy, POLICY_REASONS, type Policy } from "./policy";
@@ -269,4 +270,19 @@ export async function creditWallet(env: Env, agentId: string, amountMinor: numbe
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
   const result = await env.DB.prepare("UPDATE agents SET policy = ? WHERE id = ?").bind(canonicalJson(policy), agentId).run();
   return result.meta.changes > 0;
+}
+
+/**
+ * Credits an on-chain deposit (or records it as blocked when the sender
+ * failed screening). "duplicate" when this transfer was already recorded.
+ */
+export async function creditDeposit(
+  env: Env,
+  transfer: { network: string; txHash: string; logIndex: number; blockNumber: number; agentId: string; address: string; sender: string; value: string },
+  credit: boolean,
+): Promise<"credited" | "blocked" | "duplicate"> {
+  const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
+  const result = await ledgerOf(env).commit(depositPlan({ ...transfer, depositId: newId("deposit"), amountMinor, createdAt: nowIso() }, credit));
+  if (result.kind === "refused") return "duplicate";
+  return credit ? "credited" : "blocked";
 }

@@ -49,6 +49,8 @@ export const deposits = sqliteTable(
     /** Token base units as a decimal string. */
     value: text("value").notNull(),
     amountMinor: integer("amount_minor").notNull(),
+    /** `credited`, or `blocked` when the sender failed screening (held for an operator, not credited). */
+    status: text("status").notNull(),
     createdAt: text("created_at").notNull(),
   },
   (t) => [uniqueIndex("deposits_tx_log").on(t.network, t.txHash, t.logIndex)],

@@ -157,3 +157,54 @@ export function x402PaymentPlan(p: X402Settlement): CommitPlan {
     ],
   };
 }
+
+export interface DepositCredit {
+  depositId: string;
+  network: string;
+  txHash: string;
+  logIndex: number;
+  blockNumber: number;
+  agentId: string;
+  address: string;
+  sender: string;
+  value: string;
+  amountMinor: number;
+  createdAt: string;
+}
+
+/**
+ * An on-chain deposit to an agent's address: the deposit row (unique per
+ * transaction and log) and the credit land together, so a transfer is
+ * credited exactly once however many times the watcher sees it.
+ */
+export function depositPlan(d: DepositCredit, credit: boolean): CommitPlan {
+  const record = sqlStatement(
+    `INSERT INTO deposits (id, network, tx_hash, log_index, block_number, agent_id, address, sender, value, amount_minor, status, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    d.depositId, d.network, d.txHash, d.logIndex, d.blockNumber, d.agentId, d.address, d.sender, d.value, d.amountMinor, credit ? "credited" : "blocked", d.createdAt,
+  );
+  const seen = guard("deposit_already_recorded", "NOT EXISTS (SELECT 1 FROM deposits WHERE network = ? AND tx_hash = ? AND log_index = ?)", d.network, d.txHash, d.logIndex);
+  if (!credit || d.amountMinor <= 0) return { statements: [seen, record], audit: [] };
+  const data = { agentId: d.agentId, amount: d.amountMinor, amountMinor: d.amountMinor, network: d.network, address: d.address, txHash: d.txHash, sender: d.sender };
+  return {
+    statements: [
+      seen,
+      record,
+      ...postingStatements(`${d.txHash}:${d.logIndex}`, [{ from: `external:deposits:${d.network}`, to: `agent:${d.agentId}`, amountMinor: d.amountMinor }], d.createdAt),
+      outboxEvent("deposit.confirmed", null, data, d.createdAt),
+    ],
+    audit: [
+      {
+        type: "deposit.confirmed",
+        reference: `${d.txHash}:${d.logIndex}`,
+        chargeId: null,
+        agentId: d.agentId,
+        merchantId: null,
+        amountMinor: d.amountMinor,
+        currency: "USD",
+        data: { network: d.network, address: d.address, sender: d.sender, value: d.value, blockNumber: d.blockNumber },
+        createdAt: d.createdAt,
+      },
+    ],
+  };
+}

@@ -15,6 +15,7 @@ export const ID_PREFIXES = {
   webhookEvent: "evt_wh_",
   payment: "PAY_",
   x402Payment: "xpay_",
+  deposit: "dep_",
   credit: "CRD_",
   merchantKey: "sk_mch_",
   agentKey: "svc_sk_",

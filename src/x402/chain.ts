@@ -61,7 +61,7 @@ export function publicClientOf(x: X402Settings): PublicClient {
   const key = `${x.chainId}:${x.rpcUrl}`;
   let client = clients.get(key);
   if (!client) {
-    client = createPublicClient({ chain: chainOf(x), transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 1 }), pollingInterval: 250 }) as PublicClient;
+    client = createPublicClient({ chain: chainOf(x), transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 1 }), pollingInterval: 250, cacheTime: 0 }) as PublicClient;
     clients.set(key, client);
   }
   return client;

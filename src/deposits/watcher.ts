@@ -1,0 +1,87 @@
+import type { Env, X402Settings } from "../env";
+import { settingsOf } from "../env";
+import { walletOf } from "../agents/wallet.do";
+import { screenAddress } from "../kyt/screening";
+import { dbOf } from "../db/client";
+import { nowIso } from "../lib/time";
+import { EIP3009_ABI, publicClientOf } from "../x402/chain";
+
+/** Blocks read per pass; a long backlog is caught up over several cron runs. */
+const MAX_RANGE = 2_000n;
+/** Where a watcher with no cursor starts, counting back from the safe head. */
+const INITIAL_LOOKBACK = 10_000n;
+
+export interface DepositTransfer {
+  network: string;
+  txHash: string;
+  logIndex: number;
+  blockNumber: number;
+  agentId: string;
+  address: string;
+  sender: string;
+  value: bigint;
+}
+
+export interface WatchResult {
+  fromBlock: number | null;
+  toBlock: number | null;
+  credited: number;
+  blocked: number;
+}
+
+const cursorName = (x: X402Settings) => `deposits:${x.network}:${x.asset.toLowerCase()}`;
+
+/**
+ * Reads the token's Transfer logs to agent deposit addresses, up to the block
+ * with the configured number of confirmations, and credits each transfer
+ * once (keyed by transaction hash and log index). A reorg shallower than the
+ * confirmation depth never reaches us; re-reading a range credits nothing twice.
+ */
+export async function watchDeposits(env: Env): Promise<WatchResult> {
+  const x = settingsOf(env).x402;
+  const result: WatchResult = { fromBlock: null, toBlock: null, credited: 0, blocked: 0 };
+  if (!x?.depositMnemonic) return result;
+  const client = publicClientOf(x);
+  const head = await client.getBlockNumber();
+  const confirmations = BigInt(x.depositConfirmations);
+  const safe = head - (confirmations > 0n ? confirmations - 1n : 0n);
+  if (safe < 0n) return result;
+  const cursor = await env.DB.prepare("SELECT block_number AS blockNumber FROM chain_cursors WHERE name = ?").bind(cursorName(x)).first<{ blockNumber: number }>();
+  const from = cursor ? BigInt(cursor.blockNumber) + 1n : safe > INITIAL_LOOKBACK ? safe - INITIAL_LOOKBACK : 0n;
+  if (from > safe) return result;
+  const to = from + MAX_RANGE - 1n < safe ? from + MAX_RANGE - 1n : safe;
+  result.fromBlock = Number(from);
+  result.toBlock = Number(to);
+
+  const agents = await env.DB.prepare("SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL").all<{ id: string; address: string }>();
+  const byAddress = new Map(agents.results.map((a) => [a.address.toLowerCase(), a.id]));
+  if (byAddress.size > 0) {
+    const addresses = [...byAddress.keys()] as `0x${string}`[];
+    for (let i = 0; i < addresses.length; i += 100) {
+      const logs = await client.getContractEvents({ address: x.asset, abi: EIP3009_ABI, eventName: "Transfer", args: { to: addresses.slice(i, i + 100) }, fromBlock: from, toBlock: to });
+      for (const log of logs) {
+        const address = log.args.to!.toLowerCase();
+        const agentId = byAddress.get(address);
+        if (!agentId || log.transactionHash === null || log.logIndex === null || log.blockNumber === null) continue;
+        const transfer: DepositTransfer = {
+          network: x.network,
+          txHash: log.transactionHash.toLowerCase(),
+          logIndex: log.logIndex,
+          blockNumber: Number(log.blockNumber),
+          agentId,
+          address,
+          sender: log.args.from!.toLowerCase(),
+          value: log.args.value!,
+        };
+        const screened = await screenAddress(dbOf(env.DB), transfer.sender);
+        const outcome = await walletOf(env, agentId).creditDeposit({ ...transfer, value: transfer.value.toString() }, screened.verdict === "pass");
+        if (outcome === "credited") result.credited++;
+        if (outcome === "blocked") result.blocked++;
+      }
+    }
+  }
+  await env.DB.prepare(
+    "INSERT INTO chain_cursors (name, block_number, updated_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET block_number = excluded.block_number, updated_at = excluded.updated_at",
+  ).bind(cursorName(x), Number(to), nowIso()).run();
+  return result;
+}

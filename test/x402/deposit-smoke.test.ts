@@ -1,0 +1,31 @@
+import { env } from "cloudflare:workers";
+import { createWalletClient, http, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { describe, expect, it } from "vitest";
+import { watchDeposits } from "../../src/deposits/watcher";
+import { api } from "../helpers/api";
+import { balanceOf, createAgent } from "../helpers/factories";
+import { chain, publicClient } from "../helpers/x402";
+
+const TRANSFER_ABI = [{ type: "function", name: "transfer", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [{ type: "bool" }] }] as const;
+
+describe("deposit smoke", () => {
+  it("credits a transfer to the agent's deposit address once, after confirmations", async () => {
+    const agent = await createAgent();
+    const bal = await api("GET", "/balance", { token: agent.apiKey });
+    const depositAddress = bal.body.depositAddress as Hex;
+    expect(depositAddress).toMatch(/^0x[0-9a-f]{40}$/);
+    const c = chain();
+    const wallet = createWalletClient({ account: privateKeyToAccount(c.accounts[2]!.privateKey), transport: http(c.rpcUrl) });
+    const hash = await wallet.writeContract({ chain: null, address: c.token, abi: TRANSFER_ABI, functionName: "transfer", args: [depositAddress, 1_230_000n] });
+    await publicClient().waitForTransactionReceipt({ hash });
+    // One confirmation so far; two are required.
+    await watchDeposits(env);
+    expect(await balanceOf(agent.apiKey)).toBe(0);
+    await publicClient().request({ method: "evm_mine" as never, params: [] as never });
+    await watchDeposits(env);
+    expect(await balanceOf(agent.apiKey)).toBe(123);
+    await watchDeposits(env);
+    expect(await balanceOf(agent.apiKey)).toBe(123);
+  });
+});
