@@ -1,8 +1,11 @@
 // `npm run dev`: the whole service at http://127.0.0.1:8787 on local workerd,
-// with the D1 migrations applied and local secrets in place. No account or
-// network is needed.
+// with the D1 migrations applied, local secrets in place, and the local chain
+// of operations §7 (anvil on 127.0.0.1:8545, chain id 84532, the test
+// stablecoin). No account or network is needed. PORT, ANVIL_PORT and
+// DEV_PERSIST_DIR move it aside (tests run their own instance).
 import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { startLocalChain, x402Vars } from "./lib/chain.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -22,15 +25,25 @@ if (migrate.status !== 0) {
   process.exit(migrate.status ?? 1);
 }
 
+const chain = await startLocalChain({ port: Number(process.env.ANVIL_PORT ?? 8545), log: step });
+// The chain's settings (token address, RPC, the facilitator's gas key: anvil's public account 0) are local-only.
+const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
+const varFlags = Object.entries(chainVars).flatMap(([key, value]) => ["--var", `${key}:${value}`]);
+
 step(`starting the service at http://127.0.0.1:${port}`);
-const server = spawn(wrangler, ["dev", "--local", "--ip", "127.0.0.1", "--port", port, "--show-interactive-dev-session=false", ...persist], { cwd: root, env, stdio: "inherit" });
+const server = spawn(wrangler, ["dev", "--local", "--ip", "127.0.0.1", "--port", port, "--show-interactive-dev-session=false", ...persist, ...varFlags], {
+  cwd: root,
+  env,
+  stdio: "inherit",
+});
 
 // Local workerd does not fire cron triggers by itself; fire the scheduled
-// handler every minute, as production's cron does (approval expiry sweep).
+// handler on a short period (DEV_CRON_SECONDS, default 10) so deposits and
+// retries show up quickly; production runs it every minute.
 const base = `http://127.0.0.1:${port}`;
 const cron = setInterval(() => {
   fetch(`${base}/cdn-cgi/handler/scheduled`).catch(() => undefined);
-}, 60_000);
+}, Number(process.env.DEV_CRON_SECONDS ?? 10) * 1000);
 cron.unref();
 
 const stop = (signal) => {
@@ -38,4 +51,8 @@ const stop = (signal) => {
 };
 process.on("SIGINT", () => stop("SIGINT"));
 process.on("SIGTERM", () => stop("SIGTERM"));
-server.on("exit", (code, signal) => process.exit(code ?? (signal ? 0 : 1)));
+// Stop the chain this script started, whatever ended the server.
+server.on("exit", async (code, signal) => {
+  await chain.stop();
+  process.exit(code ?? (signal ? 0 : 1));
+});

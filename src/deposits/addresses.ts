@@ -6,25 +6,28 @@ import { settingsOf } from "../env";
 export const depositAddressAt = (mnemonic: string, index: number) => mnemonicToAccount(mnemonic, { addressIndex: index }).address;
 
 /**
- * The agent's deposit address, assigned on first use: the next derivation
- * index is stored with it, and the unique index on it makes two concurrent
- * assignments pick different indexes (the loser retries).
+ * The agent's deposit address, assigned on first use. The derivation index is
+ * taken in one statement (D1 runs statements one at a time, and the column is
+ * unique), so concurrent assignments always get distinct indexes; the address
+ * is then derived from the stored index, so an interrupted assignment is
+ * completed the next time rather than given a second index.
  */
 export async function ensureDepositAddress(env: Env, agentId: string): Promise<string | null> {
   const mnemonic = settingsOf(env).x402?.depositMnemonic;
   if (!mnemonic) return null;
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const row = await env.DB.prepare("SELECT deposit_address AS address FROM agents WHERE id = ?").bind(agentId).first<{ address: string | null }>();
-    if (!row) return null;
-    if (row.address) return row.address;
-    const next = await env.DB.prepare("SELECT COALESCE(MAX(deposit_index), -1) + 1 AS next FROM agents").first<{ next: number }>();
-    const index = next?.next ?? 0;
-    const address = depositAddressAt(mnemonic, index).toLowerCase();
-    try {
-      await env.DB.prepare("UPDATE agents SET deposit_index = ?, deposit_address = ? WHERE id = ? AND deposit_address IS NULL").bind(index, address, agentId).run();
-    } catch (error) {
-      if (!String(error).includes("UNIQUE constraint failed")) throw error;
-    }
+  const db = env.DB;
+  const row = await db.prepare("SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?").bind(agentId).first<{ depositIndex: number | null; address: string | null }>();
+  if (!row) return null;
+  if (row.address) return row.address;
+  let index = row.depositIndex;
+  if (index === null) {
+    const assigned = await db
+      .prepare("UPDATE agents SET deposit_index = (SELECT COALESCE(MAX(deposit_index), -1) + 1 FROM agents) WHERE id = ? AND deposit_index IS NULL RETURNING deposit_index AS depositIndex")
+      .bind(agentId)
+      .first<{ depositIndex: number }>();
+    index = assigned?.depositIndex ?? (await db.prepare("SELECT deposit_index AS depositIndex FROM agents WHERE id = ?").bind(agentId).first<{ depositIndex: number }>())!.depositIndex;
   }
-  throw new Error("could not assign a deposit address");
+  const address = depositAddressAt(mnemonic, index).toLowerCase();
+  await db.prepare("UPDATE agents SET deposit_address = ? WHERE id = ? AND deposit_address IS NULL").bind(address, agentId).run();
+  return address;
 }

@@ -18,16 +18,18 @@ async function freePort(): Promise<number> {
 
 export interface DevServer {
   url: string;
+  rpcUrl: string;
   log: () => string;
   cli: (...args: string[]) => { status: number | null; stdout: string; stderr: string };
   stop: () => Promise<void>;
 }
 
-/** Starts `npm run dev` on a free port with its own state directory, as a person would. */
+/** Starts `npm run dev` (with its own local chain) on free ports with its own state directory, as a person would. */
 export async function startDevServer(): Promise<DevServer> {
   const port = await freePort();
+  const anvilPort = await freePort();
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
-  const env = { ...process.env, PORT: String(port), DEV_PERSIST_DIR: stateDir };
+  const env = { ...process.env, PORT: String(port), ANVIL_PORT: String(anvilPort), DEV_PERSIST_DIR: stateDir, DEV_CRON_SECONDS: "2" };
   const child: ChildProcess = spawn("npm", ["run", "--silent", "dev"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let output = "";
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -47,6 +49,7 @@ export async function startDevServer(): Promise<DevServer> {
   }
   return {
     url,
+    rpcUrl: `http://127.0.0.1:${anvilPort}`,
     log: () => output,
     cli: (...args) => {
       const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], { cwd: ROOT, env: { ...process.env, SERVICE_URL: url }, encoding: "utf8" });

@@ -39,7 +39,7 @@ describe("npm run dev and the CLI", () => {
     expect(agent.apiKey).toMatch(/^svc_sk_/);
 
     const balance = await call("GET", "/balance", agent.apiKey);
-    expect(balance.json()).toEqual({ agentId: agent.agentId, balanceMinor: 10000, currency: "USD" });
+    expect(balance.json()).toMatchObject({ agentId: agent.agentId, balanceMinor: 10000, currency: "USD" });
 
     const charge = (await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 1500 })).json();
     const paid = await call("POST", `/charges/${charge.chargeId}/pay`, agent.apiKey);
