@@ -24,6 +24,10 @@ export default defineConfig(async () => {
                   X402_FACILITATOR_TIMEOUT_MS: "3000",
                   DEPOSIT_MNEMONIC: "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",
                   DEPOSIT_CONFIRMATIONS: "2",
+                  // Cloudflare Access sign-in against a locally generated key set (test/setup/receiver.global.ts).
+                  ACCESS_TEAM_DOMAIN: "agent-pay-test.cloudflareaccess.com",
+                  ACCESS_AUD: "test-access-aud",
+                  ACCESS_CERTS_URL: `${inject<string>("receiverUrl")}/access/certs`,
                   TEST_MIGRATIONS: migrations,
                 },
               },

@@ -10,5 +10,7 @@ export interface AppEnv {
     settings: Settings;
     db: Db;
     actor?: Actor;
+    /** The console page session's CSRF token (console pages only). */
+    csrf?: string;
   };
 }

@@ -6,6 +6,8 @@ import { approvalRoutes } from "./approvals/routes";
 import { auditRoutes } from "./audit/routes";
 import { chargeRoutes } from "./charges/routes";
 import { checkoutRoutes } from "./checkout/routes";
+import { consoleAuthRoutes } from "./console/auth-routes";
+import { consoleUiRoutes } from "./console/ui/routes";
 import { dbOf } from "./db/client";
 import { settingsOf } from "./env";
 import { kytRoutes } from "./kyt/routes";
@@ -40,6 +42,8 @@ export function buildApp() {
     if (c.req.method !== "GET" && c.req.method !== "HEAD") c.executionCtx.waitUntil(dispatchInBackground(c.env));
   });
 
+  app.route("/", consoleAuthRoutes);
+  app.route("/", consoleUiRoutes);
   app.route("/", merchantRoutes);
   app.route("/", kytRoutes);
   app.route("/", x402Routes);

@@ -35,6 +35,14 @@ export interface Env {
   FACILITATOR_PRIVATE_KEY?: string;
   DEPOSIT_MNEMONIC?: string;
   DEPOSIT_CONFIRMATIONS?: string;
+  MAIL_TRANSPORT?: string;
+  MAIL_FROM?: string;
+  MAIL_HTTP_URL?: string;
+  MAIL_HTTP_TOKEN?: string;
+  SEND_EMAIL?: SendEmail;
+  ACCESS_TEAM_DOMAIN?: string;
+  ACCESS_AUD?: string;
+  ACCESS_CERTS_URL?: string;
 }
 
 /** Seconds between delivery attempts: 10 s, 30 s, 2 min, 10 min, 1 h, 6 h, then 12 h (the queue's longest delay) to about 3 days. */
@@ -137,10 +145,27 @@ const SettingsSchema = z
       .transform((text) => text.split(",").map((n) => Number(n.trim())))
       .pipe(z.array(z.number().int().min(0).max(43_200)).min(1).max(30)),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
+    MAIL_TRANSPORT: z.enum(["log", "send_email", "http", "none"]).optional(),
+    MAIL_FROM: z.string().email().optional(),
+    MAIL_HTTP_URL: z.string().url().optional(),
+    MAIL_HTTP_TOKEN: z.string().optional(),
+    ACCESS_TEAM_DOMAIN: z.string().min(1).optional(),
+    ACCESS_AUD: z.string().min(1).optional(),
+    ACCESS_CERTS_URL: z.string().url().optional(),
   })
   .superRefine((settings, ctx) => {
     if (settings.ENVIRONMENT === "production" && !settings.SERVICE_REQUIRE_API_KEY) {
       ctx.addIssue({ code: "custom", message: "SERVICE_REQUIRE_API_KEY cannot be false in production" });
+    }
+    if (settings.ENVIRONMENT === "production" && settings.MAIL_TRANSPORT === "log") {
+      ctx.addIssue({ code: "custom", message: "MAIL_TRANSPORT=log would print sign-in codes to production logs" });
+    }
+    if (settings.MAIL_TRANSPORT === "http" && !settings.MAIL_HTTP_URL) ctx.addIssue({ code: "custom", message: "MAIL_TRANSPORT=http needs MAIL_HTTP_URL" });
+    if ((settings.MAIL_TRANSPORT === "http" || settings.MAIL_TRANSPORT === "send_email") && !settings.MAIL_FROM) {
+      ctx.addIssue({ code: "custom", message: `MAIL_TRANSPORT=${settings.MAIL_TRANSPORT} needs MAIL_FROM` });
+    }
+    if (Boolean(settings.ACCESS_TEAM_DOMAIN) !== Boolean(settings.ACCESS_AUD)) {
+      ctx.addIssue({ code: "custom", message: "ACCESS_TEAM_DOMAIN and ACCESS_AUD are set together" });
     }
     for (const name of ["CONSOLE_SESSION_SECRET", "WEBHOOK_SECRETS_KEY"] as const) {
       if (settings.ENVIRONMENT === "production" && /^(dev|test)-only/.test(settings[name])) {
@@ -161,6 +186,10 @@ export interface Settings {
   webhookTimeoutMs: number;
   /** Null when this deployment takes no on-chain payments. */
   x402: X402Settings | null;
+  /** How sign-in codes are sent: printed to the log (development), Cloudflare Email, an HTTP mail API, or not at all. */
+  mail: { transport: "log" | "send_email" | "http" | "none"; from: string | null; httpUrl: string | null; httpToken: string | null };
+  /** Cloudflare Access sign-in, when configured. */
+  access: { teamDomain: string; audience: string; certsUrl: string } | null;
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -187,6 +216,21 @@ export function settingsOf(env: Env): Settings {
     webhookRetrySchedule: s.WEBHOOK_RETRY_SCHEDULE,
     webhookTimeoutMs: s.WEBHOOK_TIMEOUT_MS,
     x402: parseX402(env),
+    mail: {
+      // Development prints codes to the log; production sends nothing unless a transport is configured.
+      transport: s.MAIL_TRANSPORT ?? (s.ENVIRONMENT === "production" ? "none" : "log"),
+      from: s.MAIL_FROM ?? null,
+      httpUrl: s.MAIL_HTTP_URL ?? null,
+      httpToken: s.MAIL_HTTP_TOKEN ?? null,
+    },
+    access:
+      s.ACCESS_TEAM_DOMAIN && s.ACCESS_AUD
+        ? {
+            teamDomain: s.ACCESS_TEAM_DOMAIN.replace(/^https?:\/\//, "").replace(/\/$/, ""),
+            audience: s.ACCESS_AUD,
+            certsUrl: s.ACCESS_CERTS_URL ?? `https://${s.ACCESS_TEAM_DOMAIN.replace(/^https?:\/\//, "").replace(/\/$/, "")}/cdn-cgi/access/certs`,
+          }
+        : null,
   };
   cache.set(env, settings);
   return settings;

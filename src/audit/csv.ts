@@ -1,5 +1,7 @@
+import type { Db } from "../db/client";
 import type { AuditRow } from "../ledger/audit";
 import { canonicalJson } from "../ledger/audit";
+import { auditRows } from "./service";
 
 export const CSV_COLUMNS = ["seq", "createdAt", "type", "reference", "chargeId", "agentId", "merchantId", "amountMinor", "currency", "data", "prevHash", "hash"] as const;
 
@@ -16,4 +18,27 @@ export const csvHeader = () => `${CSV_COLUMNS.join(",")}\r\n`;
 export function csvRow(row: AuditRow): string {
   const values: Record<(typeof CSV_COLUMNS)[number], unknown> = { ...row, data: canonicalJson(row.data) };
   return `${CSV_COLUMNS.map((column) => csvField(values[column])).join(",")}\r\n`;
+}
+
+/** The audit chain of a date range as a streamed CSV download: an export of a long range never sits in memory whole. */
+export function csvExportResponse(db: Db, range: { fromDay: string; toDay: string; fromIso: string; toIso: string }): Response {
+  const encoder = new TextEncoder();
+  const rows = auditRows(db, range);
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(csvHeader()));
+    },
+    async pull(controller) {
+      const next = await rows.next();
+      if (next.done) controller.close();
+      else controller.enqueue(encoder.encode(csvRow(next.value)));
+    },
+  });
+  return new Response(body, {
+    headers: {
+      "content-type": "text/csv; charset=utf-8",
+      "content-disposition": `attachment; filename="transactions-${range.fromDay}-${range.toDay}.csv"`,
+      "cache-control": "no-store",
+    },
+  });
 }

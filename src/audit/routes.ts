@@ -5,7 +5,7 @@ import { requireActor } from "../auth/middleware";
 import { verifyChain } from "../ledger/audit";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
-import { csvHeader, csvRow } from "./csv";
+import { csvExportResponse } from "./csv";
 import { auditPage, auditRowOf, auditRows } from "./service";
 
 const DAY_MS = 86_400_000;
@@ -36,27 +36,7 @@ export const auditRoutes = new Hono<AppEnv>()
   .get("/export/transactions.csv", requireActor("console"), validate("query", ExportQuery), (c) => {
     const { from, to } = c.req.valid("query");
     const range = exportRange(from, to);
-    const db = c.get("db");
-    const encoder = new TextEncoder();
-    const rows = auditRows(db, range);
-    // Streamed page by page: an export of a long range never sits in memory whole.
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(encoder.encode(csvHeader()));
-      },
-      async pull(controller) {
-        const next = await rows.next();
-        if (next.done) controller.close();
-        else controller.enqueue(encoder.encode(csvRow(next.value)));
-      },
-    });
-    return new Response(body, {
-      headers: {
-        "content-type": "text/csv; charset=utf-8",
-        "content-disposition": `attachment; filename="transactions-${range.fromDay}-${range.toDay}.csv"`,
-        "cache-control": "no-store",
-      },
-    });
+    return csvExportResponse(c.get("db"), range);
   })
   .get("/console/audit", requireActor("console"), validate("query", PageQuery), async (c) => {
     const { afterSeq, limit } = c.req.valid("query");

@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { agents, consoleUsers, merchants } from "../db/schema";
+import { agents, consoleRevokedSessions, consoleUsers, merchants } from "../db/schema";
 import type { Settings } from "../env";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
@@ -11,7 +11,7 @@ export type ActorKind = "merchant" | "agent" | "console";
 export type Actor =
   | { kind: "merchant"; merchantId: string }
   | { kind: "agent"; agentId: string }
-  | { kind: "console"; email: string };
+  | { kind: "console"; email: string; jti?: string; expiresAt?: string };
 
 /** The credential kind a bearer token claims to be, by its prefix. */
 export function credentialKindOf(token: string): ActorKind {
@@ -31,7 +31,9 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   if (kind === "console") {
     const session = await verifyConsoleToken(settings.consoleSessionSecret, token);
     if (!session || !(await isConsoleUser(db, settings, session.email))) return null;
-    return { kind: "console", email: session.email };
+    const revoked = await db.select({ jti: consoleRevokedSessions.jti }).from(consoleRevokedSessions).where(eq(consoleRevokedSessions.jti, session.jti)).get();
+    if (revoked) return null;
+    return { kind: "console", email: session.email, jti: session.jti, expiresAt: session.expiresAt };
   }
   if (!KEY_SHAPE.test(token)) return null;
   const hash = await hashApiKey(token);

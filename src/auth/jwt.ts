@@ -16,13 +16,16 @@ const encodeJson = (value: unknown) => base64url(encoder.encode(JSON.stringify(v
 export interface ConsoleSession {
   email: string;
   expiresAt: string;
+  /** The session's id, by which sign-out revokes it. */
+  jti: string;
 }
 
 /** Signs a console session token for `email`, valid `ttlSeconds` (at most 12 h). */
 export async function signConsoleToken(secret: string, email: string, ttlSeconds = MAX_SESSION_SECONDS, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
   const iat = Math.floor(now / 1000);
   const exp = iat + Math.min(ttlSeconds, MAX_SESSION_SECONDS);
-  const signingInput = `${encodeJson({ alg: "HS256", typ: "JWT" })}.${encodeJson({ sub: email.toLowerCase(), aud: CONSOLE_AUDIENCE, iat, exp })}`;
+  const jti = base64url(crypto.getRandomValues(new Uint8Array(16)));
+  const signingInput = `${encodeJson({ alg: "HS256", typ: "JWT" })}.${encodeJson({ sub: email.toLowerCase(), aud: CONSOLE_AUDIENCE, iat, exp, jti })}`;
   const signature = await crypto.subtle.sign("HMAC", await hmacKey(secret, "sign"), encoder.encode(signingInput));
   return { token: `${signingInput}.${base64url(new Uint8Array(signature))}`, expiresAt: new Date(exp * 1000).toISOString() };
 }
@@ -64,5 +67,7 @@ export async function verifyConsoleToken(secret: string, token: string, now = Da
   if (typeof claims.exp !== "number" || !Number.isFinite(claims.exp)) return null;
   if (claims.exp <= nowSeconds || claims.exp > nowSeconds + MAX_SESSION_SECONDS + CLOCK_SKEW_SECONDS) return null;
   if (typeof claims.sub !== "string" || !claims.sub.includes("@")) return null;
-  return { email: claims.sub.toLowerCase(), expiresAt: new Date(claims.exp * 1000).toISOString() };
+  // Tokens minted without a jti (none by this service) still verify; they just cannot be revoked one by one.
+  const jti = typeof claims.jti === "string" ? claims.jti : `exp:${claims.exp}:${claims.sub}`;
+  return { email: claims.sub.toLowerCase(), expiresAt: new Date(claims.exp * 1000).toISOString(), jti };
 }

@@ -1,4 +1,4 @@
-import { sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /** Console users added from the console, beside the configured CONSOLE_USERS. */
 export const consoleUsers = sqliteTable("console_users", {
@@ -14,4 +14,28 @@ export const kytBlocklist = sqliteTable("kyt_blocklist", {
   reason: text("reason").notNull(),
   addedBy: text("added_by").notNull(),
   createdAt: text("created_at").notNull(),
+});
+
+/** One pending e-mail sign-in code per address; only an HMAC of the code is stored. */
+export const consoleLoginCodes = sqliteTable("console_login_codes", {
+  email: text("email").primaryKey(),
+  codeHash: text("code_hash").notNull(),
+  attempts: integer("attempts").notNull().default(0),
+  expiresAt: text("expires_at").notNull(),
+  consumedAt: text("consumed_at"),
+  createdAt: text("created_at").notNull(),
+});
+
+/** Sessions ended by sign-out before their expiry (by the token's `jti`). */
+export const consoleRevokedSessions = sqliteTable("console_revoked_sessions", {
+  jti: text("jti").primaryKey(),
+  expiresAt: text("expires_at").notNull(),
+  revokedAt: text("revoked_at").notNull(),
+});
+
+/** Fixed-window request counters for rate limits (key = purpose + subject). */
+export const rateLimits = sqliteTable("rate_limits", {
+  key: text("key").primaryKey(),
+  windowStart: integer("window_start").notNull(),
+  count: integer("count").notNull(),
 });

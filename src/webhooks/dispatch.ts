@@ -64,3 +64,17 @@ export async function dispatchOutbox(env: Env): Promise<number> {
     if (!more) return total;
   }
 }
+
+/**
+ * Sends a finished delivery again: the retry schedule starts over and the
+ * earlier attempts stay recorded. False when it is not finished (or not this endpoint's).
+ */
+export async function redeliver(env: Env, endpointId: string, deliveryId: string): Promise<boolean> {
+  const row = await env.DB.prepare(
+    `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
+     WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered') RETURNING id`,
+  ).bind(nowIso(), deliveryId, endpointId).first();
+  if (!row) return false;
+  await enqueueDeliveries(env, [deliveryId]);
+  return true;
+}

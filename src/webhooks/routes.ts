@@ -4,9 +4,8 @@ import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
-import { nowIso } from "../lib/time";
 import { validate } from "../lib/validation";
-import { enqueueDeliveries } from "./dispatch";
+import { redeliver } from "./dispatch";
 import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret } from "./endpoints";
 import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";
@@ -66,12 +65,6 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .post("/settings/webhooks/:id/deliveries/:deliveryId/redeliver", validate("param", DeliveryParam), async (c) => {
     const { id, deliveryId } = c.req.valid("param");
-    // A redelivery starts the retry schedule over; the earlier attempts stay recorded in webhook_attempts.
-    const row = await c.env.DB.prepare(
-      `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
-       WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered') RETURNING *`,
-    ).bind(nowIso(), deliveryId, id).first();
-    if (!row) throw new ApiError(409, "delivery_not_redeliverable");
-    await enqueueDeliveries(c.env, [deliveryId]);
+    if (!(await redeliver(c.env, id, deliveryId))) throw new ApiError(409, "delivery_not_redeliverable");
     return c.json({ id: deliveryId, status: "pending" }, 202);
   });

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { exportJWK, generateKeyPair, type JWK } from "jose";
 import type { TestProject } from "vitest/node";
 
 /**
@@ -10,6 +11,8 @@ import type { TestProject } from "vitest/node";
  *   slow-*    answers after 3 s (past the test timeout of 2 s)
  *   redirect-* answers 302 to an ok hook (never followed)
  * GET /received/<name> lists what arrived: { headers, body } with the raw body.
+ * GET /access/certs serves a Cloudflare Access style key set (JWKS) whose
+ * private key the tests get as `accessPrivateJwk`, to sign Access assertions.
  */
 interface Received {
   headers: Record<string, string>;
@@ -20,6 +23,7 @@ interface Received {
 declare module "vitest" {
   export interface ProvidedContext {
     receiverUrl: string;
+    accessPrivateJwk: JWK;
   }
 }
 
@@ -34,8 +38,16 @@ let server: Server | undefined;
 
 export async function setup(project: TestProject) {
   const received = new Map<string, Received[]>();
+  const { publicKey, privateKey } = await generateKeyPair("RS256", { extractable: true });
+  const publicJwk = { ...(await exportJWK(publicKey)), kid: "test-access-key", alg: "RS256", use: "sig" };
+  project.provide("accessPrivateJwk", { ...(await exportJWK(privateKey)), kid: "test-access-key", alg: "RS256" });
   server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://receiver");
+    if (req.method === "GET" && url.pathname === "/access/certs") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ keys: [publicJwk] }));
+      return;
+    }
     const [, kind, name = ""] = url.pathname.split("/");
     if (req.method === "GET" && kind === "received") {
       res.writeHead(200, { "content-type": "application/json" });

@@ -1,0 +1,127 @@
+import type { Child } from "hono/jsx";
+
+const STYLE = `
+:root{--ink:#17202a;--muted:#5d6d7e;--line:#e5e8ec;--bg:#f7f8fa;--accent:#1f6feb;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700}
+*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--ink);background:var(--bg)}
+header{background:#0d1117;color:#fff;padding:.6rem 1rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+header a{color:#c9d1d9;text-decoration:none;font-size:.95rem}header a.on,header a:hover{color:#fff}header strong{margin-right:.5rem}
+header form{margin-left:auto}main{max-width:1100px;margin:0 auto;padding:1rem}
+h1{font-size:1.35rem;margin:.5rem 0 1rem}h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
+.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:1rem;margin-bottom:1rem;overflow-x:auto}
+table{border-collapse:collapse;width:100%;font-size:.9rem}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
+th{color:var(--muted);font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em;word-break:break-all}
+form.inline{display:inline}label{display:block;margin:.4rem 0 .15rem;color:var(--muted);font-size:.85rem}
+input,select{font:inherit;padding:.4rem .5rem;border:1px solid #c8ccd1;border-radius:6px;width:100%;max-width:420px}
+input[type=checkbox]{width:auto}button{font:inherit;padding:.4rem .9rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer;margin-top:.5rem}
+button.secondary{background:#fff;color:var(--accent)}button.danger{background:var(--bad);border-color:var(--bad)}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(180px,1fr));gap:.75rem}
+.stat{background:#fff;border:1px solid var(--line);border-radius:8px;padding:.75rem}.stat b{display:block;font-size:1.4rem}
+.badge{display:inline-block;padding:.1rem .5rem;border-radius:999px;font-size:.8rem;border:1px solid currentColor}
+.ok{color:var(--ok)}.bad{color:var(--bad)}.warn{color:var(--warn)}.muted{color:var(--muted)}
+.notice{background:#ddf4ff;border:1px solid #54aeff;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
+.error{background:#ffebe9;border:1px solid #ff818266;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
+.secret{background:#fff8c5;border:1px solid #d4a72c;padding:.75rem;border-radius:6px}
+.row{display:flex;gap:1rem;flex-wrap:wrap}.row>*{flex:1 1 280px}
+@media (max-width:600px){header{gap:.6rem}main{padding:.6rem}th,td{padding:.3rem}}
+`;
+
+const NAV = [
+  ["/console/ui", "Overview"],
+  ["/console/ui/merchants", "Merchants"],
+  ["/console/ui/agents", "Agents"],
+  ["/console/ui/approvals", "Approvals"],
+  ["/console/ui/webhooks", "Webhooks"],
+  ["/console/ui/kyt", "KYT"],
+  ["/console/ui/transactions", "Transactions"],
+  ["/console/ui/users", "Users"],
+] as const;
+
+export function Page(props: { title: string; path?: string; email?: string; csrf?: string; notice?: string | null; error?: string | null; children?: Child }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>{`${props.title} · agent-pay console`}</title>
+        <style>{STYLE}</style>
+      </head>
+      <body>
+        <header>
+          <strong>agent-pay</strong>
+          {props.email
+            ? NAV.map(([href, label]) => (
+                <a href={href} class={props.path === href ? "on" : ""}>
+                  {label}
+                </a>
+              ))
+            : null}
+          {props.email ? (
+            <form method="post" action="/console/sign-out" class="inline">
+              <input type="hidden" name="_csrf" value={props.csrf ?? ""} />
+              <span class="muted">{props.email} </span>
+              <button class="secondary" type="submit">
+                Sign out
+              </button>
+            </form>
+          ) : null}
+        </header>
+        <main>
+          <h1>{props.title}</h1>
+          {props.notice ? <div class="notice">{props.notice}</div> : null}
+          {props.error ? <div class="error">{props.error}</div> : null}
+          {props.children}
+        </main>
+      </body>
+    </html>
+  );
+}
+
+/** A hidden CSRF field for a session form. */
+export const Csrf = (props: { token: string }) => <input type="hidden" name="_csrf" value={props.token} />;
+
+/** Cents as dollars for people; the API keeps integer cents. */
+export const usd = (cents: number) => `$${(cents / 100).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+
+/** A secret shown once, with a copy button (progressive enhancement: the text is selectable without script). */
+export function ShownOnce(props: { label: string; value: string; id: string }) {
+  return (
+    <div class="secret">
+      <p>
+        <strong>{props.label}</strong> — shown once; copy it now.
+      </p>
+      <code id={props.id}>{props.value}</code>
+      <div>
+        <button type="button" class="secondary" onclick={`navigator.clipboard&&navigator.clipboard.writeText(document.getElementById('${props.id}').textContent)`}>
+          Copy
+        </button>
+      </div>
+    </div>
+  );
+}
+
+/** Paid volume by UTC hour as a small server-rendered bar chart. */
+export function HourlyChart(props: { cents: number[] }) {
+  const max = Math.max(1, ...props.cents);
+  const width = 24 * 22;
+  const height = 120;
+  return (
+    <svg viewBox={`0 0 ${width} ${height + 18}`} width="100%" role="img" aria-label="Paid volume by hour (UTC)">
+      {props.cents.map((value, hour) => {
+        const h = Math.round((value / max) * height);
+        return (
+          <g>
+            <rect x={hour * 22 + 3} y={height - h} width="16" height={Math.max(h, value > 0 ? 1 : 0)} fill="#1f6feb">
+              <title>{`${String(hour).padStart(2, "0")}:00 ${usd(value)}`}</title>
+            </rect>
+            {hour % 3 === 0 ? (
+              <text x={hour * 22 + 11} y={height + 14} font-size="10" text-anchor="middle" fill="#5d6d7e">
+                {String(hour).padStart(2, "0")}
+              </text>
+            ) : null}
+          </g>
+        );
+      })}
+    </svg>
+  );
+}

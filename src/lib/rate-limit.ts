@@ -1,0 +1,20 @@
+/**
+ * A fixed-window counter in D1, one statement per hit (atomic in D1), for
+ * low-volume abuse limits such as sign-in attempts. Returns how many seconds
+ * to wait when the limit is exceeded, else null.
+ */
+export async function hitRateLimit(db: D1Database, key: string, limit: number, windowSeconds: number, now = Date.now()): Promise<number | null> {
+  const windowStart = Math.floor(now / 1000 / windowSeconds) * windowSeconds;
+  const row = await db
+    .prepare(
+      `INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 1)
+       ON CONFLICT (key) DO UPDATE SET
+         count = CASE WHEN rate_limits.window_start = excluded.window_start THEN rate_limits.count + 1 ELSE 1 END,
+         window_start = excluded.window_start
+       RETURNING count`,
+    )
+    .bind(key, windowStart)
+    .first<{ count: number }>();
+  if ((row?.count ?? 0) <= limit) return null;
+  return Math.max(1, windowStart + windowSeconds - Math.floor(now / 1000));
+}
