@@ -19,6 +19,8 @@ async function freePort(): Promise<number> {
 export interface DevServer {
   url: string;
   rpcUrl: string;
+  /** Runs SQL against the server's local D1 (as an operator with wrangler would). */
+  d1: (sql: string) => { status: number | null; stdout: string; stderr: string };
   log: () => string;
   cli: (...args: string[]) => { status: number | null; stdout: string; stderr: string };
   stop: () => Promise<void>;
@@ -50,6 +52,14 @@ export async function startDevServer(): Promise<DevServer> {
   return {
     url,
     rpcUrl: `http://127.0.0.1:${anvilPort}`,
+    d1: (sql) => {
+      const result = spawnSync(path.join(ROOT, "node_modules/.bin/wrangler"), ["d1", "execute", "DB", "--local", "--persist-to", stateDir, "--command", sql], {
+        cwd: ROOT,
+        env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+        encoding: "utf8",
+      });
+      return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+    },
     log: () => output,
     cli: (...args) => {
       const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], { cwd: ROOT, env: { ...process.env, SERVICE_URL: url }, encoding: "utf8" });

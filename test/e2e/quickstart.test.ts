@@ -66,5 +66,11 @@ describe("npm run dev and the CLI", () => {
     const verify = dev.cli("audit", "verify");
     expect(verify.status).toBe(0);
     expect(verify.stdout).toContain("audit chain ok: 3 rows");
+
+    // Tamper with one row behind the service's back: the CLI names it.
+    expect(dev.d1("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = 2").status).toBe(0);
+    const broken = dev.cli("audit", "verify");
+    expect(broken.status).toBe(1);
+    expect(broken.stdout).toContain("audit chain BROKEN at seq 2: hash_mismatch");
   });
 });

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { settingsOf, type Env } from "../../src/env";
+
+// Settings fail closed: production never runs on a missing or insecure value.
+const production = (vars: Partial<Env> = {}): Env =>
+  ({
+    ENVIRONMENT: "production",
+    CONSOLE_SESSION_SECRET: "a-real-production-secret-with-enough-entropy-0123456789",
+    WEBHOOK_SECRETS_KEY: "another-real-production-secret-with-entropy-0123456789",
+    ...vars,
+  }) as Env;
+
+describe("settings", () => {
+  it("a complete production configuration parses, with keys required and codes not printed", () => {
+    const s = settingsOf(production());
+    expect(s.environment).toBe("production");
+    expect(s.requireApiKey).toBe(true);
+    expect(s.mail.transport).toBe("none");
+    expect(s.x402).toBeNull();
+  });
+
+  it("an absent ENVIRONMENT means production", () => {
+    expect(settingsOf(production({ ENVIRONMENT: undefined })).environment).toBe("production");
+  });
+
+  it.each([
+    ["a missing console session secret", { CONSOLE_SESSION_SECRET: undefined }, /CONSOLE_SESSION_SECRET/],
+    ["a short console session secret", { CONSOLE_SESSION_SECRET: "short" }, /CONSOLE_SESSION_SECRET/],
+    ["a missing webhook secrets key", { WEBHOOK_SECRETS_KEY: undefined }, /WEBHOOK_SECRETS_KEY/],
+    ["a development secret", { CONSOLE_SESSION_SECRET: "dev-only-console-session-secret-0123456789abcdef" }, /development value/],
+    ["anonymous access", { SERVICE_REQUIRE_API_KEY: "false" }, /SERVICE_REQUIRE_API_KEY/],
+    ["sign-in codes printed to the log", { MAIL_TRANSPORT: "log" }, /MAIL_TRANSPORT=log/],
+    ["an HTTP mail transport without its URL", { MAIL_TRANSPORT: "http", MAIL_FROM: "c@example.com" }, /MAIL_HTTP_URL/],
+    ["Access with a team but no audience", { ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com" }, /ACCESS_AUD/],
+    ["x402 without an RPC URL", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /RPC_URL/],
+    ["x402 with neither a facilitator URL nor a gas key", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com" }, /FACILITATOR_PRIVATE_KEY/],
+  ])("refuses %s", (_name, vars, message) => {
+    expect(() => settingsOf(production(vars as Partial<Env>))).toThrow(message);
+  });
+
+  it("development may run without keys on console routes only by explicit choice", () => {
+    const s = settingsOf(production({ ENVIRONMENT: "development", SERVICE_REQUIRE_API_KEY: "false" }));
+    expect(s.requireApiKey).toBe(false);
+    expect(s.mail.transport).toBe("log");
+  });
+});
