@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./app-env";
 import { agentRoutes } from "./agents/routes";
@@ -12,11 +13,15 @@ import { dbOf } from "./db/client";
 import { settingsOf } from "./env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
+import { idempotency } from "./lib/idempotency";
 import { merchantRoutes } from "./merchants/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { dispatchOutbox } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { x402Routes } from "./x402/routes";
+
+/** The largest request body accepted (64 KiB). */
+export const MAX_BODY_BYTES = 64 * 1024;
 
 async function dispatchInBackground(env: AppEnv["Bindings"]) {
   try {
@@ -41,6 +46,10 @@ export function buildApp() {
     // A write may have added outbox events: fan them out now rather than at the next cron tick.
     if (c.req.method !== "GET" && c.req.method !== "HEAD") c.executionCtx.waitUntil(dispatchInBackground(c.env));
   });
+
+  // Bodies are small JSON; anything larger is refused before it is read.
+  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.json({ error: "payload_too_large" }, 413) }));
+  app.use(idempotency);
 
   app.route("/", consoleAuthRoutes);
   app.route("/", consoleUiRoutes);

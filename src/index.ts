@@ -31,6 +31,7 @@ export default {
         redriveDueDeliveries(env).then((ids) => enqueueDeliveries(env, ids)),
         reconcileOpenPayments(env),
         watchDeposits(env),
+        env.DB.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?").bind(new Date().toISOString()).run(),
       ]),
     );
   },

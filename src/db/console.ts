@@ -1,4 +1,4 @@
-import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /** Console users added from the console, beside the configured CONSOLE_USERS. */
 export const consoleUsers = sqliteTable("console_users", {
@@ -39,3 +39,25 @@ export const rateLimits = sqliteTable("rate_limits", {
   windowStart: integer("window_start").notNull(),
   count: integer("count").notNull(),
 });
+
+/**
+ * Idempotency-Key records (Stripe semantics): scoped to the credential (a
+ * hash of it), bound to a hash of the request, holding the first response to
+ * replay. Kept at least 24 h.
+ */
+export const idempotencyKeys = sqliteTable(
+  "idempotency_keys",
+  {
+    scope: text("scope").notNull(),
+    key: text("key").notNull(),
+    requestHash: text("request_hash").notNull(),
+    /** `in_progress` or `done`. */
+    status: text("status").notNull(),
+    responseStatus: integer("response_status"),
+    responseBody: text("response_body"),
+    responseContentType: text("response_content_type"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.scope, t.key] })],
+);

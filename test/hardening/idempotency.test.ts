@@ -1,0 +1,78 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { api } from "../helpers/api";
+import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+
+describe("Idempotency-Key", () => {
+  it("replays the first response byte for byte and moves money once", async () => {
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 1000 });
+    const charge = await createCharge(merchant.apiKey, 300);
+    const headers = { "Idempotency-Key": "pay-once-1" };
+    const first = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+    const second = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+    expect(first.status).toBe(200);
+    expect(second.status).toBe(200);
+    expect(second.text).toBe(first.text);
+    expect(second.headers.get("idempotent-replayed")).toBe("true");
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    expect(await balanceOf(agent.apiKey)).toBe(700);
+    expect(await merchantBalance(merchant.apiKey)).toBe(300);
+  });
+
+  it("creates one charge for parallel retries: one runs, the rest replay or are told it is in use", async () => {
+    const merchant = await createMerchant();
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, () => api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 50 }, headers: { "Idempotency-Key": "create-1" } })),
+    );
+    const created = responses.filter((r) => r.status === 201);
+    expect(responses.every((r) => r.status === 201 || (r.status === 409 && r.body.error === "idempotency_key_in_use"))).toBe(true);
+    expect(new Set(created.map((r) => r.body.chargeId)).size).toBe(1);
+    const list = await api("GET", "/merchant/charges", { token: merchant.apiKey });
+    expect(list.body.charges).toHaveLength(1);
+  });
+
+  it("the same key with a different body is 409 idempotency_key_reused", async () => {
+    const merchant = await createMerchant();
+    const headers = { "Idempotency-Key": "reuse-1" };
+    expect((await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 50 }, headers })).status).toBe(201);
+    const reused = await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 51 }, headers });
+    expect(reused.status).toBe(409);
+    expect(reused.body).toEqual({ error: "idempotency_key_reused" });
+  });
+
+  it("a request that failed validation stores nothing, so the key works afterwards", async () => {
+    const merchant = await createMerchant();
+    const headers = { "Idempotency-Key": "after-400" };
+    expect((await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 0 }, headers })).status).toBe(400);
+    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE key = 'after-400'").first<{ n: number }>();
+    expect(rows?.n).toBe(0);
+    expect((await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 5 }, headers })).status).toBe(201);
+  });
+
+  it("keys are scoped to the credential", async () => {
+    const a = await createMerchant();
+    const b = await createMerchant();
+    const headers = { "Idempotency-Key": "shared-key" };
+    const ra = await api("POST", "/merchant/charges", { token: a.apiKey, body: { amountUsdCents: 10 }, headers });
+    const rb = await api("POST", "/merchant/charges", { token: b.apiKey, body: { amountUsdCents: 10 }, headers });
+    expect(rb.status).toBe(201);
+    expect(rb.body.chargeId).not.toBe(ra.body.chargeId);
+    expect(rb.body.merchantId).toBe(b.merchantId);
+  });
+
+  it("a malformed key is 400", async () => {
+    const merchant = await createMerchant();
+    const res = await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 10 }, headers: { "Idempotency-Key": "x".repeat(256) } });
+    expect(res.status).toBe(400);
+  });
+});
+
+describe("request body limit", () => {
+  it("a body over 64 KiB is 413", async () => {
+    const merchant = await createMerchant();
+    const res = await api("POST", "/merchant/charges", { token: merchant.apiKey, body: JSON.stringify({ amountUsdCents: 10, description: "x".repeat(70_000) }) });
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({ error: "payload_too_large" });
+  });
+});
