@@ -14,6 +14,7 @@ import { settingsOf } from "./env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
 import { idempotency } from "./lib/idempotency";
+import { enforceRateLimit } from "./lib/rate-limit";
 import { merchantRoutes } from "./merchants/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { dispatchOutbox } from "./webhooks/dispatch";
@@ -41,6 +42,7 @@ export function buildApp() {
     c.set("requestId", requestId);
     c.set("settings", settingsOf(c.env));
     c.set("db", dbOf(c.env.DB));
+    await enforceRateLimit(c.env.CLIENT_RATE_LIMIT, `client:${c.req.header("cf-connecting-ip") ?? "local"}`);
     await next();
     c.header("x-request-id", requestId);
     // A write may have added outbox events: fan them out now rather than at the next cron tick.

@@ -13,6 +13,8 @@ export interface Env {
   X402_SETTLER: DurableObjectNamespace<X402SettlerDurableObject>;
   WEBHOOK_QUEUE: Queue<unknown>;
   WEBHOOK_DLQ: Queue<unknown>;
+  CREDENTIAL_RATE_LIMIT?: RateLimit;
+  CLIENT_RATE_LIMIT?: RateLimit;
   ENVIRONMENT?: string;
   SERVICE_REQUIRE_API_KEY?: string;
   CONSOLE_USERS?: string;

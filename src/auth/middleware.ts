@@ -1,6 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../lib/errors";
+import { enforceRateLimit } from "../lib/rate-limit";
 import { resolveCredential, type Actor, type ActorKind } from "./credentials";
 
 /** The 401 message names the credential the route expects. */
@@ -38,6 +39,7 @@ export const requireActor = <K extends ActorKind>(expected: K) =>
     const actor = await resolveCredential(c.get("db"), c.get("settings"), token);
     if (!actor) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
     if (actor.kind !== expected) throw new ApiError(403, "credential_not_allowed", { expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, "") });
+    await enforceRateLimit(c.env.CREDENTIAL_RATE_LIMIT, actor.kind === "merchant" ? `merchant:${actor.merchantId}` : actor.kind === "agent" ? `agent:${actor.agentId}` : `console:${actor.email}`);
     c.set("actor", actor);
     return next();
   });

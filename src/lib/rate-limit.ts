@@ -1,3 +1,5 @@
+import { ApiError } from "./errors";
+
 /**
  * A fixed-window counter in D1, one statement per hit (atomic in D1), for
  * low-volume abuse limits such as sign-in attempts. Returns how many seconds
@@ -17,4 +19,17 @@ export async function hitRateLimit(db: D1Database, key: string, limit: number, w
     .first<{ count: number }>();
   if ((row?.count ?? 0) <= limit) return null;
   return Math.max(1, windowStart + windowSeconds - Math.floor(now / 1000));
+}
+
+/** The window of the platform rate limit bindings (wrangler.toml `period`). */
+export const RATE_LIMIT_PERIOD_SECONDS = 10;
+
+/**
+ * Checks a platform rate limit binding (per credential or per client address);
+ * 429 with Retry-After when it is exceeded. A missing binding limits nothing.
+ */
+export async function enforceRateLimit(binding: RateLimit | undefined, key: string): Promise<void> {
+  if (!binding) return;
+  const { success } = await binding.limit({ key });
+  if (!success) throw new ApiError(429, "too_many_requests", {}, { "Retry-After": String(RATE_LIMIT_PERIOD_SECONDS) });
 }

@@ -76,3 +76,33 @@ describe("request body limit", () => {
     expect(res.body).toEqual({ error: "payload_too_large" });
   });
 });
+
+describe("rate limits", () => {
+  it("a credential over its limit gets 429 with Retry-After, and nothing runs", async () => {
+    const { buildApp } = await import("../../src/app");
+    const merchant = await createMerchant();
+    const refusing = { limit: async () => ({ success: false }) } as unknown as RateLimit;
+    const seen: string[] = [];
+    const counting = { limit: async ({ key }: { key: string }) => (seen.push(key), { success: true }) } as unknown as RateLimit;
+    const app = buildApp();
+    const request = () => new Request("http://service.test/merchant/charges", { method: "POST", headers: { authorization: `Bearer ${merchant.apiKey}`, "content-type": "application/json" }, body: JSON.stringify({ amountUsdCents: 10 }) });
+    const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
+    const limited = await app.fetch(request(), { ...env, CREDENTIAL_RATE_LIMIT: refusing }, ctx);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBe("10");
+    expect(await limited.json()).toEqual({ error: "too_many_requests" });
+    const list = await api("GET", "/merchant/charges", { token: merchant.apiKey });
+    expect(list.body.charges).toHaveLength(0);
+    const allowed = await app.fetch(request(), { ...env, CREDENTIAL_RATE_LIMIT: counting, CLIENT_RATE_LIMIT: counting }, ctx);
+    expect(allowed.status).toBe(201);
+    expect(seen).toEqual(["client:local", `merchant:${merchant.merchantId}`]);
+  });
+
+  it("a client address over its limit gets 429 before any credential is checked", async () => {
+    const { buildApp } = await import("../../src/app");
+    const refusing = { limit: async () => ({ success: false }) } as unknown as RateLimit;
+    const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
+    const res = await buildApp().fetch(new Request("http://service.test/charges/chg_x"), { ...env, CLIENT_RATE_LIMIT: refusing }, ctx);
+    expect(res.status).toBe(429);
+  });
+});
