@@ -46,7 +46,9 @@ export function buildApp() {
     await next();
     c.header("x-request-id", requestId);
     // A write may have added outbox events: fan them out now rather than at the next cron tick.
-    if (c.req.method !== "GET" && c.req.method !== "HEAD") c.executionCtx.waitUntil(dispatchInBackground(c.env));
+    // x402 settles on GET too (official clients retry with their first method), so a payment header counts as a write.
+    const writes = (c.req.method !== "GET" && c.req.method !== "HEAD") || c.req.header("x-payment") !== undefined || c.req.header("payment-signature") !== undefined;
+    if (writes) c.executionCtx.waitUntil(dispatchInBackground(c.env));
   });
 
   // Bodies are small JSON; anything larger is refused before it is read.

@@ -25,14 +25,17 @@ export default {
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
     ctx.waitUntil(
-      Promise.all([
-        expireOverdueApprovals(dbOf(env.DB)),
-        dispatchOutbox(env),
-        redriveDueDeliveries(env).then((ids) => enqueueDeliveries(env, ids)),
-        reconcileOpenPayments(env),
-        watchDeposits(env),
-        env.DB.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?").bind(new Date().toISOString()).run(),
-      ]),
+      (async () => {
+        // What may write events first, then the fan-out, so they go out in this same run.
+        await Promise.allSettled([
+          expireOverdueApprovals(dbOf(env.DB)),
+          reconcileOpenPayments(env),
+          watchDeposits(env),
+          env.DB.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?").bind(new Date().toISOString()).run(),
+        ]);
+        await dispatchOutbox(env);
+        await enqueueDeliveries(env, await redriveDueDeliveries(env));
+      })(),
     );
   },
 

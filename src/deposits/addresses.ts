@@ -1,9 +1,23 @@
-import { mnemonicToAccount } from "viem/accounts";
+import { mnemonicToSeedSync } from "@scure/bip39";
+import { HDKey, hdKeyToAccount } from "viem/accounts";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 
-/** The deposit address at `index` of the service's deposit key (BIP-44 path m/44'/60'/0'/0/index). */
-export const depositAddressAt = (mnemonic: string, index: number) => mnemonicToAccount(mnemonic, { addressIndex: index }).address;
+const roots = new Map<string, HDKey>();
+
+/**
+ * The deposit address at `index` of the service's deposit key (BIP-44 path
+ * m/44'/60'/0'/0/index). The seed (2,048 PBKDF2 rounds) is derived once per
+ * isolate; each address is then one cheap child derivation.
+ */
+export function depositAddressAt(mnemonic: string, index: number): `0x${string}` {
+  let root = roots.get(mnemonic);
+  if (!root) {
+    root = HDKey.fromMasterSeed(mnemonicToSeedSync(mnemonic));
+    roots.set(mnemonic, root);
+  }
+  return hdKeyToAccount(root, { addressIndex: index }).address;
+}
 
 /**
  * The agent's deposit address, assigned on first use. The derivation index is

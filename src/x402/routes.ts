@@ -96,11 +96,12 @@ export const x402Routes = new Hono<AppEnv>()
     const x = x402Settings(c);
     const charge = await getCharge(c.get("db"), c.req.valid("param").chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
-    if (charge.status === "paid") return c.json(chargeView(charge), 200);
     const target: X402Target = { kind: "charge", charge };
     const header = paymentHeaderOf(c);
-    if (!header) return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
-    return respond(c, await payWithX402(c.env, target, resourceOf(c), header));
+    // A resent payment that settled this charge gets its settlement back; otherwise a paid charge answers with itself.
+    if (header) return respond(c, await payWithX402(c.env, target, resourceOf(c), header));
+    if (charge.status === "paid") return c.json(chargeView(charge), 200);
+    return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
   })
   // Official clients retry with the method of their first request, so GET with a payment settles too.
   .get("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token))

@@ -83,6 +83,10 @@ export async function payWithX402(env: Env, target: X402Target, resource: string
       : { kind: "pending", chargeId: earlier.chargeId, transaction: earlier.txHash, payer };
   }
 
+  if (target.kind === "charge" && target.charge.status === "paid") {
+    // Paid by something else: no new payment is taken; the charge answers with itself.
+    return { kind: "already_paid", charge: chargeView(target.charge) };
+  }
   const nowSeconds = Math.floor(Date.now() / 1000);
   const verdict = await verifyPayment(dbOf(env.DB), x, terms, payment, nowSeconds);
   if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
@@ -149,6 +153,11 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, payment: D
     return { kind: "reserved", paymentId, charge };
   } catch (error) {
     const reason = guardReasonOf(error);
+    // The same authorization raced itself: the other request holds the reservation (or is about to).
+    const sameAuthorization = await findPayment(env, x, payment);
+    if (sameAuthorization && sameAuthorization.status !== "failed") {
+      return { kind: "outcome", outcome: { kind: "pending", chargeId: sameAuthorization.chargeId, transaction: sameAuthorization.txHash, payer: sameAuthorization.payer } };
+    }
     if (reason === "charge_unavailable" && target.kind === "charge") {
       const current = await env.DB.prepare("SELECT status FROM charges WHERE id = ?").bind(charge.id).first<{ status: string }>();
       if (current?.status === "paid") {
@@ -158,11 +167,6 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, payment: D
       return { kind: "refused", reason: "charge_settlement_in_progress" };
     }
     if (reason) return { kind: "refused", reason };
-    // The same authorization raced itself: the other request holds the reservation.
-    if (String(error).includes("UNIQUE constraint failed")) {
-      const winner = await findPayment(env, x, payment);
-      if (winner) return { kind: "outcome", outcome: { kind: "pending", chargeId: winner.chargeId, transaction: winner.txHash, payer: winner.payer } };
-    }
     throw error;
   }
 }

@@ -48,24 +48,28 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     } catch (error) {
       return { kind: "rejected", reason: `simulation_failed: ${shortError(error)}` };
     }
-    try {
-      this.nextNonce ??= await client.getTransactionCount({ address: account.address, blockTag: "pending" });
-      const transaction = await this.walletOf(x, account).writeContract({
-        account,
-        chain: chainOf(x),
-        address: x.asset,
-        abi: EIP3009_ABI,
-        functionName: "transferWithAuthorization",
-        args,
-        gas: (gas * 12n) / 10n,
-        nonce: this.nextNonce,
-      });
-      this.nextNonce++;
-      return { kind: "sent", transaction };
-    } catch (error) {
-      // The node may or may not have taken it: re-read the nonce next time and let reconciliation decide.
-      this.nextNonce = null;
-      return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.nextNonce ??= await client.getTransactionCount({ address: account.address, blockTag: "pending" });
+        const transaction = await this.walletOf(x, account).writeContract({
+          account,
+          chain: chainOf(x),
+          address: x.asset,
+          abi: EIP3009_ABI,
+          functionName: "transferWithAuthorization",
+          args,
+          gas: (gas * 12n) / 10n,
+          nonce: this.nextNonce,
+        });
+        this.nextNonce++;
+        return { kind: "sent", transaction };
+      } catch (error) {
+        this.nextNonce = null;
+        // The node refused this nonce (another sender used it): nothing was broadcast, so send again with a fresh one.
+        if (attempt < 3 && /nonce.*(too low|lower than)/i.test(String(error))) continue;
+        // Otherwise the node may or may not have taken it: reconciliation decides.
+        return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+      }
     }
   }
 

@@ -20,7 +20,8 @@ export async function api<T = any>(method: string, path: string, options: { toke
     headers["content-type"] ??= "application/json";
     body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
   }
-  const response = await exports.default.fetch(new Request(`${BASE}${path}`, { method, headers, body }));
+  // redirect: manual, so a test sees the redirect itself (the loopback binding would follow it).
+  const response = await exports.default.fetch(new Request(`${BASE}${path}`, { method, headers, body, redirect: "manual" }));
   const text = await response.text();
   let parsed: unknown = text;
   if ((response.headers.get("content-type") ?? "").includes("application/json")) parsed = JSON.parse(text);

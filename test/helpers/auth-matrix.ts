@@ -71,16 +71,20 @@ export async function invalidCredentials(): Promise<Record<string, string>> {
   };
 }
 
-let validCache: Promise<Record<CredentialKind, string>> | undefined;
+let keyCache: Promise<{ merchant: string; agent: string }> | undefined;
 
-/** One real credential of each kind, created through the API (cached per test file). */
-export function validCredentials(): Promise<Record<CredentialKind, string>> {
-  validCache ??= (async () => {
+/**
+ * One real credential of each kind, created through the API. The keys are
+ * cached per test file; the console token is fresh each time, since a route
+ * under test may end its session (sign-out).
+ */
+export async function validCredentials(): Promise<Record<CredentialKind, string>> {
+  keyCache ??= (async () => {
     const merchant = await createMerchant({ name: "Auth Matrix Merchant" });
     const agent = await createAgent({ name: "auth-matrix-agent" });
-    return { merchant: merchant.apiKey, agent: agent.apiKey, console: await consoleToken() };
+    return { merchant: merchant.apiKey, agent: agent.apiKey };
   })();
-  return validCache;
+  return { ...(await keyCache), console: await consoleToken() };
 }
 
 const describeRoute = (route: RouteDescriptor) => `${route.method} ${route.path}`;

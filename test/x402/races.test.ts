@@ -1,0 +1,218 @@
+import { env } from "cloudflare:workers";
+import { encodeAbiParameters, keccak256, parseAbiItem, toHex, type Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { api, consoleToken, type ApiResponse } from "../helpers/api";
+import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { chain, publicClient, randomNonce, TOKEN_ABI, tokenBalance } from "../helpers/x402";
+
+/*
+ * Races on one charge. The payers are fresh keys whose token balances this file
+ * sets directly on the local chain (anvil_setStorageAt on the token's balance
+ * mapping), so no other test file ever moves their tokens and every delta here
+ * is exact even with files running in parallel. payTo is shared by all files,
+ * so what reaches it from this file is counted from its Transfer logs.
+ */
+const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
+/** TestUSDC storage: slot 0 totalSupply, slot 1 balanceOf (owner is immutable). */
+const BALANCE_SLOT = 1n;
+
+interface Payer {
+  key: Hex;
+  address: Hex;
+}
+
+async function freshPayer(tokens: bigint): Promise<Payer> {
+  const key = generatePrivateKey();
+  const address = privateKeyToAccount(key).address;
+  const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [address, BALANCE_SLOT]));
+  await publicClient().request({ method: "anvil_setStorageAt" as never, params: [chain().token, slot, toHex(tokens, { size: 32 })] as never });
+  expect(await tokenBalance(address)).toBe(tokens);
+  return { key, address };
+}
+
+const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+
+async function paymentHeader(payer: Payer, value: bigint) {
+  const c = chain();
+  const account = privateKeyToAccount(payer.key);
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const authorization = { from: account.address, to: c.payTo, value, validAfter: now - 600n, validBefore: now + 300n, nonce: randomNonce() };
+  const signature = await account.signTypedData({
+    domain: { name: "USD Coin", version: "2", chainId: c.chainId, verifyingContract: c.token },
+    types: {
+      TransferWithAuthorization: [
+        { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
+      ],
+    },
+    primaryType: "TransferWithAuthorization",
+    message: authorization,
+  });
+  const payload = { signature, authorization: { ...authorization, value: value.toString(), validAfter: authorization.validAfter.toString(), validBefore: authorization.validBefore.toString() } };
+  return { header: toBase64(JSON.stringify({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload })), from: account.address, nonce: authorization.nonce };
+}
+
+const authorizationUsed = (from: Hex, nonce: Hex) =>
+  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [from, nonce] });
+
+/** Transfers from `payers` to payTo since `fromBlock`, read from the chain's logs. */
+async function transfersToPayTo(payers: Hex[], fromBlock: bigint) {
+  const logs = await publicClient().getLogs({ address: chain().token, event: TRANSFER, args: { from: payers, to: chain().payTo }, fromBlock, toBlock: "latest" });
+  return logs.map((l) => ({ from: l.args.from!.toLowerCase(), value: l.args.value!, transaction: l.transactionHash }));
+}
+
+const isSettled = (r: ApiResponse) => r.status === 200 && r.body?.settlement?.success === true;
+
+/** A response that is not the winning settlement: a refusal, a pending answer, or the paid charge. Never a 5xx. */
+function expectLoserShape(r: ApiResponse) {
+  expect(r.status).toBeLessThan(500);
+  expect([200, 202, 402]).toContain(r.status);
+  if (r.status === 200) expect(r.body).toMatchObject({ status: "paid" });
+  if (r.status === 402) expect(r.body.x402Version).toBe(1);
+}
+
+async function openPayments(chargeId: string) {
+  const rows = await env.DB.prepare("SELECT status FROM x402_payments WHERE charge_id = ?").bind(chargeId).all<{ status: string }>();
+  return rows.results.map((r) => r.status);
+}
+
+async function expectAuditOk() {
+  const res = await api("GET", "/console/audit/verify", { token: await consoleToken() });
+  expect(res.body.ok).toBe(true);
+}
+
+let merchant: { merchantId: string; apiKey: string };
+beforeAll(async () => {
+  merchant = await createMerchant({ name: "Race Shop" });
+});
+
+describe("x402 races", () => {
+  it("20 concurrent valid payments from different payers for one charge: exactly one settles and is credited", async () => {
+    const cents = 500;
+    const value = BigInt(cents) * 10_000n;
+    const payers = await Promise.all(Array.from({ length: 5 }, () => freshPayer(4n * value)));
+    // Four distinct authorizations (nonces) per payer: 20 valid payments.
+    const payments = await Promise.all(payers.flatMap((p) => Array.from({ length: 4 }, () => paymentHeader(p, value))));
+    expect(new Set(payments.map((p) => p.nonce)).size).toBe(20);
+    const charge = await createCharge(merchant.apiKey, cents);
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const startBlock = await publicClient().getBlockNumber();
+
+    const responses = await Promise.all(payments.map((p) => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": p.header } })));
+
+    expect(responses.filter((r) => r.status >= 500)).toEqual([]);
+    const winners = responses.filter(isSettled);
+    expect(winners).toHaveLength(1);
+    for (const r of responses.filter((r) => !isSettled(r))) expectLoserShape(r);
+    const transaction = winners[0]!.body.settlement.transaction as Hex;
+
+    // On chain: exactly one of the 20 authorizations was used, one transfer reached payTo.
+    const used = await Promise.all(payments.map((p) => authorizationUsed(p.from, p.nonce)));
+    expect(used.filter(Boolean)).toHaveLength(1);
+    const transfers = await transfersToPayTo(payers.map((p) => p.address), startBlock);
+    expect(transfers).toEqual([{ from: expect.any(String), value, transaction }]);
+    const balances = await Promise.all(payers.map((p) => tokenBalance(p.address)));
+    expect(balances.reduce((a, b) => a + b, 0n)).toBe(5n * 4n * value - value);
+
+    // The service: paid once, credited once, nothing left open.
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: transaction });
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
+    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'").bind(charge.chargeId).first<{ n: number }>();
+    expect(audit?.n).toBe(1);
+    await expectAuditOk();
+  });
+
+  it("one payload sent 20 times at once to one charge: one on-chain settlement, one credit", async () => {
+    const cents = 275;
+    const value = BigInt(cents) * 10_000n;
+    const payer = await freshPayer(2n * value);
+    const payment = await paymentHeader(payer, value);
+    const charge = await createCharge(merchant.apiKey, cents);
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const startBlock = await publicClient().getBlockNumber();
+
+    const responses = await Promise.all(Array.from({ length: 20 }, () => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } })));
+
+    expect(responses.filter((r) => r.status >= 500)).toEqual([]);
+    const settled = responses.filter(isSettled);
+    expect(settled.length).toBeGreaterThanOrEqual(1);
+    for (const r of responses.filter((r) => !isSettled(r))) expectLoserShape(r);
+    const transactions = new Set(settled.map((r) => r.body.settlement.transaction));
+    expect(transactions.size).toBe(1);
+    const [transaction] = [...transactions] as Hex[];
+
+    expect(await tokenBalance(payer.address)).toBe(2n * value - value);
+    expect(await transfersToPayTo([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: transaction });
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
+
+    // Afterwards the same payload still answers with that one settlement.
+    const resent = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } });
+    expect(resent.status).toBe(200);
+    expect(resent.body.settlement?.transaction ?? resent.body.reference).toBe(transaction);
+    expect(await tokenBalance(payer.address)).toBe(value);
+    await expectAuditOk();
+  });
+
+  it("a wallet payment racing an x402 payment on the same charge: never both, the merchant is credited once", async () => {
+    const cents = 320;
+    const value = BigInt(cents) * 10_000n;
+    const agent = await createAgent({ name: "racing wallet", credit: 100_000 });
+    // Different head starts for the wallet call, so both orders are exercised; the invariant holds either way.
+    const headStarts = [
+      { walletDelayMs: 0, x402DelayMs: 0 },
+      { walletDelayMs: 0, x402DelayMs: 0 },
+      { walletDelayMs: 20, x402DelayMs: 0 },
+      { walletDelayMs: 100, x402DelayMs: 0 },
+      { walletDelayMs: 0, x402DelayMs: 10 },
+      { walletDelayMs: 0, x402DelayMs: 30 },
+      { walletDelayMs: 0, x402DelayMs: 60 },
+      { walletDelayMs: 0, x402DelayMs: 150 },
+    ];
+    for (const { walletDelayMs, x402DelayMs } of headStarts) {
+      const payer = await freshPayer(value);
+      const payment = await paymentHeader(payer, value);
+      const charge = await createCharge(merchant.apiKey, cents);
+      const merchantBefore = await merchantBalance(merchant.apiKey);
+      const agentBefore = await balanceOf(agent.apiKey);
+
+      const [wallet, onChain] = await Promise.all([
+        new Promise((r) => setTimeout(r, walletDelayMs)).then(() => payCharge(agent.apiKey, charge.chargeId)),
+        new Promise((r) => setTimeout(r, x402DelayMs)).then(() => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } })),
+      ]);
+      expect(wallet.status).toBeLessThan(500);
+      expect(onChain.status).toBeLessThan(500);
+
+      const read = (await api("GET", `/charges/${charge.chargeId}`)).body;
+      expect(read.status).toBe("paid");
+      expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+      const postings = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ? AND amount_minor > 0 AND transfer_id = ?")
+        .bind(`merchant:${merchant.merchantId}`, read.reference)
+        .first<{ n: number }>();
+      expect(postings?.n).toBe(1);
+      const tokensMoved = await authorizationUsed(payment.from, payment.nonce);
+
+      if (read.method === "ledger") {
+        expect(wallet.status).toBe(200);
+        expect(isSettled(onChain)).toBe(false);
+        expect([200, 402]).toContain(onChain.status);
+        expect(tokensMoved).toBe(false);
+        expect(await tokenBalance(payer.address)).toBe(value);
+        expect(await balanceOf(agent.apiKey)).toBe(agentBefore - cents);
+      } else {
+        expect(read.method).toBe("x402");
+        expect(isSettled(onChain)).toBe(true);
+        expect(read.reference).toBe(onChain.body.settlement.transaction);
+        expect(wallet.status).toBe(409);
+        expect(tokensMoved).toBe(true);
+        expect(await tokenBalance(payer.address)).toBe(0n);
+        expect(await balanceOf(agent.apiKey)).toBe(agentBefore);
+      }
+      expect((await openPayments(charge.chargeId)).filter((s) => s === "settling" || s === "unknown")).toEqual([]);
+    }
+    await expectAuditOk();
+  });
+});

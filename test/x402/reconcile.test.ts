@@ -1,0 +1,171 @@
+import { env } from "cloudflare:workers";
+import { parseAbiItem, type Hex } from "viem";
+import { beforeAll, describe, expect, it } from "vitest";
+import { getCharge as readChargeRow } from "../../src/charges/service";
+import { dbOf } from "../../src/db/client";
+import { settingsOf } from "../../src/env";
+import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
+import { reconcileOpenPayments } from "../../src/x402/reconcile";
+import { payWithX402 } from "../../src/x402/service";
+import { api, BASE, consoleToken } from "../helpers/api";
+import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+
+/*
+ * Settlements whose outcome was lost, reconciled against the real chain.
+ * Payer: account 7, used by no other test file. The remote facilitator is the
+ * test double of the global set-up: its /settle broadcasts the transfer (gas
+ * from account 9) and never answers, so the service's call times out after
+ * X402_FACILITATOR_TIMEOUT_MS (3 s in tests).
+ */
+const PAYER = 7;
+const AUTHORIZATION_USED = parseAbiItem("event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)");
+
+const payer = () => chain().accounts[PAYER]!.address;
+const x402Path = (chargeId: string) => `/charges/${chargeId}/x402`;
+const authorizationUsed = (nonce: Hex) =>
+  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [payer(), nonce] });
+
+async function chargeTarget(chargeId: string) {
+  const row = await readChargeRow(dbOf(env.DB), chargeId);
+  expect(row).toBeTruthy();
+  return { kind: "charge" as const, charge: row! };
+}
+
+async function paymentRow(chargeId: string) {
+  return env.DB.prepare("SELECT id, status, tx_hash AS txHash, valid_before AS validBefore FROM x402_payments WHERE charge_id = ?")
+    .bind(chargeId)
+    .all<{ id: string; status: string; txHash: string | null; validBefore: number }>();
+}
+
+async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms (last: ${String(value)})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+let merchant: { merchantId: string; apiKey: string };
+beforeAll(async () => {
+  merchant = await createMerchant({ name: "Patient Shop" });
+});
+
+describe("reconciliation of x402 settlements with unknown outcomes", () => {
+  it("a facilitator that times out after broadcasting: pending, never a fresh 402, then credited exactly once by reconciliation", async () => {
+    const cents = 320;
+    const value = BigInt(cents) * 10_000n;
+    const x = settingsOf(env).x402!;
+    expect(x.facilitatorTimeoutMs).toBe(3000);
+    const charge = await createCharge(merchant.apiKey, cents, { description: "lost settlement" });
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const payerBefore = await tokenBalance(payer());
+    const { header, payload } = await xPaymentHeader(PAYER, value);
+    const nonce = payload.authorization.nonce;
+
+    const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, remoteFacilitator(x, chain().facilitatorUrl));
+    expect(outcome.kind).toBe("pending");
+    if (outcome.kind !== "pending") throw new Error("unreachable");
+    expect(outcome.chargeId).toBe(charge.chargeId);
+
+    // The transfer happened on chain, but the service does not know it yet.
+    await until("authorization used on chain", () => authorizationUsed(nonce), (used) => used === true);
+    expect(await tokenBalance(payer())).toBe(payerBefore - value);
+    const logs = await publicClient().getLogs({ address: chain().token, event: AUTHORIZATION_USED, args: { authorizer: payer(), nonce }, fromBlock: 0n, toBlock: "latest" });
+    expect(logs).toHaveLength(1);
+    const transaction = logs[0]!.transactionHash;
+    expect((await publicClient().getTransactionReceipt({ hash: transaction })).status).toBe("success");
+
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "pending", method: null, reference: null });
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore);
+    expect((await paymentRow(charge.chargeId)).results.map((r) => r.status)).toEqual(["unknown"]);
+
+    // The client retries with the same payment: 202 pending, never a fresh 402.
+    const retry = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(retry.status).toBe(202);
+    expect(retry.body).toMatchObject({ chargeId: charge.chargeId, status: "pending" });
+    expect(retry.body.accepts).toBeUndefined();
+    // Another payment cannot pay the claimed charge meanwhile, and moves nothing.
+    const other = await xPaymentHeader(PAYER, value);
+    const balanceMid = await tokenBalance(payer());
+    const competing = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": other.header } });
+    expect(competing.status === 200 && competing.body.settlement?.success === true).toBe(false);
+    expect(await tokenBalance(payer())).toBe(balanceMid);
+    expect(await authorizationUsed(other.payload.authorization.nonce)).toBe(false);
+
+    // Reconciliation finds the transfer on chain and credits it.
+    const first = await reconcileOpenPayments(env);
+    expect(first.credited).toBeGreaterThanOrEqual(1);
+    const paid = (await api("GET", `/charges/${charge.chargeId}`)).body;
+    expect(paid).toMatchObject({ status: "paid", method: "x402", reference: transaction });
+    expect(paid.paidAt).toBeTruthy();
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    expect((await paymentRow(charge.chargeId)).results).toEqual([expect.objectContaining({ status: "settled", txHash: transaction })]);
+    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE type = 'charge.paid' AND reference = ?").bind(transaction).first<{ n: number }>();
+    expect(audit?.n).toBe(1);
+
+    // Again: nothing more is credited.
+    const second = await reconcileOpenPayments(env);
+    expect(second.credited).toBe(0);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    const postings = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ? AND transfer_id = ?").bind(`merchant:${merchant.merchantId}`, transaction).first<{ n: number }>();
+    expect(postings?.n).toBe(1);
+    expect(await tokenBalance(payer())).toBe(payerBefore - value);
+
+    // Now the charge answers as paid, with or without the payment.
+    const after = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(after.status).toBe(200);
+    expect(after.body.settlement?.transaction ?? after.body.reference).toBe(transaction);
+    const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
+    expect(verify.body.ok).toBe(true);
+  });
+
+  it("an unknown payment whose authorization was never used and has expired is released; the charge is payable again", async () => {
+    const cents = 145;
+    const value = BigInt(cents) * 10_000n;
+    const charge = await createCharge(merchant.apiKey, cents);
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const payerBefore = await tokenBalance(payer());
+    const { header, payload } = await xPaymentHeader(PAYER, value);
+    // A facilitator that loses the outcome without ever broadcasting.
+    const silent: Facilitator = { verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "x", transaction: null }) };
+
+    const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, silent);
+    expect(outcome.kind).toBe("pending");
+    const [row] = (await paymentRow(charge.chargeId)).results;
+    expect(row).toMatchObject({ status: "unknown", txHash: null });
+    const claimed = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first<{ status: string; claim: string | null }>();
+    expect(claimed).toEqual({ status: "pending", claim: row!.id });
+
+    // Still within its window and unused: reconciliation waits, nothing changes.
+    const waiting = await reconcileOpenPayments(env);
+    expect(waiting.waiting).toBeGreaterThanOrEqual(1);
+    expect((await paymentRow(charge.chargeId)).results[0]!.status).toBe("unknown");
+    expect((await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } })).status).toBe(202);
+
+    // Past its validBefore and never used: nothing can move any more, so the claim is released.
+    await env.DB.prepare("UPDATE x402_payments SET valid_before = 1 WHERE id = ?").bind(row!.id).run();
+    const released = await reconcileOpenPayments(env);
+    expect(released.failed).toBeGreaterThanOrEqual(1);
+    expect((await paymentRow(charge.chargeId)).results[0]!.status).toBe("failed");
+    const open = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first();
+    expect(open).toEqual({ status: "pending", claim: null });
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore);
+    expect(await tokenBalance(payer())).toBe(payerBefore);
+    expect(await authorizationUsed(payload.authorization.nonce)).toBe(false);
+
+    // Payable again: terms without a payment, and the (never used) authorization settles it now.
+    expect((await api("GET", x402Path(charge.chargeId))).status).toBe(402);
+    const paid = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(paid.status).toBe(200);
+    expect(paid.body).toMatchObject({ chargeId: charge.chargeId, status: "paid", settlement: { success: true } });
+    expect(await tokenBalance(payer())).toBe(payerBefore - value);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: paid.body.settlement.transaction });
+    const again = await reconcileOpenPayments(env);
+    expect(again.credited).toBe(0);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+  });
+});

@@ -1,0 +1,221 @@
+import { env } from "cloudflare:workers";
+import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { dbOf } from "../../src/db/client";
+import { getCharge as readChargeRow } from "../../src/charges/service";
+import { settingsOf } from "../../src/env";
+import type { Facilitator } from "../../src/x402/facilitator";
+import { payWithX402 } from "../../src/x402/service";
+import { api, BASE, consoleToken } from "../helpers/api";
+import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+import { chain, publicClient, randomNonce, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+
+/*
+ * Invalid x402 payments: each is answered 402 "Pago inválido", the charge stays
+ * pending and payable, and nothing moves on chain. Payer: account 6, used by no
+ * other test file. The flagged-payer case blocklists account 6 in this file's
+ * database, so it runs last.
+ */
+const PAYER = 6;
+/** Another key and address, belonging to no funded account. */
+const OTHER_KEY = generatePrivateKey();
+const OTHER_ADDRESS = privateKeyToAccount(OTHER_KEY).address;
+const CENTS = 130;
+const VALUE = BigInt(CENTS) * 10_000n;
+
+const payer = () => chain().accounts[PAYER]!.address;
+const x402Path = (chargeId: string) => `/charges/${chargeId}/x402`;
+const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
+const authorizationUsed = (from: Hex, nonce: Hex) =>
+  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [from, nonce] });
+
+/** An X-PAYMENT header signed by an arbitrary key (a payer that is not one of the chain's funded accounts). */
+async function headerForKey(privateKey: Hex, value: bigint) {
+  const c = chain();
+  const account = privateKeyToAccount(privateKey);
+  const now = nowSeconds();
+  const authorization = { from: account.address, to: c.payTo, value, validAfter: now - 600n, validBefore: now + 300n, nonce: randomNonce() };
+  const signature = await account.signTypedData({
+    domain: { name: "USD Coin", version: "2", chainId: c.chainId, verifyingContract: c.token },
+    types: {
+      TransferWithAuthorization: [
+        { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
+      ],
+    },
+    primaryType: "TransferWithAuthorization",
+    message: authorization,
+  });
+  const payload = {
+    signature,
+    authorization: { ...authorization, value: value.toString(), validAfter: authorization.validAfter.toString(), validBefore: authorization.validBefore.toString() },
+  };
+  return { header: toBase64(JSON.stringify({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload })), payload, address: account.address };
+}
+
+let merchant: { merchantId: string; apiKey: string };
+
+beforeAll(async () => {
+  merchant = await createMerchant({ name: "Strict Shop" });
+});
+
+/** Sends `header` for a fresh charge and checks the rejection: 402 Pago inválido, terms again, charge pending, nothing moved. */
+async function expectRejected(header: string, options: { from: Hex; nonce?: Hex; reason: RegExp; chargeId?: string }) {
+  const chargeId = options.chargeId ?? (await createCharge(merchant.apiKey, CENTS)).chargeId;
+  const merchantBefore = await merchantBalance(merchant.apiKey);
+  const before = await tokenBalance(options.from);
+  const res = await api("GET", x402Path(chargeId), { headers: { "X-PAYMENT": header } });
+  expect(res.status).toBe(402);
+  expect(res.body.error).toBe("Pago inválido");
+  expect(res.body.x402Version).toBe(1);
+  expect(res.body.accepts?.[0]).toMatchObject({ scheme: "exact", maxAmountRequired: VALUE.toString(), payTo: chain().payTo });
+  expect(res.headers.get("PAYMENT-REQUIRED")).toBeTruthy();
+  expect(String(res.body.invalidReason)).toMatch(options.reason);
+  expect(res.headers.get("X-PAYMENT-RESPONSE")).toBeNull();
+
+  const charge = await api("GET", `/charges/${chargeId}`);
+  expect(charge.body).toMatchObject({ status: "pending", method: null, reference: null, paidAt: null });
+  expect(await tokenBalance(options.from)).toBe(before);
+  if (options.nonce) expect(await authorizationUsed(options.from, options.nonce)).toBe(false);
+  expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore);
+  // Still open to payment: no claim is left behind by a rejected attempt.
+  const claim = await env.DB.prepare("SELECT x402_claim AS claim FROM charges WHERE id = ?").bind(chargeId).first<{ claim: string | null }>();
+  expect(claim?.claim).toBeNull();
+  return { chargeId, res };
+}
+
+describe("rejected x402 payments", () => {
+  const now = nowSeconds();
+  const cases: { name: string; build: () => Promise<{ header: string; payload: { authorization: { nonce: Hex } } }>; reason: RegExp }[] = [
+    { name: "wrong amount (one cent short)", build: () => xPaymentHeader(PAYER, VALUE - 10_000n), reason: /value|amount/ },
+    { name: "wrong amount (one cent over)", build: () => xPaymentHeader(PAYER, VALUE + 10_000n), reason: /value|amount/ },
+    { name: "wrong payTo", build: () => xPaymentHeader(PAYER, VALUE, { to: OTHER_ADDRESS }), reason: /recipient|pay_?to/ },
+    { name: "wrong asset (signed for another token contract)", build: () => xPaymentHeader(PAYER, VALUE, { verifyingContract: "0x000000000000000000000000000000000000dEaD" }), reason: /signature|asset/ },
+    { name: "wrong network name", build: () => xPaymentHeader(PAYER, VALUE, { network: "base" }), reason: /network/ },
+    { name: "a CAIP-2 network id in a v1 payload", build: () => xPaymentHeader(PAYER, VALUE, { network: "eip155:84532" }), reason: /network/ },
+    { name: "expired validBefore", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: now - 3_600n, validBefore: now - 60n }), reason: /valid_before/ },
+    { name: "validBefore too close to now to settle", build: () => xPaymentHeader(PAYER, VALUE, { validBefore: nowSeconds() + 2n }), reason: /valid_before/ },
+    { name: "not yet valid (validAfter far in the future)", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: now + 86_400n, validBefore: now + 86_400n + 300n }), reason: /valid_after/ },
+    { name: "window longer than maxTimeoutSeconds", build: () => xPaymentHeader(PAYER, VALUE, { validBefore: now + 30n * 86_400n }), reason: /window|valid_before/ },
+    { name: "signature by another key", build: () => xPaymentHeader(PAYER, VALUE, { signerKey: OTHER_KEY }), reason: /signature/ },
+    { name: "wrong EIP-712 domain name", build: () => xPaymentHeader(PAYER, VALUE, { domainName: "USDC" }), reason: /signature|name/ },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name}: 402 Pago inválido, charge pending, no tokens move`, async () => {
+      const { header, payload } = await c.build();
+      await expectRejected(header, { from: payer(), nonce: payload.authorization.nonce, reason: c.reason });
+    });
+  }
+
+  it("garbage headers: 402 Pago inválido, charge pending, no tokens move", async () => {
+    const garbage = [
+      "not a payment!!",
+      "aGVsbG8gd29ybGQ=", // base64 of "hello world"
+      toBase64(JSON.stringify({})),
+      toBase64(JSON.stringify({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload: { signature: "0x12", authorization: {} } })),
+      toBase64(JSON.stringify({ x402Version: 3, scheme: "exact", network: "base-sepolia", payload: (await xPaymentHeader(PAYER, VALUE)).payload })),
+      "x".repeat(20_000),
+    ];
+    for (const header of garbage) await expectRejected(header, { from: payer(), reason: /payload|invalid/ });
+  });
+
+  it("a v2 payload whose accepted offer differs from ours (amount) is refused", async () => {
+    const { payload } = await xPaymentHeader(PAYER, VALUE);
+    const accepted = { scheme: "exact", network: "eip155:84532", amount: (VALUE - 1n).toString(), asset: chain().token, payTo: chain().payTo, maxTimeoutSeconds: 300, extra: { name: "USD Coin", version: "2" } };
+    const header = toBase64(JSON.stringify({ x402Version: 2, accepted, payload }));
+    const chargeId = (await createCharge(merchant.apiKey, CENTS)).chargeId;
+    const before = await tokenBalance(payer());
+    const res = await api("GET", x402Path(chargeId), { headers: { "PAYMENT-SIGNATURE": header } });
+    expect(res.status).toBe(402);
+    expect(res.body.error).toBe("Pago inválido");
+    expect(await tokenBalance(payer())).toBe(before);
+    expect(await authorizationUsed(payer(), payload.authorization.nonce)).toBe(false);
+    expect((await api("GET", `/charges/${chargeId}`)).body.status).toBe("pending");
+  });
+
+  it("a payload that settled one charge, replayed onto another: 402, no second transfer, one credit", async () => {
+    const first = await createCharge(merchant.apiKey, CENTS);
+    const second = await createCharge(merchant.apiKey, CENTS);
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const before = await tokenBalance(payer());
+    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    const paid = await api("GET", x402Path(first.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(paid.status).toBe(200);
+    expect(await tokenBalance(payer())).toBe(before - VALUE);
+    expect(await authorizationUsed(payer(), payload.authorization.nonce)).toBe(true);
+
+    await expectRejected(header, { from: payer(), reason: /nonce|used|replay/, chargeId: second.chargeId });
+    expect(await tokenBalance(payer())).toBe(before - VALUE);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + CENTS);
+    expect((await api("GET", `/charges/${first.chargeId}`)).body).toMatchObject({ status: "paid", reference: paid.body.settlement.transaction });
+    // The reservation still points at the first charge.
+    const rows = await env.DB.prepare("SELECT charge_id AS chargeId, status FROM x402_payments WHERE nonce = ?").bind(payload.authorization.nonce.toLowerCase()).all();
+    expect(rows.results).toEqual([{ chargeId: first.chargeId, status: "settled" }]);
+  });
+
+  it("the same payload replayed onto a checkout link: 402, no second transfer", async () => {
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const link = await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: CENTS, description: "replay target" } });
+    expect(link.status).toBe(201);
+    const { header } = await xPaymentHeader(PAYER, VALUE);
+    expect((await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } })).status).toBe(200);
+    const before = await tokenBalance(payer());
+    const replay = await api("POST", `/checkout/${link.body.checkoutToken}/x402`, { headers: { "X-PAYMENT": header } });
+    expect(replay.status).toBe(402);
+    expect(replay.body.error).toBe("Pago inválido");
+    expect(await tokenBalance(payer())).toBe(before);
+    const links = await api("GET", "/merchant/checkout-links", { token: merchant.apiKey });
+    expect(links.body.links.find((l: { checkoutToken: string }) => l.checkoutToken === link.body.checkoutToken)).toMatchObject({ paymentsCount: 0, totalPaidMinor: 0 });
+  });
+
+  it("a payer without funds: 402, nothing moves", async () => {
+    const key = generatePrivateKey();
+    const { header, payload, address } = await headerForKey(key, VALUE);
+    expect(await tokenBalance(address)).toBe(0n);
+    await expectRejected(header, { from: address, nonce: payload.authorization.nonce, reason: /funds|balance/ });
+    expect(await tokenBalance(address)).toBe(0n);
+  });
+
+  it("a failed attempt leaves the charge payable: after a rejection the same charge is paid with a correct payment", async () => {
+    const wrong = await xPaymentHeader(PAYER, VALUE - 10_000n);
+    const { chargeId } = await expectRejected(wrong.header, { from: payer(), nonce: wrong.payload.authorization.nonce, reason: /value|amount/ });
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const before = await tokenBalance(payer());
+    const right = await xPaymentHeader(PAYER, VALUE);
+    const res = await api("GET", x402Path(chargeId), { headers: { "X-PAYMENT": right.header } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ chargeId, status: "paid", settlement: { success: true } });
+    expect(await tokenBalance(payer())).toBe(before - VALUE);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + CENTS);
+    expect((await api("GET", `/charges/${chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: res.body.settlement.transaction });
+  });
+
+  it("a failed settlement (facilitator reports failure) answers Liquidación fallida and leaves the charge payable", async () => {
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const failing: Facilitator = { verify: async () => ({ isValid: true }), settle: async () => ({ kind: "failed", reason: "test_settlement_failed" }) };
+    const before = await tokenBalance(payer());
+    const { header } = await xPaymentHeader(PAYER, VALUE);
+    const outcome = await payWithX402(env, { kind: "charge", charge: row! }, `${BASE}${x402Path(charge.chargeId)}`, header, failing);
+    expect(outcome.kind).toBe("settle_failed");
+    expect(await tokenBalance(payer())).toBe(before);
+    const stored = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first();
+    expect(stored).toEqual({ status: "pending", claim: null });
+    // The client may retry, even with the same authorization, since it was never used.
+    const retried = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(retried.status).toBe(200);
+    expect(await tokenBalance(payer())).toBe(before - VALUE);
+    expect(settingsOf(env).x402?.network).toBe("base-sepolia");
+  });
+
+  it("a payer flagged by KYT: 402, nothing moves", async () => {
+    const token = await consoleToken();
+    const listed = await api("POST", "/console/kyt/blocklist", { token, body: { address: payer(), reason: "test: flagged payer" } });
+    expect(listed.status).toBe(201);
+    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    await expectRejected(header, { from: payer(), nonce: payload.authorization.nonce, reason: /block|kyt|flag|sanction/ });
+  });
+});
