@@ -75,6 +75,11 @@ export function buildApp() {
       for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
       return c.json({ ...error.extra, error: error.error }, error.status);
     }
+    if (typeof error === "object" && error !== null && (error as { overloaded?: unknown }).overloaded === true) {
+      // A Durable Object shedding load: tell the client when to come back; nothing is retried blindly here.
+      c.header("Retry-After", "1");
+      return c.json({ error: "overloaded" }, 503);
+    }
     if (error instanceof HTTPException && error.status < 500) {
       // Hono's own 4xx (malformed JSON and the like) in our error shape.
       return c.json({ error: "invalid_request", issues: [{ path: "", code: "malformed", message: error.message }] }, 400);

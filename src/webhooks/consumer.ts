@@ -2,6 +2,9 @@ import { z } from "zod";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { nowIso } from "../lib/time";
+import { executeBatch } from "../db/batch";
+import { sqlStatement } from "../ledger/plan";
+import { outboxEventWhen } from "./outbox";
 import type { DeliveryMessage } from "./dispatch";
 import { signingSecrets, type EndpointRow } from "./endpoints";
 import { signatureHeader } from "./signing";
@@ -100,7 +103,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       "UPDATE webhook_deliveries SET status = 'delivered', attempts = ?, last_status_code = ?, last_error = NULL, next_attempt_at = NULL, delivered_at = ? WHERE id = ?",
     ).bind(attempt, outcome.statusCode, at, deliveryId);
   } else {
-    const delay = outcome.error === "endpoint_disabled" ? null : retryDelaySeconds(settings.webhookRetrySchedule, attempt - 1);
+    // 410 Gone: the receiver says it is gone for good; no retry, and the endpoint is disabled below.
+    const final = outcome.error === "endpoint_disabled" || outcome.statusCode === 410;
+    const delay = final ? null : retryDelaySeconds(settings.webhookRetrySchedule, attempt - 1);
     result = delay === null ? { kind: "dead" } : { kind: "retry", delaySeconds: delay };
     update = db.prepare(
       "UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?, next_attempt_at = ? WHERE id = ?",
@@ -112,6 +117,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       deliveryId, attempt, outcome.statusCode, outcome.error, durationMs, at,
     ),
   ]);
+  if (endpoint && !endpoint.disabledAt && (outcome.statusCode === 410 || (result.kind === "dead" && (await failingForDays(env, endpoint.id, now))))) {
+    await disableFailingEndpoint(env, endpoint.id, outcome.statusCode === 410 ? "gone" : "failing", at);
+  }
   return result;
 }
 
@@ -152,4 +160,30 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
     }
     message.ack();
   }
+}
+
+/** How long an endpoint may fail every delivery before it is disabled. */
+export const FAILING_ENDPOINT_DAYS = 3;
+
+/** No delivery to this endpoint has succeeded for FAILING_ENDPOINT_DAYS, and it has been failing at least that long. */
+async function failingForDays(env: Env, endpointId: string, now: number): Promise<boolean> {
+  const since = nowIso(now - FAILING_ENDPOINT_DAYS * 86_400_000);
+  const row = await env.DB.prepare(
+    `SELECT
+       (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'delivered' AND delivered_at >= ?) AS recentSuccesses,
+       (SELECT MIN(created_at) FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'failed') AS firstFailure`,
+  ).bind(endpointId, since, endpointId).first<{ recentSuccesses: number; firstFailure: string | null }>();
+  return row !== null && row.recentSuccesses === 0 && row.firstFailure !== null && row.firstFailure <= since;
+}
+
+/**
+ * Stops sending to an endpoint that is gone (410) or has failed for days, and
+ * tells the operators with an `endpoint.disabled` event (to service-wide
+ * endpoints), in the same batch.
+ */
+async function disableFailingEndpoint(env: Env, endpointId: string, reason: "gone" | "failing", at: string): Promise<void> {
+  await executeBatch(env.DB, [
+    sqlStatement("UPDATE webhook_endpoints SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", at, endpointId),
+    outboxEventWhen("endpoint.disabled", null, { endpointId, reason }, at, "changes() = 1"),
+  ]);
 }

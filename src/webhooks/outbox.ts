@@ -10,6 +10,8 @@ export const EVENT_TYPES = [
   "paylink.accepted",
   "budget.exhausted",
   "deposit.confirmed",
+  // Operator event (beyond the spec's kinds): an endpoint was disabled for failing.
+  "endpoint.disabled",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

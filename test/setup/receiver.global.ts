@@ -10,6 +10,7 @@ import type { TestProject } from "vitest/node";
  *   fail-*    always 500
  *   slow-*    answers after 3 s (past the test timeout of 2 s)
  *   redirect-* answers 302 to an ok hook (never followed)
+ *   gone-*    answers 410 Gone
  * GET /received/<name> lists what arrived: { headers, body } with the raw body.
  * GET /access/certs serves a Cloudflare Access style key set (JWKS) whose
  * private key the tests get as `accessPrivateJwk`, to sign Access assertions.
@@ -67,6 +68,7 @@ export async function setup(project: TestProject) {
     else if (behaviour === "fail") res.writeHead(500).end("receiver error");
     else if (behaviour === "slow") setTimeout(() => res.writeHead(200).end(), 3_000);
     else if (behaviour === "redirect") res.writeHead(302, { location: "/hooks/ok-redirected" }).end();
+    else if (behaviour === "gone") res.writeHead(410).end();
     else res.writeHead(200).end("ok");
   });
   await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
