@@ -15,12 +15,18 @@ describe("verifyConsoleToken", () => {
     const { token, expiresAt } = await signConsoleToken(SECRET, "Ops@Example.com", 3600, NOW);
     expect(token.split(".")).toHaveLength(3);
     expect(expiresAt).toBe(new Date((NOW_S + 3600) * 1000).toISOString());
-    expect(await verify(token)).toEqual({ email: "ops@example.com", expiresAt });
+    expect(await verify(token)).toEqual({ email: "ops@example.com", expiresAt, jti: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/) });
+  });
+
+  it("gives every session its own id, by which sign-out revokes it", async () => {
+    const a = await verify((await signConsoleToken(SECRET, "ops@example.com", 3600, NOW)).token);
+    const b = await verify((await signConsoleToken(SECRET, "ops@example.com", 3600, NOW)).token);
+    expect(a!.jti).not.toBe(b!.jti);
   });
 
   it("accepts a hand-built HS256 token with the right secret", async () => {
     const session = await verify(await sign(claims()));
-    expect(session).toEqual({ email: "ops@example.com", expiresAt: new Date((NOW_S + 3600) * 1000).toISOString() });
+    expect(session).toMatchObject({ email: "ops@example.com", expiresAt: new Date((NOW_S + 3600) * 1000).toISOString() });
   });
 
   it("rejects a token whose payload was tampered with", async () => {
