@@ -6,6 +6,7 @@ import { ledgerOf } from "../ledger/ledger.do";
 import { agentCreditPlan, depositPlan, walletPaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
+import { faultPoint } from "../lib/faults";
 import { newId } from "../lib/ids";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso, utcDayStart } from "../lib/time";
@@ -106,6 +107,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const paidAt = nowIso();
   const reference = newId("payment");
   const method = options.method ?? "ledger";
+  faultPoint("payment.before_commit");
   const result = await ledgerOf(env).commit(
     walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, auditData: options.auditData }),
   );
@@ -113,6 +115,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
     if (result.reason === POLICY_REASONS.balance) return { kind: "rejected", reason: result.reason };
     return { kind: "conflict", reason: result.reason };
   }
+  faultPoint("payment.after_commit");
   const merchantBalanceMinor = Number(result.results.at(-1)?.[0]?.balanceMinor ?? 0);
   return { kind: "paid", charge: chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt }), merchantBalanceMinor };
 }

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
+import { faultPoint } from "../lib/faults";
 import { serialQueue } from "../lib/serial";
 import { canonicalJson, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
 import { guardReasonOf, sqlStatement, type CommitPlan } from "./plan";
@@ -49,9 +50,12 @@ export class LedgerDurableObject extends DurableObject<Env> {
       ),
     ];
     const db = this.env.DB;
+    const abort = () => this.ctx.abort("fault injection");
     try {
+      faultPoint("ledger.before_batch", { abort });
       const results = await db.batch(statements.map((s) => db.prepare(s.sql).bind(...s.params)));
       this.head = prev;
+      faultPoint("ledger.after_batch", { abort });
       return { kind: "committed", auditSeqs: audit.map((row) => row.seq), results: results.slice(0, plan.statements.length).map((r) => (r.results ?? []) as SqlRow[]) };
     } catch (error) {
       // Whatever happened, the batch was rolled back; re-read the head before the next commit.

@@ -3,6 +3,7 @@ import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/wallet";
 import { newPendingCharge, type ChargeView } from "../charges/service";
 import { guard, sqlStatement } from "../ledger/plan";
+import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 
@@ -79,7 +80,9 @@ export async function drawOnGrant(env: Env, request: DrawRequest): Promise<DrawO
     sqlStatement("UPDATE paylink_grants SET spent_minor = spent_minor + ?, uses = uses + 1 WHERE id = ?", request.amountMinor, grant.id),
     ...(exhausted ? [outboxEvent("budget.exhausted", grant.merchantId, { paylinkId: grant.paylinkId, grantId: grant.id, agentId: grant.agentId, spentMinor }, at)] : []),
   ];
+  faultPoint("draw.before_wallet");
   const outcome = await walletOf(env, grant.agentId).drawFromWallet(grant.agentId, charge, grantStatements, { paylinkId: grant.paylinkId, grantId: grant.id });
   if (outcome.kind !== "paid") return outcome.kind === "approval" ? { kind: "conflict", reason: "unexpected_approval" } : outcome;
+  faultPoint("draw.after_commit");
   return { kind: "paid", charge: outcome.charge, spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
 }

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
+import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
 import { executeBatch } from "../db/batch";
 import { sqlStatement } from "../ledger/plan";
@@ -62,7 +63,8 @@ export type AttemptResult = { kind: "done" } | { kind: "retry"; delaySeconds: nu
 /** One delivery attempt, recorded in D1 whatever its outcome. */
 export async function attemptDelivery(env: Env, deliveryId: string, now = Date.now()): Promise<AttemptResult> {
   const settings = settingsOf(env);
-  const claimed = await claim(env, deliveryId, now, settings.webhookTimeoutMs + 30_000);
+  // The lease covers the POST (bounded by the timeout) and recording it; after that a crashed attempt is free to take again.
+  const claimed = await claim(env, deliveryId, now, settings.webhookTimeoutMs + 5_000);
   if (!claimed) return { kind: "done" };
   const db = env.DB;
   const [eventResult, endpointResult] = await db.batch([
@@ -91,7 +93,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       "x-service-event": event.type,
       "x-service-signature": await signatureHeader(await signingSecrets(settings.webhookSecretsKey, endpoint, now), timestamp, body),
     };
+    faultPoint("delivery.before_post");
     outcome = await post(endpoint.url, headers, body, settings.webhookTimeoutMs);
+    faultPoint("delivery.after_post");
   }
   const durationMs = Date.now() - started;
 

@@ -1,0 +1,154 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { enqueueDeliveries, redriveDueDeliveries } from "../../src/webhooks/dispatch";
+import { api, consoleToken } from "../helpers/api";
+import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
+
+/**
+ * Fault injection (issue 7): a crash at each step of a payment, a draw, an
+ * approval grant and a webhook delivery. After every fault nothing is
+ * half-applied, the ledger sums to zero and the audit chain verifies; a retry
+ * with the same Idempotency-Key ends in exactly one effect.
+ */
+type Mode = "throw" | "abort";
+
+function injectOnce(point: FaultPoint, mode: Mode) {
+  let fired = false;
+  setFaultHook((at, context) => {
+    if (fired || at !== point) return;
+    fired = true;
+    if (mode === "abort" && context.abort) context.abort();
+    throw new Error(`injected fault at ${point}`);
+  });
+  return () => fired;
+}
+
+afterEach(() => setFaultHook(null));
+
+async function expectConsistentLedger() {
+  const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{ total: number }>();
+  expect(sum?.total).toBe(0);
+  const mismatched = await env.DB.prepare(
+    `SELECT a.id FROM agents a WHERE a.balance_minor != COALESCE((SELECT SUM(amount_minor) FROM ledger_entries WHERE account = 'agent:' || a.id), 0)
+     UNION ALL SELECT m.id FROM merchants m WHERE m.balance_minor != COALESCE((SELECT SUM(amount_minor) FROM ledger_entries WHERE account = 'merchant:' || m.id), 0)
+     UNION ALL SELECT m.id FROM merchants m WHERE m.balance_minor != COALESCE((SELECT SUM(amount_minor) FROM charges WHERE merchant_id = m.id AND status = 'paid'), 0)`,
+  ).all();
+  expect(mismatched.results).toEqual([]);
+  const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
+  expect(verify.body.ok).toBe(true);
+}
+
+const PAYMENT_FAULTS: [FaultPoint, Mode][] = [
+  ["payment.before_commit", "throw"],
+  ["ledger.before_batch", "throw"],
+  ["ledger.before_batch", "abort"],
+  ["ledger.after_batch", "throw"],
+  ["ledger.after_batch", "abort"],
+  ["payment.after_commit", "throw"],
+];
+
+describe("faults in a wallet payment", () => {
+  for (const [point, mode] of PAYMENT_FAULTS) {
+    it(`${mode} at ${point}: nothing half-applied; the retry with the same key pays exactly once`, async () => {
+      const merchant = await createMerchant();
+      const agent = await createAgent({ credit: 1000 });
+      const charge = await createCharge(merchant.apiKey, 250);
+      const fired = injectOnce(point, mode);
+      const headers = { "Idempotency-Key": `fault-${point}-${mode}` };
+      const first = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+      expect(fired()).toBe(true);
+      expect(first.status).toBe(500);
+      await expectConsistentLedger();
+      const retry = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+      // Before the commit the retry pays; after it, the payment already happened and the retry says so.
+      expect([200, 409]).toContain(retry.status);
+      if (retry.status === 409) expect(retry.body.error).toBe("charge_not_pending");
+      expect(await balanceOf(agent.apiKey)).toBe(750);
+      expect(await merchantBalance(merchant.apiKey)).toBe(250);
+      const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ?").bind(`agent:${agent.agentId}`).first<{ n: number }>();
+      expect(entries?.n).toBe(2); // the credit and exactly one payment
+      await expectConsistentLedger();
+    });
+  }
+});
+
+describe("faults in an approval grant", () => {
+  for (const [point, mode] of [["payment.before_commit", "throw"], ["ledger.after_batch", "abort"]] as [FaultPoint, Mode][]) {
+    it(`${mode} at ${point}: the approval is granted and the charge paid exactly once`, async () => {
+      const merchant = await createMerchant();
+      const agent = await createAgent({ credit: 1000, policy: { approvalThresholdUsdCents: 100 } });
+      const charge = await createCharge(merchant.apiKey, 400);
+      const hold = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey });
+      expect(hold.status).toBe(402);
+      const token = await consoleToken();
+      injectOnce(point, mode);
+      const headers = { "Idempotency-Key": `grant-${point}-${mode}` };
+      const first = await api("POST", `/approvals/${hold.body.approvalId}/grant`, { token, headers });
+      expect(first.status).toBe(500);
+      await expectConsistentLedger();
+      const retry = await api("POST", `/approvals/${hold.body.approvalId}/grant`, { token, headers });
+      expect([200, 409]).toContain(retry.status);
+      expect(await balanceOf(agent.apiKey)).toBe(600);
+      const approval = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?").bind(hold.body.approvalId).first<{ status: string }>();
+      expect(approval?.status).toBe("granted");
+      await expectConsistentLedger();
+    });
+  }
+});
+
+describe("faults in a PayLink draw", () => {
+  for (const [point, mode] of [["draw.before_wallet", "throw"], ["ledger.before_batch", "abort"], ["draw.after_commit", "throw"]] as [FaultPoint, Mode][]) {
+    it(`${mode} at ${point}: the grant is drawn exactly once`, async () => {
+      const merchant = await createMerchant();
+      const agent = await createAgent({ credit: 1000 });
+      const paylink = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } });
+      await api("POST", `/pl/${paylink.body.code}/accept`, { token: agent.apiKey });
+      injectOnce(point, mode);
+      const headers = { "Idempotency-Key": `draw-${point}-${mode}` };
+      const body = { agentId: agent.agentId, amountUsdCents: 200 };
+      const first = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body, headers });
+      expect(first.status).toBe(500);
+      await expectConsistentLedger();
+      const retry = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body, headers });
+      if (point === "draw.after_commit") {
+        // The draw landed before the crash; the retry is a new draw request (its key was freed by the 500).
+        expect(retry.status).toBe(200);
+        expect(retry.body.spentMinor).toBe(400);
+      } else {
+        expect(retry.status).toBe(200);
+        expect(retry.body.spentMinor).toBe(200);
+      }
+      const grant = await env.DB.prepare("SELECT spent_minor AS spent, uses FROM paylink_grants WHERE agent_id = ?").bind(agent.agentId).first<{ spent: number; uses: number }>();
+      const paid = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE agent_id = ? AND status = 'paid'").bind(agent.agentId).first<{ total: number }>();
+      expect(grant?.spent).toBe(paid?.total);
+      expect(await balanceOf(agent.apiKey)).toBe(1000 - (paid?.total ?? 0));
+      await expectConsistentLedger();
+    });
+  }
+});
+
+describe("faults in a webhook delivery", () => {
+  it("a crash after the receiver answered: delivered again with the same envelope id, then recorded once", async () => {
+    const merchant = await createMerchant();
+    await registerEndpoint("ok-fault-after-post", { merchantId: merchant.merchantId, events: ["charge.created"] });
+    injectOnce("delivery.after_post", "throw");
+    await createCharge(merchant.apiKey, 10);
+    await waitForReceived("ok-fault-after-post", (list) => list.length >= 1);
+    // The attempt's lease keeps the next message off it; the cron's redrive picks it up once the lease is over.
+    const deadline = Date.now() + 30_000;
+    let received = await waitForReceived("ok-fault-after-post", (list) => list.length >= 1);
+    while (received.length < 2 && Date.now() < deadline) {
+      await enqueueDeliveries(env, await redriveDueDeliveries(env, Date.now() + 10 * 60_000));
+      await new Promise((r) => setTimeout(r, 300));
+      received = await waitForReceived("ok-fault-after-post", () => true);
+    }
+    expect(received.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(received.map((d) => JSON.parse(d.body).id)).size).toBe(1);
+    const delivery = await env.DB.prepare(
+      "SELECT d.status, d.attempts FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE e.url LIKE '%ok-fault-after-post'",
+    ).first<{ status: string; attempts: number }>();
+    expect(delivery?.status).toBe("delivered");
+  });
+});
