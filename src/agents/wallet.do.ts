@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { serialQueue } from "../lib/serial";
 import type { Policy } from "./policy";
+import type { DepositTransfer } from "../ledger/movements";
 import type { SqlStatement } from "../ledger/plan";
 import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot } from "./wallet";
 
@@ -33,10 +34,7 @@ export class WalletDurableObject extends DurableObject<Env> {
     return this.serialize(() => creditWallet(this.env, agentId, amountMinor, reference, by));
   }
 
-  creditDeposit(
-    transfer: { network: string; txHash: string; logIndex: number; blockNumber: number; agentId: string; address: string; sender: string; value: string },
-    credit: boolean,
-  ) {
+  creditDeposit(transfer: DepositTransfer, credit: boolean) {
     return this.serialize(() => creditDeposit(this.env, transfer, credit));
   }
 

@@ -3,7 +3,7 @@ import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
 import { chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
-import { agentCreditPlan, depositPlan, walletPaymentPlan } from "../ledger/movements";
+import { agentCreditPlan, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
@@ -281,7 +281,7 @@ export async function setPolicy(env: Env, agentId: string, policy: Policy): Prom
  */
 export async function creditDeposit(
   env: Env,
-  transfer: { network: string; txHash: string; logIndex: number; blockNumber: number; agentId: string; address: string; sender: string; value: string },
+  transfer: DepositTransfer,
   credit: boolean,
 ): Promise<"credited" | "blocked" | "duplicate"> {
   const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);

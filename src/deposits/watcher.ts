@@ -4,23 +4,13 @@ import { walletOf } from "../agents/wallet.do";
 import { screenAddress } from "../kyt/screening";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
+import type { DepositTransfer } from "../ledger/movements";
 import { EIP3009_ABI, publicClientOf } from "../x402/chain";
 
 /** Blocks read per pass; a long backlog is caught up over several cron runs. */
 const MAX_RANGE = 2_000n;
 /** Where a watcher with no cursor starts, counting back from the safe head. */
 const INITIAL_LOOKBACK = 10_000n;
-
-export interface DepositTransfer {
-  network: string;
-  txHash: string;
-  logIndex: number;
-  blockNumber: number;
-  agentId: string;
-  address: string;
-  sender: string;
-  value: bigint;
-}
 
 export interface WatchResult {
   fromBlock: number | null;
@@ -71,10 +61,10 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
           agentId,
           address,
           sender: log.args.from!.toLowerCase(),
-          value: log.args.value!,
+          value: log.args.value!.toString(),
         };
         const screened = await screenAddress(dbOf(env.DB), transfer.sender);
-        const outcome = await walletOf(env, agentId).creditDeposit({ ...transfer, value: transfer.value.toString() }, screened.verdict === "pass");
+        const outcome = await walletOf(env, agentId).creditDeposit(transfer, screened.verdict === "pass");
         if (outcome === "credited") result.credited++;
         if (outcome === "blocked") result.blocked++;
       }

@@ -158,8 +158,8 @@ export function x402PaymentPlan(p: X402Settlement): CommitPlan {
   };
 }
 
-export interface DepositCredit {
-  depositId: string;
+/** A stablecoin Transfer to an agent's deposit address, as the watcher read it from the chain. */
+export interface DepositTransfer {
   network: string;
   txHash: string;
   logIndex: number;
@@ -167,7 +167,12 @@ export interface DepositCredit {
   agentId: string;
   address: string;
   sender: string;
+  /** Token base units as a decimal string. */
   value: string;
+}
+
+export interface DepositCredit extends DepositTransfer {
+  depositId: string;
   amountMinor: number;
   createdAt: string;
 }
