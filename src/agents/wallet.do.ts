@@ -4,7 +4,8 @@ import { serialQueue } from "../lib/serial";
 import type { Policy } from "./policy";
 import type { DepositTransfer } from "../ledger/movements";
 import type { SqlStatement } from "../ledger/plan";
-import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot } from "./wallet";
+import { nowIso } from "../lib/time";
+import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot, type PayOutcome } from "./wallet";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -15,11 +16,37 @@ export class WalletDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
 
   payCharge(agentId: string, chargeId: string) {
-    return this.serialize(() => payCharge(this.env, agentId, chargeId));
+    return this.serialize(() => this.expiringHolds(agentId, payCharge(this.env, agentId, chargeId)));
   }
 
   payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[]) {
-    return this.serialize(() => payNewCharge(this.env, agentId, charge, birthGuards));
+    return this.serialize(() => this.expiringHolds(agentId, payNewCharge(this.env, agentId, charge, birthGuards)));
+  }
+
+  /** A payment held for a human gets an alarm at its approval's expiry. */
+  private async expiringHolds(agentId: string, operation: Promise<PayOutcome>): Promise<PayOutcome> {
+    const outcome = await operation;
+    if (outcome.kind === "approval") {
+      await this.ctx.storage.put("agentId", agentId);
+      const at = Date.parse(outcome.expiresAt);
+      const current = await this.ctx.storage.getAlarm();
+      if (current === null || at < current) await this.ctx.storage.setAlarm(at);
+    }
+    return outcome;
+  }
+
+  /**
+   * Expires this agent's approvals that are due, then sets the alarm for the
+   * next one. Idempotent: firing twice expires nothing twice (the update is
+   * guarded by status), and the minute cron sweeps whatever an alarm missed.
+   */
+  override async alarm(): Promise<void> {
+    const agentId = await this.ctx.storage.get<string>("agentId");
+    if (!agentId) return;
+    const now = nowIso();
+    await this.env.DB.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE agent_id = ? AND status = 'pending' AND expires_at <= ?").bind(now, agentId, now).run();
+    const next = await this.env.DB.prepare("SELECT MIN(expires_at) AS next FROM approvals WHERE agent_id = ? AND status = 'pending'").bind(agentId).first<{ next: string | null }>();
+    if (next?.next) await this.ctx.storage.setAlarm(Date.parse(next.next));
   }
 
   drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>) {
