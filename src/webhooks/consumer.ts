@@ -10,7 +10,7 @@ import type { DeliveryMessage } from "./dispatch";
 import { signingSecrets, type EndpointRow } from "./endpoints";
 import { signatureHeader } from "./signing";
 
-const MessageSchema = z.object({ deliveryId: z.string().min(1) });
+const MessageSchema = z.object({ deliveryId: z.string().min(1), final: z.boolean().optional() });
 
 /** How early a retried message may arrive and still claim its attempt. */
 const CLAIM_TOLERANCE_MS = 5_000;
@@ -139,7 +139,8 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env):
       const result = await attemptDelivery(env, parsed.data.deliveryId);
       if (result.kind === "retry") message.retry({ delaySeconds: result.delaySeconds });
       else {
-        if (result.kind === "dead") await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId } satisfies DeliveryMessage);
+        // Recorded as failed already; the dead-letter queue keeps the message for operators' tooling.
+        if (result.kind === "dead") await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId, final: true } satisfies DeliveryMessage);
         message.ack();
       }
     } catch (error) {
@@ -150,17 +151,20 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env):
 }
 
 /**
- * The dead-letter queue's consumer: whatever arrives here (our own final
- * failures, or messages the platform gave up on after a crashing consumer)
- * ends visibly `failed` in D1, where an operator can redeliver it.
+ * The dead-letter queue's consumer. Our own final failures arrive marked
+ * `final` and are already `failed` in D1 (and may have been redelivered since:
+ * they are left alone). A message the platform gave up on after a crashing
+ * consumer is marked `failed` here, unless an attempt holds it right now, so
+ * an operator sees it and can redeliver it.
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   for (const message of batch.messages) {
     const parsed = MessageSchema.safeParse(message.body);
-    if (parsed.success) {
+    if (parsed.success && !parsed.data.final) {
       await env.DB.prepare(
-        "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = COALESCE(last_error, 'dead_lettered') WHERE id = ? AND status = 'pending'",
-      ).bind(parsed.data.deliveryId).run();
+        `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = COALESCE(last_error, 'dead_lettered')
+         WHERE id = ? AND status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)`,
+      ).bind(parsed.data.deliveryId, nowIso()).run();
     }
     message.ack();
   }

@@ -3,6 +3,8 @@ import { nowIso } from "../lib/time";
 
 export interface DeliveryMessage {
   deliveryId: string;
+  /** On the dead-letter queue: this delivery was already recorded as failed by the consumer. */
+  final?: boolean;
 }
 
 const FAN_OUT_PAGE = 100;
