@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } fr
 import { api, consoleToken } from "../helpers/api";
 
 const cookieOf = (res: { headers: Headers }, name: string) => {
-  const header = res.headers.getSetCookie().find((c) => c.startsWith(`${name}=`));
+  const header = (res.headers as unknown as { getSetCookie(): string[] }).getSetCookie().find((c) => c.startsWith(`${name}=`));
   return header ? { header, value: header.slice(name.length + 1).split(";")[0]! } : null;
 };
 const csrfIn = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
