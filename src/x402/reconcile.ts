@@ -1,7 +1,8 @@
 import { isAddressEqual, parseEventLogs } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
-import type { ChargeRow } from "../charges/service";
+import { getCharge } from "../charges/service";
+import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
 import { EIP3009_ABI, publicClientOf } from "./chain";
 import { credit, release } from "./service";
@@ -62,11 +63,7 @@ export async function reconcilePayment(env: Env, x: X402Settings, p: OpenPayment
     await release(env, p.id, p.chargeId, "authorization_used_without_transfer", nowIso());
     return "failed";
   }
-  const charge = await env.DB.prepare(
-    `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
-     status, method, reference, created_at AS createdAt, paid_at AS paidAt, checkout_link_id AS checkoutLinkId, paylink_grant_id AS paylinkGrantId,
-     x402_claim AS x402Claim FROM charges WHERE id = ?`,
-  ).bind(p.chargeId).first<ChargeRow>();
+  const charge = await getCharge(dbOf(env.DB), p.chargeId);
   if (!charge) return "waiting";
   await credit(env, x, charge, p.id, p.payer.toLowerCase(), transaction);
   return "credited";
