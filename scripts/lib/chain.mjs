@@ -11,7 +11,9 @@ export const ANVIL_MNEMONIC = "test test test test test test test test test test
 export const LOCAL_CHAIN_ID = 84532;
 export const MINT_PER_ACCOUNT = 1_000_000_000n; // 1,000 tokens of 6 decimals
 
-const anvilBin = fileURLToPath(new URL("../../node_modules/.bin/anvil", import.meta.url));
+// The Linux x64 build from npm (the wrapper package @foundry-rs/anvil lists platform builds this registry does
+// not carry, which breaks `npm ci`); the project's machines and CI are Linux x64.
+const anvilBin = fileURLToPath(new URL("../../node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil", import.meta.url));
 
 /** The default anvil accounts 0-9, with their private keys. */
 export function anvilAccounts() {
