@@ -3,6 +3,7 @@ import type { AppEnv } from "../app-env";
 import { ApiError } from "./errors";
 import { sha256Hex } from "./crypto";
 import { nowIso } from "./time";
+import { decryptSecret, encryptSecret } from "./encryption";
 
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
@@ -48,7 +49,7 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     if (!row) throw new ApiError(409, "idempotency_key_in_use");
     if (row.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
     if (row.status !== "done") throw new ApiError(409, "idempotency_key_in_use");
-    c.res = new Response(row.responseBody, {
+    c.res = new Response(await decryptSecret(c.get("settings").webhookSecretsKey, row.responseBody), {
       status: row.responseStatus,
       headers: { "content-type": row.contentType ?? "application/json", "idempotent-replayed": "true" },
     });
@@ -60,7 +61,8 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     await next();
     const status = c.res.status;
     if (status !== 400 && status < 500) {
-      const body = await c.res.clone().text();
+      // Encrypted at rest: a first response may carry a key shown once (a new merchant's, agent's or endpoint's).
+      const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
       await db
         .prepare("UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ? WHERE scope = ? AND key = ?")
         .bind(status, body, c.res.headers.get("content-type"), scope, key)

@@ -3,7 +3,7 @@ import type { Db } from "../db/client";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { decryptSecret, encryptSecret } from "./secrets";
+import { decryptSecret, encryptSecret } from "../lib/encryption";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api } from "../helpers/api";
+import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 
 describe("Idempotency-Key", () => {
@@ -104,5 +104,20 @@ describe("rate limits", () => {
     const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
     const res = await buildApp().fetch(new Request("http://service.test/charges/chg_x"), { ...env, CLIENT_RATE_LIMIT: refusing }, ctx);
     expect(res.status).toBe(429);
+  });
+});
+
+describe("stored idempotent responses", () => {
+  it("are encrypted at rest: a key shown once is replayed, never stored in plaintext (regression)", async () => {
+    const token = await consoleToken();
+    const headers = { "Idempotency-Key": "register-once" };
+    const first = await api("POST", "/merchants", { token, body: { name: "Once Shop" }, headers });
+    const replay = await api("POST", "/merchants", { token, body: { name: "Once Shop" }, headers });
+    expect(first.status).toBe(201);
+    expect(replay.text).toBe(first.text);
+    const rows = await env.DB.prepare("SELECT * FROM idempotency_keys").all();
+    const dump = JSON.stringify(rows.results);
+    expect(dump).not.toContain(first.body.apiKey.slice("sk_mch_".length));
+    expect(dump).toContain("v1:");
   });
 });

@@ -1,4 +1,4 @@
-import { base64url, base64urlDecode } from "../lib/ids";
+import { base64url, base64urlDecode } from "./ids";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -16,9 +16,10 @@ function aesKey(material: string): Promise<CryptoKey> {
 }
 
 /**
- * Webhook signing secrets must be usable to sign, so they cannot be hashed
- * like API keys; they are encrypted at rest instead, and a database dump
- * alone reveals none of them.
+ * Encryption at rest for what must be read back (webhook signing secrets,
+ * which must sign; stored idempotent responses, which may carry a key shown
+ * once), under the WEBHOOK_SECRETS_KEY setting: a database dump alone
+ * reveals none of them. API keys are never read back, so they are hashed instead.
  */
 export async function encryptSecret(material: string, secret: string): Promise<string> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
