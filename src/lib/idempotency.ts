@@ -7,6 +7,13 @@ import { decryptSecret, encryptSecret } from "./encryption";
 
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
+/**
+ * A reservation still `in_progress` after this long lost its request (a crash
+ * between the effect and storing the response). The same request may then
+ * take it over and run again: every money path is guarded in its batch, so
+ * running again ends in the one effect that already happened (or makes it).
+ */
+export const ABANDONED_AFTER_MS = 60_000;
 
 /**
  * `Idempotency-Key` on POST (Stripe semantics). The first request with a key
@@ -36,9 +43,10 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
        ON CONFLICT (scope, key) DO UPDATE SET request_hash = excluded.request_hash, status = 'in_progress', response_status = NULL,
          response_body = NULL, response_content_type = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at
        WHERE idempotency_keys.expires_at <= excluded.created_at
+          OR (idempotency_keys.status = 'in_progress' AND idempotency_keys.request_hash = excluded.request_hash AND idempotency_keys.created_at <= ?)
        RETURNING key`,
     )
-    .bind(scope, key, requestHash, nowIso(now), nowIso(now + IDEMPOTENCY_TTL_MS))
+    .bind(scope, key, requestHash, nowIso(now), nowIso(now + IDEMPOTENCY_TTL_MS), nowIso(now - ABANDONED_AFTER_MS))
     .first();
 
   if (!reserved) {

@@ -121,3 +121,26 @@ describe("stored idempotent responses", () => {
     expect(dump).toContain("v1:");
   });
 });
+
+describe("an abandoned Idempotency-Key", () => {
+  it("a reservation left in_progress by a crash is taken over by the same request after a minute, and still ends in one effect", async () => {
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 1000 });
+    const charge = await createCharge(merchant.apiKey, 300);
+    const headers = { "Idempotency-Key": "crashed-after-commit" };
+    expect((await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers })).status).toBe(200);
+    // Simulate the crash between the money batch and storing the response.
+    await env.DB.prepare("UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = 'crashed-after-commit'").run();
+    const fresh = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+    expect(fresh.status).toBe(409);
+    expect(fresh.body).toEqual({ error: "idempotency_key_in_use" });
+    await env.DB.prepare("UPDATE idempotency_keys SET created_at = ? WHERE key = 'crashed-after-commit'").bind(new Date(Date.now() - 61_000).toISOString()).run();
+    const takenOver = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+    expect(takenOver.status).toBe(409);
+    expect(takenOver.body).toEqual({ error: "charge_not_pending" });
+    expect(await balanceOf(agent.apiKey)).toBe(700);
+    const replay = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.text).toBe(takenOver.text);
+  });
+});
