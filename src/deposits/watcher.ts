@@ -37,7 +37,9 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   const safe = head - (confirmations > 0n ? confirmations - 1n : 0n);
   if (safe < 0n) return result;
   const cursor = await env.DB.prepare("SELECT block_number AS blockNumber FROM chain_cursors WHERE name = ?").bind(cursorName(x)).first<{ blockNumber: number }>();
-  const from = cursor ? BigInt(cursor.blockNumber) + 1n : safe > INITIAL_LOOKBACK ? safe - INITIAL_LOOKBACK : 0n;
+  // A cursor ahead of the chain means the chain was reset (a local chain restarted): read it again from the start.
+  const restarted = cursor !== null && BigInt(cursor.blockNumber) > head;
+  const from = cursor && !restarted ? BigInt(cursor.blockNumber) + 1n : safe > INITIAL_LOOKBACK ? safe - INITIAL_LOOKBACK : 0n;
   if (from > safe) return result;
   const to = from + MAX_RANGE - 1n < safe ? from + MAX_RANGE - 1n : safe;
   result.fromBlock = Number(from);

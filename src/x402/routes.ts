@@ -7,7 +7,7 @@ import { chargeView, getCharge } from "../charges/service";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
-import { base64Json, type Terms } from "./terms";
+import { base64Json, caip2, type Terms } from "./terms";
 
 const PAYMENT_HEADERS = ["X-PAYMENT", "PAYMENT-SIGNATURE"];
 
@@ -34,13 +34,17 @@ function x402Settings(c: Context<AppEnv>) {
   return x;
 }
 
+/** The settlement in both versions' headers: v1 names the network, v2 gives its CAIP-2 id. */
+function settlementHeaders(c: Context<AppEnv>, settlement: Record<string, unknown>) {
+  const x = c.get("settings").x402;
+  c.header("X-PAYMENT-RESPONSE", base64Json({ ...settlement, network: x?.network ?? "" }));
+  c.header("PAYMENT-RESPONSE", base64Json({ ...settlement, network: x ? caip2(x.chainId) : "" }));
+}
+
 function paymentRequired(c: Context<AppEnv>, terms: Terms, error: string, extra: Record<string, unknown> = {}, settlement?: Record<string, unknown>) {
   c.header("Cache-Control", "no-store");
   c.header("PAYMENT-REQUIRED", base64Json(terms.paymentRequired));
-  if (settlement) {
-    c.header("X-PAYMENT-RESPONSE", base64Json(settlement));
-    c.header("PAYMENT-RESPONSE", base64Json(settlement));
-  }
+  if (settlement) settlementHeaders(c, settlement);
   return c.json({ x402Version: 1, error, accepts: [terms.v1], ...extra }, 402);
 }
 
@@ -57,9 +61,7 @@ async function respond(c: Context<AppEnv>, outcome: X402Outcome) {
     case "settle_failed":
       return paymentRequired(c, outcome.terms, "Liquidación fallida", { errorReason: outcome.reason }, { success: false, transaction: "", network, payer: outcome.payer, errorReason: outcome.reason });
     case "settled": {
-      const settlement = { success: true, transaction: outcome.transaction, network, payer: outcome.payer };
-      c.header("X-PAYMENT-RESPONSE", base64Json(settlement));
-      c.header("PAYMENT-RESPONSE", base64Json(settlement));
+      settlementHeaders(c, { success: true, transaction: outcome.transaction, network, payer: outcome.payer });
       const charge = await getCharge(c.get("db"), outcome.chargeId);
       return c.json({ chargeId: outcome.chargeId, status: charge?.status ?? "paid", settlement: { success: true, transaction: outcome.transaction } }, 200);
     }

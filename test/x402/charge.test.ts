@@ -166,9 +166,10 @@ describe("paying a charge with x402", () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ chargeId: charge.chargeId, status: "paid", settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) } });
     const transaction = res.body.settlement.transaction as Hex;
-    for (const name of ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE"]) {
+    // v1 names the network; v2 gives its CAIP-2 id.
+    for (const [name, network] of [["X-PAYMENT-RESPONSE", "base-sepolia"], ["PAYMENT-RESPONSE", "eip155:84532"]] as const) {
       const settlement = decodeHeader(res.headers.get(name));
-      expect(settlement).toMatchObject({ success: true, transaction, network: "base-sepolia" });
+      expect(settlement).toMatchObject({ success: true, transaction, network });
       expect(String(settlement.payer).toLowerCase()).toBe(payer().toLowerCase());
     }
 

@@ -29,3 +29,20 @@ describe("deposit smoke", () => {
     expect(await balanceOf(agent.apiKey)).toBe(123);
   });
 });
+
+describe("deposit watcher after a chain reset", () => {
+  it("a cursor ahead of the chain head (a restarted local chain) is read again from the start (regression)", async () => {
+    const agent = await createAgent();
+    const depositAddress = (await api("GET", "/balance", { token: agent.apiKey })).body.depositAddress as Hex;
+    const c = chain();
+    await watchDeposits(env);
+    const cursor = await env.DB.prepare("SELECT name FROM chain_cursors").first<{ name: string }>();
+    await env.DB.prepare("UPDATE chain_cursors SET block_number = 1000000 WHERE name = ?").bind(cursor!.name).run();
+    const wallet = createWalletClient({ account: privateKeyToAccount(c.accounts[2]!.privateKey), transport: http(c.rpcUrl) });
+    const hash = await wallet.writeContract({ chain: null, address: c.token, abi: TRANSFER_ABI, functionName: "transfer", args: [depositAddress, 700_000n] });
+    await publicClient().waitForTransactionReceipt({ hash });
+    await publicClient().request({ method: "evm_mine" as never, params: [] as never });
+    await watchDeposits(env);
+    expect(await balanceOf(agent.apiKey)).toBe(70);
+  });
+});
