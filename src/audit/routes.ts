@@ -15,7 +15,7 @@ const isoDate = z
   .regex(/^\d{4}-\d{2}-\d{2}$/, "expected a date as YYYY-MM-DD")
   .refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), "not a calendar date");
 
-const ExportQuery = z.object({ from: isoDate.optional(), to: isoDate.optional() });
+export const ExportQuery = z.object({ from: isoDate.optional(), to: isoDate.optional() });
 const PageQuery = z.object({
   afterSeq: z.coerce.number().int().nonnegative().default(0),
   limit: z.coerce.number().int().min(1).max(1000).default(500),

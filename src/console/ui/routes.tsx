@@ -8,7 +8,7 @@ import { walletOf } from "../../agents/wallet.do";
 import { checkApprovalOpen } from "../../agents/wallet";
 import { approvalView, getApproval, listApprovals, rejectApproval } from "../../approvals/service";
 import { csvExportResponse } from "../../audit/csv";
-import { exportRange } from "../../audit/routes";
+import { ExportQuery, exportRange } from "../../audit/routes";
 import { auditPage, auditRowOf, auditRows } from "../../audit/service";
 import { chargeView } from "../../charges/service";
 import { ensureDepositAddress } from "../../deposits/addresses";
@@ -25,12 +25,13 @@ import { consoleUsers } from "../../db/schema";
 import { clientAddressOf, limitSignIn } from "../auth-routes";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "../sign-in";
 import { Csrf, HourlyChart, Page, ShownOnce, usd } from "./layout";
-import { checkPreSessionCsrf, clearSessionCookie, preSessionCsrf, requirePageSession, setSessionCookie } from "./session";
+import { checkPreSessionCsrf, clearSessionCookie, CSRF_REFUSED, parseForm, preSessionCsrf, requirePageSession, setSessionCookie } from "./session";
+import { issuesOf } from "../../lib/validation";
 
 type Ui = Context<AppEnv>;
 const csrfOf = (c: Ui) => c.get("csrf") ?? "";
 
-const form = async (c: Ui) => (await c.req.parseBody()) as Record<string, string | File>;
+const form = async (c: Ui) => (await parseForm(c)) as Record<string, string | File>;
 const field = (body: Record<string, string | File>, name: string) => (typeof body[name] === "string" ? (body[name] as string).trim() : "");
 const optionalCents = (text: string) => (text === "" ? null : /^\d+$/.test(text) ? Number(text) : Number.NaN);
 const emailOf = (c: Ui) => actorOf(c.get("actor"), "console").email;
@@ -44,7 +45,9 @@ const render = (c: Ui, title: string, path: string, body: unknown, extra: { noti
     </Page>,
   );
 
-const back = (c: Ui, path: string, notice: string) => c.redirect(`${path}?notice=${encodeURIComponent(notice)}`, 303);
+/** Back to a page with a notice; every path segment is encoded, since some come from the request. */
+const back = (c: Ui, segments: string[], notice: string) =>
+  c.redirect(`/console/ui/${segments.map(encodeURIComponent).join("/")}?notice=${encodeURIComponent(notice)}`, 303);
 
 const SignInForm = (props: { csrf: string; email?: string; step: "email" | "code" }) =>
   props.step === "email" ? (
@@ -73,7 +76,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .post("/console/sign-in", async (c) => {
     const body = await form(c);
-    if (!(await checkPreSessionCsrf(c, body._csrf))) return c.text("Forbidden: bad CSRF token", 403);
+    if (!(await checkPreSessionCsrf(c, body._csrf))) throw CSRF_REFUSED;
     const email = z.string().trim().email().safeParse(body.email);
     const csrf = await preSessionCsrf(c);
     if (!email.success) return c.html(<Page title="Sign in" error="Enter a valid e-mail address.">{<SignInForm csrf={csrf} step="email" />}</Page>, 400);
@@ -88,7 +91,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .post("/console/sign-in/verify", async (c) => {
     const body = await form(c);
-    if (!(await checkPreSessionCsrf(c, body._csrf))) return c.text("Forbidden: bad CSRF token", 403);
+    if (!(await checkPreSessionCsrf(c, body._csrf))) throw CSRF_REFUSED;
     const email = field(body, "email");
     const code = field(body, "code");
     const csrf = await preSessionCsrf(c);
@@ -206,18 +209,18 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/ui/agents/:agentId/policy", async (c) => {
     const agentId = c.req.param("agentId");
     const policy = policyFromForm(await form(c));
-    if (!policy) return back(c, `/console/ui/agents/${agentId}`, "Policy not saved: amounts must be whole cents.");
+    if (!policy) return back(c, ["agents", agentId], "Policy not saved: amounts must be whole cents.");
     if (!(await walletOf(c.env, agentId).setPolicy(agentId, policy))) return c.notFound();
-    return back(c, `/console/ui/agents/${agentId}`, "Policy saved.");
+    return back(c, ["agents", agentId], "Policy saved.");
   })
   .post("/console/ui/agents/:agentId/credit", async (c) => {
     const agentId = c.req.param("agentId");
     const body = await form(c);
     const cents = optionalCents(field(body, "amount"));
-    if (!cents || Number.isNaN(cents)) return back(c, `/console/ui/agents/${agentId}`, "Credit not applied: enter whole cents above 0.");
+    if (!cents || Number.isNaN(cents)) return back(c, ["agents", agentId], "Credit not applied: enter whole cents above 0.");
     const result = await walletOf(c.env, agentId).credit(agentId, cents, field(body, "reference") || null, emailOf(c));
     if (!result.ok) return c.notFound();
-    return back(c, `/console/ui/agents/${agentId}`, `Credited ${usd(cents)}; balance ${usd(result.balanceMinor)}.`);
+    return back(c, ["agents", agentId], `Credited ${usd(cents)}; balance ${usd(result.balanceMinor)}.`);
   })
 
   .get("/console/ui/approvals", async (c) => {
@@ -229,11 +232,11 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     if (!approval) return c.notFound();
     if (c.req.param("decision") === "grant") {
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, emailOf(c));
-      return back(c, "/console/ui/approvals", outcome.kind === "paid" ? `Granted: charge ${outcome.charge.chargeId} is paid.` : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.reason}.`);
+      return back(c, ["approvals"], outcome.kind === "paid" ? `Granted: charge ${outcome.charge.chargeId} is paid.` : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.reason}.`);
     }
     const closed = await checkApprovalOpen(c.env, approval, Date.now());
     const rejected = !closed && (await rejectApproval(c.get("db"), approval.id, emailOf(c)));
-    return back(c, "/console/ui/approvals", rejected ? `Rejected; charge ${approval.chargeId} stays pending.` : "That approval was already decided or expired.");
+    return back(c, ["approvals"], rejected ? `Rejected; charge ${approval.chargeId} stays pending.` : "That approval was already decided or expired.");
   })
 
   .get("/console/ui/webhooks", async (c) => {
@@ -241,7 +244,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     return render(c, "Webhooks", "/console/ui/webhooks", <WebhooksPage csrf={csrfOf(c)} endpoints={endpoints.map(endpointView)} merchants={merchants.map(consoleMerchantView)} />);
   })
   .post("/console/ui/webhooks", async (c) => {
-    const body = await c.req.parseBody({ all: true });
+    const body = await parseForm(c, { all: true });
     const url = typeof body.url === "string" ? body.url.trim() : "";
     const events = [body.events ?? []].flat().filter((e): e is (typeof EVENT_TYPES)[number] => typeof e === "string" && (EVENT_TYPES as readonly string[]).includes(e));
     const merchantId = typeof body.merchantId === "string" && body.merchantId ? body.merchantId : null;
@@ -278,7 +281,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/ui/webhooks/:id/deliveries/:deliveryId/redeliver", async (c) => {
     const { id, deliveryId } = c.req.param();
     const ok = await redeliver(c.env, id, deliveryId);
-    return back(c, `/console/ui/webhooks/${id}`, ok ? "Queued for redelivery." : "Only a delivered or failed delivery can be sent again.");
+    return back(c, ["webhooks", id], ok ? "Queued for redelivery." : "Only a delivered or failed delivery can be sent again.");
   })
 
   .get("/console/ui/kyt", (c) => render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />))
@@ -341,8 +344,8 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     );
   })
   .get("/console/ui/transactions.csv", (c) => {
-    const query = z.object({ from: z.string().regex(/^\d{4}-\d{2}-\d{2}$/).optional(), to: z.string().regex(/^\d{4}-\d{2}-\d{2}$/).optional() }).safeParse(c.req.query());
-    if (!query.success) return c.text("from and to must be YYYY-MM-DD", 400);
+    const query = ExportQuery.safeParse(c.req.query());
+    if (!query.success) throw new ApiError(400, "invalid_request", { issues: issuesOf(query.error) });
     return csvExportResponse(c.get("db"), exportRange(query.data.from, query.data.to));
   })
 
@@ -352,9 +355,9 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .post("/console/ui/users", async (c) => {
     const email = z.string().trim().email().safeParse(field(await form(c), "email"));
-    if (!email.success) return back(c, "/console/ui/users", "Enter a valid e-mail address.");
+    if (!email.success) return back(c, ["users"], "Enter a valid e-mail address.");
     await c.get("db").insert(consoleUsers).values({ email: normalizeEmail(email.data), addedBy: emailOf(c), createdAt: nowIso() }).onConflictDoNothing();
-    return back(c, "/console/ui/users", `${normalizeEmail(email.data)} may now sign in.`);
+    return back(c, ["users"], `${normalizeEmail(email.data)} may now sign in.`);
   });
 
 /** A policy from form fields (empty = no limit); null when an amount is not whole cents. */

@@ -4,6 +4,7 @@ import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../../app-env";
 import { resolveCredential } from "../../auth/credentials";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../../lib/crypto";
+import { ApiError } from "../../lib/errors";
 import { base64url } from "../../lib/ids";
 
 export const SESSION_COOKIE = "console_session";
@@ -33,8 +34,8 @@ export const requirePageSession = createMiddleware<AppEnv>(async (c, next) => {
   const csrf = await csrfFor(c.get("settings").consoleSessionSecret, actor.jti ?? token!);
   c.set("csrf", csrf);
   if (c.req.method === "POST") {
-    const body = await c.req.parseBody();
-    if (typeof body._csrf !== "string" || !(await timingSafeEqualStrings(body._csrf, csrf))) return c.text("Forbidden: bad CSRF token", 403);
+    const body = await parseForm(c);
+    if (typeof body._csrf !== "string" || !(await timingSafeEqualStrings(body._csrf, csrf))) throw CSRF_REFUSED;
   }
   await next();
 });
@@ -51,6 +52,17 @@ export async function preSessionCsrf(c: Context<AppEnv>): Promise<string> {
     setCookie(c, PRE_SESSION_COOKIE, binding, { ...cookieOptions, maxAge: 3600 });
   }
   return csrfFor(c.get("settings").consoleSessionSecret, `pre:${binding}`);
+}
+
+export const CSRF_REFUSED = new ApiError(403, "csrf_token_invalid");
+
+/** A form body; a malformed one (a multipart body without its boundary, say) is a 400, not a crash. */
+export async function parseForm(c: Context<AppEnv>, options?: { all: boolean }): Promise<Record<string, string | File | (string | File)[]>> {
+  try {
+    return await c.req.parseBody(options);
+  } catch {
+    throw new ApiError(400, "invalid_request", { issues: [{ path: "", code: "malformed", message: "the form body could not be read" }] });
+  }
 }
 
 export async function checkPreSessionCsrf(c: Context<AppEnv>, submitted: unknown): Promise<boolean> {
