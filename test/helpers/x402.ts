@@ -26,10 +26,13 @@ export interface AuthorizationOverrides {
   domainName?: string;
 }
 
-/** Signs an EIP-3009 TransferWithAuthorization with account `index` of the local chain, as an x402 client does. */
-export async function signAuthorization(index: number, value: bigint, overrides: AuthorizationOverrides = {}) {
+/**
+ * Signs an EIP-3009 TransferWithAuthorization as an x402 client does, for a
+ * payer given as an account index of the local chain or as any private key.
+ */
+export async function signAuthorization(payer: number | Hex, value: bigint, overrides: AuthorizationOverrides = {}) {
   const c = chain();
-  const from = c.accounts[index]!;
+  const from = typeof payer === "number" ? c.accounts[payer]! : { address: privateKeyToAccount(payer).address, privateKey: payer };
   const signer = privateKeyToAccount(overrides.signerKey ?? from.privateKey);
   const now = BigInt(Math.floor(Date.now() / 1000));
   const authorization = {
@@ -67,8 +70,8 @@ export async function signAuthorization(index: number, value: bigint, overrides:
 const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
 
 /** A v1 X-PAYMENT header in standard base64 (what official clients send); `urlSafe` gives the spec's base64url. */
-export async function xPaymentHeader(index: number, value: bigint, overrides: AuthorizationOverrides & { network?: string; urlSafe?: boolean } = {}) {
-  const payload = await signAuthorization(index, value, overrides);
+export async function xPaymentHeader(payer: number | Hex, value: bigint, overrides: AuthorizationOverrides & { network?: string; urlSafe?: boolean } = {}) {
+  const payload = await signAuthorization(payer, value, overrides);
   const json = JSON.stringify({ x402Version: 1, scheme: "exact", network: overrides.network ?? "base-sepolia", payload });
   const b64 = toBase64(json);
   return { header: overrides.urlSafe ? b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") : b64, payload };

@@ -4,7 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, publicClient, randomNonce, TOKEN_ABI, tokenBalance } from "../helpers/x402";
+import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
 
 /*
  * Races on one charge. The payers are fresh keys whose token balances this file
@@ -31,26 +31,10 @@ async function freshPayer(tokens: bigint): Promise<Payer> {
   return { key, address };
 }
 
-const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
 
 async function paymentHeader(payer: Payer, value: bigint) {
-  const c = chain();
-  const account = privateKeyToAccount(payer.key);
-  const now = BigInt(Math.floor(Date.now() / 1000));
-  const authorization = { from: account.address, to: c.payTo, value, validAfter: now - 600n, validBefore: now + 300n, nonce: randomNonce() };
-  const signature = await account.signTypedData({
-    domain: { name: "USD Coin", version: "2", chainId: c.chainId, verifyingContract: c.token },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
-      ],
-    },
-    primaryType: "TransferWithAuthorization",
-    message: authorization,
-  });
-  const payload = { signature, authorization: { ...authorization, value: value.toString(), validAfter: authorization.validAfter.toString(), validBefore: authorization.validBefore.toString() } };
-  return { header: toBase64(JSON.stringify({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload })), from: account.address, nonce: authorization.nonce };
+  const { header, payload } = await xPaymentHeader(payer.key, value);
+  return { header, from: payload.authorization.from, nonce: payload.authorization.nonce };
 }
 
 const authorizationUsed = (from: Hex, nonce: Hex) =>

@@ -9,7 +9,7 @@ import type { Facilitator } from "../../src/x402/facilitator";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, publicClient, randomNonce, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
 
 /*
  * Invalid x402 payments: each is answered 402 "Pago inválido", the charge stays
@@ -33,26 +33,8 @@ const authorizationUsed = (from: Hex, nonce: Hex) =>
 
 /** An X-PAYMENT header signed by an arbitrary key (a payer that is not one of the chain's funded accounts). */
 async function headerForKey(privateKey: Hex, value: bigint) {
-  const c = chain();
-  const account = privateKeyToAccount(privateKey);
-  const now = nowSeconds();
-  const authorization = { from: account.address, to: c.payTo, value, validAfter: now - 600n, validBefore: now + 300n, nonce: randomNonce() };
-  const signature = await account.signTypedData({
-    domain: { name: "USD Coin", version: "2", chainId: c.chainId, verifyingContract: c.token },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
-      ],
-    },
-    primaryType: "TransferWithAuthorization",
-    message: authorization,
-  });
-  const payload = {
-    signature,
-    authorization: { ...authorization, value: value.toString(), validAfter: authorization.validAfter.toString(), validBefore: authorization.validBefore.toString() },
-  };
-  return { header: toBase64(JSON.stringify({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload })), payload, address: account.address };
+  const { header, payload } = await xPaymentHeader(privateKey, value);
+  return { header, payload, address: payload.authorization.from };
 }
 
 let merchant: { merchantId: string; apiKey: string };
