@@ -1,13 +1,38 @@
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
-import { api, consoleToken } from "../helpers/api";
+import { signConsoleToken } from "../../src/auth/jwt";
+import { api, consoleToken, OPS_EMAIL, type ApiResponse } from "../helpers/api";
+import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 
-const cookieOf = (res: { headers: Headers }, name: string) => {
-  const header = (res.headers as unknown as { getSetCookie(): string[] }).getSetCookie().find((c) => c.startsWith(`${name}=`));
+// The server-rendered console pages through the Worker in workerd (no browser).
+
+const setCookies = (res: ApiResponse) => (res.headers as unknown as { getSetCookie(): string[] }).getSetCookie();
+const cookieOf = (res: ApiResponse, name: string) => {
+  const header = setCookies(res).find((c) => c.startsWith(`${name}=`));
   return header ? { header, value: header.slice(name.length + 1).split(";")[0]! } : null;
 };
-const csrfIn = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
-const form = (fields: Record<string, string>) => ({ body: new URLSearchParams(fields).toString(), headers: { "content-type": "application/x-www-form-urlencoded" } });
+const csrfIn = (html: string) => {
+  const token = /<input type="hidden" name="_csrf" value="([^"]*)"/.exec(html)?.[1];
+  expect(token, "a _csrf field in the page").toBeTruthy();
+  return token!;
+};
+const FORM = { "content-type": "application/x-www-form-urlencoded" };
+const page = (path: string, cookie: string) => api("GET", path, { headers: { cookie } });
+const post = (path: string, cookie: string | null, fields: Record<string, string>) =>
+  api("POST", path, { body: new URLSearchParams(fields).toString(), headers: { ...FORM, ...(cookie ? { cookie } : {}) } });
+
+/** A signed-in page session: its cookie and the CSRF token its pages carry. */
+async function session(email = OPS_EMAIL) {
+  const token = await consoleToken(email);
+  const cookie = `console_session=${token}`;
+  const overview = await page("/console/ui", cookie);
+  expect(overview.status).toBe(200);
+  return { token, cookie, csrf: csrfIn(overview.text) };
+}
+
+/** How many rows of `table` have `column` = `value` (by name, so other tests' rows never interfere). */
+const rowsWith = async (table: string, column: string, value: string) =>
+  (await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE ${column} = ?`).bind(value).first<{ n: number }>())!.n;
 
 let log: MockInstance<typeof console.log>;
 beforeEach(() => {
@@ -15,80 +40,319 @@ beforeEach(() => {
 });
 afterEach(() => log.mockRestore());
 
-describe("console pages", () => {
-  it("without a session the console sends you to sign in", async () => {
+describe("without a session", () => {
+  it("GET /console redirects to /console/ui, which redirects to /console/sign-in", async () => {
     const root = await api("GET", "/console");
-    expect(root.status).toBe(302);
+    expect([301, 302, 303, 307, 308]).toContain(root.status);
     expect(root.headers.get("location")).toBe("/console/ui");
-    const page = await api("GET", "/console/ui");
-    expect(page.status).toBe(303);
-    expect(page.headers.get("location")).toBe("/console/sign-in");
+    const ui = await api("GET", "/console/ui");
+    expect([302, 303]).toContain(ui.status);
+    expect(ui.headers.get("location")).toBe("/console/sign-in");
   });
 
-  it("the HTML sign-in sets an HttpOnly, Secure, SameSite=Strict session cookie; without its pre-session cookie it is refused", async () => {
-    const first = await api("GET", "/console/sign-in");
-    const pre = cookieOf(first, "console_presession")!;
-    const csrf = csrfIn(first.text)!;
-    const headers = { cookie: `console_presession=${pre.value}`, "content-type": "application/x-www-form-urlencoded" };
-    const noCookie = await api("POST", "/console/sign-in", form({ _csrf: csrf, email: "ops@example.com" }));
-    expect(noCookie.status).toBe(403);
-    const started = await api("POST", "/console/sign-in", { body: new URLSearchParams({ _csrf: csrf, email: "ops@example.com" }).toString(), headers });
+  it.each(["/console/ui/merchants", "/console/ui/agents", "/console/ui/approvals", "/console/ui/webhooks", "/console/ui/kyt", "/console/ui/transactions", "/console/ui/transactions.csv", "/console/ui/users"])(
+    "GET %s redirects to sign-in and shows no data",
+    async (path) => {
+      const res = await api("GET", path);
+      expect([302, 303]).toContain(res.status);
+      expect(res.headers.get("location")).toBe("/console/sign-in");
+      expect(res.text).not.toContain("<table");
+    },
+  );
+
+  const badCookies: [string, () => Promise<string>][] = [
+    ["a garbage cookie", async () => "not-a-token"],
+    ["a token for someone who is not a console user", () => consoleToken("visitor@example.com")],
+    ["a token signed with another secret", async () => (await signConsoleToken("some-other-secret-0123456789abcdef0123456789", OPS_EMAIL)).token],
+    ["an expired token", async () => (await signConsoleToken(env.CONSOLE_SESSION_SECRET!, OPS_EMAIL, 60, Date.now() - 3600_000)).token],
+    ["a merchant API key", async () => (await createMerchant({ name: "Cookie Shop" })).apiKey],
+  ];
+  it.each(badCookies)("%s is sent to sign in, and the bad cookie is cleared", async (_name, make) => {
+    const res = await page("/console/ui/merchants", `console_session=${await make()}`);
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/console/sign-in");
+    expect(res.text).not.toContain("<table");
+    const cleared = cookieOf(res, "console_session");
+    expect(cleared).not.toBeNull();
+    expect(cleared!.value).toBe("");
+  });
+
+  it("the sign-in page renders an e-mail form with a CSRF field and sets an HttpOnly, Secure, SameSite=Strict pre-session cookie", async () => {
+    const res = await api("GET", "/console/sign-in");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/html");
+    expect(res.text).toContain("<h1>Sign in</h1>");
+    expect(res.text).toContain('action="/console/sign-in"');
+    expect(res.text).toContain('name="email"');
+    expect(csrfIn(res.text)).toMatch(/^[0-9a-f]{64}$/);
+    const pre = cookieOf(res, "console_presession")!;
+    expect(pre).not.toBeNull();
+    expect(pre.header).toMatch(/;\s*HttpOnly/i);
+    expect(pre.header).toMatch(/;\s*Secure/i);
+    expect(pre.header).toMatch(/;\s*SameSite=Strict/i);
+    // No navigation for someone not signed in.
+    expect(res.text).not.toContain('href="/console/ui/merchants"');
+  });
+});
+
+describe("HTML sign-in", () => {
+  /** GET /console/sign-in: the pre-session cookie and the form's CSRF token. */
+  async function signInPage() {
+    const res = await api("GET", "/console/sign-in");
+    return { cookie: `console_presession=${cookieOf(res, "console_presession")!.value}`, csrf: csrfIn(res.text) };
+  }
+  const codeIn = () => {
+    const code = /Your sign-in code is (\d{6})/.exec(log.mock.calls.flat().join("\n"))?.[1];
+    expect(code, "a printed sign-in code").toBeDefined();
+    return code!;
+  };
+
+  it("sets a console_session cookie that is HttpOnly, Secure and SameSite=Strict, and the session opens the console", async () => {
+    const pre = await signInPage();
+    const started = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: OPS_EMAIL });
     expect(started.status).toBe(200);
-    const code = /sign-in code is (\d{6})/.exec(log.mock.calls.flat().join("\n"))![1]!;
-    const verified = await api("POST", "/console/sign-in/verify", { body: new URLSearchParams({ _csrf: csrfIn(started.text)!, email: "ops@example.com", code }).toString(), headers });
+    expect(started.text).toContain('action="/console/sign-in/verify"');
+    expect(started.text).toContain('name="code"');
+    const verified = await post("/console/sign-in/verify", pre.cookie, { _csrf: csrfIn(started.text), email: OPS_EMAIL, code: codeIn() });
     expect(verified.status).toBe(303);
     expect(verified.headers.get("location")).toBe("/console/ui");
-    const session = cookieOf(verified, "console_session")!;
-    expect(session.header).toMatch(/HttpOnly/i);
-    expect(session.header).toMatch(/Secure/i);
-    expect(session.header).toMatch(/SameSite=Strict/i);
-    const overview = await api("GET", "/console/ui", { headers: { cookie: `console_session=${session.value}` } });
+
+    const sessionCookie = cookieOf(verified, "console_session")!;
+    expect(sessionCookie).not.toBeNull();
+    expect(sessionCookie.header).toMatch(/;\s*HttpOnly/i);
+    expect(sessionCookie.header).toMatch(/;\s*Secure/i);
+    expect(sessionCookie.header).toMatch(/;\s*SameSite=Strict/i);
+    expect(sessionCookie.header).toMatch(/;\s*Path=\//i);
+    // The session ends: the cookie expires, at most 12 h ahead.
+    const expires = /;\s*Expires=([^;]+)/i.exec(sessionCookie.header)?.[1];
+    expect(expires).toBeDefined();
+    expect(Date.parse(expires!) - Date.now()).toBeLessThanOrEqual(12 * 3600_000 + 1000);
+    expect(Date.parse(expires!)).toBeGreaterThan(Date.now());
+
+    const overview = await page("/console/ui", `console_session=${sessionCookie.value}`);
     expect(overview.status).toBe(200);
-    expect(overview.text).toContain("Paid volume by hour");
+    expect(overview.text).toContain("<h1>Overview</h1>");
+    expect(overview.text).toContain(OPS_EMAIL);
+    // The cookie holds the same kind of session token the API takes.
+    expect((await api("GET", "/console/agents", { token: sessionCookie.value })).status).toBe(200);
   });
 
-  it("every page renders for a signed-in user", async () => {
-    const cookie = `console_session=${await consoleToken()}`;
-    for (const [path, title] of [
-      ["/console/ui", "Overview"],
-      ["/console/ui/merchants", "Merchants"],
-      ["/console/ui/agents", "Agents"],
-      ["/console/ui/approvals", "Approvals"],
-      ["/console/ui/webhooks", "Webhooks"],
-      ["/console/ui/kyt", "KYT screening"],
-      ["/console/ui/transactions", "Transactions"],
-      ["/console/ui/users", "Console users"],
-    ]) {
-      const res = await api("GET", path!, { headers: { cookie } });
-      expect(res.status, path).toBe(200);
-      expect(res.headers.get("content-type")).toContain("text/html");
-      expect(res.text).toContain(`<h1>${title}</h1>`);
-    }
+  it("a wrong code is refused with 401 and sets no session cookie", async () => {
+    const pre = await signInPage();
+    const started = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: OPS_EMAIL });
+    const code = codeIn();
+    const wrong = String((Number(code) + 1) % 1_000_000).padStart(6, "0");
+    const res = await post("/console/sign-in/verify", pre.cookie, { _csrf: csrfIn(started.text), email: OPS_EMAIL, code: wrong });
+    expect(res.status).toBe(401);
+    expect(res.text).toContain("That code is not valid");
+    expect(cookieOf(res, "console_session")).toBeNull();
   });
 
-  it("a form without the right CSRF token is 403 and changes nothing; with it the merchant key is shown once", async () => {
-    const cookie = `console_session=${await consoleToken()}`;
-    const before = await env.DB.prepare("SELECT COUNT(*) AS n FROM merchants").first<{ n: number }>();
-    const forged = await api("POST", "/console/ui/merchants", { body: "name=Forged&_csrf=nope", headers: { cookie, "content-type": "application/x-www-form-urlencoded" } });
-    expect(forged.status).toBe(403);
-    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM merchants").first<{ n: number }>())?.n).toBe(before?.n);
-    const page = await api("GET", "/console/ui/merchants", { headers: { cookie } });
-    const created = await api("POST", "/console/ui/merchants", { body: new URLSearchParams({ name: "Form Shop", _csrf: csrfIn(page.text)! }).toString(), headers: { cookie, "content-type": "application/x-www-form-urlencoded" } });
+  it("an address that may not sign in sees the same code page, and no code is sent", async () => {
+    const pre = await signInPage();
+    const res = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: "visitor@example.com" });
+    expect(res.status).toBe(200);
+    expect(res.text).toContain('action="/console/sign-in/verify"');
+    expect(log.mock.calls.flat().join("\n")).not.toMatch(/sign-in code is/);
+  });
+
+  it("the pre-sign-in POST without the pre-session cookie is 403 and sends no code", async () => {
+    const pre = await signInPage();
+    const res = await post("/console/sign-in", null, { _csrf: pre.csrf, email: OPS_EMAIL });
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual({ error: "csrf_token_invalid" });
+    expect(log.mock.calls.flat().join("\n")).not.toMatch(/sign-in code is/);
+  });
+
+  it("the pre-sign-in POST with the cookie but a missing or foreign _csrf is 403", async () => {
+    const mine = await signInPage();
+    const theirs = await signInPage();
+    expect((await post("/console/sign-in", mine.cookie, { email: OPS_EMAIL })).status).toBe(403);
+    expect((await post("/console/sign-in", mine.cookie, { _csrf: theirs.csrf, email: OPS_EMAIL })).status).toBe(403);
+    expect(log.mock.calls.flat().join("\n")).not.toMatch(/sign-in code is/);
+  });
+
+  it("the verify POST without the pre-session cookie is 403 even with the right code", async () => {
+    const pre = await signInPage();
+    const started = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: OPS_EMAIL });
+    const res = await post("/console/sign-in/verify", null, { _csrf: csrfIn(started.text), email: OPS_EMAIL, code: codeIn() });
+    expect(res.status).toBe(403);
+    expect(cookieOf(res, "console_session")).toBeNull();
+  });
+});
+
+describe("signed-in pages", () => {
+  it.each([
+    ["/console/ui", "Overview", "Paid volume by hour"],
+    ["/console/ui/merchants", "Merchants", "Register a merchant"],
+    ["/console/ui/agents", "Agents", "Create an agent"],
+    ["/console/ui/approvals", "Approvals", "<table"],
+    ["/console/ui/webhooks", "Webhooks", "Add an endpoint"],
+    ["/console/ui/kyt", "KYT screening", 'name="address"'],
+    ["/console/ui/transactions", "Transactions", 'id="chain-badge"'],
+    ["/console/ui/users", "Console users", OPS_EMAIL],
+  ])("GET %s renders 200 HTML titled %j", async (path, title, content) => {
+    const { cookie } = await session();
+    const res = await page(path, cookie);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/html");
+    expect(res.text).toMatch(/^<!DOCTYPE html>|^<html/i);
+    expect(res.text).toContain(`<title>${title} · agent-pay console</title>`);
+    expect(res.text).toContain(`<h1>${title}</h1>`);
+    expect(res.text).toContain(content);
+    // The header shows who is signed in and offers sign-out with the CSRF token.
+    expect(res.text).toContain(OPS_EMAIL);
+    expect(res.text).toContain('action="/console/sign-out"');
+    csrfIn(res.text);
+  });
+
+  it("the overview, merchants, agents, agent and approvals pages show real data", async () => {
+    const { cookie } = await session();
+    const merchant = await createMerchant({ name: "Pages Data Shop" });
+    const agent = await createAgent({ name: "pages-data-agent", credit: 10_000, policy: { approvalThresholdUsdCents: 2_000 } });
+    const paid = await createCharge(merchant.apiKey, 1_234);
+    expect((await payCharge(agent.apiKey, paid.chargeId)).status).toBe(200);
+    const held = await createCharge(merchant.apiKey, 5_000);
+    const hold = await payCharge(agent.apiKey, held.chargeId);
+    expect(hold.status).toBe(402);
+
+    expect((await page("/console/ui/merchants", cookie)).text).toContain("Pages Data Shop");
+    const agents = await page("/console/ui/agents", cookie);
+    expect(agents.text).toContain("pages-data-agent");
+    expect(agents.text).toContain("$87.66");
+    const detail = await page(`/console/ui/agents/${agent.agentId}`, cookie);
+    expect(detail.status).toBe(200);
+    expect(detail.text).toContain("<h1>Agent pages-data-agent</h1>");
+    expect(detail.text).toMatch(/id="agent-balance">\$87\.66</);
+    expect(detail.text).toContain(paid.chargeId);
+    const approvals = await page("/console/ui/approvals", cookie);
+    expect(approvals.text).toContain(`id="approval-${hold.body.approvalId}"`);
+    expect(approvals.text).toContain("$50.00");
+    const overview = await page("/console/ui", cookie);
+    expect(overview.text).toContain("<svg");
+    expect(overview.text).toContain("$12.34");
+  });
+
+  it("what users typed, and the notice in the address, is escaped, never markup", async () => {
+    const { cookie, csrf } = await session();
+    const name = `<img src=x onerror="alert(1)">Evil & Co`;
+    const created = await post("/console/ui/merchants", cookie, { _csrf: csrf, name });
     expect(created.status).toBe(200);
-    const keys = created.text.match(/sk_mch_[A-Za-z0-9_-]{43}/g) ?? [];
+    const list = await page("/console/ui/merchants", cookie);
+    expect(list.text).toContain("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;Evil &amp; Co");
+    expect(list.text).not.toContain("<img src=x");
+    const notice = await page(`/console/ui?notice=${encodeURIComponent("<script>alert(1)</script>")}`, cookie);
+    expect(notice.text).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
+    expect(notice.text).not.toContain("<script>alert(1)");
+  });
+
+  it("an unknown agent's page is 404", async () => {
+    const { cookie } = await session();
+    expect((await page("/console/ui/agents/agent_doesnotexist", cookie)).status).toBe(404);
+  });
+});
+
+describe("CSRF on page forms", () => {
+  it("a merchant form without the right _csrf is 403 and creates no merchant", async () => {
+    const mine = await session();
+    const theirs = await session();
+    expect(theirs.csrf).not.toBe(mine.csrf);
+    const forgeries: Record<string, string>[] = [{ name: "Forged Shop" }, { name: "Forged Shop", _csrf: "" }, { name: "Forged Shop", _csrf: "nope" }, { name: "Forged Shop", _csrf: theirs.csrf }];
+    for (const fields of forgeries) {
+      const res = await post("/console/ui/merchants", mine.cookie, fields);
+      expect(res.status, JSON.stringify(fields)).toBe(403);
+      expect(res.body).toEqual({ error: "csrf_token_invalid" });
+      expect(res.text).not.toContain("sk_mch_");
+    }
+    expect(await rowsWith("merchants", "name", "Forged Shop")).toBe(0);
+    expect((await page("/console/ui/merchants", mine.cookie)).text).not.toContain("Forged Shop");
+  });
+
+  it.each([
+    ["/console/ui/agents", { name: "forged-agent", credit: "5000" }, ["agents", "name", "forged-agent"]],
+    ["/console/ui/users", { email: "forged-user@example.com" }, ["console_users", "email", "forged-user@example.com"]],
+    ["/console/ui/webhooks", { url: "https://forged.example.com/hook" }, ["webhook_endpoints", "url", "https://forged.example.com/hook"]],
+  ] as const)("POST %s without _csrf is 403 and writes nothing; with it, the row is written", async (path, fields, [table, column, value]) => {
+    const { cookie, csrf } = await session();
+    const res = await post(path, cookie, fields);
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual({ error: "csrf_token_invalid" });
+    expect(await rowsWith(table, column, value)).toBe(0);
+    // The same form with its token is accepted (so the check above looks where the write would land).
+    const accepted = await post(path, cookie, { ...fields, _csrf: csrf });
+    expect([200, 303]).toContain(accepted.status);
+    expect(await rowsWith(table, column, value)).toBe(1);
+  });
+
+  it("granting an approval without _csrf is 403 and the charge stays pending", async () => {
+    const { cookie, csrf } = await session();
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 10_000, policy: { approvalThresholdUsdCents: 1_000 } });
+    const charge = await createCharge(merchant.apiKey, 2_000);
+    const hold = await payCharge(agent.apiKey, charge.chargeId);
+    expect(hold.status).toBe(402);
+    const forged = await post(`/console/ui/approvals/${hold.body.approvalId}/grant`, cookie, {});
+    expect(forged.status).toBe(403);
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body.status).toBe("pending");
+    // With the token it goes through.
+    const granted = await post(`/console/ui/approvals/${hold.body.approvalId}/grant`, cookie, { _csrf: csrf });
+    expect(granted.status).toBe(303);
+    expect(decodeURIComponent(granted.headers.get("location")!)).toContain(`charge ${charge.chargeId} is paid`);
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body.status).toBe("paid");
+  });
+
+  it("sign-out without _csrf is 403 and the session stays valid", async () => {
+    const { cookie, token } = await session();
+    expect((await post("/console/sign-out", cookie, {})).status).toBe(403);
+    expect((await page("/console/ui", cookie)).status).toBe(200);
+    expect((await api("GET", "/console/agents", { token })).status).toBe(200);
+  });
+
+  it("with the right _csrf a merchant is created and its sk_mch_ key appears once, then never again", async () => {
+    const { cookie } = await session();
+    const form = await page("/console/ui/merchants", cookie);
+    const created = await post("/console/ui/merchants", cookie, { name: "Form Shop", category: "data", _csrf: csrfIn(form.text) });
+    expect(created.status).toBe(200);
+    expect(await rowsWith("merchants", "name", "Form Shop")).toBe(1);
+    const keys = created.text.match(/sk_mch_[A-Za-z0-9_-]+/g) ?? [];
     expect(keys).toHaveLength(1);
-    const again = await api("GET", "/console/ui/merchants", { headers: { cookie } });
+    expect(created.text).toContain('id="merchant-key"');
+    expect(created.text).toContain("shown once");
+
+    // The key shown is the merchant's real key.
+    const me = await api("GET", "/merchant/me", { token: keys[0]! });
+    expect(me.status).toBe(200);
+    expect(me.body.merchant).toMatchObject({ name: "Form Shop" });
+    expect(created.text).toContain(me.body.merchant.id);
+    expect(await env.DB.prepare("SELECT category FROM merchants WHERE id = ?").bind(me.body.merchant.id).first("category")).toBe("data");
+
+    const again = await page("/console/ui/merchants", cookie);
     expect(again.text).toContain("Form Shop");
     expect(again.text).not.toContain(keys[0]);
+    expect(again.text).not.toContain("sk_mch_");
   });
 
-  it("signing out from the page ends the session", async () => {
-    const token = await consoleToken();
-    const cookie = `console_session=${token}`;
-    const page = await api("GET", "/console/ui", { headers: { cookie } });
-    const out = await api("POST", "/console/sign-out", { body: new URLSearchParams({ _csrf: csrfIn(page.text)! }).toString(), headers: { cookie, "content-type": "application/x-www-form-urlencoded" } });
+  it("with the right _csrf an agent is created with its policy and credit, and its key is shown once", async () => {
+    const { cookie, csrf } = await session();
+    const created = await post("/console/ui/agents", cookie, { _csrf: csrf, name: "form-agent", approvalThresholdUsdCents: "1000", credit: "2500" });
+    expect(created.status).toBe(200);
+    const keys = created.text.match(/svc_sk_[A-Za-z0-9_-]+/g) ?? [];
+    expect(keys).toHaveLength(1);
+    const balance = await api("GET", "/balance", { token: keys[0]! });
+    expect(balance.status).toBe(200);
+    expect(balance.body.balanceMinor).toBe(2_500);
+    expect((await page("/console/ui/agents", cookie)).text).not.toContain(keys[0]);
+  });
+
+  it("signing out from the page revokes the session: the cookie is cleared and the token no longer works", async () => {
+    const { cookie, token, csrf } = await session();
+    const out = await post("/console/sign-out", cookie, { _csrf: csrf });
     expect(out.status).toBe(303);
-    expect((await api("GET", "/console/ui", { headers: { cookie } })).status).toBe(303);
+    expect(out.headers.get("location")).toBe("/console/sign-in");
+    expect(cookieOf(out, "console_session")?.value ?? "").toBe("");
+    const after = await page("/console/ui", cookie);
+    expect(after.status).toBe(303);
+    expect(after.headers.get("location")).toBe("/console/sign-in");
     expect((await api("GET", "/console/agents", { token })).status).toBe(401);
   });
 });

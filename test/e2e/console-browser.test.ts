@@ -1,38 +1,67 @@
-import { mkdirSync, readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { createHmac } from "node:crypto";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import path from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevServer, type DevServer } from "./dev-server";
 
-const SHOTS = path.resolve(import.meta.dirname, "../../test-results/console-screenshots");
+// The web console in real headless Chromium against `npm run dev`, as an
+// operator uses it. Full-page screenshots of every page visited are written to
+// test-results/console-screenshots/ (git-ignored) for a reviewer to look at.
+// The steps share one browser page and run in order.
 
-// The web console driven in real headless Chromium against `npm run dev`.
+const SHOTS = path.resolve(import.meta.dirname, "../../test-results/console-screenshots");
+const CSV_HEADER = "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash";
+const SANCTIONED = "0x098B716B8Aaf21512996dC57EB0615e2383E2f96"; // on the bundled OFAC SDN list
+const CLEAN = "0x1111111111111111111111111111111111111111";
+
 describe("the console in a browser", () => {
   let dev: DevServer;
   let browser: Browser;
+  let context: BrowserContext;
   let page: Page;
   let receiver: Server;
-  const received: string[] = [];
+  let hookUrl: string;
+  const received: { headers: IncomingHttpHeaders; body: string }[] = [];
+  const dialogs: string[] = [];
+  const pageErrors: string[] = [];
+  let shots = 0;
+
+  // What the steps hand on to each other.
+  const state = { merchantKey: "", merchantId: "", agentKey: "", agentId: "", heldChargeId: "", approvalId: "", webhookSecret: "", endpointId: "", triggerChargeId: "" };
 
   beforeAll(async () => {
+    rmSync(SHOTS, { recursive: true, force: true });
     mkdirSync(SHOTS, { recursive: true });
     receiver = createServer((req, res) => {
-      let body = "";
-      req.on("data", (c: Buffer) => (body += c.toString()));
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
-        received.push(body);
-        res.writeHead(200).end("ok");
+        received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+        res.writeHead(200, { "content-type": "text/plain" }).end("ok");
       });
     });
     await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
-    dev = await startDevServer();
-    browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
-      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    const address = receiver.address();
+    if (!address || typeof address === "string") throw new Error("the receiver did not bind");
+    hookUrl = `http://127.0.0.1:${address.port}/hook`;
+
+    [dev, browser] = await Promise.all([
+      startDevServer(),
+      chromium.launch({
+        executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+        args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+      }),
+    ]);
+    context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(10_000);
+    page.on("dialog", (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
     });
-    page = await browser.newPage({ acceptDownloads: true });
-    page.on("dialog", (dialog) => void dialog.accept());
+    page.on("pageerror", (error) => pageErrors.push(error.message));
   });
 
   afterAll(async () => {
@@ -41,115 +70,230 @@ describe("the console in a browser", () => {
     await new Promise<void>((resolve) => (receiver ? receiver.close(() => resolve()) : resolve()));
   });
 
-  const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
-  const api = async (method: string, route: string, token: string, body?: unknown) => {
-    const res = await fetch(`${dev.url}${route}`, { method, headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined });
+  /** A full-page screenshot named by the page, numbered in the order visited. */
+  const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `${String(++shots).padStart(2, "0")}-${name}.png`), fullPage: true });
+  const api = async (method: string, route: string, token?: string, body?: unknown) => {
+    const res = await fetch(`${dev.url}${route}`, {
+      method,
+      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { "content-type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
     return { status: res.status, body: (await res.json()) as any };
   };
-  const until = async (check: () => Promise<boolean>, what: string, timeoutMs = 30_000) => {
+  /** Polls `check` until it holds; the deadline only bounds the wait. */
+  const until = async (check: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
     const deadline = Date.now() + timeoutMs;
     while (!(await check())) {
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
       await new Promise((r) => setTimeout(r, 250));
     }
   };
+  const text = async (selector: string) => ((await page.textContent(selector)) ?? "").trim();
 
-  it("signs in with the e-mailed code and runs the operator's day", async () => {
-    // Sign in: the local mail transport prints the code to the server log.
+  it("signs in with the code the local mail transport printed to the server log", async () => {
     await page.goto(`${dev.url}/console`);
+    expect(page.url()).toBe(`${dev.url}/console/sign-in`);
+    expect(await text("h1")).toBe("Sign in");
     await shot("sign-in");
+
     await page.fill("#email", "ops@example.com");
     await page.click("button[type=submit]");
     await page.waitForSelector("#code");
-    await until(async () => /sign-in code is \d{6}/.test(dev.log()), "the sign-in code in the log");
-    const code = [...dev.log().matchAll(/sign-in code is (\d{6})/g)].pop()![1]!;
+    await shot("sign-in-code");
+    await until(async () => /sign-in code is \d{6}/.test(dev.log()), "the sign-in code in the server log");
+    const code = [...dev.log().matchAll(/to=ops@example\.com[\s\S]*?sign-in code is (\d{6})/g)].pop()![1]!;
     await page.fill("#code", code);
     await page.click("button[type=submit]");
     await page.waitForURL(`${dev.url}/console/ui`);
-    await shot("overview");
+    expect(await text("h1")).toBe("Overview");
+    expect(await text("header")).toContain("ops@example.com");
 
-    // Register a merchant: the key is shown once.
+    // The browser holds the session in an HttpOnly, Secure, SameSite=Strict cookie, out of reach of scripts.
+    const cookie = (await context.cookies()).find((c) => c.name === "console_session");
+    expect(cookie).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict" });
+    expect(await page.evaluate<string>("document.cookie")).not.toContain("console_session");
+    await shot("overview");
+  });
+
+  it("registers a merchant; its API key is shown once", async () => {
     await page.goto(`${dev.url}/console/ui/merchants`);
     await page.fill("#m-name", "Browser Shop");
+    await page.fill("#m-category", "data");
     await page.click("form[action='/console/ui/merchants'] button[type=submit]");
-    const merchantKey = (await page.textContent("#merchant-key"))!.trim();
-    expect(merchantKey).toMatch(/^sk_mch_/);
-    await shot("merchants");
+    state.merchantKey = await text("#merchant-key");
+    expect(state.merchantKey).toMatch(/^sk_mch_[A-Za-z0-9_-]{43}$/);
+    expect(await page.isVisible(".secret button:has-text('Copy')")).toBe(true);
+    await shot("merchants-key-shown");
 
-    // Create an agent with an approval threshold and credit.
+    const me = await api("GET", "/merchant/me", state.merchantKey);
+    expect(me.status).toBe(200);
+    expect(me.body.merchant.name).toBe("Browser Shop");
+    state.merchantId = me.body.merchant.id;
+
+    await page.goto(`${dev.url}/console/ui/merchants`);
+    expect(await text("main table")).toContain("Browser Shop");
+    expect(await page.content()).not.toContain(state.merchantKey);
+    await shot("merchants");
+  });
+
+  it("creates an agent with an approval threshold and an initial credit; its key is shown once", async () => {
     await page.goto(`${dev.url}/console/ui/agents`);
     await page.fill("#a-name", "browser-agent");
-    await page.fill("input[name=approvalThresholdUsdCents]", "1000");
+    await page.fill("form[action='/console/ui/agents'] input[name=approvalThresholdUsdCents]", "1000");
     await page.fill("#a-credit", "5000");
     await page.click("form[action='/console/ui/agents'] button[type=submit]");
-    const agentKey = (await page.textContent("#agent-key"))!.trim();
-    expect(agentKey).toMatch(/^svc_sk_/);
-    await shot("agents");
+    state.agentKey = await text("#agent-key");
+    expect(state.agentKey).toMatch(/^svc_sk_[A-Za-z0-9_-]{43}$/);
+    expect(await text("main table")).toContain("approval over $10.00");
+    await shot("agents-key-shown");
 
-    // The agent hits the threshold through the API.
-    const charge = (await api("POST", "/merchant/charges", merchantKey, { amountUsdCents: 2500, description: "big job" })).body;
-    const held = await api("POST", `/charges/${charge.chargeId}/pay`, agentKey);
+    const balance = await api("GET", "/balance", state.agentKey);
+    expect(balance.status).toBe(200);
+    expect(balance.body.balanceMinor).toBe(5000);
+    state.agentId = balance.body.agentId;
+  });
+
+  it("a charge above the threshold, paid by the agent through the API, waits for approval", async () => {
+    const charge = await api("POST", "/merchant/charges", state.merchantKey, { amountUsdCents: 2500, description: "big job" });
+    expect(charge.status).toBe(201);
+    state.heldChargeId = charge.body.chargeId;
+    const held = await api("POST", `/charges/${state.heldChargeId}/pay`, state.agentKey);
     expect(held.status).toBe(402);
     expect(held.body.pendingApproval).toBe(true);
+    state.approvalId = held.body.approvalId;
+    expect(state.approvalId).toBeTruthy();
+    expect((await api("GET", `/charges/${state.heldChargeId}`)).body.status).toBe("pending");
+  });
 
-    // Grant it in the console (a confirm dialog is accepted).
+  it("grants it on the approvals page after a confirmation, and the charge is paid", async () => {
     await page.goto(`${dev.url}/console/ui/approvals`);
+    const row = page.locator(`#approval-${state.approvalId}`);
+    expect(await row.textContent()).toContain("$25.00");
+    expect(await row.textContent()).toContain(state.agentId);
+    expect(await row.textContent()).toContain(state.merchantId);
     await shot("approvals");
-    await page.click(`#approval-${held.body.approvalId} button[name=grant]`);
+
+    await row.locator("button[name=grant]").click();
     await page.waitForSelector(".notice");
-    expect(await page.textContent(".notice")).toContain("is paid");
-    const paid = await fetch(`${dev.url}/charges/${charge.chargeId}`).then((r) => r.json() as Promise<{ status: string; method: string }>);
-    expect(paid).toMatchObject({ status: "paid", method: "ledger" });
+    expect(dialogs.some((m) => m.includes("Grant $25.00"))).toBe(true);
+    expect(await text(".notice")).toContain(`${state.heldChargeId} is paid`);
+    expect(await page.locator(`#approval-${state.approvalId}`).count()).toBe(0);
+    await shot("approvals-granted");
 
-    // Agent detail: balance after the payment.
+    const charge = await api("GET", `/charges/${state.heldChargeId}`);
+    expect(charge.body).toMatchObject({ chargeId: state.heldChargeId, status: "paid", method: "ledger" });
+    expect((await api("GET", "/balance", state.agentKey)).body.balanceMinor).toBe(2500);
+  });
+
+  it("the agent's page shows its balance and the payment", async () => {
     await page.goto(`${dev.url}/console/ui/agents`);
-    await page.click("text=browser-agent");
-    expect(await page.textContent("#agent-balance")).toBe("$25.00");
+    await page.click("a:has-text('browser-agent')");
+    await page.waitForURL(`${dev.url}/console/ui/agents/${state.agentId}`);
+    expect(await text("#agent-balance")).toBe("$25.00");
+    expect(await text("main")).toContain(state.heldChargeId);
     await shot("agent-detail");
+  });
 
-    // A webhook endpoint (secret shown once) and a delivery to it.
-    const address = receiver.address();
-    const hookUrl = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/hook`;
+  it("creates a webhook endpoint (secret shown once) and sees a signed delivery arrive and listed", async () => {
     await page.goto(`${dev.url}/console/ui/webhooks`);
     await page.fill("#w-url", hookUrl);
     await page.click("form[action='/console/ui/webhooks'] button[type=submit]");
-    expect((await page.textContent("#webhook-secret"))!.trim()).toMatch(/^whsec_/);
+    state.webhookSecret = await text("#webhook-secret");
+    expect(state.webhookSecret).toMatch(/^whsec_/);
+    await shot("webhooks-secret-shown");
+
+    // An event: another charge created through the API.
+    const trigger = await api("POST", "/merchant/charges", state.merchantKey, { amountUsdCents: 100, description: "webhook trigger" });
+    expect(trigger.status).toBe(201);
+    state.triggerChargeId = trigger.body.chargeId;
+    await until(async () => received.some((r) => r.body.includes(state.triggerChargeId)), "the webhook at the receiver");
+    const delivery = received.find((r) => r.body.includes(state.triggerChargeId))!;
+    expect(delivery.headers["x-service-event"]).toBe("charge.created");
+    // Signed with the secret the console showed.
+    const signature = String(delivery.headers["x-service-signature"]);
+    const t = /t=(\d+)/.exec(signature)?.[1];
+    expect(t).toBeDefined();
+    const expected = createHmac("sha256", state.webhookSecret).update(`${t}.${delivery.body}`).digest("hex");
+    expect(signature.split(",")).toContain(`v1=${expected}`);
+
+    await page.goto(`${dev.url}/console/ui/webhooks`);
+    expect(await page.content()).not.toContain(state.webhookSecret);
     await shot("webhooks");
-    const another = (await api("POST", "/merchant/charges", merchantKey, { amountUsdCents: 100 })).body;
-    await until(async () => received.some((b) => b.includes(another.chargeId)), "the webhook delivery");
     await page.click(`a:has-text("${hookUrl}")`);
     await until(async () => {
       await page.reload();
-      return (await page.locator("tr.delivery").count()) > 0 && (await page.textContent("body"))!.includes("delivered");
-    }, "the delivery in the list");
-    await shot("deliveries");
+      const rows = page.locator("tr.delivery", { hasText: "charge.created" });
+      return (await rows.count()) > 0 && ((await rows.first().textContent()) ?? "").includes("delivered");
+    }, "the delivery listed as delivered");
+    const row = page.locator("tr.delivery", { hasText: "charge.created" }).first();
+    expect(await row.locator(".badge").textContent()).toBe("delivered");
+    expect(Number(await row.locator("td.num").textContent())).toBeGreaterThanOrEqual(1);
+    await shot("webhook-deliveries");
+  });
 
-    // KYT.
+  it("screens addresses on the KYT page", async () => {
     await page.goto(`${dev.url}/console/ui/kyt`);
-    await page.fill("#k-address", "0x098B716B8Aaf21512996dC57EB0615e2383E2f96");
+    await page.fill("#k-address", SANCTIONED);
     await page.click("form[action='/console/ui/kyt'] button[type=submit]");
-    expect(await page.textContent("#kyt-verdict")).toBe("block");
-    await shot("kyt");
+    expect(await text("#kyt-verdict")).toBe("block");
+    await shot("kyt-block");
+    await page.fill("#k-address", CLEAN);
+    await page.click("form[action='/console/ui/kyt'] button[type=submit]");
+    expect(await text("#kyt-verdict")).toBe("pass");
+    await shot("kyt-pass");
+  });
 
-    // Transactions: the chain is verified, and the CSV downloads.
+  it("shows the transactions with a chain-verified badge, and downloads the CSV", async () => {
     await page.goto(`${dev.url}/console/ui/transactions`);
-    expect(await page.textContent("#chain-badge")).toContain("verified");
+    expect(await text("#chain-badge")).toMatch(/^verified · \d+ events$/);
+    expect(await page.getAttribute("#chain-badge", "class")).toContain("ok");
+    expect(await text("main table")).toContain("$25.00");
     await shot("transactions");
+
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#csv-download")]);
+    expect(download.suggestedFilename()).toMatch(/\.csv$/);
     const csv = readFileSync((await download.path())!, "utf8");
-    expect(csv.split("\r\n")[0]).toBe("seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash");
-    expect(csv).toContain(charge.chargeId);
+    const lines = csv.trim().split(/\r?\n/);
+    expect(lines[0]).toBe(CSV_HEADER);
+    // The credit and the granted payment.
+    expect(lines.length).toBeGreaterThanOrEqual(3);
+    expect(csv).toContain(state.heldChargeId);
+  });
 
+  it("shows the console users and an overview with today's paid volume", async () => {
     await page.goto(`${dev.url}/console/ui/users`);
+    expect(await text("main table")).toContain("ops@example.com");
     await shot("users");
-    await page.goto(`${dev.url}/console/ui`);
-    expect(await page.textContent(".stat b")).toBe("$25.00");
-    await shot("overview-after");
 
-    // Sign out: the console sends you back to sign in.
+    await page.goto(`${dev.url}/console/ui`);
+    expect(await text(".stat b")).toBe("$25.00");
+    expect(await page.locator("main svg rect[height]:not([height='0'])").count()).toBeGreaterThanOrEqual(1);
+    await shot("overview-after");
+  });
+
+  it("is usable on a phone-sized screen: no page is wider than the screen", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [route, name] of [
+      ["/console/ui", "overview"],
+      ["/console/ui/agents", "agents"],
+      ["/console/ui/transactions", "transactions"],
+    ] as const) {
+      await page.goto(`${dev.url}${route}`);
+      await shot(`phone-${name}`);
+      const { scrollWidth, innerWidth } = await page.evaluate<{ scrollWidth: number; innerWidth: number }>("({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })");
+      expect(scrollWidth, route).toBeLessThanOrEqual(innerWidth);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("signs out: the console sends you back to sign in", async () => {
+    await page.goto(`${dev.url}/console/ui`);
     await page.click("header button[type=submit]");
     await page.waitForURL(`${dev.url}/console/sign-in`);
-    await page.goto(`${dev.url}/console/ui`);
+    expect((await context.cookies()).find((c) => c.name === "console_session")).toBeUndefined();
+    await page.goto(`${dev.url}/console/ui/merchants`);
     expect(page.url()).toBe(`${dev.url}/console/sign-in`);
+    await shot("signed-out");
+    expect(pageErrors).toEqual([]);
   });
 });
