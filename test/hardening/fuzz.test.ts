@@ -309,7 +309,10 @@ function shapeProblem(sent: Sent): string | null {
   } catch {
     return `unparseable JSON: ${what}`;
   }
-  if (status >= 400 && (parsed === null || typeof parsed !== "object" || typeof (parsed as { error?: unknown }).error !== "string")) return `no string error: ${what}`;
+  // The one 4xx that is not an error: a payment held for a human (interface: 402 with `pendingApproval: true` and a reason).
+  const held = status === 402 && typeof parsed === "object" && parsed !== null && (parsed as { pendingApproval?: unknown }).pendingApproval === true
+    && typeof (parsed as { reason?: unknown }).reason === "string";
+  if (status >= 400 && !held && (parsed === null || typeof parsed !== "object" || typeof (parsed as { error?: unknown }).error !== "string")) return `no string error: ${what}`;
   return null;
 }
 
