@@ -10,10 +10,10 @@ import { agentView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
 import { ensureDepositAddress } from "../deposits/addresses";
 
-const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
-const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
-const AgentParam = z.object({ agentId: z.string().min(1).max(64) });
-const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
+export const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
+export const AgentParam = z.object({ agentId: z.string().min(1).max(64) });
+export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {

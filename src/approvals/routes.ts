@@ -9,11 +9,11 @@ import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { APPROVAL_STATUSES, approvalView, getApproval, listApprovals, rejectApproval } from "./service";
 
-const ListQuery = z.object({
+export const ListQuery = z.object({
   status: z.enum(APPROVAL_STATUSES).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
-const ApprovalParam = z.object({ id: z.string().min(1).max(64) });
+export const ApprovalParam = z.object({ id: z.string().min(1).max(64) });
 
 export const approvalRoutes = new Hono<AppEnv>()
   .get("/console/approvals", requireActor("console"), validate("query", ListQuery), async (c) => {

@@ -16,7 +16,7 @@ const isoDate = z
   .refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), "not a calendar date");
 
 export const ExportQuery = z.object({ from: isoDate.optional(), to: isoDate.optional() });
-const PageQuery = z.object({
+export const PageQuery = z.object({
   afterSeq: z.coerce.number().int().nonnegative().default(0),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
 });

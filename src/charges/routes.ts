@@ -10,13 +10,13 @@ import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
 import { chargeView, createCharge, getCharge, listMerchantCharges } from "./service";
 
-const CreateChargeBody = z.object({
+export const CreateChargeBody = z.object({
   amountUsdCents: amountMinor,
   description: z.string().max(1000).optional(),
   externalId: z.string().max(200).optional(),
 }).strict();
 
-const ChargeIdParam = z.object({ chargeId: z.string().min(1).max(64) });
+export const ChargeIdParam = z.object({ chargeId: z.string().min(1).max(64) });
 
 export const chargeRoutes = new Hono<AppEnv>()
   .post("/merchant/charges", requireActor("merchant"), validate("json", CreateChargeBody), async (c) => {

@@ -20,14 +20,14 @@ import {
   visitCheckoutLink,
 } from "./service";
 
-const CreateBody = z.object({
+export const CreateBody = z.object({
   amountUsdCents: amountMinor,
   description: z.string().trim().min(1).max(1000),
   externalId: z.string().max(200).optional(),
 }).strict();
-const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
-const PatchBody = z.object({ active: z.boolean() }).strict();
-const TokenParam = z.object({ token: z.string().min(1).max(64) });
+export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
+export const PatchBody = z.object({ active: z.boolean() }).strict();
+export const TokenParam = z.object({ token: z.string().min(1).max(64) });
 
 export const checkoutRoutes = new Hono<AppEnv>()
   .post("/merchant/checkout", requireActor("merchant"), validate("json", CreateBody), async (c) => {

@@ -13,9 +13,9 @@ import { verifyAccessAssertion } from "./access";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "./sign-in";
 
 const Email = z.string().trim().email().max(254);
-const StartBody = z.object({ email: Email }).strict();
-const VerifyBody = z.object({ email: Email, code: z.string().regex(/^\d{6}$/, "a 6-digit code") }).strict();
-const UserBody = z.object({ email: Email }).strict();
+export const StartBody = z.object({ email: Email }).strict();
+export const VerifyBody = z.object({ email: Email, code: z.string().regex(/^\d{6}$/, "a 6-digit code") }).strict();
+export const UserBody = z.object({ email: Email }).strict();
 
 /** The client address Cloudflare reports; locally, one shared bucket. */
 export const clientAddressOf = (header: string | undefined) => header ?? "local";

@@ -10,8 +10,8 @@ import { EVM_ADDRESS, screenAddress } from "./screening";
 
 const Address = z.string().trim().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits");
 
-const ScreenBody = z.object({ address: Address, chain: z.string().trim().min(1).max(64) }).strict();
-const BlocklistBody = z.object({ address: Address, reason: z.string().trim().min(1).max(200).default("operator") }).strict();
+export const ScreenBody = z.object({ address: Address, chain: z.string().trim().min(1).max(64) }).strict();
+export const BlocklistBody = z.object({ address: Address, reason: z.string().trim().min(1).max(200).default("operator") }).strict();
 
 export const kytRoutes = new Hono<AppEnv>()
   .post("/kyt/screen", requireActor("console"), validate("json", ScreenBody), async (c) => {

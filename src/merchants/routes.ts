@@ -7,16 +7,16 @@ import { validate } from "../lib/validation";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { consoleMerchantView, getMerchant, listMerchants, merchantView, registerMerchant, setPayoutAddress } from "./service";
 
-const RegisterBody = z.object({
+export const RegisterBody = z.object({
   name: z.string().trim().min(1).max(200),
   category: z.string().trim().min(1).max(64).optional(),
 }).strict();
 
-const PayoutAddressBody = z.object({
+export const PayoutAddressBody = z.object({
   address: z.string().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits"),
 }).strict();
 
-const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 
 export const merchantRoutes = new Hono<AppEnv>()
   .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {

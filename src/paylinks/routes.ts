@@ -9,19 +9,19 @@ import { validate } from "../lib/validation";
 import { grantObjectOf } from "./grant.do";
 import { acceptPaylink, createPaylink, grantOfAgent, isExpired, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
 
-const CreateBody = z.object({
+export const CreateBody = z.object({
   budgetUsdCents: amountMinor,
   label: z.string().trim().min(1).max(200).optional(),
   perChargeUsdCents: amountMinor.optional(),
   maxUses: z.number().int().positive().max(1_000_000).optional(),
   expiresInHours: z.number().int().positive().max(24 * 366).optional(),
 }).strict();
-const DrawBody = z.object({
+export const DrawBody = z.object({
   agentId: z.string().min(1).max(64),
   amountUsdCents: amountMinor,
   description: z.string().max(1000).optional(),
 }).strict();
-const CodeParam = z.object({ code: z.string().min(1).max(64) });
+export const CodeParam = z.object({ code: z.string().min(1).max(64) });
 
 export const paylinkRoutes = new Hono<AppEnv>()
   .post("/merchant/paylinks", requireActor("merchant"), validate("json", CreateBody), async (c) => {

@@ -10,15 +10,15 @@ import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoin
 import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";
 
-const CreateBody = z.object({
+export const CreateBody = z.object({
   url: z.string().min(1).max(2048),
   events: z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length).optional(),
   merchantId: z.string().min(1).max(64).optional(),
 }).strict();
-const IdParam = z.object({ id: z.string().min(1).max(64) });
-const DeliveryParam = z.object({ id: z.string().min(1).max(64), deliveryId: z.string().min(1).max(64) });
-const DeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) });
-const RotateBody = z.object({ graceSeconds: z.number().int().min(0).max(7 * 86_400).default(86_400) }).strict();
+export const IdParam = z.object({ id: z.string().min(1).max(64) });
+export const DeliveryParam = z.object({ id: z.string().min(1).max(64), deliveryId: z.string().min(1).max(64) });
+export const DeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) });
+export const RotateBody = z.object({ graceSeconds: z.number().int().min(0).max(7 * 86_400).default(86_400) }).strict();
 
 const urlIssue = (reason: string) => new ApiError(400, "invalid_request", { issues: [{ path: "url", code: "invalid_url", message: `webhook URL refused: ${reason}` }] });
 

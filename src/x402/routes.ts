@@ -72,8 +72,8 @@ async function respond(c: Context<AppEnv>, outcome: X402Outcome) {
   }
 }
 
-const ChargeParam = z.object({ chargeId: z.string().min(1).max(64) });
-const TokenParam = z.object({ token: z.string().min(1).max(64) });
+export const ChargeParam = z.object({ chargeId: z.string().min(1).max(64) });
+export const TokenParam = z.object({ token: z.string().min(1).max(64) });
 
 /** The checkout link as an x402 target; 404 unknown, 409 disabled. */
 async function checkoutTarget(c: Context<AppEnv>, token: string): Promise<X402Target> {
