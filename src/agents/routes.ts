@@ -8,6 +8,7 @@ import { validate } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
+import { creditBody } from "./wallet";
 import { ensureDepositAddress } from "../deposits/addresses";
 
 export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
@@ -39,9 +40,9 @@ export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents/:agentId/credits", requireActor("console"), validate("param", AgentParam), validate("json", CreditBody), async (c) => {
     const { agentId } = c.req.valid("param");
     const body = c.req.valid("json");
-    const result = await walletOf(c.env, agentId).credit(agentId, body.amountUsdCents, body.reference ?? null, actorOf(c.get("actor"), "console").email);
+    const result = await walletOf(c.env, agentId).credit(agentId, body.amountUsdCents, body.reference ?? null, actorOf(c.get("actor"), "console").email, c.get("idempotency"));
     if (!result.ok) throw new ApiError(404, "agent_not_found");
-    return c.json({ balanceMinor: result.balanceMinor });
+    return c.json(creditBody(result.balanceMinor));
   })
   .get("/balance", requireActor("agent"), async (c) => {
     const agent = await getAgent(c.get("db"), actorOf(c.get("actor"), "agent").agentId);

@@ -5,7 +5,8 @@ import type { Policy } from "./policy";
 import type { DepositTransfer } from "../ledger/movements";
 import type { SqlStatement } from "../ledger/plan";
 import { nowIso } from "../lib/time";
-import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot, type PayOutcome } from "./wallet";
+import type { IdempotencySlot } from "../lib/idempotency";
+import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot, type PayOutcome, type ResponseSlot } from "./wallet";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -15,12 +16,12 @@ import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, 
 export class WalletDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
 
-  payCharge(agentId: string, chargeId: string) {
-    return this.serialize(() => this.expiringHolds(agentId, payCharge(this.env, agentId, chargeId)));
+  payCharge(agentId: string, chargeId: string, respond?: ResponseSlot) {
+    return this.serialize(() => this.expiringHolds(agentId, payCharge(this.env, agentId, chargeId, respond)));
   }
 
-  payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[]) {
-    return this.serialize(() => this.expiringHolds(agentId, payNewCharge(this.env, agentId, charge, birthGuards)));
+  payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot) {
+    return this.serialize(() => this.expiringHolds(agentId, payNewCharge(this.env, agentId, charge, birthGuards, respond)));
   }
 
   /** A payment held for a human gets an alarm at its approval's expiry. */
@@ -49,16 +50,16 @@ export class WalletDurableObject extends DurableObject<Env> {
     if (next?.next) await this.ctx.storage.setAlarm(Date.parse(next.next));
   }
 
-  drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>) {
-    return this.serialize(() => drawFromWallet(this.env, agentId, charge, grantStatements, auditData));
+  drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>, respond?: ResponseSlot) {
+    return this.serialize(() => drawFromWallet(this.env, agentId, charge, grantStatements, auditData, respond));
   }
 
-  grantApproval(agentId: string, approvalId: string, decidedBy: string) {
-    return this.serialize(() => grantApproval(this.env, agentId, approvalId, decidedBy));
+  grantApproval(agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot) {
+    return this.serialize(() => grantApproval(this.env, agentId, approvalId, decidedBy, slot));
   }
 
-  credit(agentId: string, amountMinor: number, reference: string | null, by: string) {
-    return this.serialize(() => creditWallet(this.env, agentId, amountMinor, reference, by));
+  credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {
+    return this.serialize(() => creditWallet(this.env, agentId, amountMinor, reference, by, slot));
   }
 
   creditDeposit(transfer: DepositTransfer, credit: boolean) {

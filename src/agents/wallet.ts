@@ -12,6 +12,17 @@ import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso, utcDayStart } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { evaluatePolicy, parseStoredPolicy, POLICY_REASONS, type Policy } from "./policy";
+import { PENDING_FIGURE, storeResponseStatement, storeTemplateStatement, type IdempotencySlot } from "../lib/idempotency";
+import { heldBody, paidBody, type PaidView } from "./outcomes";
+
+/**
+ * Where a wallet operation stores its answer when its request carries an
+ * Idempotency-Key: in the same batch as the payment or the hold, so the effect
+ * and its answer commit together. `view` is how the route answers a payment.
+ */
+export interface ResponseSlot extends IdempotencySlot {
+  view: PaidView;
+}
 
 /** Outcomes of a wallet operation; routes map each to a status in one table (outcomes.ts). */
 export type PayOutcome =
@@ -96,6 +107,7 @@ function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshol
 }
 
 interface CommitOptions {
+  respond?: ResponseSlot;
   method?: "ledger" | "paylink";
   prelude?: SqlStatement[];
   extraStatements?: SqlStatement[];
@@ -107,9 +119,15 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const paidAt = nowIso();
   const reference = newId("payment");
   const method = options.method ?? "ledger";
+  const paidCharge = chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt });
+  const { respond } = options;
+  // The answer, with the merchant's balance after this payment written in by the batch itself.
+  const epilogue = respond
+    ? [storeTemplateStatement(respond, 200, JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })), "merchantBalanceMinor", "SELECT balance_minor FROM merchants WHERE id = ?", charge.merchantId)]
+    : [];
   faultPoint("payment.before_commit");
   const result = await ledgerOf(env).commit(
-    walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, auditData: options.auditData }),
+    walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, epilogue, auditData: options.auditData }),
   );
   if (result.kind === "refused") {
     if (result.reason === POLICY_REASONS.balance) return { kind: "rejected", reason: result.reason };
@@ -117,7 +135,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   }
   faultPoint("payment.after_commit");
   const merchantBalanceMinor = Number(result.results.at(-1)?.[0]?.balanceMinor ?? 0);
-  return { kind: "paid", charge: chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt }), merchantBalanceMinor };
+  return { kind: "paid", charge: paidCharge, merchantBalanceMinor };
 }
 
 /**
@@ -125,7 +143,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
  * Durable Object, so no two decisions for one agent interleave; the charge's
  * own state is guarded in the batch, so two agents can never both pay it.
  */
-export async function payCharge(env: Env, agentId: string, chargeId: string): Promise<PayOutcome> {
+export async function payCharge(env: Env, agentId: string, chargeId: string, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
   const { charge, agent, pendingApproval } = await readChargeState(env, agentId, chargeId, now);
   if (!charge) return { kind: "not_found", reason: "charge_not_found" };
@@ -135,8 +153,8 @@ export async function payCharge(env: Env, agentId: string, chargeId: string): Pr
 
   const decision = decide(agent, charge, false);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
-  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, []);
-  return commitPayment(env, agentId, charge);
+  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
+  return commitPayment(env, agentId, charge, { respond });
 }
 
 /**
@@ -145,15 +163,15 @@ export async function payCharge(env: Env, agentId: string, chargeId: string): Pr
  * so a refused payment leaves no charge behind. `birthGuards` run first (the
  * link is still active).
  */
-export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[]): Promise<PayOutcome> {
+export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
   const agent = await readAgentState(env, agentId, now);
   if (!agent) return { kind: "not_found", reason: "agent_not_found" };
   const decision = decide(agent, charge, false);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
-  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude);
-  return commitPayment(env, agentId, charge, { prelude });
+  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude, respond);
+  return commitPayment(env, agentId, charge, { prelude, respond });
 }
 
 /**
@@ -162,7 +180,7 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
  * created already paid (method `paylink`); `grantStatements` guard and move
  * the grant's figures in the same batch.
  */
-export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>): Promise<PayOutcome> {
+export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, respond?: ResponseSlot): Promise<PayOutcome> {
   const agent = await readAgentState(env, agentId, Date.now());
   if (!agent) return { kind: "not_found", reason: "agent_not_found" };
   const decision = decide(agent, charge, true);
@@ -172,6 +190,7 @@ export async function drawFromWallet(env: Env, agentId: string, charge: PayableS
     prelude: chargeCreationStatements(charge, charge.merchantName),
     extraStatements: grantStatements,
     auditData,
+    respond,
   });
 }
 
@@ -187,6 +206,7 @@ async function requestApproval(
   existing: ApprovalSnapshot | undefined,
   now: number,
   prelude: SqlStatement[],
+  respond: ResponseSlot | undefined,
 ): Promise<PayOutcome> {
   const view = chargeView(charge);
   const createdAt = nowIso(now);
@@ -203,6 +223,7 @@ async function requestApproval(
   const approvalId = newId("approval");
   const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
   const data = { approvalId, reason, expiresAt, chargeId: charge.id, agentId, merchantId: charge.merchantId, amountMinor: charge.amountMinor };
+  const held = { approvalId, reason, expiresAt, charge: view };
   try {
     await executeBatch(env.DB, [
       ...prelude,
@@ -213,6 +234,7 @@ async function requestApproval(
         approvalId, charge.id, agentId, charge.merchantId, charge.amountMinor, reason, expiresAt, createdAt,
       ),
       outboxEvent("approval.required", charge.merchantId, data, createdAt),
+      ...(respond ? [storeResponseStatement(respond, 402, JSON.stringify(heldBody(held)))] : []),
     ]);
   } catch (error) {
     const message = String(error);
@@ -222,7 +244,7 @@ async function requestApproval(
     if (guarded) return { kind: "conflict", reason: guarded };
     throw error;
   }
-  return { kind: "approval", approvalId, reason, expiresAt, charge: view };
+  return { kind: "approval", ...held };
 }
 
 /**
@@ -230,7 +252,7 @@ async function requestApproval(
  * pays the charge. Hard limits and the balance still apply; if they no longer
  * allow it the approval stays pending (402).
  */
-export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string): Promise<PayOutcome> {
+export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot): Promise<PayOutcome> {
   const now = Date.now();
   const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`).bind(approvalId).first()) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
@@ -248,6 +270,7 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
       sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
     ],
     auditData: { approvalId, approvedBy: decidedBy },
+    respond: slot && { ...slot, view: { kind: "approval", approvalId } },
   });
 }
 
@@ -263,11 +286,16 @@ export async function checkApprovalOpen(env: Env, approval: { id: string; status
 }
 
 /** Credits the wallet from outside (a manual top-up), recorded in the ledger and the audit chain. */
-export async function creditWallet(env: Env, agentId: string, amountMinor: number, reference: string | null, by: string): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
-  const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso() }));
+export async function creditWallet(env: Env, agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
+  // The answer names the balance after the credit; the batch writes it in (see storeTemplateStatement).
+  const epilogue = slot ? [storeTemplateStatement(slot, 200, JSON.stringify(creditBody(PENDING_FIGURE)), "balanceMinor", "SELECT balance_minor FROM agents WHERE id = ?", agentId)] : [];
+  const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso(), epilogue }));
   if (result.kind === "refused") return { ok: false, reason: result.reason };
   return { ok: true, balanceMinor: Number(result.results.at(-1)?.[0]?.balanceMinor) };
 }
+
+/** The answer to a credit. */
+export const creditBody = (balanceMinor: number) => ({ balanceMinor });
 
 /** Replaces the agent's policy; returns false if the agent does not exist. */
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {

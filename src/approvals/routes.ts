@@ -25,8 +25,8 @@ export const approvalRoutes = new Hono<AppEnv>()
     const approval = await getApproval(c.get("db"), c.req.valid("param").id);
     if (!approval) throw new ApiError(404, "approval_not_found");
     const { email } = actorOf(c.get("actor"), "console");
-    const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, email);
-    return payOutcomeResponse(c, outcome, (paid) => ({ approval: { approvalId: approval.id, status: "granted" }, charge: paid.charge }));
+    const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, email, c.get("idempotency"));
+    return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id });
   })
   .post("/approvals/:id/reject", requireActor("console"), validate("param", ApprovalParam), async (c) => {
     const db = c.get("db");

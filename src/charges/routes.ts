@@ -8,6 +8,7 @@ import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
+import { answerInBatch } from "../lib/idempotency";
 import { chargeView, createCharge, getCharge, listMerchantCharges } from "./service";
 
 export const CreateChargeBody = z.object({
@@ -23,7 +24,8 @@ export const chargeRoutes = new Hono<AppEnv>()
     const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
     if (!merchant) throw new ApiError(404, "merchant_not_found");
     const body = c.req.valid("json");
-    const charge = await createCharge(c.env.DB, merchant, { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId });
+    const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
+    const charge = await createCharge(c.env.DB, merchant, input, (row) => answerInBatch(c, 201, chargeView(row)));
     return c.json(chargeView(charge), 201);
   })
   .get("/merchant/charges", requireActor("merchant"), async (c) => {
@@ -37,6 +39,7 @@ export const chargeRoutes = new Hono<AppEnv>()
   })
   .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
     const { agentId } = actorOf(c.get("actor"), "agent");
-    const outcome = await walletOf(c.env, agentId).payCharge(agentId, c.req.valid("param").chargeId);
+    const slot = c.get("idempotency");
+    const outcome = await walletOf(c.env, agentId).payCharge(agentId, c.req.valid("param").chargeId, slot && { ...slot, view: { kind: "charge" } });
     return payOutcomeResponse(c, outcome);
   });

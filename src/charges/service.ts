@@ -1,6 +1,6 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { executeBatch } from "../db/batch";
+import { executeBatch, nothingMore, type WithCreated } from "../db/batch";
 import { charges } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../ledger/plan";
 import { newId } from "../lib/ids";
@@ -82,9 +82,10 @@ export async function createCharge(
   d1: D1Database,
   merchant: { id: string; name: string },
   input: { amountMinor: number; description?: string | undefined; externalId?: string | undefined },
+  withCreated: WithCreated<ChargeRow> = nothingMore,
 ): Promise<ChargeRow> {
   const row = newPendingCharge(merchant.id, input);
-  await executeBatch(d1, chargeCreationStatements(row, merchant.name));
+  await executeBatch(d1, [...chargeCreationStatements(row, merchant.name), ...(await withCreated(row))]);
   return row;
 }
 

@@ -9,6 +9,7 @@ import { guard } from "../ledger/plan";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
+import { answerInBatch } from "../lib/idempotency";
 import {
   checkoutLinkCreatedView,
   checkoutLinkForPayment,
@@ -36,7 +37,7 @@ export const checkoutRoutes = new Hono<AppEnv>()
       amountMinor: body.amountUsdCents,
       description: body.description,
       externalId: body.externalId,
-    });
+    }, (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)));
     return c.json(checkoutLinkCreatedView(link), 201);
   })
   .get("/merchant/checkout-links", requireActor("merchant"), validate("query", ListQuery), async (c) => {
@@ -66,7 +67,9 @@ export const checkoutRoutes = new Hono<AppEnv>()
       merchantCategory: found.merchantCategory,
     };
     const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
-    const outcome = await walletOf(c.env, agentId).payNewCharge(agentId, charge, [linkStillActive]);
     // The agent sees its charge, not the merchant's balance.
-    return payOutcomeResponse(c, outcome, (paid) => ({ paid: true, charge: paid.charge }));
+    const view = { kind: "checkout" } as const;
+    const slot = c.get("idempotency");
+    const outcome = await walletOf(c.env, agentId).payNewCharge(agentId, charge, [linkStillActive], slot && { ...slot, view });
+    return payOutcomeResponse(c, outcome, view);
   });

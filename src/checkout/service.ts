@@ -3,6 +3,7 @@ import type { Db } from "../db/client";
 import { checkoutLinks, merchants } from "../db/schema";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
+import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;
 
@@ -38,7 +39,7 @@ export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string)
   totalPaidMinor: l.totalPaidMinor,
 });
 
-export async function createCheckoutLink(db: Db, merchantId: string, input: { amountMinor: number; description: string; externalId?: string | undefined }) {
+export async function createCheckoutLink(db: Db, merchantId: string, input: { amountMinor: number; description: string; externalId?: string | undefined }, withCreated: WithCreated<CheckoutLinkRow> = nothingMore) {
   const row: CheckoutLinkRow = {
     id: newId("checkoutLink"),
     token: newId("checkoutToken"),
@@ -53,7 +54,7 @@ export async function createCheckoutLink(db: Db, merchantId: string, input: { am
     active: true,
     createdAt: nowIso(),
   };
-  await db.insert(checkoutLinks).values(row);
+  await writeTogether(db, [db.insert(checkoutLinks).values(row), ...(await withCreated(row))]);
   return row;
 }
 

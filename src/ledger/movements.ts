@@ -20,6 +20,8 @@ export interface WalletPayment {
   prelude?: SqlStatement[];
   /** Guards and statements a caller adds (an approval being granted, a grant being drawn). */
   extraStatements?: SqlStatement[];
+  /** Statements that must see the batch's writes (storing the answer that names the balances after it). */
+  epilogue?: SqlStatement[];
   auditData?: Record<string, unknown>;
 }
 
@@ -74,6 +76,7 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
       ...postingStatements(p.reference, [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
       outboxEvent("payment.succeeded", charge.merchantId, data, p.paidAt),
       outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
+      ...(p.epilogue ?? []),
       sqlStatement("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?", charge.merchantId),
     ],
     audit: [
@@ -93,11 +96,12 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
 }
 
 /** A manual top-up of an agent wallet from outside the service. */
-export function agentCreditPlan(p: { agentId: string; amountMinor: number; transferId: string; reference: string | null; by: string; createdAt: string }): CommitPlan {
+export function agentCreditPlan(p: { agentId: string; amountMinor: number; transferId: string; reference: string | null; by: string; createdAt: string; epilogue?: SqlStatement[] }): CommitPlan {
   return {
     statements: [
       guard("agent_not_found", "EXISTS (SELECT 1 FROM agents WHERE id = ?)", p.agentId),
       ...postingStatements(p.transferId, [{ from: "external:manual_credits", to: `agent:${p.agentId}`, amountMinor: p.amountMinor }], p.createdAt),
+      ...(p.epilogue ?? []),
       sqlStatement("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?", p.agentId),
     ],
     audit: [

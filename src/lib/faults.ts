@@ -13,7 +13,8 @@ export type FaultPoint =
   | "draw.before_wallet"
   | "draw.after_commit"
   | "delivery.before_post"
-  | "delivery.after_post";
+  | "delivery.after_post"
+  | "idempotency.before_store";
 
 export interface FaultContext {
   /** Present inside a Durable Object: ends the object as a crash would. */

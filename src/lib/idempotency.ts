@@ -1,9 +1,12 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "./errors";
 import { sha256Hex } from "./crypto";
 import { nowIso } from "./time";
 import { decryptSecret, encryptSecret } from "./encryption";
+import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import { faultPoint } from "./faults";
 
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
@@ -15,6 +18,54 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
  */
 export const ABANDONED_AFTER_MS = 60_000;
 
+/** The reserved key of the request being run, for storing its response in the batch of its effect. */
+export interface IdempotencySlot {
+  scope: string;
+  key: string;
+}
+
+const STORE_RESPONSE = `UPDATE idempotency_keys SET status = 'done', response_status = ?, response_content_type = 'application/json', response_body = `;
+const STILL_RESERVED = " WHERE scope = ? AND key = ? AND status = 'in_progress'";
+
+/**
+ * The statement that stores a JSON response for `slot` inside the batch of the
+ * effect it reports, so the effect and its answer commit together: a crash
+ * after the batch still replays this exact answer. `body` is stored as given:
+ * encrypt it first (`encryptSecret`) when it carries a key shown once.
+ */
+export const storeResponseStatement = (slot: IdempotencySlot, status: number, body: string): SqlStatement =>
+  sqlStatement(`${STORE_RESPONSE}?${STILL_RESERVED}`, status, body, slot.scope, slot.key);
+
+/**
+ * As `storeResponseStatement`, for an answer that names a figure only the batch
+ * itself knows (a balance after the payment): `template` is the JSON answer with
+ * `"<field>":<PENDING_FIGURE>` in that place, and the batch writes in the value
+ * of `figureSql` (a scalar subquery run after the batch's own writes). The token
+ * carries raw quotes, which JSON never leaves unescaped inside a string, so no
+ * text a user supplied can be mistaken for it.
+ */
+export const storeTemplateStatement = (slot: IdempotencySlot, status: number, template: string, field: string, figureSql: string, ...figureParams: SqlStatement["params"]): SqlStatement =>
+  sqlStatement(
+    `${STORE_RESPONSE}replace(?, ?, ? || (${figureSql}))${STILL_RESERVED}`,
+    status, template, `"${field}":${PENDING_FIGURE}`, `"${field}":`, ...figureParams, slot.scope, slot.key,
+  );
+
+/**
+ * The statements that store a create's answer in the create's own batch,
+ * encrypted (it may show a key once); none when the request has no key.
+ */
+export async function answerInBatch(c: Context<AppEnv>, status: number, body: object): Promise<SqlStatement[]> {
+  const slot = c.get("idempotency");
+  if (!slot) return [];
+  return [storeResponseStatement(slot, status, await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)))];
+}
+
+/** Stands in the template for the figure the batch writes (see `storeTemplateStatement`). */
+export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
+
+/** Stored answers that carry a secret are encrypted (`v1:`); money answers are stored as JSON (they carry none). */
+const storedText = (material: string, body: string) => (body.startsWith("v1:") ? decryptSecret(material, body) : Promise.resolve(body));
+
 /**
  * `Idempotency-Key` on POST (Stripe semantics). The first request with a key
  * reserves it, runs, and its status and body are kept; the same key and the
@@ -22,7 +73,10 @@ export const ABANDONED_AFTER_MS = 60_000;
  * same key with a different request is 409 `idempotency_key_reused`; a
  * duplicate while the first still runs is 409 `idempotency_key_in_use`. A
  * request that failed validation (400) or failed unexpectedly (5xx) keeps
- * nothing, so it can be retried. Keys are scoped to the credential (a hash of
+ * nothing, so it can be retried. Handlers that change state store their
+ * answer in the same D1 batch as the change (`c.get("idempotency")` and
+ * `storeResponseStatement`), so no crash can separate the two; for the rest the
+ * answer is stored right after. Keys are scoped to the credential (a hash of
  * the Authorization header) and kept 24 h. Requests without a credential
  * (x402) are exactly-once by their own reservation and ignore the header.
  */
@@ -57,7 +111,7 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     if (!row) throw new ApiError(409, "idempotency_key_in_use");
     if (row.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
     if (row.status !== "done") throw new ApiError(409, "idempotency_key_in_use");
-    c.res = new Response(await decryptSecret(c.get("settings").webhookSecretsKey, row.responseBody), {
+    c.res = new Response(await storedText(c.get("settings").webhookSecretsKey, row.responseBody), {
       status: row.responseStatus,
       headers: { "content-type": row.contentType ?? "application/json", "idempotent-replayed": "true" },
     });
@@ -65,14 +119,18 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
   }
 
   let stored = false;
+  c.set("idempotency", { scope, key });
   try {
     await next();
     const status = c.res.status;
+    // A crash here (after the effect, before the answer is stored afterwards) is what in-batch answers survive.
+    faultPoint("idempotency.before_store");
     if (status !== 400 && status < 500) {
       // Encrypted at rest: a first response may carry a key shown once (a new merchant's, agent's or endpoint's).
+      // An answer already stored in its effect's batch is left as it is.
       const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
       await db
-        .prepare("UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ? WHERE scope = ? AND key = ?")
+        .prepare(`UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ?${STILL_RESERVED}`)
         .bind(status, body, c.res.headers.get("content-type"), scope, key)
         .run();
       stored = true;

@@ -4,6 +4,7 @@ import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
+import { answerInBatch } from "../lib/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { consoleMerchantView, getMerchant, listMerchants, merchantView, registerMerchant, setPayoutAddress } from "./service";
 
@@ -20,7 +21,7 @@ export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(50
 
 export const merchantRoutes = new Hono<AppEnv>()
   .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {
-    const created = await registerMerchant(c.get("db"), c.req.valid("json"));
+    const created = await registerMerchant(c.get("db"), c.req.valid("json"), (created) => answerInBatch(c, 201, created));
     return c.json(created, 201);
   })
   .get("/console/merchants", requireActor("console"), validate("query", ListQuery), async (c) => {

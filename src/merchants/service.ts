@@ -4,6 +4,7 @@ import { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
+import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type MerchantRow = typeof merchants.$inferSelect;
 
@@ -28,17 +29,15 @@ export const consoleMerchantView = (m: MerchantRow) => ({
 });
 
 /** Registers a merchant; the API key is returned here once and only its hash is kept. */
-export async function registerMerchant(db: Db, input: { name: string; category?: string | undefined }) {
+export async function registerMerchant(db: Db, input: { name: string; category?: string | undefined }, withCreated: WithCreated<{ merchantId: string; apiKey: string }> = nothingMore) {
   const merchantId = newId("merchant");
   const apiKey = newSecret("merchantKey");
-  await db.insert(merchants).values({
-    id: merchantId,
-    name: input.name,
-    category: input.category ?? null,
-    apiKeyHash: await hashApiKey(apiKey),
-    createdAt: nowIso(),
-  });
-  return { merchantId, apiKey };
+  const created = { merchantId, apiKey };
+  await writeTogether(db, [
+    db.insert(merchants).values({ id: merchantId, name: input.name, category: input.category ?? null, apiKeyHash: await hashApiKey(apiKey), createdAt: nowIso() }),
+    ...(await withCreated(created)),
+  ]);
+  return created;
 }
 
 export const getMerchant = (db: Db, id: string) => db.select().from(merchants).where(eq(merchants.id, id)).get();

@@ -6,6 +6,7 @@ import { guard, sqlStatement } from "../ledger/plan";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
+import type { IdempotencySlot } from "../lib/idempotency";
 
 export interface DrawRequest {
   grantId: string;
@@ -59,7 +60,7 @@ function checkGrant(grant: GrantState, amountMinor: number, now: number): DrawOu
  * figures. The batch re-checks the figures it read, so nothing is written on
  * any refusal.
  */
-export async function drawOnGrant(env: Env, request: DrawRequest): Promise<DrawOutcome> {
+export async function drawOnGrant(env: Env, request: DrawRequest, slot?: IdempotencySlot): Promise<DrawOutcome> {
   const now = Date.now();
   const grant = (await env.DB.prepare(GRANT_SELECT).bind(request.grantId).first()) as GrantState | null;
   if (!grant) return { kind: "conflict", reason: "sin_grant_del_agente" };
@@ -80,9 +81,12 @@ export async function drawOnGrant(env: Env, request: DrawRequest): Promise<DrawO
     sqlStatement("UPDATE paylink_grants SET spent_minor = spent_minor + ?, uses = uses + 1 WHERE id = ?", request.amountMinor, grant.id),
     ...(exhausted ? [outboxEvent("budget.exhausted", grant.merchantId, { paylinkId: grant.paylinkId, grantId: grant.id, agentId: grant.agentId, spentMinor }, at)] : []),
   ];
+  const figures = { spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
   faultPoint("draw.before_wallet");
-  const outcome = await walletOf(env, grant.agentId).drawFromWallet(grant.agentId, charge, grantStatements, { paylinkId: grant.paylinkId, grantId: grant.id });
+  const outcome = await walletOf(env, grant.agentId).drawFromWallet(
+    grant.agentId, charge, grantStatements, { paylinkId: grant.paylinkId, grantId: grant.id }, slot && { ...slot, view: { kind: "draw", ...figures } },
+  );
   if (outcome.kind !== "paid") return outcome.kind === "approval" ? { kind: "conflict", reason: "unexpected_approval" } : outcome;
   faultPoint("draw.after_commit");
-  return { kind: "paid", charge: outcome.charge, spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
+  return { kind: "paid", charge: outcome.charge, ...figures };
 }

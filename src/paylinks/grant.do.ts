@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import type { IdempotencySlot } from "../lib/idempotency";
 import type { Env } from "../env";
 import { serialQueue } from "../lib/serial";
 import { drawOnGrant, type DrawRequest } from "./draw";
@@ -11,8 +12,8 @@ import { drawOnGrant, type DrawRequest } from "./draw";
 export class GrantDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
 
-  draw(request: DrawRequest) {
-    return this.serialize(() => drawOnGrant(this.env, request));
+  draw(request: DrawRequest, slot?: IdempotencySlot) {
+    return this.serialize(() => drawOnGrant(this.env, request, slot));
   }
 }
 

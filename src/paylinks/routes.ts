@@ -2,10 +2,11 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { payOutcomeResponse } from "../agents/outcomes";
+import { paidBody, payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
+import { answerInBatch } from "../lib/idempotency";
 import { grantObjectOf } from "./grant.do";
 import { acceptPaylink, createPaylink, grantOfAgent, isExpired, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
 
@@ -32,7 +33,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
       perChargeMinor: body.perChargeUsdCents,
       maxUses: body.maxUses,
       expiresInHours: body.expiresInHours,
-    });
+    }, (row) => answerInBatch(c, 201, paylinkCreatedView(row)));
     return c.json(paylinkCreatedView(paylink), 201);
   })
   .get("/pl/:code", validate("param", CodeParam), async (c) => {
@@ -59,14 +60,8 @@ export const paylinkRoutes = new Hono<AppEnv>()
     const body = c.req.valid("json");
     const grant = await grantOfAgent(db, found.paylink.id, body.agentId);
     if (!grant) throw new ApiError(409, "sin_grant_del_agente");
-    const outcome = await grantObjectOf(c.env, grant.id).draw({ grantId: grant.id, amountMinor: body.amountUsdCents, description: body.description ?? null });
+    const outcome = await grantObjectOf(c.env, grant.id).draw({ grantId: grant.id, amountMinor: body.amountUsdCents, description: body.description ?? null }, c.get("idempotency"));
     if (outcome.kind !== "paid") return payOutcomeResponse(c, outcome);
-    const { charge } = outcome;
-    return c.json({
-      paid: true,
-      charge: { chargeId: charge.chargeId, status: charge.status, method: charge.method, reference: charge.reference },
-      spentMinor: outcome.spentMinor,
-      remainingMinor: outcome.remainingMinor,
-      exhausted: outcome.exhausted,
-    });
+    const { spentMinor, remainingMinor, exhausted } = outcome;
+    return c.json(paidBody({ kind: "draw", spentMinor, remainingMinor, exhausted }, { charge: outcome.charge, merchantBalanceMinor: 0 }));
   });

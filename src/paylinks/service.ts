@@ -6,6 +6,7 @@ import { sqlStatement } from "../ledger/plan";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
+import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
 export type GrantRow = typeof paylinkGrants.$inferSelect;
@@ -42,6 +43,7 @@ export async function createPaylink(
   db: Db,
   merchantId: string,
   input: { budgetMinor: number; label?: string | undefined; perChargeMinor?: number | undefined; maxUses?: number | undefined; expiresInHours?: number | undefined },
+  withCreated: WithCreated<PaylinkRow> = nothingMore,
 ) {
   const now = Date.now();
   const row: PaylinkRow = {
@@ -55,7 +57,7 @@ export async function createPaylink(
     expiresAt: input.expiresInHours === undefined ? null : nowIso(now + input.expiresInHours * HOUR_MS),
     createdAt: nowIso(now),
   };
-  await db.insert(paylinks).values(row);
+  await writeTogether(db, [db.insert(paylinks).values(row), ...(await withCreated(row))]);
   return row;
 }
 

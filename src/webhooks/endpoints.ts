@@ -4,6 +4,7 @@ import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/sche
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { decryptSecret, encryptSecret } from "../lib/encryption";
+import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
@@ -31,7 +32,12 @@ export const deliveryView = (d: DeliveryRow) => ({
 });
 
 /** Registers an endpoint; its `whsec_` secret is returned here once and stored encrypted. */
-export async function createEndpoint(db: Db, secretsKey: string, input: { url: string; events: string[]; merchantId: string | null; createdBy: string }) {
+export async function createEndpoint(
+  db: Db,
+  secretsKey: string,
+  input: { url: string; events: string[]; merchantId: string | null; createdBy: string },
+  withCreated: WithCreated<{ row: EndpointRow; secret: string }> = nothingMore,
+) {
   const secret = newSecret("webhookSecret");
   const row: EndpointRow = {
     id: newId("webhookEndpoint"),
@@ -45,8 +51,9 @@ export async function createEndpoint(db: Db, secretsKey: string, input: { url: s
     createdAt: nowIso(),
     disabledAt: null,
   };
-  await db.insert(webhookEndpoints).values(row);
-  return { row, secret };
+  const created = { row, secret };
+  await writeTogether(db, [db.insert(webhookEndpoints).values(row), ...(await withCreated(created))]);
+  return created;
 }
 
 export const listEndpoints = (db: Db) =>
@@ -65,17 +72,25 @@ export async function disableEndpoint(db: Db, id: string): Promise<boolean> {
  * Issues a new secret. The old one keeps signing beside it (a second `v1=`)
  * for `graceSeconds`, so receivers can switch without dropping an event.
  */
-export async function rotateEndpointSecret(db: Db, secretsKey: string, endpoint: EndpointRow, graceSeconds: number, now = Date.now()) {
-  const secret = newSecret("webhookSecret");
-  await db
+export async function rotateEndpointSecret(
+  db: Db,
+  secretsKey: string,
+  endpoint: EndpointRow,
+  graceSeconds: number,
+  withCreated: WithCreated<{ secret: string; previousSecretExpiresAt: string | null }> = nothingMore,
+  now = Date.now(),
+) {
+  const rotated = { secret: newSecret("webhookSecret"), previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null };
+  const update = db
     .update(webhookEndpoints)
     .set({
-      secretCiphertext: await encryptSecret(secretsKey, secret),
+      secretCiphertext: await encryptSecret(secretsKey, rotated.secret),
       previousSecretCiphertext: graceSeconds > 0 ? endpoint.secretCiphertext : null,
-      previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null,
+      previousSecretExpiresAt: rotated.previousSecretExpiresAt,
     })
     .where(eq(webhookEndpoints.id, endpoint.id));
-  return { secret, previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null };
+  await writeTogether(db, [update, ...(await withCreated(rotated))]);
+  return rotated;
 }
 
 /** The secrets that sign right now: the current one, and the previous one during its grace period. */

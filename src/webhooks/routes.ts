@@ -5,8 +5,9 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
+import { answerInBatch } from "../lib/idempotency";
 import { redeliver } from "./dispatch";
-import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret } from "./endpoints";
+import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret, type EndpointRow } from "./endpoints";
 import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";
 
@@ -35,13 +36,14 @@ export const webhookRoutes = new Hono<AppEnv>()
       throw new ApiError(400, "invalid_request", { issues: [{ path: "merchantId", code: "unknown_merchant", message: "no such merchant" }] });
     }
     const events = [...new Set(body.events ?? [])];
-    const { row, secret } = await createEndpoint(db, settings.webhookSecretsKey, {
+    const createdView = ({ row, secret }: { row: EndpointRow; secret: string }) => ({ id: row.id, url: row.url, events, merchantId: row.merchantId, secret });
+    const created = await createEndpoint(db, settings.webhookSecretsKey, {
       url: verdict.url.toString(),
       events,
       merchantId: body.merchantId ?? null,
       createdBy: actorOf(c.get("actor"), "console").email,
-    });
-    return c.json({ id: row.id, url: row.url, events, merchantId: row.merchantId, secret }, 201);
+    }, (created) => answerInBatch(c, 201, createdView(created)));
+    return c.json(createdView(created), 201);
   })
   .get("/settings/webhooks", async (c) => {
     return c.json({ endpoints: (await listEndpoints(c.get("db"))).map(endpointView) });
@@ -54,8 +56,9 @@ export const webhookRoutes = new Hono<AppEnv>()
     const db = c.get("db");
     const endpoint = await getEndpoint(db, c.req.valid("param").id);
     if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");
-    const rotated = await rotateEndpointSecret(db, c.get("settings").webhookSecretsKey, endpoint, c.req.valid("json").graceSeconds);
-    return c.json({ id: endpoint.id, secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
+    const rotatedView = (rotated: { secret: string; previousSecretExpiresAt: string | null }) => ({ id: endpoint.id, secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
+    const rotated = await rotateEndpointSecret(db, c.get("settings").webhookSecretsKey, endpoint, c.req.valid("json").graceSeconds, (rotated) => answerInBatch(c, 200, rotatedView(rotated)));
+    return c.json(rotatedView(rotated));
   })
   .get("/settings/webhooks/:id/deliveries", validate("param", IdParam), validate("query", DeliveriesQuery), async (c) => {
     const db = c.get("db");

@@ -49,6 +49,9 @@ const PAYMENT_FAULTS: [FaultPoint, Mode][] = [
   ["payment.after_commit", "throw"],
 ];
 
+/** Faults after the batch committed: the payment and its stored answer are already in D1. */
+const COMMITTED = new Set<FaultPoint>(["ledger.after_batch", "payment.after_commit", "draw.after_commit"]);
+
 describe("faults in a wallet payment", () => {
   for (const [point, mode] of PAYMENT_FAULTS) {
     it(`${mode} at ${point}: nothing half-applied; the retry with the same key pays exactly once`, async () => {
@@ -62,9 +65,10 @@ describe("faults in a wallet payment", () => {
       expect(first.status).toBe(500);
       await expectConsistentLedger();
       const retry = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
-      // Before the commit the retry pays; after it, the payment already happened and the retry says so.
-      expect([200, 409]).toContain(retry.status);
-      if (retry.status === 409) expect(retry.body.error).toBe("charge_not_pending");
+      // Before the commit the retry pays; after it, the answer stored in the payment's own batch is replayed.
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get("idempotent-replayed")).toBe(COMMITTED.has(point) ? "true" : null);
+      expect(retry.body).toMatchObject({ paid: true, charge: { chargeId: charge.chargeId, status: "paid" }, merchantBalanceMinor: 250 });
       expect(await balanceOf(agent.apiKey)).toBe(750);
       expect(await merchantBalance(merchant.apiKey)).toBe(250);
       const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ?").bind(`agent:${agent.agentId}`).first<{ n: number }>();
@@ -89,7 +93,9 @@ describe("faults in an approval grant", () => {
       expect(first.status).toBe(500);
       await expectConsistentLedger();
       const retry = await api("POST", `/approvals/${hold.body.approvalId}/grant`, { token, headers });
-      expect([200, 409]).toContain(retry.status);
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get("idempotent-replayed")).toBe(COMMITTED.has(point) ? "true" : null);
+      expect(retry.body).toMatchObject({ approval: { approvalId: hold.body.approvalId, status: "granted" }, charge: { chargeId: charge.chargeId, status: "paid" } });
       expect(await balanceOf(agent.apiKey)).toBe(600);
       const approval = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?").bind(hold.body.approvalId).first<{ status: string }>();
       expect(approval?.status).toBe("granted");
@@ -112,14 +118,10 @@ describe("faults in a PayLink draw", () => {
       expect(first.status).toBe(500);
       await expectConsistentLedger();
       const retry = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body, headers });
-      if (point === "draw.after_commit") {
-        // The draw landed before the crash; the retry is a new draw request (its key was freed by the 500).
-        expect(retry.status).toBe(200);
-        expect(retry.body.spentMinor).toBe(400);
-      } else {
-        expect(retry.status).toBe(200);
-        expect(retry.body.spentMinor).toBe(200);
-      }
+      // The draw that landed before the crash is answered from its own batch, never drawn twice.
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get("idempotent-replayed")).toBe(COMMITTED.has(point) ? "true" : null);
+      expect(retry.body).toMatchObject({ paid: true, spentMinor: 200, remainingMinor: 300, exhausted: false });
       const grant = await env.DB.prepare("SELECT spent_minor AS spent, uses FROM paylink_grants WHERE agent_id = ?").bind(agent.agentId).first<{ spent: number; uses: number }>();
       const paid = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE agent_id = ? AND status = 'paid'").bind(agent.agentId).first<{ total: number }>();
       expect(grant?.spent).toBe(paid?.total);
