@@ -12,7 +12,7 @@ const LOG_LOOKBACK_BLOCKS = 50_000n;
 /** A payment still `settling` this long after its last update lost its worker (a crash mid-settlement). */
 const STALE_SETTLING_MS = 5 * 60_000;
 
-interface OpenPayment {
+export interface OpenPayment {
   id: string;
   chargeId: string;
   payer: `0x${string}`;

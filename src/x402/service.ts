@@ -10,6 +10,7 @@ import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { facilitatorOf, type Facilitator } from "./facilitator";
+import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { termsFor, type Terms } from "./terms";
 import { verifyPayment } from "./verify";
@@ -110,6 +111,12 @@ export async function payWithX402(env: Env, target: X402Target, resource: string
   await env.DB.prepare("UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'")
     .bind(settled.transaction, settled.reason, at, reserved.paymentId)
     .run();
+  try {
+    await settlerOf(env).watch(reserved.paymentId);
+  } catch (error) {
+    // The minute cron reconciles whatever no alarm watches.
+    console.error(JSON.stringify({ level: "warn", where: "x402_watch", paymentId: reserved.paymentId, error: String(error).slice(0, 200) }));
+  }
   return { kind: "pending", chargeId: reserved.charge.id, transaction: settled.transaction, payer };
 }
 

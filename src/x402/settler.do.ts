@@ -6,6 +6,12 @@ import { settingsOf } from "../env";
 import { serialQueue } from "../lib/serial";
 import { chainOf, EIP3009_ABI, publicClientOf } from "./chain";
 import type { Authorization } from "./payload";
+import { nowIso } from "../lib/time";
+import { reconcilePayment, type OpenPayment } from "./reconcile";
+
+/** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
+export const RECONCILE_AFTER_MS = 15_000;
+const PENDING = "pending:";
 
 export type BroadcastResult =
   | { kind: "sent"; transaction: `0x${string}` }
@@ -25,6 +31,45 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
 
   broadcast(authorization: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
     return this.serialize(() => this.send(authorization, signature));
+  }
+
+  /**
+   * Keeps a settlement whose outcome is unknown until the chain has decided it:
+   * the alarm reconciles it (credited once, or released) without waiting for
+   * the minute cron, which stays as the backstop.
+   */
+  async watch(paymentId: string, at = Date.now() + RECONCILE_AFTER_MS): Promise<void> {
+    await this.ctx.storage.put(`${PENDING}${paymentId}`, true);
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
+  }
+
+  /**
+   * Reconciles every watched settlement that is still open. Idempotent: one
+   * already decided (by an earlier alarm, the cron or the request itself) is
+   * only forgotten, since crediting requires the payment to be still open and
+   * releasing is guarded by status. Ones the chain has not decided yet are
+   * looked at again later.
+   */
+  override async alarm(): Promise<void> {
+    const x = settingsOf(this.env).x402;
+    const watched = [...(await this.ctx.storage.list({ prefix: PENDING })).keys()].map((key) => key.slice(PENDING.length));
+    if (!x || watched.length === 0) return;
+    const open = await this.env.DB.prepare(
+      `SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash FROM x402_payments
+       WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('unknown', 'settling')`,
+    ).bind(JSON.stringify(watched)).all<OpenPayment>();
+    const stillOpen = new Set<string>();
+    for (const payment of open.results) {
+      try {
+        if ((await reconcilePayment(this.env, x, payment)) === "waiting") stillOpen.add(payment.id);
+      } catch (error) {
+        stillOpen.add(payment.id);
+        console.error(JSON.stringify({ level: "warn", where: "x402_settler_alarm", paymentId: payment.id, at: nowIso(), error: String(error).slice(0, 300) }));
+      }
+    }
+    await this.ctx.storage.delete(watched.filter((id) => !stillOpen.has(id)).map((id) => `${PENDING}${id}`));
+    if (stillOpen.size > 0) await this.ctx.storage.setAlarm(Date.now() + RECONCILE_AFTER_MS);
   }
 
   private async send(a: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {

@@ -1,3 +1,4 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { parseAbiItem, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +8,7 @@ import { settingsOf } from "../../src/env";
 import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
+import { settlerOf } from "../../src/x402/settler.do";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
@@ -120,6 +122,42 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     expect(after.body.settlement?.transaction ?? after.body.reference).toBe(transaction);
     const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
     expect(verify.body.ok).toBe(true);
+  });
+
+  it("the settler's alarm reconciles an unknown outcome without the cron, and firing twice credits once", async () => {
+    const cents = 140;
+    const value = BigInt(cents) * 10_000n;
+    const x = settingsOf(env).x402!;
+    const charge = await createCharge(merchant.apiKey, cents, { description: "alarm reconciled" });
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const { header, payload } = await xPaymentHeader(PAYER, value);
+    const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, remoteFacilitator(x, chain().facilitatorUrl));
+    expect(outcome.kind).toBe("pending");
+    const [payment] = (await paymentRow(charge.chargeId)).results;
+    expect(payment?.status).toBe("unknown");
+
+    // The unknown outcome is watched by the settler object, with an alarm set.
+    const settler = settlerOf(env);
+    const watched = await runInDurableObject(settler, async (_instance, state) => ({ alarm: await state.storage.getAlarm(), keys: [...(await state.storage.list({ prefix: "pending:" })).keys()] }));
+    expect(watched.alarm).not.toBeNull();
+    expect(watched.keys).toContain(`pending:${payment!.id}`);
+
+    await until("authorization used on chain", () => authorizationUsed(payload.authorization.nonce), (used) => used === true);
+    expect(await runDurableObjectAlarm(settler)).toBe(true);
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402" });
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    const after = await runInDurableObject(settler, async (_instance, state) => [...(await state.storage.list({ prefix: "pending:" })).keys()]);
+    expect(after).not.toContain(`pending:${payment!.id}`);
+
+    // The same alarm again (a platform retry, or the payment watched twice): nothing more moves.
+    await settler.watch(payment!.id, Date.now() + 60_000);
+    expect(await runDurableObjectAlarm(settler)).toBe(true);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE type = 'charge.paid' AND charge_id = ?").bind(charge.chargeId).first<{ n: number }>();
+    expect(audit?.n).toBe(1);
+    // And the cron, behind it, finds nothing of this payment left to do.
+    await reconcileOpenPayments(env);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
   });
 
   it("an unknown payment whose authorization was never used and has expired is released; the charge is payable again", async () => {
