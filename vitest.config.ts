@@ -20,6 +20,8 @@ export default defineConfig(async () => {
                   // Retries without waiting, so a test sees the whole schedule in moments.
                   WEBHOOK_RETRY_SCHEDULE: "0,0,0,0",
                   WEBHOOK_TIMEOUT_MS: "2000",
+                  // Webhook hosts are resolved before each POST through the receiver's DNS-over-HTTPS stand-in.
+                  WEBHOOK_DNS_RESOLVER_URL: `${inject<string>("receiverUrl")}/dns-query`,
                   ...inject<{ vars: Record<string, string> }>("chain").vars,
                   X402_FACILITATOR_TIMEOUT_MS: "3000",
                   DEPOSIT_MNEMONIC: "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",

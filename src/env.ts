@@ -23,6 +23,7 @@ export interface Env {
   WEBHOOK_SECRETS_KEY?: string;
   WEBHOOK_RETRY_SCHEDULE?: string;
   WEBHOOK_TIMEOUT_MS?: string;
+  WEBHOOK_DNS_RESOLVER_URL?: string;
   X402_NETWORK?: string;
   X402_CHAIN_ID?: string;
   X402_ASSET?: string;
@@ -147,6 +148,7 @@ const SettingsSchema = z
       .transform((text) => text.split(",").map((n) => Number(n.trim())))
       .pipe(z.array(z.number().int().min(0).max(43_200)).min(1).max(30)),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
+    WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
     MAIL_TRANSPORT: z.enum(["log", "send_email", "http", "none"]).optional(),
     MAIL_FROM: z.string().email().optional(),
     MAIL_HTTP_URL: z.string().url().optional(),
@@ -186,6 +188,8 @@ export interface Settings {
   /** Delay in seconds before retry n (0-based); its length is the number of retries. */
   webhookRetrySchedule: number[];
   webhookTimeoutMs: number;
+  /** DNS-over-HTTPS resolver that webhook hosts are resolved with before each POST (src/webhooks/dns-guard.ts); null: not resolved. */
+  webhookDnsResolverUrl: string | null;
   /** Null when this deployment takes no on-chain payments. */
   x402: X402Settings | null;
   /** How sign-in codes are sent: printed to the log (development), Cloudflare Email, an HTTP mail API, or not at all. */
@@ -217,6 +221,9 @@ export function settingsOf(env: Env): Settings {
     webhookSecretsKey: s.WEBHOOK_SECRETS_KEY,
     webhookRetrySchedule: s.WEBHOOK_RETRY_SCHEDULE,
     webhookTimeoutMs: s.WEBHOOK_TIMEOUT_MS,
+    // Production resolves by default (Cloudflare's resolver); locally names are not resolved unless asked.
+    webhookDnsResolverUrl:
+      s.WEBHOOK_DNS_RESOLVER_URL === "off" ? null : (s.WEBHOOK_DNS_RESOLVER_URL ?? (s.ENVIRONMENT === "production" ? "https://cloudflare-dns.com/dns-query" : null)),
     x402: parseX402(env),
     mail: {
       // Development prints codes to the log; production sends nothing unless a transport is configured.

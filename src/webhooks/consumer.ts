@@ -9,6 +9,7 @@ import { outboxEventWhen } from "./outbox";
 import type { DeliveryMessage } from "./dispatch";
 import { signingSecrets, type EndpointRow } from "./endpoints";
 import { signatureHeader } from "./signing";
+import { checkDestination } from "./dns-guard";
 
 const MessageSchema = z.object({ deliveryId: z.string().min(1), final: z.boolean().optional() });
 
@@ -94,7 +95,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       "x-service-signature": await signatureHeader(await signingSecrets(settings.webhookSecretsKey, endpoint, now), timestamp, body),
     };
     faultPoint("delivery.before_post");
-    outcome = await post(endpoint.url, headers, body, settings.webhookTimeoutMs);
+    // The SSRF guard again at send time: the name may resolve somewhere else than when it was registered.
+    const destination = await checkDestination(endpoint.url, settings);
+    outcome = destination.ok ? await post(endpoint.url, headers, body, settings.webhookTimeoutMs) : { statusCode: null, error: destination.reason };
     faultPoint("delivery.after_post");
   }
   const durationMs = Date.now() - started;

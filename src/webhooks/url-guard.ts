@@ -10,7 +10,7 @@ export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
 
 const BLOCKED_NAMES = [/^localhost$/, /\.localhost$/, /\.local$/, /\.internal$/, /^metadata$/, /^metadata\.google\.internal$/];
 
-function ipv4Octets(host: string): number[] | null {
+export function ipv4Octets(host: string): number[] | null {
   const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
   if (!match) return null;
   const octets = match.slice(1).map(Number);
@@ -35,7 +35,7 @@ export function isForbiddenIpv4([a, b]: number[]): boolean {
 }
 
 /** Expands an IPv6 literal (without brackets) to eight 16-bit groups. */
-function ipv6Groups(host: string): number[] | null {
+export function ipv6Groups(host: string): number[] | null {
   let text = host.toLowerCase();
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
   if (dotted) {

@@ -37,6 +37,34 @@ const readBody = (req: IncomingMessage) =>
 
 let server: Server | undefined;
 
+/**
+ * A DNS-over-HTTPS resolver (JSON form) for the send-time SSRF guard, with
+ * names that resolve where a webhook must never go, one that is public, and
+ * one whose resolver fails. Every other name is NXDOMAIN.
+ */
+const DNS_RECORDS: Record<string, { A?: string[]; AAAA?: string[] } | "fail"> = {
+  "rebind.example.test": { A: ["93.184.216.34", "10.1.2.3"] },
+  "loopback.example.test": { A: ["127.0.0.1"] },
+  "metadata.example.test": { A: ["169.254.169.254"] },
+  "mapped.example.test": { AAAA: ["::ffff:127.0.0.1"] },
+  "ula.example.test": { AAAA: ["fd00::1"] },
+  "public.example.test": { A: ["93.184.216.34"], AAAA: ["2606:2800:220:1:248:1893:25c8:1946"] },
+  "broken.example.test": "fail",
+};
+
+function answerDns(url: URL, res: import("node:http").ServerResponse) {
+  const name = (url.searchParams.get("name") ?? "").toLowerCase();
+  const type = url.searchParams.get("type") === "AAAA" ? "AAAA" : "A";
+  const record = DNS_RECORDS[name];
+  if (record === "fail") {
+    res.writeHead(502).end();
+    return;
+  }
+  const data = record?.[type] ?? [];
+  res.writeHead(200, { "content-type": "application/dns-json" });
+  res.end(JSON.stringify({ Status: record ? 0 : 3, Answer: data.map((address) => ({ name, type: type === "A" ? 1 : 28, TTL: 30, data: address })) }));
+}
+
 export async function setup(project: TestProject) {
   const received = new Map<string, Received[]>();
   const { publicKey, privateKey } = await generateKeyPair("RS256", { extractable: true });
@@ -47,6 +75,10 @@ export async function setup(project: TestProject) {
     if (req.method === "GET" && url.pathname === "/access/certs") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ keys: [publicJwk] }));
+      return;
+    }
+    if (req.method === "GET" && url.pathname === "/dns-query") {
+      answerDns(url, res);
       return;
     }
     const [, kind, name = ""] = url.pathname.split("/");
