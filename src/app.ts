@@ -15,6 +15,7 @@ import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
 import { idempotency } from "./lib/idempotency";
 import { enforceRateLimit } from "./lib/rate-limit";
+import { mcpRoutes } from "./mcp/routes";
 import { merchantRoutes } from "./merchants/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { dispatchOutbox } from "./webhooks/dispatch";
@@ -64,6 +65,7 @@ export function buildApp() {
   app.route("/", checkoutRoutes);
   app.route("/", paylinkRoutes);
   app.route("/", agentRoutes);
+  app.route("/", mcpRoutes);
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);
   app.route("/", webhookRoutes);

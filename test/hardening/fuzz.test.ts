@@ -312,7 +312,13 @@ function shapeProblem(sent: Sent): string | null {
   // The one 4xx that is not an error: a payment held for a human (interface: 402 with `pendingApproval: true` and a reason).
   const held = status === 402 && typeof parsed === "object" && parsed !== null && (parsed as { pendingApproval?: unknown }).pendingApproval === true
     && typeof (parsed as { reason?: unknown }).reason === "string";
-  if (status >= 400 && !held && (parsed === null || typeof parsed !== "object" || typeof (parsed as { error?: unknown }).error !== "string")) return `no string error: ${what}`;
+  // The MCP endpoint speaks JSON-RPC 2.0 (MCP streamable HTTP transport): the transport's protocol refusals (406 without
+  // MCP's Accept header, 415, unparseable JSON or JSON-RPC) are JSON-RPC error objects, `error: { code, message }`, which is
+  // what MCP clients read. Only those: /mcp's own refusals (401, 403, 405, 413) still carry a string error.
+  const rpcError = (parsed ?? {}) as { jsonrpc?: unknown; error?: { code?: unknown; message?: unknown } | null };
+  const jsonRpcRefusal = sent.path === "/mcp" && status >= 400 && status < 500 && rpcError.jsonrpc === "2.0"
+    && typeof rpcError.error?.code === "number" && typeof rpcError.error.message === "string";
+  if (status >= 400 && !held && !jsonRpcRefusal && (parsed === null || typeof parsed !== "object" || typeof (parsed as { error?: unknown }).error !== "string")) return `no string error: ${what}`;
   return null;
 }
 

@@ -1,0 +1,201 @@
+import { and, desc, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import { heldBody, paidBody, type PaidView } from "../agents/outcomes";
+import { getAgent } from "../agents/service";
+import { walletOf } from "../agents/wallet.do";
+import type { PayOutcome } from "../agents/wallet";
+import { ChargeIdParam } from "../charges/routes";
+import { chargeView, getCharge, newPendingCharge } from "../charges/service";
+import { TokenParam } from "../checkout/routes";
+import { checkoutLinkForPayment } from "../checkout/service";
+import type { Db } from "../db/client";
+import { charges } from "../db/schema";
+import { ensureDepositAddress } from "../deposits/addresses";
+import { guard } from "../ledger/plan";
+import { ApiError } from "../lib/errors";
+import { CodeParam } from "../paylinks/routes";
+import { acceptPaylink, grantOfAgent, isExpired, paylinkByCode, paylinkPublicView, paylinkUsage } from "../paylinks/service";
+import { defineTool, type ServedTool, type ToolAnnotations, type ToolAnswer, type ToolDefinition } from "./define";
+
+const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+
+export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed(2)} ${currency}`;
+
+/**
+ * A wallet outcome as a tool answer, by the same table and the same body
+ * functions as the HTTP routes (src/agents/outcomes.ts): a hold for a human is
+ * an answer, not an error; policy refusals are 402, state conflicts 409,
+ * unknown objects 404.
+ */
+function outcomeAnswer(outcome: PayOutcome, view: PaidView): ToolAnswer {
+  switch (outcome.kind) {
+    case "paid":
+      return {
+        // paidBody's bodies are plain objects; it is typed `object` only because it serves c.json.
+        body: paidBody(view, outcome) as Record<string, unknown>,
+        summary: `Paid charge ${outcome.charge.chargeId}: ${usd(outcome.charge.amountMinor, outcome.charge.currency)}, reference ${outcome.charge.reference}.`,
+      };
+    case "approval":
+      return {
+        body: heldBody(outcome),
+        summary: `Held for human approval (${outcome.reason}): approval ${outcome.approvalId}, expires ${outcome.expiresAt}. Nothing was charged; a console user grants or rejects it.`,
+      };
+    case "rejected":
+      throw new ApiError(402, outcome.reason);
+    case "conflict":
+      throw new ApiError(409, outcome.reason);
+    case "not_found":
+      throw new ApiError(404, outcome.reason);
+  }
+}
+
+/** Strict copies of the routes' own schemas: same fields and bounds, and an unknown field (an `agentId`, say) is refused. */
+const ChargeInput = ChargeIdParam.strict();
+const CheckoutInput = TokenParam.strict();
+const PaylinkInput = CodeParam.strict();
+const NoInput = z.object({}).strict();
+/** No route lists an agent's payments; this tool's own bound (docs/mcp.md). */
+const RecentPaymentsInput = z.object({ limit: z.number().int().min(1).max(100).default(20) }).strict();
+
+const getBalance: ToolDefinition<typeof NoInput> = {
+  name: "get_balance",
+  title: "Get my balance",
+  description: "Your wallet: agentId, balanceMinor (integer USD cents), currency and depositAddress (where on-chain stablecoin tops it up). Same as GET /balance.",
+  input: NoInput,
+  annotations: READ,
+  async run(ctx) {
+    // As GET /balance.
+    const agent = await getAgent(ctx.db, ctx.agentId);
+    if (!agent) throw new ApiError(404, "agent_not_found");
+    const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(ctx.env, agent.id));
+    return {
+      body: { agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress },
+      summary: `Balance: ${usd(agent.balanceMinor, agent.currency)}.`,
+    };
+  },
+};
+
+const getChargeTool: ToolDefinition<typeof ChargeInput> = {
+  name: "get_charge",
+  title: "Get a charge",
+  description: "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid. Same as GET /charges/:chargeId.",
+  input: ChargeInput,
+  annotations: READ,
+  async run(ctx, input) {
+    // As GET /charges/:chargeId: the charge id is the capability to read it.
+    const charge = await getCharge(ctx.db, input.chargeId);
+    if (!charge) throw new ApiError(404, "charge_not_found");
+    return { body: chargeView(charge), summary: `Charge ${charge.id}: ${usd(charge.amountMinor, charge.currency)}, ${charge.status}.` };
+  },
+};
+
+const payChargeTool: ToolDefinition<typeof ChargeInput> = {
+  name: "pay_charge",
+  title: "Pay a charge",
+  description:
+    "Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown). Same as POST /charges/:chargeId/pay.",
+  input: ChargeInput,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  async run(ctx, input) {
+    const outcome = await walletOf(ctx.env, ctx.agentId).payCharge(ctx.agentId, input.chargeId);
+    return outcomeAnswer(outcome, { kind: "charge" });
+  },
+};
+
+const payCheckoutLink: ToolDefinition<typeof CheckoutInput> = {
+  name: "pay_checkout_link",
+  title: "Pay a checkout link",
+  description:
+    "Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call is a new payment: a new charge is created against the link each time. Paid: { paid, charge }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found). Same as POST /checkout/:token/pay.",
+  input: CheckoutInput,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+  async run(ctx, input) {
+    // As POST /checkout/:token/pay: each payment materializes its own charge against the link.
+    const found = await checkoutLinkForPayment(ctx.db, input.token);
+    if (!found) throw new ApiError(404, "checkout_link_not_found");
+    const { link } = found;
+    if (!link.active) throw new ApiError(409, "checkout_link_disabled");
+    const charge = {
+      ...newPendingCharge(link.merchantId, { amountMinor: link.amountMinor, description: link.description, externalId: link.externalId, checkoutLinkId: link.id }),
+      merchantName: found.merchantName,
+      merchantCategory: found.merchantCategory,
+    };
+    const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
+    const outcome = await walletOf(ctx.env, ctx.agentId).payNewCharge(ctx.agentId, charge, [linkStillActive]);
+    // The agent sees its charge, not the merchant's balance.
+    return outcomeAnswer(outcome, { kind: "checkout" });
+  },
+};
+
+const viewPaylink: ToolDefinition<typeof PaylinkInput> = {
+  name: "view_paylink",
+  title: "View a PayLink",
+  description:
+    "Shows a PayLink before you accept it (the code in /pl/<code>): business, label, budgetMinor, perChargeMinor, maxUses, uses, remainingMinor, expiresAt, status. Same as GET /pl/:code.",
+  input: PaylinkInput,
+  annotations: READ,
+  async run(ctx, input) {
+    const found = await paylinkByCode(ctx.db, input.code);
+    if (!found) throw new ApiError(404, "paylink_not_found");
+    const view = paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(ctx.db, found.paylink.id));
+    const label = view.label === null ? "" : ` "${view.label}"`;
+    return { body: view, summary: `PayLink ${view.paylinkId}${label} from ${view.business}: budget ${usd(view.budgetMinor)}, ${view.status}.` };
+  },
+};
+
+const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
+  name: "accept_paylink",
+  title: "Accept a PayLink",
+  description:
+    "Accepts a PayLink: authorizes its merchant to draw from your wallet up to its budget, within your hard policy limits. Answers { grantId, paylink }; accepting again returns the same grant. Refused: 409 paylink_expired, 404 paylink_not_found. Same as POST /pl/:code/accept.",
+  input: PaylinkInput,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async run(ctx, input) {
+    // As POST /pl/:code/accept: idempotent per (PayLink, agent); an existing grant outlives the link's expiry.
+    const found = await paylinkByCode(ctx.db, input.code);
+    if (!found) throw new ApiError(404, "paylink_not_found");
+    const existing = await grantOfAgent(ctx.db, found.paylink.id, ctx.agentId);
+    if (!existing && isExpired(found.paylink)) throw new ApiError(409, "paylink_expired");
+    const grant = existing ?? (await acceptPaylink(ctx.env.DB, ctx.db, found.paylink, ctx.agentId));
+    const paylink = paylinkPublicView(found.paylink, found.merchantName, grant);
+    return { body: { grantId: grant.id, paylink }, summary: `Accepted PayLink ${paylink.paylinkId}: grant ${grant.id}, ${usd(paylink.remainingMinor)} left.` };
+  },
+};
+
+/**
+ * The agent's paid charges (wallet, checkout link and PayLink payments), most
+ * recently paid first. Read-only and scoped by the credential's agent id in
+ * the query itself.
+ */
+export const listAgentPayments = (db: Db, agentId: string, limit: number) =>
+  db
+    .select()
+    .from(charges)
+    .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
+    .orderBy(desc(charges.paidAt), desc(sql`rowid`))
+    .limit(limit)
+    .all();
+
+const listRecentPayments: ToolDefinition<typeof RecentPaymentsInput> = {
+  name: "list_recent_payments",
+  title: "List my recent payments",
+  description:
+    "Your paid charges (wallet, checkout link and PayLink payments), most recently paid first: { charges: [charge...] }, each in the shape of get_charge. limit 1 to 100, default 20.",
+  input: RecentPaymentsInput,
+  annotations: READ,
+  async run(ctx, input) {
+    const rows = await listAgentPayments(ctx.db, ctx.agentId, input.limit);
+    return { body: { charges: rows.map(chargeView) }, summary: `${rows.length} recent payment${rows.length === 1 ? "" : "s"}.` };
+  },
+};
+
+/** Every tool the endpoint serves, in the order `tools/list` shows them. */
+export const TOOLS: readonly ServedTool[] = [
+  defineTool(getBalance),
+  defineTool(getChargeTool),
+  defineTool(payChargeTool),
+  defineTool(payCheckoutLink),
+  defineTool(viewPaylink),
+  defineTool(acceptPaylinkTool),
+  defineTool(listRecentPayments),
+];
