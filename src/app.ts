@@ -18,7 +18,7 @@ import { enforceRateLimit } from "./lib/rate-limit";
 import { mcpRoutes } from "./mcp/routes";
 import { merchantRoutes } from "./merchants/routes";
 import { paylinkRoutes } from "./paylinks/routes";
-import { dispatchOutbox } from "./webhooks/dispatch";
+import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { x402Routes } from "./x402/routes";
 
@@ -27,7 +27,7 @@ export const MAX_BODY_BYTES = 64 * 1024;
 
 async function dispatchInBackground(env: AppEnv["Bindings"]) {
   try {
-    await dispatchOutbox(env);
+    await dispatchAfterWrite(env);
   } catch (error) {
     // The cron picks up whatever this missed; nothing is lost.
     console.error(JSON.stringify({ level: "warn", where: "dispatch_after_request", error: String(error) }));

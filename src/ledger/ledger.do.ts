@@ -1,9 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
-import { serialQueue } from "../lib/serial";
 import { canonicalJson, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
-import { guardReasonOf, sqlStatement, type CommitPlan } from "./plan";
+import { guardReasonOf, sqlStatement, type CommitPlan, type SqlStatement } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */
 export type SqlRow = Record<string, string | number | null>;
@@ -12,56 +11,117 @@ export type CommitResult =
   | { kind: "committed"; auditSeqs: number[]; results: SqlRow[][] }
   | { kind: "refused"; reason: string };
 
+/** The most plans one D1 batch carries (a payment plan is about a dozen statements). */
+export const MAX_GROUP = 16;
+
+interface Pending {
+  plan: CommitPlan;
+  resolve: (result: CommitResult) => void;
+  reject: (error: unknown) => void;
+}
+
+/** A plan that a guard refused inside a group: the group is committed again one plan at a time. */
+class GroupRefused extends Error {}
+
 /**
  * The single sequencer of the audit chain. Every money movement is committed
- * here, one at a time, so each audit row can name its predecessor's hash and
- * `seq` stays gap-free. D1 is the source of truth: the head is read from it on
- * first use and after any failed batch, and `seq` is the primary key, so a
- * stale head can only abort a batch, never fork the chain.
+ * here, in order, so each audit row can name its predecessor's hash and `seq`
+ * stays gap-free. Plans that arrive while a batch is in flight are committed
+ * together in the next one (group commit, as TigerBeetle batches transfers):
+ * under load one D1 batch carries many payments, and alone a plan goes at
+ * once. If a guard refuses any plan of a group, nothing of the group was
+ * written (one batch, one transaction) and its plans are committed again one
+ * by one, so only the refused plan is refused. D1 is the source of truth: the
+ * head is read from it on first use and after any failed batch, and `seq` is
+ * the primary key, so a stale head can only abort a batch, never fork the chain.
  */
 export class LedgerDurableObject extends DurableObject<Env> {
   private head: { seq: number; hash: string } | null = null;
-  private readonly serialize = serialQueue();
+  private readonly waiting: Pending[] = [];
+  private draining = false;
+  /** Since this object started: D1 batches run, and the plans they carried (for tests and the benchmark). */
+  private readonly counts = { batches: 0, plans: 0 };
 
-  /** Applies one plan as one D1 batch with its audit rows appended. */
-  commit(plan: CommitPlan): Promise<CommitResult> {
-    return this.serialize(() => this.apply(plan));
+  stats(): { batches: number; plans: number } {
+    return { ...this.counts };
   }
 
-  private async apply(plan: CommitPlan): Promise<CommitResult> {
-    const head = this.head ?? (await this.readHead());
-    const audit: AuditRow[] = [];
-    let prev = head;
-    for (const draft of plan.audit) {
-      const seq = prev.seq + 1;
-      const hash = await chainHash(prev.hash, seq, draft);
-      audit.push({ ...draft, seq, prevHash: prev.hash, hash });
-      prev = { seq, hash };
+  /** Applies one plan, in one D1 batch with its audit rows appended (possibly beside other plans). */
+  commit(plan: CommitPlan): Promise<CommitResult> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ plan, resolve, reject });
+      void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.waiting.length > 0) await this.commitGroup(this.waiting.splice(0, MAX_GROUP));
+    } finally {
+      this.draining = false;
     }
-    const statements = [
-      ...plan.statements,
-      ...audit.map((row) =>
-        sqlStatement(
-          `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency,
-          canonicalJson(row.data), row.createdAt, row.prevHash, row.hash,
-        ),
-      ),
-    ];
+  }
+
+  private async commitGroup(group: Pending[]): Promise<void> {
+    if (group.length > 1) {
+      try {
+        const results = await this.apply(group.map((p) => p.plan));
+        group.forEach((p, i) => p.resolve(results[i]!));
+        return;
+      } catch (error) {
+        // Refused or failed as a whole: nothing was written. Each plan alone decides its own outcome.
+        if (!(error instanceof GroupRefused)) console.error(JSON.stringify({ level: "warn", where: "ledger_group_commit", plans: group.length, error: String(error).slice(0, 200) }));
+      }
+    }
+    for (const pending of group) {
+      try {
+        pending.resolve((await this.apply([pending.plan]))[0]!);
+      } catch (error) {
+        pending.reject(error);
+      }
+    }
+  }
+
+  /** Commits `plans` as one D1 batch, in order; a guard's refusal is a result when there is one plan. */
+  private async apply(plans: CommitPlan[]): Promise<CommitResult[]> {
+    let prev = this.head ?? (await this.readHead());
+    const statements: SqlStatement[] = [];
+    const spans: { start: number; count: number; auditSeqs: number[] }[] = [];
+    for (const plan of plans) {
+      const auditSeqs: number[] = [];
+      spans.push({ start: statements.length, count: plan.statements.length, auditSeqs });
+      statements.push(...plan.statements);
+      for (const draft of plan.audit) {
+        const seq = prev.seq + 1;
+        const hash = await chainHash(prev.hash, seq, draft);
+        const row: AuditRow = { ...draft, seq, prevHash: prev.hash, hash };
+        statements.push(auditInsert(row));
+        auditSeqs.push(seq);
+        prev = { seq, hash };
+      }
+    }
     const db = this.env.DB;
     const abort = () => this.ctx.abort("fault injection");
     try {
       faultPoint("ledger.before_batch", { abort });
       const results = await db.batch(statements.map((s) => db.prepare(s.sql).bind(...s.params)));
       this.head = prev;
+      this.counts.batches++;
+      this.counts.plans += plans.length;
       faultPoint("ledger.after_batch", { abort });
-      return { kind: "committed", auditSeqs: audit.map((row) => row.seq), results: results.slice(0, plan.statements.length).map((r) => (r.results ?? []) as SqlRow[]) };
+      return spans.map((span) => ({
+        kind: "committed",
+        auditSeqs: span.auditSeqs,
+        results: results.slice(span.start, span.start + span.count).map((r) => (r.results ?? []) as SqlRow[]),
+      }));
     } catch (error) {
       // Whatever happened, the batch was rolled back; re-read the head before the next commit.
       this.head = null;
       const reason = guardReasonOf(error);
-      if (reason) return { kind: "refused", reason };
+      if (reason && plans.length === 1) return [{ kind: "refused", reason }];
+      if (reason) throw new GroupRefused(reason);
       throw error;
     }
   }
@@ -74,3 +134,11 @@ export class LedgerDurableObject extends DurableObject<Env> {
 
 /** The one ledger sequencer. */
 export const ledgerOf = (env: Env) => env.LEDGER.getByName("ledger");
+
+const auditInsert = (row: AuditRow): SqlStatement =>
+  sqlStatement(
+    `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency,
+    canonicalJson(row.data), row.createdAt, row.prevHash, row.hash,
+  );

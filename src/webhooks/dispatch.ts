@@ -80,3 +80,34 @@ export async function redeliver(env: Env, endpointId: string, deliveryId: string
   await enqueueDeliveries(env, [deliveryId]);
   return true;
 }
+
+/** How long one request's fan-out loop may keep going for requests that came after it. */
+const COALESCE_WINDOW_MS = 5_000;
+let inFlight: { since: number } | null = null;
+let rerun = false;
+
+/**
+ * The fan-out a write request starts after answering. Under load many
+ * requests finish at once, and each running its own fan-out would multiply
+ * the D1 reads for the same few events; so one fan-out runs per isolate at a
+ * time, and requests that finish meanwhile only ask it to go round once more.
+ * A loop is bounded (and a loop that vanished, say with its request's
+ * waitUntil, is replaced after the window); what any of this misses, the
+ * minute cron fans out.
+ */
+export async function dispatchAfterWrite(env: Env, now = Date.now()): Promise<void> {
+  if (inFlight && now - inFlight.since < COALESCE_WINDOW_MS) {
+    rerun = true;
+    return;
+  }
+  const mine = { since: now };
+  inFlight = mine;
+  try {
+    do {
+      rerun = false;
+      await dispatchOutbox(env);
+    } while (rerun && Date.now() - mine.since < COALESCE_WINDOW_MS);
+  } finally {
+    if (inFlight === mine) inFlight = null;
+  }
+}

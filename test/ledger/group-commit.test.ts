@@ -1,0 +1,74 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { ledgerOf } from "../../src/ledger/ledger.do";
+import { agentCreditPlan } from "../../src/ledger/movements";
+import { api, consoleToken } from "../helpers/api";
+import { balanceOf, createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
+
+/*
+ * Group commit in the ledger sequencer (issue 8): plans that arrive while a
+ * batch is in flight go together in the next D1 batch; a plan refused by its
+ * guard refuses nothing else; the audit chain stays gap-free and verifies.
+ */
+const credit = (agentId: string, amountMinor: number, i: number) =>
+  agentCreditPlan({ agentId, amountMinor, transferId: `grp_${crypto.randomUUID()}`, reference: `group-${i}`, by: "test", createdAt: new Date().toISOString() });
+
+async function expectChainVerifies() {
+  const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
+  expect(verify.body.ok).toBe(true);
+}
+
+describe("group commit", () => {
+  it("commits plans sent together in fewer batches than plans, each with its own results", async () => {
+    const agents = await Promise.all(Array.from({ length: 12 }, () => createAgent()));
+    const ledger = ledgerOf(env);
+    const before = await ledger.stats();
+    const results = await Promise.all(agents.map((agent, i) => ledger.commit(credit(agent.agentId, 100 + i, i))));
+    const after = await ledger.stats();
+    expect(after.plans - before.plans).toBe(12);
+    expect(after.batches - before.batches).toBeLessThan(12);
+    // Each plan got its own results: the final SELECT of a credit plan is that agent's balance.
+    results.forEach((result, i) => {
+      expect(result.kind).toBe("committed");
+      if (result.kind === "committed") expect(Number(result.results.at(-1)?.[0]?.balanceMinor)).toBe(100 + i);
+    });
+    const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : []));
+    expect(new Set(seqs).size).toBe(12);
+    expect(Math.max(...seqs) - Math.min(...seqs)).toBe(11);
+    await expectChainVerifies();
+  });
+
+  it("a plan refused by its guard inside a group refuses only itself", async () => {
+    const agents = await Promise.all(Array.from({ length: 8 }, () => createAgent()));
+    const ledger = ledgerOf(env);
+    const plans = agents.map((agent, i) => credit(agent.agentId, 50, i));
+    plans.splice(3, 0, credit("agent_does_not_exist", 50, 99));
+    const results = await Promise.all(plans.map((plan) => ledger.commit(plan)));
+    expect(results.map((r) => r.kind)).toEqual(["committed", "committed", "committed", "refused", "committed", "committed", "committed", "committed", "committed"]);
+    expect(results[3]).toEqual({ kind: "refused", reason: "agent_not_found" });
+    for (const agent of agents) expect(await balanceOf(agent.apiKey)).toBe(50);
+    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{ total: number }>();
+    expect(sum?.total).toBe(0);
+    await expectChainVerifies();
+  });
+
+  it("parallel payments through the API: every payment lands once, the losers of a race on one charge are refused", async () => {
+    const merchant = await createMerchant();
+    const agents = await Promise.all(Array.from({ length: 10 }, () => createAgent({ credit: 1000 })));
+    const charges = await Promise.all(agents.map(() => createCharge(merchant.apiKey, 100)));
+    const contested = await createCharge(merchant.apiKey, 70);
+    const responses = await Promise.all([
+      ...agents.map((agent, i) => payCharge(agent.apiKey, charges[i]!.chargeId)),
+      ...agents.slice(0, 5).map((agent) => payCharge(agent.apiKey, contested.chargeId)),
+    ]);
+    expect(responses.slice(0, 10).every((r) => r.status === 200)).toBe(true);
+    const race = responses.slice(10);
+    expect(race.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(race.filter((r) => r.status === 409 && r.body.error === "charge_not_pending")).toHaveLength(4);
+    const paid = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE merchant_id = ? AND status = 'paid'").bind(merchant.merchantId).first<{ n: number }>();
+    expect(paid?.n).toBe(11);
+    const total = (await Promise.all(agents.map((a) => balanceOf(a.apiKey)))).reduce((a, b) => a + b, 0);
+    expect(total).toBe(10 * 1000 - 10 * 100 - 70);
+    await expectChainVerifies();
+  });
+});
