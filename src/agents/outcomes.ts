@@ -19,7 +19,7 @@ export type PaidView =
   | { kind: "draw"; spentMinor: number; remainingMinor: number; exhausted: boolean };
 
 /** The body of a paid answer: one pure function for the live answer and the stored one, so they match byte for byte. */
-export function paidBody(view: PaidView, paid: Pick<Paid, "charge" | "merchantBalanceMinor">): object {
+export function paidBody(view: PaidView, paid: Pick<Paid, "charge" | "merchantBalanceMinor">): Record<string, unknown> {
   switch (view.kind) {
     case "charge":
       return { paid: true, charge: paid.charge, merchantBalanceMinor: paid.merchantBalanceMinor };
@@ -44,16 +44,16 @@ export const heldBody = (held: Omit<Held, "kind">) => ({
 });
 
 /**
- * The one table from wallet outcomes to HTTP: paid 200; held for a human 402
- * with `pendingApproval`; policy refusal 402; state conflicts 409; unknown
- * objects 404.
+ * The one table from wallet outcomes to answers, for HTTP and MCP alike: paid
+ * 200; held for a human 402 with `pendingApproval`; policy refusal 402 (thrown);
+ * state conflicts 409; unknown objects 404.
  */
-export function payOutcomeResponse(c: Context, outcome: PayOutcome, view: PaidView = { kind: "charge" }) {
+export function outcomeReply(outcome: PayOutcome, view: PaidView): { status: 200 | 402; body: Record<string, unknown> } {
   switch (outcome.kind) {
     case "paid":
-      return c.json(paidBody(view, outcome), 200);
+      return { status: 200, body: paidBody(view, outcome) };
     case "approval":
-      return c.json(heldBody(outcome), 402);
+      return { status: 402, body: heldBody(outcome) };
     case "rejected":
       throw new ApiError(402, outcome.reason);
     case "conflict":
@@ -61,4 +61,9 @@ export function payOutcomeResponse(c: Context, outcome: PayOutcome, view: PaidVi
     case "not_found":
       throw new ApiError(404, outcome.reason);
   }
+}
+
+export function payOutcomeResponse(c: Context, outcome: PayOutcome, view: PaidView = { kind: "charge" }) {
+  const reply = outcomeReply(outcome, view);
+  return c.json(reply.body, reply.status);
 }

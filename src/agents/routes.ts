@@ -6,7 +6,7 @@ import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
-import { agentView, createAgent, getAgent, listAgents } from "./service";
+import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
 import { creditBody } from "./wallet";
 import { ensureDepositAddress } from "../deposits/addresses";
@@ -45,8 +45,7 @@ export const agentRoutes = new Hono<AppEnv>()
     return c.json(creditBody(result.balanceMinor));
   })
   .get("/balance", requireActor("agent"), async (c) => {
-    const agent = await getAgent(c.get("db"), actorOf(c.get("actor"), "agent").agentId);
-    if (!agent) throw new ApiError(404, "agent_not_found");
-    const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(c.env, agent.id));
-    return c.json({ agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress });
+    const balance = await balanceView(c.env, c.get("db"), actorOf(c.get("actor"), "agent").agentId);
+    if (!balance) throw new ApiError(404, "agent_not_found");
+    return c.json(balance);
   });

@@ -6,6 +6,8 @@ import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { canonicalJson } from "../ledger/audit";
 import { parseStoredPolicy, type Policy } from "./policy";
+import type { Env } from "../env";
+import { ensureDepositAddress } from "../deposits/addresses";
 
 export type AgentRow = typeof agents.$inferSelect;
 
@@ -38,3 +40,11 @@ export async function createAgent(db: Db, input: { name: string; policy: Policy 
 export const getAgent = (db: Db, id: string) => db.select().from(agents).where(eq(agents.id, id)).get();
 
 export const listAgents = (db: Db, limit: number) => db.select().from(agents).orderBy(desc(agents.createdAt), desc(sql`rowid`)).limit(limit).all();
+
+/** The agent's own view of its wallet (GET /balance), its deposit address assigned on first sight; null for an unknown agent. */
+export async function balanceView(env: Env, db: Db, agentId: string) {
+  const agent = await getAgent(db, agentId);
+  if (!agent) return null;
+  const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(env, agent.id));
+  return { agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress };
+}

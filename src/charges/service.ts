@@ -97,3 +97,16 @@ export const getMerchantCharge = (db: Db, merchantId: string, id: string) =>
 /** The merchant's last `limit` charges, newest first. */
 export const listMerchantCharges = (db: Db, merchantId: string, limit = 100) =>
   db.select().from(charges).where(eq(charges.merchantId, merchantId)).orderBy(desc(charges.createdAt), desc(sql`rowid`)).limit(limit).all();
+
+/**
+ * The agent's paid charges (wallet, checkout link and PayLink payments), most
+ * recently paid first.
+ */
+export const listAgentPayments = (db: Db, agentId: string, limit: number) =>
+  db
+    .select()
+    .from(charges)
+    .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
+    .orderBy(desc(charges.paidAt), desc(sql`rowid`))
+    .limit(limit)
+    .all();

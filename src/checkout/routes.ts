@@ -3,20 +3,18 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { payOutcomeResponse } from "../agents/outcomes";
-import { walletOf } from "../agents/wallet.do";
-import { newPendingCharge } from "../charges/service";
-import { guard } from "../ledger/plan";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import {
+  CHECKOUT_PAID_VIEW,
   checkoutLinkCreatedView,
-  checkoutLinkForPayment,
   checkoutLinkMerchantView,
   checkoutLinkPublicView,
   createCheckoutLink,
   listCheckoutLinks,
+  payCheckoutLink,
   setCheckoutLinkActive,
   visitCheckoutLink,
 } from "./service";
@@ -56,20 +54,6 @@ export const checkoutRoutes = new Hono<AppEnv>()
   })
   .post("/checkout/:token/pay", requireActor("agent"), validate("param", TokenParam), async (c) => {
     const { agentId } = actorOf(c.get("actor"), "agent");
-    const found = await checkoutLinkForPayment(c.get("db"), c.req.valid("param").token);
-    if (!found) throw new ApiError(404, "checkout_link_not_found");
-    const { link } = found;
-    if (!link.active) throw new ApiError(409, "checkout_link_disabled");
-    // Each payment materializes its own charge against the link.
-    const charge = {
-      ...newPendingCharge(link.merchantId, { amountMinor: link.amountMinor, description: link.description, externalId: link.externalId, checkoutLinkId: link.id }),
-      merchantName: found.merchantName,
-      merchantCategory: found.merchantCategory,
-    };
-    const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
-    // The agent sees its charge, not the merchant's balance.
-    const view = { kind: "checkout" } as const;
-    const slot = c.get("idempotency");
-    const outcome = await walletOf(c.env, agentId).payNewCharge(agentId, charge, [linkStillActive], slot && { ...slot, view });
-    return payOutcomeResponse(c, outcome, view);
+    const outcome = await payCheckoutLink(c.env, c.get("db"), agentId, c.req.valid("param").token, c.get("idempotency"));
+    return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW);
   });

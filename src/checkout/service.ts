@@ -4,6 +4,12 @@ import { checkoutLinks, merchants } from "../db/schema";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import type { Env } from "../env";
+import { walletOf } from "../agents/wallet.do";
+import type { PayOutcome } from "../agents/wallet";
+import { newPendingCharge } from "../charges/service";
+import { guard } from "../ledger/plan";
+import type { IdempotencySlot } from "../lib/idempotency";
 
 export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;
 
@@ -92,4 +98,26 @@ export async function checkoutLinkForPayment(db: Db, token: string) {
     .innerJoin(merchants, eq(merchants.id, checkoutLinks.merchantId))
     .where(eq(checkoutLinks.token, token))
     .get();
+}
+
+/** The agent paying a checkout link sees its charge, not the merchant's balance. */
+export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
+
+/**
+ * Pays a checkout link from the agent's wallet, under its policy. Each payment
+ * materializes its own charge against the link, created in the batch that pays
+ * it (or holds it for approval), with the link still active as a guard.
+ */
+export async function payCheckoutLink(env: Env, db: Db, agentId: string, token: string, slot?: IdempotencySlot): Promise<PayOutcome> {
+  const found = await checkoutLinkForPayment(db, token);
+  if (!found) return { kind: "not_found", reason: "checkout_link_not_found" };
+  const { link } = found;
+  if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
+  const charge = {
+    ...newPendingCharge(link.merchantId, { amountMinor: link.amountMinor, description: link.description, externalId: link.externalId, checkoutLinkId: link.id }),
+    merchantName: found.merchantName,
+    merchantCategory: found.merchantCategory,
+  };
+  const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
+  return walletOf(env, agentId).payNewCharge(agentId, charge, [linkStillActive], slot && { ...slot, view: CHECKOUT_PAID_VIEW });
 }

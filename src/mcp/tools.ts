@@ -1,20 +1,15 @@
-import { and, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
-import { heldBody, paidBody, type PaidView } from "../agents/outcomes";
-import { getAgent } from "../agents/service";
+import { outcomeReply, type PaidView } from "../agents/outcomes";
+import { balanceView } from "../agents/service";
 import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/wallet";
 import { ChargeIdParam } from "../charges/routes";
-import { chargeView, getCharge, newPendingCharge } from "../charges/service";
+import { chargeView, getCharge, listAgentPayments } from "../charges/service";
 import { TokenParam } from "../checkout/routes";
-import { checkoutLinkForPayment } from "../checkout/service";
-import type { Db } from "../db/client";
-import { charges } from "../db/schema";
-import { ensureDepositAddress } from "../deposits/addresses";
-import { guard } from "../ledger/plan";
+import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
 import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
-import { acceptPaylink, grantOfAgent, isExpired, paylinkByCode, paylinkPublicView, paylinkUsage } from "../paylinks/service";
+import { acceptPaylinkByCode, paylinkByCode, paylinkPublicView, paylinkUsage } from "../paylinks/service";
 import { defineTool, type ServedTool, type ToolAnnotations, type ToolAnswer, type ToolDefinition } from "./define";
 
 const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
@@ -28,25 +23,15 @@ export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed
  * unknown objects 404.
  */
 function outcomeAnswer(outcome: PayOutcome, view: PaidView): ToolAnswer {
-  switch (outcome.kind) {
-    case "paid":
-      return {
-        // paidBody's bodies are plain objects; it is typed `object` only because it serves c.json.
-        body: paidBody(view, outcome) as Record<string, unknown>,
-        summary: `Paid charge ${outcome.charge.chargeId}: ${usd(outcome.charge.amountMinor, outcome.charge.currency)}, reference ${outcome.charge.reference}.`,
-      };
-    case "approval":
-      return {
-        body: heldBody(outcome),
-        summary: `Held for human approval (${outcome.reason}): approval ${outcome.approvalId}, expires ${outcome.expiresAt}. Nothing was charged; a console user grants or rejects it.`,
-      };
-    case "rejected":
-      throw new ApiError(402, outcome.reason);
-    case "conflict":
-      throw new ApiError(409, outcome.reason);
-    case "not_found":
-      throw new ApiError(404, outcome.reason);
+  const { body } = outcomeReply(outcome, view);
+  if (outcome.kind === "approval") {
+    return {
+      body,
+      summary: `Held for human approval (${outcome.reason}): approval ${outcome.approvalId}, expires ${outcome.expiresAt}. Nothing was charged; a console user grants or rejects it.`,
+    };
   }
+  const { charge } = outcome as Extract<PayOutcome, { kind: "paid" }>;
+  return { body, summary: `Paid charge ${charge.chargeId}: ${usd(charge.amountMinor, charge.currency)}, reference ${charge.reference}.` };
 }
 
 /** Strict copies of the routes' own schemas: same fields and bounds, and an unknown field (an `agentId`, say) is refused. */
@@ -64,13 +49,11 @@ const getBalance: ToolDefinition<typeof NoInput> = {
   input: NoInput,
   annotations: READ,
   async run(ctx) {
-    // As GET /balance.
-    const agent = await getAgent(ctx.db, ctx.agentId);
-    if (!agent) throw new ApiError(404, "agent_not_found");
-    const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(ctx.env, agent.id));
+    const balance = await balanceView(ctx.env, ctx.db, ctx.agentId);
+    if (!balance) throw new ApiError(404, "agent_not_found");
     return {
-      body: { agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress },
-      summary: `Balance: ${usd(agent.balanceMinor, agent.currency)}.`,
+      body: balance,
+      summary: `Balance: ${usd(balance.balanceMinor, balance.currency)}.`,
     };
   },
 };
@@ -102,7 +85,7 @@ const payChargeTool: ToolDefinition<typeof ChargeInput> = {
   },
 };
 
-const payCheckoutLink: ToolDefinition<typeof CheckoutInput> = {
+const payCheckoutLinkTool: ToolDefinition<typeof CheckoutInput> = {
   name: "pay_checkout_link",
   title: "Pay a checkout link",
   description:
@@ -110,20 +93,8 @@ const payCheckoutLink: ToolDefinition<typeof CheckoutInput> = {
   input: CheckoutInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   async run(ctx, input) {
-    // As POST /checkout/:token/pay: each payment materializes its own charge against the link.
-    const found = await checkoutLinkForPayment(ctx.db, input.token);
-    if (!found) throw new ApiError(404, "checkout_link_not_found");
-    const { link } = found;
-    if (!link.active) throw new ApiError(409, "checkout_link_disabled");
-    const charge = {
-      ...newPendingCharge(link.merchantId, { amountMinor: link.amountMinor, description: link.description, externalId: link.externalId, checkoutLinkId: link.id }),
-      merchantName: found.merchantName,
-      merchantCategory: found.merchantCategory,
-    };
-    const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
-    const outcome = await walletOf(ctx.env, ctx.agentId).payNewCharge(ctx.agentId, charge, [linkStillActive]);
-    // The agent sees its charge, not the merchant's balance.
-    return outcomeAnswer(outcome, { kind: "checkout" });
+    const outcome = await payCheckoutLink(ctx.env, ctx.db, ctx.agentId, input.token);
+    return outcomeAnswer(outcome, CHECKOUT_PAID_VIEW);
   },
 };
 
@@ -151,30 +122,12 @@ const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
   input: PaylinkInput,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
-    // As POST /pl/:code/accept: idempotent per (PayLink, agent); an existing grant outlives the link's expiry.
-    const found = await paylinkByCode(ctx.db, input.code);
-    if (!found) throw new ApiError(404, "paylink_not_found");
-    const existing = await grantOfAgent(ctx.db, found.paylink.id, ctx.agentId);
-    if (!existing && isExpired(found.paylink)) throw new ApiError(409, "paylink_expired");
-    const grant = existing ?? (await acceptPaylink(ctx.env.DB, ctx.db, found.paylink, ctx.agentId));
-    const paylink = paylinkPublicView(found.paylink, found.merchantName, grant);
-    return { body: { grantId: grant.id, paylink }, summary: `Accepted PayLink ${paylink.paylinkId}: grant ${grant.id}, ${usd(paylink.remainingMinor)} left.` };
+    const accepted = await acceptPaylinkByCode(ctx.env.DB, ctx.db, input.code, ctx.agentId);
+    if (accepted.kind !== "accepted") throw new ApiError(accepted.kind === "not_found" ? 404 : 409, accepted.reason);
+    const { grantId, paylink } = accepted;
+    return { body: { grantId, paylink }, summary: `Accepted PayLink ${paylink.paylinkId}: grant ${grantId}, ${usd(paylink.remainingMinor)} left.` };
   },
 };
-
-/**
- * The agent's paid charges (wallet, checkout link and PayLink payments), most
- * recently paid first. Read-only and scoped by the credential's agent id in
- * the query itself.
- */
-export const listAgentPayments = (db: Db, agentId: string, limit: number) =>
-  db
-    .select()
-    .from(charges)
-    .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
-    .orderBy(desc(charges.paidAt), desc(sql`rowid`))
-    .limit(limit)
-    .all();
 
 const listRecentPayments: ToolDefinition<typeof RecentPaymentsInput> = {
   name: "list_recent_payments",
@@ -194,7 +147,7 @@ export const TOOLS: readonly ServedTool[] = [
   defineTool(getBalance),
   defineTool(getChargeTool),
   defineTool(payChargeTool),
-  defineTool(payCheckoutLink),
+  defineTool(payCheckoutLinkTool),
   defineTool(viewPaylink),
   defineTool(acceptPaylinkTool),
   defineTool(listRecentPayments),

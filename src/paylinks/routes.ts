@@ -8,7 +8,7 @@ import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { grantObjectOf } from "./grant.do";
-import { acceptPaylink, createPaylink, grantOfAgent, isExpired, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
+import { acceptPaylinkByCode, createPaylink, grantOfAgent, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
 
 export const CreateBody = z.object({
   budgetUsdCents: amountMinor,
@@ -43,14 +43,9 @@ export const paylinkRoutes = new Hono<AppEnv>()
     return c.json(paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(db, found.paylink.id)));
   })
   .post("/pl/:code/accept", requireActor("agent"), validate("param", CodeParam), async (c) => {
-    const db = c.get("db");
-    const found = await paylinkByCode(db, c.req.valid("param").code);
-    if (!found) throw new ApiError(404, "paylink_not_found");
-    const { agentId } = actorOf(c.get("actor"), "agent");
-    const existing = await grantOfAgent(db, found.paylink.id, agentId);
-    if (!existing && isExpired(found.paylink)) throw new ApiError(409, "paylink_expired");
-    const grant = existing ?? (await acceptPaylink(c.env.DB, db, found.paylink, agentId));
-    return c.json({ grantId: grant.id, paylink: paylinkPublicView(found.paylink, found.merchantName, grant) });
+    const accepted = await acceptPaylinkByCode(c.env.DB, c.get("db"), c.req.valid("param").code, actorOf(c.get("actor"), "agent").agentId);
+    if (accepted.kind !== "accepted") throw new ApiError(accepted.kind === "not_found" ? 404 : 409, accepted.reason);
+    return c.json({ grantId: accepted.grantId, paylink: accepted.paylink });
   })
   .post("/merchant/paylinks/:code/charge", requireActor("merchant"), validate("param", CodeParam), validate("json", DrawBody), async (c) => {
     const db = c.get("db");

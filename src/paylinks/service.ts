@@ -106,3 +106,21 @@ export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow,
   if (!grant) throw new Error("grant missing right after its insert");
   return grant;
 }
+
+export type AcceptOutcome =
+  | { kind: "accepted"; grantId: string; paylink: ReturnType<typeof paylinkPublicView> }
+  | { kind: "not_found" | "conflict"; reason: string };
+
+/**
+ * The agent accepts a PayLink by its code: idempotent per (PayLink, agent), so
+ * accepting again returns the same grant, which outlives the link's expiry;
+ * an expired link cannot be newly accepted.
+ */
+export async function acceptPaylinkByCode(d1: D1Database, db: Db, code: string, agentId: string): Promise<AcceptOutcome> {
+  const found = await paylinkByCode(db, code);
+  if (!found) return { kind: "not_found", reason: "paylink_not_found" };
+  const existing = await grantOfAgent(db, found.paylink.id, agentId);
+  if (!existing && isExpired(found.paylink)) return { kind: "conflict", reason: "paylink_expired" };
+  const grant = existing ?? (await acceptPaylink(d1, db, found.paylink, agentId));
+  return { kind: "accepted", grantId: grant.id, paylink: paylinkPublicView(found.paylink, found.merchantName, grant) };
+}
