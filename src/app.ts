@@ -17,6 +17,7 @@ import { idempotency } from "./lib/idempotency";
 import { enforceRateLimit } from "./lib/rate-limit";
 import { mcpRoutes } from "./mcp/routes";
 import { merchantRoutes } from "./merchants/routes";
+import { openApiRoutes } from "./openapi/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
@@ -69,6 +70,7 @@ export function buildApp() {
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);
   app.route("/", webhookRoutes);
+  app.route("/", openApiRoutes);
 
   app.notFound((c) => c.json({ error: "not_found" }, 404));
 

@@ -37,12 +37,37 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   }
   if (!KEY_SHAPE.test(token)) return null;
   const hash = await hashApiKey(token);
+  const known = knownKeys.get(hash);
+  if (known && known.until > Date.now()) return known.actor;
+  const actor = await lookUpKey(db, kind, hash);
+  if (actor) rememberKey(hash, actor);
+  return actor;
+}
+
+async function lookUpKey(db: Db, kind: "merchant" | "agent", hash: string): Promise<Actor | null> {
   if (kind === "merchant") {
     const row = await db.select({ id: merchants.id, hash: merchants.apiKeyHash }).from(merchants).where(eq(merchants.apiKeyHash, hash)).get();
     return row && (await timingSafeEqualStrings(row.hash, hash)) ? { kind: "merchant", merchantId: row.id } : null;
   }
   const row = await db.select({ id: agents.id, hash: agents.apiKeyHash }).from(agents).where(eq(agents.apiKeyHash, hash)).get();
   return row && (await timingSafeEqualStrings(row.hash, hash)) ? { kind: "agent", agentId: row.id } : null;
+}
+
+/**
+ * Keys that resolved, by the hash of the key (never the key), for a minute per
+ * isolate: a payment in a tight loop then costs no D1 read to authenticate.
+ * Safe because a key's actor never changes (keys are neither rotated nor
+ * revoked, and merchants and agents are never deleted); if revocation is ever
+ * added, it must clear this or the TTL bounds how long a revoked key works.
+ * Unknown keys are never remembered, so a new key works at once.
+ */
+const KNOWN_KEY_TTL_MS = 60_000;
+const KNOWN_KEYS_MAX = 10_000;
+const knownKeys = new Map<string, { actor: Actor; until: number }>();
+
+function rememberKey(hash: string, actor: Actor) {
+  if (knownKeys.size >= KNOWN_KEYS_MAX) knownKeys.delete(knownKeys.keys().next().value!);
+  knownKeys.set(hash, { actor, until: Date.now() + KNOWN_KEY_TTL_MS });
 }
 
 /** A console user is in CONSOLE_USERS or was added from the console. */

@@ -24,6 +24,8 @@ const PUBLIC_ROUTES = new Set([
   "GET /console/sign-in",
   "POST /console/sign-in",
   "POST /console/sign-in/verify",
+  "GET /openapi.json",
+  "GET /docs",
 ]);
 
 const routes = buildApp()
