@@ -36,6 +36,7 @@ const reference = Scalar({
   hideClientButton: true,
   showDeveloperTools: "never",
   mcp: { disabled: true },
+  agent: { disabled: true },
   defaultOpenFirstTag: true,
 });
 
