@@ -28,6 +28,8 @@ if (migrate.status !== 0) {
 const chain = await startLocalChain({ port: Number(process.env.ANVIL_PORT ?? 8545), log: step });
 // The chain's settings (token address, RPC, the facilitator's gas key: anvil's public account 0) are local-only.
 const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
+// `npm run bench` (scripts/bench) asks for its runtime-floor routes; nothing else sets this.
+if (process.env.BENCH_ROUTES === "true") chainVars.BENCH_ROUTES = "true";
 const varFlags = Object.entries(chainVars).flatMap(([key, value]) => ["--var", `${key}:${value}`]);
 
 step(`starting the service at http://127.0.0.1:${port}`);

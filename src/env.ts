@@ -3,6 +3,7 @@ import type { LedgerDurableObject } from "./ledger/ledger.do";
 import type { WalletDurableObject } from "./agents/wallet.do";
 import type { GrantDurableObject } from "./paylinks/grant.do";
 import type { X402SettlerDurableObject } from "./x402/settler.do";
+import type { BenchFloorDurableObject } from "./bench/floor.do";
 
 /** Bindings and vars as wrangler.toml declares them. */
 export interface Env {
@@ -11,6 +12,8 @@ export interface Env {
   LEDGER: DurableObjectNamespace<LedgerDurableObject>;
   GRANT: DurableObjectNamespace<GrantDurableObject>;
   X402_SETTLER: DurableObjectNamespace<X402SettlerDurableObject>;
+  /** `npm run bench` only: bound in the development configuration, never in production. */
+  BENCH_FLOOR?: DurableObjectNamespace<BenchFloorDurableObject>;
   WEBHOOK_QUEUE: Queue<unknown>;
   WEBHOOK_DLQ: Queue<unknown>;
   CREDENTIAL_RATE_LIMIT?: RateLimit;
@@ -46,6 +49,7 @@ export interface Env {
   ACCESS_TEAM_DOMAIN?: string;
   ACCESS_AUD?: string;
   ACCESS_CERTS_URL?: string;
+  BENCH_ROUTES?: string;
 }
 
 /** Seconds between delivery attempts: 10 s, 30 s, 2 min, 10 min, 1 h, 6 h, then 12 h (the queue's longest delay) to about 3 days. */
@@ -156,6 +160,7 @@ const SettingsSchema = z
     ACCESS_TEAM_DOMAIN: z.string().min(1).optional(),
     ACCESS_AUD: z.string().min(1).optional(),
     ACCESS_CERTS_URL: z.string().url().optional(),
+    BENCH_ROUTES: z.enum(["true", "false"]).default("false"),
   })
   .superRefine((settings, ctx) => {
     if (settings.ENVIRONMENT === "production" && !settings.SERVICE_REQUIRE_API_KEY) {
@@ -170,6 +175,9 @@ const SettingsSchema = z
     }
     if (Boolean(settings.ACCESS_TEAM_DOMAIN) !== Boolean(settings.ACCESS_AUD)) {
       ctx.addIssue({ code: "custom", message: "ACCESS_TEAM_DOMAIN and ACCESS_AUD are set together" });
+    }
+    if (settings.ENVIRONMENT === "production" && settings.BENCH_ROUTES === "true") {
+      ctx.addIssue({ code: "custom", message: "BENCH_ROUTES cannot be true in production" });
     }
     for (const name of ["CONSOLE_SESSION_SECRET", "WEBHOOK_SECRETS_KEY"] as const) {
       if (settings.ENVIRONMENT === "production" && /^(dev|test)-only/.test(settings[name])) {
@@ -196,6 +204,8 @@ export interface Settings {
   mail: { transport: "log" | "send_email" | "http" | "none"; from: string | null; httpUrl: string | null; httpToken: string | null };
   /** Cloudflare Access sign-in, when configured. */
   access: { teamDomain: string; audience: string; certsUrl: string } | null;
+  /** The runtime-floor routes of `npm run bench` (src/bench); never in production. */
+  benchRoutes: boolean;
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -240,6 +250,8 @@ export function settingsOf(env: Env): Settings {
             certsUrl: s.ACCESS_CERTS_URL ?? `https://${s.ACCESS_TEAM_DOMAIN.replace(/^https?:\/\//, "").replace(/\/$/, "")}/cdn-cgi/access/certs`,
           }
         : null,
+    // Production never reaches here with it on: the refinement above throws.
+    benchRoutes: s.BENCH_ROUTES === "true" && s.ENVIRONMENT !== "production",
   };
   cache.set(env, settings);
   return settings;

@@ -1,0 +1,405 @@
+// `npm run bench`: starts the service as `npm run dev` does (on its own ports and a throw-away
+// state directory), seeds it through the public API, measures the runtime floors and every
+// scenario of issue #8 with autocannon from this process, prints one table (requests per second,
+// p50/p99, errors, ratio to the floor, the target) and writes the same as JSON to bench/results/.
+// docs/benchmarks.md says what each row measures. It stops everything it started, on success,
+// on error and on Ctrl-C.
+//
+// Settings (environment): BENCH_SECONDS (measured seconds per scenario, default 6),
+// BENCH_WARMUP (warm-up seconds, default 2), BENCH_CONNECTIONS (default 32).
+import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
+import { load } from "./load.mjs";
+import { startReceiver } from "./receiver.mjs";
+import { table, writeJson } from "./report.mjs";
+import { startService } from "./server.mjs";
+import { chainSettleFloor, signPayments } from "./x402.mjs";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const AGENTS = 100;
+const GRANTS = 50;
+// Each payment to the webhook merchant makes two events (payment.succeeded, charge.succeeded).
+const WEBHOOK_EVENTS_PER_SECOND = 100;
+const WEBHOOK_PAYMENTS_PER_SECOND = WEBHOOK_EVENTS_PER_SECOND / 2;
+const WEBHOOK_SECONDS = 8;
+const CREDIT = 100_000_000; // $1M each: no scenario may run an agent dry
+
+const startedAt = new Date();
+const t0 = Date.now();
+const log = (line) => console.log(`[bench ${((Date.now() - t0) / 1000).toFixed(0).padStart(3)} s] ${line}`);
+const ms = (n) => (n < 10 ? n.toFixed(1) : n.toFixed(0));
+const summary = (r) => `${r.okRps.toFixed(r.okRps < 100 ? 1 : 0)} req/s, p50 ${ms(r.p50)} ms, p99 ${ms(r.p99)} ms, ${r.errors} errors`;
+
+let service = null;
+let receiver = null;
+let stopping = null;
+/** Stops what this run started; safe to call more than once. */
+const stopAll = () =>
+  (stopping ??= (async () => {
+    await Promise.allSettled([service?.stop(), receiver?.close()]);
+  })());
+
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.once(signal, async () => {
+    log(`${signal}: stopping the service`);
+    await stopAll();
+    process.exit(130);
+  });
+}
+
+const json = (body) => ({ "content-type": "application/json", ...body });
+
+async function main() {
+  log(`${SECONDS} s per scenario after a ${WARMUP} s warm-up, ${CONNECTIONS} concurrent requests`);
+  receiver = await startReceiver();
+  service = await startService({ log });
+  const B = service.url;
+  const rows = [];
+  const raw = {};
+  let reloadsSeen = service.reloads();
+
+  /**
+   * Waits until the service has no queued work left (outbox fan-out, webhook deliveries) for over
+   * a second, so a scenario does not pay for the one before it.
+   */
+  const quiet = async () => {
+    const deadline = Date.now() + 45_000;
+    for (let calm = 0; Date.now() < deadline; await new Promise((r) => setTimeout(r, 300))) {
+      const backlog = await call(B, "GET", "/__bench/backlog");
+      calm = backlog.outbox === 0 && backlog.deliveries === 0 ? calm + 1 : 0;
+      if (calm >= 4) return;
+    }
+    log("  warning: the service still had queued work after 45 s; measuring anyway");
+  };
+
+  /** One row: waits for a quiet service, runs `fn`, notes whether the service reloaded meanwhile, prints a line. */
+  const measure = async (key, name, kind, fn) => {
+    await quiet();
+    log(`${name} ...`);
+    reloadsSeen = service.reloads();
+    const result = await fn();
+    const reloads = service.reloads() - reloadsSeen;
+    reloadsSeen = service.reloads();
+    if (reloads > 0) log(`  warning: the service reloaded ${reloads} time(s) during this run (a source file changed); its numbers are suspect`);
+    const unanswered = result.requests === 0 && result.unanswered > 0 ? ` (none of ${result.unanswered} requests answered within the window)` : "";
+    log(`  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`);
+    raw[key] = { name, kind, ...result, reloads };
+    return result;
+  };
+
+  // --- Seeding, all through the public API ---------------------------------------------------
+  log("seeding: console token, merchants, agents, a checkout link, PayLinks and grants");
+  const consoleKey = consoleToken(B);
+  const [shop, links, budgets, hooks, onchain] = await inParallel(["bench shop", "bench links", "bench budgets", "bench hooks", "bench x402"], 5, (name) =>
+    createMerchant(B, consoleKey, name),
+  );
+  const crowd = await inParallel(Array.from({ length: AGENTS }, (_, i) => `bench agent ${i}`), 8, (name) => createAgent(B, consoleKey, name, CREDIT));
+  const [hot, drawer] = await inParallel(["bench hot agent", "bench grant agent"], 2, (name) => createAgent(B, consoleKey, name, CREDIT));
+  const link = await call(B, "POST", "/merchant/checkout", { token: links.apiKey, body: { amountUsdCents: 1, description: "bench" } });
+  const budget = { budgetUsdCents: 10_000_000_000 };
+  const oneGrant = await call(B, "POST", "/merchant/paylinks", { token: budgets.apiKey, body: budget });
+  await call(B, "POST", `/pl/${oneGrant.code}/accept`, { token: drawer.apiKey });
+  const manyGrants = await call(B, "POST", "/merchant/paylinks", { token: budgets.apiKey, body: budget });
+  await inParallel(crowd.slice(0, GRANTS), 8, (a) => call(B, "POST", `/pl/${manyGrants.code}/accept`, { token: a.apiKey }));
+  const [template] = await createCharges(B, shop.apiKey, 1);
+  log(`  ${AGENTS + 2} agents with $${(CREDIT / 100).toLocaleString("en-US")} each, 5 merchants, ${GRANTS + 1} grants`);
+
+  const base = { url: B, connections: CONNECTIONS, warmupSeconds: WARMUP, seconds: SECONDS };
+  const perRun = WARMUP + SECONDS;
+
+  // --- Floors --------------------------------------------------------------------------------
+  // Scratch copies of the payment's tables with a pool of pending charges (src/bench/batch.ts).
+  const poolSize = 120_000;
+  const scratch = await call(B, "POST", "/__bench/setup", { body: { templateChargeId: template, charges: poolSize } });
+  let slot = 0;
+  const floorBody = () => {
+    const i = slot++;
+    if (i >= poolSize) throw new Error("the scratch charge pool ran out; raise poolSize");
+    return JSON.stringify({ i, agentId: scratch.agentIds[i % scratch.agentIds.length], merchantId: scratch.merchantId });
+  };
+  const floor = {};
+  floor.noop = await measure("floor_trivial_route", "floor: trivial route", "floor", () => load({ ...base, next: () => ({ path: "/__bench/noop" }) }));
+  floor.rpc = await measure("floor_do_rpc", "floor: one Durable Object RPC", "floor", () => load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-rpc" }) }));
+  floor.batch = await measure("floor_d1_batch", "floor: one payment-sized D1 batch", "floor", () =>
+    load({ ...base, next: () => ({ method: "POST", path: "/__bench/d1-batch", headers: json(), body: floorBody() }) }),
+  );
+  floor.rpcBatch = await measure("floor_do_rpc_d1_batch", "floor: DO RPC + payment-sized batch", "floor", () =>
+    load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-d1-batch", headers: json(), body: floorBody() }) }),
+  );
+  floor.serial = await measure("floor_do_rpc_d1_batch_serial", "floor: same, one batch at a time", "floor", () =>
+    load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-d1-batch-serial", headers: json(), body: floorBody() }) }),
+  );
+  const statements = raw.floor_d1_batch ? (await call(B, "POST", "/__bench/d1-batch", { body: JSON.parse(floorBody()) })).statements : null;
+  await call(B, "POST", "/__bench/teardown");
+
+  // --- Charge creation, which also makes the charges the wallet scenarios pay -----------------
+  const pending = [];
+  const chargeCreation = await measure("charge_creation", "charge creation", "scenario", () =>
+    load({
+      ...base,
+      next: () => ({ method: "POST", path: "/merchant/charges", headers: json({ authorization: `Bearer ${shop.apiKey}` }), body: '{"amountUsdCents":1}' }),
+      onResponse: (status, body) => {
+        if (status === 201) pending.push(JSON.parse(body).chargeId);
+      },
+    }),
+  );
+  /** Inputs for `rate` successful requests a second over `seconds`, with a margin for a faster run. */
+  const inputsFor = (rate, seconds) => Math.ceil(rate * seconds * 1.6) + CONNECTIONS * 2;
+  /** Fills `list` up to `want` with `make(n)`; preparing inputs is never part of a measured window. */
+  const topUp = async (list, want, what, make) => {
+    if (list.length >= want) return;
+    log(`  preparing ${want - list.length} ${what}`);
+    list.push(...(await make(want - list.length)));
+  };
+  const shopCharges = (n) => createCharges(B, shop.apiKey, n, CONNECTIONS);
+  let ranDry = 0;
+  const nextPending = () => {
+    const id = pending.pop();
+    if (id) return id;
+    ranDry++;
+    return "chg_pool_ran_dry";
+  };
+  /**
+   * A wallet-payment scenario: each request pays its own pending charge. The warm-up runs on a
+   * guess; the measured run gets what the warm-up's rate says it needs (prepared in between).
+   */
+  const payScenario = async (key, name, agentOf, guess) => {
+    await topUp(pending, inputsFor(guess, WARMUP), "pending charges", shopCharges);
+    const result = await measure(key, name, "scenario", () =>
+      load({
+        ...base,
+        next: () => ({ method: "POST", path: `/charges/${nextPending()}/pay`, headers: { authorization: `Bearer ${agentOf().apiKey}` } }),
+        afterWarmup: async (warm) => {
+          await topUp(pending, inputsFor(warm.okRps, SECONDS), "pending charges", shopCharges);
+          await quiet();
+          ranDry = 0;
+        },
+      }),
+    );
+    if (ranDry > 0) {
+      raw[key].exhausted = true;
+      log(`  warning: ${ranDry} requests found no pending charge left (counted as errors)`);
+    }
+    return result;
+  };
+
+  // --- Wallet payments --------------------------------------------------------------------------
+  // A payment does strictly more than a charge creation or the floor, so neither rate is exceeded.
+  const payGuess = Math.min(floor.rpcBatch.okRps, chargeCreation.okRps);
+  let turn = 0;
+  const across = await payScenario("wallet_pay_across_agents", `wallet pay, ${AGENTS} agents`, () => crowd[turn++ % crowd.length], payGuess);
+  const hotAgent = await payScenario("wallet_pay_hot_agent", "wallet pay, one hot agent", () => hot, across.okRps);
+
+  // --- Checkout link and PayLinks -----------------------------------------------------------------
+  const checkout = await measure("checkout_link_pay", "checkout-link pay", "scenario", () =>
+    load({ ...base, next: () => ({ method: "POST", path: `/checkout/${link.checkoutToken}/pay`, headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` } }) }),
+  );
+  const draw = (code, agentId) => ({
+    method: "POST",
+    path: `/merchant/paylinks/${code}/charge`,
+    headers: json({ authorization: `Bearer ${budgets.apiKey}` }),
+    body: JSON.stringify({ agentId, amountUsdCents: 1 }),
+  });
+  const drawOne = await measure("paylink_draw_one_grant", "PayLink draw, one grant", "scenario", () => load({ ...base, next: () => draw(oneGrant.code, drawer.agentId) }));
+  const drawMany = await measure("paylink_draw_many_grants", `PayLink draw, ${GRANTS} grants`, "scenario", () =>
+    load({ ...base, next: () => draw(manyGrants.code, crowd[turn++ % GRANTS].agentId) }),
+  );
+
+  // --- x402 --------------------------------------------------------------------------------------
+  const [x402Probe] = await createCharges(B, onchain.apiKey, 1);
+  const terms = (await call(B, "GET", `/charges/${x402Probe}/x402`, { expected: [402] })).accepts[0];
+  const verifySamples = await signPayments(terms, 64);
+  const verifyBody = (header, iterations) => JSON.stringify({ header, amountMinor: 1, iterations });
+  let v = 0;
+  const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
+    load({ ...base, next: () => ({ method: "POST", path: "/__bench/x402-verify", headers: json(), body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1) }) }),
+  );
+  // CPU per verification: a request doing 1 and one doing 101, one at a time; the difference is
+  // 100 verifications of pure computation on an otherwise idle isolate.
+  const timed = async (iterations) => {
+    const began = performance.now();
+    const res = await call(B, "POST", "/__bench/x402-verify", { body: JSON.parse(verifyBody(verifySamples[0].header, iterations)) });
+    if (!res.valid) throw new Error(`x402 verification failed: ${res.reason}`);
+    return performance.now() - began;
+  };
+  const cpuSamples = [];
+  for (let k = 0; k < 5; k++) cpuSamples.push(((await timed(101)) - (await timed(1))) / 100);
+  cpuSamples.sort((a, b) => a - b);
+  const verifyCpuMs = cpuSamples[2];
+  raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
+  log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
+
+  // Settlement. The chain's own rate first: it sizes what the service's run needs (each payment
+  // takes its own pending charge and its own signed authorization).
+  const chainSigned = await signPayments(terms, 300 * perRun);
+  floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
+    chainSettleFloor({ rpcUrl: service.rpcUrl, terms, concurrency: CONNECTIONS, warmupSeconds: WARMUP, seconds: SECONDS, signed: chainSigned }),
+  );
+  // Each settlement takes its own pending charge and its own signed authorization.
+  const x402Inputs = [];
+  const x402Make = async (n) => {
+    const [charges, signed] = await Promise.all([createCharges(B, onchain.apiKey, n, CONNECTIONS), signPayments(terms, n)]);
+    return charges.map((chargeId, k) => ({ chargeId, header: signed[k].header }));
+  };
+  await topUp(x402Inputs, inputsFor(floor.chain.okRps, WARMUP), "x402 charges and signed payments", x402Make);
+  let x402Dry = 0;
+  const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>
+    load({
+      ...base,
+      next: () => {
+        const input = x402Inputs.pop();
+        if (!input) x402Dry++;
+        return { path: `/charges/${input?.chargeId ?? "chg_x402_ran_dry"}/x402`, headers: { "x-payment": input?.header ?? "none" } };
+      },
+      expect: (status) => status === 200,
+      afterWarmup: async (warm) => {
+        await topUp(x402Inputs, inputsFor(warm.okRps, SECONDS), "x402 charges and signed payments", x402Make);
+        await quiet();
+        x402Dry = 0;
+      },
+    }),
+  );
+  if (x402Dry > 0) {
+    raw.x402_settle.exhausted = true;
+    log(`  warning: ${x402Dry} requests found no prepared payment left (counted as errors)`);
+  }
+
+  // --- Webhook fan-out ------------------------------------------------------------------------------
+  // Charges first, and their charge.created events fanned out, so the endpoint sees payment events only.
+  const webhookRate = Math.min(WEBHOOK_PAYMENTS_PER_SECOND, across.okRps * 1.5 + 5);
+  const webhookCharges = await createCharges(B, hooks.apiKey, Math.ceil(webhookRate * WEBHOOK_SECONDS) + CONNECTIONS * 2, CONNECTIONS);
+  await quiet();
+  const endpoint = await call(B, "POST", "/settings/webhooks", {
+    token: consoleKey,
+    body: { url: receiver.url, events: ["payment.succeeded", "charge.succeeded"], merchantId: hooks.merchantId },
+  });
+  receiver.setSecret(endpoint.secret);
+  let wc = 0;
+  let hookStarted = Date.now();
+  const webhookLoad = await measure("webhook_payments", `payments offered at ${WEBHOOK_PAYMENTS_PER_SECOND}/s (${WEBHOOK_EVENTS_PER_SECOND} events/s)`, "scenario", () => {
+    hookStarted = Date.now();
+    return load({
+      ...base,
+      warmupSeconds: 0,
+      seconds: WEBHOOK_SECONDS,
+      overallRate: WEBHOOK_PAYMENTS_PER_SECOND,
+      next: () => ({ method: "POST", path: `/charges/${webhookCharges[wc++] ?? "chg_pool_ran_dry"}/pay`, headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` } }),
+    });
+  });
+  const hookEnded = Date.now();
+  const expected = webhookLoad.ok * 2;
+  const drainDeadline = Date.now() + 60_000;
+  while (receiver.events.size < expected && Date.now() < drainDeadline) await new Promise((r) => setTimeout(r, 200));
+  const lags = [...receiver.events.values()].map((e) => e.receivedAt - e.createdAt).sort((a, b) => a - b);
+  const pct = (p) => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? 0;
+  // The delivery rate is taken over the span in which deliveries arrived (first to last), so the
+  // lag before the first one does not read as a slower pipeline; the lag has its own columns.
+  const arrivals = [...receiver.events.values()].map((e) => e.receivedAt).sort((a, b) => a - b);
+  const firstArrival = arrivals[0] ?? hookEnded;
+  const lastArrival = arrivals.at(-1) ?? hookEnded;
+  const deliveryRate = arrivals.length > 1 ? (arrivals.length - 1) / ((lastArrival - firstArrival) / 1000) : 0;
+  const webhooks = {
+    requests: receiver.stats.posts,
+    ok: receiver.events.size,
+    errors: Math.max(0, expected - receiver.events.size) + receiver.stats.badSignatures,
+    rps: deliveryRate,
+    okRps: deliveryRate,
+    offeredEventsPerSecond: expected / ((hookEnded - hookStarted) / 1000),
+    p50: pct(50),
+    p90: pct(90),
+    p99: pct(99),
+    max: lags.at(-1) ?? 0,
+    mean: lags.reduce((a, b) => a + b, 0) / Math.max(1, lags.length),
+    expected,
+    delivered: receiver.events.size,
+    duplicates: receiver.stats.duplicates,
+    badSignatures: receiver.stats.badSignatures,
+    drainSeconds: (lastArrival - hookEnded) / 1000,
+  };
+  raw.webhook_delivery = { name: "webhook delivery (lag)", kind: "scenario", ...webhooks };
+  log(
+    `  webhooks: ${webhooks.delivered}/${expected} delivered at ${webhooks.okRps.toFixed(0)} events/s (payments made ${webhooks.offeredEventsPerSecond.toFixed(0)}/s), ` +
+      `lag p50 ${webhooks.p50} ms, p99 ${webhooks.p99} ms, ` +
+      `last one ${webhooks.drainSeconds.toFixed(1)} s after the load`,
+  );
+
+  // --- The table ----------------------------------------------------------------------------------
+  const ratio = (r, f) => (f && f.okRps > 0 ? r.okRps / f.okRps : null);
+  const F_RPC_BATCH = "DO RPC + batch";
+  const payTarget = (r, min, extra) => {
+    const x = ratio(r, floor.rpcBatch);
+    return { floor: F_RPC_BATCH, ratio: x, target: extra ? `>= ${min}, ${extra}` : `>= ${min}`, met: x !== null && x >= min };
+  };
+  const acrossT = payTarget(across, 0.8, "0 errors, p99 < 150 ms");
+  acrossT.met = acrossT.met && across.errors === 0 && across.p99 < 150;
+  const fiveHundreds = Object.entries(hotAgent.statuses).filter(([code]) => Number(code) >= 500).reduce((a, [, n]) => a + n, 0);
+  const hotT = payTarget(hotAgent, 0.6, "no 5xx");
+  hotT.met = hotT.met && fiveHundreds === 0 && hotAgent.socketErrors === 0;
+  const settleRatio = ratio(settle, floor.chain);
+  rows.push(
+    { name: "floor: trivial route", kind: "floor", result: floor.noop },
+    { name: "floor: one DO RPC", kind: "floor", result: floor.rpc },
+    { name: `floor: one D1 batch (${statements ?? "?"} statements)`, kind: "floor", result: floor.batch },
+    { name: "floor: DO RPC + that batch", kind: "floor", result: floor.rpcBatch },
+    { name: "  (same, one at a time)", kind: "floor", result: floor.serial, floor: F_RPC_BATCH, ratio: ratio(floor.serial, floor.rpcBatch) },
+    { name: "floor: chain settlement", kind: "floor", result: floor.chain },
+    { name: "charge creation", kind: "scenario", result: chargeCreation, floor: "D1 batch", ratio: ratio(chargeCreation, floor.batch) },
+    { name: `wallet pay, ${AGENTS} agents`, kind: "scenario", result: across, ...acrossT },
+    { name: "wallet pay, one hot agent", kind: "scenario", result: hotAgent, ...hotT },
+    { name: "checkout-link pay", kind: "scenario", result: checkout, floor: F_RPC_BATCH, ratio: ratio(checkout, floor.rpcBatch) },
+    { name: "PayLink draw, one grant", kind: "scenario", result: drawOne, ...payTarget(drawOne, 0.5) },
+    { name: `PayLink draw, ${GRANTS} grants`, kind: "scenario", result: drawMany, floor: F_RPC_BATCH, ratio: ratio(drawMany, floor.rpcBatch) },
+    {
+      name: "x402 verify",
+      kind: "scenario",
+      result: verify,
+      floor: "trivial route",
+      ratio: ratio(verify, floor.noop),
+      target: `CPU < 5 ms (${verifyCpuMs.toFixed(2)} ms)`,
+      met: verifyCpuMs < 5 && verify.errors === 0,
+    },
+    { name: "x402 settle", kind: "scenario", result: settle, floor: "chain", ratio: settleRatio, target: "chain-bound (>= 0.8)", met: settleRatio !== null && settleRatio >= 0.8 && settle.errors === 0 },
+    {
+      name: "webhooks: events/s, lag",
+      kind: "scenario",
+      result: webhooks,
+      floor: `${WEBHOOK_EVENTS_PER_SECOND}/s offered`,
+      ratio: webhooks.okRps / WEBHOOK_EVENTS_PER_SECOND,
+      target: `${WEBHOOK_EVENTS_PER_SECOND}/s, p99 lag < 2 s`,
+      met: webhooks.okRps >= WEBHOOK_EVENTS_PER_SECOND * 0.95 && webhooks.p99 < 2000 && webhooks.errors === 0,
+    },
+  );
+  const text = table(rows);
+  console.log(`\n${text}\n`);
+  console.log("req/s counts successful responses; for webhooks it is events delivered per second while the payments ran, and p50/p99 are the lag from payment to delivery.");
+  const file = writeJson({
+    startedAt: startedAt.toISOString(),
+    seconds: SECONDS,
+    warmupSeconds: WARMUP,
+    connections: CONNECTIONS,
+    machine: await machine(),
+    paymentBatchStatements: statements,
+    table: rows.map((r) => ({ name: r.name, kind: r.kind, okRps: r.result?.okRps ?? null, p50: r.result?.p50 ?? null, p99: r.result?.p99 ?? null, errors: r.result?.errors ?? null, floor: r.floor ?? null, ratio: r.ratio ?? null, target: r.target ?? null, met: r.met ?? null })),
+    results: raw,
+    elapsedSeconds: (Date.now() - t0) / 1000,
+  });
+  log(`results written to ${file}`);
+}
+
+async function machine() {
+  const os = await import("node:os");
+  return { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? null, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.platform()} ${os.release()}` };
+}
+
+try {
+  await main();
+  await stopAll();
+  log("done; the service and the local chain are stopped");
+  process.exit(0);
+} catch (error) {
+  console.error(`[bench] failed: ${error instanceof Error ? error.stack : String(error)}`);
+  if (service) console.error(`[bench] last lines of the service log:\n${service.output().slice(-3000)}`);
+  await stopAll();
+  process.exit(1);
+}

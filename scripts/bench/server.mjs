@@ -1,0 +1,102 @@
+// Starts `npm run dev` (scripts/dev.mjs: local D1 migrated, Durable Objects, Queues and the local
+// chain, all on workerd) for the benchmark: on free ports, with its own throw-away state
+// directory, and with the runtime-floor routes on (BENCH_ROUTES). A developer's own `npm run dev`
+// is never touched. `stop()` ends the whole process group it started.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/** A port nothing listens on right now. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no free port"))));
+    });
+  });
+}
+
+/**
+ * @param {{ log: (line: string) => void }} options
+ * @returns {Promise<{ url: string, rpcUrl: string, output: () => string, reloads: () => number, stop: () => Promise<void> }>}
+ */
+export async function startService({ log }) {
+  const port = await freePort();
+  const anvilPort = await freePort();
+  const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-bench-"));
+  const env = {
+    ...process.env,
+    PORT: String(port),
+    ANVIL_PORT: String(anvilPort),
+    DEV_PERSIST_DIR: stateDir,
+    BENCH_ROUTES: "true",
+  };
+  // Its own process group (detached), so stop() reaches wrangler, workerd and anvil too.
+  const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let output = "";
+  const collect = (chunk) => {
+    output += chunk.toString();
+    // Keep the tail only: the log is for error reports and for spotting reloads.
+    if (output.length > 200_000) output = output.slice(-100_000);
+  };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  let reloads = 0;
+  child.stdout.on("data", (chunk) => {
+    // wrangler dev rebuilds when a source file changes; a reload mid-scenario spoils its numbers.
+    if (/Reloading local server/.test(chunk.toString())) reloads++;
+  });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    if (child.exitCode === null && child.signalCode === null && child.pid) {
+      try {
+        process.kill(-child.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      const late = setTimeout(() => {
+        try {
+          process.kill(-child.pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, 5000);
+      await exited;
+      clearTimeout(late);
+    }
+    rmSync(stateDir, { recursive: true, force: true });
+  };
+
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  log(`starting the service (npm run dev) at ${url}, local chain at 127.0.0.1:${anvilPort}`);
+  for (;;) {
+    if (child.exitCode !== null) {
+      await stop();
+      throw new Error(`npm run dev exited early:\n${output.slice(-4000)}`);
+    }
+    try {
+      const res = await fetch(`${url}/__bench/noop`);
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`npm run dev did not answer within 120 s:\n${output.slice(-4000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return { url, rpcUrl: `http://127.0.0.1:${anvilPort}`, stateDir, output: () => output, reloads: () => reloads, stop };
+}

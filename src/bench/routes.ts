@@ -1,0 +1,114 @@
+import { z } from "zod";
+import type { Env } from "../env";
+import { settingsOf } from "../env";
+import { decodePaymentHeader } from "../x402/payload";
+import { termsFor } from "../x402/terms";
+import { verifyOffline } from "../x402/verify";
+import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
+
+/**
+ * The runtime floors of `npm run bench` (docs/benchmarks.md). They sit beside
+ * the Hono app, not in it (so the app's route table, which the security tests
+ * read, has no trace of them), and src/index.ts dispatches here only when
+ * settings say BENCH_ROUTES is on, which production refuses at start-up.
+ * Every path is under /__bench/; anything else falls through to the app.
+ */
+export const BENCH_PREFIX = "/__bench/";
+
+const FloorBody = z.object({ i: z.number().int().min(0), agentId: z.string().min(1), merchantId: z.string().min(1) }).strict();
+const SetupBody = z.object({ templateChargeId: z.string().min(1), charges: z.number().int().positive().max(2_000_000) }).strict();
+const VerifyBody = z.object({ header: z.string().min(1), amountMinor: z.number().int().positive(), iterations: z.number().int().positive().max(10_000).default(1) }).strict();
+
+const json = (body: unknown, status = 200) => Response.json(body, { status });
+
+async function bodyOf<T>(request: Request, schema: z.ZodType<T>): Promise<T | Response> {
+  let raw: unknown;
+  try {
+    raw = await request.json();
+  } catch {
+    return json({ error: "invalid_request" }, 400);
+  }
+  const parsed = schema.safeParse(raw);
+  return parsed.success ? parsed.data : json({ error: "invalid_request", issues: parsed.error.issues }, 400);
+}
+
+const floorObject = (env: Env) => {
+  if (!env.BENCH_FLOOR) throw new Error("BENCH_FLOOR is not bound (development configuration only)");
+  return env.BENCH_FLOOR.getByName("floor");
+};
+
+/** Answers a /__bench/ request, or null for any other path. */
+export async function benchFetch(request: Request, env: Env): Promise<Response | null> {
+  const path = new URL(request.url).pathname;
+  if (!path.startsWith(BENCH_PREFIX)) return null;
+  const route = `${request.method} ${path.slice(BENCH_PREFIX.length)}`;
+  switch (route) {
+    // Floor: a trivial route of the same Worker.
+    case "GET noop":
+      return json({ ok: true });
+
+    // Floor: one Durable Object RPC.
+    case "POST do-rpc":
+      return json({ ok: (await floorObject(env).ping()) === 1 });
+
+    // Floor: one payment-sized D1 batch, from the Worker.
+    case "POST d1-batch": {
+      const body = await bodyOf(request, FloorBody);
+      if (body instanceof Response) return body;
+      const db = env.DB;
+      const statements = paymentShapedBatch(body.i, body.agentId, body.merchantId);
+      await db.batch(statements.map((s) => db.prepare(s.sql).bind(...s.params)));
+      return json({ ok: true, statements: statements.length });
+    }
+
+    // Floor: one Durable Object RPC that runs that batch (`serial`: one at a time, as the ledger sequencer does).
+    case "POST do-d1-batch":
+    case "POST do-d1-batch-serial": {
+      const body = await bodyOf(request, FloorBody);
+      if (body instanceof Response) return body;
+      const statements = paymentShapedBatch(body.i, body.agentId, body.merchantId);
+      const ran = await floorObject(env).runBatch(statements, route.endsWith("serial"));
+      return json({ ok: ran === statements.length, statements: ran });
+    }
+
+    // x402 verification alone (decode, terms, window, signature recovery): CPU only, `iterations` times.
+    case "POST x402-verify": {
+      const body = await bodyOf(request, VerifyBody);
+      if (body instanceof Response) return body;
+      const x = settingsOf(env).x402;
+      if (!x) return json({ error: "x402_not_configured" }, 503);
+      const nowSeconds = Math.floor(Date.now() / 1000);
+      let verdict: { isValid: boolean; invalidReason?: string } = { isValid: false, invalidReason: "invalid_payload" };
+      for (let k = 0; k < body.iterations; k++) {
+        const payment = decodePaymentHeader(body.header);
+        if (!payment) break;
+        verdict = await verifyOffline(x, termsFor(x, "bench", body.amountMinor, "bench"), payment, nowSeconds);
+      }
+      return json({ valid: verdict.isValid, reason: verdict.invalidReason ?? null, iterations: body.iterations }, verdict.isValid ? 200 : 422);
+    }
+
+    // Work the service still has queued: the runner waits for none before each scenario, so one
+    // scenario's leftovers (outbox fan-out, deliveries) do not slow the next.
+    case "GET backlog": {
+      const [outbox, deliveries] = await env.DB.batch([
+        env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE dispatched_at IS NULL"),
+        env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'pending'"),
+      ]);
+      const count = (r: D1Result | undefined) => Number((r?.results[0] as { n: number } | undefined)?.n ?? 0);
+      return json({ outbox: count(outbox), deliveries: count(deliveries) });
+    }
+
+    // Scratch tables for the batch floors (src/bench/batch.ts).
+    case "POST setup": {
+      const body = await bodyOf(request, SetupBody);
+      if (body instanceof Response) return body;
+      return json(await createScratch(env.DB, body.templateChargeId, body.charges));
+    }
+    case "POST teardown":
+      await dropScratch(env.DB);
+      return json({ ok: true });
+
+    default:
+      return json({ error: "not_found" }, 404);
+  }
+}

@@ -1,0 +1,120 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { paymentShapedBatch, SCRATCH_TABLES } from "../../src/bench/batch";
+import { settingsOf, type Env } from "../../src/env";
+import worker from "../../src/index";
+import { walletPaymentPlan } from "../../src/ledger/movements";
+import { api } from "../helpers/api";
+import { createAgent, createCharge, createMerchant } from "../helpers/factories";
+import { xPaymentHeader } from "../helpers/x402";
+
+// The runtime floors of `npm run bench` (src/bench): off unless BENCH_ROUTES is set, refused in
+// production, and writing only to their own scratch tables. No timing is asserted here.
+
+const benchEnv = (vars: Partial<Env> = {}): Env => ({ ...env, BENCH_ROUTES: "true", ...vars }) as Env;
+
+async function bench(method: string, path: string, body?: unknown, vars: Partial<Env> = {}) {
+  const ctx = createExecutionContext();
+  const init: RequestInit = { method, headers: body === undefined ? {} : { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) };
+  const response = await worker.fetch!(new Request(`http://service.test/__bench/${path}`, init) as Request<unknown, IncomingRequestCfProperties>, benchEnv(vars), ctx);
+  await waitOnExecutionContext(ctx);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+const count = async (sql: string) => (await env.DB.prepare(sql).first<{ n: number }>())?.n ?? 0;
+
+describe("bench routes", () => {
+  it("are not served without BENCH_ROUTES: the app answers 404, so nothing can make scratch tables", async () => {
+    expect((await api("GET", "/__bench/noop")).status).toBe(404);
+    const setup = await api("POST", "/__bench/setup", { body: { templateChargeId: "chg_x", charges: 1 } });
+    expect(setup.status).toBe(404);
+    expect(setup.body).toEqual({ error: "not_found" });
+    expect(settingsOf(env).benchRoutes).toBe(false);
+  });
+
+  it("cannot be turned on in production: the settings refuse to start", async () => {
+    const production = {
+      ENVIRONMENT: "production",
+      CONSOLE_SESSION_SECRET: "a-real-production-secret-with-enough-entropy-0123456789",
+      WEBHOOK_SECRETS_KEY: "another-real-production-secret-with-entropy-0123456789",
+    };
+    expect(() => settingsOf({ ...production, BENCH_ROUTES: "true" } as Env)).toThrow(/BENCH_ROUTES cannot be true in production/);
+    expect(settingsOf(production as Env).benchRoutes).toBe(false);
+    // The Worker itself fails closed rather than serving a floor.
+    await expect(bench("GET", "noop", undefined, production as Partial<Env>)).rejects.toThrow(/BENCH_ROUTES/);
+  });
+
+  it("serve the trivial route and the Durable Object RPC when on, and pass other paths to the app", async () => {
+    expect(await bench("GET", "noop")).toEqual({ status: 200, body: { ok: true } });
+    expect(await bench("POST", "do-rpc")).toEqual({ status: 200, body: { ok: true } });
+    expect((await bench("GET", "no-such-floor")).status).toBe(404);
+    const ctx = createExecutionContext();
+    const app = await worker.fetch!(new Request("http://service.test/no-such-route") as Request<unknown, IncomingRequestCfProperties>, benchEnv(), ctx);
+    await waitOnExecutionContext(ctx);
+    expect(app.status).toBe(404);
+    expect(await app.json()).toEqual({ error: "not_found" });
+  });
+
+  it("build a batch of a wallet payment's count and shape that names only scratch tables", () => {
+    const batch = paymentShapedBatch(7, "agent_a", "mch_m");
+    const plan = walletPaymentPlan({
+      charge: { id: "chg_x", merchantId: "mch_m", amountMinor: 1, currency: "USD", description: null },
+      agentId: "agent_a",
+      method: "ledger",
+      reference: "PAY_X",
+      paidAt: new Date().toISOString(),
+    });
+    expect(batch).toHaveLength(plan.statements.length + plan.audit.length);
+    const tables = batch.flatMap((s) => [...s.sql.matchAll(/\b(?:INTO|UPDATE|FROM|JOIN)\s+[`"]?(\w+)/gi)].map((m) => m[1]!));
+    expect(tables.length).toBeGreaterThan(batch.length);
+    for (const table of tables) expect(table === "batch_guards" || SCRATCH_TABLES.some((t) => table === `bench_${t}`), table).toBe(true);
+  });
+
+  it("write payment-sized batches into scratch copies only, with the payment's guards, and drop them after", async () => {
+    const merchant = await createMerchant({ name: "floor merchant" });
+    const agent = await createAgent({ name: "floor agent", credit: 1000 });
+    const template = await createCharge(merchant.apiKey, 500);
+    const real = ["charges", "ledger_entries", "audit_events", "outbox_events"];
+    const before = await Promise.all(real.map((t) => count(`SELECT COUNT(*) AS n FROM ${t}`)));
+
+    const setup = await bench("POST", "setup", { templateChargeId: template.chargeId, charges: 5 });
+    expect(setup.status).toBe(200);
+    expect(setup.body).toMatchObject({ merchantId: merchant.merchantId, pool: 5 });
+    expect(setup.body.agentIds).toContain(agent.agentId);
+
+    const floor = (i: number) => ({ i, agentId: agent.agentId, merchantId: merchant.merchantId });
+    const statements = walletPaymentPlan({ charge: { id: "c", merchantId: "m", amountMinor: 1, currency: "USD", description: null }, agentId: "a", method: "ledger", reference: "r", paidAt: "t" }).statements.length + 1;
+    expect(await bench("POST", "d1-batch", floor(0))).toEqual({ status: 200, body: { ok: true, statements } });
+    expect(await bench("POST", "do-d1-batch", floor(1))).toEqual({ status: 200, body: { ok: true, statements } });
+    expect(await bench("POST", "do-d1-batch-serial", floor(2))).toEqual({ status: 200, body: { ok: true, statements } });
+    // The payment's own guard, on the copy: a charge is paid once.
+    await expect(bench("POST", "d1-batch", floor(0))).rejects.toThrow(/charge_not_pending/);
+
+    expect(await count("SELECT COUNT(*) AS n FROM bench_charges WHERE status = 'paid'")).toBe(3);
+    expect(await count("SELECT COUNT(*) AS n FROM bench_ledger_entries")).toBe(6);
+    expect(await count("SELECT COUNT(*) AS n FROM bench_audit_events")).toBe(3);
+    expect(await count(`SELECT balance_minor AS n FROM bench_agents WHERE id = '${agent.agentId}'`)).toBe(1000 - 3);
+    // The real tables and the real wallet are untouched.
+    expect(await Promise.all(real.map((t) => count(`SELECT COUNT(*) AS n FROM ${t}`)))).toEqual(before);
+    expect(await count(`SELECT balance_minor AS n FROM agents WHERE id = '${agent.agentId}'`)).toBe(1000);
+    expect(await count("SELECT COUNT(*) AS n FROM batch_guards")).toBe(0);
+
+    expect(await bench("POST", "teardown")).toEqual({ status: 200, body: { ok: true } });
+    expect(await count("SELECT COUNT(*) AS n FROM sqlite_master WHERE name LIKE 'bench\\_%' ESCAPE '\\'")).toBe(0);
+  });
+
+  it("verify an x402 payment offline as many times as asked, and say why a wrong one fails", async () => {
+    const good = await xPaymentHeader(1, 10_000n);
+    expect(await bench("POST", "x402-verify", { header: good.header, amountMinor: 1, iterations: 3 })).toEqual({ status: 200, body: { valid: true, reason: null, iterations: 3 } });
+    const short = await bench("POST", "x402-verify", { header: good.header, amountMinor: 2 });
+    expect(short).toEqual({ status: 422, body: { valid: false, reason: "invalid_exact_evm_payload_authorization_value", iterations: 1 } });
+    expect((await bench("POST", "x402-verify", { header: good.header })).status).toBe(400);
+  });
+
+  it("report the service's queued work", async () => {
+    const backlog = await bench("GET", "backlog");
+    expect(backlog.status).toBe(200);
+    expect(backlog.body).toEqual({ outbox: expect.any(Number), deliveries: expect.any(Number) });
+  });
+});
