@@ -33,7 +33,7 @@ if (process.env.BENCH_ROUTES === "true") chainVars.BENCH_ROUTES = "true";
 const varFlags = Object.entries(chainVars).flatMap(([key, value]) => ["--var", `${key}:${value}`]);
 
 step(`starting the service at http://127.0.0.1:${port}`);
-const server = spawn(wrangler, ["dev", "--local", "--ip", "127.0.0.1", "--port", port, "--show-interactive-dev-session=false", ...persist, ...varFlags], {
+const server = spawn(wrangler, ["dev", "--local", "--ip", "127.0.0.1", "--port", port, "--show-interactive-dev-session=false", "--test-scheduled", ...persist, ...varFlags], {
   cwd: root,
   env,
   stdio: "inherit",
@@ -41,10 +41,12 @@ const server = spawn(wrangler, ["dev", "--local", "--ip", "127.0.0.1", "--port",
 
 // Local workerd does not fire cron triggers by itself; fire the scheduled
 // handler on a short period (DEV_CRON_SECONDS, default 10) so deposits and
-// retries show up quickly; production runs it every minute.
+// retries show up quickly; production runs it every minute. `/__scheduled`
+// (from --test-scheduled) reaches the Worker itself; /cdn-cgi/handler/scheduled
+// stops at the static-assets router (the API reference's bundle) and fails.
 const base = `http://127.0.0.1:${port}`;
 const cron = setInterval(() => {
-  fetch(`${base}/cdn-cgi/handler/scheduled`).catch(() => undefined);
+  fetch(`${base}/__scheduled`).catch(() => undefined);
 }, Number(process.env.DEV_CRON_SECONDS ?? 10) * 1000);
 cron.unref();
 
