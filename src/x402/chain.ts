@@ -1,4 +1,4 @@
-import { createPublicClient, defineChain, http, type PublicClient } from "viem";
+import { createPublicClient, defineChain, http, TransactionReceiptNotFoundError, type PublicClient } from "viem";
 import type { X402Settings } from "../env";
 
 /** The part of the EIP-3009 token the service uses. */
@@ -65,4 +65,24 @@ export function publicClientOf(x: X402Settings): PublicClient {
     clients.set(key, client);
   }
   return client;
+}
+
+/**
+ * The receipt of `hash`, polled by this request alone until `timeoutMs`. Not
+ * viem's waitForTransactionReceipt: its block watcher is shared by every
+ * caller of the client in the isolate, and in a Worker the watcher dies with
+ * the request that started it, leaving the others waiting out their timeout.
+ */
+export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
+  const client = publicClientOf(x);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await client.getTransactionReceipt({ hash });
+    } catch (error) {
+      if (!(error instanceof TransactionReceiptNotFoundError)) throw error;
+    }
+    if (Date.now() + intervalMs > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
 }

@@ -1,5 +1,5 @@
 import type { Env, X402Settings } from "../env";
-import { publicClientOf } from "./chain";
+import { receiptWithin } from "./chain";
 import type { DecodedPayment } from "./payload";
 import { settlerOf, shortError } from "./settler.do";
 import type { Terms } from "./terms";
@@ -32,7 +32,7 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
       try {
-        const receipt = await publicClientOf(x).waitForTransactionReceipt({ hash: sent.transaction, timeout: x.facilitatorTimeoutMs, pollingInterval: 250 });
+        const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
         return receipt.status === "success" ? { kind: "settled", transaction: sent.transaction } : { kind: "failed", reason: "transaction_reverted" };
       } catch (error) {
         return { kind: "unknown", reason: `receipt_unavailable: ${shortError(error)}`, transaction: sent.transaction };

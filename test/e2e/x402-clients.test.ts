@@ -80,6 +80,16 @@ describe("official x402 clients against npm run dev", () => {
     expect(view).toMatchObject({ paymentsCount: 1, totalPaidMinor: 99 });
   });
 
+  it("settles many payments at once, each answered with its own settlement", async () => {
+    const chargeIds = await Promise.all(Array.from({ length: 12 }, (_, i) => newCharge(20 + i)));
+    const pay = wrapV1(fetch, privateKeyToAccount(accounts[4]!.privateKey), 10_000_000n);
+    const responses = await Promise.all(chargeIds.map((chargeId) => pay(`${dev.url}/charges/${chargeId}/x402`)));
+    expect(responses.map((r) => r.status)).toEqual(chargeIds.map(() => 200));
+    const settlements = responses.map((r) => decodeXPaymentResponse(r.headers.get("x-payment-response")!));
+    expect(settlements.every((s) => s.success)).toBe(true);
+    expect(new Set(settlements.map((s) => s.transaction)).size).toBe(12);
+  });
+
   it("tops up an agent wallet from its deposit address", async () => {
     const created = dev.cli("agent", "create", "--name", "depositor");
     const agent = JSON.parse(created.stdout.trim()) as { apiKey: string };

@@ -152,6 +152,15 @@ describe("paying a charge with x402", () => {
     await registerEndpoint(hook, { merchantId: merchant.merchantId, events: ["charge.succeeded"] });
   });
 
+  it("parallel settlements each see their own receipt and answer 200", async () => {
+    const charges = await Promise.all(Array.from({ length: 6 }, (_, i) => createCharge(merchant.apiKey, 11 + i, { description: `parallel ${i}` })));
+    const headers = await Promise.all(charges.map((_, i) => xPaymentHeader(PAYER, BigInt(11 + i) * UNITS_PER_CENT)));
+    const responses = await Promise.all(charges.map((charge, i) => api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": headers[i]!.header } })));
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    for (const [i, res] of responses.entries()) expect(res.body).toMatchObject({ chargeId: charges[i]!.chargeId, status: "paid", settlement: { success: true } });
+    expect(new Set(responses.map((r) => r.body.settlement.transaction)).size).toBe(6);
+  });
+
   it("X-PAYMENT (standard base64) settles on chain, marks the charge paid, credits the merchant, audits it", async () => {
     const cents = 250;
     const value = BigInt(cents) * UNITS_PER_CENT;
