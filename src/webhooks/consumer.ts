@@ -132,24 +132,28 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
 
 /** The webhook queue's consumer: one attempt per message, retried on the schedule, dead-lettered at its end. */
 export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  for (const message of batch.messages) {
-    const parsed = MessageSchema.safeParse(message.body);
-    if (!parsed.success) {
-      message.ack(); // Not ours to retry: a malformed message never becomes valid.
-      continue;
+  // A batch's deliveries go out side by side: each is its own claim, POST and record, and one slow
+  // receiver (up to WEBHOOK_TIMEOUT_MS) must not hold up the rest of the batch.
+  await Promise.all(batch.messages.map((message) => consumeDelivery(message, env)));
+}
+
+async function consumeDelivery(message: Message<unknown>, env: Env): Promise<void> {
+  const parsed = MessageSchema.safeParse(message.body);
+  if (!parsed.success) {
+    message.ack(); // Not ours to retry: a malformed message never becomes valid.
+    return;
+  }
+  try {
+    const result = await attemptDelivery(env, parsed.data.deliveryId);
+    if (result.kind === "retry") message.retry({ delaySeconds: result.delaySeconds });
+    else {
+      // Recorded as failed already; the dead-letter queue keeps the message for operators' tooling.
+      if (result.kind === "dead") await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId, final: true } satisfies DeliveryMessage);
+      message.ack();
     }
-    try {
-      const result = await attemptDelivery(env, parsed.data.deliveryId);
-      if (result.kind === "retry") message.retry({ delaySeconds: result.delaySeconds });
-      else {
-        // Recorded as failed already; the dead-letter queue keeps the message for operators' tooling.
-        if (result.kind === "dead") await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId, final: true } satisfies DeliveryMessage);
-        message.ack();
-      }
-    } catch (error) {
-      console.error(JSON.stringify({ level: "error", where: "webhook_consumer", deliveryId: parsed.data.deliveryId, error: String(error) }));
-      message.retry({ delaySeconds: 5 });
-    }
+  } catch (error) {
+    console.error(JSON.stringify({ level: "error", where: "webhook_consumer", deliveryId: parsed.data.deliveryId, error: String(error) }));
+    message.retry({ delaySeconds: 5 });
   }
 }
 
