@@ -13,6 +13,16 @@ import { reconcilePayment, type OpenPayment } from "./reconcile";
 export const RECONCILE_AFTER_MS = 15_000;
 const PENDING = "pending:";
 
+interface Prepared {
+  kind: "ready";
+  x: X402Settings;
+  account: ReturnType<typeof privateKeyToAccount>;
+  args: readonly [`0x${string}`, `0x${string}`, bigint, bigint, bigint, `0x${string}`, number, `0x${string}`, `0x${string}`];
+  gas: bigint;
+  /** Fees estimated with the checks, so the one-at-a-time send makes no fee round trips. */
+  fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+}
+
 export type BroadcastResult =
   | { kind: "sent"; transaction: `0x${string}` }
   | { kind: "rejected"; reason: string }
@@ -29,8 +39,15 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
   private nextNonce: number | null = null;
   private wallet: WalletClient | null = null;
 
-  broadcast(authorization: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
-    return this.serialize(() => this.send(authorization, signature));
+  /**
+   * Checks the transfer (simulation and gas, side by side with other
+   * settlements: they are reads) and then sends it, one at a time, so nonces
+   * are assigned in order without gaps or reuse.
+   */
+  async broadcast(authorization: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
+    const prepared = await this.prepare(authorization, signature);
+    if (prepared.kind !== "ready") return prepared;
+    return this.serialize(() => this.send(prepared));
   }
 
   /**
@@ -72,7 +89,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     if (stillOpen.size > 0) await this.ctx.storage.setAlarm(Date.now() + RECONCILE_AFTER_MS);
   }
 
-  private async send(a: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
+  private async prepare(a: Authorization, signature: `0x${string}`): Promise<Prepared | Exclude<BroadcastResult, { kind: "sent" }>> {
     const x = settingsOf(this.env).x402;
     if (!x?.facilitatorPrivateKey) return { kind: "rejected", reason: "facilitator_not_configured" };
     const account = privateKeyToAccount(x.facilitatorPrivateKey);
@@ -86,13 +103,20 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
     const args = [a.from as `0x${string}`, a.to as `0x${string}`, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as `0x${string}`, v, parts.r, parts.s] as const;
     // Simulate first: a transfer that would revert is refused before anything is broadcast.
-    let gas: bigint;
     try {
-      await client.simulateContract({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
-      gas = await client.estimateContractGas({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
+      const [, gas, fees] = await Promise.all([
+        client.simulateContract({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
+        client.estimateContractGas({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
+        client.estimateFeesPerGas(),
+      ]);
+      return { kind: "ready", x, account, args, gas, fees };
     } catch (error) {
       return { kind: "rejected", reason: `simulation_failed: ${shortError(error)}` };
     }
+  }
+
+  private async send({ x, account, args, gas, fees }: Prepared): Promise<BroadcastResult> {
+    const client = publicClientOf(x);
     for (let attempt = 0; ; attempt++) {
       try {
         this.nextNonce ??= await client.getTransactionCount({ address: account.address, blockTag: "pending" });
@@ -104,6 +128,8 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
           functionName: "transferWithAuthorization",
           args,
           gas: (gas * 12n) / 10n,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
           nonce: this.nextNonce,
         });
         this.nextNonce++;
