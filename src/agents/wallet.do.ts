@@ -6,7 +6,20 @@ import type { DepositTransfer } from "../ledger/movements";
 import type { SqlStatement } from "../ledger/plan";
 import { nowIso } from "../lib/time";
 import type { IdempotencySlot } from "../lib/idempotency";
-import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, payNewCharge, setPolicy, type PayableSnapshot, type PayOutcome, type ResponseSlot } from "./wallet";
+import {
+  AgentStateCache,
+  creditDeposit,
+  creditWallet,
+  drawFromWallet,
+  grantApproval,
+  payCharge,
+  payNewCharge,
+  readCharge,
+  setPolicy,
+  type PayableSnapshot,
+  type PayOutcome,
+  type ResponseSlot,
+} from "./wallet";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -15,13 +28,18 @@ import { creditDeposit, creditWallet, drawFromWallet, grantApproval, payCharge, 
  */
 export class WalletDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
+  /** This agent's balance, policy and spend today, kept between operations (see AgentStateCache). */
+  private readonly cache = new AgentStateCache();
 
   payCharge(agentId: string, chargeId: string, respond?: ResponseSlot) {
-    return this.serialize(() => this.expiringHolds(agentId, payCharge(this.env, agentId, chargeId, respond)));
+    // The charge is read while earlier payments of this agent are still in their turn.
+    const ahead = readCharge(this.env, chargeId);
+    ahead.catch(() => undefined);
+    return this.serialize(() => this.expiringHolds(agentId, payCharge(this.env, agentId, chargeId, this.cache, ahead, respond)));
   }
 
   payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot) {
-    return this.serialize(() => this.expiringHolds(agentId, payNewCharge(this.env, agentId, charge, birthGuards, respond)));
+    return this.serialize(() => this.expiringHolds(agentId, payNewCharge(this.env, agentId, charge, birthGuards, this.cache, respond)));
   }
 
   /** A payment held for a human gets an alarm at its approval's expiry. */
@@ -51,23 +69,33 @@ export class WalletDurableObject extends DurableObject<Env> {
   }
 
   drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>, respond?: ResponseSlot) {
-    return this.serialize(() => drawFromWallet(this.env, agentId, charge, grantStatements, auditData, respond));
+    return this.serialize(() => drawFromWallet(this.env, agentId, charge, grantStatements, auditData, this.cache, respond));
   }
 
   grantApproval(agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot) {
-    return this.serialize(() => grantApproval(this.env, agentId, approvalId, decidedBy, slot));
+    return this.serialize(() => grantApproval(this.env, agentId, approvalId, decidedBy, this.cache, slot));
   }
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {
-    return this.serialize(() => creditWallet(this.env, agentId, amountMinor, reference, by, slot));
+    return this.serialize(() => this.forgetting(creditWallet(this.env, agentId, amountMinor, reference, by, slot)));
   }
 
   creditDeposit(transfer: DepositTransfer, credit: boolean) {
-    return this.serialize(() => creditDeposit(this.env, transfer, credit));
+    return this.serialize(() => this.forgetting(creditDeposit(this.env, transfer, credit)));
   }
 
   setPolicy(agentId: string, policy: Policy) {
-    return this.serialize(() => setPolicy(this.env, agentId, policy));
+    return this.serialize(() => this.forgetting(setPolicy(this.env, agentId, policy)));
+  }
+
+  /** Operations that change the balance or the policy otherwise than by a payment: read them from D1 next time. */
+  private async forgetting<T>(operation: Promise<T>): Promise<T> {
+    this.cache.forget();
+    try {
+      return await operation;
+    } finally {
+      this.cache.forget();
+    }
   }
 }
 

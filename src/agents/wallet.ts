@@ -90,11 +90,64 @@ async function readChargeState(env: Env, agentId: string, chargeId: string, now:
   };
 }
 
-/** The agent's balance, policy and today's spend, for a payment whose charge is not stored yet. */
+/** The agent's balance, policy and today's spend, read from D1. */
 export async function readAgentState(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
   const [agent, spent] = await env.DB.batch(agentStatements(env.DB, agentId, now));
   return agentStateOf(agent, spent);
 }
+
+/**
+ * The agent's balance, policy and today's spend as its wallet object last
+ * saw them. Every change to them goes through that one object (payments,
+ * credits, deposits, policy changes), so it can keep them in memory: a
+ * payment updates them after its batch committed, anything else (a refusal, an
+ * error, a credit, a new policy, a new UTC day) makes the next read go to D1.
+ * The batch still guards the balance, so a wrong figure here could only refuse.
+ */
+interface CachedAgent {
+  agentId: string;
+  day: string;
+  state: AgentState;
+}
+
+export class AgentStateCache {
+  private entry: CachedAgent | null = null;
+
+  async read(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
+    const day = utcDayStart(now);
+    if (this.entry?.agentId === agentId && this.entry.day === day) return { ...this.entry.state };
+    const state = await readAgentState(env, agentId, now);
+    this.entry = state ? { agentId, day, state: { ...state } } : null;
+    return state;
+  }
+
+  /** Takes the remembered figures out while a payment is in flight: a crash or a refusal leaves nothing remembered. */
+  take(): CachedAgent | null {
+    const entry = this.entry;
+    this.entry = null;
+    return entry;
+  }
+
+  /** The payment taken out with `take` committed: remember the figures after it. */
+  settle(entry: CachedAgent | null, amountMinor: number): void {
+    if (!entry) return;
+    entry.state.balanceMinor -= amountMinor;
+    entry.state.spentTodayMinor += amountMinor;
+    this.entry = entry;
+  }
+
+  forget(): void {
+    this.entry = null;
+  }
+}
+
+/** A charge and this agent's pending approval of it, read ahead of the agent's turn (they do not depend on it). */
+export async function readCharge(env: Env, chargeId: string) {
+  const db = env.DB;
+  const [charge, approval] = await db.batch([db.prepare(CHARGE_SELECT).bind(chargeId), db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId)]);
+  return { charge: charge?.results[0] as PayableSnapshot | undefined, pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined };
+}
+export type ChargeRead = Awaited<ReturnType<typeof readCharge>>;
 
 function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshold: boolean) {
   return evaluatePolicy(agent.policy, {
@@ -107,6 +160,7 @@ function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshol
 }
 
 interface CommitOptions {
+  cache: AgentStateCache;
   respond?: ResponseSlot;
   method?: "ledger" | "paylink";
   prelude?: SqlStatement[];
@@ -115,7 +169,7 @@ interface CommitOptions {
 }
 
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
-async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot, options: CommitOptions = {}): Promise<PayOutcome> {
+async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot, options: CommitOptions): Promise<PayOutcome> {
   const paidAt = nowIso();
   const reference = newId("payment");
   const method = options.method ?? "ledger";
@@ -125,6 +179,9 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const epilogue = respond
     ? [storeTemplateStatement(respond, 200, JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })), "merchantBalanceMinor", "SELECT balance_minor FROM merchants WHERE id = ?", charge.merchantId)]
     : [];
+  // Until this payment's outcome is known, the remembered figures are not trusted.
+  const { cache } = options;
+  const remembered = cache.take();
   faultPoint("payment.before_commit");
   const result = await ledgerOf(env).commit(
     walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, epilogue, auditData: options.auditData }),
@@ -133,6 +190,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
     if (result.reason === POLICY_REASONS.balance) return { kind: "rejected", reason: result.reason };
     return { kind: "conflict", reason: result.reason };
   }
+  cache.settle(remembered, charge.amountMinor);
   faultPoint("payment.after_commit");
   const merchantBalanceMinor = Number(result.results.at(-1)?.[0]?.balanceMinor ?? 0);
   return { kind: "paid", charge: paidCharge, merchantBalanceMinor };
@@ -143,18 +201,28 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
  * Durable Object, so no two decisions for one agent interleave; the charge's
  * own state is guarded in the batch, so two agents can never both pay it.
  */
-export async function payCharge(env: Env, agentId: string, chargeId: string, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payCharge(env: Env, agentId: string, chargeId: string, cache: AgentStateCache, ahead: Promise<ChargeRead>, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
-  const { charge, agent, pendingApproval } = await readChargeState(env, agentId, chargeId, now);
-  if (!charge) return { kind: "not_found", reason: "charge_not_found" };
-  if (!agent) return { kind: "not_found", reason: "agent_not_found" };
-  // A charge being settled on chain by x402 is not open to the wallet.
-  if (charge.status !== "pending" || charge.x402Claim) return { kind: "conflict", reason: "charge_not_pending" };
+  const first = judgeCharge({ ...(await ahead), agent: await cache.read(env, agentId, now) });
+  if (first.kind === "outcome") return first.outcome;
+  if (first.decision.kind !== "approval") return first.decision.kind === "reject" ? { kind: "rejected", reason: first.decision.reason } : commitPayment(env, agentId, first.charge, { cache, respond });
+  // A hold is rare and must see this agent's latest approval of the charge: decide again on one fresh read.
+  cache.forget();
+  const fresh = await readChargeState(env, agentId, chargeId, now);
+  const second = judgeCharge(fresh);
+  if (second.kind === "outcome") return second.outcome;
+  if (second.decision.kind === "reject") return { kind: "rejected", reason: second.decision.reason };
+  if (second.decision.kind === "approval") return requestApproval(env, agentId, second.charge, second.decision.reason, fresh.pendingApproval, now, [], respond);
+  return commitPayment(env, agentId, second.charge, { cache, respond });
+}
 
-  const decision = decide(agent, charge, false);
-  if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
-  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
-  return commitPayment(env, agentId, charge, { respond });
+/** What the wallet can say of a stored charge before anything is written: an outcome already, or the policy's decision. */
+function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; agent: AgentState | undefined }) {
+  if (!charge) return { kind: "outcome" as const, outcome: { kind: "not_found", reason: "charge_not_found" } satisfies PayOutcome };
+  if (!agent) return { kind: "outcome" as const, outcome: { kind: "not_found", reason: "agent_not_found" } satisfies PayOutcome };
+  // A charge being settled on chain by x402 is not open to the wallet.
+  if (charge.status !== "pending" || charge.x402Claim) return { kind: "outcome" as const, outcome: { kind: "conflict", reason: "charge_not_pending" } satisfies PayOutcome };
+  return { kind: "decision" as const, charge, decision: decide(agent, charge, false) };
 }
 
 /**
@@ -163,15 +231,15 @@ export async function payCharge(env: Env, agentId: string, chargeId: string, res
  * so a refused payment leaves no charge behind. `birthGuards` run first (the
  * link is still active).
  */
-export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], cache: AgentStateCache, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
-  const agent = await readAgentState(env, agentId, now);
+  const agent = await cache.read(env, agentId, now);
   if (!agent) return { kind: "not_found", reason: "agent_not_found" };
   const decision = decide(agent, charge, false);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
   if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude, respond);
-  return commitPayment(env, agentId, charge, { prelude, respond });
+  return commitPayment(env, agentId, charge, { cache, prelude, respond });
 }
 
 /**
@@ -180,12 +248,13 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
  * created already paid (method `paylink`); `grantStatements` guard and move
  * the grant's figures in the same batch.
  */
-export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, respond?: ResponseSlot): Promise<PayOutcome> {
-  const agent = await readAgentState(env, agentId, Date.now());
+export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, cache: AgentStateCache, respond?: ResponseSlot): Promise<PayOutcome> {
+  const agent = await cache.read(env, agentId, Date.now());
   if (!agent) return { kind: "not_found", reason: "agent_not_found" };
   const decision = decide(agent, charge, true);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   return commitPayment(env, agentId, charge, {
+    cache,
     method: "paylink",
     prelude: chargeCreationStatements(charge, charge.merchantName),
     extraStatements: grantStatements,
@@ -252,7 +321,7 @@ async function requestApproval(
  * pays the charge. Hard limits and the balance still apply; if they no longer
  * allow it the approval stays pending (402).
  */
-export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot): Promise<PayOutcome> {
+export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, cache: AgentStateCache, slot?: IdempotencySlot): Promise<PayOutcome> {
   const now = Date.now();
   const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`).bind(approvalId).first()) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
@@ -265,6 +334,7 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
   return commitPayment(env, agentId, charge, {
+    cache,
     extraStatements: [
       guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
       sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
