@@ -27,19 +27,6 @@ declare module "vitest" {
   }
 }
 
-const TRANSFER_WITH_AUTHORIZATION = [
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
-      { name: "v", type: "uint8" }, { name: "r", type: "bytes32" }, { name: "s", type: "bytes32" },
-    ],
-    outputs: [],
-  },
-] as const;
 
 let chain: { stop: () => Promise<void> } | undefined;
 let facilitator: Server | undefined;
@@ -66,7 +53,8 @@ export async function setup(project: TestProject) {
         await wallet.writeContract({
           chain: null,
           address: started.token,
-          abi: TRANSFER_WITH_AUTHORIZATION,
+          // The token's own compiled ABI, as the chain set-up deployed it.
+          abi: started.abi,
           functionName: "transferWithAuthorization",
           args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, Number(v ?? BigInt((yParity ?? 0) + 27)), r, s],
         });
