@@ -9,7 +9,7 @@ import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
 import { creditBody } from "./wallet";
-import { ensureDepositAddress } from "../deposits/addresses";
+import { answerInBatch } from "../lib/idempotency";
 
 export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
 export const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
@@ -19,8 +19,8 @@ export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(50
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
     const body = c.req.valid("json");
-    const created = await createAgent(c.get("db"), { name: body.name, policy: normalizePolicy(body.policy) });
-    return c.json({ ...created, depositAddress: await ensureDepositAddress(c.env, created.agentId) }, 201);
+    const created = await createAgent(c.env, c.get("db"), { name: body.name, policy: normalizePolicy(body.policy) }, (created) => answerInBatch(c, 201, created));
+    return c.json(created, 201);
   })
   .get("/console/agents", requireActor("console"), validate("query", ListQuery), async (c) => {
     const rows = await listAgents(c.get("db"), c.req.valid("query").limit);

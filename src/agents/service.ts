@@ -7,7 +7,9 @@ import { nowIso } from "../lib/time";
 import { canonicalJson } from "../ledger/audit";
 import { parseStoredPolicy, type Policy } from "./policy";
 import type { Env } from "../env";
-import { ensureDepositAddress } from "../deposits/addresses";
+import { depositAddressAt, ensureDepositAddress } from "../deposits/addresses";
+import { settingsOf } from "../env";
+import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type AgentRow = typeof agents.$inferSelect;
 
@@ -24,17 +26,43 @@ export const agentView = (a: AgentRow) => ({
 });
 
 /** Creates an agent; its `svc_sk_` key is returned once and only its hash is kept. */
-export async function createAgent(db: Db, input: { name: string; policy: Policy }) {
+/** Attempts at taking the next deposit index when concurrent creations take it first (each round one of them wins). */
+const DEPOSIT_INDEX_ATTEMPTS = 50;
+
+export interface CreatedAgent {
+  agentId: string;
+  apiKey: string;
+  policy: Policy;
+  depositAddress: string | null;
+}
+
+/**
+ * Creates an agent with its deposit address (when deposits are configured) in
+ * one batch, with what must commit beside it (its stored idempotent answer).
+ * The next derivation index is read, the address derived from it, and the
+ * insert relies on the unique index on `deposit_index`: a creation that lost
+ * the index to a concurrent one takes the next.
+ */
+export async function createAgent(env: Env, db: Db, input: { name: string; policy: Policy }, withCreated: WithCreated<CreatedAgent> = nothingMore): Promise<CreatedAgent> {
   const agentId = newId("agent");
   const apiKey = newSecret("agentKey");
-  await db.insert(agents).values({
-    id: agentId,
-    name: input.name,
-    apiKeyHash: await hashApiKey(apiKey),
-    policy: canonicalJson(input.policy),
-    createdAt: nowIso(),
-  });
-  return { agentId, apiKey, policy: input.policy };
+  const row = { id: agentId, name: input.name, apiKeyHash: await hashApiKey(apiKey), policy: canonicalJson(input.policy), createdAt: nowIso() };
+  const mnemonic = settingsOf(env).x402?.depositMnemonic;
+  for (let attempt = 1; ; attempt++) {
+    let deposit: { depositIndex: number; depositAddress: string } | null = null;
+    if (mnemonic) {
+      const next = await env.DB.prepare("SELECT COALESCE(MAX(deposit_index), -1) + 1 AS next FROM agents").first<{ next: number }>();
+      deposit = { depositIndex: next!.next, depositAddress: depositAddressAt(mnemonic, next!.next).toLowerCase() };
+    }
+    const created = { agentId, apiKey, policy: input.policy, depositAddress: deposit?.depositAddress ?? null };
+    try {
+      await writeTogether(db, [db.insert(agents).values({ ...row, ...deposit }), ...(await withCreated(created))]);
+      return created;
+    } catch (error) {
+      const lostTheIndex = /UNIQUE constraint failed: agents\.deposit_(index|address)/.test(String(error));
+      if (!lostTheIndex || attempt >= DEPOSIT_INDEX_ATTEMPTS) throw error;
+    }
+  }
 }
 
 export const getAgent = (db: Db, id: string) => db.select().from(agents).where(eq(agents.id, id)).get();

@@ -49,6 +49,17 @@ describe("answers stored in the batch of their effect survive a crash before the
     expect(me.body.merchant.merchantId ?? me.body.merchant.id).toBe(retry.body.merchantId);
   });
 
+  it("POST /console/agents: one agent with its deposit address, and the replayed key works", async () => {
+    const token = await consoleToken();
+    const name = `crash-agent-${crypto.randomUUID()}`;
+    const retry = await crashThenRetry((headers) => api("POST", "/console/agents", { token, body: { name }, headers }), `a-${name}`);
+    expect(retry.status).toBe(201);
+    expect(await count("agents WHERE name = ?", name)).toBe(1);
+    const balance = await api("GET", "/balance", { token: retry.body.apiKey });
+    expect(balance.body).toMatchObject({ agentId: retry.body.agentId, balanceMinor: 0, depositAddress: retry.body.depositAddress });
+    expect(retry.body.depositAddress).toMatch(/^0x[0-9a-f]{40}$/);
+  });
+
   it("POST /merchant/charges: one charge", async () => {
     const merchant = await createMerchant();
     const retry = await crashThenRetry((headers) => api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 75 }, headers }), "crash-charge");

@@ -101,7 +101,7 @@ beforeAll(async () => {
   const merchants = await inBatches(SERVICE_COUNTS.merchant, 25, (i) => registerMerchant(db, { name: `secrets bulk merchant ${i}`, category: "data" }));
   for (const m of merchants) remember("merchant", "service", m.apiKey);
   sampleMerchants.push(...merchants.slice(0, 10));
-  const agents = await inBatches(SERVICE_COUNTS.agent, 25, (i) => createAgentRow(db, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }));
+  const agents = await inBatches(SERVICE_COUNTS.agent, 25, (i) => createAgentRow(env, db, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }));
   for (const a of agents) remember("agent", "service", a.apiKey);
   sampleAgents.push(...agents.slice(0, 10));
   // Scoped to a bulk merchant that never has events, so none of them is ever sent to.

@@ -11,7 +11,6 @@ import { csvExportResponse } from "../../audit/csv";
 import { ExportQuery, exportRange } from "../../audit/routes";
 import { auditPage, auditRowOf, auditRows } from "../../audit/service";
 import { chargeView } from "../../charges/service";
-import { ensureDepositAddress } from "../../deposits/addresses";
 import { screenAddress, EVM_ADDRESS } from "../../kyt/screening";
 import { verifyChain } from "../../ledger/audit";
 import { ApiError } from "../../lib/errors";
@@ -182,8 +181,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     if (!name || !policy || Number.isNaN(credit)) {
       return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agents()} />, { error: "Check the form: a name, and amounts as whole cents." });
     }
-    const created = await createAgent(c.get("db"), { name, policy });
-    await ensureDepositAddress(c.env, created.agentId);
+    const created = await createAgent(c.env, c.get("db"), { name, policy });
     if (credit) await walletOf(c.env, created.agentId).credit(created.agentId, credit, "console", emailOf(c));
     return render(
       c,
