@@ -16,8 +16,8 @@ export const MAX_GROUP = 16;
 
 interface Pending {
   plan: CommitPlan;
-  resolve: (result: CommitResult) => void;
-  reject: (error: unknown) => void;
+  /** Set once the plan's group (or the plan alone) was committed or refused, or failed. */
+  outcome?: { ok: true; result: CommitResult } | { ok: false; error: unknown };
 }
 
 /** A plan that a guard refused inside a group: the group is committed again one plan at a time. */
@@ -38,7 +38,8 @@ class GroupRefused extends Error {}
 export class LedgerDurableObject extends DurableObject<Env> {
   private head: { seq: number; hash: string } | null = null;
   private readonly waiting: Pending[] = [];
-  private draining = false;
+  /** The group being committed right now, if any; callers whose plan is not in it wait for it. */
+  private inFlight: Promise<void> | null = null;
   /** Since this object started: D1 batches run, and the plans they carried (for tests and the benchmark). */
   private readonly counts = { batches: 0, plans: 0 };
 
@@ -46,29 +47,35 @@ export class LedgerDurableObject extends DurableObject<Env> {
     return { ...this.counts };
   }
 
-  /** Applies one plan, in one D1 batch with its audit rows appended (possibly beside other plans). */
-  commit(plan: CommitPlan): Promise<CommitResult> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ plan, resolve, reject });
-      void this.drain();
-    });
-  }
-
-  private async drain(): Promise<void> {
-    if (this.draining) return;
-    this.draining = true;
-    try {
-      while (this.waiting.length > 0) await this.commitGroup(this.waiting.splice(0, MAX_GROUP));
-    } finally {
-      this.draining = false;
+  /**
+   * Applies one plan, in one D1 batch with its audit rows appended (possibly
+   * beside other plans). Each caller drives the queue only until its own plan
+   * is decided, so one invocation commits a group or two, never an unbounded
+   * run of them (D1 counts queries per invocation).
+   */
+  async commit(plan: CommitPlan): Promise<CommitResult> {
+    const mine: Pending = { plan };
+    this.waiting.push(mine);
+    while (!mine.outcome) {
+      if (this.inFlight) {
+        await this.inFlight;
+        continue;
+      }
+      const group = this.waiting.splice(0, MAX_GROUP);
+      this.inFlight = this.commitGroup(group).finally(() => {
+        this.inFlight = null;
+      });
+      await this.inFlight;
     }
+    if (mine.outcome.ok) return mine.outcome.result;
+    throw mine.outcome.error;
   }
 
   private async commitGroup(group: Pending[]): Promise<void> {
     if (group.length > 1) {
       try {
         const results = await this.apply(group.map((p) => p.plan));
-        group.forEach((p, i) => p.resolve(results[i]!));
+        group.forEach((p, i) => (p.outcome = { ok: true, result: results[i]! }));
         return;
       } catch (error) {
         // Refused or failed as a whole: nothing was written. Each plan alone decides its own outcome.
@@ -77,9 +84,9 @@ export class LedgerDurableObject extends DurableObject<Env> {
     }
     for (const pending of group) {
       try {
-        pending.resolve((await this.apply([pending.plan]))[0]!);
+        pending.outcome = { ok: true, result: (await this.apply([pending.plan]))[0]! };
       } catch (error) {
-        pending.reject(error);
+        pending.outcome = { ok: false, error };
       }
     }
   }
