@@ -75,19 +75,22 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
   return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent };
 }
 
+/** A charge with its merchant, and its pending approval (at most one). */
+const chargeStatements = (db: D1Database, chargeId: string) => [
+  db.prepare(CHARGE_SELECT).bind(chargeId),
+  db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId),
+];
+
+const chargeReadOf = (charge: D1Result | undefined, approval: D1Result | undefined) => ({
+  charge: charge?.results[0] as PayableSnapshot | undefined,
+  pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
+});
+
 /** The agent and an existing charge (with its pending approval), read in one batch: one consistent snapshot. */
 async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
   const db = env.DB;
-  const [charge, agent, spent, approval] = await db.batch([
-    db.prepare(CHARGE_SELECT).bind(chargeId),
-    ...agentStatements(db, agentId, now),
-    db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId),
-  ]);
-  return {
-    charge: charge?.results[0] as PayableSnapshot | undefined,
-    agent: agentStateOf(agent, spent),
-    pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
-  };
+  const [charge, approval, agent, spent] = await db.batch([...chargeStatements(db, chargeId), ...agentStatements(db, agentId, now)]);
+  return { ...chargeReadOf(charge, approval), agent: agentStateOf(agent, spent) };
 }
 
 /** The agent's balance, policy and today's spend, read from D1. */
@@ -143,9 +146,8 @@ export class AgentStateCache {
 
 /** A charge and this agent's pending approval of it, read ahead of the agent's turn (they do not depend on it). */
 export async function readCharge(env: Env, chargeId: string) {
-  const db = env.DB;
-  const [charge, approval] = await db.batch([db.prepare(CHARGE_SELECT).bind(chargeId), db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId)]);
-  return { charge: charge?.results[0] as PayableSnapshot | undefined, pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined };
+  const [charge, approval] = await env.DB.batch(chargeStatements(env.DB, chargeId));
+  return chargeReadOf(charge, approval);
 }
 export type ChargeRead = Awaited<ReturnType<typeof readCharge>>;
 
@@ -203,17 +205,20 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
  */
 export async function payCharge(env: Env, agentId: string, chargeId: string, cache: AgentStateCache, ahead: Promise<ChargeRead>, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
-  const first = judgeCharge({ ...(await ahead), agent: await cache.read(env, agentId, now) });
-  if (first.kind === "outcome") return first.outcome;
-  if (first.decision.kind !== "approval") return first.decision.kind === "reject" ? { kind: "rejected", reason: first.decision.reason } : commitPayment(env, agentId, first.charge, { cache, respond });
+  const act = (judged: ReturnType<typeof judgeCharge>, pendingApproval: ApprovalSnapshot | undefined): Promise<PayOutcome> | PayOutcome => {
+    if (judged.kind === "outcome") return judged.outcome;
+    const { charge, decision } = judged;
+    if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
+    if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
+    return commitPayment(env, agentId, charge, { cache, respond });
+  };
+  const read = await ahead;
+  const first = judgeCharge({ charge: read.charge, agent: await cache.read(env, agentId, now) });
+  if (first.kind === "outcome" || first.decision.kind !== "approval") return act(first, read.pendingApproval);
   // A hold is rare and must see this agent's latest approval of the charge: decide again on one fresh read.
   cache.forget();
   const fresh = await readChargeState(env, agentId, chargeId, now);
-  const second = judgeCharge(fresh);
-  if (second.kind === "outcome") return second.outcome;
-  if (second.decision.kind === "reject") return { kind: "rejected", reason: second.decision.reason };
-  if (second.decision.kind === "approval") return requestApproval(env, agentId, second.charge, second.decision.reason, fresh.pendingApproval, now, [], respond);
-  return commitPayment(env, agentId, second.charge, { cache, respond });
+  return act(judgeCharge(fresh), fresh.pendingApproval);
 }
 
 /** What the wallet can say of a stored charge before anything is written: an outcome already, or the policy's decision. */
