@@ -5,6 +5,7 @@
 import { createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { anvilAccounts, LOCAL_CHAIN_ID } from "../lib/chain.mjs";
+import { compileTestUsdc } from "../lib/contracts.mjs";
 
 const TYPES = {
   TransferWithAuthorization: [
@@ -17,19 +18,8 @@ const TYPES = {
   ],
 };
 
-const EIP3009_ABI = [
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
-      { name: "v", type: "uint8" }, { name: "r", type: "bytes32" }, { name: "s", type: "bytes32" },
-    ],
-    outputs: [],
-  },
-];
+// The test token's own compiled ABI (cached by scripts/lib/contracts.mjs since npm run dev deployed it).
+const EIP3009_ABI = compileTestUsdc().abi;
 
 const randomNonce = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}`;
 
