@@ -19,12 +19,17 @@ import {
   type PayableSnapshot,
   type PayOutcome,
   type ResponseSlot,
+  type WalletTurn,
 } from "./wallet";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
- * runs here, one at a time: reads, the policy decision and the commit of one
- * operation finish before the next begins, so checks and writes never interleave.
+ * runs here, one at a time: the reads and the policy decision of one operation
+ * finish before the next begins, so checks and writes never interleave. A
+ * payment ends its turn once its batch is handed to the ledger; the amount is
+ * held back from later decisions until that batch ends (AgentStateCache), so
+ * one agent's payments share the ledger's group commits instead of queueing
+ * behind each other's.
  */
 export class WalletDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
@@ -35,11 +40,15 @@ export class WalletDurableObject extends DurableObject<Env> {
     // The charge is read while earlier payments of this agent are still in their turn.
     const ahead = readCharge(this.env, chargeId);
     ahead.catch(() => undefined);
-    return this.serialize(() => this.expiringHolds(agentId, payCharge(this.env, agentId, chargeId, this.cache, ahead, respond)));
+    return this.expiringHolds(agentId, this.serialize((endTurn) => payCharge(this.env, agentId, chargeId, this.turn(endTurn), ahead, respond)));
   }
 
   payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot) {
-    return this.serialize(() => this.expiringHolds(agentId, payNewCharge(this.env, agentId, charge, birthGuards, this.cache, respond)));
+    return this.expiringHolds(agentId, this.serialize((endTurn) => payNewCharge(this.env, agentId, charge, birthGuards, this.turn(endTurn), respond)));
+  }
+
+  private turn(endTurn: () => void): WalletTurn {
+    return { cache: this.cache, endTurn };
   }
 
   /** A payment held for a human gets an alarm at its approval's expiry. */
@@ -69,11 +78,11 @@ export class WalletDurableObject extends DurableObject<Env> {
   }
 
   drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>, respond?: ResponseSlot) {
-    return this.serialize(() => drawFromWallet(this.env, agentId, charge, grantStatements, auditData, this.cache, respond));
+    return this.serialize((endTurn) => drawFromWallet(this.env, agentId, charge, grantStatements, auditData, this.turn(endTurn), respond));
   }
 
   grantApproval(agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot) {
-    return this.serialize(() => grantApproval(this.env, agentId, approvalId, decidedBy, this.cache, slot));
+    return this.serialize((endTurn) => grantApproval(this.env, agentId, approvalId, decidedBy, this.turn(endTurn), slot));
   }
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {

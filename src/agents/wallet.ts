@@ -2,7 +2,8 @@ import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
 import { chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
-import { ledgerOf } from "../ledger/ledger.do";
+import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
+import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import { agentCreditPlan, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
@@ -101,11 +102,14 @@ export async function readAgentState(env: Env, agentId: string, now: number): Pr
 
 /**
  * The agent's balance, policy and today's spend as its wallet object last
- * saw them. Every change to them goes through that one object (payments,
- * credits, deposits, policy changes), so it can keep them in memory: a
- * payment updates them after its batch committed, anything else (a refusal, an
- * error, a credit, a new policy, a new UTC day) makes the next read go to D1.
- * The batch still guards the balance, so a wrong figure here could only refuse.
+ * saw them committed. Every change to them goes through that one object
+ * (payments, credits, deposits, policy changes), so it can keep them in
+ * memory: a payment updates them after its batch committed, anything else (an
+ * unexpected refusal, an error, a credit, a new policy, a new UTC day) makes
+ * the next read go to D1, once no batch of this agent is in flight. Payments
+ * whose batch is in flight are held back (HeldFigures), so a decision never
+ * spends what an earlier one already has. The batch still guards the balance,
+ * so a wrong figure here could only refuse.
  */
 interface CachedAgent {
   agentId: string;
@@ -114,34 +118,52 @@ interface CachedAgent {
 }
 
 export class AgentStateCache {
-  private entry: CachedAgent | null = null;
+  private readonly figures = new HeldFigures<CachedAgent>();
 
+  /** The figures a decision sees: the committed ones less what payments in flight hold. */
   async read(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
     const day = utcDayStart(now);
-    if (this.entry?.agentId === agentId && this.entry.day === day) return { ...this.entry.state };
-    const state = await readAgentState(env, agentId, now);
-    this.entry = state ? { agentId, day, state: { ...state } } : null;
-    return state;
+    const load = async () => {
+      const state = await readAgentState(env, agentId, now);
+      return state && { agentId, day, state };
+    };
+    const view = await this.figures.read(load, (c) => c.agentId === agentId && c.day === day);
+    if (!view) return undefined;
+    const { state } = view.committed;
+    return { ...state, balanceMinor: state.balanceMinor - view.heldMinor, spentTodayMinor: state.spentTodayMinor + view.heldMinor };
   }
 
-  /** Takes the remembered figures out while a payment is in flight: a crash or a refusal leaves nothing remembered. */
-  take(): CachedAgent | null {
-    const entry = this.entry;
-    this.entry = null;
-    return entry;
+  /**
+   * The decision `judge` makes on this agent's figures; one that would not
+   * pay is made again once nothing is in flight (HeldFigures.decide).
+   */
+  decide<D>(env: Env, agentId: string, now: number, judge: (agent: AgentState | undefined) => D, pays: (decision: D) => boolean): Promise<D> {
+    return this.figures.decide(async () => judge(await this.read(env, agentId, now)), pays);
   }
 
-  /** The payment taken out with `take` committed: remember the figures after it. */
-  settle(entry: CachedAgent | null, amountMinor: number): void {
-    if (!entry) return;
-    entry.state.balanceMinor -= amountMinor;
-    entry.state.spentTodayMinor += amountMinor;
-    this.entry = entry;
+  /** Waits until no batch of this agent is in flight, for operations that read D1 themselves. */
+  settled(): Promise<void> {
+    return this.figures.settled();
+  }
+
+  /** Holds a payment's amount while its batch is in flight; call the result once with how the batch ended. */
+  hold(amountMinor: number): (end: BatchEnd) => void {
+    return this.figures.hold(amountMinor, ({ state }) => {
+      state.balanceMinor -= amountMinor;
+      state.spentTodayMinor += amountMinor;
+    });
   }
 
   forget(): void {
-    this.entry = null;
+    this.figures.forget();
   }
+}
+
+/** A wallet operation's turn in its object: the remembered figures, and how to let the next operation start. */
+export interface WalletTurn {
+  cache: AgentStateCache;
+  /** Ends the turn before the operation finishes: called once its batch is handed to the ledger. */
+  endTurn: () => void;
 }
 
 /** A charge and this agent's pending approval of it, read ahead of the agent's turn (they do not depend on it). */
@@ -162,7 +184,7 @@ function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshol
 }
 
 interface CommitOptions {
-  cache: AgentStateCache;
+  turn: WalletTurn;
   respond?: ResponseSlot;
   method?: "ledger" | "paylink";
   prelude?: SqlStatement[];
@@ -181,18 +203,28 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const epilogue = respond
     ? [storeTemplateStatement(respond, 200, JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })), "merchantBalanceMinor", "SELECT balance_minor FROM merchants WHERE id = ?", charge.merchantId)]
     : [];
-  // Until this payment's outcome is known, the remembered figures are not trusted.
-  const { cache } = options;
-  const remembered = cache.take();
-  faultPoint("payment.before_commit");
-  const result = await ledgerOf(env).commit(
-    walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, epilogue, auditData: options.auditData }),
-  );
-  if (result.kind === "refused") {
-    if (result.reason === POLICY_REASONS.balance) return { kind: "rejected", reason: result.reason };
-    return { kind: "conflict", reason: result.reason };
+  const { turn } = options;
+  // Held until the batch ends, so the next decision (which may start once the batch is handed over) cannot spend it too.
+  const end = turn.cache.hold(charge.amountMinor);
+  let result: CommitResult;
+  try {
+    faultPoint("payment.before_commit");
+    const committing = ledgerOf(env).commit(
+      walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, epilogue, auditData: options.auditData }),
+    );
+    turn.endTurn();
+    result = await committing;
+  } catch (error) {
+    end("unsure");
+    throw error;
   }
-  cache.settle(remembered, charge.amountMinor);
+  if (result.kind === "refused") {
+    // A refused balance means the remembered figures were wrong; any other refusal changed nothing of this agent.
+    const balance = result.reason === POLICY_REASONS.balance;
+    end(balance ? "unsure" : "unchanged");
+    return balance ? { kind: "rejected", reason: result.reason } : { kind: "conflict", reason: result.reason };
+  }
+  end("committed");
   faultPoint("payment.after_commit");
   const merchantBalanceMinor = Number(result.results.at(-1)?.[0]?.balanceMinor ?? 0);
   return { kind: "paid", charge: paidCharge, merchantBalanceMinor };
@@ -203,23 +235,26 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
  * Durable Object, so no two decisions for one agent interleave; the charge's
  * own state is guarded in the batch, so two agents can never both pay it.
  */
-export async function payCharge(env: Env, agentId: string, chargeId: string, cache: AgentStateCache, ahead: Promise<ChargeRead>, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payCharge(env: Env, agentId: string, chargeId: string, turn: WalletTurn, ahead: Promise<ChargeRead>, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
   const act = (judged: ReturnType<typeof judgeCharge>, pendingApproval: ApprovalSnapshot | undefined): Promise<PayOutcome> | PayOutcome => {
     if (judged.kind === "outcome") return judged.outcome;
     const { charge, decision } = judged;
     if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
     if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
-    return commitPayment(env, agentId, charge, { cache, respond });
+    return commitPayment(env, agentId, charge, { turn, respond });
   };
   const read = await ahead;
-  const first = judgeCharge({ charge: read.charge, agent: await cache.read(env, agentId, now) });
+  const first = await turn.cache.decide(env, agentId, now, (agent) => judgeCharge({ charge: read.charge, agent }), paysNow);
   if (first.kind === "outcome" || first.decision.kind !== "approval") return act(first, read.pendingApproval);
-  // A hold is rare and must see this agent's latest approval of the charge: decide again on one fresh read.
-  cache.forget();
+  // A hold is rare and must see this agent's latest approval of the charge: decide again on one fresh read
+  // (nothing of this agent is in flight: `decide` waited for it).
+  turn.cache.forget();
   const fresh = await readChargeState(env, agentId, chargeId, now);
   return act(judgeCharge(fresh), fresh.pendingApproval);
 }
+
+const paysNow = (judged: ReturnType<typeof judgeCharge>) => judged.kind === "decision" && judged.decision.kind === "pay";
 
 /** What the wallet can say of a stored charge before anything is written: an outcome already, or the policy's decision. */
 function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; agent: AgentState | undefined }) {
@@ -236,15 +271,14 @@ function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; a
  * so a refused payment leaves no charge behind. `birthGuards` run first (the
  * link is still active).
  */
-export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], cache: AgentStateCache, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
-  const agent = await cache.read(env, agentId, now);
-  if (!agent) return { kind: "not_found", reason: "agent_not_found" };
-  const decision = decide(agent, charge, false);
+  const decision = await turn.cache.decide(env, agentId, now, (agent) => agent && decide(agent, charge, false), (d) => d?.kind === "pay");
+  if (!decision) return { kind: "not_found", reason: "agent_not_found" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
   if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude, respond);
-  return commitPayment(env, agentId, charge, { cache, prelude, respond });
+  return commitPayment(env, agentId, charge, { turn, prelude, respond });
 }
 
 /**
@@ -253,13 +287,12 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
  * created already paid (method `paylink`); `grantStatements` guard and move
  * the grant's figures in the same batch.
  */
-export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, cache: AgentStateCache, respond?: ResponseSlot): Promise<PayOutcome> {
-  const agent = await cache.read(env, agentId, Date.now());
-  if (!agent) return { kind: "not_found", reason: "agent_not_found" };
-  const decision = decide(agent, charge, true);
+export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
+  const decision = await turn.cache.decide(env, agentId, Date.now(), (agent) => agent && decide(agent, charge, true), (d) => d?.kind === "pay");
+  if (!decision) return { kind: "not_found", reason: "agent_not_found" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   return commitPayment(env, agentId, charge, {
-    cache,
+    turn,
     method: "paylink",
     prelude: chargeCreationStatements(charge, charge.merchantName),
     extraStatements: grantStatements,
@@ -326,7 +359,9 @@ async function requestApproval(
  * pays the charge. Hard limits and the balance still apply; if they no longer
  * allow it the approval stays pending (402).
  */
-export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, cache: AgentStateCache, slot?: IdempotencySlot): Promise<PayOutcome> {
+export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, turn: WalletTurn, slot?: IdempotencySlot): Promise<PayOutcome> {
+  // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
+  await turn.cache.settled();
   const now = Date.now();
   const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`).bind(approvalId).first()) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
@@ -339,7 +374,7 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
   return commitPayment(env, agentId, charge, {
-    cache,
+    turn,
     extraStatements: [
       guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
       sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),

@@ -1,5 +1,6 @@
 import type { Env } from "../env";
 import { walletOf } from "../agents/wallet.do";
+import { HeldFigures } from "../lib/held-figures";
 import type { PayOutcome } from "../agents/wallet";
 import { newPendingCharge, type ChargeView } from "../charges/service";
 import { guard, sqlStatement } from "../ledger/plan";
@@ -18,7 +19,7 @@ export type DrawOutcome =
   | { kind: "paid"; charge: ChargeView; spentMinor: number; remainingMinor: number; exhausted: boolean }
   | Exclude<PayOutcome, { kind: "paid" } | { kind: "approval" }>;
 
-interface GrantState {
+export interface GrantState {
   id: string;
   paylinkId: string;
   agentId: string;
@@ -52,19 +53,42 @@ function checkGrant(grant: GrantState, amountMinor: number, now: number): DrawOu
   return null;
 }
 
+/** A draw's turn in its grant object: the grant's remembered figures, and how to let the next draw start. */
+export interface GrantTurn {
+  figures: HeldFigures<GrantState>;
+  /** The agent's wallet object: one stub for the grant's life, so its draws reach the wallet in the order they were decided. */
+  wallet: (agentId: string) => ReturnType<typeof walletOf>;
+  endTurn: () => void;
+}
+
+/** The grant as its draws see it: the committed figures plus the draws in flight. */
+async function readGrant(env: Env, grantId: string, figures: HeldFigures<GrantState>): Promise<GrantState | null> {
+  const view = await figures.read(async () => (await env.DB.prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null);
+  return view && { ...view.committed, spentMinor: view.committed.spentMinor + view.heldMinor, uses: view.committed.uses + view.heldCount };
+}
+
 /**
  * One draw on a grant. Runs inside the grant's Durable Object, so draws on one
- * grant never interleave: the grant's budget, cap, count and expiry are
- * checked, then the agent's wallet object applies hard limits and the balance,
- * and a single batch creates the paid charge, moves the money and the grant's
- * figures. The batch re-checks the figures it read, so nothing is written on
- * any refusal.
+ * grant are decided one at a time: the grant's budget, cap, count and expiry
+ * are checked, then the agent's wallet object applies hard limits and the
+ * balance, and a single batch creates the paid charge, moves the money and the
+ * grant's figures. The turn ends once the draw is handed to the wallet, so the
+ * next draw is decided while this one commits, on figures that count it
+ * (HeldFigures). The batch checks the exact figures the draw was decided on,
+ * so its answer's figures are the committed ones and nothing is written on
+ * any refusal; a draw decided on figures that an earlier draw then failed to
+ * reach is refused with `paylink_grant_changed`, which the object decides again.
  */
-export async function drawOnGrant(env: Env, request: DrawRequest, slot?: IdempotencySlot): Promise<DrawOutcome> {
+export async function drawOnGrant(env: Env, request: DrawRequest, turn: GrantTurn, slot?: IdempotencySlot): Promise<DrawOutcome> {
   const now = Date.now();
-  const grant = (await env.DB.prepare(GRANT_SELECT).bind(request.grantId).first()) as GrantState | null;
-  if (!grant) return { kind: "conflict", reason: "sin_grant_del_agente" };
-  const refused = checkGrant(grant, request.amountMinor, now);
+  const { figures } = turn;
+  const judge = async () => {
+    const grant = await readGrant(env, request.grantId, figures);
+    return grant ? { grant, refused: checkGrant(grant, request.amountMinor, now) } : null;
+  };
+  const judged = await figures.decide(judge, (j) => j !== null && j.refused === null);
+  if (!judged) return { kind: "conflict", reason: "sin_grant_del_agente" };
+  const { grant, refused } = judged;
   if (refused) return refused;
 
   const spentMinor = grant.spentMinor + request.amountMinor;
@@ -76,17 +100,36 @@ export async function drawOnGrant(env: Env, request: DrawRequest, slot?: Idempot
     merchantCategory: grant.merchantCategory,
   };
   const grantStatements = [
-    // Optimistic check of the figures this decision read (the object serializes draws; this makes it certain).
-    guard("paylink_grant_changed", "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ? AND spent_minor = ? AND uses = ?)", grant.id, grant.spentMinor, grant.uses),
+    // The exact figures this draw was decided on: draws in flight before it must have committed.
+    guard(GRANT_CHANGED, "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ? AND spent_minor = ? AND uses = ?)", grant.id, grant.spentMinor, grant.uses),
     sqlStatement("UPDATE paylink_grants SET spent_minor = spent_minor + ?, uses = uses + 1 WHERE id = ?", request.amountMinor, grant.id),
     ...(exhausted ? [outboxEvent("budget.exhausted", grant.merchantId, { paylinkId: grant.paylinkId, grantId: grant.id, agentId: grant.agentId, spentMinor }, at)] : []),
   ];
-  const figures = { spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
-  faultPoint("draw.before_wallet");
-  const outcome = await walletOf(env, grant.agentId).drawFromWallet(
-    grant.agentId, charge, grantStatements, { paylinkId: grant.paylinkId, grantId: grant.id }, slot && { ...slot, view: { kind: "draw", ...figures } },
-  );
-  if (outcome.kind !== "paid") return outcome.kind === "approval" ? { kind: "conflict", reason: "unexpected_approval" } : outcome;
+  const result = { spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
+  const end = figures.hold(request.amountMinor, (committed) => {
+    committed.spentMinor += request.amountMinor;
+    committed.uses += 1;
+  });
+  let outcome: PayOutcome;
+  try {
+    faultPoint("draw.before_wallet");
+    const drawing = turn.wallet(grant.agentId).drawFromWallet(
+      grant.agentId, charge, grantStatements, { paylinkId: grant.paylinkId, grantId: grant.id }, slot && { ...slot, view: { kind: "draw", ...result } },
+    );
+    turn.endTurn();
+    outcome = await drawing;
+  } catch (error) {
+    end("unsure");
+    throw error;
+  }
+  if (outcome.kind !== "paid") {
+    end(outcome.kind === "conflict" && outcome.reason === GRANT_CHANGED ? "unsure" : "unchanged");
+    return outcome.kind === "approval" ? { kind: "conflict", reason: "unexpected_approval" } : outcome;
+  }
+  end("committed");
   faultPoint("draw.after_commit");
-  return { kind: "paid", charge: outcome.charge, ...figures };
+  return { kind: "paid", charge: outcome.charge, ...result };
 }
+
+/** The refusal of a draw decided on figures that were not the committed ones when its batch ran. */
+export const GRANT_CHANGED = "paylink_grant_changed";
