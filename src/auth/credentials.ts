@@ -5,6 +5,7 @@ import type { Settings } from "../env";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
 import { verifyConsoleToken } from "./jwt";
+import { IsolateCache } from "../lib/isolate-cache";
 
 export type ActorKind = "merchant" | "agent" | "console";
 
@@ -38,9 +39,9 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   if (!KEY_SHAPE.test(token)) return null;
   const hash = await hashApiKey(token);
   const known = knownKeys.get(hash);
-  if (known && known.until > Date.now()) return known.actor;
+  if (known) return known;
   const actor = await lookUpKey(db, kind, hash);
-  if (actor) rememberKey(hash, actor);
+  if (actor) knownKeys.set(hash, actor);
   return actor;
 }
 
@@ -61,14 +62,7 @@ async function lookUpKey(db: Db, kind: "merchant" | "agent", hash: string): Prom
  * added, it must clear this or the TTL bounds how long a revoked key works.
  * Unknown keys are never remembered, so a new key works at once.
  */
-const KNOWN_KEY_TTL_MS = 60_000;
-const KNOWN_KEYS_MAX = 10_000;
-const knownKeys = new Map<string, { actor: Actor; until: number }>();
-
-function rememberKey(hash: string, actor: Actor) {
-  if (knownKeys.size >= KNOWN_KEYS_MAX) knownKeys.delete(knownKeys.keys().next().value!);
-  knownKeys.set(hash, { actor, until: Date.now() + KNOWN_KEY_TTL_MS });
-}
+const knownKeys = new IsolateCache<string, Actor>(10_000, 60_000);
 
 /** A console user is in CONSOLE_USERS or was added from the console. */
 export async function isConsoleUser(db: Db, settings: Settings, email: string): Promise<boolean> {

@@ -8,7 +8,7 @@ import { amountMinor } from "../lib/money";
 import { validate } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { grantObjectOf } from "./grant.do";
-import { acceptPaylinkByCode, createPaylink, grantOfAgent, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
+import { acceptPaylinkByCode, createPaylink, drawTargetOf, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
 
 export const CreateBody = z.object({
   budgetUsdCents: amountMinor,
@@ -48,14 +48,13 @@ export const paylinkRoutes = new Hono<AppEnv>()
     return c.json({ grantId: accepted.grantId, paylink: accepted.paylink });
   })
   .post("/merchant/paylinks/:code/charge", requireActor("merchant"), validate("param", CodeParam), validate("json", DrawBody), async (c) => {
-    const db = c.get("db");
-    const found = await paylinkByCode(db, c.req.valid("param").code);
-    // Another merchant's PayLink is indistinguishable from an unknown one.
-    if (!found || found.paylink.merchantId !== actorOf(c.get("actor"), "merchant").merchantId) throw new ApiError(404, "paylink_not_found");
     const body = c.req.valid("json");
-    const grant = await grantOfAgent(db, found.paylink.id, body.agentId);
-    if (!grant) throw new ApiError(409, "sin_grant_del_agente");
-    const outcome = await grantObjectOf(c.env, grant.id).draw({ grantId: grant.id, amountMinor: body.amountUsdCents, description: body.description ?? null }, c.get("idempotency"));
+    const target = await drawTargetOf(c.get("db"), c.req.valid("param").code, body.agentId);
+    // Another merchant's PayLink is indistinguishable from an unknown one.
+    if (target.kind !== "found" || target.merchantId !== actorOf(c.get("actor"), "merchant").merchantId) throw new ApiError(404, "paylink_not_found");
+    const grantId = target.grantId;
+    if (!grantId) throw new ApiError(409, "sin_grant_del_agente");
+    const outcome = await grantObjectOf(c.env, grantId).draw({ grantId, amountMinor: body.amountUsdCents, description: body.description ?? null }, c.get("idempotency"));
     if (outcome.kind !== "paid") return payOutcomeResponse(c, outcome);
     const { spentMinor, remainingMinor, exhausted } = outcome;
     return c.json(paidBody({ kind: "draw", spentMinor, remainingMinor, exhausted }, { charge: outcome.charge, merchantBalanceMinor: 0 }));

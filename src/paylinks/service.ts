@@ -6,6 +6,7 @@ import { sqlStatement } from "../ledger/plan";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
+import { IsolateCache } from "../lib/isolate-cache";
 import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
@@ -78,6 +79,33 @@ export async function paylinkUsage(db: Db, paylinkId: string): Promise<Usage> {
     .where(eq(paylinkGrants.paylinkId, paylinkId))
     .get();
   return { uses: Number(row?.uses ?? 0), spentMinor: Number(row?.spentMinor ?? 0) };
+}
+
+/**
+ * What a draw needs to find its grant: the PayLink's id and merchant by code,
+ * and the grant's id by (PayLink, agent). Neither ever changes once it exists
+ * (PayLinks are immutable, a grant is never deleted), so each isolate
+ * remembers them and a merchant drawing in a loop reads no D1 to route a draw.
+ * A miss is never remembered: a new PayLink or grant is found at once.
+ */
+const knownPaylinks = new IsolateCache<string, { id: string; merchantId: string }>(10_000);
+const knownGrants = new IsolateCache<string, string>(50_000);
+
+export async function drawTargetOf(db: Db, code: string, agentId: string) {
+  let paylink = knownPaylinks.get(code);
+  if (!paylink) {
+    const found = await paylinkByCode(db, code);
+    if (!found) return { kind: "paylink_not_found" as const };
+    paylink = { id: found.paylink.id, merchantId: found.paylink.merchantId };
+    knownPaylinks.set(code, paylink);
+  }
+  const grantKey = `${paylink.id}:${agentId}`;
+  let grantId = knownGrants.get(grantKey);
+  if (!grantId) {
+    grantId = (await grantOfAgent(db, paylink.id, agentId))?.id;
+    if (grantId) knownGrants.set(grantKey, grantId);
+  }
+  return { kind: "found" as const, merchantId: paylink.merchantId, grantId };
 }
 
 export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>

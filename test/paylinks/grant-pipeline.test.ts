@@ -60,4 +60,19 @@ describe("draws on one grant in flight together", () => {
     expect(await grantRow(grantId)).toEqual({ spentMinor: 150, uses: 2 });
     expect(await balanceOf(agent.apiKey)).toBe(10);
   });
+
+  it("routing a draw remembers PayLinks and grants, never a miss: a grant accepted after a refused draw works at once, another merchant still gets 404", async () => {
+    const merchant = await createMerchant();
+    const other = await createMerchant();
+    const agent = await createAgent({ credit: 1000 });
+    const created = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } });
+    const drawBy = (key: string) => api("POST", `/merchant/paylinks/${created.body.code}/charge`, { token: key, body: { agentId: agent.agentId, amountUsdCents: 10 } });
+    expect((await drawBy(merchant.apiKey)).body).toEqual({ error: "sin_grant_del_agente" });
+    expect((await api("POST", `/pl/${created.body.code}/accept`, { token: agent.apiKey })).status).toBe(200);
+    expect((await drawBy(merchant.apiKey)).body).toMatchObject({ spentMinor: 10, remainingMinor: 490 });
+    expect((await drawBy(merchant.apiKey)).body).toMatchObject({ spentMinor: 20, remainingMinor: 480 });
+    const foreign = await drawBy(other.apiKey);
+    expect(foreign.status).toBe(404);
+    expect(foreign.body).toEqual({ error: "paylink_not_found" });
+  });
 });
