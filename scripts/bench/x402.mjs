@@ -1,8 +1,8 @@
 // x402 for the benchmark: payments signed as an x402 client signs them (EIP-3009
 // TransferWithAuthorization, as test/helpers/x402.ts does), and the chain's own floor: the same
-// settlement work the built-in facilitator does (simulate, estimate gas, send in nonce order
-// from one gas account, wait for the receipt), driven straight at the local chain from here.
-import { createPublicClient, createWalletClient, defineChain, http } from "viem";
+// settlement work the built-in facilitator does (estimate gas and fees, sign and send in nonce
+// order from one gas account, poll for the receipt), driven straight at the local chain from here.
+import { createPublicClient, defineChain, encodeFunctionData, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { anvilAccounts, LOCAL_CHAIN_ID } from "../lib/chain.mjs";
 import { compileTestUsdc } from "../lib/contracts.mjs";
@@ -79,6 +79,19 @@ async function closedLoop(concurrency, seconds, operation) {
   return { latencies, failures, elapsed: seconds };
 }
 
+/** Polls for a receipt at once and then every 250 ms, as the service's `receiptWithin` does. */
+async function receiptOf(client, hash) {
+  for (let tries = 0; tries < 120; tries++) {
+    try {
+      return await client.getTransactionReceipt({ hash });
+    } catch (error) {
+      if (error?.name !== "TransactionReceiptNotFoundError") throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`no receipt for ${hash}`);
+}
+
 /**
  * The chain floor for settlement: what the local chain sustains for the built-in facilitator's
  * work per payment, with sending serialized on one gas account exactly as the settler object
@@ -88,8 +101,8 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
   const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
   const gas = privateKeyToAccount(anvilAccounts()[9].privateKey);
   const client = createPublicClient({ chain, transport: http(rpcUrl) });
-  const wallet = createWalletClient({ account: gas, chain, transport: http(rpcUrl, { timeout: 10_000, retryCount: 0 }) });
   let nextNonce = null;
+  let fees = null;
   let tail = Promise.resolve();
   const serial = (fn) => {
     const run = tail.then(fn);
@@ -106,15 +119,26 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
     const v = parseInt(sig.slice(130, 132), 16);
     const a = p.authorization;
     const args = [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, v, r, s];
+    // The service's chain reads, outside the queue: the payer's nonce and balance (verification),
+    // then the gas estimate (which runs the transfer) and the fees (one estimate per 2 s, as the settler).
+    await Promise.all([
+      client.readContract({ address: terms.asset, abi: EIP3009_ABI, functionName: "authorizationState", args: [a.from, a.nonce] }),
+      client.readContract({ address: terms.asset, abi: EIP3009_ABI, functionName: "balanceOf", args: [a.from] }),
+    ]);
+    if (!fees || Date.now() - fees.at >= 2000) fees = { at: Date.now(), estimate: client.estimateFeesPerGas() };
+    const [limit, { maxFeePerGas, maxPriorityFeePerGas }] = await Promise.all([
+      client.estimateContractGas({ account: gas, address: terms.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
+      fees.estimate,
+    ]);
+    const data = encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
     const hash = await serial(async () => {
-      await client.simulateContract({ account: gas, address: terms.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
-      const limit = await client.estimateContractGas({ account: gas, address: terms.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
       nextNonce ??= await client.getTransactionCount({ address: gas.address, blockTag: "pending" });
-      const sent = await wallet.writeContract({ address: terms.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args, gas: (limit * 12n) / 10n, nonce: nextNonce });
+      const serializedTransaction = await gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce: nextNonce });
+      const sent = await client.sendRawTransaction({ serializedTransaction });
       nextNonce++;
       return sent;
     });
-    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 250 });
+    const receipt = await receiptOf(client, hash);
     if (receipt.status !== "success") throw new Error("reverted");
   };
   if (warmupSeconds > 0) await closedLoop(concurrency, warmupSeconds, settleOne);

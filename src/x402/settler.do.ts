@@ -1,10 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
-import { createWalletClient, http, parseSignature, type WalletClient } from "viem";
+import { encodeFunctionData, parseSignature, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { serialQueue } from "../lib/serial";
-import { chainOf, EIP3009_ABI, publicClientOf } from "./chain";
+import { EIP3009_ABI, publicClientOf } from "./chain";
 import type { Authorization } from "./payload";
 import { nowIso } from "../lib/time";
 import { reconcilePayment, type OpenPayment } from "./reconcile";
@@ -12,6 +12,8 @@ import { reconcilePayment, type OpenPayment } from "./reconcile";
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
 export const RECONCILE_AFTER_MS = 15_000;
 const PENDING = "pending:";
+/** How long one fee estimate serves the settlements that follow it. */
+const FEES_FRESH_MS = 2_000;
 
 interface Prepared {
   kind: "ready";
@@ -19,7 +21,7 @@ interface Prepared {
   account: ReturnType<typeof privateKeyToAccount>;
   args: readonly [`0x${string}`, `0x${string}`, bigint, bigint, bigint, `0x${string}`, number, `0x${string}`, `0x${string}`];
   gas: bigint;
-  /** Fees estimated with the checks, so the one-at-a-time send makes no fee round trips. */
+  /** Fees estimated with the checks (or shortly before), so the one-at-a-time send makes no fee round trips. */
   fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
 }
 
@@ -37,10 +39,10 @@ export type BroadcastResult =
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
   private nextNonce: number | null = null;
-  private wallet: WalletClient | null = null;
+  private fees: { at: number; estimate: Promise<Prepared["fees"]> } | null = null;
 
   /**
-   * Checks the transfer (simulation and gas, side by side with other
+   * Checks the transfer (its gas estimate runs it; side by side with other
    * settlements: they are reads) and then sends it, one at a time, so nonces
    * are assigned in order without gaps or reuse.
    */
@@ -102,12 +104,12 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     }
     const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
     const args = [a.from as `0x${string}`, a.to as `0x${string}`, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as `0x${string}`, v, parts.r, parts.s] as const;
-    // Simulate first: a transfer that would revert is refused before anything is broadcast.
+    // Estimating the gas runs the transfer against the latest state: one that would revert is refused
+    // here, before anything is broadcast. Fees are shared by the settlements of the next moment.
     try {
-      const [, gas, fees] = await Promise.all([
-        client.simulateContract({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
+      const [gas, fees] = await Promise.all([
         client.estimateContractGas({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
-        client.estimateFeesPerGas(),
+        this.currentFees(client),
       ]);
       return { kind: "ready", x, account, args, gas, fees };
     } catch (error) {
@@ -115,23 +117,42 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     }
   }
 
+  /**
+   * The fee estimate, reused for FEES_FRESH_MS: the estimate leaves headroom over the base
+   * fee (viem's 1.2x), which a block or two cannot outgrow, and it costs a block read each time.
+   */
+  private currentFees(client: PublicClient): Promise<Prepared["fees"]> {
+    const now = Date.now();
+    if (this.fees && now - this.fees.at < FEES_FRESH_MS) return this.fees.estimate;
+    const estimate = client.estimateFeesPerGas().then(({ maxFeePerGas, maxPriorityFeePerGas }) => ({ maxFeePerGas, maxPriorityFeePerGas }));
+    this.fees = { at: now, estimate };
+    estimate.catch(() => {
+      if (this.fees?.estimate === estimate) this.fees = null;
+    });
+    return estimate;
+  }
+
+  /**
+   * Signs the transfer with the next nonce and broadcasts it: one JSON-RPC call in the queue
+   * (the chain id is configured, gas and fees were estimated before the turn).
+   */
   private async send({ x, account, args, gas, fees }: Prepared): Promise<BroadcastResult> {
     const client = publicClientOf(x);
+    const data = encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
     for (let attempt = 0; ; attempt++) {
       try {
         this.nextNonce ??= await client.getTransactionCount({ address: account.address, blockTag: "pending" });
-        const transaction = await this.walletOf(x, account).writeContract({
-          account,
-          chain: chainOf(x),
-          address: x.asset,
-          abi: EIP3009_ABI,
-          functionName: "transferWithAuthorization",
-          args,
+        const serializedTransaction = await account.signTransaction({
+          type: "eip1559",
+          chainId: x.chainId,
+          to: x.asset,
+          data,
           gas: (gas * 12n) / 10n,
           maxFeePerGas: fees.maxFeePerGas,
           maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
           nonce: this.nextNonce,
         });
+        const transaction = await client.sendRawTransaction({ serializedTransaction });
         this.nextNonce++;
         return { kind: "sent", transaction };
       } catch (error) {
@@ -142,11 +163,6 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
       }
     }
-  }
-
-  private walletOf(x: X402Settings, account: ReturnType<typeof privateKeyToAccount>): WalletClient {
-    this.wallet ??= createWalletClient({ account, chain: chainOf(x), transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 0 }) });
-    return this.wallet;
   }
 }
 
