@@ -31,25 +31,34 @@ export type BroadcastResult =
   | { kind: "unknown"; reason: string };
 
 /**
- * The built-in facilitator's gas-paying account, one object per key. Sending
- * is serialized here so transaction nonces are assigned in order without
- * gaps or reuse; waiting for receipts happens outside, so throughput is
- * bounded by the chain, not by this queue.
+ * The built-in facilitator's gas-paying account, one object per key. Nonces
+ * are assigned and transactions signed here one at a time, so they are in
+ * order without gaps or reuse; the broadcasts themselves overlap, and waiting
+ * for receipts happens outside, so throughput is bounded by the chain, not by
+ * this queue.
  */
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
   private nextNonce: number | null = null;
+  /** Transactions handed to the node whose answer has not come back yet. */
+  private readonly sending = new Set<Promise<`0x${string}`>>();
   private fees: { at: number; estimate: Promise<Prepared["fees"]> } | null = null;
 
   /**
    * Checks the transfer (its gas estimate runs it; side by side with other
-   * settlements: they are reads) and then sends it, one at a time, so nonces
-   * are assigned in order without gaps or reuse.
+   * settlements: they are reads), then takes its turn to get the next nonce
+   * and be signed; the turn ends once the signed transaction is on its way,
+   * so sends overlap but leave in nonce order, without gaps or reuse.
    */
   async broadcast(authorization: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
     const prepared = await this.prepare(authorization, signature);
     if (prepared.kind !== "ready") return prepared;
-    return this.serialize(() => this.send(prepared));
+    for (let attempt = 0; ; attempt++) {
+      const sent = await this.serialize((endTurn) => this.send(prepared, endTurn));
+      if (sent.kind !== "nonce_taken") return sent;
+      // The node refused the nonce (another sender used it): nothing was broadcast, so send again with a fresh one.
+      if (attempt === 3) return { kind: "unknown", reason: `broadcast_error: ${sent.reason}` };
+    }
   }
 
   /**
@@ -133,35 +142,43 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
   }
 
   /**
-   * Signs the transfer with the next nonce and broadcasts it: one JSON-RPC call in the queue
-   * (the chain id is configured, gas and fees were estimated before the turn).
+   * Signs the transfer with the next nonce and broadcasts it (the chain id is configured, gas
+   * and fees were estimated before the turn). The turn ends as soon as the transaction is
+   * handed to the node, so the next one is signed while this one travels. After any failure
+   * the nonce is read from the node again, once every send in flight has been answered, so
+   * the count includes all the node took.
    */
-  private async send({ x, account, args, gas, fees }: Prepared): Promise<BroadcastResult> {
+  private async send({ x, account, args, gas, fees }: Prepared, endTurn: () => void): Promise<BroadcastResult | { kind: "nonce_taken"; reason: string }> {
     const client = publicClientOf(x);
-    const data = encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
-    for (let attempt = 0; ; attempt++) {
-      try {
-        this.nextNonce ??= await client.getTransactionCount({ address: account.address, blockTag: "pending" });
-        const serializedTransaction = await account.signTransaction({
-          type: "eip1559",
-          chainId: x.chainId,
-          to: x.asset,
-          data,
-          gas: (gas * 12n) / 10n,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-          nonce: this.nextNonce,
-        });
-        const transaction = await client.sendRawTransaction({ serializedTransaction });
-        this.nextNonce++;
-        return { kind: "sent", transaction };
-      } catch (error) {
-        this.nextNonce = null;
-        // The node refused this nonce (another sender used it): nothing was broadcast, so send again with a fresh one.
-        if (attempt < 3 && /nonce.*(too low|lower than)/i.test(String(error))) continue;
-        // Otherwise the node may or may not have taken it: reconciliation decides.
-        return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+    try {
+      if (this.nextNonce === null) {
+        await Promise.allSettled([...this.sending]);
+        this.nextNonce = await client.getTransactionCount({ address: account.address, blockTag: "pending" });
       }
+      const serializedTransaction = await account.signTransaction({
+        type: "eip1559",
+        chainId: x.chainId,
+        to: x.asset,
+        data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
+        gas: (gas * 12n) / 10n,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        nonce: this.nextNonce,
+      });
+      const sending = client.sendRawTransaction({ serializedTransaction });
+      this.nextNonce++;
+      this.sending.add(sending);
+      endTurn();
+      try {
+        return { kind: "sent", transaction: await sending };
+      } finally {
+        this.sending.delete(sending);
+      }
+    } catch (error) {
+      this.nextNonce = null;
+      if (/nonce.*(too low|lower than)/i.test(String(error))) return { kind: "nonce_taken", reason: shortError(error) };
+      // Otherwise the node may or may not have taken it: reconciliation decides.
+      return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
     }
   }
 }

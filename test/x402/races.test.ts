@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
-import { encodeAbiParameters, keccak256, parseAbiItem, toHex, type Hex } from "viem";
+import { createWalletClient, encodeAbiParameters, http, keccak256, parseAbiItem, toHex, type Hex } from "viem";
+import { settingsOf } from "../../src/env";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
@@ -106,6 +107,54 @@ describe("x402 races", () => {
     const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'").bind(charge.chargeId).first<{ n: number }>();
     expect(audit?.n).toBe(1);
     await expectAuditOk();
+  });
+
+  it("12 settlements of different charges at once: the overlapping sends all land, each with its own gas nonce, credited once each", async () => {
+    const cents = 100;
+    const value = BigInt(cents) * 10_000n;
+    const payer = await freshPayer(12n * value);
+    const charges = await Promise.all(Array.from({ length: 12 }, () => createCharge(merchant.apiKey, cents)));
+    const payments = await Promise.all(charges.map(() => paymentHeader(payer, value)));
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+
+    const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } })));
+
+    expect(responses.map((r) => r.status)).toEqual(Array(12).fill(200));
+    expect(responses.every(isSettled)).toBe(true);
+    const hashes = responses.map((r) => r.body.settlement.transaction as Hex);
+    expect(new Set(hashes).size).toBe(12);
+    // Sent from the one gas account in nonce order: no nonce used twice, every transaction mined successfully.
+    const sent = await Promise.all(hashes.map((hash) => publicClient().getTransaction({ hash })));
+    expect(new Set(sent.map((t) => t.from.toLowerCase())).size).toBe(1);
+    expect(new Set(sent.map((t) => t.nonce)).size).toBe(12);
+    const receipts = await Promise.all(hashes.map((hash) => publicClient().getTransactionReceipt({ hash })));
+    expect(receipts.map((r) => r.status)).toEqual(Array(12).fill("success"));
+    expect(await tokenBalance(payer.address)).toBe(0n);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + 12 * cents);
+    for (const c of charges) expect(await openPayments(c.chargeId)).toEqual(["settled"]);
+    await expectAuditOk();
+  });
+
+  it("a gas nonce another sender took meanwhile: the settler's send is refused by the node, sent again with a fresh nonce, and settles", async () => {
+    const cents = 100;
+    const value = BigInt(cents) * 10_000n;
+    const payer = await freshPayer(2n * value);
+    const settle = async () => {
+      const charge = await createCharge(merchant.apiKey, cents);
+      const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await paymentHeader(payer, value)).header } });
+      expect(isSettled(response)).toBe(true);
+      return response.body.settlement.transaction as Hex;
+    };
+    const first = await publicClient().getTransaction({ hash: await settle() });
+    // The same gas key sends a transaction of its own: the nonce the settler remembers as next is now used.
+    const gasKey = settingsOf(env).x402!.facilitatorPrivateKey!;
+    const own = createWalletClient({ account: privateKeyToAccount(gasKey), transport: http(chain().rpcUrl) });
+    const ownHash = await own.sendTransaction({ chain: null, to: own.account.address, value: 0n });
+    expect((await publicClient().waitForTransactionReceipt({ hash: ownHash })).status).toBe("success");
+    const second = await publicClient().getTransaction({ hash: await settle() });
+    expect(second.from.toLowerCase()).toBe(first.from.toLowerCase());
+    expect(second.nonce).toBeGreaterThan((await publicClient().getTransaction({ hash: ownHash })).nonce);
+    expect(await tokenBalance(payer.address)).toBe(0n);
   });
 
   it("one payload sent 20 times at once to one charge: one on-chain settlement, one credit", async () => {
