@@ -166,12 +166,13 @@ export interface WalletTurn {
   endTurn: () => void;
 }
 
-/** A charge and this agent's pending approval of it, read ahead of the agent's turn (they do not depend on it). */
-export async function readCharge(env: Env, chargeId: string) {
-  const [charge, approval] = await env.DB.batch(chargeStatements(env.DB, chargeId));
-  return chargeReadOf(charge, approval);
+/**
+ * A charge with its merchant, read ahead of the agent's turn (it does not depend on it). One
+ * statement: only a hold needs the charge's pending approval, and a hold reads everything again.
+ */
+export async function readCharge(env: Env, chargeId: string): Promise<PayableSnapshot | undefined> {
+  return (await env.DB.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
 }
-export type ChargeRead = Awaited<ReturnType<typeof readCharge>>;
 
 function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshold: boolean) {
   return evaluatePolicy(agent.policy, {
@@ -235,7 +236,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
  * Durable Object, so no two decisions for one agent interleave; the charge's
  * own state is guarded in the batch, so two agents can never both pay it.
  */
-export async function payCharge(env: Env, agentId: string, chargeId: string, turn: WalletTurn, ahead: Promise<ChargeRead>, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payCharge(env: Env, agentId: string, chargeId: string, turn: WalletTurn, ahead: Promise<PayableSnapshot | undefined>, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
   const act = (judged: ReturnType<typeof judgeCharge>, pendingApproval: ApprovalSnapshot | undefined): Promise<PayOutcome> | PayOutcome => {
     if (judged.kind === "outcome") return judged.outcome;
@@ -244,9 +245,9 @@ export async function payCharge(env: Env, agentId: string, chargeId: string, tur
     if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
     return commitPayment(env, agentId, charge, { turn, respond });
   };
-  const read = await ahead;
-  const first = await turn.cache.decide(env, agentId, now, (agent) => judgeCharge({ charge: read.charge, agent }), paysNow);
-  if (first.kind === "outcome" || first.decision.kind !== "approval") return act(first, read.pendingApproval);
+  const charge = await ahead;
+  const first = await turn.cache.decide(env, agentId, now, (agent) => judgeCharge({ charge, agent }), paysNow);
+  if (first.kind === "outcome" || first.decision.kind !== "approval") return act(first, undefined);
   // A hold is rare and must see this agent's latest approval of the charge: decide again on one fresh read
   // (nothing of this agent is in flight: `decide` waited for it).
   turn.cache.forget();
