@@ -220,6 +220,8 @@ describe("the console in a browser", () => {
     expect(await page.content()).not.toContain(state.webhookSecret);
     await shot("webhooks");
     await page.click(`a:has-text("${hookUrl}")`);
+    // The link's navigation must finish before the page is reloaded, or the reload races it.
+    await page.waitForURL(/\/console\/ui\/webhooks\/wh_[^/]+$/);
     await until(async () => {
       await page.reload();
       const rows = page.locator("tr.delivery", { hasText: "charge.created" });
