@@ -94,8 +94,8 @@ async function receiptOf(client, hash) {
 
 /**
  * The chain floor for settlement: what the local chain sustains for the built-in facilitator's
- * work per payment, with sending serialized on one gas account exactly as the settler object
- * serializes it and receipts awaited outside that queue (polling every 250 ms, as it does).
+ * work per payment, with nonces and signatures serialized on one gas account exactly as the settler
+ * object serializes them, and the sends and receipts outside that queue (polling every 250 ms, as it does).
  */
 export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSeconds, seconds, signed }) {
   const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
@@ -131,13 +131,14 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
       fees.estimate,
     ]);
     const data = encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
-    const hash = await serial(async () => {
+    // The nonce and signature one at a time; the send leaves the queue as soon as it is on its way (as the settler's).
+    const { sending } = await serial(async () => {
       nextNonce ??= await client.getTransactionCount({ address: gas.address, blockTag: "pending" });
       const serializedTransaction = await gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce: nextNonce });
-      const sent = await client.sendRawTransaction({ serializedTransaction });
       nextNonce++;
-      return sent;
+      return { sending: client.sendRawTransaction({ serializedTransaction }) };
     });
+    const hash = await sending;
     const receipt = await receiptOf(client, hash);
     if (receipt.status !== "success") throw new Error("reverted");
   };

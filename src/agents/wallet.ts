@@ -76,22 +76,19 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
   return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent };
 }
 
-/** A charge with its merchant, and its pending approval (at most one). */
-const chargeStatements = (db: D1Database, chargeId: string) => [
-  db.prepare(CHARGE_SELECT).bind(chargeId),
-  db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId),
-];
-
-const chargeReadOf = (charge: D1Result | undefined, approval: D1Result | undefined) => ({
-  charge: charge?.results[0] as PayableSnapshot | undefined,
-  pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
-});
-
 /** The agent and an existing charge (with its pending approval), read in one batch: one consistent snapshot. */
 async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
   const db = env.DB;
-  const [charge, approval, agent, spent] = await db.batch([...chargeStatements(db, chargeId), ...agentStatements(db, agentId, now)]);
-  return { ...chargeReadOf(charge, approval), agent: agentStateOf(agent, spent) };
+  const [charge, approval, agent, spent] = await db.batch([
+    db.prepare(CHARGE_SELECT).bind(chargeId),
+    db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId),
+    ...agentStatements(db, agentId, now),
+  ]);
+  return {
+    charge: charge?.results[0] as PayableSnapshot | undefined,
+    pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
+    agent: agentStateOf(agent, spent),
+  };
 }
 
 /** The agent's balance, policy and today's spend, read from D1. */
@@ -184,6 +181,10 @@ function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshol
   });
 }
 
+/** The policy's decision on a charge not stored yet, from the wallet object's figures; undefined when the agent does not exist. */
+const decideOnCharge = (env: Env, agentId: string, now: number, charge: PayableSnapshot, skipApprovalThreshold: boolean, turn: WalletTurn) =>
+  turn.cache.decide(env, agentId, now, (agent) => agent && decide(agent, charge, skipApprovalThreshold), (d) => d?.kind === "pay");
+
 interface CommitOptions {
   turn: WalletTurn;
   respond?: ResponseSlot;
@@ -274,7 +275,7 @@ function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; a
  */
 export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
   const now = Date.now();
-  const decision = await turn.cache.decide(env, agentId, now, (agent) => agent && decide(agent, charge, false), (d) => d?.kind === "pay");
+  const decision = await decideOnCharge(env, agentId, now, charge, false, turn);
   if (!decision) return { kind: "not_found", reason: "agent_not_found" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
@@ -289,7 +290,7 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
  * the grant's figures in the same batch.
  */
 export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
-  const decision = await turn.cache.decide(env, agentId, Date.now(), (agent) => agent && decide(agent, charge, true), (d) => d?.kind === "pay");
+  const decision = await decideOnCharge(env, agentId, Date.now(), charge, true, turn);
   if (!decision) return { kind: "not_found", reason: "agent_not_found" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   return commitPayment(env, agentId, charge, {

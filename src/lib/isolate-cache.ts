@@ -25,8 +25,4 @@ export class IsolateCache<K, V> {
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, { value, until: now + this.ttlMs });
   }
-
-  clear(): void {
-    this.entries.clear();
-  }
 }

@@ -6,7 +6,7 @@
  * An operation's turn ends when it finishes, or earlier when it calls
  * `endTurn`: a payment ends its turn once it has decided and handed its batch
  * to the ledger, so the next decision need not wait for that batch to commit
- * (pipelining; see Reservations for how later decisions account for it).
+ * (pipelining; see HeldFigures for how later decisions account for it).
  */
 export function serialQueue() {
   let tail: Promise<unknown> = Promise.resolve();

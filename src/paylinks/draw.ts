@@ -53,6 +53,9 @@ function checkGrant(grant: GrantState, amountMinor: number, now: number): DrawOu
   return null;
 }
 
+/** The refusal of a draw decided on figures that were not the committed ones when its batch ran. */
+export const GRANT_CHANGED = "paylink_grant_changed";
+
 /** A draw's turn in its grant object: the grant's remembered figures, and how to let the next draw start. */
 export interface GrantTurn {
   figures: HeldFigures<GrantState>;
@@ -130,6 +133,3 @@ export async function drawOnGrant(env: Env, request: DrawRequest, turn: GrantTur
   faultPoint("draw.after_commit");
   return { kind: "paid", charge: outcome.charge, ...result };
 }
-
-/** The refusal of a draw decided on figures that were not the committed ones when its batch ran. */
-export const GRANT_CHANGED = "paylink_grant_changed";

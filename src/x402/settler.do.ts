@@ -19,7 +19,8 @@ interface Prepared {
   kind: "ready";
   x: X402Settings;
   account: ReturnType<typeof privateKeyToAccount>;
-  args: readonly [`0x${string}`, `0x${string}`, bigint, bigint, bigint, `0x${string}`, number, `0x${string}`, `0x${string}`];
+  /** The encoded `transferWithAuthorization` call. */
+  data: `0x${string}`;
   gas: bigint;
   /** Fees estimated with the checks (or shortly before), so the one-at-a-time send makes no fee round trips. */
   fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
@@ -120,7 +121,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         client.estimateContractGas({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
         this.currentFees(client),
       ]);
-      return { kind: "ready", x, account, args, gas, fees };
+      return { kind: "ready", x, account, data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }), gas, fees };
     } catch (error) {
       return { kind: "rejected", reason: `simulation_failed: ${shortError(error)}` };
     }
@@ -148,25 +149,27 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    * the nonce is read from the node again, once every send in flight has been answered, so
    * the count includes all the node took.
    */
-  private async send({ x, account, args, gas, fees }: Prepared, endTurn: () => void): Promise<BroadcastResult | { kind: "nonce_taken"; reason: string }> {
+  private async send({ x, account, data, gas, fees }: Prepared, endTurn: () => void): Promise<BroadcastResult | { kind: "nonce_taken"; reason: string }> {
     const client = publicClientOf(x);
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
         this.nextNonce = await client.getTransactionCount({ address: account.address, blockTag: "pending" });
       }
+      const nonce = this.nextNonce;
       const serializedTransaction = await account.signTransaction({
         type: "eip1559",
         chainId: x.chainId,
         to: x.asset,
-        data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
+        data,
         gas: (gas * 12n) / 10n,
         maxFeePerGas: fees.maxFeePerGas,
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        nonce: this.nextNonce,
+        nonce,
       });
       const sending = client.sendRawTransaction({ serializedTransaction });
-      this.nextNonce++;
+      // Unless a failed send meanwhile asked for the count to be read again.
+      if (this.nextNonce === nonce) this.nextNonce = nonce + 1;
       this.sending.add(sending);
       endTurn();
       try {
