@@ -3,14 +3,17 @@
 // of operations §7 (anvil on 127.0.0.1:8545, chain id 84532, the test
 // stablecoin). No account or network is needed. PORT, ANVIL_PORT and
 // DEV_PERSIST_DIR move it aside (tests run their own instance).
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
+import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
 import { startLocalChain, x402Vars } from "./lib/chain.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const wrangler = fileURLToPath(new URL("../node_modules/.bin/wrangler", import.meta.url));
-const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "true" };
+// No metrics, no interactive prompts; the wrangler below runs in this process and reads these too.
+Object.assign(process.env, { WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "true" });
+const env = process.env;
 const port = process.env.PORT ?? "8787";
 // Tests run their own instance beside a developer's, with separate state.
 const persist = process.env.DEV_PERSIST_DIR ? ["--persist-to", process.env.DEV_PERSIST_DIR] : [];
@@ -30,14 +33,28 @@ const chain = await startLocalChain({ port: Number(process.env.ANVIL_PORT ?? 854
 const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
 // `npm run bench` (scripts/bench) asks for its runtime-floor routes; nothing else sets this.
 if (process.env.BENCH_ROUTES === "true") chainVars.BENCH_ROUTES = "true";
-const varFlags = Object.entries(chainVars).flatMap(([key, value]) => ["--var", `${key}:${value}`]);
 
 step(`starting the service at http://127.0.0.1:${port}`);
-const server = spawn(wrangler, ["dev", "--local", "--ip", "127.0.0.1", "--port", port, "--show-interactive-dev-session=false", "--test-scheduled", ...persist, ...varFlags], {
-  cwd: root,
-  env,
-  stdio: "inherit",
+// wrangler's own dev server, started through its API rather than `wrangler dev` for one reason:
+// the CLI always attaches its inspector proxy, which forwards every Network event of the Worker
+// (each D1 query and each fetch is one) to the wrangler process as a debug log line, several per
+// request; under load that costs more CPU than the Worker itself and is nothing production does.
+// DEV_INSPECTOR=<port> attaches it there (Chrome DevTools, breakpoints). Everything else is `wrangler dev
+// --local`: the same workerd, bindings, .dev.vars, state directory, file watching and reloads.
+const worker = await unstable_startWorker({
+  config: fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
+  bindings: Object.fromEntries(Object.entries(chainVars).map(([name, value]) => [name, { type: "plain_text", value }])),
+  dev: {
+    remote: false,
+    server: { hostname: "127.0.0.1", port: Number(port) },
+    inspector: process.env.DEV_INSPECTOR ? { hostname: "127.0.0.1", port: Number(process.env.DEV_INSPECTOR) } : false,
+    persist: process.env.DEV_PERSIST_DIR ?? undefined,
+    testScheduled: true,
+    watch: true,
+  },
 });
+await worker.ready;
+step(`ready on http://127.0.0.1:${port}`);
 
 // Local workerd does not fire cron triggers by itself; fire the scheduled
 // handler on a short period (DEV_CRON_SECONDS, default 10) so deposits and
@@ -50,13 +67,14 @@ const cron = setInterval(() => {
 }, Number(process.env.DEV_CRON_SECONDS ?? 10) * 1000);
 cron.unref();
 
-const stop = (signal) => {
-  if (!server.killed) server.kill(signal);
-};
-process.on("SIGINT", () => stop("SIGINT"));
-process.on("SIGTERM", () => stop("SIGTERM"));
-// Stop the chain this script started, whatever ended the server.
-server.on("exit", async (code, signal) => {
-  await chain.stop();
-  process.exit(code ?? (signal ? 0 : 1));
-});
+// Stop the server and the chain this script started, whatever ends it (wrangler's own signal
+// handlers may exit the process first: the exit handler still ends the chain).
+let stopping = null;
+const stop = () =>
+  (stopping ??= (async () => {
+    await Promise.allSettled([worker.dispose(), chain.stop()]);
+    process.exit(0);
+  })());
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);
+process.on("exit", () => chain.kill());

@@ -83,6 +83,10 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     payTo,
     facilitatorKey: accounts[0].privateKey,
     accounts,
+    /** At once and synchronously, for exit handlers. */
+    kill: () => {
+      if (child && child.exitCode === null) child.kill("SIGTERM");
+    },
     stop: async () => {
       if (child && child.exitCode === null) {
         child.kill("SIGTERM");
