@@ -532,6 +532,25 @@ describe.concurrent("secret rotation", () => {
 });
 
 describe("exactly-once fan-out", () => {
+  it("a backlog of more events than D1 binds in one statement fans out in full pages", async () => {
+    // Over 100 undispatched events: the page's ids once went into one statement as 102 bound values, which D1 refuses.
+    const merchant = await createMerchant();
+    const name = hook("ok", "fanout-backlog");
+    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
+    const createdAt = new Date(Date.now() - 60_000).toISOString();
+    const ids = Array.from({ length: 150 }, (_, i) => `evt_wh_backlog_${RUN}_${String(i).padStart(3, "0")}`);
+    await env.DB.batch(
+      ids.map((id, i) =>
+        env.DB.prepare("INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, 'charge.created', ?, ?, ?)").bind(id, merchant.merchantId, JSON.stringify({ chargeId: `chg_backlog_${RUN}_${i}` }), createdAt),
+      ),
+    );
+    await dispatchOutbox(env);
+    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?").bind(endpoint.id).first<{ n: number }>();
+    expect(rows!.n).toBe(ids.length);
+    const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL").bind(JSON.stringify(ids)).first<{ n: number }>();
+    expect(left!.n).toBe(0);
+  });
+
   it("each (event, endpoint) pair gets exactly one delivery row when dispatchers run concurrently", async () => {
     const merchant = await createMerchant();
     const other = await createMerchant();
