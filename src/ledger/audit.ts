@@ -1,4 +1,4 @@
-import { sha256Hex } from "../lib/crypto";
+import { sha256HexSync } from "../lib/crypto";
 import type { AuditDraft } from "./plan";
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -37,7 +37,7 @@ export function auditContent(seq: number, draft: AuditDraft): string {
 }
 
 /** hash = SHA-256(prevHash "\n" canonical content). */
-export const chainHash = (prevHash: string, seq: number, draft: AuditDraft) => sha256Hex(`${prevHash}\n${auditContent(seq, draft)}`);
+export const chainHash = (prevHash: string, seq: number, draft: AuditDraft) => sha256HexSync(`${prevHash}\n${auditContent(seq, draft)}`);
 
 export type ChainVerdict =
   | { ok: true; rows: number; headSeq: number; headHash: string }
@@ -54,7 +54,7 @@ export async function verifyChain(rows: Iterable<AuditRow> | AsyncIterable<Audit
     count++;
     if (row.seq !== prev.seq + 1) return { ok: false, rows: count, brokenSeq: row.seq, problem: "seq_gap" };
     if (row.prevHash !== prev.hash) return { ok: false, rows: count, brokenSeq: row.seq, problem: "prev_hash_mismatch" };
-    if ((await chainHash(row.prevHash, row.seq, row)) !== row.hash) return { ok: false, rows: count, brokenSeq: row.seq, problem: "hash_mismatch" };
+    if (chainHash(row.prevHash, row.seq, row) !== row.hash) return { ok: false, rows: count, brokenSeq: row.seq, problem: "hash_mismatch" };
     prev = { seq: row.seq, hash: row.hash };
   }
   return { ok: true, rows: count, headSeq: prev.seq, headHash: prev.hash };

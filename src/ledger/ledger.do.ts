@@ -102,7 +102,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
       statements.push(...plan.statements);
       for (const draft of plan.audit) {
         const seq = prev.seq + 1;
-        const hash = await chainHash(prev.hash, seq, draft);
+        const hash = chainHash(prev.hash, seq, draft);
         const row: AuditRow = { ...draft, seq, prevHash: prev.hash, hash };
         statements.push(auditInsert(row));
         auditSeqs.push(seq);

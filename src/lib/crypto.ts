@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+
 const encoder = new TextEncoder();
 
 export function toHex(bytes: ArrayBuffer | Uint8Array): string {
@@ -10,6 +12,15 @@ export function toHex(bytes: ArrayBuffer | Uint8Array): string {
 /** Lowercase hex SHA-256 of a UTF-8 string. */
 export async function sha256Hex(text: string): Promise<string> {
   return toHex(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+/**
+ * The same, computed synchronously (node:crypto): for the ledger's sequencer, which hashes a group's
+ * audit rows one after another while every payment waits on it; each await of WebCrypto there
+ * queued behind all the other work of a busy isolate.
+ */
+export function sha256HexSync(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
 }
 
 /** Lowercase hex HMAC-SHA256. */
