@@ -1,6 +1,4 @@
-import { eq } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { kytBlocklist } from "../db/schema";
 import { OFAC_SDN_ETH } from "./ofac-sdn-eth";
 
 const BUILT_IN = new Set(OFAC_SDN_ETH);
@@ -18,9 +16,18 @@ export const EVM_ADDRESS = /^0x[a-fA-F0-9]{40}$/;
  * payout addresses, x402 payers and deposit senders.
  */
 export async function screenAddress(db: Db, address: string): Promise<KytResult> {
-  const normalized = address.trim().toLowerCase();
-  if (BUILT_IN.has(normalized)) return { verdict: "block", reason: "ofac_sdn_list" };
-  const hit = await db.select({ reason: kytBlocklist.reason }).from(kytBlocklist).where(eq(kytBlocklist.address, normalized)).get();
-  if (hit) return { verdict: "block", reason: "operator_blocklist" };
+  // The built-in list needs no query.
+  if (BUILT_IN.has(address.trim().toLowerCase())) return screened(address, false);
+  return screened(address, (await blocklistStatement(db.$client, address).first()) !== null);
+}
+
+/** The blocklist lookup of `address` as one statement, for a caller that batches it with its own reads. */
+export const blocklistStatement = (d1: D1Database, address: string) =>
+  d1.prepare("SELECT 1 AS hit FROM kyt_blocklist WHERE address = ?").bind(address.trim().toLowerCase());
+
+/** The verdict, given whether the operators' blocklist has the address. */
+export function screened(address: string, onBlocklist: boolean): KytResult {
+  if (BUILT_IN.has(address.trim().toLowerCase())) return { verdict: "block", reason: "ofac_sdn_list" };
+  if (onBlocklist) return { verdict: "block", reason: "operator_blocklist" };
   return { verdict: "pass", reason: "no_blocklist_hit" };
 }

@@ -68,21 +68,32 @@ export function publicClientOf(x: X402Settings): PublicClient {
 }
 
 /**
- * The receipt of `hash`, polled by this request alone until `timeoutMs`. Not
- * viem's waitForTransactionReceipt: its block watcher is shared by every
- * caller of the client in the isolate, and in a Worker the watcher dies with
+ * The receipt of `hash`, polled by this request alone until `timeoutMs`: at once, then after
+ * 25, 50, 100 and 200 ms, then every `intervalMs`. A chain that mines on arrival (the local one)
+ * has the receipt within milliseconds, so the first waits are short; a chain with 2-second blocks
+ * pays four extra reads per settlement. Not viem's waitForTransactionReceipt: its block watcher
+ * is shared by every caller of the client in the isolate, and in a Worker the watcher dies with
  * the request that started it, leaving the others waiting out their timeout.
  */
 export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
   const client = publicClientOf(x);
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
     try {
       return await client.getTransactionReceipt({ hash });
     } catch (error) {
       if (!(error instanceof TransactionReceiptNotFoundError)) throw error;
     }
-    if (Date.now() + intervalMs > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, wait));
   }
+}
+
+/** The first wait between receipt reads; each later one doubles, up to the interval. */
+export const RECEIPT_FIRST_WAIT_MS = 25;
+
+/** The first line of an error's message, at most 200 characters (viem's short message when it has one). */
+export function shortError(error: unknown): string {
+  const text = error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
+  return text.split("\n")[0]!.slice(0, 200);
 }

@@ -1,8 +1,9 @@
 import type { Env, X402Settings } from "../env";
-import { receiptWithin } from "./chain";
+import { receiptWithin, shortError } from "./chain";
 import type { DecodedPayment } from "./payload";
-import { settlerOf, shortError } from "./settler.do";
+import { settlerOf } from "./settler.do";
 import type { Terms } from "./terms";
+import { checkTransfer, gasAccountOf, type PreparedTransfer } from "./transfer";
 
 export type SettleOutcome =
   | { kind: "settled"; transaction: `0x${string}` }
@@ -11,7 +12,11 @@ export type SettleOutcome =
   /** The transfer may have happened; reconciliation against the chain decides. */
   | { kind: "unknown"; reason: string; transaction: `0x${string}` | null };
 
-export type FacilitatorVerify = { isValid: true } | { isValid: false; invalidReason: string };
+export type FacilitatorVerify =
+  | { isValid: true }
+  | { isValid: false; invalidReason: string }
+  /** The chain could not be asked: nothing is decided and nothing was reserved; the payer may send the same payment again. */
+  | { isValid: false; unavailable: string };
 
 /** Verification and settlement behind one interface, built-in or remote. */
 export interface Facilitator {
@@ -20,15 +25,32 @@ export interface Facilitator {
 }
 
 /**
- * Ours: the service's own checks have already verified the payment; settlement
- * sends `transferWithAuthorization` from the gas-paying key and waits for the
- * receipt.
+ * Ours. Verification is the chain's part of the checks (`checkTransfer`: nonce unused, balance,
+ * and the transfer runs, in one JSON-RPC batch); settlement hands the transfer so checked to the
+ * settler, which signs it with the next nonce of the gas-paying key and broadcasts it, and waits
+ * for the receipt.
  */
 export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
+  const gasFrom = x.facilitatorPrivateKey ? gasAccountOf(x.facilitatorPrivateKey).address : null;
+  /** The transfer `verify` checked, for `settle` of the same payment. */
+  let checked: { payment: DecodedPayment; prepared: PreparedTransfer } | null = null;
   return {
-    verify: async () => ({ isValid: true }),
-    async settle(payment) {
-      const sent = await settlerOf(env).broadcast(payment.authorization, payment.signature);
+    async verify(payment, terms) {
+      const check = await checkTransfer(x, terms, payment, gasFrom);
+      if (check.kind === "unavailable") return { isValid: false, unavailable: check.reason };
+      if (check.kind === "invalid") return { isValid: false, invalidReason: check.reason };
+      if (check.prepared) checked = { payment, prepared: check.prepared };
+      return { isValid: true };
+    },
+    async settle(payment, terms) {
+      if (!gasFrom) return { kind: "failed", reason: "facilitator_not_configured" };
+      let prepared = checked?.payment === payment ? checked.prepared : null;
+      if (!prepared) {
+        const check = await checkTransfer(x, terms, payment, gasFrom);
+        if (check.kind !== "valid" || !check.prepared) return { kind: "failed", reason: check.kind === "valid" ? "simulation_failed" : check.reason };
+        prepared = check.prepared;
+      }
+      const sent = await settlerOf(env).broadcast(prepared);
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
       try {
@@ -59,6 +81,10 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
   };
   return {
     async verify(payment, terms) {
+      // Our own reading of the chain first (nonce unused, balance), as for the built-in one.
+      const check = await checkTransfer(x, terms, payment, null);
+      if (check.kind === "unavailable") return { isValid: false, unavailable: check.reason };
+      if (check.kind === "invalid") return { isValid: false, invalidReason: check.reason };
       try {
         const body = await call("verify", payment, terms);
         return body.isValid === true ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };

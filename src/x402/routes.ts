@@ -49,7 +49,7 @@ function paymentRequired(c: Context<AppEnv>, terms: Terms, error: string, extra:
 }
 
 /** One table from x402 outcomes to responses. */
-async function respond(c: Context<AppEnv>, outcome: X402Outcome) {
+function respond(c: Context<AppEnv>, outcome: X402Outcome) {
   const network = c.get("settings").x402?.network ?? "";
   switch (outcome.kind) {
     case "terms":
@@ -60,15 +60,19 @@ async function respond(c: Context<AppEnv>, outcome: X402Outcome) {
       return paymentRequired(c, outcome.terms, "Pago inválido", { invalidReason: outcome.reason });
     case "settle_failed":
       return paymentRequired(c, outcome.terms, "Liquidación fallida", { errorReason: outcome.reason }, { success: false, transaction: "", network, payer: outcome.payer, errorReason: outcome.reason });
-    case "settled": {
+    case "settled":
+      // Settled on chain means paid: the credit either committed now or was made by reconciliation.
       settlementHeaders(c, { success: true, transaction: outcome.transaction, network, payer: outcome.payer });
-      const charge = await getCharge(c.get("db"), outcome.chargeId);
-      return c.json({ chargeId: outcome.chargeId, status: charge?.status ?? "paid", settlement: { success: true, transaction: outcome.transaction } }, 200);
-    }
+      return c.json({ chargeId: outcome.chargeId, status: "paid", settlement: { success: true, transaction: outcome.transaction } }, 200);
     case "pending":
       // Never a fresh 402 while a settlement may have moved money: the client waits and asks again.
       c.header("Retry-After", "5");
       return c.json({ chargeId: outcome.chargeId, status: "pending", settlement: { success: false, pending: true, transaction: outcome.transaction } }, 202);
+    case "chain_unavailable":
+      // Nothing was reserved and nothing sent: the same payment can simply be sent again. The RPC's error stays in the log.
+      console.error(JSON.stringify({ level: "warn", where: "x402_chain_unavailable", reason: outcome.reason }));
+      c.header("Retry-After", "5");
+      return c.json({ error: "chain_unavailable" }, 503);
   }
 }
 

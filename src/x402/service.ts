@@ -14,6 +14,7 @@ import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { termsFor, type Terms } from "./terms";
 import { verifyPayment } from "./verify";
+import { blocklistStatement } from "../kyt/screening";
 
 /** Outcomes of an x402 request; routes.ts maps each to a response. */
 export type X402Outcome =
@@ -22,7 +23,9 @@ export type X402Outcome =
   | { kind: "settled"; chargeId: string; transaction: string; payer: string }
   | { kind: "pending"; chargeId: string; transaction: string | null; payer: string }
   | { kind: "invalid"; reason: string; terms: Terms }
-  | { kind: "settle_failed"; reason: string; terms: Terms; payer: string };
+  | { kind: "settle_failed"; reason: string; terms: Terms; payer: string }
+  /** The chain could not be read before anything was reserved: nothing happened, the same payment may be sent again. */
+  | { kind: "chain_unavailable"; reason: string };
 
 interface PaymentRow {
   id: string;
@@ -46,10 +49,22 @@ export function termsForTarget(x: X402Settings, target: X402Target, resource: st
 
 const PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, status, tx_hash AS txHash, payer FROM x402_payments";
 
+const paymentStatement = (env: Env, x: X402Settings, payment: DecodedPayment) =>
+  env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`).bind(
+    x.network,
+    x.asset.toLowerCase(),
+    payment.authorization.from.toLowerCase(),
+    payment.authorization.nonce.toLowerCase(),
+  );
+
 async function findPayment(env: Env, x: X402Settings, payment: DecodedPayment): Promise<PaymentRow | null> {
-  return env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
-    .bind(x.network, x.asset.toLowerCase(), payment.authorization.from.toLowerCase(), payment.authorization.nonce.toLowerCase())
-    .first<PaymentRow>();
+  return paymentStatement(env, x, payment).first<PaymentRow>();
+}
+
+/** An earlier payment with this authorization, and whether the payer is on the operators' blocklist: one round trip. */
+async function lookUp(env: Env, x: X402Settings, payment: DecodedPayment): Promise<{ earlier: PaymentRow | null; onBlocklist: boolean }> {
+  const [earlier, listed] = await env.DB.batch<Record<string, unknown>>([paymentStatement(env, x, payment), blocklistStatement(env.DB, payment.authorization.from)]);
+  return { earlier: (earlier!.results[0] as PaymentRow | undefined) ?? null, onBlocklist: listed!.results.length > 0 };
 }
 
 /** Does an earlier payment's charge belong to what is being paid now? (A replay answers with its own result.) */
@@ -61,7 +76,8 @@ async function belongsToTarget(env: Env, target: X402Target, chargeId: string): 
 
 /**
  * Pays a charge or a checkout link with an x402 payment header, exactly once:
- *   1. decode and verify (terms, window, signature, KYT, nonce and balance on chain);
+ *   1. decode and verify (terms, window, signature, KYT; then the facilitator's part: nonce and
+ *      balance on chain, and for ours the transfer's own dry run);
  *   2. reserve (network, asset, payer, nonce) and claim the charge in one batch,
  *      before the facilitator is called: a racing payment finds the claim, a
  *      replayed authorization finds the reservation;
@@ -76,7 +92,7 @@ export async function payWithX402(env: Env, target: X402Target, resource: string
   if (!payment) return { kind: "invalid", reason: "invalid_payload", terms };
   const payer = payment.authorization.from.toLowerCase();
 
-  const earlier = await findPayment(env, x, payment);
+  const { earlier, onBlocklist } = await lookUp(env, x, payment);
   if (earlier && earlier.status !== "failed") {
     if (!(await belongsToTarget(env, target, earlier.chargeId))) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
     return earlier.status === "settled"
@@ -89,11 +105,14 @@ export async function payWithX402(env: Env, target: X402Target, resource: string
     return { kind: "already_paid", charge: chargeView(target.charge) };
   }
   const nowSeconds = Math.floor(Date.now() / 1000);
-  const verdict = await verifyPayment(dbOf(env.DB), x, terms, payment, nowSeconds);
+  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist);
   if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
   const chosen = facilitator ?? facilitatorOf(env, x);
   const remoteVerdict = await chosen.verify(payment, terms);
-  if (!remoteVerdict.isValid) return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
+  if (!remoteVerdict.isValid) {
+    if ("unavailable" in remoteVerdict) return { kind: "chain_unavailable", reason: remoteVerdict.unavailable };
+    return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
+  }
 
   const reserved = await reserve(env, x, target, payment, earlier);
   if (reserved.kind !== "reserved") return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };

@@ -1,30 +1,20 @@
 import { DurableObject } from "cloudflare:workers";
-import { encodeFunctionData, parseSignature, type PublicClient } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { serialQueue } from "../lib/serial";
-import { EIP3009_ABI, publicClientOf } from "./chain";
-import type { Authorization } from "./payload";
+import { publicClientOf, shortError } from "./chain";
+import { gasAccountOf, type PreparedTransfer } from "./transfer";
 import { nowIso } from "../lib/time";
 import { reconcilePayment, type OpenPayment } from "./reconcile";
 
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
 export const RECONCILE_AFTER_MS = 15_000;
 const PENDING = "pending:";
-/** How long one fee estimate serves the settlements that follow it. */
-const FEES_FRESH_MS = 2_000;
 
-interface Prepared {
-  kind: "ready";
-  x: X402Settings;
-  account: ReturnType<typeof privateKeyToAccount>;
-  /** The encoded `transferWithAuthorization` call. */
-  data: `0x${string}`;
-  gas: bigint;
-  /** Fees estimated with the checks (or shortly before), so the one-at-a-time send makes no fee round trips. */
-  fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
-}
+type Ready = PreparedTransfer & { x: X402Settings; account: ReturnType<typeof gasAccountOf> };
+
+/** A signed transaction that was not handed to the node because the one before it failed. */
+class EarlierSendFailed extends Error {}
 
 export type BroadcastResult =
   | { kind: "sent"; transaction: `0x${string}` }
@@ -34,30 +24,33 @@ export type BroadcastResult =
 /**
  * The built-in facilitator's gas-paying account, one object per key. Nonces
  * are assigned and transactions signed here one at a time, so they are in
- * order without gaps or reuse; the broadcasts themselves overlap, and waiting
- * for receipts happens outside, so throughput is bounded by the chain, not by
- * this queue.
+ * order without gaps or reuse. Each signed transaction is handed to the node
+ * once the node has answered for the one before it: concurrent sends could
+ * arrive out of nonce order, and a node may then hold the later ones back for
+ * good (anvil does; docs/decisions.md, x402). Waiting for receipts happens outside,
+ * so throughput is bounded by the chain, not by this queue.
  */
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
   private nextNonce: number | null = null;
   /** Transactions handed to the node whose answer has not come back yet. */
   private readonly sending = new Set<Promise<`0x${string}`>>();
-  private fees: { at: number; estimate: Promise<Prepared["fees"]> } | null = null;
+  /** The latest send; the next goes to the node only once this one was answered, and only if it was taken. */
+  private lastSend: Promise<unknown> = Promise.resolve();
 
   /**
-   * Checks the transfer (its gas estimate runs it; side by side with other
-   * settlements: they are reads), then takes its turn to get the next nonce
-   * and be signed; the turn ends once the signed transaction is on its way,
-   * so sends overlap but leave in nonce order, without gaps or reuse.
+   * Takes its turn to get the next nonce for a transfer checked before (`checkTransfer`: its gas
+   * estimate ran it, the fees are current) and sign it; the turn ends once the signed transaction
+   * is queued for the node, so the next one is signed while this one travels.
    */
-  async broadcast(authorization: Authorization, signature: `0x${string}`): Promise<BroadcastResult> {
-    const prepared = await this.prepare(authorization, signature);
-    if (prepared.kind !== "ready") return prepared;
+  async broadcast(prepared: PreparedTransfer): Promise<BroadcastResult> {
+    const x = settingsOf(this.env).x402;
+    if (!x?.facilitatorPrivateKey) return { kind: "rejected", reason: "facilitator_not_configured" };
+    const ready: Ready = { x, account: gasAccountOf(x.facilitatorPrivateKey), ...prepared };
     for (let attempt = 0; ; attempt++) {
-      const sent = await this.serialize((endTurn) => this.send(prepared, endTurn));
-      if (sent.kind !== "nonce_taken") return sent;
-      // The node refused the nonce (another sender used it): nothing was broadcast, so send again with a fresh one.
+      const sent = await this.serialize((endTurn) => this.send(ready, endTurn));
+      if (sent.kind !== "send_again") return sent;
+      // Nothing was broadcast (another sender took the nonce, or the send before this one failed): again, with a fresh nonce.
       if (attempt === 3) return { kind: "unknown", reason: `broadcast_error: ${sent.reason}` };
     }
   }
@@ -101,60 +94,20 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     if (stillOpen.size > 0) await this.ctx.storage.setAlarm(Date.now() + RECONCILE_AFTER_MS);
   }
 
-  private async prepare(a: Authorization, signature: `0x${string}`): Promise<Prepared | Exclude<BroadcastResult, { kind: "sent" }>> {
-    const x = settingsOf(this.env).x402;
-    if (!x?.facilitatorPrivateKey) return { kind: "rejected", reason: "facilitator_not_configured" };
-    const account = privateKeyToAccount(x.facilitatorPrivateKey);
-    const client = publicClientOf(x);
-    let parts: { v?: bigint; yParity?: number; r: `0x${string}`; s: `0x${string}` };
-    try {
-      parts = parseSignature(signature);
-    } catch {
-      return { kind: "rejected", reason: "invalid_exact_evm_payload_signature" };
-    }
-    const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
-    const args = [a.from as `0x${string}`, a.to as `0x${string}`, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as `0x${string}`, v, parts.r, parts.s] as const;
-    // Estimating the gas runs the transfer against the latest state: one that would revert is refused
-    // here, before anything is broadcast. Fees are shared by the settlements of the next moment.
-    try {
-      const [gas, fees] = await Promise.all([
-        client.estimateContractGas({ account, address: x.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
-        this.currentFees(client),
-      ]);
-      return { kind: "ready", x, account, data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }), gas, fees };
-    } catch (error) {
-      return { kind: "rejected", reason: `simulation_failed: ${shortError(error)}` };
-    }
-  }
-
   /**
-   * The fee estimate, reused for FEES_FRESH_MS: the estimate leaves headroom over the base
-   * fee (viem's 1.2x), which a block or two cannot outgrow, and it costs a block read each time.
+   * Signs the transfer with the next nonce and hands it to the node after the transaction before
+   * it was taken (the chain id is configured, gas and fees were estimated before the turn). After
+   * any failure the nonce is read from the node again, once every send in flight has been
+   * answered, so the count includes all the node took; the sends already signed behind the failed
+   * one are never handed over (they would leave a gap) and go again with fresh nonces.
    */
-  private currentFees(client: PublicClient): Promise<Prepared["fees"]> {
-    const now = Date.now();
-    if (this.fees && now - this.fees.at < FEES_FRESH_MS) return this.fees.estimate;
-    const estimate = client.estimateFeesPerGas().then(({ maxFeePerGas, maxPriorityFeePerGas }) => ({ maxFeePerGas, maxPriorityFeePerGas }));
-    this.fees = { at: now, estimate };
-    estimate.catch(() => {
-      if (this.fees?.estimate === estimate) this.fees = null;
-    });
-    return estimate;
-  }
-
-  /**
-   * Signs the transfer with the next nonce and broadcasts it (the chain id is configured, gas
-   * and fees were estimated before the turn). The turn ends as soon as the transaction is
-   * handed to the node, so the next one is signed while this one travels. After any failure
-   * the nonce is read from the node again, once every send in flight has been answered, so
-   * the count includes all the node took.
-   */
-  private async send({ x, account, data, gas, fees }: Prepared, endTurn: () => void): Promise<BroadcastResult | { kind: "nonce_taken"; reason: string }> {
+  private async send({ x, account, data, gas, fees }: Ready, endTurn: () => void): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
     const client = publicClientOf(x);
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
         this.nextNonce = await client.getTransactionCount({ address: account.address, blockTag: "pending" });
+        this.lastSend = Promise.resolve();
       }
       const nonce = this.nextNonce;
       const serializedTransaction = await account.signTransaction({
@@ -167,7 +120,11 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
         nonce,
       });
-      const sending = client.sendRawTransaction({ serializedTransaction });
+      const sending = this.lastSend.then(
+        () => client.sendRawTransaction({ serializedTransaction }),
+        () => Promise.reject(new EarlierSendFailed("an earlier transaction was not taken")),
+      );
+      this.lastSend = sending;
       // Unless a failed send meanwhile asked for the count to be read again.
       if (this.nextNonce === nonce) this.nextNonce = nonce + 1;
       this.sending.add(sending);
@@ -179,16 +136,12 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       }
     } catch (error) {
       this.nextNonce = null;
-      if (/nonce.*(too low|lower than)/i.test(String(error))) return { kind: "nonce_taken", reason: shortError(error) };
+      if (error instanceof EarlierSendFailed) return { kind: "send_again", reason: error.message };
+      if (/nonce.*(too low|lower than)/i.test(String(error))) return { kind: "send_again", reason: shortError(error) };
       // Otherwise the node may or may not have taken it: reconciliation decides.
       return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
     }
   }
-}
-
-export function shortError(error: unknown): string {
-  const text = error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
-  return text.split("\n")[0]!.slice(0, 200);
 }
 
 export const settlerOf = (env: Env) => env.X402_SETTLER.getByName("settler");

@@ -1,8 +1,7 @@
 import { isAddressEqual, verifyTypedData } from "viem";
-import type { Db } from "../db/client";
 import type { X402Settings } from "../env";
-import { screenAddress } from "../kyt/screening";
-import { EIP3009_ABI, publicClientOf, TRANSFER_WITH_AUTHORIZATION_TYPES } from "./chain";
+import { screened } from "../kyt/screening";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "./chain";
 import type { DecodedPayment } from "./payload";
 import { caip2, type Terms } from "./terms";
 
@@ -60,21 +59,13 @@ export async function verifyOffline(x: X402Settings, terms: Terms, payment: Deco
 }
 
 /**
- * The full check before any settlement: the offline checks, then the payer's
- * screening, then the chain (the nonce is unused, the balance covers it).
+ * The checks before anything is reserved: the offline ones, then the payer's screening (`onBlocklist`
+ * was read with the service's other lookups). The chain's part (nonce unused, balance, the transfer
+ * runs) is the facilitator's verification (`checkTransfer`).
  */
-export async function verifyPayment(db: Db, x: X402Settings, terms: Terms, payment: DecodedPayment, nowSeconds: number): Promise<VerifyResult> {
+export async function verifyPayment(x: X402Settings, terms: Terms, payment: DecodedPayment, nowSeconds: number, onBlocklist: boolean): Promise<VerifyResult> {
   const offline = await verifyOffline(x, terms, payment, nowSeconds);
   if (!offline.isValid) return offline;
-  const payer = offline.payer;
-  const kyt = await screenAddress(db, payer);
-  if (kyt.verdict !== "pass") return invalid("payer_blocked", payer);
-  const client = publicClientOf(x);
-  const [used, balance] = await Promise.all([
-    client.readContract({ address: x.asset, abi: EIP3009_ABI, functionName: "authorizationState", args: [payer, payment.authorization.nonce as `0x${string}`] }),
-    client.readContract({ address: x.asset, abi: EIP3009_ABI, functionName: "balanceOf", args: [payer] }),
-  ]);
-  if (used) return invalid("invalid_exact_evm_nonce_already_used", payer);
-  if (balance < terms.value) return invalid("insufficient_funds", payer);
+  if (screened(offline.payer, onBlocklist).verdict !== "pass") return invalid("payer_blocked", offline.payer);
   return offline;
 }

@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { TestProject } from "vitest/node";
-import { createWalletClient, http, parseSignature } from "viem";
+import { createWalletClient, http, keccak256, parseSignature, parseTransaction, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { startLocalChain, x402Vars } from "../../scripts/lib/chain.mjs";
@@ -10,6 +10,13 @@ import { startLocalChain, x402Vars } from "../../scripts/lib/chain.mjs";
  * EIP-3009 test stablecoin), and a stand-in for a remote facilitator:
  * `POST /hang/settle` broadcasts the transfer on the real chain and then never
  * answers, as a facilitator that times out after broadcasting does.
+ *
+ * The Worker reaches the chain through a relay that forwards every JSON-RPC
+ * request unchanged and records each `eth_sendRawTransaction` (GET /sends), so
+ * a test can see in which order, and when, the service hands transactions to
+ * the node. POST /refuse (a `Refusal`) makes it answer some requests with an
+ * error instead of forwarding them, as a failing node does. The tests' own
+ * clients talk to anvil directly.
  */
 export interface TestChain {
   rpcUrl: string;
@@ -19,6 +26,16 @@ export interface TestChain {
   accounts: { address: `0x${string}`; privateKey: `0x${string}` }[];
   vars: Record<string, string>;
   facilitatorUrl: string;
+  /** The relay's base URL: GET /sends lists what the Worker sent through it (`RelayedSend[]`); POST /refuse (see above). */
+  relayUrl: string;
+}
+
+/** One `eth_sendRawTransaction` through the relay; `arrived` and `answered` are steps of one counter, so they order events. */
+export interface RelayedSend {
+  hash: Hex;
+  nonce: number;
+  arrived: number;
+  answered: number;
 }
 
 declare module "vitest" {
@@ -30,6 +47,87 @@ declare module "vitest" {
 
 let chain: { stop: () => Promise<void> } | undefined;
 let facilitator: Server | undefined;
+let relay: Server | undefined;
+
+const readBody = (req: import("node:http").IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+
+/** What POST /refuse asks the relay to refuse: the next `times` requests with a call of `method` whose body contains `containing`. */
+interface Refusal {
+  containing: string;
+  method: string;
+  times: number;
+  /** How long before the refusal is answered. */
+  afterMs?: number;
+  /** Answer with this HTTP status; without it, each call gets a JSON-RPC error. */
+  httpStatus?: number;
+}
+
+/** The relay in front of anvil (see the comment above). */
+async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string }> {
+  const sends: RelayedSend[] = [];
+  const refusals: Refusal[] = [];
+  let step = 0;
+  const server = createServer(async (req, res) => {
+    if (req.method === "GET" && req.url === "/sends") {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(sends));
+      return;
+    }
+    const body = await readBody(req);
+    if (req.url === "/refuse") {
+      const refusal = JSON.parse(body) as Refusal;
+      refusals.push({ ...refusal, containing: refusal.containing.toLowerCase().replace(/^0x/, "") });
+      res.writeHead(204).end();
+      return;
+    }
+    let calls: { method?: string; params?: unknown[] }[] = [];
+    try {
+      const parsed = JSON.parse(body);
+      calls = Array.isArray(parsed) ? parsed : [parsed];
+    } catch {
+      // Not JSON: anvil answers it as it would.
+    }
+    const recorded = calls
+      .filter((c) => c?.method === "eth_sendRawTransaction" && typeof c.params?.[0] === "string")
+      .map((c) => {
+        const raw = c.params![0] as Hex;
+        const send: RelayedSend = { hash: keccak256(raw), nonce: parseTransaction(raw).nonce ?? -1, arrived: ++step, answered: 0 };
+        sends.push(send);
+        return send;
+      });
+    const lowered = body.toLowerCase();
+    const refusal = refusals.find((r) => r.times > 0 && calls.some((c) => c?.method === r.method) && lowered.includes(r.containing));
+    if (refusal) {
+      refusal.times--;
+      await new Promise((resolve) => setTimeout(resolve, refusal.afterMs ?? 0));
+      for (const send of recorded) send.answered = ++step;
+      if (refusal.httpStatus) {
+        res.writeHead(refusal.httpStatus).end("refused by the test relay");
+        return;
+      }
+      const answers = calls.map((c) => ({ jsonrpc: "2.0", id: (c as { id?: unknown }).id ?? null, error: { code: -32000, message: "the relay refused this request" } }));
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body.trimStart().startsWith("[") ? answers : answers[0]));
+      return;
+    }
+    try {
+      const answer = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const text = await answer.text();
+      for (const send of recorded) send.answered = ++step;
+      res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" }).end(text);
+    } catch (error) {
+      res.writeHead(502).end(String(error));
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("RPC relay did not bind");
+  return { server, url: `http://127.0.0.1:${address.port}` };
+}
 
 export async function setup(project: TestProject) {
   const port = 20_000 + Math.floor(Math.random() * 20_000);
@@ -66,18 +164,23 @@ export async function setup(project: TestProject) {
   await new Promise<void>((resolve) => facilitator!.listen(0, "127.0.0.1", resolve));
   const address = facilitator.address();
   if (!address || typeof address === "string") throw new Error("facilitator double did not bind");
+  const relayed = await startRelay(started.rpcUrl);
+  relay = relayed.server;
   project.provide("chain", {
     rpcUrl: started.rpcUrl,
     chainId: started.chainId,
     token: started.token,
     payTo: started.payTo,
     accounts: started.accounts,
-    vars: x402Vars(started),
+    vars: { ...x402Vars(started), RPC_URL: relayed.url },
     facilitatorUrl: `http://127.0.0.1:${address.port}/hang/`,
+    relayUrl: relayed.url,
   });
 }
 
 export async function teardown() {
+  relay?.closeAllConnections();
+  await new Promise<void>((resolve) => (relay ? relay.close(() => resolve()) : resolve()));
   facilitator?.closeAllConnections();
   await new Promise<void>((resolve) => (facilitator ? facilitator.close(() => resolve()) : resolve()));
   await chain?.stop();

@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import type { RelayedSend } from "../setup/chain.global";
 
 /*
  * Races on one charge. The payers are fresh keys whose token balances this file
@@ -129,10 +130,41 @@ describe("x402 races", () => {
     expect(new Set(sent.map((t) => t.nonce)).size).toBe(12);
     const receipts = await Promise.all(hashes.map((hash) => publicClient().getTransactionReceipt({ hash })));
     expect(receipts.map((r) => r.status)).toEqual(Array(12).fill("success"));
+    // Handed to the node in nonce order, each only after the node answered the one before: sent
+    // concurrently they can arrive out of order, and anvil then holds the later ones back for good.
+    const relayed = ((await (await fetch(`${chain().relayUrl}/sends`)).json()) as RelayedSend[]).filter((s) => hashes.includes(s.hash)).sort((a, b) => a.nonce - b.nonce);
+    expect(relayed.map((s) => s.nonce)).toEqual(sent.map((t) => t.nonce).sort((a, b) => a - b));
+    for (let i = 1; i < relayed.length; i++) expect(relayed[i]!.arrived).toBeGreaterThan(relayed[i - 1]!.answered);
     expect(await tokenBalance(payer.address)).toBe(0n);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + 12 * cents);
     for (const c of charges) expect(await openPayments(c.chargeId)).toEqual(["settled"]);
     await expectAuditOk();
+  });
+
+  it("a send the node fails: the ones signed behind it are sent again with fresh nonces, no gap is left, every other settlement lands", async () => {
+    const cents = 100;
+    const value = BigInt(cents) * 10_000n;
+    const payer = await freshPayer(6n * value);
+    const charges = await Promise.all(Array.from({ length: 6 }, () => createCharge(merchant.apiKey, cents)));
+    const payments = await Promise.all(charges.map(() => paymentHeader(payer, value)));
+    // The first of these sends to reach the node fails there (the payer's address is in its call data),
+    // answered late enough for the others to be signed behind it.
+    await fetch(`${chain().relayUrl}/refuse`, { method: "POST", body: JSON.stringify({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, afterMs: 300 }) });
+
+    const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } })));
+
+    // The failed send's outcome is unknown to the service (a node may fail a send it took): pending,
+    // watched by reconciliation. All the others settle: none waits behind a nonce the node never got.
+    expect(responses.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 202]);
+    const settled = responses.filter(isSettled);
+    expect(settled).toHaveLength(5);
+    const pending = charges.filter((_, i) => !isSettled(responses[i]!));
+    expect(await openPayments(pending[0]!.chargeId)).toEqual(["unknown"]);
+    expect(await tokenBalance(payer.address)).toBe(value);
+    const refusedNonce = payments[charges.indexOf(pending[0]!)]!.nonce;
+    expect(await authorizationUsed(payer.address, refusedNonce)).toBe(false);
+    const mined = await Promise.all(settled.map((r) => publicClient().getTransactionReceipt({ hash: r.body.settlement.transaction as Hex })));
+    expect(mined.map((r) => r.status)).toEqual(Array(5).fill("success"));
   });
 
   it("a gas nonce another sender took meanwhile: the settler's send is refused by the node, sent again with a fresh nonce, and settles", async () => {

@@ -77,6 +77,9 @@ describe("rejected x402 payments", () => {
     { name: "wrong asset (signed for another token contract)", build: () => xPaymentHeader(PAYER, VALUE, { verifyingContract: "0x000000000000000000000000000000000000dEaD" }), reason: /signature|asset/ },
     { name: "wrong network name", build: () => xPaymentHeader(PAYER, VALUE, { network: "base" }), reason: /network/ },
     { name: "a CAIP-2 network id in a v1 payload", build: () => xPaymentHeader(PAYER, VALUE, { network: "eip155:84532" }), reason: /network/ },
+    // Within the 30 s allowed for clock skew, so the offline checks pass; the token itself refuses it
+    // yet (block.timestamp must be past validAfter), which the gas estimate, running the transfer, finds.
+    { name: "validAfter 20 s ahead: the chain's dry run of the transfer reverts", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: nowSeconds() + 20n }), reason: /^simulation_failed: .*valid/ },
     { name: "expired validBefore", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: now - 3_600n, validBefore: now - 60n }), reason: /valid_before/ },
     { name: "validBefore too close to now to settle", build: () => xPaymentHeader(PAYER, VALUE, { validBefore: nowSeconds() + 2n }), reason: /valid_before/ },
     { name: "not yet valid (validAfter far in the future)", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: now + 86_400n, validBefore: now + 86_400n + 300n }), reason: /valid_after/ },
@@ -173,6 +176,27 @@ describe("rejected x402 payments", () => {
     expect(await tokenBalance(payer())).toBe(before - VALUE);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + CENTS);
     expect((await api("GET", `/charges/${chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: res.body.settlement.transaction });
+  });
+
+  it("the chain cannot be read while verifying: 503 chain_unavailable, nothing reserved; the same payment sent again settles", async () => {
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const before = await tokenBalance(payer());
+    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    // The RPC answers the verification's batch (which names the payer) with HTTP 500.
+    await fetch(`${chain().relayUrl}/refuse`, { method: "POST", body: JSON.stringify({ containing: payer(), method: "eth_call", times: 1, httpStatus: 500 }) });
+
+    const refused = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(refused.status).toBe(503);
+    expect(refused.body).toEqual({ error: "chain_unavailable" });
+    expect(refused.headers.get("Retry-After")).toBe("5");
+    expect(await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first()).toEqual({ status: "pending", claim: null });
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE nonce = ?").bind(payload.authorization.nonce.toLowerCase()).first()).toEqual({ n: 0 });
+    expect(await tokenBalance(payer())).toBe(before);
+
+    const retried = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ chargeId: charge.chargeId, status: "paid", settlement: { success: true } });
+    expect(await tokenBalance(payer())).toBe(before - VALUE);
   });
 
   it("a failed settlement (facilitator reports failure) answers Liquidación fallida and leaves the charge payable", async () => {

@@ -1,0 +1,125 @@
+import { encodeFunctionData, parseSignature, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { X402Settings } from "../env";
+import { EIP3009_ABI, shortError } from "./chain";
+import type { DecodedPayment } from "./payload";
+import type { Terms } from "./terms";
+
+/** A checked `transferWithAuthorization`, ready to be signed with the next nonce. */
+export interface PreparedTransfer {
+  data: Hex;
+  gas: bigint;
+  fees: Fees;
+}
+
+export interface Fees {
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+}
+
+export type TransferCheck = { kind: "valid"; prepared: PreparedTransfer | null } | { kind: "invalid"; reason: string } | { kind: "unavailable"; reason: string };
+
+/** How long one fee estimate serves the settlements that follow it (a block or two cannot outgrow its 1.2x headroom). */
+const FEES_FRESH_MS = 2_000;
+const RPC_TIMEOUT_MS = 10_000;
+
+type RpcAnswer = { result?: unknown; error?: { message?: string } };
+
+/** Several JSON-RPC calls in one HTTP request: one round trip and one request for the node to parse. */
+async function rpcBatch(x: X402Settings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
+  const response = await fetch(x.rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))),
+    signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
+  });
+  if (!response.ok) throw new Error(`RPC answered HTTP ${response.status}`);
+  const answers = (await response.json()) as (RpcAnswer & { id: number })[];
+  if (!Array.isArray(answers)) throw new Error("RPC answered a batch with something else");
+  const byId = new Map(answers.map((a) => [a.id, a]));
+  return calls.map((_, id) => byId.get(id) ?? { error: { message: "no answer in the batch" } });
+}
+
+const rpcError = (answer: RpcAnswer | undefined) => shortError(answer?.error?.message ?? "no answer");
+
+/** The gas-paying account, derived once per key and isolate (deriving costs a curve multiplication). */
+const accounts = new Map<Hex, ReturnType<typeof privateKeyToAccount>>();
+export function gasAccountOf(privateKey: Hex) {
+  let account = accounts.get(privateKey);
+  if (!account) {
+    account = privateKeyToAccount(privateKey);
+    accounts.set(privateKey, account);
+  }
+  return account;
+}
+
+/** The call that settles `payment`, or null when its signature is not a valid (r, s, v). */
+export function transferCallData(payment: DecodedPayment): Hex | null {
+  const a = payment.authorization;
+  let parts: ReturnType<typeof parseSignature>;
+  try {
+    parts = parseSignature(payment.signature);
+  } catch {
+    return null;
+  }
+  const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
+  return encodeFunctionData({
+    abi: EIP3009_ABI,
+    functionName: "transferWithAuthorization",
+    args: [a.from as Hex, a.to as Hex, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as Hex, v, parts.r, parts.s],
+  });
+}
+
+/** One fee estimate per RPC URL and isolate, shared for FEES_FRESH_MS. */
+const feeCache = new Map<string, { at: number; fees: Fees }>();
+const feeCalls: { method: string; params: unknown[] }[] = [
+  { method: "eth_getBlockByNumber", params: ["latest", false] },
+  { method: "eth_maxPriorityFeePerGas", params: [] },
+];
+/** viem's estimate: 1.2x the latest base fee plus the node's suggested tip. */
+function feesFrom(block: RpcAnswer, tip: RpcAnswer): Fees {
+  const baseFee = BigInt((block.result as { baseFeePerGas?: string } | null)?.baseFeePerGas ?? "0x0");
+  const maxPriorityFeePerGas = BigInt((tip.result as string | undefined) ?? "0x0");
+  return { maxFeePerGas: (baseFee * 12n + 9n) / 10n + maxPriorityFeePerGas, maxPriorityFeePerGas };
+}
+
+/**
+ * Everything the chain says about a payment before any of it is reserved, in one JSON-RPC batch:
+ * the authorization's nonce is unused, the payer's balance covers it and, when `gasFrom` is given
+ * (the built-in facilitator), the transfer itself runs: its gas estimate executes it against the
+ * latest state, so one that would revert is refused here, before anything is broadcast. The fees
+ * ride along when the shared estimate is stale. The result is what the settler signs and sends.
+ */
+export async function checkTransfer(x: X402Settings, terms: Terms, payment: DecodedPayment, gasFrom: Hex | null): Promise<TransferCheck> {
+  const a = payment.authorization;
+  const data = gasFrom ? transferCallData(payment) : null;
+  if (gasFrom && !data) return { kind: "invalid", reason: "invalid_exact_evm_payload_signature" };
+  const read = (functionName: "authorizationState" | "balanceOf", args: readonly unknown[]) => ({
+    method: "eth_call",
+    params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]) }, "latest"],
+  });
+  const calls: { method: string; params: unknown[] }[] = [read("authorizationState", [a.from, a.nonce]), read("balanceOf", [a.from])];
+  const cached = feeCache.get(x.rpcUrl);
+  const feesFresh = cached && Date.now() - cached.at < FEES_FRESH_MS ? cached.fees : null;
+  if (gasFrom) calls.push({ method: "eth_estimateGas", params: [{ from: gasFrom, to: x.asset, data }, "latest"] });
+  if (gasFrom && !feesFresh) calls.push(...feeCalls);
+  let answers: RpcAnswer[];
+  try {
+    answers = await rpcBatch(x, calls);
+  } catch (error) {
+    return { kind: "unavailable", reason: `rpc_unavailable: ${shortError(error)}` };
+  }
+  const [used, balance, estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer?, RpcAnswer?, RpcAnswer?];
+  if (used.error || balance.error) return { kind: "unavailable", reason: `rpc_error: ${rpcError(used.error ? used : balance)}` };
+  if (BigInt(used.result as string) !== 0n) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used" };
+  if (BigInt(balance.result as string) < terms.value) return { kind: "invalid", reason: "insufficient_funds" };
+  if (!gasFrom || !estimate) return { kind: "valid", prepared: null };
+  if (estimate.error) return { kind: "invalid", reason: `simulation_failed: ${rpcError(estimate)}` };
+  let fees = feesFresh;
+  if (!fees) {
+    if (!block || !tip || block.error || tip.error) return { kind: "unavailable", reason: `rpc_error: ${rpcError(block?.error ? block : tip)}` };
+    fees = feesFrom(block, tip);
+    feeCache.set(x.rpcUrl, { at: Date.now(), fees });
+  }
+  return { kind: "valid", prepared: { data: data!, gas: BigInt(estimate.result as string), fees } };
+}
