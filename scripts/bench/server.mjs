@@ -3,7 +3,7 @@
 // directory, and with the runtime-floor routes on (BENCH_ROUTES). A developer's own `npm run dev`
 // is never touched. `stop()` ends the whole process group it started.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -42,6 +42,7 @@ export async function startService({ log }) {
   const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let output = "";
   const collect = (chunk) => {
+    if (process.env.BENCH_SERVICE_LOG) appendFileSync(process.env.BENCH_SERVICE_LOG, chunk);
     output += chunk.toString();
     // Keep the tail only: the log is for error reports and for spotting reloads.
     if (output.length > 200_000) output = output.slice(-100_000);

@@ -62,6 +62,7 @@ function percentile(sorted, p) {
 async function closedLoop(concurrency, seconds, operation) {
   const latencies = [];
   let failures = 0;
+  let firstError = null;
   const end = Date.now() + seconds * 1000;
   const worker = async () => {
     while (Date.now() < end) {
@@ -69,25 +70,33 @@ async function closedLoop(concurrency, seconds, operation) {
       try {
         if ((await operation()) === false) return;
         if (Date.now() <= end) latencies.push(performance.now() - t0);
-      } catch {
+      } catch (error) {
         if (Date.now() <= end) failures++;
+        firstError ??= String(error?.shortMessage ?? error?.message ?? error).slice(0, 300);
       }
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   latencies.sort((a, b) => a - b);
-  return { latencies, failures, elapsed: seconds };
+  return { latencies, failures, firstError, elapsed: seconds };
 }
 
-/** Polls for a receipt at once and then every 250 ms, as the service's `receiptWithin` does. */
+/** Several JSON-RPC calls in one HTTP request, answers in call order. */
+async function rpcBatch(rpcUrl, calls) {
+  const res = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))) });
+  const answers = await res.json();
+  return calls.map((_, id) => answers.find((x) => x.id === id) ?? { error: { message: "no answer" } });
+}
+
+/** Reads the receipt at once, then after 25, 50, 100, 200 ms and every 250 ms, as the service's `receiptWithin` does. */
 async function receiptOf(client, hash) {
-  for (let tries = 0; tries < 120; tries++) {
+  for (let tries = 0, wait = 25; tries < 120; tries++, wait = Math.min(wait * 2, 250)) {
     try {
       return await client.getTransactionReceipt({ hash });
     } catch (error) {
       if (error?.name !== "TransactionReceiptNotFoundError") throw error;
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await new Promise((resolve) => setTimeout(resolve, wait));
   }
   throw new Error(`no receipt for ${hash}`);
 }
@@ -95,13 +104,17 @@ async function receiptOf(client, hash) {
 /**
  * The chain floor for settlement: what the local chain sustains for the built-in facilitator's
  * work per payment, with nonces and signatures serialized on one gas account exactly as the settler
- * object serializes them, and the sends and receipts outside that queue (polling every 250 ms, as it does).
+ * object serializes them, and the sends and receipts outside that queue (polling as it does).
  */
 export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSeconds, seconds, signed }) {
   const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
   const gas = privateKeyToAccount(anvilAccounts()[9].privateKey);
   const client = createPublicClient({ chain, transport: http(rpcUrl) });
   let nextNonce = null;
+  /** Sends the node has not answered yet: after a failure the nonce is read again once they are (as the settler does). */
+  const inFlight = new Set();
+  /** The latest send: the next goes to the node once it was answered, and only if it was taken (as the settler's). */
+  let lastSend = Promise.resolve();
   let fees = null;
   let tail = Promise.resolve();
   const serial = (fn) => {
@@ -119,31 +132,52 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
     const v = parseInt(sig.slice(130, 132), 16);
     const a = p.authorization;
     const args = [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, v, r, s];
-    // The service's chain reads, outside the queue: the payer's nonce and balance (verification),
-    // then the gas estimate (which runs the transfer) and the fees (one estimate per 2 s, as the settler).
-    await Promise.all([
-      client.readContract({ address: terms.asset, abi: EIP3009_ABI, functionName: "authorizationState", args: [a.from, a.nonce] }),
-      client.readContract({ address: terms.asset, abi: EIP3009_ABI, functionName: "balanceOf", args: [a.from] }),
-    ]);
-    if (!fees || Date.now() - fees.at >= 2000) fees = { at: Date.now(), estimate: client.estimateFeesPerGas() };
-    const [limit, { maxFeePerGas, maxPriorityFeePerGas }] = await Promise.all([
-      client.estimateContractGas({ account: gas, address: terms.asset, abi: EIP3009_ABI, functionName: "transferWithAuthorization", args }),
-      fees.estimate,
-    ]);
     const data = encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
-    // The nonce and signature one at a time; the send leaves the queue as soon as it is on its way (as the settler's).
+    // The service's chain check, outside the queue, in one JSON-RPC batch as `checkTransfer` sends
+    // it: the payer's nonce state and balance, the gas estimate (which runs the transfer) and, when
+    // the shared estimate is over 2 s old, the fees.
+    const call = (functionName, callArgs) => ({ method: "eth_call", params: [{ to: terms.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args: callArgs }) }, "latest"] });
+    const calls = [call("authorizationState", [a.from, a.nonce]), call("balanceOf", [a.from]), { method: "eth_estimateGas", params: [{ from: gas.address, to: terms.asset, data }, "latest"] }];
+    const feesStale = !fees || Date.now() - fees.at >= 2000;
+    if (feesStale) calls.push({ method: "eth_getBlockByNumber", params: ["latest", false] }, { method: "eth_maxPriorityFeePerGas", params: [] });
+    const answers = await rpcBatch(rpcUrl, calls);
+    const failed = answers.find((x) => x.error);
+    if (failed) throw new Error(failed.error.message);
+    if (BigInt(answers[0].result) !== 0n || BigInt(answers[1].result) < BigInt(a.value)) throw new Error("the payment does not verify");
+    const limit = BigInt(answers[2].result);
+    if (feesStale) {
+      const tip = BigInt(answers[4].result);
+      fees = { at: Date.now(), maxFeePerGas: (BigInt(answers[3].result.baseFeePerGas) * 12n + 9n) / 10n + tip, maxPriorityFeePerGas: tip };
+    }
+    const { maxFeePerGas, maxPriorityFeePerGas } = fees;
+    // The nonce and signature one at a time; the send leaves the queue once it is queued behind the
+    // one before it, and goes to the node when that one was answered (as the settler's).
     const { sending } = await serial(async () => {
-      nextNonce ??= await client.getTransactionCount({ address: gas.address, blockTag: "pending" });
-      const serializedTransaction = await gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce: nextNonce });
-      nextNonce++;
-      return { sending: client.sendRawTransaction({ serializedTransaction }) };
+      if (nextNonce === null) {
+        await Promise.allSettled([...inFlight]);
+        nextNonce = await client.getTransactionCount({ address: gas.address, blockTag: "pending" });
+        lastSend = Promise.resolve();
+      }
+      const nonce = nextNonce++;
+      const serializedTransaction = await gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce });
+      const sending = lastSend.then(() => client.sendRawTransaction({ serializedTransaction }));
+      lastSend = sending;
+      inFlight.add(sending);
+      sending.then(
+        () => inFlight.delete(sending),
+        () => {
+          inFlight.delete(sending);
+          nextNonce = null;
+        },
+      );
+      return { sending };
     });
     const hash = await sending;
     const receipt = await receiptOf(client, hash);
     if (receipt.status !== "success") throw new Error("reverted");
   };
   if (warmupSeconds > 0) await closedLoop(concurrency, warmupSeconds, settleOne);
-  const { latencies, failures, elapsed } = await closedLoop(concurrency, seconds, settleOne);
+  const { latencies, failures, firstError, elapsed } = await closedLoop(concurrency, seconds, settleOne);
   const mean = latencies.reduce((a, b) => a + b, 0) / Math.max(latencies.length, 1);
   return {
     requests: latencies.length + failures,
@@ -161,5 +195,6 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
     timeouts: 0,
     seconds: elapsed,
     exhausted: k >= signed.length,
+    firstError,
   };
 }
