@@ -2,7 +2,7 @@
 // TransferWithAuthorization, as test/helpers/x402.ts does), and the chain's own floor: the same
 // settlement work the built-in facilitator does (estimate gas and fees, sign and send in nonce
 // order from one gas account, poll for the receipt), driven straight at the local chain from here.
-import { createPublicClient, defineChain, encodeFunctionData, http } from "viem";
+import { createPublicClient, defineChain, encodeFunctionData, formatTransactionReceipt, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { anvilAccounts, LOCAL_CHAIN_ID } from "../lib/chain.mjs";
 import { compileTestUsdc } from "../lib/contracts.mjs";
@@ -91,11 +91,8 @@ async function rpcBatch(rpcUrl, calls) {
 /** Reads the receipt at once, then after 25, 50, 100, 200 ms and every 250 ms, as the service's `receiptWithin` does. */
 async function receiptOf(client, hash) {
   for (let tries = 0, wait = 25; tries < 120; tries++, wait = Math.min(wait * 2, 250)) {
-    try {
-      return await client.getTransactionReceipt({ hash });
-    } catch (error) {
-      if (error?.name !== "TransactionReceiptNotFoundError") throw error;
-    }
+    const receipt = await client.request({ method: "eth_getTransactionReceipt", params: [hash] });
+    if (receipt) return formatTransactionReceipt(receipt);
     await new Promise((resolve) => setTimeout(resolve, wait));
   }
   throw new Error(`no receipt for ${hash}`);

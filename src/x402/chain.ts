@@ -1,4 +1,4 @@
-import { createPublicClient, defineChain, http, TransactionReceiptNotFoundError, type PublicClient } from "viem";
+import { createPublicClient, defineChain, formatTransactionReceipt, http, type PublicClient, type RpcTransactionReceipt } from "viem";
 import type { X402Settings } from "../env";
 
 /** The part of the EIP-3009 token the service uses. */
@@ -73,17 +73,16 @@ export function publicClientOf(x: X402Settings): PublicClient {
  * has the receipt within milliseconds, so the first waits are short; a chain with 2-second blocks
  * pays four extra reads per settlement. Not viem's waitForTransactionReceipt: its block watcher
  * is shared by every caller of the client in the isolate, and in a Worker the watcher dies with
- * the request that started it, leaving the others waiting out their timeout.
+ * the request that started it, leaving the others waiting out their timeout. Nor its
+ * getTransactionReceipt, which makes a receipt not there yet an exception (with a long message it
+ * formats): the node's null answer says the same for nothing.
  */
 export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
   const client = publicClientOf(x);
   const deadline = Date.now() + timeoutMs;
   for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
-    try {
-      return await client.getTransactionReceipt({ hash });
-    } catch (error) {
-      if (!(error instanceof TransactionReceiptNotFoundError)) throw error;
-    }
+    const receipt = await client.request({ method: "eth_getTransactionReceipt", params: [hash] });
+    if (receipt) return formatTransactionReceipt(receipt as RpcTransactionReceipt);
     if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, wait));
   }
