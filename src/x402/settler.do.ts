@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { keccak256 } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { serialQueue } from "../lib/serial";
@@ -50,8 +51,9 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     for (let attempt = 0; ; attempt++) {
       const sent = await this.serialize((endTurn) => this.send(ready, endTurn));
       if (sent.kind !== "send_again") return sent;
-      // Nothing was broadcast (another sender took the nonce, or the send before this one failed): again, with a fresh nonce.
-      if (attempt === 3) return { kind: "unknown", reason: `broadcast_error: ${sent.reason}` };
+      // Nothing was broadcast (another sender took the nonce, or the send before this one failed): again,
+      // with a fresh nonce; after four tries, a definitive failure, since none of them left.
+      if (attempt === 3) return { kind: "rejected", reason: `broadcast_failed: ${sent.reason}` };
     }
   }
 
@@ -103,6 +105,8 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    */
   private async send({ x, account, data, gas, fees }: Ready, endTurn: () => void): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
     const client = publicClientOf(x);
+    let serializedTransaction: `0x${string}` | null = null;
+    let handedOver = false;
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
@@ -110,7 +114,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         this.lastSend = Promise.resolve();
       }
       const nonce = this.nextNonce;
-      const serializedTransaction = await account.signTransaction({
+      serializedTransaction = await account.signTransaction({
         type: "eip1559",
         chainId: x.chainId,
         to: x.asset,
@@ -120,8 +124,13 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
         nonce,
       });
+      const signed = serializedTransaction;
       const sending = this.lastSend.then(
-        () => client.sendRawTransaction({ serializedTransaction }),
+        () => {
+          handedOver = true;
+          // Never retried by the client: a retry of a send the node took answers "nonce too low".
+          return client.request({ method: "eth_sendRawTransaction", params: [signed] }, { retryCount: 0 });
+        },
         () => Promise.reject(new EarlierSendFailed("an earlier transaction was not taken")),
       );
       this.lastSend = sending;
@@ -137,7 +146,16 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     } catch (error) {
       this.nextNonce = null;
       if (error instanceof EarlierSendFailed) return { kind: "send_again", reason: error.message };
-      if (/nonce.*(too low|lower than)/i.test(String(error))) return { kind: "send_again", reason: shortError(error) };
+      // Nothing reached the node (the nonce could not be read, or signing failed): a definitive failure.
+      if (!handedOver || !serializedTransaction) return { kind: "rejected", reason: `broadcast_failed: ${shortError(error)}` };
+      if (/nonce.*(too low|lower than)/i.test(String(error))) {
+        // The nonce is used, by another sender or by this very transaction (an answer lost on the way):
+        // only the node can tell which, and sending this transfer again would pay it twice.
+        const hash = keccak256(serializedTransaction);
+        const known = await client.request({ method: "eth_getTransactionByHash", params: [hash] }).catch(() => undefined);
+        if (known) return { kind: "sent", transaction: hash };
+        if (known === null) return { kind: "send_again", reason: shortError(error) };
+      }
       // Otherwise the node may or may not have taken it: reconciliation decides.
       return { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
     }

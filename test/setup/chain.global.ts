@@ -66,6 +66,10 @@ interface Refusal {
   afterMs?: number;
   /** Answer with this HTTP status; without it, each call gets a JSON-RPC error. */
   httpStatus?: number;
+  /** The JSON-RPC error's message. */
+  message?: string;
+  /** Forward the request to the node first, then answer with the error: an answer lost on the way back. */
+  forwardFirst?: boolean;
 }
 
 /** The relay in front of anvil (see the comment above). */
@@ -104,13 +108,14 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
     const refusal = refusals.find((r) => r.times > 0 && calls.some((c) => c?.method === r.method) && lowered.includes(r.containing));
     if (refusal) {
       refusal.times--;
+      if (refusal.forwardFirst) await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
       await new Promise((resolve) => setTimeout(resolve, refusal.afterMs ?? 0));
       for (const send of recorded) send.answered = ++step;
       if (refusal.httpStatus) {
         res.writeHead(refusal.httpStatus).end("refused by the test relay");
         return;
       }
-      const answers = calls.map((c) => ({ jsonrpc: "2.0", id: (c as { id?: unknown }).id ?? null, error: { code: -32000, message: "the relay refused this request" } }));
+      const answers = calls.map((c) => ({ jsonrpc: "2.0", id: (c as { id?: unknown }).id ?? null, error: { code: -32000, message: refusal.message ?? "the relay refused this request" } }));
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body.trimStart().startsWith("[") ? answers : answers[0]));
       return;
     }
@@ -123,6 +128,9 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
       res.writeHead(502).end(String(error));
     }
   });
+  // Idle connections stay open, as anvil keeps them: Node's default closes them after 5 s, and a
+  // Worker reusing one just then would see a reset where the chain never failed.
+  server.keepAliveTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   if (!address || typeof address === "string") throw new Error("RPC relay did not bind");

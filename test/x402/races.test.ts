@@ -167,6 +167,29 @@ describe("x402 races", () => {
     expect(mined.map((r) => r.status)).toEqual(Array(5).fill("success"));
   });
 
+  it("a send the node took but whose answer was lost ('nonce too low' on the way back): found by its hash, settled once, never sent twice", async () => {
+    const cents = 100;
+    const value = BigInt(cents) * 10_000n;
+    const payer = await freshPayer(2n * value);
+    const charge = await createCharge(merchant.apiKey, cents);
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const startBlock = await publicClient().getBlockNumber();
+    const payment = await paymentHeader(payer, value);
+    await fetch(`${chain().relayUrl}/refuse`, {
+      method: "POST",
+      body: JSON.stringify({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1" }),
+    });
+
+    const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } });
+
+    expect(isSettled(response)).toBe(true);
+    const transaction = response.body.settlement.transaction as Hex;
+    expect(await transfersToPayTo([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
+    expect(await tokenBalance(payer.address)).toBe(value);
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+    expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
+  });
+
   it("a gas nonce another sender took meanwhile: the settler's send is refused by the node, sent again with a fresh nonce, and settles", async () => {
     const cents = 100;
     const value = BigInt(cents) * 10_000n;
