@@ -2294,7 +2294,7 @@ export interface operations {
             };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
-            /** @description x402 is not configured on this deployment (`x402_not_configured`); or the chain could not be read before anything was reserved (`chain_unavailable`, with `Retry-After`: send the same payment again). */
+            /** @description x402 is not configured on this deployment (`x402_not_configured`); or the chain or the remote facilitator could not be asked before anything was reserved (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`: send the same payment again). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2376,7 +2376,7 @@ export interface operations {
             };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
-            /** @description x402 is not configured (`x402_not_configured`); or the chain could not be read (`chain_unavailable`, with `Retry-After`). */
+            /** @description x402 is not configured (`x402_not_configured`); or the chain or the remote facilitator could not be asked (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2459,7 +2459,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
-            /** @description x402 is not configured (`x402_not_configured`); or the chain could not be read (`chain_unavailable`, with `Retry-After`). */
+            /** @description x402 is not configured (`x402_not_configured`); or the chain or the remote facilitator could not be asked (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`). */
             503: {
                 headers: {
                     [name: string]: unknown;

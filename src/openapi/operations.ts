@@ -330,7 +330,7 @@ const API: Operation[] = [
       202: { ...json(r.X402SettlementPending, "Settlement outcome not known yet; ask again after `Retry-After`."), headers: { "Retry-After": "Seconds." } },
       402: json(r.X402PaymentRequired, "Payment required: the terms; or `Pago inválido` / `Liquidación fallida` with the reason.", { headers: { "PAYMENT-REQUIRED": "base64 JSON of the x402 version 2 PaymentRequired." } }),
       404: NOT_FOUND("charge"),
-      503: error("x402 is not configured on this deployment (`x402_not_configured`); or the chain could not be read before anything was reserved (`chain_unavailable`, with `Retry-After`: send the same payment again)."),
+      503: error("x402 is not configured on this deployment (`x402_not_configured`); or the chain or the remote facilitator could not be asked before anything was reserved (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`: send the same payment again)."),
     },
   },
   ...(["get", "post"] as const).map(
@@ -350,7 +350,7 @@ const API: Operation[] = [
         402: json(r.X402PaymentRequired, "The terms; or `Pago inválido` / `Liquidación fallida`.", { headers: { "PAYMENT-REQUIRED": "base64 JSON of the x402 version 2 PaymentRequired." } }),
         404: NOT_FOUND("checkout token"),
         409: error("The link is disabled (`checkout_link_disabled`)."),
-        503: error("x402 is not configured (`x402_not_configured`); or the chain could not be read (`chain_unavailable`, with `Retry-After`)."),
+        503: error("x402 is not configured (`x402_not_configured`); or the chain or the remote facilitator could not be asked (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`)."),
       },
     }),
   ),

@@ -15,8 +15,8 @@ export type SettleOutcome =
 export type FacilitatorVerify =
   | { isValid: true }
   | { isValid: false; invalidReason: string }
-  /** The chain could not be asked: nothing is decided and nothing was reserved; the payer may send the same payment again. */
-  | { isValid: false; unavailable: string };
+  /** The chain (or the remote facilitator) could not be asked: nothing is decided and nothing was reserved; the payer may send the same payment again. */
+  | { isValid: false; unavailable: "chain_unavailable" | "facilitator_unavailable"; reason: string };
 
 /** Verification and settlement behind one interface, built-in or remote. */
 export interface Facilitator {
@@ -37,7 +37,7 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
   return {
     async verify(payment, terms) {
       const check = await checkTransfer(x, terms, payment, gasFrom);
-      if (check.kind === "unavailable") return { isValid: false, unavailable: check.reason };
+      if (check.kind === "unavailable") return { isValid: false, unavailable: "chain_unavailable", reason: check.reason };
       if (check.kind === "invalid") return { isValid: false, invalidReason: check.reason };
       if (check.prepared) checked = { payment, prepared: check.prepared };
       return { isValid: true };
@@ -83,13 +83,14 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
     async verify(payment, terms) {
       // Our own reading of the chain first (nonce unused, balance), as for the built-in one.
       const check = await checkTransfer(x, terms, payment, null);
-      if (check.kind === "unavailable") return { isValid: false, unavailable: check.reason };
+      if (check.kind === "unavailable") return { isValid: false, unavailable: "chain_unavailable", reason: check.reason };
       if (check.kind === "invalid") return { isValid: false, invalidReason: check.reason };
       try {
         const body = await call("verify", payment, terms);
         return body.isValid === true ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
       } catch (error) {
-        return { isValid: false, invalidReason: `facilitator_unavailable: ${shortError(error)}` };
+        // Not an answer about the payment: nothing was reserved, and the same payment may be sent again.
+        return { isValid: false, unavailable: "facilitator_unavailable", reason: shortError(error) };
       }
     },
     async settle(payment, terms) {

@@ -68,11 +68,11 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
       // Never a fresh 402 while a settlement may have moved money: the client waits and asks again.
       c.header("Retry-After", "5");
       return c.json({ chargeId: outcome.chargeId, status: "pending", settlement: { success: false, pending: true, transaction: outcome.transaction } }, 202);
-    case "chain_unavailable":
-      // Nothing was reserved and nothing sent: the same payment can simply be sent again. The RPC's error stays in the log.
-      console.error(JSON.stringify({ level: "warn", where: "x402_chain_unavailable", reason: outcome.reason }));
+    case "unavailable":
+      // Nothing was reserved and nothing sent: the same payment can simply be sent again. The cause stays in the log.
+      console.error(JSON.stringify({ level: "warn", where: "x402_verify", error: outcome.error, reason: outcome.reason }));
       c.header("Retry-After", "5");
-      return c.json({ error: "chain_unavailable" }, 503);
+      return c.json({ error: outcome.error }, 503);
   }
 }
 

@@ -24,8 +24,8 @@ export type X402Outcome =
   | { kind: "pending"; chargeId: string; transaction: string | null; payer: string }
   | { kind: "invalid"; reason: string; terms: Terms }
   | { kind: "settle_failed"; reason: string; terms: Terms; payer: string }
-  /** The chain could not be read before anything was reserved: nothing happened, the same payment may be sent again. */
-  | { kind: "chain_unavailable"; reason: string };
+  /** The chain or the remote facilitator could not be asked before anything was reserved: nothing happened, the same payment may be sent again. */
+  | { kind: "unavailable"; error: "chain_unavailable" | "facilitator_unavailable"; reason: string };
 
 interface PaymentRow {
   id: string;
@@ -110,7 +110,7 @@ export async function payWithX402(env: Env, target: X402Target, resource: string
   const chosen = facilitator ?? facilitatorOf(env, x);
   const remoteVerdict = await chosen.verify(payment, terms);
   if (!remoteVerdict.isValid) {
-    if ("unavailable" in remoteVerdict) return { kind: "chain_unavailable", reason: remoteVerdict.unavailable };
+    if ("unavailable" in remoteVerdict) return { kind: "unavailable", error: remoteVerdict.unavailable, reason: remoteVerdict.reason };
     return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
   }
 

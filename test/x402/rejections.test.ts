@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { dbOf } from "../../src/db/client";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { settingsOf } from "../../src/env";
-import type { Facilitator } from "../../src/x402/facilitator";
+import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
@@ -210,6 +210,18 @@ describe("rejected x402 payments", () => {
     expect(retried.status).toBe(200);
     expect(retried.body).toMatchObject({ chargeId: charge.chargeId, status: "paid", settlement: { success: true } });
     expect(await tokenBalance(payer())).toBe(before - VALUE);
+  });
+
+  it("a remote facilitator that cannot be reached to verify: unavailable (503 facilitator_unavailable), nothing reserved", async () => {
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    // Nothing listens on the discard port: the connection is refused.
+    const unreachable = remoteFacilitator(settingsOf(env).x402!, "http://127.0.0.1:9/");
+    const outcome = await payWithX402(env, { kind: "charge", charge: row! }, `${BASE}${x402Path(charge.chargeId)}`, header, unreachable);
+    expect(outcome).toMatchObject({ kind: "unavailable", error: "facilitator_unavailable" });
+    expect(await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first()).toEqual({ status: "pending", claim: null });
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE nonce = ?").bind(payload.authorization.nonce.toLowerCase()).first()).toEqual({ n: 0 });
   });
 
   it("a failed settlement (facilitator reports failure) answers Liquidación fallida and leaves the charge payable", async () => {
