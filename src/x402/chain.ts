@@ -89,7 +89,7 @@ export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeou
 }
 
 /** The first wait between receipt reads; each later one doubles, up to the interval. */
-export const RECEIPT_FIRST_WAIT_MS = 25;
+const RECEIPT_FIRST_WAIT_MS = 25;
 
 /** The first line of an error's message, at most 200 characters (viem's short message when it has one). */
 export function shortError(error: unknown): string {

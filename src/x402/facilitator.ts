@@ -3,7 +3,7 @@ import { receiptWithin, shortError } from "./chain";
 import type { DecodedPayment } from "./payload";
 import { settlerOf } from "./settler.do";
 import type { Terms } from "./terms";
-import { checkTransfer, gasAccountOf, type PreparedTransfer } from "./transfer";
+import { checkTransfer, gasAccountOf, type PreparedTransfer, type TransferCheck } from "./transfer";
 
 export type SettleOutcome =
   | { kind: "settled"; transaction: `0x${string}` }
@@ -24,6 +24,11 @@ export interface Facilitator {
   settle(payment: DecodedPayment, terms: Terms): Promise<SettleOutcome>;
 }
 
+/** What a chain check that did not pass answers as verification: refused, or not decided at all. */
+function chainRefusal(check: Exclude<TransferCheck, { kind: "valid" }>): FacilitatorVerify {
+  return check.kind === "unavailable" ? { isValid: false, unavailable: "chain_unavailable", reason: check.reason } : { isValid: false, invalidReason: check.reason };
+}
+
 /**
  * Ours. Verification is the chain's part of the checks (`checkTransfer`: nonce unused, balance,
  * and the transfer runs, in one JSON-RPC batch); settlement hands the transfer so checked to the
@@ -37,8 +42,7 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
   return {
     async verify(payment, terms) {
       const check = await checkTransfer(x, terms, payment, gasFrom);
-      if (check.kind === "unavailable") return { isValid: false, unavailable: "chain_unavailable", reason: check.reason };
-      if (check.kind === "invalid") return { isValid: false, invalidReason: check.reason };
+      if (check.kind !== "valid") return chainRefusal(check);
       if (check.prepared) checked = { payment, prepared: check.prepared };
       return { isValid: true };
     },
@@ -83,8 +87,7 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
     async verify(payment, terms) {
       // Our own reading of the chain first (nonce unused, balance), as for the built-in one.
       const check = await checkTransfer(x, terms, payment, null);
-      if (check.kind === "unavailable") return { isValid: false, unavailable: "chain_unavailable", reason: check.reason };
-      if (check.kind === "invalid") return { isValid: false, invalidReason: check.reason };
+      if (check.kind !== "valid") return chainRefusal(check);
       try {
         const body = await call("verify", payment, terms);
         return body.isValid === true ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };

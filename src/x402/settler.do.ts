@@ -105,8 +105,8 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    */
   private async send({ x, account, data, gas, fees }: Ready, endTurn: () => void): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
     const client = publicClientOf(x);
-    let serializedTransaction: `0x${string}` | null = null;
-    let handedOver = false;
+    /** The signed transaction, once it is on its way to the node. */
+    let handedOver: `0x${string}` | null = null;
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
@@ -114,7 +114,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         this.lastSend = Promise.resolve();
       }
       const nonce = this.nextNonce;
-      serializedTransaction = await account.signTransaction({
+      const signed = await account.signTransaction({
         type: "eip1559",
         chainId: x.chainId,
         to: x.asset,
@@ -124,10 +124,9 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
         nonce,
       });
-      const signed = serializedTransaction;
       const sending = this.lastSend.then(
         () => {
-          handedOver = true;
+          handedOver = signed;
           // Never retried by the client: a retry of a send the node took answers "nonce too low".
           return client.request({ method: "eth_sendRawTransaction", params: [signed] }, { retryCount: 0 });
         },
@@ -147,11 +146,11 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       this.nextNonce = null;
       if (error instanceof EarlierSendFailed) return { kind: "send_again", reason: error.message };
       // Nothing reached the node (the nonce could not be read, or signing failed): a definitive failure.
-      if (!handedOver || !serializedTransaction) return { kind: "rejected", reason: `broadcast_failed: ${shortError(error)}` };
+      if (!handedOver) return { kind: "rejected", reason: `broadcast_failed: ${shortError(error)}` };
       if (/nonce.*(too low|lower than)/i.test(String(error))) {
         // The nonce is used, by another sender or by this very transaction (an answer lost on the way):
         // only the node can tell which, and sending this transfer again would pay it twice.
-        const hash = keccak256(serializedTransaction);
+        const hash = keccak256(handedOver);
         const known = await client.request({ method: "eth_getTransactionByHash", params: [hash] }).catch(() => undefined);
         if (known) return { kind: "sent", transaction: hash };
         if (known === null) return { kind: "send_again", reason: shortError(error) };

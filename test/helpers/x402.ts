@@ -1,8 +1,18 @@
 import { createPublicClient, http, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { inject } from "vitest";
+import { expect, inject } from "vitest";
+import type { RelayedSend, Refusal } from "../setup/chain.global";
 
 export const chain = () => inject("chain");
+
+/** Makes the RPC relay in front of the chain refuse what `refusal` names (test/setup/chain.global.ts). */
+export async function refuseAtRelay(refusal: Refusal) {
+  const res = await fetch(`${chain().relayUrl}/refuse`, { method: "POST", body: JSON.stringify(refusal) });
+  expect(res.status).toBe(204);
+}
+
+/** What the Worker has sent through the relay so far. */
+export const relayedSends = async () => (await (await fetch(`${chain().relayUrl}/sends`)).json()) as RelayedSend[];
 
 export const TOKEN_ABI = [
   { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },

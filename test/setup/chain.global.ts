@@ -58,7 +58,7 @@ const readBody = (req: import("node:http").IncomingMessage) =>
   });
 
 /** What POST /refuse asks the relay to refuse: the next `times` requests with a call of `method` whose body contains `containing`. */
-interface Refusal {
+export interface Refusal {
   containing: string;
   method: string;
   times: number;

@@ -5,8 +5,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
-import type { RelayedSend } from "../setup/chain.global";
+import { chain, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
 
 /*
  * Races on one charge. The payers are fresh keys whose token balances this file
@@ -33,6 +32,15 @@ async function freshPayer(tokens: bigint): Promise<Payer> {
   return { key, address };
 }
 
+
+/** `count` charges of `cents` each and, for each, a payment from one fresh payer funded for all of them. */
+async function chargesWithPayments(count: number, cents: number) {
+  const value = BigInt(cents) * 10_000n;
+  const payer = await freshPayer(BigInt(count) * value);
+  const charges = await Promise.all(Array.from({ length: count }, () => createCharge(merchant.apiKey, cents)));
+  const payments = await Promise.all(charges.map(() => paymentHeader(payer, value)));
+  return { value, payer, charges, payments };
+}
 
 async function paymentHeader(payer: Payer, value: bigint) {
   const { header, payload } = await xPaymentHeader(payer.key, value);
@@ -112,10 +120,7 @@ describe("x402 races", () => {
 
   it("12 settlements of different charges at once: the overlapping sends all land, each with its own gas nonce, credited once each", async () => {
     const cents = 100;
-    const value = BigInt(cents) * 10_000n;
-    const payer = await freshPayer(12n * value);
-    const charges = await Promise.all(Array.from({ length: 12 }, () => createCharge(merchant.apiKey, cents)));
-    const payments = await Promise.all(charges.map(() => paymentHeader(payer, value)));
+    const { payer, charges, payments } = await chargesWithPayments(12, cents);
     const merchantBefore = await merchantBalance(merchant.apiKey);
 
     const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } })));
@@ -132,7 +137,7 @@ describe("x402 races", () => {
     expect(receipts.map((r) => r.status)).toEqual(Array(12).fill("success"));
     // Handed to the node in nonce order, each only after the node answered the one before: sent
     // concurrently they can arrive out of order, and anvil then holds the later ones back for good.
-    const relayed = ((await (await fetch(`${chain().relayUrl}/sends`)).json()) as RelayedSend[]).filter((s) => hashes.includes(s.hash)).sort((a, b) => a.nonce - b.nonce);
+    const relayed = (await relayedSends()).filter((s) => hashes.includes(s.hash)).sort((a, b) => a.nonce - b.nonce);
     expect(relayed.map((s) => s.nonce)).toEqual(sent.map((t) => t.nonce).sort((a, b) => a - b));
     for (let i = 1; i < relayed.length; i++) expect(relayed[i]!.arrived).toBeGreaterThan(relayed[i - 1]!.answered);
     expect(await tokenBalance(payer.address)).toBe(0n);
@@ -142,14 +147,10 @@ describe("x402 races", () => {
   });
 
   it("a send the node fails: the ones signed behind it are sent again with fresh nonces, no gap is left, every other settlement lands", async () => {
-    const cents = 100;
-    const value = BigInt(cents) * 10_000n;
-    const payer = await freshPayer(6n * value);
-    const charges = await Promise.all(Array.from({ length: 6 }, () => createCharge(merchant.apiKey, cents)));
-    const payments = await Promise.all(charges.map(() => paymentHeader(payer, value)));
+    const { value, payer, charges, payments } = await chargesWithPayments(6, 100);
     // The first of these sends to reach the node fails there (the payer's address is in its call data),
     // answered late enough for the others to be signed behind it.
-    await fetch(`${chain().relayUrl}/refuse`, { method: "POST", body: JSON.stringify({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, afterMs: 300 }) });
+    await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, afterMs: 300 });
 
     const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } })));
 
@@ -175,10 +176,7 @@ describe("x402 races", () => {
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
     const payment = await paymentHeader(payer, value);
-    await fetch(`${chain().relayUrl}/refuse`, {
-      method: "POST",
-      body: JSON.stringify({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1" }),
-    });
+    await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1" });
 
     const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } });
 

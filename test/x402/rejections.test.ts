@@ -9,7 +9,7 @@ import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator"
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { chain, publicClient, refuseAtRelay, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
 
 /*
  * Invalid x402 payments: each is answered 402 "Pago inválido", the charge stays
@@ -196,7 +196,7 @@ describe("rejected x402 payments", () => {
     const before = await tokenBalance(payer());
     const { header, payload } = await xPaymentHeader(PAYER, VALUE);
     // The RPC answers the verification's batch (which names the payer) with HTTP 500.
-    await fetch(`${chain().relayUrl}/refuse`, { method: "POST", body: JSON.stringify({ containing: payer(), method: "eth_call", times: 1, httpStatus: 500 }) });
+    await refuseAtRelay({ containing: payer(), method: "eth_call", times: 1, httpStatus: 500 });
 
     const refused = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
     expect(refused.status).toBe(503);
