@@ -68,7 +68,8 @@ describe("npm run dev and the CLI", () => {
     expect(verify.stdout).toContain("audit chain ok: 3 rows");
 
     // Tamper with one row behind the service's back: the CLI names it.
-    expect(dev.d1("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = 2").status).toBe(0);
+    const tampered = dev.d1("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = 2");
+    expect(tampered.status, tampered.stderr + tampered.stdout).toBe(0);
     const broken = dev.cli("audit", "verify");
     expect(broken.status).toBe(1);
     expect(broken.stdout).toContain("audit chain BROKEN at seq 2: hash_mismatch");
