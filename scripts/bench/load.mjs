@@ -10,6 +10,8 @@ import autocannon from "autocannon";
  *   connections: number,
  *   warmupSeconds: number,
  *   seconds: number,
+ *   warmupRequests?: number,
+ *   requests?: number,
  *   next: () => RequestSpec,
  *   expect?: (status: number) => boolean,
  *   overallRate?: number,
@@ -29,7 +31,8 @@ function once(options, next) {
       {
         url: options.url,
         connections: options.connections,
-        duration: options.seconds,
+        // A number of requests when given (then the duration is what they took), else seconds.
+        ...(options.amount ? { amount: options.amount } : { duration: options.seconds }),
         overallRate: options.overallRate,
         timeout: 30,
         requests: [
@@ -52,12 +55,12 @@ export async function load(options) {
   const expect = options.expect ?? ((status) => status >= 200 && status < 300);
   const okOf = (statuses) => Object.entries(statuses).reduce((sum, [code, n]) => sum + (expect(Number(code)) ? n : 0), 0);
   const statusesOf = (result) => Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count]));
-  if (options.warmupSeconds > 0) {
-    const warm = await once({ ...options, seconds: options.warmupSeconds }, options.next);
+  if (options.warmupSeconds > 0 || options.warmupRequests) {
+    const warm = await once({ ...options, seconds: options.warmupSeconds, amount: options.warmupRequests }, options.next);
     // The warm-up's rate tells how many prepared inputs (pending charges, signed payments) the run needs.
     await options.afterWarmup?.({ okRps: okOf(statusesOf(warm)) / warm.duration });
   }
-  const result = await once(options, options.next);
+  const result = await once({ ...options, amount: options.requests }, options.next);
   const statuses = statusesOf(result);
   const responses = Object.values(statuses).reduce((a, b) => a + b, 0);
   const ok = okOf(statuses);

@@ -6,7 +6,9 @@
 // on error and on Ctrl-C.
 //
 // Settings (environment): BENCH_SECONDS (measured seconds per scenario, default 6),
-// BENCH_WARMUP (warm-up seconds, default 2), BENCH_CONNECTIONS (default 32), BENCH_ONLY (a
+// BENCH_WARMUP (warm-up seconds, default 2), BENCH_CONNECTIONS (default 32),
+// BENCH_X402_WARMUP and BENCH_X402_SETTLEMENTS (x402 settlement runs by count: default 50 per
+// warm-up second and 100 per measured second), BENCH_ONLY (a
 // comma-separated subset of the row groups below, for a quick look at one path; the table then
 // shows "-" for the rest).
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
@@ -14,7 +16,7 @@ import { load } from "./load.mjs";
 import { startReceiver } from "./receiver.mjs";
 import { table, writeJson } from "./report.mjs";
 import { startService } from "./server.mjs";
-import { chainSettleFloor, signPayments } from "./x402.mjs";
+import { chainSettleFloor, chainSnapshot, signPayments } from "./x402.mjs";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
@@ -25,6 +27,9 @@ const GRANTS = 50;
 const WEBHOOK_EVENTS_PER_SECOND = 100;
 const WEBHOOK_PAYMENTS_PER_SECOND = WEBHOOK_EVENTS_PER_SECOND / 2;
 const WEBHOOK_SECONDS = 8;
+/** x402 settlement is measured by count, not time: warm-up settlements, then measured ones (chainSnapshot says why). */
+const X402_WARMUP = Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP);
+const X402_MEASURED = Number(process.env.BENCH_X402_SETTLEMENTS ?? 100 * SECONDS);
 const CREDIT = 100_000_000; // $1M each: no scenario may run an agent dry
 /** Row groups, by the prefix of their keys; BENCH_ONLY picks some. */
 const GROUPS = { floors: /^floor_(?!chain)/, charges: /^charge_creation$/, wallet: /^(wallet_pay|checkout_link)/, paylinks: /^paylink_/, x402: /^(x402_|floor_chain)/, webhooks: /^webhook_/ };
@@ -244,32 +249,36 @@ async function main() {
     raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
     log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
 
-    // Settlement. The chain's own rate first: it sizes what the service's run needs (each payment
-    // takes its own pending charge and its own signed authorization).
-    const chainSigned = await signPayments(terms, 300 * perRun);
+    // Settlement: the chain's own floor, then the service, each `X402_WARMUP` settlements of
+    // warm-up and `X402_MEASURED` measured ones, both from the same chain state (the floor's
+    // settlements are reverted before the service runs; see chainSnapshot).
+    const revert = await chainSnapshot(service.rpcUrl);
+    const chainSigned = await signPayments(terms, X402_WARMUP + X402_MEASURED);
     floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
-      chainSettleFloor({ rpcUrl: service.rpcUrl, terms, concurrency: CONNECTIONS, warmupSeconds: WARMUP, seconds: SECONDS, signed: chainSigned }),
+      chainSettleFloor({ rpcUrl: service.rpcUrl, terms, concurrency: CONNECTIONS, warmup: X402_WARMUP, count: X402_MEASURED, signed: chainSigned }),
     );
-    // Each settlement takes its own pending charge and its own signed authorization.
-    const x402Inputs = [];
-    const x402Make = async (n) => {
-      const [charges, signed] = await Promise.all([createCharges(B, onchain.apiKey, n, CONNECTIONS), signPayments(terms, n)]);
-      return charges.map((chargeId, k) => ({ chargeId, header: signed[k].header }));
-    };
     if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
-    await topUp(x402Inputs, inputsFor(Math.max(floor.chain.okRps, 50), WARMUP), "x402 charges and signed payments", x402Make);
+    await revert();
+    // Each settlement takes its own pending charge and its own signed authorization; autocannon
+    // may send one more per connection than asked.
+    log(`  preparing ${X402_WARMUP + X402_MEASURED + CONNECTIONS} x402 charges and signed payments`);
+    const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
+    const [x402Charges, x402Signed] = await Promise.all([createCharges(B, onchain.apiKey, inputs, CONNECTIONS), signPayments(terms, inputs)]);
+    const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
     let x402Dry = 0;
     const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>
       load({
         ...base,
+        warmupSeconds: 0,
+        warmupRequests: X402_WARMUP,
+        requests: X402_MEASURED,
         next: () => {
           const input = x402Inputs.pop();
           if (!input) x402Dry++;
           return { path: `/charges/${input?.chargeId ?? "chg_x402_ran_dry"}/x402`, headers: { "x-payment": input?.header ?? "none" } };
         },
         expect: (status) => status === 200,
-        afterWarmup: async (warm) => {
-          await topUp(x402Inputs, inputsFor(Math.max(warm.okRps, floor.chain.okRps), SECONDS), "x402 charges and signed payments", x402Make);
+        afterWarmup: async () => {
           await quiet();
           x402Dry = 0;
         },

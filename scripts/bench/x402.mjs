@@ -56,29 +56,44 @@ function percentile(sorted, p) {
 }
 
 /**
- * Runs operations `concurrency` at a time for `seconds`; counts those that finished inside the
- * window. An operation that returns false has nothing left to do and ends its worker.
+ * Runs operations `concurrency` at a time until one returns false (nothing left to do); the
+ * elapsed time runs from the start to the last one that finished.
  */
-async function closedLoop(concurrency, seconds, operation) {
+async function closedLoop(concurrency, operation) {
   const latencies = [];
   let failures = 0;
   let firstError = null;
-  const end = Date.now() + seconds * 1000;
+  const began = performance.now();
   const worker = async () => {
-    while (Date.now() < end) {
+    for (;;) {
       const t0 = performance.now();
       try {
         if ((await operation()) === false) return;
-        if (Date.now() <= end) latencies.push(performance.now() - t0);
+        latencies.push(performance.now() - t0);
       } catch (error) {
-        if (Date.now() <= end) failures++;
+        failures++;
         firstError ??= String(error?.shortMessage ?? error?.message ?? error).slice(0, 300);
       }
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   latencies.sort((a, b) => a - b);
-  return { latencies, failures, firstError, elapsed: seconds };
+  return { latencies, failures, firstError, elapsed: (performance.now() - began) / 1000 };
+}
+
+/**
+ * The local chain's state as it is now, to come back to: anvil's cost per settlement grows with
+ * the token's storage (every settlement adds a used-nonce slot, and each block's state root is
+ * computed over all of it), so the chain floor and the service are measured from the same state.
+ * @returns {Promise<() => Promise<void>>} reverts to it (once)
+ */
+export async function chainSnapshot(rpcUrl) {
+  const [taken] = await rpcBatch(rpcUrl, [{ method: "evm_snapshot", params: [] }]);
+  if (taken.error) throw new Error(`evm_snapshot: ${taken.error.message}`);
+  return async () => {
+    const [reverted] = await rpcBatch(rpcUrl, [{ method: "evm_revert", params: [taken.result] }]);
+    if (reverted.error || reverted.result !== true) throw new Error(`evm_revert: ${reverted.error?.message ?? reverted.result}`);
+  };
 }
 
 /** Several JSON-RPC calls in one HTTP request, answers in call order. */
@@ -102,8 +117,10 @@ async function receiptOf(client, hash) {
  * The chain floor for settlement: what the local chain sustains for the built-in facilitator's
  * work per payment, with nonces and signatures serialized on one gas account exactly as the settler
  * object serializes them, and the sends and receipts outside that queue (polling as it does).
+ * `warmup` settlements first, then `count` measured ones, `concurrency` at a time.
  */
-export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSeconds, seconds, signed }) {
+export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, count, signed }) {
+  if (signed.length < warmup + count) throw new Error(`the chain floor needs ${warmup + count} signed payments, got ${signed.length}`);
   const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
   const gas = privateKeyToAccount(anvilAccounts()[9].privateKey);
   const client = createPublicClient({ chain, transport: http(rpcUrl) });
@@ -120,8 +137,9 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
     return run;
   };
   let k = 0;
+  let until = warmup;
   const settleOne = async () => {
-    if (k >= signed.length) return false;
+    if (k >= until) return false;
     const p = signed[k++];
     const sig = p.signature;
     const r = `0x${sig.slice(2, 66)}`;
@@ -173,8 +191,9 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
     const receipt = await receiptOf(client, hash);
     if (receipt.status !== "success") throw new Error("reverted");
   };
-  if (warmupSeconds > 0) await closedLoop(concurrency, warmupSeconds, settleOne);
-  const { latencies, failures, firstError, elapsed } = await closedLoop(concurrency, seconds, settleOne);
+  if (warmup > 0) await closedLoop(concurrency, settleOne);
+  until = warmup + count;
+  const { latencies, failures, firstError, elapsed } = await closedLoop(concurrency, settleOne);
   const mean = latencies.reduce((a, b) => a + b, 0) / Math.max(latencies.length, 1);
   return {
     requests: latencies.length + failures,
@@ -191,7 +210,6 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmupSecon
     socketErrors: 0,
     timeouts: 0,
     seconds: elapsed,
-    exhausted: k >= signed.length,
     firstError,
   };
 }
