@@ -1,7 +1,7 @@
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
-import { chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
+import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import { agentCreditPlan, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
@@ -54,10 +54,7 @@ interface AgentState {
   spentTodayMinor: number;
 }
 
-const CHARGE_SELECT = `SELECT c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
-  c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
-  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
-  m.name AS merchantName, m.category AS merchantCategory
+const CHARGE_SELECT = `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName, m.category AS merchantCategory
   FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`;
 
 const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS agentId, status, reason, expires_at AS expiresAt FROM approvals`;

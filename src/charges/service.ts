@@ -91,6 +91,14 @@ export async function createCharge(
 
 export const getCharge = (db: Db, id: string) => db.select().from(charges).where(eq(charges.id, id)).get();
 
+/** A charge's columns (table alias `c`) named as in ChargeRow, for raw statements batched with other reads. */
+export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
+  c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
+  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim`;
+
+/** `getCharge` as one raw statement, for a caller that batches it with its own reads; its row is a ChargeRow. */
+export const chargeRowStatement = (d1: D1Database, id: string) => d1.prepare(`SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.id = ?`).bind(id);
+
 export const getMerchantCharge = (db: Db, merchantId: string, id: string) =>
   db.select().from(charges).where(and(eq(charges.id, id), eq(charges.merchantId, merchantId))).get();
 

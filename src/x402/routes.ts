@@ -73,6 +73,8 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
       console.error(JSON.stringify({ level: "warn", where: "x402_verify", error: outcome.error, reason: outcome.reason }));
       c.header("Retry-After", "5");
       return c.json({ error: outcome.error }, 503);
+    case "charge_not_found":
+      throw new ApiError(404, "charge_not_found");
   }
 }
 
@@ -100,12 +102,14 @@ export const x402Routes = new Hono<AppEnv>()
   .use("/checkout/:token/x402", x402Cors)
   .get("/charges/:chargeId/x402", validate("param", ChargeParam), async (c) => {
     const x = x402Settings(c);
-    const charge = await getCharge(c.get("db"), c.req.valid("param").chargeId);
-    if (!charge) throw new ApiError(404, "charge_not_found");
-    const target: X402Target = { kind: "charge", charge };
+    const { chargeId } = c.req.valid("param");
     const header = paymentHeaderOf(c);
     // A resent payment that settled this charge gets its settlement back; otherwise a paid charge answers with itself.
-    if (header) return respond(c, await payWithX402(c.env, target, resourceOf(c), header));
+    // The charge is read with the payment's own lookups.
+    if (header) return respond(c, await payWithX402(c.env, { kind: "charge_id", chargeId }, resourceOf(c), header));
+    const charge = await getCharge(c.get("db"), chargeId);
+    if (!charge) throw new ApiError(404, "charge_not_found");
+    const target: X402Target = { kind: "charge", charge };
     if (charge.status === "paid") return c.json(chargeView(charge), 200);
     return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
   })

@@ -2,7 +2,7 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { dbOf } from "../db/client";
 import { executeBatch } from "../db/batch";
-import { chargeCreationStatements, chargeView, newPendingCharge, type ChargeRow, type ChargeView } from "../charges/service";
+import { chargeCreationStatements, chargeRowStatement, chargeView, newPendingCharge, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
 import { x402PaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
@@ -25,7 +25,8 @@ export type X402Outcome =
   | { kind: "invalid"; reason: string; terms: Terms }
   | { kind: "settle_failed"; reason: string; terms: Terms; payer: string }
   /** The chain or the remote facilitator could not be asked before anything was reserved: nothing happened, the same payment may be sent again. */
-  | { kind: "unavailable"; error: "chain_unavailable" | "facilitator_unavailable"; reason: string };
+  | { kind: "unavailable"; error: "chain_unavailable" | "facilitator_unavailable"; reason: string }
+  | { kind: "charge_not_found" };
 
 interface PaymentRow {
   id: string;
@@ -39,6 +40,9 @@ interface PaymentRow {
 export type X402Target =
   | { kind: "charge"; charge: ChargeRow }
   | { kind: "checkout"; link: { id: string; merchantId: string; amountMinor: number; description: string; externalId: string | null }; merchantName: string };
+
+/** A target as a request names it: a stored charge by id is read with the payment's own lookups, in one round trip. */
+export type X402TargetRef = X402Target | { kind: "charge_id"; chargeId: string };
 
 const targetAmount = (t: X402Target) => (t.kind === "charge" ? t.charge.amountMinor : t.link.amountMinor);
 const targetDescription = (t: X402Target) => (t.kind === "charge" ? (t.charge.description ?? `Charge ${t.charge.id}`) : t.link.description);
@@ -61,10 +65,20 @@ async function findPayment(env: Env, x: X402Settings, payment: DecodedPayment): 
   return paymentStatement(env, x, payment).first<PaymentRow>();
 }
 
-/** An earlier payment with this authorization, and whether the payer is on the operators' blocklist: one round trip. */
-async function lookUp(env: Env, x: X402Settings, payment: DecodedPayment): Promise<{ earlier: PaymentRow | null; onBlocklist: boolean }> {
-  const [earlier, listed] = await env.DB.batch<Record<string, unknown>>([paymentStatement(env, x, payment), blocklistStatement(env.DB, payment.authorization.from)]);
-  return { earlier: (earlier!.results[0] as PaymentRow | undefined) ?? null, onBlocklist: listed!.results.length > 0 };
+/**
+ * Everything read before the checks, in one round trip: the charge when the target names it by id
+ * (null when there is none), an earlier payment with this authorization, and whether the payer is
+ * on the operators' blocklist. A payment that did not decode reads the charge alone.
+ */
+async function lookUp(env: Env, x: X402Settings, ref: X402TargetRef, payment: DecodedPayment | null) {
+  const reads = [
+    ...(ref.kind === "charge_id" ? [chargeRowStatement(env.DB, ref.chargeId)] : []),
+    ...(payment ? [paymentStatement(env, x, payment), blocklistStatement(env.DB, payment.authorization.from)] : []),
+  ];
+  const results = reads.length > 0 ? await env.DB.batch<Record<string, unknown>>(reads) : [];
+  const [charge, earlier, listed] = ref.kind === "charge_id" ? results : [undefined, ...results];
+  const target: X402Target | null = ref.kind !== "charge_id" ? ref : charge?.results[0] ? { kind: "charge", charge: charge.results[0] as ChargeRow } : null;
+  return { target, earlier: (earlier?.results[0] as PaymentRow | undefined) ?? null, onBlocklist: (listed?.results.length ?? 0) > 0 };
 }
 
 /** Does an earlier payment's charge belong to what is being paid now? (A replay answers with its own result.) */
@@ -84,15 +98,16 @@ async function belongsToTarget(env: Env, target: X402Target, chargeId: string): 
  *   3. settle; credit the merchant in one ledger batch guarded by the claim.
  * An unknown settlement outcome keeps the claim and is reconciled later.
  */
-export async function payWithX402(env: Env, target: X402Target, resource: string, header: string, facilitator?: Facilitator): Promise<X402Outcome> {
+export async function payWithX402(env: Env, ref: X402TargetRef, resource: string, header: string, facilitator?: Facilitator): Promise<X402Outcome> {
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
-  const terms = termsForTarget(x, target, resource);
   const payment = decodePaymentHeader(header);
+  const { target, earlier, onBlocklist } = await lookUp(env, x, ref, payment);
+  if (!target) return { kind: "charge_not_found" };
+  const terms = termsForTarget(x, target, resource);
   if (!payment) return { kind: "invalid", reason: "invalid_payload", terms };
   const payer = payment.authorization.from.toLowerCase();
 
-  const { earlier, onBlocklist } = await lookUp(env, x, payment);
   if (earlier && earlier.status !== "failed") {
     if (!(await belongsToTarget(env, target, earlier.chargeId))) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
     return earlier.status === "settled"

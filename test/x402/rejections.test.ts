@@ -120,6 +120,20 @@ describe("rejected x402 payments", () => {
     for (const header of garbage) await expectRejected(header, { from: payer(), reason: /payload|invalid/ });
   });
 
+  it("an unknown charge: 404 charge_not_found with a good payment or garbage, nothing reserved, no tokens move", async () => {
+    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    const before = await tokenBalance(payer());
+    for (const sent of [header, "not a payment!!"]) {
+      const res = await api("GET", x402Path("chg_doesnotexist000000000000"), { headers: { "X-PAYMENT": sent } });
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ error: "charge_not_found" });
+    }
+    const reserved = await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE nonce = ?").bind(payload.authorization.nonce.toLowerCase()).first<{ n: number }>();
+    expect(reserved?.n).toBe(0);
+    expect(await authorizationUsed(payer(), payload.authorization.nonce)).toBe(false);
+    expect(await tokenBalance(payer())).toBe(before);
+  });
+
   it("a v2 payload whose accepted offer differs from ours (amount) is refused", async () => {
     const { payload } = await xPaymentHeader(PAYER, VALUE);
     const accepted = { scheme: "exact", network: "eip155:84532", amount: (VALUE - 1n).toString(), asset: chain().token, payTo: chain().payTo, maxTimeoutSeconds: 300, extra: { name: "USD Coin", version: "2" } };
