@@ -27,12 +27,20 @@ const GRANTS = 50;
 const WEBHOOK_EVENTS_PER_SECOND = 100;
 const WEBHOOK_PAYMENTS_PER_SECOND = WEBHOOK_EVENTS_PER_SECOND / 2;
 const WEBHOOK_SECONDS = 8;
+/** The steps `POST /__bench/step` times (src/bench/routes.ts), as the progress names them. */
+const STEPS = [
+  ["d1_read", "one D1 round trip (a one-statement read)"],
+  ["do_rpc", "one Durable Object RPC"],
+  ["rpc_call", "one JSON-RPC call to the chain"],
+  ["rpc_call_viem", "the same through viem's client"],
+  ["sign_transaction", "the settler's transaction signature"],
+];
 /** x402 settlement is measured by count, not time: warm-up settlements, then measured ones (chainSnapshot says why). */
 const X402_WARMUP = Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP);
 const X402_MEASURED = Number(process.env.BENCH_X402_SETTLEMENTS ?? 100 * SECONDS);
 const CREDIT = 100_000_000; // $1M each: no scenario may run an agent dry
 /** Row groups, by the prefix of their keys; BENCH_ONLY picks some. */
-const GROUPS = { floors: /^floor_(?!chain)/, charges: /^charge_creation$/, wallet: /^(wallet_pay|checkout_link)/, paylinks: /^paylink_/, x402: /^(x402_|floor_chain)/, webhooks: /^webhook_/ };
+const GROUPS = { floors: /^(floor_(?!chain)|steps$)/, charges: /^charge_creation$/, wallet: /^(wallet_pay|checkout_link)/, paylinks: /^paylink_/, x402: /^(x402_|floor_chain)/, webhooks: /^webhook_/ };
 const ONLY = (process.env.BENCH_ONLY ?? "").split(",").map((g) => g.trim()).filter(Boolean);
 for (const g of ONLY) if (!(g in GROUPS)) throw new Error(`BENCH_ONLY: unknown group "${g}"; groups: ${Object.keys(GROUPS).join(", ")}`);
 const selected = (key) => ONLY.length === 0 || ONLY.some((g) => GROUPS[g].test(key));
@@ -101,6 +109,23 @@ async function main() {
     return result;
   };
 
+  /**
+   * What one step costs on an otherwise idle service: a request doing it `n + 1` times and one
+   * doing it once, one at a time; the difference over `n` (median of 5). Routing and I/O to
+   * the bench cancel out; on a busy machine the number only errs high.
+   */
+  const perStep = async (path, body, n = 50) => {
+    const timed = async (iterations) => {
+      const began = performance.now();
+      await call(B, "POST", path, { body: { ...body, iterations } });
+      return performance.now() - began;
+    };
+    await timed(n + 1);
+    const samples = [];
+    for (let k = 0; k < 5; k++) samples.push(((await timed(n + 1)) - (await timed(1))) / n);
+    return samples.sort((a, b) => a - b)[2];
+  };
+
   // --- Seeding, all through the public API ---------------------------------------------------
   log("seeding: console token, merchants, agents, a checkout link, PayLinks and grants");
   const consoleKey = consoleToken(B);
@@ -147,6 +172,17 @@ async function main() {
     );
     statements = raw.floor_d1_batch ? (await call(B, "POST", "/__bench/d1-batch", { body: JSON.parse(floorBody()) })).statements : null;
     await call(B, "POST", "/__bench/teardown");
+  }
+
+  // --- What each step of a payment costs, one at a time (docs/benchmarks.md) ------------------
+  let steps = null;
+  if (selected("steps")) {
+    log("step costs, one at a time on an idle service ...");
+    steps = {};
+    for (const [step, label] of STEPS) {
+      steps[step] = await perStep("/__bench/step", { step });
+      log(`  ${label}: ${steps[step].toFixed(2)} ms`);
+    }
   }
 
   // --- Charge creation, which also makes the charges the wallet scenarios pay -----------------
@@ -234,18 +270,8 @@ async function main() {
     const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
       load({ ...base, next: () => ({ method: "POST", path: "/__bench/x402-verify", headers: json(), body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1) }) }),
     );
-    // CPU per verification: a request doing 1 and one doing 101, one at a time; the difference is
-    // 100 verifications of pure computation on an otherwise idle isolate.
-    const timed = async (iterations) => {
-      const began = performance.now();
-      const res = await call(B, "POST", "/__bench/x402-verify", { body: JSON.parse(verifyBody(verifySamples[0].header, iterations)) });
-      if (!res.valid) throw new Error(`x402 verification failed: ${res.reason}`);
-      return performance.now() - began;
-    };
-    const cpuSamples = [];
-    for (let k = 0; k < 5; k++) cpuSamples.push(((await timed(101)) - (await timed(1))) / 100);
-    cpuSamples.sort((a, b) => a - b);
-    const verifyCpuMs = cpuSamples[2];
+    // CPU per verification: pure computation, so the step's time is its CPU.
+    const verifyCpuMs = await perStep("/__bench/x402-verify", { header: verifySamples[0].header, amountMinor: 1 }, 100);
     raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
     log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
 
@@ -404,6 +430,7 @@ async function main() {
   const text = table(rows);
   console.log(`\n${text}\n`);
   console.log("req/s counts successful responses; for webhooks it is events delivered per second while the payments ran, and p50/p99 are the lag from payment to delivery.");
+  if (steps) console.log(`Step costs, one at a time on an idle service (ms): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}`).join("; ")}.`);
   const file = writeJson({
     startedAt: startedAt.toISOString(),
     seconds: SECONDS,
@@ -411,6 +438,7 @@ async function main() {
     connections: CONNECTIONS,
     machine: await machine(),
     paymentBatchStatements: statements,
+    stepMs: steps,
     table: rows.map((r) => ({ name: r.name, kind: r.kind, okRps: r.result?.okRps ?? null, p50: r.result?.p50 ?? null, p99: r.result?.p99 ?? null, errors: r.result?.errors ?? null, floor: r.floor ?? null, ratio: r.ratio ?? null, target: r.target ?? null, met: r.met ?? null })),
     results: raw,
     elapsedSeconds: (Date.now() - t0) / 1000,

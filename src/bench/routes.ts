@@ -1,7 +1,9 @@
 import { z } from "zod";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
+import { publicClientOf } from "../x402/chain";
 import { decodePaymentHeader } from "../x402/payload";
+import { gasAccountOf } from "../x402/transfer";
 import { termsFor } from "../x402/terms";
 import { verifyOffline } from "../x402/verify";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
@@ -18,6 +20,9 @@ export const BENCH_PREFIX = "/__bench/";
 const FloorBody = z.object({ i: z.number().int().min(0), agentId: z.string().min(1), merchantId: z.string().min(1) }).strict();
 const SetupBody = z.object({ templateChargeId: z.string().min(1), charges: z.number().int().positive().max(2_000_000) }).strict();
 const VerifyBody = z.object({ header: z.string().min(1), amountMinor: z.number().int().positive(), iterations: z.number().int().positive().max(10_000).default(1) }).strict();
+/** The steps a payment is made of, each timed alone (`npm run bench` prints what one costs). */
+export const BENCH_STEPS = ["d1_read", "do_rpc", "rpc_call", "rpc_call_viem", "sign_transaction"] as const;
+const StepBody = z.object({ step: z.enum(BENCH_STEPS), iterations: z.number().int().positive().max(1_000).default(1) }).strict();
 
 const json = (body: unknown, status = 200) => Response.json(body, { status });
 
@@ -36,6 +41,29 @@ const floorObject = (env: Env) => {
   if (!env.BENCH_FLOOR) throw new Error("BENCH_FLOOR is not bound (development configuration only)");
   return env.BENCH_FLOOR.getByName("floor");
 };
+
+/**
+ * What one step does: a one-statement D1 read (the round trip every payment's lookups pay), a
+ * Durable Object RPC, one JSON-RPC call to the chain (raw, as the chain check sends it, and through
+ * viem's client, as the settler's send and the receipt reads do), and the settler's signature of a
+ * transfer (never sent).
+ */
+function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => Promise<unknown>) | Response {
+  if (step === "d1_read") return () => env.DB.prepare("SELECT id FROM charges WHERE id = ?").bind("chg_bench_step").first();
+  if (step === "do_rpc") return () => floorObject(env).ping();
+  const x = settingsOf(env).x402;
+  if (!x?.facilitatorPrivateKey) return json({ error: "x402_not_configured" }, 503);
+  if (step === "rpc_call") {
+    return async () => {
+      const response = await fetch(x.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }) });
+      return response.json();
+    };
+  }
+  if (step === "rpc_call_viem") return () => publicClientOf(x).request({ method: "eth_chainId" });
+  const account = gasAccountOf(x.facilitatorPrivateKey);
+  return (k) =>
+    account.signTransaction({ type: "eip1559", chainId: x.chainId, to: x.asset, data: "0x", gas: 100_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, nonce: k });
+}
 
 /** Answers a /__bench/ request, or null for any other path. */
 export async function benchFetch(request: Request, env: Env): Promise<Response | null> {
@@ -85,6 +113,16 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
         verdict = await verifyOffline(x, termsFor(x, "bench", body.amountMinor, "bench"), payment, nowSeconds);
       }
       return json({ valid: verdict.isValid, reason: verdict.invalidReason ?? null, iterations: body.iterations }, verdict.isValid ? 200 : 422);
+    }
+
+    // One step of the payment paths, `iterations` times in a row: the runner times 51 against 1.
+    case "POST step": {
+      const body = await bodyOf(request, StepBody);
+      if (body instanceof Response) return body;
+      const run = stepOf(env, body.step);
+      if (run instanceof Response) return run;
+      for (let k = 0; k < body.iterations; k++) await run(k);
+      return json({ ok: true, step: body.step, iterations: body.iterations });
     }
 
     // Work the service still has queued: the runner waits for none before each scenario, so one

@@ -2,6 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { paymentShapedBatch, SCRATCH_TABLES } from "../../src/bench/batch";
+import { BENCH_STEPS } from "../../src/bench/routes";
 import { settingsOf, type Env } from "../../src/env";
 import worker from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
@@ -54,6 +55,19 @@ describe("bench routes", () => {
     await waitOnExecutionContext(ctx);
     expect(app.status).toBe(404);
     expect(await app.json()).toEqual({ error: "not_found" });
+  });
+
+  it("time each step of a payment the number of times asked, and refuse an unknown step or too many", async () => {
+    for (const step of BENCH_STEPS) {
+      expect(await bench("POST", "step", { step, iterations: 3 }), step).toEqual({ status: 200, body: { ok: true, step, iterations: 3 } });
+    }
+    expect((await bench("POST", "step", { step: "mine_a_block", iterations: 1 })).status).toBe(400);
+    expect((await bench("POST", "step", { step: "d1_read", iterations: 1_001 })).status).toBe(400);
+    // The chain steps need x402; without it the answer says so rather than timing nothing.
+    expect(await bench("POST", "step", { step: "rpc_call", iterations: 1 }, { X402_PAY_TO: undefined } as Partial<Env>)).toEqual({
+      status: 503,
+      body: { error: "x402_not_configured" },
+    });
   });
 
   it("build a batch of a wallet payment's count and shape that names only scratch tables", () => {
