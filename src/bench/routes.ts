@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
-import { publicClientOf } from "../x402/chain";
+import { publicClientOf, rpcCall } from "../x402/chain";
 import { decodePaymentHeader } from "../x402/payload";
 import { gasAccountOf } from "../x402/transfer";
 import { termsFor } from "../x402/terms";
@@ -44,8 +44,8 @@ const floorObject = (env: Env) => {
 
 /**
  * What one step does: a one-statement D1 read (the round trip every payment's lookups pay), a
- * Durable Object RPC, one JSON-RPC call to the chain (raw, as the chain check sends it, and through
- * viem's client, as the settler's send and the receipt reads do), and the settler's signature of a
+ * Durable Object RPC, one JSON-RPC call to the chain (as the settlement path makes them, and through
+ * viem's client, as reconciliation and the deposit watcher do), and the settler's signature of a
  * transfer (never sent).
  */
 function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => Promise<unknown>) | Response {
@@ -53,12 +53,7 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
   if (step === "do_rpc") return () => floorObject(env).ping();
   const x = settingsOf(env).x402;
   if (!x?.facilitatorPrivateKey) return json({ error: "x402_not_configured" }, 503);
-  if (step === "rpc_call") {
-    return async () => {
-      const response = await fetch(x.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }) });
-      return response.json();
-    };
-  }
+  if (step === "rpc_call") return () => rpcCall(x, "eth_chainId", []);
   if (step === "rpc_call_viem") return () => publicClientOf(x).request({ method: "eth_chainId" });
   const account = gasAccountOf(x.facilitatorPrivateKey);
   return (k) =>

@@ -67,6 +67,45 @@ export function publicClientOf(x: X402Settings): PublicClient {
   return client;
 }
 
+const RPC_TIMEOUT_MS = 10_000;
+
+export type RpcAnswer = { result?: unknown; error?: { message?: string } };
+
+/**
+ * Several JSON-RPC calls in one HTTP request: one round trip and one request for the node to
+ * parse. The service's own calls on the settlement path go this way, not through viem's client:
+ * the same request without the client's per-call work (a timeout error built up front for each
+ * call, retries the settler must not have).
+ */
+export async function rpcBatch(x: X402Settings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
+  const response = await fetch(x.rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))),
+    signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
+  });
+  if (!response.ok) throw new Error(`RPC answered HTTP ${response.status}`);
+  const answers = (await response.json()) as (RpcAnswer & { id: number })[];
+  if (!Array.isArray(answers)) throw new Error("RPC answered a batch with something else");
+  const byId = new Map(answers.map((a) => [a.id, a]));
+  return calls.map((_, id) => byId.get(id) ?? { error: { message: "no answer in the batch" } });
+}
+
+/** One JSON-RPC call: its result, or an error carrying the node's own message (the settler reads "nonce too low" in it). Never retried. */
+export async function rpcCall<T = unknown>(x: X402Settings, method: string, params: unknown[]): Promise<T> {
+  const response = await fetch(x.rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
+  });
+  if (!response.ok) throw new Error(`RPC answered HTTP ${response.status}`);
+  const answer = (await response.json()) as RpcAnswer;
+  if (answer.error) throw new Error(`${method}: ${answer.error.message ?? "error without a message"}`);
+  if (!("result" in answer)) throw new Error(`${method}: no result`);
+  return answer.result as T;
+}
+
 /**
  * The receipt of `hash`, polled by this request alone until `timeoutMs`: at once, then after
  * 25, 50, 100 and 200 ms, then every `intervalMs`. A chain that mines on arrival (the local one)
@@ -78,11 +117,10 @@ export function publicClientOf(x: X402Settings): PublicClient {
  * formats): the node's null answer says the same for nothing.
  */
 export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
-  const client = publicClientOf(x);
   const deadline = Date.now() + timeoutMs;
   for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
-    const receipt = await client.request({ method: "eth_getTransactionReceipt", params: [hash] });
-    if (receipt) return formatTransactionReceipt(receipt as RpcTransactionReceipt);
+    const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash]);
+    if (receipt) return formatTransactionReceipt(receipt);
     if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, wait));
   }

@@ -3,7 +3,7 @@ import { keccak256 } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { serialQueue } from "../lib/serial";
-import { publicClientOf, shortError } from "./chain";
+import { rpcCall, shortError } from "./chain";
 import { gasAccountOf, type PreparedTransfer } from "./transfer";
 import { nowIso } from "../lib/time";
 import { reconcilePayment, type OpenPayment } from "./reconcile";
@@ -104,13 +104,12 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    * one are never handed over (they would leave a gap) and go again with fresh nonces.
    */
   private async send({ x, account, data, gas, fees }: Ready, endTurn: () => void): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
-    const client = publicClientOf(x);
     /** The signed transaction, once it is on its way to the node. */
     let handedOver: `0x${string}` | null = null;
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
-        this.nextNonce = await client.getTransactionCount({ address: account.address, blockTag: "pending" });
+        this.nextNonce = Number(await rpcCall<string>(x, "eth_getTransactionCount", [account.address, "pending"]));
         this.lastSend = Promise.resolve();
       }
       const nonce = this.nextNonce;
@@ -127,8 +126,8 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       const sending = this.lastSend.then(
         () => {
           handedOver = signed;
-          // Never retried by the client: a retry of a send the node took answers "nonce too low".
-          return client.request({ method: "eth_sendRawTransaction", params: [signed] }, { retryCount: 0 });
+          // Never retried (rpcCall never is): a retry of a send the node took answers "nonce too low".
+          return rpcCall<`0x${string}`>(x, "eth_sendRawTransaction", [signed]);
         },
         () => Promise.reject(new EarlierSendFailed("an earlier transaction was not taken")),
       );
@@ -151,7 +150,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         // The nonce is used, by another sender or by this very transaction (an answer lost on the way):
         // only the node can tell which, and sending this transfer again would pay it twice.
         const hash = keccak256(handedOver);
-        const known = await client.request({ method: "eth_getTransactionByHash", params: [hash] }).catch(() => undefined);
+        const known = await rpcCall(x, "eth_getTransactionByHash", [hash]).catch(() => undefined);
         if (known) return { kind: "sent", transaction: hash };
         if (known === null) return { kind: "send_again", reason: shortError(error) };
       }

@@ -1,7 +1,7 @@
 import { encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { X402Settings } from "../env";
-import { EIP3009_ABI, shortError } from "./chain";
+import { EIP3009_ABI, rpcBatch, shortError, type RpcAnswer } from "./chain";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 
@@ -21,25 +21,6 @@ export type TransferCheck = { kind: "valid"; prepared: PreparedTransfer | null }
 
 /** How long one fee estimate serves the settlements that follow it (a block or two cannot outgrow its 1.2x headroom). */
 const FEES_FRESH_MS = 2_000;
-const RPC_TIMEOUT_MS = 10_000;
-
-type RpcAnswer = { result?: unknown; error?: { message?: string } };
-
-/** Several JSON-RPC calls in one HTTP request: one round trip and one request for the node to parse. */
-async function rpcBatch(x: X402Settings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
-  const response = await fetch(x.rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))),
-    signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
-  });
-  if (!response.ok) throw new Error(`RPC answered HTTP ${response.status}`);
-  const answers = (await response.json()) as (RpcAnswer & { id: number })[];
-  if (!Array.isArray(answers)) throw new Error("RPC answered a batch with something else");
-  const byId = new Map(answers.map((a) => [a.id, a]));
-  return calls.map((_, id) => byId.get(id) ?? { error: { message: "no answer in the batch" } });
-}
-
 const rpcError = (answer: RpcAnswer | undefined) => shortError(answer?.error?.message ?? "no answer");
 
 /** The gas-paying account, derived once per key and isolate (deriving costs a curve multiplication). */
