@@ -41,9 +41,20 @@ step(`starting the service at http://127.0.0.1:${port}`);
 // request; under load that costs more CPU than the Worker itself and is nothing production does.
 // DEV_INSPECTOR=<port> attaches it there (Chrome DevTools, breakpoints). Everything else is `wrangler dev
 // --local`: the same workerd, bindings, .dev.vars, state directory, file watching and reloads.
+/** The mode `wrangler dev` derives from the compatibility date and flags (nodejs_compat is v2 from 2024-09-23). */
+function nodeCompatModeOf(config) {
+  const flags = config.compatibility_flags ?? [];
+  if (flags.includes("nodejs_compat_v2")) return "v2";
+  if (!flags.includes("nodejs_compat")) return null;
+  return (config.compatibility_date ?? "") >= "2024-09-23" ? "v2" : "v1";
+}
+
 const worker = await unstable_startWorker({
   config: fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
   bindings: Object.fromEntries(Object.entries(chainVars).map(([name, value]) => [name, { type: "plain_text", value }])),
+  // `wrangler dev` tells its bundler the Node.js compatibility mode from wrangler.toml's flags; the
+  // API leaves it unset, and the bundle then treats node: imports as missing (the runtime has them).
+  build: { nodejsCompatMode: nodeCompatModeOf },
   dev: {
     remote: false,
     server: { hostname: "127.0.0.1", port: Number(port) },

@@ -74,4 +74,9 @@ describe("npm run dev and the CLI", () => {
     expect(broken.status).toBe(1);
     expect(broken.stdout).toContain("audit chain BROKEN at seq 2: hash_mismatch");
   });
+
+  it("bundles as `wrangler dev` does: no warning that node: imports are missing (the Node.js compatibility mode is set)", () => {
+    expect(dev.log()).toContain("ready on");
+    expect(dev.log()).not.toMatch(/wasn't found on the file system|enable the "nodejs_compat" compatibility flag/);
+  });
 });
