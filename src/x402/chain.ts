@@ -71,39 +71,72 @@ const RPC_TIMEOUT_MS = 10_000;
 
 export type RpcAnswer = { result?: unknown; error?: { message?: string } };
 
+/** The request, or its HTTP answer, failed before the node said anything about the call. */
+class RpcTransportError extends Error {}
+
+const rpcErrorMessage = (body: unknown) => (body as RpcAnswer | null)?.error?.message;
+
+/**
+ * Posts one JSON-RPC payload and returns the parsed answer. The body is always read to the end
+ * (the connection goes back to the pool); an HTTP error that carries a JSON-RPC error is that
+ * error, so the node's own message ("nonce too low") reaches the caller whatever the status.
+ */
+async function postRpc(x: X402Settings, payload: unknown): Promise<unknown> {
+  let status: number;
+  let text: string;
+  try {
+    const response = await fetch(x.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(payload),
+      signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
+    });
+    status = response.status;
+    text = await response.text();
+  } catch (error) {
+    throw new RpcTransportError(`RPC unreachable: ${shortError(error)}`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new RpcTransportError(`RPC answered HTTP ${status} without JSON`);
+  }
+  if ((status < 200 || status > 299) && !rpcErrorMessage(body)) throw new RpcTransportError(`RPC answered HTTP ${status}`);
+  return body;
+}
+
 /**
  * Several JSON-RPC calls in one HTTP request: one round trip and one request for the node to
  * parse. The service's own calls on the settlement path go this way, not through viem's client:
- * the same request without the client's per-call work (a timeout error built up front for each
- * call, retries the settler must not have).
+ * the same request without the client's per-call work (a timeout error built up front for each call).
  */
 export async function rpcBatch(x: X402Settings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
-  const response = await fetch(x.rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))),
-    signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
-  });
-  if (!response.ok) throw new Error(`RPC answered HTTP ${response.status}`);
-  const answers = (await response.json()) as (RpcAnswer & { id: number })[];
-  if (!Array.isArray(answers)) throw new Error("RPC answered a batch with something else");
-  const byId = new Map(answers.map((a) => [a.id, a]));
+  const answers = await postRpc(x, calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c })));
+  if (!Array.isArray(answers)) throw new Error(rpcErrorMessage(answers) ?? "RPC answered a batch with something else");
+  const byId = new Map((answers as (RpcAnswer & { id: number })[]).map((a) => [a.id, a]));
   return calls.map((_, id) => byId.get(id) ?? { error: { message: "no answer in the batch" } });
 }
 
-/** One JSON-RPC call: its result, or an error carrying the node's own message (the settler reads "nonce too low" in it). Never retried. */
-export async function rpcCall<T = unknown>(x: X402Settings, method: string, params: unknown[]): Promise<T> {
-  const response = await fetch(x.rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-    signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
-  });
-  if (!response.ok) throw new Error(`RPC answered HTTP ${response.status}`);
-  const answer = (await response.json()) as RpcAnswer;
-  if (answer.error) throw new Error(`${method}: ${answer.error.message ?? "error without a message"}`);
-  if (!("result" in answer)) throw new Error(`${method}: no result`);
-  return answer.result as T;
+/**
+ * One JSON-RPC call: its result, or an error carrying the node's own message (the settler reads
+ * "nonce too low" in it). `retry` sends a read once more when the request itself failed (no
+ * answer, a timeout, an HTTP error without a JSON-RPC one); a send is never retried, since the
+ * node may have taken it.
+ */
+export async function rpcCall<T = unknown>(x: X402Settings, method: string, params: unknown[], { retry = false } = {}): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const answer = (await postRpc(x, { jsonrpc: "2.0", id: 1, method, params })) as RpcAnswer | null;
+      const message = rpcErrorMessage(answer);
+      if (answer?.error) throw new Error(`${method}: ${message ?? "error without a message"}`);
+      if (!answer || !("result" in answer)) throw new Error(`${method}: no result`);
+      return answer.result as T;
+    } catch (error) {
+      if (retry && attempt === 0 && error instanceof RpcTransportError) continue;
+      throw error;
+    }
+  }
 }
 
 /**
@@ -119,7 +152,7 @@ export async function rpcCall<T = unknown>(x: X402Settings, method: string, para
 export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
   const deadline = Date.now() + timeoutMs;
   for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
-    const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash]);
+    const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], { retry: true });
     if (receipt) return formatTransactionReceipt(receipt);
     if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, wait));

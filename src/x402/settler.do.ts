@@ -109,7 +109,10 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
-        this.nextNonce = Number(await rpcCall<string>(x, "eth_getTransactionCount", [account.address, "pending"]));
+        const count = await rpcCall<unknown>(x, "eth_getTransactionCount", [account.address, "pending"], { retry: true });
+        // A count that is not a number is no nonce to sign with: nothing is sent (a definitive failure below).
+        if (typeof count !== "string" || !/^0x[0-9a-f]+$/i.test(count)) throw new Error(`eth_getTransactionCount answered ${String(count).slice(0, 40)}`);
+        this.nextNonce = Number.parseInt(count, 16);
         this.lastSend = Promise.resolve();
       }
       const nonce = this.nextNonce;
@@ -150,7 +153,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         // The nonce is used, by another sender or by this very transaction (an answer lost on the way):
         // only the node can tell which, and sending this transfer again would pay it twice.
         const hash = keccak256(handedOver);
-        const known = await rpcCall(x, "eth_getTransactionByHash", [hash]).catch(() => undefined);
+        const known = await rpcCall(x, "eth_getTransactionByHash", [hash], { retry: true }).catch(() => undefined);
         if (known) return { kind: "sent", transaction: hash };
         if (known === null) return { kind: "send_again", reason: shortError(error) };
       }

@@ -68,6 +68,8 @@ export interface Refusal {
   httpStatus?: number;
   /** The JSON-RPC error's message. */
   message?: string;
+  /** Send the JSON-RPC error with this HTTP status (some providers answer errors with a 4xx). */
+  rpcErrorStatus?: number;
   /** Forward the request to the node first, then answer with the error: an answer lost on the way back. */
   forwardFirst?: boolean;
 }
@@ -116,7 +118,7 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
         return;
       }
       const answers = calls.map((c) => ({ jsonrpc: "2.0", id: (c as { id?: unknown }).id ?? null, error: { code: -32000, message: refusal.message ?? "the relay refused this request" } }));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body.trimStart().startsWith("[") ? answers : answers[0]));
+      res.writeHead(refusal.rpcErrorStatus ?? 200, { "content-type": "application/json" }).end(JSON.stringify(body.trimStart().startsWith("[") ? answers : answers[0]));
       return;
     }
     try {

@@ -168,7 +168,7 @@ describe("x402 races", () => {
     expect(mined.map((r) => r.status)).toEqual(Array(5).fill("success"));
   });
 
-  it("a send the node took but whose answer was lost ('nonce too low' on the way back): found by its hash, settled once, never sent twice", async () => {
+  for (const rpcErrorStatus of [200, 400]) it(`a send the node took but whose answer was lost ('nonce too low' on the way back, HTTP ${rpcErrorStatus}): found by its hash, settled once, never sent twice`, async () => {
     const cents = 100;
     const value = BigInt(cents) * 10_000n;
     const payer = await freshPayer(2n * value);
@@ -176,7 +176,7 @@ describe("x402 races", () => {
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
     const payment = await paymentHeader(payer, value);
-    await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1" });
+    await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1", rpcErrorStatus });
 
     const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } });
 
