@@ -36,8 +36,11 @@ const STEPS = [
   ["sign_transaction", "the settler's transaction signature"],
 ];
 /** x402 settlement is measured by count, not time: warm-up settlements, then measured ones (chainSnapshot says why). */
-const X402_WARMUP = Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP);
-const X402_MEASURED = Number(process.env.BENCH_X402_SETTLEMENTS ?? 100 * SECONDS);
+const X402_WARMUP = Math.round(Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP));
+const X402_MEASURED = Math.round(Number(process.env.BENCH_X402_SETTLEMENTS ?? 100 * SECONDS));
+// autocannon sends at least one request per connection.
+if (!(X402_MEASURED >= CONNECTIONS)) throw new Error(`BENCH_X402_SETTLEMENTS must be at least BENCH_CONNECTIONS (${CONNECTIONS})`);
+if (!(X402_WARMUP === 0 || X402_WARMUP >= CONNECTIONS)) throw new Error(`BENCH_X402_WARMUP must be 0 or at least BENCH_CONNECTIONS (${CONNECTIONS})`);
 const CREDIT = 100_000_000; // $1M each: no scenario may run an agent dry
 /** Row groups, by the prefix of their keys; BENCH_ONLY picks some. */
 const GROUPS = { floors: /^(floor_(?!chain)|steps$)/, charges: /^charge_creation$/, wallet: /^(wallet_pay|checkout_link)/, paylinks: /^paylink_/, x402: /^(x402_|floor_chain)/, webhooks: /^webhook_/ };
@@ -285,8 +288,8 @@ async function main() {
     );
     if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
     await revert();
-    // Each settlement takes its own pending charge and its own signed authorization; autocannon
-    // may send one more per connection than asked.
+    // Each settlement takes its own pending charge and its own signed authorization (and a
+    // margin of one per connection).
     log(`  preparing ${X402_WARMUP + X402_MEASURED + CONNECTIONS} x402 charges and signed payments`);
     const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
     const [x402Charges, x402Signed] = await Promise.all([createCharges(B, onchain.apiKey, inputs, CONNECTIONS), signPayments(terms, inputs)]);

@@ -52,9 +52,10 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
   if (step === "d1_read") return () => env.DB.prepare("SELECT id FROM charges WHERE id = ?").bind("chg_bench_step").first();
   if (step === "do_rpc") return () => floorObject(env).ping();
   const x = settingsOf(env).x402;
-  if (!x?.facilitatorPrivateKey) return json({ error: "x402_not_configured" }, 503);
+  if (!x) return json({ error: "x402_not_configured" }, 503);
   if (step === "rpc_call") return () => rpcCall(x, "eth_chainId", []);
   if (step === "rpc_call_viem") return () => publicClientOf(x).request({ method: "eth_chainId" });
+  if (!x.facilitatorPrivateKey) return json({ error: "facilitator_not_configured" }, 503);
   const account = gasAccountOf(x.facilitatorPrivateKey);
   return (k) =>
     account.signTransaction({ type: "eip1559", chainId: x.chainId, to: x.asset, data: "0x", gas: 100_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, nonce: k });

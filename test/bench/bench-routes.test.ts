@@ -68,6 +68,10 @@ describe("bench routes", () => {
       status: 503,
       body: { error: "x402_not_configured" },
     });
+    // Only the signature needs the gas key; one step by default.
+    const keyless = { FACILITATOR_PRIVATE_KEY: undefined, X402_FACILITATOR_URL: "http://127.0.0.1:9/" } as Partial<Env>;
+    expect(await bench("POST", "step", { step: "rpc_call" }, keyless)).toEqual({ status: 200, body: { ok: true, step: "rpc_call", iterations: 1 } });
+    expect(await bench("POST", "step", { step: "sign_transaction" }, keyless)).toEqual({ status: 503, body: { error: "facilitator_not_configured" } });
   });
 
   it("build a batch of a wallet payment's count and shape that names only scratch tables", () => {
