@@ -4,6 +4,7 @@
 // stablecoin). No account or network is needed. PORT, ANVIL_PORT and
 // DEV_PERSIST_DIR move it aside (tests run their own instance).
 import { spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
 import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
 import { startLocalChain, x402Vars } from "./lib/chain.mjs";
@@ -41,13 +42,13 @@ step(`starting the service at http://127.0.0.1:${port}`);
 // request; under load that costs more CPU than the Worker itself and is nothing production does.
 // DEV_INSPECTOR=<port> attaches it there (Chrome DevTools, breakpoints). Everything else is `wrangler dev
 // --local`: the same workerd, bindings, .dev.vars, state directory, file watching and reloads.
-/** The mode `wrangler dev` derives from the compatibility date and flags (nodejs_compat is v2 from 2024-09-23). */
-function nodeCompatModeOf(config) {
-  const flags = config.compatibility_flags ?? [];
-  if (flags.includes("nodejs_compat_v2")) return "v2";
-  if (!flags.includes("nodejs_compat")) return null;
-  return (config.compatibility_date ?? "") >= "2024-09-23" ? "v2" : "v1";
-}
+/**
+ * The mode `wrangler dev` derives from the compatibility date and flags, by the same function of
+ * the miniflare wrangler itself loads (so no_nodejs_compat_v2, nodejs_als and the default-on date
+ * come out as they do there).
+ */
+const { getNodeCompat } = createRequire(createRequire(import.meta.url).resolve("wrangler"))("miniflare");
+const nodeCompatModeOf = (config) => getNodeCompat(config.compatibility_date, config.compatibility_flags ?? []).mode;
 
 const worker = await unstable_startWorker({
   config: fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
