@@ -35,13 +35,6 @@ const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
 // `npm run bench` (scripts/bench) asks for its runtime-floor routes; nothing else sets this.
 if (process.env.BENCH_ROUTES === "true") chainVars.BENCH_ROUTES = "true";
 
-step(`starting the service at http://127.0.0.1:${port}`);
-// wrangler's own dev server, started through its API rather than `wrangler dev` for one reason:
-// the CLI always attaches its inspector proxy, which forwards every Network event of the Worker
-// (each D1 query and each fetch is one) to the wrangler process as a debug log line, several per
-// request; under load that costs more CPU than the Worker itself and is nothing production does.
-// DEV_INSPECTOR=<port> attaches it there (Chrome DevTools, breakpoints). Everything else is `wrangler dev
-// --local`: the same workerd, bindings, .dev.vars, state directory, file watching and reloads.
 /**
  * The mode `wrangler dev` derives from the compatibility date and flags, by the same function of
  * the miniflare wrangler itself loads (so no_nodejs_compat_v2, nodejs_als and the default-on date
@@ -50,6 +43,13 @@ step(`starting the service at http://127.0.0.1:${port}`);
 const { getNodeCompat } = createRequire(createRequire(import.meta.url).resolve("wrangler"))("miniflare");
 const nodeCompatModeOf = (config) => getNodeCompat(config.compatibility_date, config.compatibility_flags ?? []).mode;
 
+step(`starting the service at http://127.0.0.1:${port}`);
+// wrangler's own dev server, started through its API rather than `wrangler dev` for one reason:
+// the CLI always attaches its inspector proxy, which forwards every Network event of the Worker
+// (each D1 query and each fetch is one) to the wrangler process as a debug log line, several per
+// request; under load that costs more CPU than the Worker itself and is nothing production does.
+// DEV_INSPECTOR=<port> attaches it there (Chrome DevTools, breakpoints). Everything else is `wrangler dev
+// --local`: the same workerd, bindings, .dev.vars, state directory, file watching and reloads.
 const worker = await unstable_startWorker({
   config: fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
   bindings: Object.fromEntries(Object.entries(chainVars).map(([name, value]) => [name, { type: "plain_text", value }])),

@@ -290,8 +290,8 @@ async function main() {
     await revert();
     // Each settlement takes its own pending charge and its own signed authorization (and a
     // margin of one per connection).
-    log(`  preparing ${X402_WARMUP + X402_MEASURED + CONNECTIONS} x402 charges and signed payments`);
     const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
+    log(`  preparing ${inputs} x402 charges and signed payments`);
     const [x402Charges, x402Signed] = await Promise.all([createCharges(B, onchain.apiKey, inputs, CONNECTIONS), signPayments(terms, inputs)]);
     const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
     let x402Dry = 0;

@@ -74,7 +74,8 @@ export type RpcAnswer = { result?: unknown; error?: { message?: string } };
 /** The request, or its HTTP answer, failed before the node said anything about the call. */
 class RpcTransportError extends Error {}
 
-const rpcErrorMessage = (body: unknown) => (body as RpcAnswer | null)?.error?.message;
+/** The JSON-RPC error message in an answer, if it is an error. */
+export const rpcErrorMessage = (body: unknown) => (body as RpcAnswer | null)?.error?.message;
 
 /**
  * Posts one JSON-RPC payload and returns the parsed answer. The body is always read to the end

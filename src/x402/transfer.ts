@@ -1,7 +1,7 @@
 import { encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { X402Settings } from "../env";
-import { EIP3009_ABI, rpcBatch, shortError, type RpcAnswer } from "./chain";
+import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, type RpcAnswer } from "./chain";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 
@@ -21,7 +21,7 @@ export type TransferCheck = { kind: "valid"; prepared: PreparedTransfer | null }
 
 /** How long one fee estimate serves the settlements that follow it (a block or two cannot outgrow its 1.2x headroom). */
 const FEES_FRESH_MS = 2_000;
-const rpcError = (answer: RpcAnswer | undefined) => shortError(answer?.error?.message ?? "no answer");
+const rpcError = (answer: RpcAnswer | undefined) => shortError(rpcErrorMessage(answer) ?? "no answer");
 
 /** The gas-paying account, derived once per key and isolate (deriving costs a curve multiplication). */
 const accounts = new Map<Hex, ReturnType<typeof privateKeyToAccount>>();
