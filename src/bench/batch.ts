@@ -35,7 +35,7 @@ export const scratchChargeId = (i: number) => `bench_chg_${i}`;
 export function paymentShapedBatch(i: number, agentId: string, merchantId: string): SqlStatement[] {
   const paidAt = new Date().toISOString();
   const reference = `PAY_BENCH_${i}`;
-  const charge = { id: scratchChargeId(i), merchantId, amountMinor: 1, currency: "USD", description: "bench" };
+  const charge = { id: scratchChargeId(i), merchantId, amountMinor: 1, currency: "USD", description: "bench", checkoutLinkId: null };
   const plan = walletPaymentPlan({ charge, agentId, method: "ledger", reference, paidAt });
   const audit = plan.audit.map((draft, k) =>
     sqlStatement(

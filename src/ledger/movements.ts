@@ -1,5 +1,5 @@
-import { outboxEvent } from "../webhooks/outbox";
-import { guard, sqlStatement, type CommitPlan, type SqlStatement } from "./plan";
+import { outboxEvent, outboxEvents } from "../webhooks/outbox";
+import { guard, guards, sqlStatement, type CommitPlan, type SqlStatement } from "./plan";
 import { postingStatements } from "./postings";
 
 export interface PayableCharge {
@@ -8,6 +8,8 @@ export interface PayableCharge {
   amountMinor: number;
   currency: string;
   description: string | null;
+  /** The checkout link the charge was born from (set at creation, never after). */
+  checkoutLinkId: string | null;
 }
 
 export interface WalletPayment {
@@ -28,7 +30,8 @@ export interface WalletPayment {
 /**
  * What every payment method does to the charge it pays, in its batch: the
  * charge flips from pending to paid, a checkout link it was born from counts
- * it, and other pending approvals for it can no longer be granted.
+ * it (only such a charge has the statement), and other pending approvals for
+ * it can no longer be granted.
  */
 function chargePaidStatements(charge: PayableCharge, agentId: string | null, method: string, reference: string, paidAt: string): SqlStatement[] {
   return [
@@ -36,10 +39,9 @@ function chargePaidStatements(charge: PayableCharge, agentId: string | null, met
       "UPDATE charges SET status = 'paid', agent_id = ?, method = ?, reference = ?, paid_at = ? WHERE id = ? AND status = 'pending'",
       agentId, method, reference, paidAt, charge.id,
     ),
-    sqlStatement(
-      "UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = (SELECT checkout_link_id FROM charges WHERE id = ?)",
-      charge.amountMinor, charge.id,
-    ),
+    ...(charge.checkoutLinkId
+      ? [sqlStatement("UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = ?", charge.amountMinor, charge.checkoutLinkId)]
+      : []),
     sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'", paidAt, charge.id),
   ];
 }
@@ -69,13 +71,14 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
     statements: [
       ...(p.prelude ?? []),
       // Pending and not being settled on chain by an x402 payment.
-      guard("charge_not_pending", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id),
-      guard("saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor),
+      guards(
+        ["charge_not_pending", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id],
+        ["saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor],
+      ),
       ...(p.extraStatements ?? []),
       ...chargePaidStatements(charge, p.agentId, p.method, p.reference, p.paidAt),
       ...postingStatements(p.reference, [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
-      outboxEvent("payment.succeeded", charge.merchantId, data, p.paidAt),
-      outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
+      outboxEvents(charge.merchantId, data, p.paidAt, "payment.succeeded", "charge.succeeded"),
       ...(p.epilogue ?? []),
       sqlStatement("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?", charge.merchantId),
     ],
@@ -139,8 +142,10 @@ export function x402PaymentPlan(p: X402Settlement): CommitPlan {
   const data = { ...paymentEventData(charge, null, "x402", p.transaction), payer: p.payer, network: p.network };
   return {
     statements: [
-      guard("charge_not_claimed", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim = ?)", charge.id, p.paymentId),
-      guard("x402_payment_not_open", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status IN ('settling', 'unknown'))", p.paymentId),
+      guards(
+        ["charge_not_claimed", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim = ?)", charge.id, p.paymentId],
+        ["x402_payment_not_open", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status IN ('settling', 'unknown'))", p.paymentId],
+      ),
       sqlStatement("UPDATE x402_payments SET status = 'settled', tx_hash = ?, error = NULL, updated_at = ? WHERE id = ?", p.transaction, p.paidAt, p.paymentId),
       ...chargePaidStatements(charge, null, "x402", p.transaction, p.paidAt),
       ...postingStatements(p.transaction, [{ from: `external:x402:${p.network}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),

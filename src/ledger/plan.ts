@@ -33,9 +33,33 @@ export const sqlStatement = (sql: string, ...params: SqlStatement["params"]): Sq
  * expression over `params`) holds when the statement runs inside the batch.
  */
 export const guard = (reason: string, condition: string, ...params: SqlStatement["params"]): SqlStatement => {
-  if (!/^[a-z0-9_]+$/.test(reason)) throw new Error(`guard reason must be snake_case: ${reason}`);
+  checkReason(reason);
   return sqlStatement(`INSERT INTO batch_guards (reason) SELECT ? WHERE NOT (${condition})`, reason, ...params);
 };
+
+/** One condition of `guards`: [reason, condition, ...params], as `guard` takes them. */
+export type GuardCheck = [reason: string, condition: string, ...params: SqlStatement["params"]];
+
+/**
+ * Several guards in one statement: the batch aborts with the reason of the first check that does
+ * not hold, as the same guards one after another would, for one statement's cost instead of one
+ * each (the sequencer's batches carry many plans).
+ */
+export function guards(...checks: GuardCheck[]): SqlStatement {
+  if (checks.length === 1) return guard(...checks[0]!);
+  for (const [reason] of checks) checkReason(reason);
+  const cases = checks.map(([, condition]) => `WHEN NOT (${condition}) THEN ?`).join(" ");
+  const all = checks.map(([, condition]) => `(${condition})`).join(" AND ");
+  return sqlStatement(
+    `INSERT INTO batch_guards (reason) SELECT CASE ${cases} END WHERE NOT (${all})`,
+    ...checks.flatMap(([reason, , ...params]) => [...params, reason]),
+    ...checks.flatMap(([, , ...params]) => params),
+  );
+}
+
+function checkReason(reason: string) {
+  if (!/^[a-z0-9_]+$/.test(reason)) throw new Error(`guard reason must be snake_case: ${reason}`);
+}
 
 /** The guard's reason when a batch was aborted by one, else null. */
 export function guardReasonOf(error: unknown): string | null {

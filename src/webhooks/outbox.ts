@@ -21,9 +21,15 @@ export type EventType = (typeof EVENT_TYPES)[number];
  * change it reports and delivered afterwards, so no event is lost when a step fails.
  */
 export function outboxEvent(type: EventType, merchantId: string | null, data: Record<string, unknown>, createdAt: string): SqlStatement {
+  return outboxEvents(merchantId, data, createdAt, type);
+}
+
+/** Events of several types about the same change, with the same data, as one multi-row insert. */
+export function outboxEvents(merchantId: string | null, data: Record<string, unknown>, createdAt: string, ...types: EventType[]): SqlStatement {
+  const payload = canonicalJson(data);
   return sqlStatement(
-    "INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, ?, ?, ?, ?)",
-    newId("webhookEvent"), type, merchantId, canonicalJson(data), createdAt,
+    `INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES ${types.map(() => "(?, ?, ?, ?, ?)").join(", ")}`,
+    ...types.flatMap((type) => [newId("webhookEvent"), type, merchantId, payload, createdAt]),
   );
 }
 

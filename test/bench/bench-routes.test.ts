@@ -77,7 +77,7 @@ describe("bench routes", () => {
   it("build a batch of a wallet payment's count and shape that names only scratch tables", () => {
     const batch = paymentShapedBatch(7, "agent_a", "mch_m");
     const plan = walletPaymentPlan({
-      charge: { id: "chg_x", merchantId: "mch_m", amountMinor: 1, currency: "USD", description: null },
+      charge: { id: "chg_x", merchantId: "mch_m", amountMinor: 1, currency: "USD", description: null, checkoutLinkId: null },
       agentId: "agent_a",
       method: "ledger",
       reference: "PAY_X",
@@ -102,7 +102,7 @@ describe("bench routes", () => {
     expect(setup.body.agentIds).toContain(agent.agentId);
 
     const floor = (i: number) => ({ i, agentId: agent.agentId, merchantId: merchant.merchantId });
-    const statements = walletPaymentPlan({ charge: { id: "c", merchantId: "m", amountMinor: 1, currency: "USD", description: null }, agentId: "a", method: "ledger", reference: "r", paidAt: "t" }).statements.length + 1;
+    const statements = walletPaymentPlan({ charge: { id: "c", merchantId: "m", amountMinor: 1, currency: "USD", description: null, checkoutLinkId: null }, agentId: "a", method: "ledger", reference: "r", paidAt: "t" }).statements.length + 1;
     expect(await bench("POST", "d1-batch", floor(0))).toEqual({ status: 200, body: { ok: true, statements } });
     expect(await bench("POST", "do-d1-batch", floor(1))).toEqual({ status: 200, body: { ok: true, statements } });
     expect(await bench("POST", "do-d1-batch-serial", floor(2))).toEqual({ status: 200, body: { ok: true, statements } });

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { ledgerOf } from "../../src/ledger/ledger.do";
+import { runInDurableObject } from "cloudflare:test";
+import { ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
@@ -35,6 +36,29 @@ describe("group commit", () => {
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : []));
     expect(new Set(seqs).size).toBe(12);
     expect(Math.max(...seqs) - Math.min(...seqs)).toBe(11);
+    await expectChainVerifies();
+  });
+
+  it("writes a large group's audit rows several to an insert, and the chain still verifies row by row", async () => {
+    const agents = await Promise.all(Array.from({ length: 33 }, () => createAgent()));
+    const ledger = ledgerOf(env);
+    const before = await ledger.stats();
+    // Called inside the object, all 33 are queued before the first batch returns: it goes alone, then two groups of 16.
+    const results = await runInDurableObject(ledger, (instance: LedgerDurableObject) => Promise.all(agents.map((agent, i) => instance.commit(credit(agent.agentId, 7, i)))));
+    const after = await ledger.stats();
+    expect(after.plans - before.plans).toBe(33);
+    expect(after.batches - before.batches).toBe(3);
+    const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : [])).sort((a, b) => a - b);
+    expect(seqs).toHaveLength(33);
+    expect(seqs.at(-1)! - seqs[0]!).toBe(32);
+    const rows = await env.DB.prepare("SELECT seq, agent_id AS agentId, amount_minor AS amountMinor FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq")
+      .bind(seqs[0], seqs.at(-1))
+      .all<{ seq: number; agentId: string; amountMinor: number }>();
+    expect(rows.results.map((r) => r.seq)).toEqual(seqs);
+    results.forEach((r, i) => {
+      if (r.kind !== "committed") throw new Error(`plan ${i} was ${r.kind}`);
+      expect(rows.results.find((row) => row.seq === r.auditSeqs[0])).toEqual({ seq: r.auditSeqs[0], agentId: agents[i]!.agentId, amountMinor: 7 });
+    });
     await expectChainVerifies();
   });
 

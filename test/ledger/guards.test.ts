@@ -1,0 +1,55 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../../src/ledger/plan";
+
+/*
+ * Guards in one statement (`guards`) abort a batch exactly as the same guards
+ * one after another do: with the reason of the first check that fails, and
+ * not at all when every check holds.
+ */
+const marker = `guards_${crypto.randomUUID()}`;
+const run = async (statements: SqlStatement[]) => {
+  try {
+    await env.DB.batch(statements.map((s) => env.DB.prepare(s.sql).bind(...s.params)));
+    return "committed";
+  } catch (error) {
+    return guardReasonOf(error) ?? `error: ${String(error)}`;
+  }
+};
+// A write after the guards, to see that a refused batch wrote nothing.
+const write = (n: number) => sqlStatement("INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'pending', 't', 't')", marker, `k${n}`);
+const written = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE scope = ?").bind(marker).first<{ n: number }>())!.n;
+
+describe("guards", () => {
+  const holds = (n: number): [string, string, number] => [`check_${n}`, "? = 1", 1];
+  const fails = (n: number): [string, string, number] => [`check_${n}`, "? = 1", 0];
+
+  it("refuse with the first failing check's reason, as separate guards would", async () => {
+    for (const [checks, expected] of [
+      [[fails(1), fails(2), holds(3)], "check_1"],
+      [[holds(1), fails(2), fails(3)], "check_2"],
+      [[holds(1), holds(2), fails(3)], "check_3"],
+    ] as const) {
+      const separate = await run([...checks.map((c) => guard(...c)), write(0)]);
+      const combined = await run([guards(...checks), write(0)]);
+      expect(combined).toBe(expected);
+      expect(separate).toBe(expected);
+    }
+    expect(await written()).toBe(0);
+  });
+
+  it("let the batch through when every check holds, with the checks' own parameters in place", async () => {
+    const agent = await env.DB.prepare("SELECT id FROM agents LIMIT 1").first<{ id: string }>();
+    const checks: [string, string, ...(string | number)[]][] = [
+      ["amount_in_range", "? BETWEEN ? AND ?", 5, 1, 10],
+      ["text_matches", "? = ?", "a", "a"],
+      ["agent_or_none", "? IS NULL OR NOT EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor < 0)", agent?.id ?? null, agent?.id ?? "none"],
+    ];
+    expect(await run([guards(...checks), write(1)])).toBe("committed");
+    expect(await run([guards(...checks, ["last_fails", "? = ?", "a", "b"]), write(2)])).toBe("last_fails");
+    expect(await written()).toBe(1);
+    // One check is the plain guard.
+    expect(guards(["only", "1 = 1"])).toEqual(guard("only", "1 = 1"));
+    expect(() => guards(["Not Snake", "1 = 1"], ["ok", "1 = 1"])).toThrow(/snake_case/);
+  });
+});
