@@ -102,13 +102,18 @@ async function main() {
     await quiet();
     log(`${name} ...`);
     reloadsSeen = service.reloads();
+    const ledgerBefore = await call(B, "GET", "/__bench/ledger");
     const result = await fn();
+    const ledgerAfter = await call(B, "GET", "/__bench/ledger");
     const reloads = service.reloads() - reloadsSeen;
     reloadsSeen = service.reloads();
     if (reloads > 0) log(`  warning: the service reloaded ${reloads} time(s) during this run (a source file changed); its numbers are suspect`);
     const unanswered = result.requests === 0 && result.unanswered > 0 ? ` (none of ${result.unanswered} requests answered within the window)` : "";
     log(`  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`);
-    raw[key] = { name, kind, ...result, reloads };
+    // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1 batch.
+    const ledger = { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches };
+    if (ledger.batches > 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
+    raw[key] = { name, kind, ...result, reloads, ledger };
     return result;
   };
 

@@ -6,6 +6,7 @@ import { decodePaymentHeader } from "../x402/payload";
 import { gasAccountOf } from "../x402/transfer";
 import { termsFor } from "../x402/terms";
 import { verifyOffline } from "../x402/verify";
+import { ledgerOf } from "../ledger/ledger.do";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
 
 /**
@@ -131,6 +132,10 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
       const count = (r: D1Result | undefined) => Number((r?.results[0] as { n: number } | undefined)?.n ?? 0);
       return json({ outbox: count(outbox), deliveries: count(deliveries) });
     }
+
+    // The ledger sequencer's counts so far: the runner reports how many plans each D1 batch carried.
+    case "GET ledger":
+      return json(await ledgerOf(env).stats());
 
     // Scratch tables for the batch floors (src/bench/batch.ts).
     case "POST setup": {

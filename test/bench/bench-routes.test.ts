@@ -7,7 +7,7 @@ import { settingsOf, type Env } from "../../src/env";
 import worker from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
 import { api } from "../helpers/api";
-import { createAgent, createCharge, createMerchant } from "../helpers/factories";
+import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { xPaymentHeader } from "../helpers/x402";
 
 // The runtime floors of `npm run bench` (src/bench): off unless BENCH_ROUTES is set, refused in
@@ -128,6 +128,20 @@ describe("bench routes", () => {
     const short = await bench("POST", "x402-verify", { header: good.header, amountMinor: 2 });
     expect(short).toEqual({ status: 422, body: { valid: false, reason: "invalid_exact_evm_payload_authorization_value", iterations: 1 } });
     expect((await bench("POST", "x402-verify", { header: good.header })).status).toBe(400);
+  });
+
+  it("report the ledger sequencer's plans and D1 batches, which a payment moves on", async () => {
+    const before = await bench("GET", "ledger");
+    expect(before.status).toBe(200);
+    const merchant = await createMerchant({ name: "ledger stats merchant" });
+    const agent = await createAgent({ name: "ledger stats agent", credit: 1000 });
+    const charge = await createCharge(merchant.apiKey, 100);
+    expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+    const after = await bench("GET", "ledger");
+    // The credit and the payment at least; other tests' commits may land in between.
+    expect(Number(after.body.plans) - Number(before.body.plans)).toBeGreaterThanOrEqual(2);
+    expect(Number(after.body.batches)).toBeGreaterThan(Number(before.body.batches));
+    expect(Number(after.body.batches)).toBeLessThanOrEqual(Number(after.body.plans));
   });
 
   it("report the service's queued work", async () => {
