@@ -44,7 +44,10 @@ describe("group commit", () => {
     const ledger = ledgerOf(env);
     const before = await ledger.stats();
     // Called inside the object, all 33 are queued before the first batch returns: it goes alone, then two groups of 16.
-    const results = await runInDurableObject(ledger, (instance: LedgerDurableObject) => Promise.all(agents.map((agent, i) => instance.commit(credit(agent.agentId, 7, i)))));
+    const results = await runInDurableObject(ledger, (instance) => {
+      const sequencer = instance as unknown as LedgerDurableObject;
+      return Promise.all(agents.map((agent, i) => sequencer.commit(credit(agent.agentId, 7, i))));
+    });
     const after = await ledger.stats();
     expect(after.plans - before.plans).toBe(33);
     expect(after.batches - before.batches).toBe(3);

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../../src/ledger/plan";
+import { guard, guardReasonOf, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../../src/ledger/plan";
 
 /*
  * Guards in one statement (`guards`) abort a batch exactly as the same guards
@@ -40,7 +40,7 @@ describe("guards", () => {
 
   it("let the batch through when every check holds, with the checks' own parameters in place", async () => {
     const agent = await env.DB.prepare("SELECT id FROM agents LIMIT 1").first<{ id: string }>();
-    const checks: [string, string, ...(string | number)[]][] = [
+    const checks: GuardCheck[] = [
       ["amount_in_range", "? BETWEEN ? AND ?", 5, 1, 10],
       ["text_matches", "? = ?", "a", "a"],
       ["agent_or_none", "? IS NULL OR NOT EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor < 0)", agent?.id ?? null, agent?.id ?? "none"],
