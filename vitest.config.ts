@@ -7,44 +7,9 @@ export default defineConfig(async () => {
   return {
     test: {
       projects: [
-        {
-          // The Worker itself inside workerd, with real D1, Durable Objects and Queues, and a real local chain.
-          plugins: [
-            cloudflareTest(({ inject }) => ({
-              wrangler: { configPath: "./wrangler.toml" },
-              miniflare: {
-                bindings: {
-                  ENVIRONMENT: "test",
-                  CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
-                  WEBHOOK_SECRETS_KEY: "test-only-webhook-secrets-key-0123456789abcdef",
-                  // Retries without waiting, so a test sees the whole schedule in moments.
-                  WEBHOOK_RETRY_SCHEDULE: "0,0,0,0",
-                  WEBHOOK_TIMEOUT_MS: "2000",
-                  // Webhook hosts are resolved before each POST through the receiver's DNS-over-HTTPS stand-in.
-                  WEBHOOK_DNS_RESOLVER_URL: `${inject<string>("receiverUrl")}/dns-query`,
-                  ...inject<{ vars: Record<string, string> }>("chain").vars,
-                  X402_FACILITATOR_TIMEOUT_MS: "3000",
-                  DEPOSIT_MNEMONIC: "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",
-                  DEPOSIT_CONFIRMATIONS: "2",
-                  // Cloudflare Access sign-in against a locally generated key set (test/setup/receiver.global.ts).
-                  ACCESS_TEAM_DOMAIN: "agent-pay-test.cloudflareaccess.com",
-                  ACCESS_AUD: "test-access-aud",
-                  ACCESS_CERTS_URL: `${inject<string>("receiverUrl")}/access/certs`,
-                  TEST_MIGRATIONS: migrations,
-                },
-              },
-            })),
-          ],
-          test: {
-            name: "workers",
-            globalSetup: ["./test/setup/receiver.global.ts", "./test/setup/chain.global.ts"],
-            setupFiles: ["./test/setup/apply-migrations.ts"],
-            include: ["test/**/*.test.ts"],
-            exclude: ["test/e2e/**"],
-            testTimeout: 60_000,
-            hookTimeout: 60_000,
-          },
-        },
+        workersProject("workers", { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", LANES_TEST] }, migrations),
+        // The same, with every gas key of the local chain: settlements spread over several lanes.
+        workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: "all" }, migrations),
         {
           // `npm run dev` and the CLI exactly as a person runs them, from Node.
           test: {
@@ -59,3 +24,48 @@ export default defineConfig(async () => {
     },
   };
 });
+
+/** The settlement lanes test runs in a project of its own: its Worker has every gas key. */
+const LANES_TEST = "test/x402/lanes.test.ts";
+
+/** The Worker itself inside workerd, with real D1, Durable Objects and Queues, and a real local chain. */
+function workersProject(name: string, options: { include: string[]; exclude?: string[]; gasKeys?: "all" }, migrations: Awaited<ReturnType<typeof readD1Migrations>>) {
+  return {
+    plugins: [
+      cloudflareTest(({ inject }) => ({
+        wrangler: { configPath: "./wrangler.toml" },
+        miniflare: {
+          bindings: {
+            ENVIRONMENT: "test",
+            CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
+            WEBHOOK_SECRETS_KEY: "test-only-webhook-secrets-key-0123456789abcdef",
+            // Retries without waiting, so a test sees the whole schedule in moments.
+            WEBHOOK_RETRY_SCHEDULE: "0,0,0,0",
+            WEBHOOK_TIMEOUT_MS: "2000",
+            // Webhook hosts are resolved before each POST through the receiver's DNS-over-HTTPS stand-in.
+            WEBHOOK_DNS_RESOLVER_URL: `${inject<string>("receiverUrl")}/dns-query`,
+            ...inject<{ vars: Record<string, string> }>("chain").vars,
+            ...(options.gasKeys === "all" ? { FACILITATOR_PRIVATE_KEY: inject<{ laneKeys: string }>("chain").laneKeys } : {}),
+            X402_FACILITATOR_TIMEOUT_MS: "3000",
+            DEPOSIT_MNEMONIC: "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",
+            DEPOSIT_CONFIRMATIONS: "2",
+            // Cloudflare Access sign-in against a locally generated key set (test/setup/receiver.global.ts).
+            ACCESS_TEAM_DOMAIN: "agent-pay-test.cloudflareaccess.com",
+            ACCESS_AUD: "test-access-aud",
+            ACCESS_CERTS_URL: `${inject<string>("receiverUrl")}/access/certs`,
+            TEST_MIGRATIONS: migrations,
+          },
+        },
+      })),
+    ],
+    test: {
+      name,
+      globalSetup: ["./test/setup/receiver.global.ts", "./test/setup/chain.global.ts"],
+      setupFiles: ["./test/setup/apply-migrations.ts"],
+      include: options.include,
+      exclude: options.exclude ?? [],
+      testTimeout: 60_000,
+      hookTimeout: 60_000,
+    },
+  };
+}

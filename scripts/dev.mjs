@@ -30,7 +30,7 @@ if (migrate.status !== 0) {
 }
 
 const chain = await startLocalChain({ port: Number(process.env.ANVIL_PORT ?? 8545), log: step });
-// The chain's settings (token address, RPC, the facilitator's gas key: anvil's public account 0) are local-only.
+// The chain's settings (token address, RPC, the facilitator's gas keys: public accounts of anvil's mnemonic) are local-only.
 const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
 // `npm run bench` (scripts/bench) asks for its runtime-floor routes; nothing else sets this.
 if (process.env.BENCH_ROUTES === "true") chainVars.BENCH_ROUTES = "true";

@@ -67,6 +67,9 @@ const address = z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an EVM address"
  * deployment takes no on-chain payments (x402 routes answer 503); once set,
  * everything the chosen facilitator needs must be present.
  */
+/** Gas keys the built-in facilitator takes at most (one settler object each). */
+export const MAX_GAS_KEYS = 32;
+
 const X402Schema = z
   .object({
     X402_NETWORK: z.string().min(1).default("base"),
@@ -80,7 +83,18 @@ const X402Schema = z
     X402_FACILITATOR_HEADERS: z.string().optional(),
     X402_FACILITATOR_TIMEOUT_MS: z.coerce.number().int().positive().max(120_000).default(30_000),
     RPC_URL: z.string().url(),
-    FACILITATOR_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional(),
+    // One gas key, or several separated by commas: each is a settlement lane of its own (docs/scaling.md).
+    FACILITATOR_PRIVATE_KEY: z
+      .string()
+      .transform((keys) => keys.split(",").map((k) => k.trim()))
+      .pipe(
+        z
+          .array(z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be 32-byte hex private keys, separated by commas"))
+          .min(1)
+          .max(MAX_GAS_KEYS)
+          .refine((keys) => new Set(keys.map((k) => k.toLowerCase())).size === keys.length, "must not name a key twice"),
+      )
+      .optional(),
     DEPOSIT_MNEMONIC: z.string().optional(),
     DEPOSIT_CONFIRMATIONS: z.coerce.number().int().min(0).max(1000).default(3),
   })
@@ -102,7 +116,8 @@ export interface X402Settings {
   facilitatorHeaders: Record<string, string>;
   facilitatorTimeoutMs: number;
   rpcUrl: string;
-  facilitatorPrivateKey: `0x${string}` | null;
+  /** The built-in facilitator's gas keys, one settlement lane each; empty when a remote facilitator settles. */
+  facilitatorPrivateKeys: `0x${string}`[];
   depositMnemonic: string | null;
   depositConfirmations: number;
 }
@@ -132,7 +147,7 @@ function parseX402(env: Env): X402Settings | null {
     facilitatorHeaders: headers,
     facilitatorTimeoutMs: x.X402_FACILITATOR_TIMEOUT_MS,
     rpcUrl: x.RPC_URL,
-    facilitatorPrivateKey: (x.FACILITATOR_PRIVATE_KEY as `0x${string}` | undefined) ?? null,
+    facilitatorPrivateKeys: (x.FACILITATOR_PRIVATE_KEY ?? []) as `0x${string}`[],
     depositMnemonic: x.DEPOSIT_MNEMONIC ?? null,
     depositConfirmations: x.DEPOSIT_CONFIRMATIONS,
   };

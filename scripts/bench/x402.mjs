@@ -1,10 +1,11 @@
 // x402 for the benchmark: payments signed as an x402 client signs them (EIP-3009
 // TransferWithAuthorization, as test/helpers/x402.ts does), and the chain's own floor: the same
 // settlement work the built-in facilitator does (estimate gas and fees, sign and send in nonce
-// order from one gas account, poll for the receipt), driven straight at the local chain from here.
+// order from as many gas accounts as it has lanes, poll for the receipt), driven straight at the
+// local chain from here.
 import { createPublicClient, defineChain, encodeFunctionData, formatTransactionReceipt, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { anvilAccounts, LOCAL_CHAIN_ID } from "../lib/chain.mjs";
+import { anvilAccounts, GAS_LANES, LOCAL_CHAIN_ID, mnemonicKey } from "../lib/chain.mjs";
 import { compileTestUsdc } from "../lib/contracts.mjs";
 
 const TYPES = {
@@ -23,7 +24,7 @@ const EIP3009_ABI = compileTestUsdc().abi;
 
 const randomNonce = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}`;
 
-/** Payers: anvil accounts 1-8 (1,000 test tokens each). Account 9 pays gas for the chain floor; 0 is the service's. */
+/** Payers: anvil accounts 1-8 (1,000 test tokens each). The service pays gas from GAS_LANES, the chain floor from `floorGasKeys`. */
 const payers = () => anvilAccounts().slice(1, 9).map((a) => privateKeyToAccount(a.privateKey));
 
 /**
@@ -114,33 +115,47 @@ async function receiptOf(client, hash) {
 }
 
 /**
+ * The floor's gas accounts, as many as the service has lanes: account 9 and accounts 14 on of the
+ * same mnemonic (apart from the service's, so their nonces never mix), funded with gas here. Each
+ * is a lane of its own: its nonces and signatures one at a time, each send after the node answered
+ * the one before, as a settler object does.
+ */
+async function floorLanes(client, count) {
+  const keys = [anvilAccounts()[9].privateKey, ...Array.from({ length: count - 1 }, (_, i) => mnemonicKey(14 + i))];
+  return Promise.all(
+    keys.map(async (key) => {
+      const gas = privateKeyToAccount(key);
+      await client.request({ method: "anvil_setBalance", params: [gas.address, `0x${(10_000n * 10n ** 18n).toString(16)}`] });
+      let tail = Promise.resolve();
+      const serial = (fn) => {
+        const run = tail.then(fn);
+        tail = run.catch(() => undefined);
+        return run;
+      };
+      return { gas, serial, nextNonce: null, lastSend: Promise.resolve(), inFlight: new Set() };
+    }),
+  );
+}
+
+/**
  * The chain floor for settlement: what the local chain sustains for the built-in facilitator's
- * work per payment, with nonces and signatures serialized on one gas account exactly as the settler
- * object serializes them, and the sends and receipts outside that queue (polling as it does).
+ * work per payment, with nonces and signatures serialized per gas account exactly as a settler
+ * object serializes them, over as many accounts as the service has lanes, and the sends and receipts
+ * outside that queue (polling as it does).
  * `warmup` settlements first, then `count` measured ones, `concurrency` at a time.
  */
 export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, count, signed }) {
   if (signed.length < warmup + count) throw new Error(`the chain floor needs ${warmup + count} signed payments, got ${signed.length}`);
   const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
-  const gas = privateKeyToAccount(anvilAccounts()[9].privateKey);
   const client = createPublicClient({ chain, transport: http(rpcUrl) });
-  let nextNonce = null;
-  /** Sends the node has not answered yet: after a failure the nonce is read again once they are (as the settler does). */
-  const inFlight = new Set();
-  /** The latest send: the next goes to the node once it was answered, and only if it was taken (as the settler's). */
-  let lastSend = Promise.resolve();
+  const lanes = await floorLanes(client, GAS_LANES.length);
   let fees = null;
-  let tail = Promise.resolve();
-  const serial = (fn) => {
-    const run = tail.then(fn);
-    tail = run.catch(() => undefined);
-    return run;
-  };
   let k = 0;
   let until = warmup;
   const settleOne = async () => {
     if (k >= until) return false;
-    const p = signed[k++];
+    const index = k++;
+    const p = signed[index];
     const sig = p.signature;
     const r = `0x${sig.slice(2, 66)}`;
     const s = `0x${sig.slice(66, 130)}`;
@@ -152,7 +167,7 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
     // it: the payer's nonce state and balance, the gas estimate (which runs the transfer) and, when
     // the shared estimate is over 2 s old, the fees.
     const call = (functionName, callArgs) => ({ method: "eth_call", params: [{ to: terms.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args: callArgs }) }, "latest"] });
-    const calls = [call("authorizationState", [a.from, a.nonce]), call("balanceOf", [a.from]), { method: "eth_estimateGas", params: [{ from: gas.address, to: terms.asset, data }, "latest"] }];
+    const calls = [call("authorizationState", [a.from, a.nonce]), call("balanceOf", [a.from]), { method: "eth_estimateGas", params: [{ from: lanes[0].gas.address, to: terms.asset, data }, "latest"] }];
     const feesStale = !fees || Date.now() - fees.at >= 2000;
     if (feesStale) calls.push({ method: "eth_getBlockByNumber", params: ["latest", false] }, { method: "eth_maxPriorityFeePerGas", params: [] });
     const answers = await rpcBatch(rpcUrl, calls);
@@ -167,22 +182,24 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
     const { maxFeePerGas, maxPriorityFeePerGas } = fees;
     // The nonce and signature one at a time; the send leaves the queue once it is queued behind the
     // one before it, and goes to the node when that one was answered (as the settler's).
-    const { sending } = await serial(async () => {
-      if (nextNonce === null) {
-        await Promise.allSettled([...inFlight]);
-        nextNonce = await client.getTransactionCount({ address: gas.address, blockTag: "pending" });
-        lastSend = Promise.resolve();
+    // Over the lanes in turn, as the built-in facilitator spreads its settlements.
+    const lane = lanes[index % lanes.length];
+    const { sending } = await lane.serial(async () => {
+      if (lane.nextNonce === null) {
+        await Promise.allSettled([...lane.inFlight]);
+        lane.nextNonce = await client.getTransactionCount({ address: lane.gas.address, blockTag: "pending" });
+        lane.lastSend = Promise.resolve();
       }
-      const nonce = nextNonce++;
-      const serializedTransaction = await gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce });
-      const sending = lastSend.then(() => client.sendRawTransaction({ serializedTransaction }));
-      lastSend = sending;
-      inFlight.add(sending);
+      const nonce = lane.nextNonce++;
+      const serializedTransaction = await lane.gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce });
+      const sending = lane.lastSend.then(() => client.sendRawTransaction({ serializedTransaction }));
+      lane.lastSend = sending;
+      lane.inFlight.add(sending);
       sending.then(
-        () => inFlight.delete(sending),
+        () => lane.inFlight.delete(sending),
         () => {
-          inFlight.delete(sending);
-          nextNonce = null;
+          lane.inFlight.delete(sending);
+          lane.nextNonce = null;
         },
       );
       return { sending };

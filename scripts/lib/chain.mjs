@@ -1,6 +1,6 @@
 // The local EVM chain of operations §7: anvil with chain id 84532 (standing in
 // for Base Sepolia), the EIP-3009 test stablecoin deployed, 1,000 tokens minted
-// to default accounts 1-9, and account 0 as the facilitator's gas payer.
+// to default accounts 1-9, and accounts 0 and 11-13 as the facilitator's gas payers.
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { createPublicClient, createWalletClient, defineChain, http } from "viem";
@@ -15,14 +15,26 @@ export const MINT_PER_ACCOUNT = 1_000_000_000n; // 1,000 tokens of 6 decimals
 // not carry, which breaks `npm ci`); the project's machines and CI are Linux x64.
 const anvilBin = fileURLToPath(new URL("../../node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil", import.meta.url));
 
+/** The private key of the anvil mnemonic's account `addressIndex`. */
+export function mnemonicKey(addressIndex) {
+  return `0x${Buffer.from(mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex }).getHdKey().privateKey).toString("hex")}`;
+}
+
 /** The default anvil accounts 0-9, with their private keys. */
 export function anvilAccounts() {
   return Array.from({ length: 10 }, (_, addressIndex) => {
-    const account = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex });
-    const privateKey = `0x${Buffer.from(account.getHdKey().privateKey).toString("hex")}`;
-    return { address: account.address, privateKey };
+    const privateKey = mnemonicKey(addressIndex);
+    return { address: privateKeyToAccount(privateKey).address, privateKey };
   });
 }
+
+/**
+ * The built-in facilitator's gas keys: account 0 and accounts 11-13 of the same mnemonic (10 is
+ * the service's payTo; payers use 1-8, test doubles and the bench's chain floor 9). Several keys
+ * are several settlement lanes, as docs/scaling.md describes for production.
+ */
+export const GAS_LANES = [0, 11, 12, 13];
+const GAS_LANE_BALANCE = `0x${(10_000n * 10n ** 18n).toString(16)}`;
 
 async function chainIdAt(rpcUrl) {
   try {
@@ -73,6 +85,10 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
   }
   log("minted 1,000 tokens to accounts 1-9");
+  // The built-in facilitator's gas keys beyond account 0 get gas of their own (anvil funds only accounts 0-9).
+  const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
+  for (const key of facilitatorKeys.slice(1)) await client.request({ method: "anvil_setBalance", params: [privateKeyToAccount(key).address, GAS_LANE_BALANCE] });
+  log(`the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`);
   // The service's settlement address: an account of the same mnemonic that no payer uses.
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
   return {
@@ -81,7 +97,8 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     token: contractAddress,
     abi,
     payTo,
-    facilitatorKey: accounts[0].privateKey,
+    /** One settlement lane each (FACILITATOR_PRIVATE_KEY takes them separated by commas). */
+    facilitatorKeys,
     accounts,
     /** At once and synchronously, for exit handlers. */
     kill: () => {
@@ -106,6 +123,6 @@ export function x402Vars(chain) {
     X402_ASSET_VERSION: "2",
     X402_PAY_TO: chain.payTo,
     RPC_URL: chain.rpcUrl,
-    FACILITATOR_PRIVATE_KEY: chain.facilitatorKey,
+    FACILITATOR_PRIVATE_KEY: chain.facilitatorKeys.join(","),
   };
 }

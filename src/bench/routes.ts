@@ -56,8 +56,9 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
   if (!x) return json({ error: "x402_not_configured" }, 503);
   if (step === "rpc_call") return () => rpcCall(x, "eth_chainId", []);
   if (step === "rpc_call_viem") return () => publicClientOf(x).request({ method: "eth_chainId" });
-  if (!x.facilitatorPrivateKey) return json({ error: "facilitator_not_configured" }, 503);
-  const account = gasAccountOf(x.facilitatorPrivateKey);
+  const [key] = x.facilitatorPrivateKeys;
+  if (!key) return json({ error: "facilitator_not_configured" }, 503);
+  const account = gasAccountOf(key);
   return (k) =>
     account.signTransaction({ type: "eip1559", chainId: x.chainId, to: x.asset, data: "0x", gas: 100_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, nonce: k });
 }

@@ -1,7 +1,7 @@
 import type { Env, X402Settings } from "../env";
 import { receiptWithin, shortError } from "./chain";
 import type { DecodedPayment } from "./payload";
-import { settlerOf } from "./settler.do";
+import { laneOf } from "./settler.do";
 import type { Terms } from "./terms";
 import { checkTransfer, gasAccountOf, type PreparedTransfer, type TransferCheck } from "./transfer";
 
@@ -24,6 +24,9 @@ export interface Facilitator {
   settle(payment: DecodedPayment, terms: Terms): Promise<SettleOutcome>;
 }
 
+/** Settlements are spread over the gas keys in turn (per isolate; isolates start at different points). */
+let nextLane = Math.floor(Math.random() * 1024);
+
 /** What a chain check that did not pass answers as verification: refused, or not decided at all. */
 function chainRefusal(check: Exclude<TransferCheck, { kind: "valid" }>): FacilitatorVerify {
   return check.kind === "unavailable" ? { isValid: false, unavailable: "chain_unavailable", reason: check.reason } : { isValid: false, invalidReason: check.reason };
@@ -36,7 +39,9 @@ function chainRefusal(check: Exclude<TransferCheck, { kind: "valid" }>): Facilit
  * for the receipt.
  */
 export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
-  const gasFrom = x.facilitatorPrivateKey ? gasAccountOf(x.facilitatorPrivateKey).address : null;
+  const lanes = x.facilitatorPrivateKeys.map((key) => gasAccountOf(key).address);
+  // Any key's estimate is every key's: the transfer does not depend on who sends it.
+  const gasFrom = lanes[0] ?? null;
   /** The transfer `verify` checked, for `settle` of the same payment. */
   let checked: { payment: DecodedPayment; prepared: PreparedTransfer } | null = null;
   return {
@@ -54,7 +59,8 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
         if (check.kind !== "valid" || !check.prepared) return { kind: "failed", reason: check.kind === "valid" ? "simulation_failed" : check.reason };
         prepared = check.prepared;
       }
-      const sent = await settlerOf(env).broadcast(prepared);
+      const gasAddress = lanes[nextLane++ % lanes.length]!;
+      const sent = await laneOf(env, gasAddress).broadcast(prepared, gasAddress);
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
       try {

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { keccak256 } from "viem";
+import { keccak256, type Hex } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { serialQueue } from "../lib/serial";
@@ -23,7 +23,9 @@ export type BroadcastResult =
   | { kind: "unknown"; reason: string };
 
 /**
- * The built-in facilitator's gas-paying account, one object per key. Nonces
+ * The built-in facilitator's gas-paying account, one object per key (a lane:
+ * FACILITATOR_PRIVATE_KEY may name several, and settlements are spread over
+ * them, since one key's sends are one at a time). Nonces
  * are assigned and transactions signed here one at a time, so they are in
  * order without gaps or reuse. Each signed transaction is handed to the node
  * once the node has answered for the one before it: concurrent sends could
@@ -33,6 +35,8 @@ export type BroadcastResult =
  */
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
+  /** The gas key this object sends for (its name says the same); fixed by the first send. */
+  private gasAddress: Hex | null = null;
   private nextNonce: number | null = null;
   /** Transactions handed to the node whose answer has not come back yet. */
   private readonly sending = new Set<Promise<`0x${string}`>>();
@@ -44,10 +48,14 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    * estimate ran it, the fees are current) and sign it; the turn ends once the signed transaction
    * is queued for the node, so the next one is signed while this one travels.
    */
-  async broadcast(prepared: PreparedTransfer): Promise<BroadcastResult> {
+  async broadcast(prepared: PreparedTransfer, gasAddress: Hex): Promise<BroadcastResult> {
     const x = settingsOf(this.env).x402;
-    if (!x?.facilitatorPrivateKey) return { kind: "rejected", reason: "facilitator_not_configured" };
-    const ready: Ready = { x, account: gasAccountOf(x.facilitatorPrivateKey), ...prepared };
+    const key = x?.facilitatorPrivateKeys.find((k) => gasAccountOf(k).address === gasAddress);
+    if (!x || !key) return { kind: "rejected", reason: "facilitator_not_configured" };
+    // This object's nonce count is one key's: a call for another key is a bug, never a send.
+    this.gasAddress ??= gasAddress;
+    if (this.gasAddress !== gasAddress) throw new Error(`settler of ${this.gasAddress} asked to send for ${gasAddress}`);
+    const ready: Ready = { x, account: gasAccountOf(key), ...prepared };
     for (let attempt = 0; ; attempt++) {
       const sent = await this.serialize((endTurn) => this.send(ready, endTurn));
       if (sent.kind !== "send_again") return sent;
@@ -163,4 +171,8 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
   }
 }
 
+/** The object that watches settlements whose outcome is unknown (it sends nothing). */
 export const settlerOf = (env: Env) => env.X402_SETTLER.getByName("settler");
+
+/** The settlement lane of one gas key. */
+export const laneOf = (env: Env, gasAddress: Hex) => env.X402_SETTLER.getByName(`lane:${gasAddress.toLowerCase()}`);

@@ -10,6 +10,8 @@ const production = (vars: Partial<Env> = {}): Env =>
     ...vars,
   }) as Env;
 
+const X402 = { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com" };
+
 describe("settings", () => {
   it("a complete production configuration parses, with keys required and codes not printed", () => {
     const s = settingsOf(production());
@@ -34,8 +36,20 @@ describe("settings", () => {
     ["Access with a team but no audience", { ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com" }, /ACCESS_AUD/],
     ["x402 without an RPC URL", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /RPC_URL/],
     ["x402 with neither a facilitator URL nor a gas key", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com" }, /FACILITATOR_PRIVATE_KEY/],
+    ["a gas key that is not a 32-byte hex key", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},0x1234` }, /32-byte hex private keys/],
+    ["a gas key named twice", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"a".repeat(64)}, 0x${"A".repeat(64)}` }, /twice/],
+    ["an empty gas key list entry", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},` }, /32-byte hex private keys/],
   ])("refuses %s", (_name, vars, message) => {
     expect(() => settingsOf(production(vars as Partial<Env>))).toThrow(message);
+  });
+
+  it("takes one gas key or several, separated by commas: one settlement lane each", () => {
+    const one = settingsOf(production({ ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }));
+    expect(one.x402?.facilitatorPrivateKeys).toEqual([`0x${"1".repeat(64)}`]);
+    const three = settingsOf(production({ ...X402, FACILITATOR_PRIVATE_KEY: ` 0x${"1".repeat(64)}, 0x${"2".repeat(64)},0x${"3".repeat(64)} ` }));
+    expect(three.x402?.facilitatorPrivateKeys).toEqual([`0x${"1".repeat(64)}`, `0x${"2".repeat(64)}`, `0x${"3".repeat(64)}`]);
+    const remote = settingsOf(production({ ...X402, FACILITATOR_PRIVATE_KEY: undefined, X402_FACILITATOR_URL: "https://facilitator.example.com/" }));
+    expect(remote.x402?.facilitatorPrivateKeys).toEqual([]);
   });
 
   it("development may run without keys on console routes only by explicit choice", () => {

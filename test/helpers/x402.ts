@@ -1,5 +1,5 @@
-import { createPublicClient, http, type Hex } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { createPublicClient, encodeAbiParameters, http, keccak256, toHex, type Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect, inject } from "vitest";
 import type { RelayedSend, Refusal } from "../setup/chain.global";
 
@@ -85,4 +85,26 @@ export async function xPaymentHeader(payer: number | Hex, value: bigint, overrid
   const json = JSON.stringify({ x402Version: 1, scheme: "exact", network: overrides.network ?? "base-sepolia", payload });
   const b64 = toBase64(json);
   return { header: overrides.urlSafe ? b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") : b64, payload };
+}
+
+/** TestUSDC storage: slot 0 totalSupply, slot 1 balanceOf (owner is immutable). */
+const BALANCE_SLOT = 1n;
+
+export interface Payer {
+  key: Hex;
+  address: Hex;
+}
+
+/**
+ * A fresh payer key whose token balance is set directly on the local chain (anvil_setStorageAt on
+ * the token's balance mapping), so no other test file ever moves its tokens and every delta is
+ * exact even with files running in parallel.
+ */
+export async function freshPayer(tokens: bigint): Promise<Payer> {
+  const key = generatePrivateKey();
+  const address = privateKeyToAccount(key).address;
+  const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [address, BALANCE_SLOT]));
+  await publicClient().request({ method: "anvil_setStorageAt" as never, params: [chain().token, slot, toHex(tokens, { size: 32 })] as never });
+  expect(await tokenBalance(address)).toBe(tokens);
+  return { key, address };
 }

@@ -28,6 +28,8 @@ export interface TestChain {
   facilitatorUrl: string;
   /** The relay's base URL: GET /sends lists what the Worker sent through it (`RelayedSend[]`); POST /refuse (see above). */
   relayUrl: string;
+  /** Every gas key of the local chain, comma-separated: the lanes project's FACILITATOR_PRIVATE_KEY. */
+  laneKeys: string;
 }
 
 /** One `eth_sendRawTransaction` through the relay; `arrived` and `answered` are steps of one counter, so they order events. */
@@ -182,7 +184,9 @@ export async function setup(project: TestProject) {
     token: started.token,
     payTo: started.payTo,
     accounts: started.accounts,
-    vars: { ...x402Vars(started), RPC_URL: relayed.url },
+    // One gas key: the main suite checks one lane's nonce discipline; the lanes project takes them all (`laneKeys`).
+    vars: { ...x402Vars(started), FACILITATOR_PRIVATE_KEY: started.facilitatorKeys[0]!, RPC_URL: relayed.url },
+    laneKeys: started.facilitatorKeys.join(","),
     facilitatorUrl: `http://127.0.0.1:${address.port}/hang/`,
     relayUrl: relayed.url,
   });

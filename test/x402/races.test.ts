@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, encodeAbiParameters, http, keccak256, parseAbiItem, toHex, type Hex } from "viem";
+import { createWalletClient, http, parseAbiItem, type Hex } from "viem";
 import { settingsOf } from "../../src/env";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { chain, freshPayer, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalance, xPaymentHeader, type Payer } from "../helpers/x402";
 
 /*
  * Races on one charge. The payers are fresh keys whose token balances this file
@@ -15,24 +15,6 @@ import { chain, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalan
  * so what reaches it from this file is counted from its Transfer logs.
  */
 const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
-/** TestUSDC storage: slot 0 totalSupply, slot 1 balanceOf (owner is immutable). */
-const BALANCE_SLOT = 1n;
-
-interface Payer {
-  key: Hex;
-  address: Hex;
-}
-
-async function freshPayer(tokens: bigint): Promise<Payer> {
-  const key = generatePrivateKey();
-  const address = privateKeyToAccount(key).address;
-  const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [address, BALANCE_SLOT]));
-  await publicClient().request({ method: "anvil_setStorageAt" as never, params: [chain().token, slot, toHex(tokens, { size: 32 })] as never });
-  expect(await tokenBalance(address)).toBe(tokens);
-  return { key, address };
-}
-
-
 /** `count` charges of `cents` each and, for each, a payment from one fresh payer funded for all of them. */
 async function chargesWithPayments(count: number, cents: number) {
   const value = BigInt(cents) * 10_000n;
@@ -200,7 +182,7 @@ describe("x402 races", () => {
     };
     const first = await publicClient().getTransaction({ hash: await settle() });
     // The same gas key sends a transaction of its own: the nonce the settler remembers as next is now used.
-    const gasKey = settingsOf(env).x402!.facilitatorPrivateKey!;
+    const gasKey = settingsOf(env).x402!.facilitatorPrivateKeys[0]!;
     const own = createWalletClient({ account: privateKeyToAccount(gasKey), transport: http(chain().rpcUrl) });
     const ownHash = await own.sendTransaction({ chain: null, to: own.account.address, value: 0n });
     expect((await publicClient().waitForTransactionReceipt({ hash: ownHash })).status).toBe("success");
