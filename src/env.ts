@@ -62,14 +62,14 @@ const booleanString = z
 
 const address = z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an EVM address");
 
+/** Gas keys the built-in facilitator takes at most (one settler object each). */
+export const MAX_GAS_KEYS = 32;
+
 /**
  * x402 and deposits are configured as a group: with X402_PAY_TO unset the
  * deployment takes no on-chain payments (x402 routes answer 503); once set,
  * everything the chosen facilitator needs must be present.
  */
-/** Gas keys the built-in facilitator takes at most (one settler object each). */
-export const MAX_GAS_KEYS = 32;
-
 const X402Schema = z
   .object({
     X402_NETWORK: z.string().min(1).default("base"),
@@ -116,7 +116,7 @@ export interface X402Settings {
   facilitatorHeaders: Record<string, string>;
   facilitatorTimeoutMs: number;
   rpcUrl: string;
-  /** The built-in facilitator's gas keys, one settlement lane each; empty when a remote facilitator settles. */
+  /** The built-in facilitator's gas keys, one settlement lane each (unused when X402_FACILITATOR_URL names a remote one). */
   facilitatorPrivateKeys: `0x${string}`[];
   depositMnemonic: string | null;
   depositConfirmations: number;

@@ -112,7 +112,8 @@ async function main() {
     log(`  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`);
     // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1 batch.
     const ledger = { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches };
-    if (ledger.batches > 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
+    // (A restarted ledger object counts from zero again: then there is nothing to say.)
+    if (ledger.batches > 0 && ledger.plans >= 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
     raw[key] = { name, kind, ...result, reloads, ledger };
     return result;
   };

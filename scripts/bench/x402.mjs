@@ -5,7 +5,7 @@
 // local chain from here.
 import { createPublicClient, defineChain, encodeFunctionData, formatTransactionReceipt, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { anvilAccounts, GAS_LANES, LOCAL_CHAIN_ID, mnemonicKey } from "../lib/chain.mjs";
+import { anvilAccounts, GAS_LANES, giveGas, LOCAL_CHAIN_ID, mnemonicKey } from "../lib/chain.mjs";
 import { compileTestUsdc } from "../lib/contracts.mjs";
 
 const TYPES = {
@@ -125,7 +125,7 @@ async function floorLanes(client, count) {
   return Promise.all(
     keys.map(async (key) => {
       const gas = privateKeyToAccount(key);
-      await client.request({ method: "anvil_setBalance", params: [gas.address, `0x${(10_000n * 10n ** 18n).toString(16)}`] });
+      await giveGas(client, gas.address);
       let tail = Promise.resolve();
       const serial = (fn) => {
         const run = tail.then(fn);

@@ -34,7 +34,9 @@ export function anvilAccounts() {
  * are several settlement lanes, as docs/scaling.md describes for production.
  */
 export const GAS_LANES = [0, 11, 12, 13];
-const GAS_LANE_BALANCE = `0x${(10_000n * 10n ** 18n).toString(16)}`;
+
+/** Sets `address`'s native balance to 10,000 ETH on the local chain (anvil only): gas for a key anvil does not fund. */
+export const giveGas = (client, address) => client.request({ method: "anvil_setBalance", params: [address, `0x${(10_000n * 10n ** 18n).toString(16)}`] });
 
 async function chainIdAt(rpcUrl) {
   try {
@@ -87,7 +89,7 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
   log("minted 1,000 tokens to accounts 1-9");
   // The built-in facilitator's gas keys beyond account 0 get gas of their own (anvil funds only accounts 0-9).
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
-  for (const key of facilitatorKeys.slice(1)) await client.request({ method: "anvil_setBalance", params: [privateKeyToAccount(key).address, GAS_LANE_BALANCE] });
+  for (const key of facilitatorKeys.slice(1)) await giveGas(client, privateKeyToAccount(key).address);
   log(`the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`);
   // The service's settlement address: an account of the same mnemonic that no payer uses.
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;

@@ -1,6 +1,6 @@
-import { canonicalJson } from "../ledger/audit";
+import { auditInsert } from "../ledger/audit";
 import { walletPaymentPlan } from "../ledger/movements";
-import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import type { SqlStatement } from "../ledger/plan";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md) write a batch of
@@ -19,10 +19,6 @@ const TABLE_NAMES = new RegExp(`\\b(${SCRATCH_TABLES.join("|")})\\b`, "g");
 /** The same SQL aimed at the scratch copies (`charges` becomes `bench_charges`); guards keep the real `batch_guards`, which stays empty. */
 export const toScratch = (sql: string) => sql.replace(TABLE_NAMES, `${PREFIX}$1`);
 
-/** The sequencer's audit insert (src/ledger/ledger.do.ts), column for column. */
-const AUDIT_INSERT = `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
-
 /** Charge `i` of the scratch pool (made by `createScratch`). */
 export const scratchChargeId = (i: number) => `bench_chg_${i}`;
 
@@ -37,14 +33,8 @@ export function paymentShapedBatch(i: number, agentId: string, merchantId: strin
   const reference = `PAY_BENCH_${i}`;
   const charge = { id: scratchChargeId(i), merchantId, amountMinor: 1, currency: "USD", description: "bench", checkoutLinkId: null };
   const plan = walletPaymentPlan({ charge, agentId, method: "ledger", reference, paidAt });
-  const audit = plan.audit.map((draft, k) =>
-    sqlStatement(
-      AUDIT_INSERT,
-      // Scratch audit rows are numbered by `i`: no chain is read or hashed, that is the sequencer's own work.
-      i * 4 + k + 1, draft.type, draft.reference, draft.chargeId, draft.agentId, draft.merchantId, draft.amountMinor, draft.currency,
-      canonicalJson(draft.data), draft.createdAt, "0".repeat(64), "0".repeat(64),
-    ),
-  );
+  // The sequencer's own insert; scratch rows are numbered by `i`: no chain is read or hashed, that is the sequencer's own work.
+  const audit = plan.audit.length === 0 ? [] : [auditInsert(plan.audit.map((draft, k) => ({ ...draft, seq: i * 4 + k + 1, prevHash: "0".repeat(64), hash: "0".repeat(64) })))];
   return [...plan.statements, ...audit].map((s) => ({ sql: toScratch(s.sql), params: s.params }));
 }
 

@@ -1,5 +1,5 @@
 import { sha256HexSync } from "../lib/crypto";
-import type { AuditDraft } from "./plan";
+import { sqlStatement, type AuditDraft, type SqlStatement } from "./plan";
 
 export const GENESIS_HASH = "0".repeat(64);
 
@@ -59,3 +59,17 @@ export async function verifyChain(rows: Iterable<AuditRow> | AsyncIterable<Audit
   }
   return { ok: true, rows: count, headSeq: prev.seq, headHash: prev.hash };
 }
+
+/** Audit rows per insert: twelve columns each, and D1 binds at most 100 parameters per statement. */
+export const AUDIT_ROWS_PER_INSERT = 8;
+
+/** One insert of audit rows, in order (at most AUDIT_ROWS_PER_INSERT). */
+export const auditInsert = (rows: AuditRow[]): SqlStatement =>
+  sqlStatement(
+    `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
+     VALUES ${rows.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+    ...rows.flatMap((row) => [
+      row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency,
+      canonicalJson(row.data), row.createdAt, row.prevHash, row.hash,
+    ]),
+  );

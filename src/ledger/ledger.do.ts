@@ -1,8 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
-import { canonicalJson, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
-import { guardReasonOf, sqlStatement, type CommitPlan, type SqlStatement } from "./plan";
+import { AUDIT_ROWS_PER_INSERT, auditInsert, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
+import { guardReasonOf, type CommitPlan, type SqlStatement } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */
 export type SqlRow = Record<string, string | number | null>;
@@ -143,16 +143,3 @@ export class LedgerDurableObject extends DurableObject<Env> {
 
 /** The one ledger sequencer. */
 export const ledgerOf = (env: Env) => env.LEDGER.getByName("ledger");
-
-/** Audit rows per insert: twelve columns each, and D1 binds at most 100 parameters per statement. */
-const AUDIT_ROWS_PER_INSERT = 8;
-
-const auditInsert = (rows: AuditRow[]): SqlStatement =>
-  sqlStatement(
-    `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
-     VALUES ${rows.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
-    ...rows.flatMap((row) => [
-      row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency,
-      canonicalJson(row.data), row.createdAt, row.prevHash, row.hash,
-    ]),
-  );

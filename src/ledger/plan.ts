@@ -46,6 +46,7 @@ export type GuardCheck = [reason: string, condition: string, ...params: SqlState
  * each (the sequencer's batches carry many plans).
  */
 export function guards(...checks: GuardCheck[]): SqlStatement {
+  if (checks.length === 0) throw new Error("guards needs at least one check");
   if (checks.length === 1) return guard(...checks[0]!);
   for (const [reason] of checks) checkReason(reason);
   const cases = checks.map(([, condition]) => `WHEN NOT (${condition}) THEN ?`).join(" ");

@@ -35,8 +35,6 @@ export type BroadcastResult =
  */
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
-  /** The gas key this object sends for (its name says the same); fixed by the first send. */
-  private gasAddress: Hex | null = null;
   private nextNonce: number | null = null;
   /** Transactions handed to the node whose answer has not come back yet. */
   private readonly sending = new Set<Promise<`0x${string}`>>();
@@ -52,9 +50,12 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     const x = settingsOf(this.env).x402;
     const key = x?.facilitatorPrivateKeys.find((k) => gasAccountOf(k).address === gasAddress);
     if (!x || !key) return { kind: "rejected", reason: "facilitator_not_configured" };
-    // This object's nonce count is one key's: a call for another key is a bug, never a send.
-    this.gasAddress ??= gasAddress;
-    if (this.gasAddress !== gasAddress) throw new Error(`settler of ${this.gasAddress} asked to send for ${gasAddress}`);
+    // This object's nonce count is its own key's (its name says which): a call for another key, or to
+    // the watcher, is a bug and never a send, since two senders for one key would reuse its nonces.
+    if (this.ctx.id.name !== laneName(gasAddress)) {
+      console.error(JSON.stringify({ level: "error", where: "x402_settler", error: `${this.ctx.id.name ?? "(unnamed)"} asked to send for ${gasAddress}` }));
+      return { kind: "rejected", reason: "settler_lane_mismatch" };
+    }
     const ready: Ready = { x, account: gasAccountOf(key), ...prepared };
     for (let attempt = 0; ; attempt++) {
       const sent = await this.serialize((endTurn) => this.send(ready, endTurn));
@@ -174,5 +175,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
 /** The object that watches settlements whose outcome is unknown (it sends nothing). */
 export const settlerOf = (env: Env) => env.X402_SETTLER.getByName("settler");
 
+const laneName = (gasAddress: Hex) => `lane:${gasAddress.toLowerCase()}`;
+
 /** The settlement lane of one gas key. */
-export const laneOf = (env: Env, gasAddress: Hex) => env.X402_SETTLER.getByName(`lane:${gasAddress.toLowerCase()}`);
+export const laneOf = (env: Env, gasAddress: Hex) => env.X402_SETTLER.getByName(laneName(gasAddress));

@@ -141,7 +141,6 @@ describe("bench routes", () => {
     // The credit and the payment at least; other tests' commits may land in between.
     expect(Number(after.body.plans) - Number(before.body.plans)).toBeGreaterThanOrEqual(2);
     expect(Number(after.body.batches)).toBeGreaterThan(Number(before.body.batches));
-    expect(Number(after.body.batches)).toBeLessThanOrEqual(Number(after.body.plans));
   });
 
   it("report the service's queued work", async () => {

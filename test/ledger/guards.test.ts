@@ -39,17 +39,24 @@ describe("guards", () => {
   });
 
   it("let the batch through when every check holds, with the checks' own parameters in place", async () => {
-    const agent = await env.DB.prepare("SELECT id FROM agents LIMIT 1").first<{ id: string }>();
     const checks: GuardCheck[] = [
       ["amount_in_range", "? BETWEEN ? AND ?", 5, 1, 10],
       ["text_matches", "? = ?", "a", "a"],
-      ["agent_or_none", "? IS NULL OR NOT EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor < 0)", agent?.id ?? null, agent?.id ?? "none"],
+      ["row_exists", "EXISTS (SELECT 1 FROM batch_guards WHERE reason = ?) OR ? = 2", "never written", 2],
     ];
     expect(await run([guards(...checks), write(1)])).toBe("committed");
-    expect(await run([guards(...checks, ["last_fails", "? = ?", "a", "b"]), write(2)])).toBe("last_fails");
+    // Each check's parameters bind to its own condition: moving one check's value breaks only that check.
+    expect(await run([guards(checks[0]!, checks[1]!, ["row_exists", checks[2]![1], "never written", 3]), write(2)])).toBe("row_exists");
+    expect(await run([guards(["amount_in_range", "? BETWEEN ? AND ?", 11, 1, 10], checks[1]!, checks[2]!), write(3)])).toBe("amount_in_range");
+    expect(await run([guards(...checks, ["last_fails", "? = ?", "a", "b"]), write(4)])).toBe("last_fails");
     expect(await written()).toBe(1);
+    // A check that is unknown (NULL) does not refuse, alone or beside others, as `guard` does not.
+    expect(await run([guard("unknown", "? = 1", null), guards(["unknown", "? = 1", null], checks[0]!), write(5)])).toBe("committed");
+    expect(await run([guards(["unknown", "? = 1", null], ["then_false", "1 = 0"]), write(6)])).toBe("then_false");
+    expect(await written()).toBe(2);
     // One check is the plain guard.
     expect(guards(["only", "1 = 1"])).toEqual(guard("only", "1 = 1"));
     expect(() => guards(["Not Snake", "1 = 1"], ["ok", "1 = 1"])).toThrow(/snake_case/);
+    expect(() => guards()).toThrow(/at least one/);
   });
 });

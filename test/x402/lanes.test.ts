@@ -3,6 +3,7 @@ import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/env";
+import { laneOf, settlerOf } from "../../src/x402/settler.do";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { freshPayer, publicClient, relayedSends, tokenBalance, xPaymentHeader } from "../helpers/x402";
@@ -51,5 +52,18 @@ describe("settlement lanes", () => {
     expect(await merchantBalance(merchant.apiKey)).toBe(before + count * cents);
     const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
     expect(verify.body.ok).toBe(true);
+  });
+
+  it("a lane sends only for its own key, and the watcher for none: two senders for one key would reuse its nonces", async () => {
+    const [a, b] = settingsOf(env).x402!.facilitatorPrivateKeys.map((key) => privateKeyToAccount(key).address);
+    const prepared = { data: "0x" as Hex, gas: 21_000n, fees: { maxFeePerGas: 2n, maxPriorityFeePerGas: 1n } };
+    const relayedBefore = (await relayedSends()).length;
+    const mismatch = { kind: "rejected", reason: "settler_lane_mismatch" };
+    expect(await laneOf(env, a!).broadcast(prepared, b!)).toEqual(mismatch);
+    expect(await settlerOf(env).broadcast(prepared, a!)).toEqual(mismatch);
+    // A key that is not configured is no lane at all.
+    const stranger = privateKeyToAccount(`0x${"7".repeat(64)}`).address;
+    expect(await laneOf(env, stranger).broadcast(prepared, stranger)).toEqual({ kind: "rejected", reason: "facilitator_not_configured" });
+    expect((await relayedSends()).length).toBe(relayedBefore);
   });
 });
