@@ -115,13 +115,13 @@ async function receiptOf(client, hash) {
 }
 
 /**
- * The floor's gas accounts, as many as the service has lanes: account 9 and accounts 14 on of the
- * same mnemonic (apart from the service's, so their nonces never mix), funded with gas here. Each
+ * The floor's gas accounts, as many as the service has lanes: account 9 and the mnemonic's accounts
+ * after the service's last (so their nonces never mix), funded with gas here. Each
  * is a lane of its own: its nonces and signatures one at a time, each send after the node answered
  * the one before, as a settler object does.
  */
 async function floorLanes(client, count) {
-  const keys = [anvilAccounts()[9].privateKey, ...Array.from({ length: count - 1 }, (_, i) => mnemonicKey(14 + i))];
+  const keys = [anvilAccounts()[9].privateKey, ...Array.from({ length: count - 1 }, (_, i) => mnemonicKey(Math.max(...GAS_LANES) + 1 + i))];
   return Promise.all(
     keys.map(async (key) => {
       const gas = privateKeyToAccount(key);
