@@ -27,6 +27,22 @@ export interface Facilitator {
 /** Settlements are spread over the gas keys in turn (per isolate; isolates start at different points). */
 let nextLane = Math.floor(Math.random() * 1024);
 
+/**
+ * Lanes whose last send failed (a key out of gas, a node refusing it), by gas address, and until when
+ * this isolate passes them over: each failure is a payment left pending until reconciliation, so a
+ * broken lane should not keep getting its share. When every lane is resting they take turns anyway.
+ */
+const resting = new Map<string, number>();
+const LANE_REST_MS = 30_000;
+
+function pickLane(lanes: `0x${string}`[], now: number): `0x${string}` {
+  for (let tried = 0; tried < lanes.length; tried++) {
+    const lane = lanes[nextLane++ % lanes.length]!;
+    if ((resting.get(lane) ?? 0) <= now) return lane;
+  }
+  return lanes[nextLane++ % lanes.length]!;
+}
+
 /** What a chain check that did not pass answers as verification: refused, or not decided at all. */
 function chainRefusal(check: Exclude<TransferCheck, { kind: "valid" }>): FacilitatorVerify {
   return check.kind === "unavailable" ? { isValid: false, unavailable: "chain_unavailable", reason: check.reason } : { isValid: false, invalidReason: check.reason };
@@ -59,8 +75,10 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
         if (check.kind !== "valid" || !check.prepared) return { kind: "failed", reason: check.kind === "valid" ? "simulation_failed" : check.reason };
         prepared = check.prepared;
       }
-      const gasAddress = lanes[nextLane++ % lanes.length]!;
+      const gasAddress = pickLane(lanes, Date.now());
       const sent = await laneOf(env, gasAddress).broadcast(prepared, gasAddress);
+      if (sent.kind === "sent") resting.delete(gasAddress);
+      else resting.set(gasAddress, Date.now() + LANE_REST_MS);
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
       try {

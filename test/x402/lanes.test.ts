@@ -54,6 +54,32 @@ describe("settlement lanes", () => {
     expect(verify.body.ok).toBe(true);
   });
 
+  it("a lane whose send fails (its key out of gas) is passed over: one payment waits for reconciliation, the rest settle on the others", async () => {
+    const lanes = settingsOf(env).x402!.facilitatorPrivateKeys.map((key) => privateKeyToAccount(key).address);
+    const broken = lanes[2]!;
+    const merchant = await createMerchant();
+    const cents = 100;
+    const payer = await freshPayer(BigInt(8 * cents) * 10_000n);
+    const charges = await Promise.all(Array.from({ length: 8 }, () => createCharge(merchant.apiKey, cents)));
+    const gas = await publicClient().getBalance({ address: broken });
+    await publicClient().request({ method: "anvil_setBalance" as never, params: [broken, "0x0"] as never });
+    try {
+      // One at a time, so the turn passes every lane twice unless a failed one is passed over.
+      const responses = [];
+      for (const charge of charges) {
+        const { header } = await xPaymentHeader(payer.key, BigInt(cents) * 10_000n);
+        responses.push(await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": header } }));
+      }
+      expect(responses.map((r) => r.status).sort()).toEqual([...Array(7).fill(200), 202]);
+      const settled = await Promise.all(responses.filter((r) => r.status === 200).map((r) => publicClient().getTransaction({ hash: r.body.settlement.transaction as Hex })));
+      expect(settled.map((t) => t.from.toLowerCase())).not.toContain(broken.toLowerCase());
+      expect(responses.find((r) => r.status === 202)!.body).toMatchObject({ status: "pending" });
+      expect(await tokenBalance(payer.address)).toBe(BigInt(cents) * 10_000n);
+    } finally {
+      await publicClient().request({ method: "anvil_setBalance" as never, params: [broken, `0x${gas.toString(16)}`] as never });
+    }
+  });
+
   it("a lane sends only for its own key, and the watcher for none: two senders for one key would reuse its nonces", async () => {
     const [a, b] = settingsOf(env).x402!.facilitatorPrivateKeys.map((key) => privateKeyToAccount(key).address);
     const prepared = { data: "0x" as Hex, gas: 21_000n, fees: { maxFeePerGas: 2n, maxPriorityFeePerGas: 1n } };
