@@ -111,9 +111,10 @@ async function main() {
     const unanswered = result.requests === 0 && result.unanswered > 0 ? ` (none of ${result.unanswered} requests answered within the window)` : "";
     log(`  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`);
     // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1 batch.
-    const ledger = { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches };
-    // (A restarted ledger object counts from zero again: then there is nothing to say.)
-    if (ledger.batches > 0 && ledger.plans >= 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
+    // A ledger object that restarted meanwhile (idle objects are evicted, say while inputs are prepared)
+    // counts from zero again: then there is nothing to say.
+    const ledger = ledgerAfter.started !== ledgerBefore.started ? null : { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches };
+    if (ledger && ledger.batches > 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
     raw[key] = { name, kind, ...result, reloads, ledger };
     return result;
   };

@@ -42,9 +42,11 @@ export class LedgerDurableObject extends DurableObject<Env> {
   private inFlight: Promise<void> | null = null;
   /** Since this object started: D1 batches run, and the plans they carried (for tests and the benchmark). */
   private readonly counts = { batches: 0, plans: 0 };
+  /** Names this start of the object, so a reader of the counts can tell they began again. */
+  private readonly started = crypto.randomUUID();
 
-  stats(): { batches: number; plans: number } {
-    return { ...this.counts };
+  stats(): { batches: number; plans: number; started: string } {
+    return { ...this.counts, started: this.started };
   }
 
   /**

@@ -141,6 +141,9 @@ describe("bench routes", () => {
     // The credit and the payment at least; other tests' commits may land in between.
     expect(Number(after.body.plans) - Number(before.body.plans)).toBeGreaterThanOrEqual(2);
     expect(Number(after.body.batches)).toBeGreaterThan(Number(before.body.batches));
+    // The same start of the object, which is how the runner knows the difference means something.
+    expect(after.body.started).toEqual(expect.any(String));
+    expect(after.body.started).toBe(before.body.started);
   });
 
   it("report the service's queued work", async () => {
