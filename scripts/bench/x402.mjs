@@ -24,7 +24,7 @@ const EIP3009_ABI = compileTestUsdc().abi;
 
 const randomNonce = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}`;
 
-/** Payers: anvil accounts 1-8 (1,000 test tokens each). The service pays gas from GAS_LANES, the chain floor from `floorGasKeys`. */
+/** Payers: anvil accounts 1-8 (1,000 test tokens each). The service pays gas from GAS_LANES, the chain floor from `floorLanes`. */
 const payers = () => anvilAccounts().slice(1, 9).map((a) => privateKeyToAccount(a.privateKey));
 
 /**

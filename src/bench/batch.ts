@@ -1,4 +1,4 @@
-import { auditInsert } from "../ledger/audit";
+import { auditInserts } from "../ledger/audit";
 import { walletPaymentPlan } from "../ledger/movements";
 import type { SqlStatement } from "../ledger/plan";
 
@@ -34,7 +34,7 @@ export function paymentShapedBatch(i: number, agentId: string, merchantId: strin
   const charge = { id: scratchChargeId(i), merchantId, amountMinor: 1, currency: "USD", description: "bench", checkoutLinkId: null };
   const plan = walletPaymentPlan({ charge, agentId, method: "ledger", reference, paidAt });
   // The sequencer's own insert; scratch rows are numbered by `i`: no chain is read or hashed, that is the sequencer's own work.
-  const audit = plan.audit.length === 0 ? [] : [auditInsert(plan.audit.map((draft, k) => ({ ...draft, seq: i * 4 + k + 1, prevHash: "0".repeat(64), hash: "0".repeat(64) })))];
+  const audit = auditInserts(plan.audit.map((draft, k) => ({ ...draft, seq: i * 4 + k + 1, prevHash: "0".repeat(64), hash: "0".repeat(64) })));
   return [...plan.statements, ...audit].map((s) => ({ sql: toScratch(s.sql), params: s.params }));
 }
 

@@ -61,10 +61,16 @@ export async function verifyChain(rows: Iterable<AuditRow> | AsyncIterable<Audit
 }
 
 /** Audit rows per insert: twelve columns each, and D1 binds at most 100 parameters per statement. */
-export const AUDIT_ROWS_PER_INSERT = 8;
+const AUDIT_ROWS_PER_INSERT = 8;
 
-/** One insert of audit rows, in order (at most AUDIT_ROWS_PER_INSERT). */
-export const auditInsert = (rows: AuditRow[]): SqlStatement =>
+/** The inserts of audit rows, in order, a few rows each (none for no rows). */
+export function auditInserts(rows: AuditRow[]): SqlStatement[] {
+  const inserts: SqlStatement[] = [];
+  for (let at = 0; at < rows.length; at += AUDIT_ROWS_PER_INSERT) inserts.push(auditInsert(rows.slice(at, at + AUDIT_ROWS_PER_INSERT)));
+  return inserts;
+}
+
+const auditInsert = (rows: AuditRow[]): SqlStatement =>
   sqlStatement(
     `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
      VALUES ${rows.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,

@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
-import { AUDIT_ROWS_PER_INSERT, auditInsert, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
+import { auditInserts, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
 import { guardReasonOf, type CommitPlan, type SqlStatement } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */
@@ -112,7 +112,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
       }
     }
     // The group's audit rows go last (no plan reads the chain), a few per statement.
-    for (let at = 0; at < auditRows.length; at += AUDIT_ROWS_PER_INSERT) statements.push(auditInsert(auditRows.slice(at, at + AUDIT_ROWS_PER_INSERT)));
+    statements.push(...auditInserts(auditRows));
     const db = this.env.DB;
     const abort = () => this.ctx.abort("fault injection");
     try {
