@@ -17,11 +17,13 @@ import autocannon from "autocannon";
  *   overallRate?: number,
  *   onResponse?: (status: number, body: string) => void,
  *   afterWarmup?: (warmup: { okRps: number }) => Promise<void>,
+ *   meter?: { begin: () => unknown, end: (begun: unknown) => unknown },
  * }} LoadOptions
  * @typedef {{
  *   requests: number, ok: number, errors: number, rps: number, okRps: number,
  *   p50: number, p90: number, p99: number, max: number, mean: number,
  *   statuses: Record<string, number>, socketErrors: number, timeouts: number, unanswered: number, seconds: number,
+ *   threads: unknown,
  * }} LoadResult
  */
 
@@ -62,7 +64,10 @@ export async function load(options) {
     // The warm-up's rate tells how many prepared inputs (pending charges, signed payments) the run needs.
     await options.afterWarmup?.({ okRps: okOf(statusesOf(warm)) / warm.duration });
   }
+  // What the service's processes did during the measured run alone (scripts/bench/threads.mjs).
+  const begun = options.meter?.begin();
   const result = await once({ ...options, amount: options.requests }, options.next);
+  const threads = options.meter ? options.meter.end(begun) : null;
   const statuses = statusesOf(result);
   const responses = Object.values(statuses).reduce((a, b) => a + b, 0);
   const ok = okOf(statuses);
@@ -87,5 +92,6 @@ export async function load(options) {
     timeouts: result.timeouts,
     unanswered,
     seconds,
+    threads,
   };
 }

@@ -8,24 +8,26 @@ const RESULTS = fileURLToPath(new URL("../../bench/results", import.meta.url));
 const fmt = (n, digits = 0) => (n === null || n === undefined || Number.isNaN(n) ? "-" : n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 
 /**
- * @param {{ name: string, kind: "floor" | "scenario", result: { okRps: number, p50: number, p99: number, errors: number } | null,
+ * @param {{ name: string, kind: "floor" | "scenario", result: { okRps: number, p50: number, p99: number, errors: number, threads?: { service?: { busy: number } } | null } | null,
  *   floor?: string | null, ratio?: number | null, target?: string | null, met?: boolean | null, note?: string | null }[]} rows
  */
 export function table(rows) {
-  const header = ["", "req/s", "p50 ms", "p99 ms", "errors", "floor", "ratio", "target", "met"];
+  const header = ["", "req/s", "p50 ms", "p99 ms", "errors", "thread", "floor", "ratio", "target", "met"];
+  const busy = (r) => r.result?.threads?.service?.busy;
   const lines = rows.map((r) => [
     r.name,
     r.result ? fmt(r.result.okRps, r.result.okRps < 100 ? 1 : 0) : "-",
     r.result ? fmt(r.result.p50, r.result.p50 < 10 ? 1 : 0) : "-",
     r.result ? fmt(r.result.p99, r.result.p99 < 10 ? 1 : 0) : "-",
     r.result ? fmt(r.result.errors) : "-",
+    busy(r) === undefined ? "-" : `${fmt(busy(r) * 100)} %`,
     r.floor ?? "",
     r.ratio === null || r.ratio === undefined ? "" : fmt(r.ratio, 2),
     r.target ?? "",
     r.met === null || r.met === undefined ? "" : r.met ? "yes" : "NO",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => String(l[i]).length)));
-  const render = (cells) => cells.map((c, i) => (i === 0 || i >= 5 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ").trimEnd();
+  const render = (cells) => cells.map((c, i) => (i === 0 || i >= 6 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ").trimEnd();
   const out = [render(header), widths.map((w) => "-".repeat(w)).join("  ")];
   let kind = rows[0]?.kind;
   for (const [i, l] of lines.entries()) {

@@ -16,6 +16,7 @@ import { load } from "./load.mjs";
 import { startReceiver } from "./receiver.mjs";
 import { table, writeJson } from "./report.mjs";
 import { startService } from "./server.mjs";
+import { describeUsage, threadMeter } from "./threads.mjs";
 import { chainSettleFloor, chainSnapshot, signPayments } from "./x402.mjs";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
@@ -115,6 +116,8 @@ async function main() {
     // counts from zero again: then there is nothing to say.
     const ledger = ledgerAfter.started !== ledgerBefore.started ? null : { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches };
     if (ledger && ledger.batches > 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
+    const threads = describeUsage(result.threads);
+    if (threads) log(`  threads: ${threads}`);
     raw[key] = { name, kind, ...result, reloads, ledger };
     return result;
   };
@@ -153,7 +156,7 @@ async function main() {
   const [template] = await createCharges(B, shop.apiKey, 1);
   log(`  ${AGENTS + 2} agents with $${(CREDIT / 100).toLocaleString("en-US")} each, 5 merchants, ${GRANTS + 1} grants`);
 
-  const base = { url: B, connections: CONNECTIONS, warmupSeconds: WARMUP, seconds: SECONDS };
+  const base = { url: B, connections: CONNECTIONS, warmupSeconds: WARMUP, seconds: SECONDS, meter: threadMeter(service.pgid, service.port) };
   const perRun = WARMUP + SECONDS;
 
   // --- Floors --------------------------------------------------------------------------------
@@ -379,6 +382,7 @@ async function main() {
       duplicates: receiver.stats.duplicates,
       badSignatures: receiver.stats.badSignatures,
       drainSeconds: (lastArrival - hookEnded) / 1000,
+      threads: webhookLoad.threads,
     };
     raw.webhook_delivery = { name: "webhook delivery (lag)", kind: "scenario", ...webhooks };
     log(
@@ -440,6 +444,7 @@ async function main() {
   const text = table(rows);
   console.log(`\n${text}\n`);
   console.log("req/s counts successful responses; for webhooks it is events delivered per second while the payments ran, and p50/p99 are the lag from payment to delivery.");
+  console.log("thread is how much of the measured window the service's workerd thread (every isolate, Durable Object and the local D1) spent on a CPU: near 100 % the row is bound by that one thread.");
   if (steps) console.log(`Step costs, one at a time on an idle service (ms): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}`).join("; ")}.`);
   const file = writeJson({
     startedAt: startedAt.toISOString(),
@@ -449,7 +454,19 @@ async function main() {
     machine: await machine(),
     paymentBatchStatements: statements,
     stepMs: steps,
-    table: rows.map((r) => ({ name: r.name, kind: r.kind, okRps: r.result?.okRps ?? null, p50: r.result?.p50 ?? null, p99: r.result?.p99 ?? null, errors: r.result?.errors ?? null, floor: r.floor ?? null, ratio: r.ratio ?? null, target: r.target ?? null, met: r.met ?? null })),
+    table: rows.map((r) => ({
+      name: r.name,
+      kind: r.kind,
+      okRps: r.result?.okRps ?? null,
+      p50: r.result?.p50 ?? null,
+      p99: r.result?.p99 ?? null,
+      errors: r.result?.errors ?? null,
+      serviceThreadBusy: r.result?.threads?.service?.busy ?? null,
+      floor: r.floor ?? null,
+      ratio: r.ratio ?? null,
+      target: r.target ?? null,
+      met: r.met ?? null,
+    })),
     results: raw,
     elapsedSeconds: (Date.now() - t0) / 1000,
   });

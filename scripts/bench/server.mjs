@@ -99,5 +99,5 @@ export async function startService({ log }) {
     }
     await new Promise((r) => setTimeout(r, 300));
   }
-  return { url, rpcUrl: `http://127.0.0.1:${anvilPort}`, stateDir, output: () => output, reloads: () => reloads, stop };
+  return { url, port, pgid: child.pid, rpcUrl: `http://127.0.0.1:${anvilPort}`, stateDir, output: () => output, reloads: () => reloads, stop };
 }

@@ -18,6 +18,9 @@ async function freePort(): Promise<number> {
 
 export interface DevServer {
   url: string;
+  port: number;
+  /** The process group of `npm run dev` and everything it started (wrangler, both workerd, anvil). */
+  pgid: number;
   rpcUrl: string;
   /** Runs SQL against the server's local D1 (as an operator with wrangler would). */
   d1: (sql: string) => { status: number | null; stdout: string; stderr: string };
@@ -51,6 +54,8 @@ export async function startDevServer(): Promise<DevServer> {
   }
   return {
     url,
+    port,
+    pgid: child.pid!,
     rpcUrl: `http://127.0.0.1:${anvilPort}`,
     d1: (sql) => {
       // A second process on the running server's local database: under a loaded machine it failed

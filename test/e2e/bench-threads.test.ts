@@ -1,0 +1,93 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeUsage, serviceProcesses, snapshot, usage, type WatchedProcess } from "../../scripts/bench/threads.mjs";
+import { startDevServer, type DevServer } from "./dev-server";
+
+// `npm run bench`'s thread column reads the kernel's accounting of real processes (Linux /proc).
+const linux = existsSync("/proc/self/schedstat");
+
+const node = (code: string): ChildProcess => spawn(process.execPath, ["-e", code], { stdio: "ignore" });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
+  it("tells a thread that spins from one that sleeps", async () => {
+    const spinner = node("for (;;) {}");
+    const sleeper = node("setTimeout(() => {}, 600_000)");
+    try {
+      await sleep(300);
+      const watched: WatchedProcess[] = [
+        { role: "service", pid: spinner.pid!, allThreads: false },
+        { role: "proxy", pid: sleeper.pid!, allThreads: false },
+      ];
+      const before = snapshot(watched);
+      await sleep(1_000);
+      const shares = usage(before, snapshot(watched))!;
+      // A spinning thread is always on a CPU or waiting for one, however loaded the machine is.
+      expect(shares.service!.busy + shares.service!.waiting).toBeGreaterThan(0.8);
+      expect(shares.proxy!.busy).toBeLessThan(0.1);
+      expect(describeUsage(shares)).toMatch(/^the service's thread \d+ % busy \(\+\d+ % waiting for a core\), the dev proxy's \d+ %$/);
+    } finally {
+      spinner.kill("SIGKILL");
+      sleeper.kill("SIGKILL");
+    }
+  });
+
+  it("counts every thread of a pool (anvil's), or the main thread alone (workerd's)", async () => {
+    // The main thread sleeps; a worker thread spins.
+    const pool = node("new (require('node:worker_threads').Worker)('for (;;) {}', { eval: true }); setTimeout(() => {}, 600_000)");
+    try {
+      await sleep(500);
+      const watched: WatchedProcess[] = [
+        { role: "anvil", pid: pool.pid!, allThreads: true },
+        { role: "service", pid: pool.pid!, allThreads: false },
+      ];
+      const before = snapshot(watched);
+      await sleep(1_000);
+      const shares = usage(before, snapshot(watched))!;
+      expect(shares.anvil!.busy + shares.anvil!.waiting).toBeGreaterThan(0.8);
+      expect(shares.service!.busy).toBeLessThan(0.1);
+    } finally {
+      pool.kill("SIGKILL");
+    }
+  });
+
+  it("leaves out a process that ended inside the window, and says nothing when nothing is left", async () => {
+    const brief = node("setTimeout(() => {}, 600_000)");
+    const watched: WatchedProcess[] = [{ role: "service", pid: brief.pid!, allThreads: false }];
+    await sleep(200);
+    const before = snapshot(watched);
+    expect(before.readings[0]!.threads![String(brief.pid)]!.cpuNs).toBeGreaterThanOrEqual(0);
+    brief.kill("SIGKILL");
+    await new Promise((r) => brief.once("exit", r));
+    await sleep(100);
+    const after = snapshot(watched);
+    expect(after.readings[0]!.threads).toBeNull();
+    expect(usage(before, after)).toBeNull();
+    expect(describeUsage(null)).toBeNull();
+  });
+
+  describe("on `npm run dev`", () => {
+    let dev: DevServer;
+    beforeAll(async () => {
+      dev = await startDevServer();
+    });
+    afterAll(async () => {
+      await dev?.stop();
+    });
+
+    it("finds the entry proxy, the service's workerd and anvil, and measures the service's thread under requests", async () => {
+      const found = serviceProcesses(dev.pgid, dev.port);
+      expect(found.map((p) => p.role).sort()).toEqual(["anvil", "proxy", "service"]);
+      expect(found.find((p) => p.role === "anvil")!.allThreads).toBe(true);
+
+      const before = snapshot(found);
+      for (let i = 0; i < 100; i++) expect((await fetch(`${dev.url}/no-such-route`)).status).toBe(404);
+      const shares = usage(before, snapshot(found))!;
+      // Every request ran on the service's thread and passed through the proxy.
+      expect(shares.service!.busy).toBeGreaterThan(0);
+      expect(shares.proxy!.busy).toBeGreaterThan(0);
+      expect(describeUsage(shares)).toMatch(/the service's thread .*, the dev proxy's .*, anvil \d+ %/);
+    });
+  });
+});
