@@ -9,6 +9,12 @@ const linux = existsSync("/proc/self/schedstat");
 
 const node = (code: string): ChildProcess => spawn(process.execPath, ["-e", code], { stdio: "ignore" });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** What the watched processes did over one second. */
+async function overOneSecond(watched: WatchedProcess[]) {
+  const before = snapshot(watched);
+  await sleep(1_000);
+  return usage(before, snapshot(watched))!;
+}
 
 describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
   it("tells a thread that spins from one that sleeps", async () => {
@@ -16,13 +22,10 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
     const sleeper = node("setTimeout(() => {}, 600_000)");
     try {
       await sleep(300);
-      const watched: WatchedProcess[] = [
+      const shares = await overOneSecond([
         { role: "service", pid: spinner.pid!, allThreads: false },
         { role: "proxy", pid: sleeper.pid!, allThreads: false },
-      ];
-      const before = snapshot(watched);
-      await sleep(1_000);
-      const shares = usage(before, snapshot(watched))!;
+      ]);
       // A spinning thread is always on a CPU or waiting for one, however loaded the machine is.
       expect(shares.service!.busy + shares.service!.waiting).toBeGreaterThan(0.8);
       expect(shares.proxy!.busy).toBeLessThan(0.1);
@@ -38,13 +41,10 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
     const pool = node("new (require('node:worker_threads').Worker)('for (;;) {}', { eval: true }); setTimeout(() => {}, 600_000)");
     try {
       await sleep(500);
-      const watched: WatchedProcess[] = [
+      const shares = await overOneSecond([
         { role: "anvil", pid: pool.pid!, allThreads: true },
         { role: "service", pid: pool.pid!, allThreads: false },
-      ];
-      const before = snapshot(watched);
-      await sleep(1_000);
-      const shares = usage(before, snapshot(watched))!;
+      ]);
       expect(shares.anvil!.busy + shares.anvil!.waiting).toBeGreaterThan(0.8);
       expect(shares.service!.busy).toBeLessThan(0.1);
     } finally {
