@@ -2,7 +2,8 @@
 // accounting (Linux /proc/<pid>/task/<tid>/schedstat: nanoseconds on a CPU, nanoseconds runnable
 // but waiting for one). workerd runs every isolate, Durable Object and the local D1 on its main
 // thread, so that thread at or near 100 % says a row is bound by the service's one thread on this
-// machine, not by a queue or the chain. Elsewhere than Linux there is no /proc: readings are null.
+// machine, not by a queue or the chain. Elsewhere than Linux there is no /proc: no process is
+// found, and a window's usage is null (the table shows "-").
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 
 const read = (file) => {
