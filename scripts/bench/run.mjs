@@ -111,11 +111,15 @@ async function main() {
     if (reloads > 0) log(`  warning: the service reloaded ${reloads} time(s) during this run (a source file changed); its numbers are suspect`);
     const unanswered = result.requests === 0 && result.unanswered > 0 ? ` (none of ${result.unanswered} requests answered within the window)` : "";
     log(`  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`);
-    // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1 batch.
+    // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1
+    // batch, and the statements those batches ran per plan.
     // A ledger object that restarted meanwhile (idle objects are evicted, say while inputs are prepared)
     // counts from zero again: then there is nothing to say.
-    const ledger = ledgerAfter.started !== ledgerBefore.started ? null : { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches };
-    if (ledger && ledger.batches > 0) log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${(ledger.plans / ledger.batches).toFixed(1)} per batch)`);
+    const ledger = ledgerAfter.started !== ledgerBefore.started ? null : { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches, statements: ledgerAfter.statements - ledgerBefore.statements };
+    if (ledger && ledger.batches > 0) {
+      const perBatch = (ledger.plans / ledger.batches).toFixed(1);
+      log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${perBatch} per batch, ${(ledger.statements / ledger.plans).toFixed(1)} statements per plan)`);
+    }
     const threads = describeUsage(result.threads);
     if (threads) log(`  threads: ${threads}`);
     raw[key] = { name, kind, ...result, reloads, ledger };

@@ -1,5 +1,5 @@
 import { sha256HexSync } from "../lib/crypto";
-import { sqlStatement, type AuditDraft, type SqlStatement } from "./plan";
+import { appendRows, mergeAppends, type AuditDraft, type SqlStatement } from "./plan";
 
 export const GENESIS_HASH = "0".repeat(64);
 
@@ -60,22 +60,15 @@ export async function verifyChain(rows: Iterable<AuditRow> | AsyncIterable<Audit
   return { ok: true, rows: count, headSeq: prev.seq, headHash: prev.hash };
 }
 
-/** Audit rows per insert: twelve columns each, and D1 binds at most 100 parameters per statement. */
-const AUDIT_ROWS_PER_INSERT = 8;
+const AUDIT_INSERT =
+  "INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)";
 
-/** The inserts of audit rows, in order, a few rows each (none for no rows). */
-export function auditInserts(rows: AuditRow[]): SqlStatement[] {
-  const inserts: SqlStatement[] = [];
-  for (let at = 0; at < rows.length; at += AUDIT_ROWS_PER_INSERT) inserts.push(auditInsert(rows.slice(at, at + AUDIT_ROWS_PER_INSERT)));
-  return inserts;
-}
-
-const auditInsert = (rows: AuditRow[]): SqlStatement =>
-  sqlStatement(
-    `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)
-     VALUES ${rows.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
-    ...rows.flatMap((row) => [
-      row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency,
-      canonicalJson(row.data), row.createdAt, row.prevHash, row.hash,
-    ]),
+/** The inserts of audit rows, in order, as many to an insert as D1's parameter limit allows (none for no rows). */
+export const auditInserts = (rows: AuditRow[]): SqlStatement[] =>
+  mergeAppends(
+    rows.map((row) =>
+      appendRows(AUDIT_INSERT, 12, [
+        [row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency, canonicalJson(row.data), row.createdAt, row.prevHash, row.hash],
+      ]),
+    ),
   );

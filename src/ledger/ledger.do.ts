@@ -2,16 +2,17 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
 import { auditInserts, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
-import { guardReasonOf, type CommitPlan, type SqlStatement } from "./plan";
+import { guardReasonOf, mergeAppends, type CommitPlan, type SqlStatement } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */
 export type SqlRow = Record<string, string | number | null>;
 
 export type CommitResult =
+  /** `results`: one per statement of the plan's own, in order; its appendable inserts, merged with the group's, have none. */
   | { kind: "committed"; auditSeqs: number[]; results: SqlRow[][] }
   | { kind: "refused"; reason: string };
 
-/** The most plans one D1 batch carries (a payment plan is about a dozen statements). */
+/** The most plans one D1 batch carries (a payment plan is about ten statements). */
 export const MAX_GROUP = 16;
 
 interface Pending {
@@ -40,12 +41,12 @@ export class LedgerDurableObject extends DurableObject<Env> {
   private readonly waiting: Pending[] = [];
   /** The group being committed right now, if any; callers whose plan is not in it wait for it. */
   private inFlight: Promise<void> | null = null;
-  /** Since this object started: D1 batches run, and the plans they carried (for tests and the benchmark). */
-  private readonly counts = { batches: 0, plans: 0 };
+  /** Since this object started: D1 batches run, the plans they carried and their statements (for tests and the benchmark). */
+  private readonly counts = { batches: 0, plans: 0, statements: 0 };
   /** Names this start of the object, so a reader of the counts can tell they began again. */
   private readonly started = crypto.randomUUID();
 
-  stats(): { batches: number; plans: number; started: string } {
+  stats(): { batches: number; plans: number; statements: number; started: string } {
     return { ...this.counts, started: this.started };
   }
 
@@ -97,12 +98,15 @@ export class LedgerDurableObject extends DurableObject<Env> {
   private async apply(plans: CommitPlan[]): Promise<CommitResult[]> {
     let prev = this.head ?? (await this.readHead());
     const statements: SqlStatement[] = [];
+    const appendable: SqlStatement[] = [];
     const auditRows: AuditRow[] = [];
     const spans: { start: number; count: number; auditSeqs: number[] }[] = [];
     for (const plan of plans) {
       const auditSeqs: number[] = [];
-      spans.push({ start: statements.length, count: plan.statements.length, auditSeqs });
-      statements.push(...plan.statements);
+      const own = plan.statements.filter((s) => !s.append);
+      spans.push({ start: statements.length, count: own.length, auditSeqs });
+      statements.push(...own);
+      appendable.push(...plan.statements.filter((s) => s.append));
       for (const draft of plan.audit) {
         const seq = prev.seq + 1;
         const hash = chainHash(prev.hash, seq, draft);
@@ -111,8 +115,9 @@ export class LedgerDurableObject extends DurableObject<Env> {
         prev = { seq, hash };
       }
     }
-    // The group's audit rows go last (no plan reads the chain), a few per statement.
-    statements.push(...auditInserts(auditRows));
+    // The group's appends (ledger entries, outbox events) and audit rows go last, merged a few
+    // plans to a statement: no statement of a batch reads those tables.
+    statements.push(...mergeAppends(appendable), ...auditInserts(auditRows));
     const db = this.env.DB;
     const abort = () => this.ctx.abort("fault injection");
     try {
@@ -121,6 +126,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
       this.head = prev;
       this.counts.batches++;
       this.counts.plans += plans.length;
+      this.counts.statements += statements.length;
       faultPoint("ledger.after_batch", { abort });
       return spans.map((span) => ({
         kind: "committed",

@@ -7,6 +7,12 @@
 export interface SqlStatement {
   sql: string;
   params: (string | number | null)[];
+  /**
+   * Set on a plain multi-row insert (`appendRows`) into a table that no statement of a batch
+   * reads (ledger entries, outbox events): the sequencer may write its rows after the group's
+   * other statements, in one insert with other plans' rows of the same insert.
+   */
+  append?: { into: string; width: number };
 }
 
 export interface AuditDraft {
@@ -27,6 +33,40 @@ export interface CommitPlan {
 }
 
 export const sqlStatement = (sql: string, ...params: SqlStatement["params"]): SqlStatement => ({ sql, params });
+
+/** D1 binds at most 100 parameters per statement. */
+export const MAX_PARAMS = 100;
+
+/**
+ * `into` ("INSERT INTO t (a, b)") with one VALUES row per entry of `rows`, each `width` values
+ * wide: one statement that a sequencer may merge with other plans' rows of the same insert
+ * (see SqlStatement.append). Only for tables no statement of a batch reads.
+ */
+export function appendRows(into: string, width: number, rows: SqlStatement["params"][]): SqlStatement {
+  if (rows.length === 0 || rows.some((row) => row.length !== width)) throw new Error(`appendRows needs rows of ${width} values`);
+  const placeholders = `(${Array(width).fill("?").join(", ")})`;
+  return { sql: `${into} VALUES ${rows.map(() => placeholders).join(", ")}`, params: rows.flat(), append: { into, width } };
+}
+
+/**
+ * Appendable inserts (SqlStatement.append) with their rows merged: one statement per insert, or
+ * as few as the parameter limit allows, rows in the order given.
+ */
+export function mergeAppends(statements: SqlStatement[]): SqlStatement[] {
+  const rowsByInsert = new Map<string, { width: number; rows: SqlStatement["params"][] }>();
+  for (const { append, params } of statements) {
+    if (!append) throw new Error("mergeAppends takes appendable inserts only");
+    const insert = rowsByInsert.get(append.into) ?? { width: append.width, rows: [] };
+    for (let at = 0; at < params.length; at += append.width) insert.rows.push(params.slice(at, at + append.width));
+    rowsByInsert.set(append.into, insert);
+  }
+  const merged: SqlStatement[] = [];
+  for (const [into, { width, rows }] of rowsByInsert) {
+    const perInsert = Math.max(1, Math.floor(MAX_PARAMS / width));
+    for (let at = 0; at < rows.length; at += perInsert) merged.push(appendRows(into, width, rows.slice(at, at + perInsert)));
+  }
+  return merged;
+}
 
 /**
  * Aborts the whole batch with `reason` unless `condition` (an SQL boolean

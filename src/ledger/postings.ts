@@ -1,4 +1,4 @@
-import { sqlStatement, type SqlStatement } from "./plan";
+import { appendRows, sqlStatement, type SqlStatement } from "./plan";
 
 /** Ledger accounts: wallets and merchant balances, and the outside world money enters from. */
 export type Account = `agent:${string}` | `merchant:${string}` | `external:${string}`;
@@ -23,17 +23,18 @@ export function entriesOf(postings: Posting[]): { account: Account; amountMinor:
 }
 
 /**
- * The statements that record postings: the entries themselves and the cached
- * balance of every agent and merchant account they touch. The balance columns
+ * The statements that record postings: the entries themselves (an appendable
+ * insert: nothing in a batch reads them) and the cached balance of every agent
+ * and merchant account they touch. The balance columns
  * carry CHECK (>= 0), so an overdraft aborts the batch.
  */
 export function postingStatements(transferId: string, postings: Posting[], createdAt: string): SqlStatement[] {
   const entries = entriesOf(postings);
-  const values = entries.map(() => "(?, ?, ?, ?)").join(", ");
   const statements = [
-    sqlStatement(
-      `INSERT INTO ledger_entries (transfer_id, account, amount_minor, created_at) VALUES ${values}`,
-      ...entries.flatMap((e) => [transferId, e.account, e.amountMinor, createdAt]),
+    appendRows(
+      "INSERT INTO ledger_entries (transfer_id, account, amount_minor, created_at)",
+      4,
+      entries.map((e) => [transferId, e.account, e.amountMinor, createdAt]),
     ),
   ];
   for (const entry of entries) {

@@ -1,6 +1,6 @@
 import { newId } from "../lib/ids";
 import { canonicalJson } from "../ledger/audit";
-import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import { appendRows, sqlStatement, type SqlStatement } from "../ledger/plan";
 
 export const EVENT_TYPES = [
   "charge.created",
@@ -16,6 +16,8 @@ export const EVENT_TYPES = [
 
 export type EventType = (typeof EVENT_TYPES)[number];
 
+const OUTBOX_INSERT = "INSERT INTO outbox_events (id, type, merchant_id, data, created_at)";
+
 /**
  * The outbox row for one webhook event. It is written in the same batch as the
  * change it reports and delivered afterwards, so no event is lost when a step fails.
@@ -24,13 +26,14 @@ export function outboxEvent(type: EventType, merchantId: string | null, data: Re
   return outboxEvents(merchantId, data, createdAt, type);
 }
 
-/** Events of several types about the same change, with the same data, as one multi-row insert. */
+/**
+ * Events of several types about the same change, with the same data, as one multi-row insert: an
+ * appendable one (no statement of a batch reads the outbox; the dispatcher does, after it), so
+ * the ledger sequencer writes a group's events in one insert.
+ */
 export function outboxEvents(merchantId: string | null, data: Record<string, unknown>, createdAt: string, ...types: EventType[]): SqlStatement {
   const payload = canonicalJson(data);
-  return sqlStatement(
-    `INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES ${types.map(() => "(?, ?, ?, ?, ?)").join(", ")}`,
-    ...types.flatMap((type) => [newId("webhookEvent"), type, merchantId, payload, createdAt]),
-  );
+  return appendRows(OUTBOX_INSERT, 5, types.map((type) => [newId("webhookEvent"), type, merchantId, payload, createdAt]));
 }
 
 /** The same, written only if `condition` (SQL over `params`) holds when the batch runs. */
@@ -43,7 +46,7 @@ export function outboxEventWhen(
   ...params: SqlStatement["params"]
 ): SqlStatement {
   return sqlStatement(
-    `INSERT INTO outbox_events (id, type, merchant_id, data, created_at) SELECT ?, ?, ?, ?, ? WHERE ${condition}`,
+    `${OUTBOX_INSERT} SELECT ?, ?, ?, ?, ? WHERE ${condition}`,
     newId("webhookEvent"), type, merchantId, canonicalJson(data), createdAt, ...params,
   );
 }

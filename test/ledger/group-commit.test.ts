@@ -51,6 +51,10 @@ describe("group commit", () => {
     const after = await ledger.stats();
     expect(after.plans - before.plans).toBe(33);
     expect(after.batches - before.batches).toBe(3);
+    // A credit plan's own statements are a guard, the balance update and the balance read; its ledger
+    // entries (two rows) and audit row are appended. Alone: 3 + 1 + 1. A group of 16: 48, then 32 entry
+    // rows four values wide in two inserts (25 rows at most each) and 16 audit rows in two (8 each).
+    expect(after.statements - before.statements).toBe(5 + 2 * (48 + 2 + 2));
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : [])).sort((a, b) => a - b);
     expect(seqs).toHaveLength(33);
     expect(seqs.at(-1)! - seqs[0]!).toBe(32);
@@ -96,6 +100,18 @@ describe("group commit", () => {
     expect(paid?.n).toBe(11);
     const total = (await Promise.all(agents.map((a) => balanceOf(a.apiKey)))).reduce((a, b) => a + b, 0);
     expect(total).toBe(10 * 1000 - 10 * 100 - 70);
+    // Each payment's entries and events (merged into its group's inserts) landed once: two entries that
+    // sum to zero, and payment.succeeded and charge.succeeded naming its charge.
+    const entries = await env.DB.prepare(
+      "SELECT c.id AS chargeId, COUNT(*) AS n, SUM(e.amount_minor) AS total FROM charges c JOIN ledger_entries e ON e.transfer_id = c.reference WHERE c.merchant_id = ? GROUP BY c.id",
+    ).bind(merchant.merchantId).all<{ chargeId: string; n: number; total: number }>();
+    expect(entries.results).toHaveLength(11);
+    expect(entries.results.every((e) => e.n === 2 && e.total === 0)).toBe(true);
+    const events = await env.DB.prepare(
+      "SELECT json_extract(data, '$.chargeId') AS chargeId, type FROM outbox_events WHERE merchant_id = ? AND type IN ('payment.succeeded', 'charge.succeeded')",
+    ).bind(merchant.merchantId).all<{ chargeId: string; type: string }>();
+    const paidIds = entries.results.map((e) => e.chargeId).sort();
+    for (const type of ["payment.succeeded", "charge.succeeded"]) expect(events.results.filter((e) => e.type === type).map((e) => e.chargeId).sort()).toEqual(paidIds);
     await expectChainVerifies();
   });
 });
