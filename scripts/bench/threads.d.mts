@@ -6,7 +6,7 @@ export interface WatchedProcess {
 }
 export interface Snapshot {
   atNs: bigint;
-  readings: (WatchedProcess & { threads: Record<string, { cpuNs: number; waitNs: number }> | null })[];
+  readings: (WatchedProcess & { threads: Record<string, { cpuNs: number; waitNs: number; startTicks: string }> | null })[];
 }
 export type Usage = Partial<Record<Role, { busy: number; waiting: number }>>;
 export declare function serviceProcesses(pgid: number, port: number): WatchedProcess[];

@@ -46,9 +46,16 @@ export function serviceProcesses(pgid, port) {
   return found;
 }
 
+/** When a thread started (clock ticks since boot, /proc/<pid>/task/<tid>/stat field 22), or null if it is gone. */
+function startTicksOf(pid, tid) {
+  const stat = read(`/proc/${pid}/task/${tid}/stat`);
+  return stat ? stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] : null;
+}
+
 /**
  * Cumulative nanoseconds on a CPU and waiting for one, per thread id, of a process's main thread
- * or all its threads; null once the process is gone.
+ * or all its threads, with when each started (a thread id is reused once ids wrap around, and
+ * anvil's pool starts and ends threads all along); null once the process is gone.
  */
 function schedstatOf({ pid, allThreads }) {
   let tids = [String(pid)];
@@ -61,10 +68,11 @@ function schedstatOf({ pid, allThreads }) {
   }
   const threads = {};
   for (const tid of tids) {
+    const startTicks = startTicksOf(pid, tid);
     const line = read(`/proc/${pid}/task/${tid}/schedstat`);
-    if (!line) continue;
+    if (!line || startTicks === null) continue;
     const [cpuNs, waitNs] = line.trim().split(/\s+/).map(Number);
-    threads[tid] = { cpuNs, waitNs };
+    threads[tid] = { cpuNs, waitNs, startTicks };
   }
   return Object.keys(threads).length > 0 ? threads : null;
 }
@@ -77,7 +85,8 @@ export function snapshot(processes) {
 /**
  * Each role's share of the window between two snapshots: `busy` on a CPU, `waiting` runnable but
  * without one (fractions of one core), over the threads there at both ends (a pool's thread that
- * came or went inside the window is left out, so a pool may read low). A process that started or
+ * came or went inside the window is left out, so a pool may read low; so is a thread id that names
+ * another thread at the end, a newer one that started since). A process that started or
  * ended inside the window (a reload) is left out; null when nothing could be read.
  */
 export function usage(before, after) {
@@ -90,7 +99,7 @@ export function usage(before, after) {
     const share = shares[end.role] ?? { busy: 0, waiting: 0 };
     for (const [tid, last] of Object.entries(end.threads)) {
       const first = start.threads[tid];
-      if (!first) continue;
+      if (!first || first.startTicks !== last.startTicks) continue;
       share.busy += (last.cpuNs - first.cpuNs) / windowNs;
       share.waiting += (last.waitNs - first.waitNs) / windowNs;
     }

@@ -67,6 +67,25 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
     expect(describeUsage(null)).toBeNull();
   });
 
+  it("reads when each thread started, and does not count a thread id that names a newer thread at the end", async () => {
+    const sleeper = node("setTimeout(() => {}, 600_000)");
+    try {
+      await sleep(200);
+      const real = snapshot([{ role: "anvil", pid: sleeper.pid!, allThreads: true }]);
+      expect(real.readings[0]!.threads![String(sleeper.pid)]!.startTicks).toMatch(/^\d+$/);
+    } finally {
+      sleeper.kill("SIGKILL");
+    }
+    // Thread ids are reused once they wrap around: the same id with another start is another thread,
+    // whose smaller counters would otherwise read as negative time.
+    const at = (seconds: number, cpuNs: number, startTicks: string) => ({
+      atNs: BigInt(seconds * 1e9),
+      readings: [{ role: "anvil" as const, pid: 1, allThreads: true, threads: { "7": { cpuNs, waitNs: 0, startTicks } } }],
+    });
+    expect(usage(at(10, 5e9, "100"), at(11, 5.5e9, "100"))!.anvil!.busy).toBeCloseTo(0.5);
+    expect(usage(at(10, 5e9, "100"), at(11, 1e6, "900"))!.anvil).toEqual({ busy: 0, waiting: 0 });
+  });
+
   describe("on `npm run dev`", () => {
     let dev: DevServer;
     beforeAll(async () => {
