@@ -12,6 +12,7 @@ import { newId } from "../lib/ids";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso, utcDayStart } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
+import { balanceAfter } from "../ledger/postings";
 import { evaluatePolicy, parseStoredPolicy, POLICY_REASONS, type Policy } from "./policy";
 import { PENDING_FIGURE, storeResponseStatement, storeTemplateStatement, type IdempotencySlot } from "../lib/idempotency";
 import { heldBody, paidBody, type PaidView } from "./outcomes";
@@ -225,7 +226,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   }
   end("committed");
   faultPoint("payment.after_commit");
-  const merchantBalanceMinor = Number(result.results.at(-1)?.[0]?.balanceMinor ?? 0);
+  const merchantBalanceMinor = balanceAfter(result.results, `merchant:${charge.merchantId}`) ?? 0;
   return { kind: "paid", charge: paidCharge, merchantBalanceMinor };
 }
 
@@ -400,7 +401,7 @@ export async function creditWallet(env: Env, agentId: string, amountMinor: numbe
   const epilogue = slot ? [storeTemplateStatement(slot, 200, JSON.stringify(creditBody(PENDING_FIGURE)), "balanceMinor", "SELECT balance_minor FROM agents WHERE id = ?", agentId)] : [];
   const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso(), epilogue }));
   if (result.kind === "refused") return { ok: false, reason: result.reason };
-  return { ok: true, balanceMinor: Number(result.results.at(-1)?.[0]?.balanceMinor) };
+  return { ok: true, balanceMinor: balanceAfter(result.results, `agent:${agentId}`)! };
 }
 
 /** The answer to a credit. */

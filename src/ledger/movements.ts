@@ -61,8 +61,8 @@ export const paymentEventData = (charge: PayableCharge, agentId: string | null, 
  * One wallet payment as one batch: the charge flips from pending to paid (and
  * the batch aborts if it is no longer pending), the agent is debited and the
  * merchant credited by a zero-sum transfer, the payment events go to the
- * outbox and the audit chain records it. The last statement reads the
- * merchant's new balance.
+ * outbox and the audit chain records it. The merchant's balance after it is
+ * its posting's answer (`balanceAfter`).
  */
 export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   const { charge } = p;
@@ -80,7 +80,6 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
       ...postingStatements(p.reference, [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
       outboxEvents(charge.merchantId, data, p.paidAt, "payment.succeeded", "charge.succeeded"),
       ...(p.epilogue ?? []),
-      sqlStatement("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?", charge.merchantId),
     ],
     audit: [
       {
@@ -105,7 +104,6 @@ export function agentCreditPlan(p: { agentId: string; amountMinor: number; trans
       guard("agent_not_found", "EXISTS (SELECT 1 FROM agents WHERE id = ?)", p.agentId),
       ...postingStatements(p.transferId, [{ from: "external:manual_credits", to: `agent:${p.agentId}`, amountMinor: p.amountMinor }], p.createdAt),
       ...(p.epilogue ?? []),
-      sqlStatement("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?", p.agentId),
     ],
     audit: [
       {

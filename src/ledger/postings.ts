@@ -25,7 +25,8 @@ export function entriesOf(postings: Posting[]): { account: Account; amountMinor:
 /**
  * The statements that record postings: the entries themselves (an appendable
  * insert: nothing in a batch reads them) and the cached balance of every agent
- * and merchant account they touch. The balance columns
+ * and merchant account they touch, each update answering with the balance after
+ * it (`balanceAfter`). The balance columns
  * carry CHECK (>= 0), so an overdraft aborts the batch.
  */
 export function postingStatements(transferId: string, postings: Posting[], createdAt: string): SqlStatement[] {
@@ -39,10 +40,19 @@ export function postingStatements(transferId: string, postings: Posting[], creat
   ];
   for (const entry of entries) {
     const [kind, id] = splitAccount(entry.account);
-    if (kind === "agent") statements.push(sqlStatement("UPDATE agents SET balance_minor = balance_minor + ? WHERE id = ?", entry.amountMinor, id));
-    if (kind === "merchant") statements.push(sqlStatement("UPDATE merchants SET balance_minor = balance_minor + ? WHERE id = ?", entry.amountMinor, id));
+    const table = kind === "agent" ? "agents" : kind === "merchant" ? "merchants" : null;
+    if (table) statements.push(sqlStatement(`UPDATE ${table} SET balance_minor = balance_minor + ? WHERE id = ? ${RETURNING_BALANCE}`, entry.amountMinor, id, entry.account));
   }
   return statements;
+}
+
+/** Each balance update answers with its account and the balance after it, read back with `balanceAfter`. */
+const RETURNING_BALANCE = "RETURNING ? AS account, balance_minor AS balanceMinor";
+
+/** The balance of `account` after a committed plan, from its postings' own answers (undefined if it posted none to it). */
+export function balanceAfter(results: Record<string, unknown>[][], account: Account): number | undefined {
+  const row = results.flat().find((r) => r.account === account);
+  return row === undefined ? undefined : Number(row.balanceMinor);
 }
 
 function splitAccount(account: Account): [string, string] {

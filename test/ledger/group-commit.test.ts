@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
+import { balanceAfter } from "../../src/ledger/postings";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 
@@ -28,10 +29,10 @@ describe("group commit", () => {
     const after = await ledger.stats();
     expect(after.plans - before.plans).toBe(12);
     expect(after.batches - before.batches).toBeLessThan(12);
-    // Each plan got its own results: the final SELECT of a credit plan is that agent's balance.
+    // Each plan got its own results: its balance update answers with that agent's balance after it.
     results.forEach((result, i) => {
       expect(result.kind).toBe("committed");
-      if (result.kind === "committed") expect(Number(result.results.at(-1)?.[0]?.balanceMinor)).toBe(100 + i);
+      if (result.kind === "committed") expect(balanceAfter(result.results, `agent:${agents[i]!.agentId}`)).toBe(100 + i);
     });
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : []));
     expect(new Set(seqs).size).toBe(12);
@@ -51,10 +52,10 @@ describe("group commit", () => {
     const after = await ledger.stats();
     expect(after.plans - before.plans).toBe(33);
     expect(after.batches - before.batches).toBe(3);
-    // A credit plan's own statements are a guard, the balance update and the balance read; its ledger
-    // entries (two rows) and audit row are appended. Alone: 3 + 1 + 1. A group of 16: 48, then 32 entry
-    // rows four values wide in two inserts (25 rows at most each) and 16 audit rows in two (8 each).
-    expect(after.statements - before.statements).toBe(5 + 2 * (48 + 2 + 2));
+    // A credit plan's own statements are a guard and the balance update (which answers with the balance);
+    // its ledger entries (two rows) and audit row are appended. Alone: 2 + 1 + 1. A group of 16: 32, then
+    // 32 entry rows four values wide in two inserts (25 rows at most each) and 16 audit rows in two (8 each).
+    expect(after.statements - before.statements).toBe(4 + 2 * (32 + 2 + 2));
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : [])).sort((a, b) => a - b);
     expect(seqs).toHaveLength(33);
     expect(seqs.at(-1)! - seqs[0]!).toBe(32);
