@@ -4,7 +4,7 @@ import { executeBatch } from "../db/batch";
 import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
-import { agentCreditPlan, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
+import { agentCreditPlan, chargePayableCheck, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
@@ -303,7 +303,10 @@ export async function drawFromWallet(env: Env, agentId: string, charge: PayableS
 
 /**
  * Holds a payment for a human. Paying again while this agent's approval is
- * pending returns that same approval; an expired one is replaced.
+ * pending returns that same approval; an expired one is replaced. The hold's
+ * batch re-checks that the charge is still payable, as a payment's does: the
+ * charge was read before (another agent's wallet may pay it meanwhile), so a
+ * hold never lands on a charge that is paid or being settled by x402.
  */
 async function requestApproval(
   env: Env,
@@ -334,6 +337,8 @@ async function requestApproval(
   try {
     await executeBatch(env.DB, [
       ...prelude,
+      // After the prelude, so a charge born in this batch is checked as created.
+      guard(...chargePayableCheck(charge.id)),
       ...expireStale,
       sqlStatement(
         `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)

@@ -1,5 +1,5 @@
 import { outboxEvent, outboxEvents } from "../webhooks/outbox";
-import { guard, guards, sqlStatement, type CommitPlan, type SqlStatement } from "./plan";
+import { guard, guards, sqlStatement, type CommitPlan, type GuardCheck, type SqlStatement } from "./plan";
 import { postingStatements } from "./postings";
 
 export interface PayableCharge {
@@ -46,6 +46,16 @@ function chargePaidStatements(charge: PayableCharge, agentId: string | null, met
   ];
 }
 
+/**
+ * The wallet may still act on the charge: pending and not being settled on
+ * chain by an x402 payment. A payment's batch and a hold's batch both check it.
+ */
+export const chargePayableCheck = (chargeId: string): GuardCheck => [
+  "charge_not_pending",
+  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
+  chargeId,
+];
+
 /** Fields of `payment.succeeded` and `charge.succeeded`. */
 export const paymentEventData = (charge: PayableCharge, agentId: string | null, method: string, reference: string) => ({
   chargeId: charge.id,
@@ -70,9 +80,8 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   return {
     statements: [
       ...(p.prelude ?? []),
-      // Pending and not being settled on chain by an x402 payment.
       guards(
-        ["charge_not_pending", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id],
+        chargePayableCheck(charge.id),
         ["saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor],
       ),
       ...(p.extraStatements ?? []),
