@@ -63,6 +63,16 @@ export async function answerInBatch(c: Context<AppEnv>, status: number, body: ob
 /** Stands in the template for the figure the batch writes (see `storeTemplateStatement`). */
 export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
 
+/**
+ * Answers never kept under a key: the request failed validation (400) or was
+ * refused before its endpoint ran (401 and 403: the credential; 429: its rate,
+ * whose Retry-After a replay would not carry), so the same key runs again.
+ */
+const NOT_STORED: ReadonlySet<number> = new Set([400, 401, 403, 429]);
+
+/** Whether a response is the key's final answer: the endpoint ran and did not fail unexpectedly (5xx). */
+const isStoredAnswer = (status: number) => status < 500 && !NOT_STORED.has(status);
+
 /** Stored answers that carry a secret are encrypted (`v1:`); money answers are stored as JSON (they carry none). */
 const storedText = (material: string, body: string) => (body.startsWith("v1:") ? decryptSecret(material, body) : Promise.resolve(body));
 
@@ -71,9 +81,10 @@ const storedText = (material: string, body: string) => (body.startsWith("v1:") ?
  * reserves it, runs, and its status and body are kept; the same key and the
  * same request replay them byte for byte with `Idempotent-Replayed: true`; the
  * same key with a different request is 409 `idempotency_key_reused`; a
- * duplicate while the first still runs is 409 `idempotency_key_in_use`. A
- * request that failed validation (400) or failed unexpectedly (5xx) keeps
- * nothing, so it can be retried. Handlers that change state store their
+ * duplicate while the first still runs is 409 `idempotency_key_in_use`. An
+ * answer is kept only if the endpoint ran (Stripe's rule): a request refused
+ * before it (401, 403, 429: see `NOT_STORED`), failed validation (400) or failed
+ * unexpectedly (5xx) keeps nothing, so it can be retried with its key. Handlers that change state store their
  * answer in the same D1 batch as the change (`c.get("idempotency")` and
  * `storeResponseStatement`), so no crash can separate the two; for the rest the
  * answer is stored right after. Keys are scoped to the credential (a hash of
@@ -125,7 +136,7 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     const status = c.res.status;
     // A crash here (after the effect, before the answer is stored afterwards) is what in-batch answers survive.
     faultPoint("idempotency.before_store");
-    if (status !== 400 && status < 500) {
+    if (isStoredAnswer(status)) {
       // Encrypted at rest: a first response may carry a key shown once (a new merchant's, agent's or endpoint's).
       // An answer already stored in its effect's batch is left as it is.
       const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
