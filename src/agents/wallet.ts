@@ -5,7 +5,7 @@ import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRo
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import { agentCreditPlan, chargePayableCheck, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
-import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
+import { guard, guardReasonOf, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
 import { newId } from "../lib/ids";
@@ -362,7 +362,9 @@ async function requestApproval(
 /**
  * Grants a held payment: the approval flips to granted in the same batch that
  * pays the charge. Hard limits and the balance still apply; if they no longer
- * allow it the approval stays pending (402).
+ * allow it the approval stays pending (402). A grant completes the agent's
+ * payment attempt, so a charge born from a checkout link is paid only while
+ * the link is active (409 `checkout_link_disabled`, the approval stays pending).
  */
 export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, turn: WalletTurn, slot?: IdempotencySlot): Promise<PayOutcome> {
   // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
@@ -378,10 +380,14 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   const decision = decide(agent, charge, true);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
+  const approvalOpen: GuardCheck = ["approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt];
+  const linkActive: GuardCheck[] = charge.checkoutLinkId
+    ? [["checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", charge.checkoutLinkId]]
+    : [];
   return commitPayment(env, agentId, charge, {
     turn,
     extraStatements: [
-      guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
+      guards(approvalOpen, ...linkActive),
       sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
     ],
     auditData: { approvalId, approvedBy: decidedBy },
