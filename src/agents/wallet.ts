@@ -411,7 +411,14 @@ export async function creditWallet(env: Env, agentId: string, amountMinor: numbe
   // The answer names the balance after the credit; the batch writes it in (see storeTemplateStatement).
   const epilogue = slot ? [storeTemplateStatement(slot, 200, JSON.stringify(creditBody(PENDING_FIGURE)), "balanceMinor", "SELECT balance_minor FROM agents WHERE id = ?", agentId)] : [];
   const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso(), epilogue }));
-  if (result.kind === "refused") return { ok: false, reason: result.reason };
+  if (result.kind === "refused") {
+    if (result.reason !== "credit_already_recorded") return { ok: false, reason: result.reason };
+    // This very credit landed in a batch whose answer was lost, and the sequencer committed it again:
+    // it is done once. Its exact balance after is in the answer that batch stored (with a key); this is the balance now.
+    const row = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?").bind(agentId).first<{ balanceMinor: number }>();
+    if (!row) return { ok: false, reason: "agent_not_found" };
+    return { ok: true, balanceMinor: row.balanceMinor };
+  }
   return { ok: true, balanceMinor: balanceAfter(result.results, `agent:${agentId}`)! };
 }
 

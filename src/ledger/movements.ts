@@ -106,11 +106,20 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   };
 }
 
-/** A manual top-up of an agent wallet from outside the service. */
+/**
+ * A manual top-up of an agent wallet from outside the service. Its transfer id
+ * is recorded once: the sequencer commits a plan again when it cannot tell
+ * whether its batch landed (a lost answer), and nothing else about a credit
+ * would refuse the second time (`credit_already_recorded`).
+ */
 export function agentCreditPlan(p: { agentId: string; amountMinor: number; transferId: string; reference: string | null; by: string; createdAt: string; epilogue?: SqlStatement[] }): CommitPlan {
   return {
     statements: [
-      guard("agent_not_found", "EXISTS (SELECT 1 FROM agents WHERE id = ?)", p.agentId),
+      guards(
+        ["agent_not_found", "EXISTS (SELECT 1 FROM agents WHERE id = ?)", p.agentId],
+        // ledger_entries_transfer indexes transfer_id.
+        ["credit_already_recorded", "NOT EXISTS (SELECT 1 FROM ledger_entries WHERE transfer_id = ?)", p.transferId],
+      ),
       ...postingStatements(p.transferId, [{ from: "external:manual_credits", to: `agent:${p.agentId}`, amountMinor: p.amountMinor }], p.createdAt),
       ...(p.epilogue ?? []),
     ],
