@@ -3,7 +3,7 @@ pragma solidity ^0.8.20;
 
 /// @title TestUSDC
 /// @notice A test stablecoin for local chains: ERC-20 with 6 decimals and
-/// EIP-3009 `transferWithAuthorization`, signed under the EIP-712 domain
+/// EIP-3009 `transferWithAuthorization` and `cancelAuthorization`, signed under the EIP-712 domain
 /// ("USD Coin", "2", chainId, this contract) like USDC. The owner mints.
 contract TestUSDC {
     string public constant name = "USD Coin";
@@ -19,12 +19,14 @@ contract TestUSDC {
 
     bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH =
         keccak256("TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)");
+    bytes32 public constant CANCEL_AUTHORIZATION_TYPEHASH = keccak256("CancelAuthorization(address authorizer,bytes32 nonce)");
     bytes32 private constant EIP712_DOMAIN_TYPEHASH =
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
 
     event Transfer(address indexed from, address indexed to, uint256 value);
     event Approval(address indexed owner, address indexed spender, uint256 value);
     event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+    event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce);
 
     constructor() {
         owner = msg.sender;
@@ -78,14 +80,25 @@ contract TestUSDC {
         require(block.timestamp > validAfter, "FiatTokenV2: authorization is not yet valid");
         require(block.timestamp < validBefore, "FiatTokenV2: authorization is expired");
         require(!_authorizationStates[from][nonce], "FiatTokenV2: authorization is used or canceled");
-        bytes32 structHash = keccak256(abi.encode(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce));
-        bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
-        require(uint256(s) <= 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0, "invalid signature s");
-        address signer = ecrecover(digest, v, r, s);
-        require(signer != address(0) && signer == from, "FiatTokenV2: invalid signature");
+        _requireSignedBy(from, keccak256(abi.encode(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce)), v, r, s);
         _authorizationStates[from][nonce] = true;
         emit AuthorizationUsed(from, nonce);
         _transfer(from, to, value);
+    }
+
+    /// @notice The authorizer withdraws an authorization not used yet: it can never move funds.
+    function cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external {
+        require(!_authorizationStates[authorizer][nonce], "FiatTokenV2: authorization is used or canceled");
+        _requireSignedBy(authorizer, keccak256(abi.encode(CANCEL_AUTHORIZATION_TYPEHASH, authorizer, nonce)), v, r, s);
+        _authorizationStates[authorizer][nonce] = true;
+        emit AuthorizationCanceled(authorizer, nonce);
+    }
+
+    function _requireSignedBy(address signer, bytes32 structHash, uint8 v, bytes32 r, bytes32 s) private view {
+        bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
+        require(uint256(s) <= 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0, "invalid signature s");
+        address recovered = ecrecover(digest, v, r, s);
+        require(recovered != address(0) && recovered == signer, "FiatTokenV2: invalid signature");
     }
 
     function _transfer(address from, address to, uint256 value) private {

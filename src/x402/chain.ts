@@ -1,4 +1,4 @@
-import { createPublicClient, defineChain, formatTransactionReceipt, http, type PublicClient, type RpcTransactionReceipt } from "viem";
+import { createPublicClient, decodeFunctionResult, defineChain, encodeFunctionData, formatTransactionReceipt, http, type Hex, type PublicClient, type RpcTransactionReceipt } from "viem";
 import type { X402Settings } from "../env";
 
 /** The part of the EIP-3009 token the service uses. */
@@ -36,6 +36,11 @@ export const EIP3009_ABI = [
   {
     type: "event",
     name: "AuthorizationUsed",
+    inputs: [{ name: "authorizer", type: "address", indexed: true }, { name: "nonce", type: "bytes32", indexed: true }],
+  },
+  {
+    type: "event",
+    name: "AuthorizationCanceled",
     inputs: [{ name: "authorizer", type: "address", indexed: true }, { name: "nonce", type: "bytes32", indexed: true }],
   },
 ] as const;
@@ -158,6 +163,25 @@ export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeou
     if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, wait));
   }
+}
+
+/** The receipt of `hash` now, or null when the node has none (not mined, or never seen). */
+export async function receiptNow(x: X402Settings, hash: `0x${string}`) {
+  const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], { retry: true });
+  return receipt ? formatTransactionReceipt(receipt) : null;
+}
+
+/** The `eth_call` that reads whether the token marks `payer`'s authorization `nonce` used. */
+export const authorizationStateCall = (x: X402Settings, payer: string, nonce: string) => ({
+  method: "eth_call",
+  params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "authorizationState", args: [payer as Hex, nonce as Hex] }) }, "latest"],
+});
+
+/** Whether the token marks `payer`'s authorization `nonce` used, at the latest block. */
+export async function authorizationUsed(x: X402Settings, payer: string, nonce: string): Promise<boolean> {
+  const { method, params } = authorizationStateCall(x, payer, nonce);
+  const result = await rpcCall<Hex>(x, method, params, { retry: true });
+  return decodeFunctionResult({ abi: EIP3009_ABI, functionName: "authorizationState", data: result });
 }
 
 /** The first wait between receipt reads; each later one doubles, up to the interval. */

@@ -105,7 +105,8 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
       }),
       signal: AbortSignal.timeout(x.facilitatorTimeoutMs),
     });
-    return (await response.json()) as Record<string, unknown>;
+    const body = (await response.json().catch(() => null)) as Record<string, unknown> | null;
+    return { ok: response.ok, body: body && typeof body === "object" ? body : {} };
   };
   return {
     async verify(payment, terms) {
@@ -113,27 +114,32 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
       const check = await checkTransfer(x, terms, payment, null);
       if (check.kind !== "valid") return chainRefusal(check);
       try {
-        const body = await call("verify", payment, terms);
-        return body.isValid === true ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
+        const { ok, body } = await call("verify", payment, terms);
+        // An answer about the payment carries isValid (the reference client reads it from a non-2xx reply too).
+        if (typeof body.isValid !== "boolean") return { isValid: false, unavailable: "facilitator_unavailable", reason: `verify answered ${ok ? "without isValid" : "an HTTP error"}` };
+        return body.isValid ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
       } catch (error) {
         // Not an answer about the payment: nothing was reserved, and the same payment may be sent again.
         return { isValid: false, unavailable: "facilitator_unavailable", reason: shortError(error) };
       }
     },
     async settle(payment, terms) {
-      let body: Record<string, unknown>;
+      let answer: { ok: boolean; body: Record<string, unknown> };
       try {
-        body = await call("settle", payment, terms);
+        answer = await call("settle", payment, terms);
       } catch (error) {
         // A timeout after the request left says nothing about whether it broadcast.
         return { kind: "unknown", reason: `facilitator_timeout: ${shortError(error)}`, transaction: null };
       }
+      const { ok, body } = answer;
       const transaction = typeof body.transaction === "string" && /^0x[0-9a-fA-F]{64}$/.test(body.transaction) ? (body.transaction as `0x${string}`) : null;
+      const reason = String(body.errorReason ?? "settle_failed");
       if (body.success === true && transaction) return { kind: "settled", transaction };
-      if (body.errorReason === "settlement_pending") return { kind: "unknown", reason: "settlement_pending", transaction };
-      // A failure report with a transaction hash may still have moved money; let the chain decide.
-      if (transaction) return { kind: "unknown", reason: String(body.errorReason ?? "settle_failed"), transaction };
-      return { kind: "failed", reason: String(body.errorReason ?? "settle_failed") };
+      // No settle reply at all (a gateway's 504, a body without success): it may have broadcast.
+      if (typeof body.success !== "boolean") return { kind: "unknown", reason: `facilitator_error: ${ok ? "a 2xx" : "an HTTP error"} without a settle reply`, transaction };
+      // Broadcast but unconfirmed, a failure it cannot explain, or one with a hash: it may have moved money.
+      if (transaction || reason === "settlement_pending" || reason === "unexpected_settle_error") return { kind: "unknown", reason, transaction };
+      return { kind: "failed", reason };
     },
   };
 }

@@ -1,10 +1,11 @@
-import { isAddressEqual, parseEventLogs } from "viem";
+import { encodeEventTopics, isAddressEqual, parseEventLogs, toHex } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
-import { EIP3009_ABI, publicClientOf } from "./chain";
+import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "./chain";
+import { CLOCK_SKEW_SECONDS } from "./verify";
 import { credit, release } from "./service";
 
 /** How far back to look for the transaction that used an authorization when we never learned its hash. */
@@ -25,48 +26,75 @@ export interface OpenPayment {
 export type Reconciliation = "credited" | "failed" | "waiting";
 
 /**
- * Settles the fate of a payment whose outcome was lost, from the chain alone:
- * if the token marks the authorization used and a Transfer of the agreed value
- * from the payer to our address exists, the charge is credited (once: the
- * credit batch requires the payment to be still open); if the authorization is
- * unused and has expired, nothing can ever move and the claim is released.
+ * Settles the fate of a payment whose outcome was lost or reported failed, from the chain alone:
+ * if the token marks the authorization used and the transaction that used it moved the agreed
+ * value from the payer to our address, the charge is credited with that transaction (once: the
+ * credit batch requires the payment to be still open); if it is unused and expired, nothing can
+ * ever move and the claim is released. The transaction the payment names is only a hint: someone
+ * else may have submitted the authorization first (the funds still go to the signed `to`), and
+ * then ours reverted; the token's AuthorizationUsed log names the one that used it.
  */
 export async function reconcilePayment(env: Env, x: X402Settings, p: OpenPayment, nowSeconds = Math.floor(Date.now() / 1000)): Promise<Reconciliation> {
-  const client = publicClientOf(x);
-  const used = await client.readContract({ address: x.asset, abi: EIP3009_ABI, functionName: "authorizationState", args: [p.payer, p.nonce] });
-  if (!used) {
-    if (p.validBefore <= nowSeconds) {
+  if (!(await authorizationUsed(x, p.payer, p.nonce))) {
+    // Our clock may run ahead of the chain's: a transaction still waiting could land in a block
+    // stamped before validBefore, so expiry waits out the skew the checks tolerate.
+    if (p.validBefore + CLOCK_SKEW_SECONDS <= nowSeconds) {
       await release(env, p.id, p.chargeId, "authorization_expired_unused", nowIso());
       return "failed";
     }
     return "waiting";
   }
-  let transaction = p.txHash;
-  if (!transaction) {
-    const head = await client.getBlockNumber();
-    const logs = await client.getContractEvents({
-      address: x.asset,
-      abi: EIP3009_ABI,
-      eventName: "AuthorizationUsed",
-      args: { authorizer: p.payer, nonce: p.nonce },
-      fromBlock: head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n,
-      toBlock: head,
-    });
-    transaction = logs[0]?.transactionHash ?? null;
-    if (!transaction) return "waiting";
+  let receipt = p.txHash ? await receiptNow(x, p.txHash) : null;
+  if (!receipt || !paysUs(x, p, receipt)) {
+    const fate = await fateOnChain(x, p);
+    if (fate.kind === "canceled") {
+      await release(env, p.id, p.chargeId, "authorization_canceled", nowIso());
+      return "failed";
+    }
+    if (fate.kind === "unseen") return "waiting";
+    if (fate.transaction !== receipt?.transactionHash) receipt = await receiptNow(x, fate.transaction);
+    if (!receipt) return "waiting";
   }
-  const receipt = await client.getTransactionReceipt({ hash: transaction });
-  const transfers = parseEventLogs({ abi: EIP3009_ABI, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)) });
-  const paid = receipt.status === "success" && transfers.some((t) => isAddressEqual(t.args.from, p.payer) && isAddressEqual(t.args.to, x.payTo) && t.args.value === BigInt(p.value));
-  if (!paid) {
-    // Used by someone else's transaction that did not pay us (e.g. cancelled): nothing was received.
+  if (!paysUs(x, p, receipt)) {
+    // The transaction that used it moved nothing to us (another recipient's authorization cannot
+    // share this nonce, so this is a token that behaves otherwise): nothing was received.
     await release(env, p.id, p.chargeId, "authorization_used_without_transfer", nowIso());
     return "failed";
   }
   const charge = await getCharge(dbOf(env.DB), p.chargeId);
   if (!charge) return "waiting";
-  await credit(env, x, charge, p.id, p.payer.toLowerCase(), transaction);
+  await credit(env, x, charge, p.id, p.payer.toLowerCase(), receipt.transactionHash);
   return "credited";
+}
+
+type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
+
+/** Did this transaction move the payment's value from its payer to our address? */
+function paysUs(x: X402Settings, p: OpenPayment, receipt: Receipt): boolean {
+  if (receipt.status !== "success") return false;
+  const transfers = parseEventLogs({ abi: EIP3009_ABI, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)) });
+  return transfers.some((t) => isAddressEqual(t.args.from, p.payer) && isAddressEqual(t.args.to, x.payTo) && t.args.value === BigInt(p.value));
+}
+
+/**
+ * What the token's logs say became of a used authorization: the transaction that used it
+ * (AuthorizationUsed), a cancellation by the payer (AuthorizationCanceled, USDC's
+ * `cancelAuthorization`), or nothing in reach yet (a node whose logs lag its state).
+ */
+async function fateOnChain(x: X402Settings, p: OpenPayment): Promise<{ kind: "used"; transaction: `0x${string}` } | { kind: "canceled" } | { kind: "unseen" }> {
+  const [usedTopic, authorizer, nonce] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationUsed", args: { authorizer: p.payer, nonce: p.nonce } });
+  const [canceledTopic] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationCanceled" });
+  const head = BigInt(await rpcCall<string>(x, "eth_blockNumber", [], { retry: true }));
+  const fromBlock = head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n;
+  const logs = await rpcCall<{ topics: string[]; transactionHash: `0x${string}` }[]>(
+    x,
+    "eth_getLogs",
+    [{ address: x.asset, fromBlock: toHex(fromBlock), toBlock: toHex(head), topics: [[usedTopic, canceledTopic], authorizer, nonce] }],
+    { retry: true },
+  );
+  const used = logs.find((log) => log.topics[0] === usedTopic);
+  if (used) return { kind: "used", transaction: used.transactionHash };
+  return logs.length > 0 ? { kind: "canceled" } : { kind: "unseen" };
 }
 
 /** The cron's sweep over payments whose outcome is unknown or whose worker vanished. */

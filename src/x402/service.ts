@@ -9,6 +9,7 @@ import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger
 import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
+import { authorizationUsed } from "./chain";
 import { facilitatorOf, type Facilitator } from "./facilitator";
 import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
@@ -133,25 +134,47 @@ export async function payWithX402(env: Env, ref: X402TargetRef, resource: string
   if (reserved.kind !== "reserved") return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
 
   const settled = await chosen.settle(payment, terms);
-  const at = nowIso();
+  const { paymentId, charge } = reserved;
+  const pending = (transaction: `0x${string}` | null, reason: string): Promise<X402Outcome> =>
+    leaveToReconciliation(env, paymentId, transaction, reason).then(() => ({ kind: "pending", chargeId: charge.id, transaction, payer }));
   if (settled.kind === "settled") {
-    await credit(env, x, reserved.charge, reserved.paymentId, payer, settled.transaction);
-    return { kind: "settled", chargeId: reserved.charge.id, transaction: settled.transaction, payer };
+    try {
+      await credit(env, x, charge, paymentId, payer, settled.transaction);
+    } catch (error) {
+      // The money moved: the payer must not be told otherwise, and reconciliation credits it from the chain.
+      console.error(JSON.stringify({ level: "error", where: "x402_credit", paymentId, error: String(error).slice(0, 300) }));
+      return pending(settled.transaction, "credit_failed");
+    }
+    return { kind: "settled", chargeId: charge.id, transaction: settled.transaction, payer };
   }
   if (settled.kind === "failed") {
-    await release(env, reserved.paymentId, reserved.charge.id, settled.reason, at);
-    return { kind: "settle_failed", reason: settled.reason, terms, payer };
+    // A settlement reported failed can still have paid: someone else may have submitted the
+    // authorization first (the funds still go to the signed `to`), or a facilitator may have
+    // broadcast before failing. Only an authorization the chain says is unused is released.
+    const used = await authorizationUsed(x, payer, payment.authorization.nonce).catch(() => null);
+    if (used === false) {
+      await release(env, paymentId, charge.id, settled.reason, nowIso());
+      return { kind: "settle_failed", reason: settled.reason, terms, payer };
+    }
+    return pending(null, `${settled.reason}; ${used ? "authorization used on chain" : "chain unreadable"}`);
   }
+  return pending(settled.transaction, settled.reason);
+}
+
+/**
+ * Marks a settlement whose outcome the chain must decide (kept claimed, with the transaction if one
+ * is known) and has the settler watch it, so an alarm reconciles it soon.
+ */
+async function leaveToReconciliation(env: Env, paymentId: string, transaction: `0x${string}` | null, reason: string): Promise<void> {
   await env.DB.prepare("UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'")
-    .bind(settled.transaction, settled.reason, at, reserved.paymentId)
+    .bind(transaction, reason.slice(0, 300), nowIso(), paymentId)
     .run();
   try {
-    await settlerOf(env).watch(reserved.paymentId);
+    await settlerOf(env).watch(paymentId);
   } catch (error) {
     // The minute cron reconciles whatever no alarm watches.
-    console.error(JSON.stringify({ level: "warn", where: "x402_watch", paymentId: reserved.paymentId, error: String(error).slice(0, 200) }));
+    console.error(JSON.stringify({ level: "warn", where: "x402_watch", paymentId, error: String(error).slice(0, 200) }));
   }
-  return { kind: "pending", chargeId: reserved.charge.id, transaction: settled.transaction, payer };
 }
 
 type Reservation =

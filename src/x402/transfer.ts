@@ -1,7 +1,7 @@
 import { encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { X402Settings } from "../env";
-import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, type RpcAnswer } from "./chain";
+import { authorizationStateCall, EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, type RpcAnswer } from "./chain";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 
@@ -75,11 +75,8 @@ export async function checkTransfer(x: X402Settings, terms: Terms, payment: Deco
   const a = payment.authorization;
   const data = gasFrom ? transferCallData(payment) : null;
   if (gasFrom && !data) return { kind: "invalid", reason: "invalid_exact_evm_payload_signature" };
-  const read = (functionName: "authorizationState" | "balanceOf", args: readonly unknown[]) => ({
-    method: "eth_call",
-    params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]) }, "latest"],
-  });
-  const calls: { method: string; params: unknown[] }[] = [read("authorizationState", [a.from, a.nonce]), read("balanceOf", [a.from])];
+  const balanceCall = { method: "eth_call", params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "balanceOf", args: [a.from as Hex] }) }, "latest"] };
+  const calls: { method: string; params: unknown[] }[] = [authorizationStateCall(x, a.from, a.nonce), balanceCall];
   const cached = feeCache.get(x.rpcUrl);
   const feesFresh = cached && Date.now() - cached.at < FEES_FRESH_MS ? cached.fees : null;
   if (gasFrom) calls.push({ method: "eth_estimateGas", params: [{ from: gasFrom, to: x.asset, data }, "latest"] });

@@ -8,7 +8,7 @@ import { caip2, type Terms } from "./terms";
 export type VerifyResult = { isValid: true; payer: `0x${string}` } | { isValid: false; invalidReason: string; payer: string | null };
 
 /** Tolerated clock skew between us, the client and the chain. */
-const SKEW_SECONDS = 30;
+export const CLOCK_SKEW_SECONDS = 30;
 /** A settlement needs a few seconds of validity left to land. */
 const MIN_REMAINING_SECONDS = 6;
 
@@ -32,8 +32,8 @@ export async function verifyOffline(x: X402Settings, terms: Terms, payment: Deco
   const validBefore = BigInt(a.validBefore);
   const now = BigInt(nowSeconds);
   if (validBefore < now + BigInt(MIN_REMAINING_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_before", payer);
-  if (validAfter > now + BigInt(SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_after", payer);
-  if (validBefore > now + BigInt(x.maxTimeoutSeconds + SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
+  if (validAfter > now + BigInt(CLOCK_SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_after", payer);
+  if (validBefore > now + BigInt(x.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
   let signed = false;
   try {
     signed = await verifyTypedData({

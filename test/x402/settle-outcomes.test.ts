@@ -1,0 +1,226 @@
+import { env } from "cloudflare:workers";
+import { createWalletClient, http, parseSignature, toHex, type Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterEach, describe, expect, it } from "vitest";
+import { getCharge as readChargeRow } from "../../src/charges/service";
+import { dbOf } from "../../src/db/client";
+import { settingsOf } from "../../src/env";
+import { setFaultHook } from "../../src/lib/faults";
+import { EIP3009_ABI } from "../../src/x402/chain";
+import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
+import { reconcileOpenPayments } from "../../src/x402/reconcile";
+import { payWithX402 } from "../../src/x402/service";
+import { api, BASE, consoleToken } from "../helpers/api";
+import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { chain, freshPayer, publicClient, tokenBalance, xPaymentHeader, type Payer } from "../helpers/x402";
+
+/*
+ * A settlement reported failed, or credited with an error, after the money
+ * may have moved (x402-interop #6, reliability-anchors #24 and #26): the
+ * service keeps the charge claimed, answers pending, and reconciliation
+ * decides from the chain, crediting the transaction that actually used the
+ * authorization exactly once, or releasing one that can never pay.
+ */
+const CENTS = 150;
+const VALUE = BigInt(CENTS) * 10_000n;
+const x = () => settingsOf(env).x402!;
+
+/** A gas account of this file's own (fresh key, ETH set on the chain), so no other file shares its nonces. */
+async function gasWallet() {
+  const account = privateKeyToAccount(generatePrivateKey());
+  await publicClient().request({ method: "anvil_setBalance" as never, params: [account.address, toHex(10n ** 19n)] as never });
+  return createWalletClient({ account, transport: http(chain().rpcUrl) });
+}
+
+type Authorization = Awaited<ReturnType<typeof xPaymentHeader>>["payload"];
+
+/** Submits the payer's authorization to the token as anyone could (a watcher of the mempool, the payer). */
+async function submitAuthorization({ authorization: a, signature }: Authorization, gas = 200_000n) {
+  const wallet = await gasWallet();
+  const { r, s, v, yParity } = parseSignature(signature as Hex);
+  const hash = await wallet.writeContract({
+    chain: null,
+    address: chain().token,
+    abi: EIP3009_ABI,
+    functionName: "transferWithAuthorization",
+    gas,
+    args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, Number(v ?? BigInt((yParity ?? 0) + 27)), r, s],
+  });
+  return publicClient().waitForTransactionReceipt({ hash });
+}
+
+/** The payer withdraws its authorization (EIP-3009 cancelAuthorization, as USDC has it). */
+async function cancelAuthorization(payer: Payer, nonce: Hex) {
+  const signature = await privateKeyToAccount(payer.key).signTypedData({
+    domain: { name: "USD Coin", version: "2", chainId: chain().chainId, verifyingContract: chain().token },
+    types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+    primaryType: "CancelAuthorization",
+    message: { authorizer: payer.address, nonce },
+  });
+  const { r, s, v } = parseSignature(signature);
+  const wallet = await gasWallet();
+  const hash = await wallet.writeContract({
+    chain: null,
+    address: chain().token,
+    abi: [{ type: "function", name: "cancelAuthorization", stateMutability: "nonpayable", inputs: [{ name: "a", type: "address" }, { name: "n", type: "bytes32" }, { name: "v", type: "uint8" }, { name: "r", type: "bytes32" }, { name: "s", type: "bytes32" }], outputs: [] }],
+    functionName: "cancelAuthorization",
+    args: [payer.address, nonce, Number(v), r, s],
+  });
+  expect((await publicClient().waitForTransactionReceipt({ hash })).status).toBe("success");
+}
+
+/** A remote facilitator at a host only this file's fetch knows: its /settle runs `settle` and answers what it returns. */
+const FACILITATOR = "https://facilitator.settle-outcomes.test/";
+function withRemoteFacilitator(settle: (payload: Authorization) => Promise<Response>): Facilitator {
+  const real = globalThis.fetch;
+  globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = String(input instanceof Request ? input.url : input);
+    if (!url.startsWith(FACILITATOR)) return real(input as never, init);
+    if (url.endsWith("/verify")) return Response.json({ isValid: true });
+    return settle(JSON.parse(String(init?.body)).paymentPayload.payload);
+  }) as typeof fetch;
+  restore = () => (globalThis.fetch = real);
+  return remoteFacilitator(x(), FACILITATOR);
+}
+let restore = () => {};
+afterEach(() => {
+  restore();
+  setFaultHook(null);
+});
+
+async function setUp() {
+  const merchant = await createMerchant({ name: "Settle Outcomes" });
+  const charge = await createCharge(merchant.apiKey, CENTS);
+  const payer = await freshPayer(10_000_000n);
+  const payment = await xPaymentHeader(payer.key, VALUE);
+  const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+  const pay = (facilitator?: Facilitator) => payWithX402(env, { kind: "charge", charge: row! }, `${BASE}/charges/${charge.chargeId}/x402`, payment.header, facilitator);
+  const state = async () => ({
+    payment: await env.DB.prepare("SELECT status, tx_hash AS txHash, error FROM x402_payments WHERE charge_id = ?").bind(charge.chargeId).first<{ status: string; txHash: string | null; error: string }>(),
+    charge: await env.DB.prepare("SELECT status, x402_claim IS NOT NULL AS claimed, reference FROM charges WHERE id = ?").bind(charge.chargeId).first<{ status: string; claimed: number; reference: string | null }>(),
+    merchantBalance: await merchantBalance(merchant.apiKey),
+  });
+  return { merchant, charge, payer, payment, pay, state };
+}
+
+/** Reconciles until this charge is decided, and checks what the chain and the ledger say afterwards. */
+async function expectCreditedOnce(s: Awaited<ReturnType<typeof setUp>>, transaction: string) {
+  await reconcileOpenPayments(env);
+  expect(await s.state()).toEqual({
+    payment: expect.objectContaining({ status: "settled", txHash: transaction }),
+    charge: { status: "paid", claimed: 1, reference: transaction },
+    merchantBalance: CENTS,
+  });
+  await reconcileOpenPayments(env);
+  expect(await merchantBalance(s.merchant.apiKey)).toBe(CENTS);
+  expect(await tokenBalance(s.payer.address)).toBe(10_000_000n - VALUE);
+  // Nobody can pay the charge a second time.
+  const agent = await createAgent({ credit: 1000 });
+  expect((await payCharge(agent.apiKey, s.charge.chargeId)).status).toBe(409);
+  expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
+}
+
+describe("a settlement reported failed after the money moved", () => {
+  it("a facilitator that broadcasts, then answers a gateway's 504: pending, not a failure, then credited once", async () => {
+    const s = await setUp();
+    let transaction = "";
+    const outcome = await s.pay(
+      withRemoteFacilitator(async (payload) => {
+        transaction = (await submitAuthorization(payload)).transactionHash;
+        return Response.json({ message: "upstream request timeout" }, { status: 504 });
+      }),
+    );
+    expect(outcome).toMatchObject({ kind: "pending", chargeId: s.charge.chargeId });
+    expect(await s.state()).toMatchObject({ payment: { status: "unknown" }, charge: { status: "pending", claimed: 1 } });
+    await expectCreditedOnce(s, transaction);
+  });
+
+  it("a facilitator that broadcasts, then reports unexpected_settle_error without a hash: pending, then credited once", async () => {
+    const s = await setUp();
+    let transaction = "";
+    const outcome = await s.pay(
+      withRemoteFacilitator(async (payload) => {
+        transaction = (await submitAuthorization(payload)).transactionHash;
+        return Response.json({ success: false, errorReason: "unexpected_settle_error", transaction: "", network: "base-sepolia", payer: "" });
+      }),
+    );
+    expect(outcome.kind).toBe("pending");
+    await expectCreditedOnce(s, transaction);
+  });
+
+  it("a facilitator that reports a definite failure after all: the chain says the authorization is used, so it is pending", async () => {
+    const s = await setUp();
+    let transaction = "";
+    const outcome = await s.pay(
+      withRemoteFacilitator(async (payload) => {
+        transaction = (await submitAuthorization(payload)).transactionHash;
+        return Response.json({ success: false, errorReason: "invalid_transaction_state", transaction: "", network: "base-sepolia", payer: "" });
+      }),
+    );
+    expect(outcome.kind).toBe("pending");
+    expect((await s.state()).payment).toMatchObject({ status: "unknown", error: "invalid_transaction_state; authorization used on chain" });
+    await expectCreditedOnce(s, transaction);
+  });
+
+  it("someone else submits the authorization before our settler: our transaction reverts, theirs paid us, and theirs is credited", async () => {
+    const s = await setUp();
+    const inner = builtInFacilitator(env, x());
+    let theirs = "";
+    const frontRunning: Facilitator = {
+      verify: (payment, terms) => inner.verify(payment, terms),
+      async settle(payment, terms) {
+        theirs = (await submitAuthorization(s.payment.payload)).transactionHash;
+        return inner.settle(payment, terms);
+      },
+    };
+    const outcome = await s.pay(frontRunning);
+    expect(outcome.kind).toBe("pending");
+    expect((await s.state()).payment).toMatchObject({ status: "unknown", error: "transaction_reverted; authorization used on chain" });
+    await expectCreditedOnce(s, theirs);
+  });
+
+  it("reconciliation does not trust the transaction it holds: ours reverted, the one that used the authorization is credited", async () => {
+    const s = await setUp();
+    const theirs = await submitAuthorization(s.payment.payload);
+    // Our own later send of the same authorization: mined, reverted. The facilitator loses the outcome and names it.
+    const ours = await submitAuthorization(s.payment.payload);
+    expect([theirs.status, ours.status]).toEqual(["success", "reverted"]);
+    const outcome = await s.pay({ verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "receipt_unavailable", transaction: ours.transactionHash }) });
+    expect(outcome.kind).toBe("pending");
+    expect((await s.state()).payment).toMatchObject({ status: "unknown", txHash: ours.transactionHash });
+    await expectCreditedOnce(s, theirs.transactionHash);
+  });
+
+  it("the ledger fails to credit a settled transfer: pending, not an error, and reconciliation credits it", async () => {
+    const s = await setUp();
+    setFaultHook((point) => {
+      if (point === "ledger.before_batch") throw new Error("injected: ledger unavailable");
+    });
+    const outcome = await s.pay(builtInFacilitator(env, x()));
+    setFaultHook(null);
+    expect(outcome.kind).toBe("pending");
+    const { payment } = await s.state();
+    expect(payment).toMatchObject({ status: "unknown", error: "credit_failed" });
+    expect(payment!.txHash).toMatch(/^0x[0-9a-f]{64}$/);
+    await expectCreditedOnce(s, payment!.txHash!);
+  });
+});
+
+describe("a settlement that can never pay", () => {
+  it("a facilitator's definite failure with the authorization unused: released, Liquidación fallida, payable again", async () => {
+    const s = await setUp();
+    const outcome = await s.pay(withRemoteFacilitator(async () => Response.json({ success: false, errorReason: "insufficient_funds", transaction: "", network: "base-sepolia", payer: "" })));
+    expect(outcome).toMatchObject({ kind: "settle_failed", reason: "insufficient_funds" });
+    expect(await s.state()).toMatchObject({ payment: { status: "failed" }, charge: { status: "pending", claimed: 0 }, merchantBalance: 0 });
+  });
+
+  it("an authorization the payer cancelled while the outcome was unknown: released once reconciliation sees the cancellation", async () => {
+    const s = await setUp();
+    const outcome = await s.pay({ verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "facilitator_timeout", transaction: null }) });
+    expect(outcome.kind).toBe("pending");
+    await cancelAuthorization(s.payer, s.payment.payload.authorization.nonce as Hex);
+    await reconcileOpenPayments(env);
+    expect(await s.state()).toMatchObject({ payment: { status: "failed", error: "authorization_canceled" }, charge: { status: "pending", claimed: 0 }, merchantBalance: 0 });
+    expect(await tokenBalance(s.payer.address)).toBe(10_000_000n);
+  });
+});
