@@ -1,5 +1,5 @@
 import { zValidator } from "@hono/zod-validator";
-import type { MiddlewareHandler, ValidationTargets } from "hono";
+import type { Context, MiddlewareHandler, ValidationTargets } from "hono";
 import type { z } from "zod";
 import { ApiError } from "./errors";
 
@@ -14,16 +14,45 @@ function hasProtoKey(value: unknown, depth = 0): boolean {
   return Object.values(value as Record<string, unknown>).some((v) => hasProtoKey(v, depth + 1));
 }
 
+/** The media types hono's validator parses as JSON: application/json and application/<x>+json, any parameters. */
+const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
+
+const isJsonContentType = (contentType: string | undefined) => JSON_MEDIA_TYPE.test((contentType ?? "").split(";")[0]!.trim());
+
+const hasNoBody = (c: Context) => c.req.raw.body === null || c.req.header("Content-Length") === "0";
+
+const jsonBodyRequired = () =>
+  new ApiError(400, "invalid_request", { issues: [{ path: "", code: "json_body_required", message: "a JSON body is required (Content-Type: application/json)" }] });
+
+export interface JsonValidationOptions {
+  /**
+   * The whole body may be left out: a request with no body and no Content-Type
+   * reads as `{}`. Only for schemas whose every field has a default that is a
+   * safe answer (rotate-secret's grace), never where `{}` means "clear it all".
+   */
+  optionalBody?: boolean;
+}
+
 /**
  * `zValidator` whose failures all look the same:
  * 400 `{ error: "invalid_request", issues }` (operations section 5).
+ *
+ * For "json", a body that is not declared JSON is refused rather than read:
+ * hono hands the schema `{}` for any other Content-Type (or none), which an
+ * all-optional schema such as the spending policy would take as "no limits".
  */
-export const validate = <Target extends keyof ValidationTargets, T extends z.ZodType>(target: Target, schema: T) => {
+export const validate = <Target extends keyof ValidationTargets, T extends z.ZodType>(target: Target, schema: T, options: JsonValidationOptions = {}) => {
   const inner = zValidator(target, schema, (result) => {
     if (!result.success) throw new ApiError(400, "invalid_request", { issues: issuesOf(result.error) });
   });
   if (target !== "json") return inner;
   const guarded: MiddlewareHandler = async (c, next) => {
+    const contentType = c.req.header("Content-Type");
+    if (!isJsonContentType(contentType)) {
+      // No body and no Content-Type at all is the one non-JSON request an optional body lets through (as `{}`).
+      if (options.optionalBody && contentType === undefined && hasNoBody(c)) return inner(c, next);
+      throw jsonBodyRequired();
+    }
     let raw: unknown;
     try {
       raw = await c.req.json();

@@ -52,7 +52,8 @@ export const webhookRoutes = new Hono<AppEnv>()
     if (!(await disableEndpoint(c.get("db"), c.req.valid("param").id))) throw new ApiError(404, "webhook_endpoint_not_found");
     return c.json({ id: c.req.valid("param").id, deleted: true });
   })
-  .post("/settings/webhooks/:id/rotate-secret", validate("param", IdParam), validate("json", RotateBody), async (c) => {
+  // The body may be left out (README: `curl -X POST .../rotate-secret`): every field has a default.
+  .post("/settings/webhooks/:id/rotate-secret", validate("param", IdParam), validate("json", RotateBody, { optionalBody: true }), async (c) => {
     const db = c.get("db");
     const endpoint = await getEndpoint(db, c.req.valid("param").id);
     if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");
