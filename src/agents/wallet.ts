@@ -4,7 +4,7 @@ import { executeBatch } from "../db/batch";
 import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
-import { agentCreditPlan, chargePayableCheck, depositPlan, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
+import { agentCreditPlan, depositPlan, payableChecks, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
 import { guard, guardReasonOf, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
@@ -338,7 +338,7 @@ async function requestApproval(
     await executeBatch(env.DB, [
       ...prelude,
       // After the prelude, so a charge born in this batch is checked as created.
-      guard(...chargePayableCheck(charge.id)),
+      guards(...payableChecks(charge)),
       ...expireStale,
       sqlStatement(
         `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
@@ -362,9 +362,9 @@ async function requestApproval(
 /**
  * Grants a held payment: the approval flips to granted in the same batch that
  * pays the charge. Hard limits and the balance still apply; if they no longer
- * allow it the approval stays pending (402). A grant completes the agent's
- * payment attempt, so a charge born from a checkout link is paid only while
- * the link is active (409 `checkout_link_disabled`, the approval stays pending).
+ * allow it the approval stays pending (402). As every payment of a charge born
+ * from a checkout link, it is paid only while the link is active (409
+ * `checkout_link_disabled`, the approval stays pending).
  */
 export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, turn: WalletTurn, slot?: IdempotencySlot): Promise<PayOutcome> {
   // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
@@ -381,13 +381,10 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
   const approvalOpen: GuardCheck = ["approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt];
-  const linkActive: GuardCheck[] = charge.checkoutLinkId
-    ? [["checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", charge.checkoutLinkId]]
-    : [];
   return commitPayment(env, agentId, charge, {
     turn,
     extraStatements: [
-      guards(approvalOpen, ...linkActive),
+      guard(...approvalOpen),
       sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
     ],
     auditData: { approvalId, approvedBy: decidedBy },

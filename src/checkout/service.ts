@@ -9,6 +9,7 @@ import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/wallet";
 import { newPendingCharge } from "../charges/service";
 import { guard } from "../ledger/plan";
+import { linkActiveCheck } from "../ledger/movements";
 import type { IdempotencySlot } from "../lib/idempotency";
 
 export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;
@@ -118,6 +119,6 @@ export async function payCheckoutLink(env: Env, db: Db, agentId: string, token: 
     merchantName: found.merchantName,
     merchantCategory: found.merchantCategory,
   };
-  const linkStillActive = guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", link.id);
+  const linkStillActive = guard(...linkActiveCheck(link.id));
   return walletOf(env, agentId).payNewCharge(agentId, charge, [linkStillActive], slot && { ...slot, view: CHECKOUT_PAID_VIEW });
 }

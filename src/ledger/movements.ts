@@ -48,12 +48,24 @@ function chargePaidStatements(charge: PayableCharge, agentId: string | null, met
 
 /**
  * The wallet may still act on the charge: pending and not being settled on
- * chain by an x402 payment. A payment's batch and a hold's batch both check it.
+ * chain by an x402 payment.
  */
 export const chargePayableCheck = (chargeId: string): GuardCheck => [
   "charge_not_pending",
   "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
   chargeId,
+];
+
+/** A disabled link takes no payment attempt (409), nor does a charge born from it. */
+export const linkActiveCheck = (linkId: string): GuardCheck => ["checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", linkId];
+
+/**
+ * Everything a payment or a hold re-checks about the charge in its batch: payable (above), and
+ * for a charge born from a checkout link, the link still active.
+ */
+export const payableChecks = (charge: { id: string; checkoutLinkId: string | null }): GuardCheck[] => [
+  chargePayableCheck(charge.id),
+  ...(charge.checkoutLinkId ? [linkActiveCheck(charge.checkoutLinkId)] : []),
 ];
 
 /** Fields of `payment.succeeded` and `charge.succeeded`. */
@@ -81,7 +93,7 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
     statements: [
       ...(p.prelude ?? []),
       guards(
-        chargePayableCheck(charge.id),
+        ...payableChecks(charge),
         ["saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor],
       ),
       ...(p.extraStatements ?? []),

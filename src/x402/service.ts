@@ -4,7 +4,7 @@ import { dbOf } from "../db/client";
 import { executeBatch } from "../db/batch";
 import { chargeCreationStatements, chargeRowStatement, chargeView, newPendingCharge, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
-import { x402PaymentPlan } from "../ledger/movements";
+import { linkActiveCheck, x402PaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
@@ -194,8 +194,10 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, payment: D
   const statements: SqlStatement[] = [];
   if (target.kind === "charge") {
     statements.push(guard("charge_unavailable", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id));
+    // A charge born from a checkout link is paid only while the link is active, whatever pays it.
+    if (charge.checkoutLinkId) statements.push(guard(...linkActiveCheck(charge.checkoutLinkId)));
   } else {
-    statements.push(guard("checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", target.link.id));
+    statements.push(guard(...linkActiveCheck(target.link.id)));
     statements.push(...chargeCreationStatements(charge, target.merchantName));
   }
   if (earlier) {
