@@ -13,7 +13,6 @@ import { dbOf } from "./db/client";
 import { settingsOf } from "./env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
-import { idempotency } from "./lib/idempotency";
 import { enforceRateLimit } from "./lib/rate-limit";
 import { mcpRoutes } from "./mcp/routes";
 import { merchantRoutes } from "./merchants/routes";
@@ -55,7 +54,7 @@ export function buildApp() {
 
   // Bodies are small JSON; anything larger is refused before it is read.
   app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.json({ error: "payload_too_large" }, 413) }));
-  app.use(idempotency);
+  // Idempotency-Key is handled by each route's requireActor, after the credential is admitted (lib/idempotency.ts).
 
   app.route("/", consoleAuthRoutes);
   app.route("/", consoleUiRoutes);

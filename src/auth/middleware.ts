@@ -1,6 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../lib/errors";
+import { idempotent } from "../lib/idempotency";
 import { enforceRateLimit } from "../lib/rate-limit";
 import { resolveCredential, type Actor, type ActorKind } from "./credentials";
 
@@ -21,7 +22,10 @@ function bearerToken(header: string | undefined): string | null | undefined {
 
 /**
  * Admits only the `expected` actor kind. Missing or invalid credential: 401
- * naming the expected kind. A valid credential of another kind: 403.
+ * naming the expected kind. A valid credential of another kind: 403. Over the
+ * credential's rate limit: 429. Only an admitted request reaches its
+ * `Idempotency-Key` (`idempotent`), so a stored answer is replayed only to a
+ * credential that is valid now, and a refusal is never stored under the key.
  */
 export const requireActor = <K extends ActorKind>(expected: K) =>
   createMiddleware<AppEnv>(async (c, next) => {
@@ -41,7 +45,7 @@ export const requireActor = <K extends ActorKind>(expected: K) =>
     if (actor.kind !== expected) throw new ApiError(403, "credential_not_allowed", { expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, "") });
     await enforceRateLimit(c.env.CREDENTIAL_RATE_LIMIT, actor.kind === "merchant" ? `merchant:${actor.merchantId}` : actor.kind === "agent" ? `agent:${actor.agentId}` : `console:${actor.email}`);
     c.set("actor", actor);
-    return next();
+    return idempotent(c, next);
   });
 
 /** The authenticated actor of the kind the route required. */

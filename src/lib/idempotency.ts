@@ -1,5 +1,4 @@
-import type { Context } from "hono";
-import { createMiddleware } from "hono/factory";
+import type { Context, Next } from "hono";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "./errors";
 import { sha256Hex } from "./crypto";
@@ -88,13 +87,20 @@ const storedText = (material: string, body: string) => (body.startsWith("v1:") ?
  * answer in the same D1 batch as the change (`c.get("idempotency")` and
  * `storeResponseStatement`), so no crash can separate the two; for the rest the
  * answer is stored right after. Keys are scoped to the credential (a hash of
- * the Authorization header) and kept 24 h. Requests without a credential
- * (x402) are exactly-once by their own reservation and ignore the header.
+ * the Authorization header) and kept 24 h.
+ *
+ * `requireActor` runs this once it has admitted the credential (valid now, of
+ * the route's kind, within its rate limit), never before: a stored answer,
+ * which may show a key once, is replayed only to the credential that keyed it
+ * while that credential still works, and a refused credential gets the same
+ * 401 or 403 with or without a key. Routes without a credential (x402) are
+ * exactly-once by their own reservation and ignore the header.
  */
-export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
+export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> {
   const key = c.req.header("idempotency-key");
   const authorization = c.req.header("authorization");
-  if (c.req.method !== "POST" || key === undefined || !authorization) return next();
+  // A request that already holds its key (two requireActor matched its path) runs on under it.
+  if (c.req.method !== "POST" || key === undefined || !authorization || c.get("idempotency")) return next();
   if (!KEY_SHAPE.test(key)) {
     throw new ApiError(400, "invalid_request", { issues: [{ path: "Idempotency-Key", code: "invalid_header", message: "1 to 255 printable ASCII characters" }] });
   }
@@ -150,4 +156,4 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     // Nothing to replay: free the key for a retry.
     if (!stored) await db.prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress'").bind(scope, key).run();
   }
-});
+}
