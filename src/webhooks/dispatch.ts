@@ -70,12 +70,16 @@ export async function dispatchOutbox(env: Env): Promise<number> {
 
 /**
  * Sends a finished delivery again: the retry schedule starts over and the
- * earlier attempts stay recorded. False when it is not finished (or not this endpoint's).
+ * earlier attempts stay recorded. False when it is not finished, not this
+ * endpoint's, or the endpoint is disabled (deleted, or by the service): nothing
+ * would be sent, the attempt would only fail with `endpoint_disabled`.
  */
 export async function redeliver(env: Env, endpointId: string, deliveryId: string): Promise<boolean> {
   const row = await env.DB.prepare(
     `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
-     WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered') RETURNING id`,
+     WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered')
+       AND EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.disabled_at IS NULL)
+     RETURNING id`,
   ).bind(nowIso(), deliveryId, endpointId).first();
   if (!row) return false;
   await enqueueDeliveries(env, [deliveryId]);

@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, or, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId, newSecret } from "../lib/ids";
@@ -59,12 +59,35 @@ export async function createEndpoint(
 export const listEndpoints = (db: Db) =>
   db.select().from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt)).orderBy(desc(webhookEndpoints.createdAt), desc(sql`rowid`)).limit(500).all();
 
+/** An active endpoint: one that receives deliveries. */
 export const getEndpoint = (db: Db, id: string) =>
   db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).get();
 
-/** Removes an endpoint from fan-out; its delivery history is kept. */
+/**
+ * Disabled by the service (410 Gone, failing for days), not removed with
+ * DELETE. Both set `disabled_at`; only the service writes an
+ * `endpoint.disabled` event for it, in the same batch and at that same
+ * instant (consumer.ts). No index serves this scan of the outbox: it runs only
+ * for an endpoint already disabled, when an operator looks at it.
+ */
+const disabledByService = sql`EXISTS (SELECT 1 FROM outbox_events e WHERE e.type = 'endpoint.disabled'
+  AND e.created_at = ${webhookEndpoints.disabledAt} AND json_extract(e.data, '$.endpointId') = ${webhookEndpoints.id})`;
+
+/** An endpoint whose deliveries stay readable: active or disabled by the service; not one removed with DELETE. */
+export const getUndeletedEndpoint = (db: Db, id: string) =>
+  db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), or(isNull(webhookEndpoints.disabledAt), disabledByService))).get();
+
+/**
+ * DELETE: the endpoint leaves fan-out, the list and the deliveries API; its
+ * rows are kept. One the service disabled can be removed too (a new
+ * `disabled_at` no longer matches its event).
+ */
 export async function disableEndpoint(db: Db, id: string): Promise<boolean> {
-  const result = await db.update(webhookEndpoints).set({ disabledAt: nowIso() }).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).run();
+  const result = await db
+    .update(webhookEndpoints)
+    .set({ disabledAt: nowIso() })
+    .where(and(eq(webhookEndpoints.id, id), or(isNull(webhookEndpoints.disabledAt), disabledByService)))
+    .run();
   return result.meta.changes > 0;
 }
 

@@ -7,7 +7,7 @@ import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { redeliver } from "./dispatch";
-import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret, type EndpointRow } from "./endpoints";
+import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, getUndeletedEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret, type EndpointRow } from "./endpoints";
 import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";
 
@@ -63,7 +63,8 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .get("/settings/webhooks/:id/deliveries", validate("param", IdParam), validate("query", DeliveriesQuery), async (c) => {
     const db = c.get("db");
-    const endpoint = await getEndpoint(db, c.req.valid("param").id);
+    // Also an endpoint the service disabled: its failed deliveries are what an operator comes to read.
+    const endpoint = await getUndeletedEndpoint(db, c.req.valid("param").id);
     if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");
     return c.json({ deliveries: (await listDeliveries(db, endpoint.id, c.req.valid("query").limit)).map(deliveryView) });
   })

@@ -1,0 +1,130 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { api, consoleToken } from "../helpers/api";
+import { createCharge, createMerchant } from "../helpers/factories";
+import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
+
+/*
+ * An endpoint the service disabled (410 Gone, or failing for days) keeps its
+ * deliveries readable: the failed ones are what an operator comes to look at
+ * (guarantees.md). One removed with DELETE answers 404 (decisions.md). Both
+ * set `disabled_at`; only the service's disabling writes an
+ * `endpoint.disabled` event at that instant.
+ */
+
+const RUN = crypto.randomUUID().slice(0, 8);
+const DAY_MS = 86_400_000;
+
+const deliveries = async (id: string, token?: string) => api("GET", `/settings/webhooks/${id}/deliveries`, { token: token ?? (await consoleToken()) });
+const redeliver = async (id: string, deliveryId: string) => api("POST", `/settings/webhooks/${id}/deliveries/${deliveryId}/redeliver`, { token: await consoleToken() });
+const remove = async (id: string) => api("DELETE", `/settings/webhooks/${id}`, { token: await consoleToken() });
+const listedIds = async () => (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints.map((e: { id: string }) => e.id) as string[];
+
+async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: condition not met: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+const disabledAtOf = async (endpointId: string) =>
+  (await env.DB.prepare("SELECT disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?").bind(endpointId).first<{ disabledAt: string | null }>())?.disabledAt ?? null;
+
+const waitDisabled = (endpointId: string) => waitFor(`endpoint ${endpointId} disabled`, () => disabledAtOf(endpointId), (at) => at !== null);
+
+const disabledEventOf = async (endpointId: string) => {
+  const row = await env.DB.prepare("SELECT data FROM outbox_events WHERE type = 'endpoint.disabled' AND json_extract(data, '$.endpointId') = ?").bind(endpointId).first<{ data: string }>();
+  return row ? (JSON.parse(row.data) as { endpointId: string; reason: string }) : null;
+};
+
+const deliveryRow = (id: string) =>
+  env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(id).first<{ status: string; attempts: number }>();
+
+describe("an endpoint disabled by the service", () => {
+  it("after 410 Gone: its deliveries are still listed, not redeliverable, and DELETE then removes it (404)", async () => {
+    const merchant = await createMerchant();
+    const name = `gone-disabled-${RUN}`;
+    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
+    await createCharge(merchant.apiKey, 10);
+    await waitForReceived(name, (list) => list.length >= 1);
+    await waitDisabled(endpoint.id);
+    expect(await disabledEventOf(endpoint.id)).toEqual({ endpointId: endpoint.id, reason: "gone" });
+
+    const res = await deliveries(endpoint.id);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.deliveries).toHaveLength(1);
+    const [failed] = res.body.deliveries;
+    expect(failed).toMatchObject({ type: "charge.created", status: "failed", attempts: 1, lastStatusCode: 410, lastError: "http_410", deliveredAt: null });
+    // The console's attempt page reads by delivery id: the failed attempt is there to look at.
+    const attempts = await env.DB.prepare("SELECT status_code AS statusCode, error FROM webhook_attempts WHERE delivery_id = ?").bind(failed.id).all();
+    expect(attempts.results).toEqual([{ statusCode: 410, error: "http_410" }]);
+
+    // Still out of the list, as before.
+    expect(await listedIds()).not.toContain(endpoint.id);
+
+    // Nothing is sent to a disabled endpoint, so nothing is queued: 409, and the delivery is untouched.
+    const again = await redeliver(endpoint.id, failed.id);
+    expect(again.status, again.text).toBe(409);
+    expect(again.body).toEqual({ error: "delivery_not_redeliverable" });
+    expect(await deliveryRow(failed.id)).toEqual({ status: "failed", attempts: 1 });
+
+    // Console only, as for any endpoint.
+    const asMerchant = await deliveries(endpoint.id, merchant.apiKey);
+    expect(asMerchant.status).toBe(403);
+    expect(asMerchant.body.error).toBe("credential_not_allowed");
+    expect((await api("GET", `/settings/webhooks/${endpoint.id}/deliveries`)).status).toBe(401);
+
+    // DELETE removes it like an active one: then the deliveries API answers 404.
+    const removed = await remove(endpoint.id);
+    expect(removed.status, removed.text).toBe(200);
+    expect(removed.body).toEqual({ id: endpoint.id, deleted: true });
+    const gone = await deliveries(endpoint.id);
+    expect(gone.status).toBe(404);
+    expect(gone.body).toEqual({ error: "webhook_endpoint_not_found" });
+    expect((await remove(endpoint.id)).status).toBe(404);
+  });
+
+  it("after failing for days: every failed delivery is still listed", async () => {
+    const merchant = await createMerchant();
+    const name = `fail-days-${RUN}`;
+    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
+
+    await createCharge(merchant.apiKey, 10);
+    const [first] = (await waitFor("first delivery failed", async () => (await deliveries(endpoint.id)).body.deliveries, (list) => list[0]?.status === "failed")) as { id: string }[];
+    expect(await disabledAtOf(endpoint.id)).toBeNull();
+    // The first failure happened four days ago: the next delivery that fails for good disables the endpoint.
+    await env.DB.prepare("UPDATE webhook_deliveries SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - 4 * DAY_MS).toISOString(), first!.id).run();
+
+    await createCharge(merchant.apiKey, 20);
+    await waitDisabled(endpoint.id);
+    expect(await disabledEventOf(endpoint.id)).toEqual({ endpointId: endpoint.id, reason: "failing" });
+
+    const res = await deliveries(endpoint.id);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.deliveries).toHaveLength(2);
+    for (const delivery of res.body.deliveries) expect(delivery).toMatchObject({ status: "failed", lastStatusCode: 500, lastError: "http_500" });
+    expect(await listedIds()).not.toContain(endpoint.id);
+  });
+});
+
+describe("an endpoint removed with DELETE", () => {
+  it("answers 404 for its deliveries, and a delivery of it is not sent again", async () => {
+    const merchant = await createMerchant();
+    const name = `ok-deleted-${RUN}`;
+    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
+    await createCharge(merchant.apiKey, 10);
+    const [delivered] = (await waitFor("delivered", async () => (await deliveries(endpoint.id)).body.deliveries, (list) => list[0]?.status === "delivered")) as { id: string }[];
+
+    expect((await remove(endpoint.id)).status).toBe(200);
+    const res = await deliveries(endpoint.id);
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: "webhook_endpoint_not_found" });
+    // It would only fail at once with endpoint_disabled: refused instead.
+    const again = await redeliver(endpoint.id, delivered!.id);
+    expect(again.status, again.text).toBe(409);
+    expect(await deliveryRow(delivered!.id)).toEqual({ status: "delivered", attempts: 1 });
+  });
+});
