@@ -83,6 +83,17 @@ function withRemoteFacilitator(settle: (payload: Authorization) => Promise<Respo
   return remoteFacilitator(x(), FACILITATOR);
 }
 let restore = () => {};
+
+/** A remote facilitator that broadcasts the transfer itself, then answers `reply` (`sent` names what it broadcast). */
+function broadcastingThen(reply: () => Response) {
+  const sent = { transaction: "" };
+  const facilitator = withRemoteFacilitator(async (payload) => {
+    sent.transaction = (await submitAuthorization(payload)).transactionHash;
+    return reply();
+  });
+  return { facilitator, sent };
+}
+const settleReply = (errorReason: string) => Response.json({ success: false, errorReason, transaction: "", network: "base-sepolia", payer: "" });
 afterEach(() => {
   restore();
   setFaultHook(null);
@@ -123,43 +134,25 @@ async function expectCreditedOnce(s: Awaited<ReturnType<typeof setUp>>, transact
 describe("a settlement reported failed after the money moved", () => {
   it("a facilitator that broadcasts, then answers a gateway's 504: pending, not a failure, then credited once", async () => {
     const s = await setUp();
-    let transaction = "";
-    const outcome = await s.pay(
-      withRemoteFacilitator(async (payload) => {
-        transaction = (await submitAuthorization(payload)).transactionHash;
-        return Response.json({ message: "upstream request timeout" }, { status: 504 });
-      }),
-    );
-    expect(outcome).toMatchObject({ kind: "pending", chargeId: s.charge.chargeId });
+    const { facilitator, sent } = broadcastingThen(() => Response.json({ message: "upstream request timeout" }, { status: 504 }));
+    expect(await s.pay(facilitator)).toMatchObject({ kind: "pending", chargeId: s.charge.chargeId });
     expect(await s.state()).toMatchObject({ payment: { status: "unknown" }, charge: { status: "pending", claimed: 1 } });
-    await expectCreditedOnce(s, transaction);
+    await expectCreditedOnce(s, sent.transaction);
   });
 
   it("a facilitator that broadcasts, then reports unexpected_settle_error without a hash: pending, then credited once", async () => {
     const s = await setUp();
-    let transaction = "";
-    const outcome = await s.pay(
-      withRemoteFacilitator(async (payload) => {
-        transaction = (await submitAuthorization(payload)).transactionHash;
-        return Response.json({ success: false, errorReason: "unexpected_settle_error", transaction: "", network: "base-sepolia", payer: "" });
-      }),
-    );
-    expect(outcome.kind).toBe("pending");
-    await expectCreditedOnce(s, transaction);
+    const { facilitator, sent } = broadcastingThen(() => settleReply("unexpected_settle_error"));
+    expect((await s.pay(facilitator)).kind).toBe("pending");
+    await expectCreditedOnce(s, sent.transaction);
   });
 
   it("a facilitator that reports a definite failure after all: the chain says the authorization is used, so it is pending", async () => {
     const s = await setUp();
-    let transaction = "";
-    const outcome = await s.pay(
-      withRemoteFacilitator(async (payload) => {
-        transaction = (await submitAuthorization(payload)).transactionHash;
-        return Response.json({ success: false, errorReason: "invalid_transaction_state", transaction: "", network: "base-sepolia", payer: "" });
-      }),
-    );
-    expect(outcome.kind).toBe("pending");
+    const { facilitator, sent } = broadcastingThen(() => settleReply("invalid_transaction_state"));
+    expect((await s.pay(facilitator)).kind).toBe("pending");
     expect((await s.state()).payment).toMatchObject({ status: "unknown", error: "invalid_transaction_state; authorization used on chain" });
-    await expectCreditedOnce(s, transaction);
+    await expectCreditedOnce(s, sent.transaction);
   });
 
   it("someone else submits the authorization before our settler: our transaction reverts, theirs paid us, and theirs is credited", async () => {
@@ -209,7 +202,7 @@ describe("a settlement reported failed after the money moved", () => {
 describe("a settlement that can never pay", () => {
   it("a facilitator's definite failure with the authorization unused: released, Liquidación fallida, payable again", async () => {
     const s = await setUp();
-    const outcome = await s.pay(withRemoteFacilitator(async () => Response.json({ success: false, errorReason: "insufficient_funds", transaction: "", network: "base-sepolia", payer: "" })));
+    const outcome = await s.pay(withRemoteFacilitator(async () => settleReply("insufficient_funds")));
     expect(outcome).toMatchObject({ kind: "settle_failed", reason: "insufficient_funds" });
     expect(await s.state()).toMatchObject({ payment: { status: "failed" }, charge: { status: "pending", claimed: 0 }, merchantBalance: 0 });
   });
