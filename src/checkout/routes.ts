@@ -48,7 +48,8 @@ export const checkoutRoutes = new Hono<AppEnv>()
     return c.json(checkoutLinkMerchantView(link));
   })
   .get("/checkout/:token", validate("param", TokenParam), async (c) => {
-    const visited = await visitCheckoutLink(c.get("db"), c.req.valid("param").token);
+    // Hono answers HEAD with this handler (and drops the body): only a GET is a visit.
+    const visited = await visitCheckoutLink(c.get("db"), c.req.valid("param").token, c.req.method === "GET");
     if (!visited) throw new ApiError(404, "checkout_link_not_found");
     return c.json(checkoutLinkPublicView(visited.link, visited.merchantName));
   })

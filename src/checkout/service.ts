@@ -78,14 +78,11 @@ export async function setCheckoutLinkActive(db: Db, merchantId: string, token: s
   return db.update(checkoutLinks).set({ active }).where(and(eq(checkoutLinks.token, token), eq(checkoutLinks.merchantId, merchantId))).returning().get();
 }
 
-/** Counts a public view and returns the link with its merchant's name. */
-export async function visitCheckoutLink(db: Db, token: string) {
-  const link = await db
-    .update(checkoutLinks)
-    .set({ visits: sql`${checkoutLinks.visits} + 1` })
-    .where(eq(checkoutLinks.token, token))
-    .returning()
-    .get();
+/** The link with its merchant's name for the public view; `count` (a GET, not a HEAD) counts the visit. */
+export async function visitCheckoutLink(db: Db, token: string, count = true) {
+  const link = count
+    ? await db.update(checkoutLinks).set({ visits: sql`${checkoutLinks.visits} + 1` }).where(eq(checkoutLinks.token, token)).returning().get()
+    : await db.select().from(checkoutLinks).where(eq(checkoutLinks.token, token)).get();
   if (!link) return undefined;
   const merchant = await db.select({ name: merchants.name }).from(merchants).where(eq(merchants.id, link.merchantId)).get();
   return { link, merchantName: merchant?.name ?? "" };
