@@ -23,11 +23,15 @@ interface Claimed {
   endpointId: string;
 }
 
+/** The longest `retry({ delaySeconds })` Cloudflare Queues allows: 12 h. */
+export const MAX_QUEUE_DELAY_SECONDS = 43_200;
+
 /** Delay before retry `index`, with ±20 % jitter so retries of many deliveries spread out. */
 export function retryDelaySeconds(schedule: number[], index: number, random = Math.random): number | null {
   const base = schedule[index];
   if (base === undefined) return null;
-  return Math.round(base * (0.8 + 0.4 * random()));
+  // Jitter takes the schedule's 12 h entries up to 14.4 h, past what a queue message may wait.
+  return Math.min(Math.round(base * (0.8 + 0.4 * random())), MAX_QUEUE_DELAY_SECONDS);
 }
 
 /**
