@@ -34,7 +34,10 @@ export const webhookEndpoints = sqliteTable(
     previousSecretExpiresAt: text("previous_secret_expires_at"),
     createdBy: text("created_by").notNull(),
     createdAt: text("created_at").notNull(),
+    /** No longer delivered to: removed with DELETE, or disabled by the service for failing (`endpoint.disabled`). */
     disabledAt: text("disabled_at"),
+    /** Removed with DELETE: gone from the console and the deliveries API too (its rows are kept). */
+    deletedAt: text("deleted_at"),
   },
   (t) => [index("webhook_endpoints_merchant").on(t.merchantId)],
 );

@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, or, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId, newSecret } from "../lib/ids";
@@ -50,6 +50,7 @@ export async function createEndpoint(
     createdBy: input.createdBy,
     createdAt: nowIso(),
     disabledAt: null,
+    deletedAt: null,
   };
   const created = { row, secret };
   await writeTogether(db, [db.insert(webhookEndpoints).values(row), ...(await withCreated(created))]);
@@ -63,30 +64,21 @@ export const listEndpoints = (db: Db) =>
 export const getEndpoint = (db: Db, id: string) =>
   db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).get();
 
-/**
- * Disabled by the service (410 Gone, failing for days), not removed with
- * DELETE. Both set `disabled_at`; only the service writes an
- * `endpoint.disabled` event for it, in the same batch and at that same
- * instant (consumer.ts). No index serves this scan of the outbox: it runs only
- * for an endpoint already disabled, when an operator looks at it.
- */
-const disabledByService = sql`EXISTS (SELECT 1 FROM outbox_events e WHERE e.type = 'endpoint.disabled'
-  AND e.created_at = ${webhookEndpoints.disabledAt} AND json_extract(e.data, '$.endpointId') = ${webhookEndpoints.id})`;
-
 /** An endpoint whose deliveries stay readable: active or disabled by the service; not one removed with DELETE. */
 export const getUndeletedEndpoint = (db: Db, id: string) =>
-  db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), or(isNull(webhookEndpoints.disabledAt), disabledByService))).get();
+  db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt))).get();
 
 /**
  * DELETE: the endpoint leaves fan-out, the list and the deliveries API; its
- * rows are kept. One the service disabled can be removed too (a new
- * `disabled_at` no longer matches its event).
+ * rows are kept. One the service disabled can be removed too (it keeps the
+ * time it was disabled).
  */
 export async function disableEndpoint(db: Db, id: string): Promise<boolean> {
+  const at = nowIso();
   const result = await db
     .update(webhookEndpoints)
-    .set({ disabledAt: nowIso() })
-    .where(and(eq(webhookEndpoints.id, id), or(isNull(webhookEndpoints.disabledAt), disabledByService)))
+    .set({ disabledAt: sql`COALESCE(${webhookEndpoints.disabledAt}, ${at})`, deletedAt: at })
+    .where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt)))
     .run();
   return result.meta.changes > 0;
 }

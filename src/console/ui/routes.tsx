@@ -17,7 +17,7 @@ import { ApiError } from "../../lib/errors";
 import { nowIso, utcDayStart } from "../../lib/time";
 import { consoleMerchantView, listMerchants, registerMerchant } from "../../merchants/service";
 import { redeliver } from "../../webhooks/dispatch";
-import { createEndpoint, deliveryView, endpointView, getEndpoint, listAttempts, listDeliveries, listEndpoints } from "../../webhooks/endpoints";
+import { createEndpoint, deliveryView, endpointView, getUndeletedEndpoint, listAttempts, listDeliveries, listEndpoints } from "../../webhooks/endpoints";
 import { EVENT_TYPES } from "../../webhooks/outbox";
 import { checkWebhookUrl } from "../../webhooks/url-guard";
 import { consoleUsers } from "../../db/schema";
@@ -257,7 +257,8 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     return page({ notice: `Endpoint ${row.id} created.` }, <ShownOnce label={`Signing secret for ${row.url}`} value={secret} id="webhook-secret" />);
   })
   .get("/console/ui/webhooks/:id", async (c) => {
-    const endpoint = await getEndpoint(c.get("db"), c.req.param("id"));
+    // As the deliveries API: an endpoint the service disabled keeps its deliveries readable.
+    const endpoint = await getUndeletedEndpoint(c.get("db"), c.req.param("id"));
     if (!endpoint) return c.notFound();
     const deliveries = (await listDeliveries(c.get("db"), endpoint.id, 100)).map(deliveryView);
     return render(c, `Deliveries to ${endpoint.url}`, "/console/ui/webhooks", <DeliveriesPage csrf={csrfOf(c)} endpointId={endpoint.id} deliveries={deliveries} />);
