@@ -25,7 +25,6 @@ const urlIssue = (reason: string) => new ApiError(400, "invalid_request", { issu
 
 export const webhookRoutes = new Hono<AppEnv>()
   .use("/settings/webhooks/*", requireActor("console"))
-  .use("/settings/webhooks", requireActor("console"))
   .post("/settings/webhooks", validate("json", CreateBody), async (c) => {
     const body = c.req.valid("json");
     const settings = c.get("settings");
