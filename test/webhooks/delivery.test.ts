@@ -4,6 +4,7 @@ import { dispatchOutbox, enqueueDeliveries, fanOutOutbox } from "../../src/webho
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { received, receiverUrl, registerEndpoint, waitForReceived, type ReceivedDelivery } from "../helpers/webhooks";
+import { waitFor } from "../helpers/wait";
 
 /*
  * Webhook delivery through the Worker in workerd, with the Queue consumer
@@ -118,16 +119,6 @@ async function waitForDeliveries(endpointId: string, done: (list: DeliveryView[]
   }
 }
 
-/** Polls anything until `done` holds. */
-async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: condition not met: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
 
 async function attemptRows(deliveryId: string) {
   const { results } = await env.DB.prepare("SELECT attempt, status_code AS statusCode, error FROM webhook_attempts WHERE delivery_id = ? ORDER BY id")

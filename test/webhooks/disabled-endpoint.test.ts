@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
+import { waitFor } from "../helpers/wait";
 
 /*
  * An endpoint the service disabled (410 Gone, or failing for days) keeps its
@@ -20,15 +21,6 @@ const redeliver = async (id: string, deliveryId: string) => api("POST", `/settin
 const remove = async (id: string) => api("DELETE", `/settings/webhooks/${id}`, { token: await consoleToken() });
 const listedIds = async () => (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints.map((e: { id: string }) => e.id) as string[];
 
-async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: condition not met: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
 
 const disabledAtOf = async (endpointId: string) =>
   (await env.DB.prepare("SELECT disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?").bind(endpointId).first<{ disabledAt: string | null }>())?.disabledAt ?? null;

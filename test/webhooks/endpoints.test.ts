@@ -4,6 +4,7 @@ import { api, consoleToken } from "../helpers/api";
 import { expectAuthMatrix } from "../helpers/auth-matrix";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { receiverUrl, registerEndpoint, waitForReceived } from "../helpers/webhooks";
+import { waitFor } from "../helpers/wait";
 
 /*
  * The console's webhook endpoints API (interface.md section 4, operations.md
@@ -21,15 +22,6 @@ const list = async () => api("GET", "/settings/webhooks", { token: await console
 const deliveries = async (id: string, query = "") => api("GET", `/settings/webhooks/${id}/deliveries${query}`, { token: await consoleToken() });
 const remove = async (id: string) => api("DELETE", `/settings/webhooks/${id}`, { token: await consoleToken() });
 
-async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: condition not met: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
 
 describe("POST /settings/webhooks", () => {
   it("201 { id wh_, url, events, secret whsec_ } with the secret shown once", async () => {
