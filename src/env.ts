@@ -5,6 +5,9 @@ import type { GrantDurableObject } from "./paylinks/grant.do";
 import type { X402SettlerDurableObject } from "./x402/settler.do";
 import type { BenchFloorDurableObject } from "./bench/floor.do";
 
+/** The longest `retry({ delaySeconds })` Cloudflare Queues allows (12 h): no retry schedule entry, jitter included, goes past it. */
+export const MAX_QUEUE_DELAY_SECONDS = 43_200;
+
 /** Bindings and vars as wrangler.toml declares them. */
 export interface Env {
   DB: D1Database;
@@ -165,7 +168,7 @@ const SettingsSchema = z
       .string()
       .default(DEFAULT_RETRY_SCHEDULE)
       .transform((text) => text.split(",").map((n) => Number(n.trim())))
-      .pipe(z.array(z.number().int().min(0).max(43_200)).min(1).max(30)),
+      .pipe(z.array(z.number().int().min(0).max(MAX_QUEUE_DELAY_SECONDS)).min(1).max(30)),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
     WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
     MAIL_TRANSPORT: z.enum(["log", "send_email", "http", "none"]).optional(),

@@ -3122,7 +3122,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not pending, or expired. */
+            /** @description The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), or the checkout link it was born from is disabled (`checkout_link_disabled`). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3371,7 +3371,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["RotateWebhookSecretRequest"];
             };

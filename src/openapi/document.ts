@@ -120,7 +120,7 @@ function operationObject(op: Operation, shared: Record<string, ResponseObject>):
   if (op.description) out.description = op.description;
   const parameters = parametersOf(op);
   if (parameters.length > 0) out.parameters = parameters;
-  if (op.body) out.requestBody = { required: true, content: { "application/json": { schema: refOf(op.body, requestSchemas, "request") } } };
+  if (op.body) out.requestBody = { required: !op.bodyOptional, content: { "application/json": { schema: refOf(op.body, requestSchemas, "request") } } };
   if (op.form) {
     const properties = Object.fromEntries(Object.entries(op.form).map(([name, description]) => [name, { type: "string", description }]));
     out.requestBody = { required: true, content: { "application/x-www-form-urlencoded": { schema: { type: "object", properties } } } };

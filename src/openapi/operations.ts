@@ -79,6 +79,8 @@ export interface Operation {
   headers?: HeaderParam[];
   /** A JSON body, registered in `requestSchemas`. */
   body?: z.ZodType;
+  /** The body may be left out altogether (no body, no Content-Type: every field takes its default). */
+  bodyOptional?: true;
   /** A form body (console pages), for the reader only: those handlers read fields one by one. */
   form?: Record<string, string>;
   responses: Record<number, ResponseSpec>;
@@ -522,7 +524,7 @@ const API: Operation[] = [
       200: json(r.ApprovalGranted, "Granted; the charge is paid."),
       402: error("The policy or balance refuses it now."),
       404: error("`approval_not_found`."),
-      409: error("Not pending, or expired."),
+      409: error("The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), or the checkout link it was born from is disabled (`checkout_link_disabled`)."),
       503: OVERLOADED,
     },
   },
@@ -586,6 +588,7 @@ const API: Operation[] = [
     auth: "console",
     params: webhooks.IdParam,
     body: body("RotateWebhookSecretRequest", webhooks.RotateBody),
+    bodyOptional: true,
     responses: { 200: json(r.WebhookSecretRotated, "The new secret, shown once."), 400: INVALID, 404: error("`webhook_endpoint_not_found`.") },
   },
   {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Env } from "../env";
-import { settingsOf } from "../env";
+import { MAX_QUEUE_DELAY_SECONDS, settingsOf } from "../env";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
 import { executeBatch } from "../db/batch";
@@ -23,8 +23,6 @@ interface Claimed {
   endpointId: string;
 }
 
-/** The longest `retry({ delaySeconds })` Cloudflare Queues allows: 12 h. */
-export const MAX_QUEUE_DELAY_SECONDS = 43_200;
 
 /** Delay before retry `index`, with ±20 % jitter so retries of many deliveries spread out. */
 export function retryDelaySeconds(schedule: number[], index: number, random = Math.random): number | null {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_RETRY_SCHEDULE } from "../../src/env";
-import { MAX_QUEUE_DELAY_SECONDS, retryDelaySeconds } from "../../src/webhooks/consumer";
+import { MAX_QUEUE_DELAY_SECONDS } from "../../src/env";
+import { retryDelaySeconds } from "../../src/webhooks/consumer";
 
 /*
  * The delay handed to `message.retry({ delaySeconds })`: the schedule's entry
