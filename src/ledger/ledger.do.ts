@@ -116,7 +116,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
       }
     }
     // The group's appends (ledger entries, outbox events) and audit rows go last, merged a few
-    // plans to a statement: no statement of a batch reads those tables.
+    // plans to a statement: no statement of a batch reads another plan's rows there (see SqlStatement.append).
     statements.push(...mergeAppends(appendable), ...auditInserts(auditRows));
     const db = this.env.DB;
     const abort = () => this.ctx.abort("fault injection");

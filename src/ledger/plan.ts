@@ -9,8 +9,10 @@ export interface SqlStatement {
   params: (string | number | null)[];
   /**
    * Set on a plain multi-row insert (`appendRows`) into a table that no statement of a batch
-   * reads (ledger entries, outbox events): the sequencer may write its rows after the group's
-   * other statements, in one insert with other plans' rows of the same insert.
+   * reads for another plan's rows (ledger entries, outbox events): the sequencer may write its
+   * rows after the group's other statements, in one insert with other plans' rows of the same
+   * insert. (A manual credit's guard reads ledger entries for its own transfer id only, which is
+   * new for every plan, so a group's deferred rows never change its answer.)
    */
   append?: { into: string; width: number };
 }

@@ -280,7 +280,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/ui/webhooks/:id/deliveries/:deliveryId/redeliver", async (c) => {
     const { id, deliveryId } = c.req.param();
     const ok = await redeliver(c.env, id, deliveryId);
-    return back(c, ["webhooks", id], ok ? "Queued for redelivery." : "Only a delivered or failed delivery can be sent again.");
+    return back(c, ["webhooks", id], ok ? "Queued for redelivery." : "Only a delivered or failed delivery to an active endpoint can be sent again.");
   })
 
   .get("/console/ui/kyt", (c) => render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />))
