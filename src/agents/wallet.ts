@@ -218,6 +218,18 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
     end("unsure");
     throw error;
   }
+  if (result.kind === "refused" && result.reason === "charge_not_pending") {
+    // The sequencer commits a group's plans again one by one when the group's batch failed as a
+    // whole; if that batch had in fact committed (an answer lost), this payment is the one that
+    // paid the charge, and is answered as paid.
+    const landed = await env.DB.prepare("SELECT m.balance_minor AS balanceMinor FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ? AND c.reference = ?")
+      .bind(charge.id, reference)
+      .first<{ balanceMinor: number }>();
+    if (landed) {
+      end("committed");
+      return { kind: "paid", charge: paidCharge, merchantBalanceMinor: landed.balanceMinor };
+    }
+  }
   if (result.kind === "refused") {
     // A refused balance means the remembered figures were wrong; any other refusal changed nothing of this agent.
     const balance = result.reason === POLICY_REASONS.balance;

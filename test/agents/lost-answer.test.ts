@@ -1,0 +1,58 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { AgentStateCache, payCharge as payFromWallet, readCharge } from "../../src/agents/wallet";
+import { ledgerOf } from "../../src/ledger/ledger.do";
+import type { CommitPlan } from "../../src/ledger/plan";
+import { api, consoleToken } from "../helpers/api";
+import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+
+/*
+ * A group batch that committed but whose answer was lost: the ledger
+ * sequencer commits each of its plans again one by one, and a wallet payment's
+ * second try is refused charge_not_pending, its charge being paid by itself.
+ * The payment is answered as paid (not 409), once, with the merchant's balance,
+ * and the wallet counts it in its remembered figures.
+ */
+
+/** `env` whose ledger commits every plan, loses the answer, and commits it again (what the sequencer does after a lost group answer). */
+function lossyEnv() {
+  const real = ledgerOf(env);
+  const ledger = { commit: async (plan: CommitPlan) => (await real.commit(plan), real.commit(plan)) };
+  return { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
+}
+
+describe("a wallet payment whose batch committed but whose answer was lost", () => {
+  it("is answered as paid, once, and the wallet's figures count it", async () => {
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 1000, policy: { dailyLimitUsdCents: 500 } });
+    const charge = await createCharge(merchant.apiKey, 300);
+    const turn = { cache: new AgentStateCache(), endTurn: () => {} };
+    const lossy = lossyEnv();
+
+    const outcome = await payFromWallet(lossy, agent.agentId, charge.chargeId, turn, readCharge(env, charge.chargeId));
+    expect(outcome).toMatchObject({ kind: "paid", charge: { chargeId: charge.chargeId, status: "paid" }, merchantBalanceMinor: 300 });
+    expect(await balanceOf(agent.apiKey)).toBe(700);
+    expect(await merchantBalance(merchant.apiKey)).toBe(300);
+    const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries e JOIN charges c ON e.transfer_id = c.reference WHERE c.id = ?").bind(charge.chargeId).first<{ n: number }>();
+    expect(entries?.n).toBe(2);
+
+    // The same wallet's next decision sees the 300 spent today: 300 more would pass the 500 daily limit.
+    const next = await createCharge(merchant.apiKey, 300);
+    const refused = await payFromWallet(lossy, agent.agentId, next.chargeId, turn, readCharge(env, next.chargeId));
+    expect(refused).toEqual({ kind: "rejected", reason: "excede_limite_diario" });
+    expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
+  });
+
+  it("a charge another payment paid is still 409 charge_not_pending", async () => {
+    const merchant = await createMerchant();
+    const [first, second] = await Promise.all([createAgent({ credit: 1000 }), createAgent({ credit: 1000 })]);
+    const charge = await createCharge(merchant.apiKey, 300);
+    expect((await api("POST", `/charges/${charge.chargeId}/pay`, { token: first.apiKey })).status).toBe(200);
+    const turn = { cache: new AgentStateCache(), endTurn: () => {} };
+    // The charge as it was before the first payment: the second agent's decision is made on it, and its batch is refused.
+    const stale = Promise.resolve({ ...(await readCharge(env, charge.chargeId))!, status: "pending", reference: null, agentId: null, method: null, paidAt: null });
+    const outcome = await payFromWallet(lossyEnv(), second.agentId, charge.chargeId, turn, stale);
+    expect(outcome).toEqual({ kind: "conflict", reason: "charge_not_pending" });
+    expect(await balanceOf(second.apiKey)).toBe(1000);
+  });
+});
