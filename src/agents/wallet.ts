@@ -5,7 +5,7 @@ import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRo
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import { agentCreditPlan, depositPlan, payableChecks, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
-import { guard, guardReasonOf, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../ledger/plan";
+import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
 import { newId } from "../lib/ids";
@@ -392,11 +392,10 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   const decision = decide(agent, charge, true);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
-  const approvalOpen: GuardCheck = ["approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt];
   return commitPayment(env, agentId, charge, {
     turn,
     extraStatements: [
-      guard(...approvalOpen),
+      guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
       sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
     ],
     auditData: { approvalId, approvedBy: decidedBy },

@@ -103,10 +103,9 @@ export class LedgerDurableObject extends DurableObject<Env> {
     const spans: { start: number; count: number; auditSeqs: number[] }[] = [];
     for (const plan of plans) {
       const auditSeqs: number[] = [];
-      const own = plan.statements.filter((s) => !s.append);
-      spans.push({ start: statements.length, count: own.length, auditSeqs });
-      statements.push(...own);
-      appendable.push(...plan.statements.filter((s) => s.append));
+      const start = statements.length;
+      for (const statement of plan.statements) (statement.append ? appendable : statements).push(statement);
+      spans.push({ start, count: statements.length - start, auditSeqs });
       for (const draft of plan.audit) {
         const seq = prev.seq + 1;
         const hash = chainHash(prev.hash, seq, draft);

@@ -99,8 +99,7 @@ const storedText = (material: string, body: string) => (body.startsWith("v1:") ?
 export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> {
   const key = c.req.header("idempotency-key");
   const authorization = c.req.header("authorization");
-  // A request that already holds its key (two requireActor matched its path) runs on under it.
-  if (c.req.method !== "POST" || key === undefined || !authorization || c.get("idempotency")) return next();
+  if (c.req.method !== "POST" || key === undefined || !authorization) return next();
   if (!KEY_SHAPE.test(key)) {
     throw new ApiError(400, "invalid_request", { issues: [{ path: "Idempotency-Key", code: "invalid_header", message: "1 to 255 printable ASCII characters" }] });
   }

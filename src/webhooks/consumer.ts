@@ -23,7 +23,6 @@ interface Claimed {
   endpointId: string;
 }
 
-
 /** Delay before retry `index`, with ±20 % jitter so retries of many deliveries spread out. */
 export function retryDelaySeconds(schedule: number[], index: number, random = Math.random): number | null {
   const base = schedule[index];

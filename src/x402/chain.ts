@@ -171,15 +171,15 @@ export async function receiptNow(x: X402Settings, hash: `0x${string}`) {
   return receipt ? formatTransactionReceipt(receipt) : null;
 }
 
-/** The `eth_call` that reads whether the token marks `payer`'s authorization `nonce` used. */
-export const authorizationStateCall = (x: X402Settings, payer: string, nonce: string) => ({
+/** A read of the token at the latest block, as one JSON-RPC call (alone, or in a batch). */
+export const tokenCall = (x: X402Settings, functionName: "authorizationState" | "balanceOf", args: readonly unknown[]) => ({
   method: "eth_call",
-  params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "authorizationState", args: [payer as Hex, nonce as Hex] }) }, "latest"],
+  params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]) }, "latest"],
 });
 
 /** Whether the token marks `payer`'s authorization `nonce` used, at the latest block. */
 export async function authorizationUsed(x: X402Settings, payer: string, nonce: string): Promise<boolean> {
-  const { method, params } = authorizationStateCall(x, payer, nonce);
+  const { method, params } = tokenCall(x, "authorizationState", [payer, nonce]);
   const result = await rpcCall<Hex>(x, method, params, { retry: true });
   return decodeFunctionResult({ abi: EIP3009_ABI, functionName: "authorizationState", data: result });
 }

@@ -1,7 +1,7 @@
 import { encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { X402Settings } from "../env";
-import { authorizationStateCall, EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, type RpcAnswer } from "./chain";
+import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type RpcAnswer } from "./chain";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 
@@ -75,8 +75,7 @@ export async function checkTransfer(x: X402Settings, terms: Terms, payment: Deco
   const a = payment.authorization;
   const data = gasFrom ? transferCallData(payment) : null;
   if (gasFrom && !data) return { kind: "invalid", reason: "invalid_exact_evm_payload_signature" };
-  const balanceCall = { method: "eth_call", params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName: "balanceOf", args: [a.from as Hex] }) }, "latest"] };
-  const calls: { method: string; params: unknown[] }[] = [authorizationStateCall(x, a.from, a.nonce), balanceCall];
+  const calls: { method: string; params: unknown[] }[] = [tokenCall(x, "authorizationState", [a.from, a.nonce]), tokenCall(x, "balanceOf", [a.from])];
   const cached = feeCache.get(x.rpcUrl);
   const feesFresh = cached && Date.now() - cached.at < FEES_FRESH_MS ? cached.fees : null;
   if (gasFrom) calls.push({ method: "eth_estimateGas", params: [{ from: gasFrom, to: x.asset, data }, "latest"] });
