@@ -14,13 +14,15 @@ const read = (file) => {
   }
 };
 
-/** The process group of `pid` and its command name, from /proc/<pid>/stat (the name may hold spaces and parentheses). */
+/** A /proc stat line's fields after the command name (which may hold spaces and parentheses): field 3 (state) first. */
+const fieldsAfterComm = (stat) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+
+/** The process group of `pid` and its command name, from /proc/<pid>/stat. */
 function statOf(pid) {
   const stat = read(`/proc/${pid}/stat`);
   if (!stat) return null;
-  const close = stat.lastIndexOf(")");
-  const [, , pgrp] = stat.slice(close + 2).split(" ");
-  return { comm: stat.slice(stat.indexOf("(") + 1, close), pgrp: Number(pgrp) };
+  const [, , pgrp] = fieldsAfterComm(stat);
+  return { comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), pgrp: Number(pgrp) };
 }
 
 /**
@@ -49,7 +51,7 @@ export function serviceProcesses(pgid, port) {
 /** When a thread started (clock ticks since boot, /proc/<pid>/task/<tid>/stat field 22), or null if it is gone. */
 function startTicksOf(pid, tid) {
   const stat = read(`/proc/${pid}/task/${tid}/stat`);
-  return stat ? stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] : null;
+  return stat ? fieldsAfterComm(stat)[19] : null;
 }
 
 /**
