@@ -192,6 +192,18 @@ interface CommitOptions {
   auditData?: Record<string, unknown>;
 }
 
+/** The merchant's balance if the charge was paid with this reference (the payment's batch landed); undefined when it was not, or cannot be told. */
+async function landedPayment(env: Env, chargeId: string, reference: string): Promise<{ balanceMinor: number } | undefined> {
+  try {
+    const row = await env.DB.prepare("SELECT m.balance_minor AS balanceMinor FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ? AND c.reference = ?")
+      .bind(chargeId, reference)
+      .first<{ balanceMinor: number }>();
+    return row ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
 async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot, options: CommitOptions): Promise<PayOutcome> {
   const paidAt = nowIso();
@@ -206,7 +218,8 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const { turn } = options;
   // Held until the batch ends, so the next decision (which may start once the batch is handed over) cannot spend it too.
   const end = turn.cache.hold(charge.amountMinor);
-  let result: CommitResult;
+  let result: CommitResult | undefined;
+  let failure: unknown;
   try {
     faultPoint("payment.before_commit");
     const committing = ledgerOf(env).commit(
@@ -215,20 +228,22 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
     turn.endTurn();
     result = await committing;
   } catch (error) {
-    end("unsure");
-    throw error;
+    failure = error;
   }
-  if (result.kind === "refused" && result.reason === "charge_not_pending") {
-    // The sequencer commits a group's plans again one by one when the group's batch failed as a
-    // whole; if that batch had in fact committed (an answer lost), this payment is the one that
-    // paid the charge, and is answered as paid.
-    const landed = await env.DB.prepare("SELECT m.balance_minor AS balanceMinor FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ? AND c.reference = ?")
-      .bind(charge.id, reference)
-      .first<{ balanceMinor: number }>();
+  if (!result || result.kind === "refused") {
+    // The batch may have landed though this call did not hear so: an answer lost after the commit,
+    // or a group commit re-applied one plan at a time after it had in fact committed (this plan's
+    // second try is then refused by its own write, or fails on the charge it creates). The
+    // reference is this attempt's own, so a charge that carries it was paid by this payment.
+    const landed = await landedPayment(env, charge.id, reference);
     if (landed) {
       end("committed");
       return { kind: "paid", charge: paidCharge, merchantBalanceMinor: landed.balanceMinor };
     }
+  }
+  if (!result) {
+    end("unsure");
+    throw failure;
   }
   if (result.kind === "refused") {
     // A refused balance means the remembered figures were wrong; any other refusal changed nothing of this agent.

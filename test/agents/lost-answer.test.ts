@@ -1,6 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { AgentStateCache, payCharge as payFromWallet, readCharge } from "../../src/agents/wallet";
+import { AgentStateCache, payCharge as payFromWallet, payNewCharge, readCharge } from "../../src/agents/wallet";
+import { checkoutLinkForPayment } from "../../src/checkout/service";
+import { newPendingCharge } from "../../src/charges/service";
+import { dbOf } from "../../src/db/client";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import type { CommitPlan } from "../../src/ledger/plan";
 import { api, consoleToken } from "../helpers/api";
@@ -56,3 +59,27 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     expect(await balanceOf(second.apiKey)).toBe(1000);
   });
 });
+
+describe("a payment whose batch creates its charge, committed but answer lost", () => {
+  it("a checkout-link payment is answered as paid, once (its second try fails on the charge it created)", async () => {
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 1000 });
+    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 400, description: "one report" } })).body;
+    const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
+    const charge = {
+      ...newPendingCharge(merchant.merchantId, { amountMinor: 400, description: "one report", checkoutLinkId: found.link.id }),
+      merchantName: found.merchantName,
+      merchantCategory: found.merchantCategory,
+    };
+    const turn = { cache: new AgentStateCache(), endTurn: () => {} };
+
+    const outcome = await payNewCharge(lossyEnv(), agent.agentId, charge, [], turn);
+    expect(outcome).toMatchObject({ kind: "paid", charge: { chargeId: charge.id, status: "paid" }, merchantBalanceMinor: 400 });
+    expect(await balanceOf(agent.apiKey)).toBe(600);
+    expect(await merchantBalance(merchant.apiKey)).toBe(400);
+    const listed = (await api("GET", "/merchant/checkout-links", { token: merchant.apiKey })).body.links;
+    expect(listed[0]).toMatchObject({ paymentsCount: 1, totalPaidMinor: 400 });
+    expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
+  });
+});
+
