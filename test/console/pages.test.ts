@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
 import { signConsoleToken } from "../../src/auth/jwt";
 import { api, consoleToken, OPS_EMAIL, type ApiResponse } from "../helpers/api";
-import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
+import { balanceOf, createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 
 // The server-rendered console pages through the Worker in workerd (no browser).
 
@@ -342,6 +342,46 @@ describe("CSRF on page forms", () => {
     expect(balance.status).toBe(200);
     expect(balance.body.balanceMinor).toBe(2_500);
     expect((await page("/console/ui/agents", cookie)).text).not.toContain(keys[0]);
+  });
+
+  it("the forms refuse what the API refuses, and store nothing: a later read of the agent still works", async () => {
+    const { cookie, csrf, token } = await session();
+    const agent = await createAgent({ credit: 1_000 });
+    const policyBefore = (await api("GET", `/console/agents/${agent.agentId}`, { token })).body.policy;
+    // Over the API's largest amount, a zero limit, a category over 64 characters: PUT /console/agents/:id/policy answers 400 to each.
+    const refusedByApi: [Record<string, string>, Record<string, unknown>][] = [
+      [{ dailyLimitUsdCents: "100000000001" }, { dailyLimitUsdCents: 100_000_000_001 }],
+      [{ maxPerTransactionUsdCents: "0" }, { maxPerTransactionUsdCents: 0 }],
+      [{ allowedCategories: "x".repeat(65) }, { allowedCategories: ["x".repeat(65)] }],
+    ];
+    for (const [fields, json] of refusedByApi) {
+      expect((await api("PUT", `/console/agents/${agent.agentId}/policy`, { token, body: json })).status).toBe(400);
+      const saved = await post(`/console/ui/agents/${agent.agentId}/policy`, cookie, { _csrf: csrf, ...fields });
+      expect(saved.status).toBe(303);
+      expect(decodeURIComponent(saved.headers.get("location")!)).toContain("Policy not saved");
+    }
+    expect((await api("GET", `/console/agents/${agent.agentId}`, { token })).body.policy).toEqual(policyBefore);
+    expect((await api("GET", "/console/agents", { token })).status).toBe(200);
+
+    const credited = await post(`/console/ui/agents/${agent.agentId}/credit`, cookie, { _csrf: csrf, amount: "99999999999999999999" });
+    expect(decodeURIComponent(credited.headers.get("location")!)).toContain("Credit not applied");
+    expect(await balanceOf(agent.apiKey)).toBe(1_000);
+
+    const before = await rowsWith("agents", "name", "too-rich-agent");
+    const refused = await post("/console/ui/agents", cookie, { _csrf: csrf, name: "too-rich-agent", credit: "99999999999999999999" });
+    expect(refused.status).toBe(200);
+    expect(refused.text).toContain("Check the form");
+    expect(refused.text).not.toContain("svc_sk_");
+    expect(await rowsWith("agents", "name", "too-rich-agent")).toBe(before);
+
+    const longName = "m".repeat(201);
+    const merchant = await post("/console/ui/merchants", cookie, { _csrf: csrf, name: longName });
+    expect(merchant.text).toContain("A merchant needs a name");
+    expect(await rowsWith("merchants", "name", longName)).toBe(0);
+
+    const endpoint = await post("/console/ui/webhooks", cookie, { _csrf: csrf, url: "http://127.0.0.1:9/hook", merchantId: "mch_nobody" });
+    expect(endpoint.text).toContain("No such merchant");
+    expect(await rowsWith("webhook_endpoints", "merchant_id", "mch_nobody")).toBe(0);
   });
 
   it("signing out from the page revokes the session: the cookie is cleared and the token no longer works", async () => {

@@ -2,8 +2,9 @@ import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../app-env";
 import { actorOf } from "../../auth/middleware";
+import { CreateAgentBody, CreditBody } from "../../agents/routes";
 import { agentView, createAgent, getAgent, listAgents } from "../../agents/service";
-import { normalizePolicy } from "../../agents/policy";
+import { normalizePolicy, PolicySchema } from "../../agents/policy";
 import { walletOf } from "../../agents/wallet.do";
 import { checkApprovalOpen } from "../../agents/wallet";
 import { approvalView, getApproval, listApprovals, rejectApproval } from "../../approvals/service";
@@ -15,10 +16,12 @@ import { screenAddress, EVM_ADDRESS } from "../../kyt/screening";
 import { verifyChain } from "../../ledger/audit";
 import { ApiError } from "../../lib/errors";
 import { nowIso, utcDayStart } from "../../lib/time";
-import { consoleMerchantView, listMerchants, registerMerchant } from "../../merchants/service";
+import { RegisterBody } from "../../merchants/routes";
+import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../merchants/service";
 import { redeliver } from "../../webhooks/dispatch";
 import { createEndpoint, deliveryView, endpointView, getUndeletedEndpoint, listAttempts, listDeliveries, listEndpoints } from "../../webhooks/endpoints";
 import { EVENT_TYPES } from "../../webhooks/outbox";
+import { CreateBody as CreateEndpointBody } from "../../webhooks/routes";
 import { checkWebhookUrl } from "../../webhooks/url-guard";
 import { consoleUsers } from "../../db/schema";
 import { clientAddressOf, limitSignIn } from "../auth-routes";
@@ -151,11 +154,16 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .post("/console/ui/merchants", async (c) => {
     const body = await form(c);
-    const name = field(body, "name");
-    const category = field(body, "category");
+    // The API's own rules (RegisterBody), so the page stores nothing the API would refuse.
+    const input = RegisterBody.safeParse({ name: field(body, "name"), category: field(body, "category") || undefined });
     const merchants = () => listMerchants(c.get("db"), 200).then((rows) => rows.map(consoleMerchantView));
-    if (!name) return render(c, "Merchants", "/console/ui/merchants", <MerchantsPage csrf={csrfOf(c)} merchants={await merchants()} />, { error: "A merchant needs a name." });
-    const created = await registerMerchant(c.get("db"), { name, category: category || undefined });
+    if (!input.success) {
+      return render(c, "Merchants", "/console/ui/merchants", <MerchantsPage csrf={csrfOf(c)} merchants={await merchants()} />, {
+        error: "A merchant needs a name (up to 200 characters); a category is up to 64.",
+      });
+    }
+    const { name } = input.data;
+    const created = await registerMerchant(c.get("db"), input.data);
     return render(
       c,
       "Merchants",
@@ -174,13 +182,14 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .post("/console/ui/agents", async (c) => {
     const body = await form(c);
-    const name = field(body, "name");
     const policy = policyFromForm(body);
+    const input = CreateAgentBody.safeParse({ name: field(body, "name"), policy: policy ?? undefined });
     const credit = optionalCents(field(body, "credit"));
     const agents = () => listAgents(c.get("db"), 200).then((rows) => rows.map(agentView));
-    if (!name || !policy || Number.isNaN(credit)) {
-      return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agents()} />, { error: "Check the form: a name, and amounts as whole cents." });
+    if (!input.success || !policy || (credit !== null && !CreditBody.shape.amountUsdCents.safeParse(credit).success)) {
+      return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agents()} />, { error: `Check the form: a name (up to 200 characters), and ${AMOUNT_RULE}.` });
     }
+    const { name } = input.data;
     const created = await createAgent(c.env, c.get("db"), { name, policy });
     if (credit) await walletOf(c.env, created.agentId).credit(created.agentId, credit, "console", emailOf(c));
     return render(
@@ -207,16 +216,17 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/ui/agents/:agentId/policy", async (c) => {
     const agentId = c.req.param("agentId");
     const policy = policyFromForm(await form(c));
-    if (!policy) return back(c, ["agents", agentId], "Policy not saved: amounts must be whole cents.");
+    if (!policy) return back(c, ["agents", agentId], `Policy not saved: ${AMOUNT_RULE}.`);
     if (!(await walletOf(c.env, agentId).setPolicy(agentId, policy))) return c.notFound();
     return back(c, ["agents", agentId], "Policy saved.");
   })
   .post("/console/ui/agents/:agentId/credit", async (c) => {
     const agentId = c.req.param("agentId");
     const body = await form(c);
-    const cents = optionalCents(field(body, "amount"));
-    if (!cents || Number.isNaN(cents)) return back(c, ["agents", agentId], "Credit not applied: enter whole cents above 0.");
-    const result = await walletOf(c.env, agentId).credit(agentId, cents, field(body, "reference") || null, emailOf(c));
+    const input = CreditBody.safeParse({ amountUsdCents: optionalCents(field(body, "amount")), reference: field(body, "reference") || undefined });
+    if (!input.success) return back(c, ["agents", agentId], "Credit not applied: enter whole cents above 0 (up to $1,000,000,000), and a reference of up to 200 characters.");
+    const cents = input.data.amountUsdCents;
+    const result = await walletOf(c.env, agentId).credit(agentId, cents, input.data.reference ?? null, emailOf(c));
     if (!result.ok) return c.notFound();
     return back(c, ["agents", agentId], `Credited ${usd(cents)}; balance ${usd(result.balanceMinor)}.`);
   })
@@ -244,15 +254,18 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/ui/webhooks", async (c) => {
     const body = await parseForm(c, { all: true });
     const url = typeof body.url === "string" ? body.url.trim() : "";
-    const events = [body.events ?? []].flat().filter((e): e is (typeof EVENT_TYPES)[number] => typeof e === "string" && (EVENT_TYPES as readonly string[]).includes(e));
+    const events = [...new Set([body.events ?? []].flat().filter((e): e is (typeof EVENT_TYPES)[number] => typeof e === "string" && (EVENT_TYPES as readonly string[]).includes(e)))];
     const merchantId = typeof body.merchantId === "string" && body.merchantId ? body.merchantId : null;
     const settings = c.get("settings");
+    const input = CreateEndpointBody.safeParse({ url, events, merchantId: merchantId ?? undefined });
     const verdict = checkWebhookUrl(url, settings.environment);
     const page = async (extra: { notice?: string; error?: string }, shown?: unknown) => {
       const [endpoints, merchants] = await Promise.all([listEndpoints(c.get("db")), listMerchants(c.get("db"), 500)]);
       return render(c, "Webhooks", "/console/ui/webhooks", <>{shown as never}<WebhooksPage csrf={csrfOf(c)} endpoints={endpoints.map(endpointView)} merchants={merchants.map(consoleMerchantView)} /></>, extra);
     };
+    if (!input.success) return page({ error: "Check the form: a URL of up to 2,048 characters, and a merchant from the list." });
     if (!verdict.ok) return page({ error: `That URL is refused (${verdict.reason}).` });
+    if (merchantId && !(await getMerchant(c.get("db"), merchantId))) return page({ error: "No such merchant." });
     const { row, secret } = await createEndpoint(c.get("db"), settings.webhookSecretsKey, { url: verdict.url.toString(), events, merchantId, createdBy: emailOf(c) });
     return page({ notice: `Endpoint ${row.id} created.` }, <ShownOnce label={`Signing secret for ${row.url}`} value={secret} id="webhook-secret" />);
   })
@@ -359,17 +372,23 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     return back(c, ["users"], `${normalizeEmail(email.data)} may now sign in.`);
   });
 
-/** A policy from form fields (empty = no limit); null when an amount is not whole cents. */
+/** What the policy and credit forms accept, as PolicySchema and CreditBody do. */
+const AMOUNT_RULE = "amounts as whole cents up to $1,000,000,000 (limits above 0), and up to 100 categories of up to 64 characters";
+
+/**
+ * A policy from form fields (empty = no limit), checked by the API's own PolicySchema: every
+ * read of a stored policy parses it strictly, so a page must not store one the API would refuse.
+ * Null when the form breaks a rule.
+ */
 function policyFromForm(body: Record<string, string | File>) {
-  const values = {
+  const categories = field(body, "allowedCategories").split(",").map((s) => s.trim()).filter(Boolean);
+  const parsed = PolicySchema.safeParse({
     maxPerTransactionUsdCents: optionalCents(field(body, "maxPerTransactionUsdCents")),
     dailyLimitUsdCents: optionalCents(field(body, "dailyLimitUsdCents")),
     approvalThresholdUsdCents: optionalCents(field(body, "approvalThresholdUsdCents")),
-  };
-  if (Object.values(values).some((v) => Number.isNaN(v))) return null;
-  const categories = field(body, "allowedCategories").split(",").map((s) => s.trim()).filter(Boolean);
-  if (values.maxPerTransactionUsdCents === 0 || values.dailyLimitUsdCents === 0) return null;
-  return normalizePolicy({ ...values, allowedCategories: categories.length > 0 ? categories : null });
+    allowedCategories: categories.length > 0 ? categories : null,
+  });
+  return parsed.success ? normalizePolicy(parsed.data) : null;
 }
 
 type MerchantItem = ReturnType<typeof consoleMerchantView>;
