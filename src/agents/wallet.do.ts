@@ -48,7 +48,7 @@ export class WalletDurableObject extends DurableObject<Env> {
   }
 
   private turn(endTurn: () => void): WalletTurn {
-    return { cache: this.cache, endTurn };
+    return { cache: this.cache, endTurn, abort: () => this.ctx.abort("fault injection") };
   }
 
   /** A payment held for a human gets an alarm at its approval's expiry. */

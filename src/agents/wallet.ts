@@ -159,6 +159,8 @@ export interface WalletTurn {
   cache: AgentStateCache;
   /** Ends the turn before the operation finishes: called once its batch is handed to the ledger. */
   endTurn: () => void;
+  /** Ends the wallet object as a crash would (fault-injection tests only). */
+  abort?: () => void;
 }
 
 /**
@@ -221,7 +223,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   let result: CommitResult | undefined;
   let failure: unknown;
   try {
-    faultPoint("payment.before_commit");
+    faultPoint("payment.before_commit", { abort: turn.abort });
     const committing = ledgerOf(env).commit(
       walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, epilogue, auditData: options.auditData }),
     );

@@ -137,6 +137,30 @@ describe("faults in a PayLink draw", () => {
   }
 });
 
+describe("a wallet object that crashes under a grant's draw", () => {
+  it("the draw is a 500 with nothing applied, and the grant's next draws reach the wallet again", async () => {
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 1000 });
+    const paylink = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } });
+    await api("POST", `/pl/${paylink.body.code}/accept`, { token: agent.apiKey });
+    const draw = (key: string) =>
+      api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body: { agentId: agent.agentId, amountUsdCents: 100 }, headers: { "Idempotency-Key": key } });
+    expect((await draw("wallet-crash-1")).status).toBe(200);
+    const fired = injectOnce("payment.before_commit", "abort");
+    expect((await draw("wallet-crash-2")).status).toBe(500);
+    expect(fired()).toBe(true);
+    await expectConsistentLedger();
+    // The grant object's connection to the wallet object broke with it; later draws use a new one.
+    for (const key of ["wallet-crash-2", "wallet-crash-3"]) {
+      const next = await draw(key);
+      expect(next.status).toBe(200);
+      expect(next.body).toMatchObject({ paid: true });
+    }
+    expect(await balanceOf(agent.apiKey)).toBe(700);
+    await expectConsistentLedger();
+  });
+});
+
 describe("faults in a webhook delivery", () => {
   it("a crash after the receiver answered: delivered again with the same envelope id, then recorded once", async () => {
     const merchant = await createMerchant();
