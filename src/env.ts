@@ -125,6 +125,8 @@ export interface X402Settings {
   depositConfirmations: number;
 }
 
+const isHttps = (url: string) => url.startsWith("https://");
+
 function parseX402(env: Env): X402Settings | null {
   if (!env.X402_PAY_TO) return null;
   const parsed = X402Schema.safeParse(env);
@@ -132,9 +134,21 @@ function parseX402(env: Env): X402Settings | null {
     throw new Error(`Invalid x402 configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`);
   }
   const x = parsed.data;
+  if ((env.ENVIRONMENT ?? "production") === "production") {
+    for (const name of ["X402_FACILITATOR_URL", "RPC_URL"] as const) {
+      if (x[name] && !isHttps(x[name])) throw new Error(`Invalid x402 configuration: ${name} must be https in production`);
+    }
+  }
   let headers: Record<string, string> = {};
   if (x.X402_FACILITATOR_HEADERS) {
-    const h = z.record(z.string(), z.string()).safeParse(JSON.parse(x.X402_FACILITATOR_HEADERS));
+    // Never JSON.parse's own message: it quotes the text, which holds the facilitator's credentials.
+    let json: unknown;
+    try {
+      json = JSON.parse(x.X402_FACILITATOR_HEADERS);
+    } catch {
+      json = undefined;
+    }
+    const h = z.record(z.string(), z.string()).safeParse(json);
     if (!h.success) throw new Error("Invalid x402 configuration: X402_FACILITATOR_HEADERS must be a JSON object of strings");
     headers = h.data;
   }
@@ -196,6 +210,13 @@ const SettingsSchema = z
     }
     if (settings.ENVIRONMENT === "production" && settings.BENCH_ROUTES === "true") {
       ctx.addIssue({ code: "custom", message: "BENCH_ROUTES cannot be true in production" });
+    }
+    // URLs that carry a secret or decide who signs in: never cleartext in production.
+    for (const name of ["MAIL_HTTP_URL", "ACCESS_CERTS_URL", "WEBHOOK_DNS_RESOLVER_URL"] as const) {
+      const url = settings[name];
+      if (settings.ENVIRONMENT === "production" && url && url !== "off" && !isHttps(url)) {
+        ctx.addIssue({ code: "custom", message: `${name} must be https in production` });
+      }
     }
     for (const name of ["CONSOLE_SESSION_SECRET", "WEBHOOK_SECRETS_KEY"] as const) {
       if (settings.ENVIRONMENT === "production" && /^(dev|test)-only/.test(settings[name])) {

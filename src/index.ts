@@ -8,6 +8,7 @@ import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webho
 import { reconcileOpenPayments } from "./x402/reconcile";
 import { watchDeposits } from "./deposits/watcher";
 import { benchFetch } from "./bench/routes";
+import { sweepExpiredRows } from "./lib/sweep";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -43,7 +44,7 @@ export default {
           expireOverdueApprovals(dbOf(env.DB)),
           reconcileOpenPayments(env),
           watchDeposits(env),
-          env.DB.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?").bind(new Date().toISOString()).run(),
+          sweepExpiredRows(env.DB),
         ]);
         await dispatchOutbox(env);
         await enqueueDeliveries(env, await redriveDueDeliveries(env));

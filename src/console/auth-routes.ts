@@ -12,15 +12,19 @@ import { validate } from "../lib/validation";
 import { verifyAccessAssertion } from "./access";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "./sign-in";
 
-const Email = z.string().trim().email().max(254);
-export const StartBody = z.object({ email: Email }).strict();
-export const VerifyBody = z.object({ email: Email, code: z.string().regex(/^\d{6}$/, "a 6-digit code") }).strict();
-export const UserBody = z.object({ email: Email }).strict();
+/** A console address, as every sign-in route takes it. */
+export const SignInEmail = z.string().trim().email().max(254);
+export const StartBody = z.object({ email: SignInEmail }).strict();
+export const VerifyBody = z.object({ email: SignInEmail, code: z.string().regex(/^\d{6}$/, "a 6-digit code") }).strict();
+export const UserBody = z.object({ email: SignInEmail }).strict();
 
 /** The client address Cloudflare reports; locally, one shared bucket. */
 export const clientAddressOf = (header: string | undefined) => header ?? "local";
 
-/** 429 with Retry-After when either the address or the client has asked too often. */
+/**
+ * 429 with Retry-After when either the address or the client has asked too often. `email` must
+ * already be a valid address (at most 254 characters): it keys a stored counter.
+ */
 export async function limitSignIn(db: D1Database, email: string, client: string, kind: "start" | "verify") {
   const limits = kind === "start" ? { perAddress: 5, perClient: 30 } : { perAddress: 10, perClient: 60 };
   const waits = await Promise.all([
@@ -35,7 +39,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/auth/email/start", validate("json", StartBody), async (c) => {
     const { email } = c.req.valid("json");
     await limitSignIn(c.env.DB, email, clientAddressOf(c.req.header("cf-connecting-ip")), "start");
-    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email);
+    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email, (work) => c.executionCtx.waitUntil(work));
     // The same answer for every address: it never reveals who may sign in.
     return c.json({ sent: true }, 202);
   })

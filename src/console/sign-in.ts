@@ -26,9 +26,11 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 /**
  * Starts an e-mail sign-in. For an allowed address, a new code replaces any
  * earlier one and is mailed; for any other address nothing is stored or sent.
- * The caller answers the same either way.
+ * The caller answers the same either way. The mail goes out after the answer
+ * (`afterAnswer`, the request's waitUntil): an answer that waited for the mail
+ * API, or failed with it, would tell an allowed address from any other.
  */
-export async function startEmailSignIn(env: Env, db: Db, settings: Settings, rawEmail: string, now = Date.now()): Promise<void> {
+export async function startEmailSignIn(env: Env, db: Db, settings: Settings, rawEmail: string, afterAnswer: (work: Promise<void>) => void, now = Date.now()): Promise<void> {
   const email = normalizeEmail(rawEmail);
   if (!(await isConsoleUser(db, settings, email))) return;
   const code = sixDigitCode();
@@ -36,11 +38,13 @@ export async function startEmailSignIn(env: Env, db: Db, settings: Settings, raw
     `INSERT INTO console_login_codes (email, code_hash, attempts, expires_at, consumed_at, created_at) VALUES (?, ?, 0, ?, NULL, ?)
      ON CONFLICT (email) DO UPDATE SET code_hash = excluded.code_hash, attempts = 0, expires_at = excluded.expires_at, consumed_at = NULL, created_at = excluded.created_at`,
   ).bind(email, await codeHash(settings, email, code), nowIso(now + CODE_TTL_MS), nowIso(now)).run();
-  await sendMail(env, settings, {
+  const mailing = sendMail(env, settings, {
     to: email,
     subject: "Your console sign-in code",
     text: `Your sign-in code is ${code}. It is valid for 10 minutes and can be used once.`,
   });
+  // Never the mail itself (it holds the code): only that it failed.
+  afterAnswer(mailing.catch((error) => console.error(JSON.stringify({ level: "error", where: "console_mail", error: String(error).slice(0, 200) }))));
 }
 
 /**

@@ -1,11 +1,19 @@
 import { ApiError } from "./errors";
 
+/** The longest window a stored counter may have: the minute cron deletes counters whose window ended before that. */
+export const MAX_WINDOW_SECONDS = 86_400;
+
+/** Counters whose window is over: nothing reads them again (a new window starts at 1). */
+export const expiredCountersStatement = (db: D1Database, now = Date.now()) =>
+  db.prepare("DELETE FROM rate_limits WHERE window_start < ?").bind(Math.floor(now / 1000) - MAX_WINDOW_SECONDS);
+
 /**
  * A fixed-window counter in D1, one statement per hit (atomic in D1), for
  * low-volume abuse limits such as sign-in attempts. Returns how many seconds
  * to wait when the limit is exceeded, else null.
  */
 export async function hitRateLimit(db: D1Database, key: string, limit: number, windowSeconds: number, now = Date.now()): Promise<number | null> {
+  if (windowSeconds > MAX_WINDOW_SECONDS) throw new Error(`a rate-limit window is at most ${MAX_WINDOW_SECONDS} s`);
   const windowStart = Math.floor(now / 1000 / windowSeconds) * windowSeconds;
   const row = await db
     .prepare(

@@ -39,8 +39,27 @@ describe("settings", () => {
     ["a gas key that is not a 32-byte hex key", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},0x1234` }, /32-byte hex private keys/],
     ["a gas key named twice", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"a".repeat(64)}, 0x${"A".repeat(64)}` }, /twice/],
     ["an empty gas key list entry", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},` }, /32-byte hex private keys/],
+    ["a cleartext mail API", { MAIL_TRANSPORT: "http", MAIL_FROM: "c@example.com", MAIL_HTTP_URL: "http://mail.example.com/send" }, /MAIL_HTTP_URL must be https/],
+    ["a cleartext Access certificates URL", { ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com", ACCESS_AUD: "aud", ACCESS_CERTS_URL: "http://team.cloudflareaccess.com/certs" }, /ACCESS_CERTS_URL must be https/],
+    ["a cleartext DNS resolver", { WEBHOOK_DNS_RESOLVER_URL: "http://dns.example.com/dns-query" }, /WEBHOOK_DNS_RESOLVER_URL must be https/],
+    ["a cleartext RPC URL", { ...X402, RPC_URL: "http://rpc.example.com", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /RPC_URL must be https/],
+    ["a cleartext facilitator", { ...X402, X402_FACILITATOR_URL: "http://facilitator.example.com/" }, /X402_FACILITATOR_URL must be https/],
   ])("refuses %s", (_name, vars, message) => {
     expect(() => settingsOf(production(vars as Partial<Env>))).toThrow(message);
+  });
+
+  it("a facilitator header secret that is not JSON is refused without being repeated in the error", () => {
+    const vars = { ...X402, X402_FACILITATOR_URL: "https://facilitator.example.com/", X402_FACILITATOR_HEADERS: "Bearer s3cr3t-facilitator-token" };
+    let message = "";
+    try {
+      settingsOf(production(vars));
+    } catch (error) {
+      message = String(error);
+    }
+    expect(message).toContain("X402_FACILITATOR_HEADERS must be a JSON object of strings");
+    expect(message).not.toContain("s3cr3t");
+    const parsed = settingsOf(production({ ...vars, X402_FACILITATOR_HEADERS: '{"authorization":"Bearer s3cr3t"}' }));
+    expect(parsed.x402?.facilitatorHeaders).toEqual({ authorization: "Bearer s3cr3t" });
   });
 
   it("takes one gas key or several, separated by commas: one settlement lane each", () => {

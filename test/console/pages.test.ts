@@ -172,6 +172,36 @@ describe("HTML sign-in", () => {
     expect(log.mock.calls.flat().join("\n")).not.toMatch(/sign-in code is/);
   });
 
+  it("an address that is not one is 400 at both steps and keys no rate-limit counter (a 60,000-character one included)", async () => {
+    const pre = await signInPage();
+    const long = `${"a".repeat(60_000)}@example.com`;
+    const before = (await env.DB.prepare("SELECT COUNT(*) AS n FROM rate_limits").first<{ n: number }>())!.n;
+    for (const [path, fields] of [["/console/sign-in", { email: long }], ["/console/sign-in/verify", { email: long, code: "123456" }], ["/console/sign-in/verify", { email: "not-an-address", code: "123456" }]] as const) {
+      const res = await post(path, pre.cookie, { _csrf: pre.csrf, ...fields });
+      expect(res.status, path).toBe(400);
+      expect(res.text).toContain("Enter a valid e-mail address.");
+    }
+    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM rate_limits").first<{ n: number }>())!.n).toBe(before);
+  });
+
+  it("an address whose tries are used up gets a 429 page with Retry-After, back at the e-mail step", async () => {
+    const pre = await signInPage();
+    const email = `locked-${crypto.randomUUID()}@example.com`;
+    const attempt = () =>
+      api("POST", "/console/sign-in/verify", {
+        body: new URLSearchParams({ _csrf: pre.csrf, email, code: "000000" }).toString(),
+        headers: { ...FORM, cookie: pre.cookie, "cf-connecting-ip": `203.0.113.${Math.floor(Math.random() * 250) + 1}` },
+      });
+    // Ten tries per address in 15 minutes (decisions.md); the eleventh is refused whatever the code.
+    for (let i = 0; i < 10; i++) expect((await attempt()).status).toBe(401);
+    const locked = await attempt();
+    expect(locked.status).toBe(429);
+    expect(Number(locked.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(locked.text).toContain("Too many attempts");
+    expect(locked.text).not.toContain("That code is not valid");
+    expect(locked.text).toContain('action="/console/sign-in"');
+  });
+
   it("the verify POST without the pre-session cookie is 403 even with the right code", async () => {
     const pre = await signInPage();
     const started = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: OPS_EMAIL });

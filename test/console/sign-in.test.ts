@@ -1,4 +1,8 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import type { Env } from "../../src/env";
+import worker from "../../src/index";
+import { receiverUrl } from "../helpers/webhooks";
 import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 
@@ -67,6 +71,33 @@ describe("POST /console/auth/email/start", () => {
 
     const rows = await codeRows(OPS_EMAIL, "stranger@example.com");
     expect(rows.map((r) => r.email)).toEqual([OPS_EMAIL]);
+  });
+
+  it("a failing mail API changes nothing in the answer: 202 {sent:true} for an allowed address as for any other", async () => {
+    const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      // The configured transport is a mail API that answers 500 (the test receiver's fail hook).
+      const failingMail = { ...env, MAIL_TRANSPORT: "http", MAIL_FROM: "console@example.com", MAIL_HTTP_URL: `${receiverUrl()}/hooks/fail-mail-api` } as Env;
+      const startWith = async (email: string, ip: string) => {
+        const ctx = createExecutionContext();
+        const init = { method: "POST", headers: { "content-type": "application/json", "cf-connecting-ip": ip }, body: JSON.stringify({ email }) };
+        const res = await worker.fetch!(new Request("http://service.test/console/auth/email/start", init) as Request<unknown, IncomingRequestCfProperties>, failingMail, ctx);
+        await waitOnExecutionContext(ctx);
+        return { status: res.status, body: await res.json() };
+      };
+      const allowed = await startWith(OPS_EMAIL, "198.51.100.21");
+      const stranger = await startWith("stranger@example.com", "198.51.100.22");
+      expect(allowed).toEqual({ status: 202, body: { sent: true } });
+      expect(stranger).toEqual(allowed);
+      // The failure is logged, without the mail (it holds the code).
+      const logged = error.mock.calls.flat().map(String).join("\n");
+      expect(logged).toContain("console_mail");
+      expect(logged).toContain("500");
+      expect(logged).not.toMatch(/sign-in code is/);
+      expect(await codeRows(OPS_EMAIL)).toHaveLength(1);
+    } finally {
+      error.mockRestore();
+    }
   });
 
   it("stores the code only as a hash: no column of the row holds the plaintext code", async () => {

@@ -24,7 +24,7 @@ import { EVENT_TYPES } from "../../webhooks/outbox";
 import { CreateBody as CreateEndpointBody } from "../../webhooks/routes";
 import { checkWebhookUrl } from "../../webhooks/url-guard";
 import { consoleUsers } from "../../db/schema";
-import { clientAddressOf, limitSignIn } from "../auth-routes";
+import { clientAddressOf, limitSignIn, SignInEmail } from "../auth-routes";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "../sign-in";
 import { Csrf, HourlyChart, Page, ShownOnce, usd } from "./layout";
 import { checkPreSessionCsrf, clearSessionCookie, CSRF_REFUSED, parseForm, preSessionCsrf, requirePageSession, setSessionCookie } from "./session";
@@ -67,8 +67,26 @@ const SignInForm = (props: { csrf: string; email?: string; step: "email" | "code
       <label for="code">Code</label>
       <input id="code" name="code" inputmode="numeric" pattern="\d{6}" maxlength={6} required autocomplete="one-time-code" />
       <button type="submit">Sign in</button>
+      <p class="muted"><a href="/console/sign-in">Use another address, or ask for a new code</a></p>
     </form>
   );
+
+/**
+ * The sign-in pages' rate limits, as the JSON routes': a page answering 429 with Retry-After,
+ * back at the e-mail step (a new code starts there), or null when the attempt may go on.
+ */
+async function signInLimited(c: Ui, email: string, kind: "start" | "verify", csrf: string) {
+  try {
+    await limitSignIn(c.env.DB, email, clientAddressOf(c.req.header("cf-connecting-ip")), kind);
+    return null;
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 429)) throw error;
+    const retryAfter = error.headers?.["Retry-After"] ?? "60";
+    const minutes = Math.max(1, Math.ceil(Number(retryAfter) / 60));
+    c.header("Retry-After", retryAfter);
+    return c.html(<Page title="Sign in" error={`Too many attempts; try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`}>{<SignInForm csrf={csrf} step="email" />}</Page>, 429);
+  }
+}
 
 export const consoleUiRoutes = new Hono<AppEnv>()
   .get("/console", (c) => c.redirect("/console/ui", 302))
@@ -79,32 +97,26 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/sign-in", async (c) => {
     const body = await form(c);
     if (!(await checkPreSessionCsrf(c, body._csrf))) throw CSRF_REFUSED;
-    const email = z.string().trim().email().safeParse(body.email);
+    const email = SignInEmail.safeParse(body.email);
     const csrf = await preSessionCsrf(c);
     if (!email.success) return c.html(<Page title="Sign in" error="Enter a valid e-mail address.">{<SignInForm csrf={csrf} step="email" />}</Page>, 400);
-    try {
-      await limitSignIn(c.env.DB, email.data, clientAddressOf(c.req.header("cf-connecting-ip")), "start");
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 429) return c.html(<Page title="Sign in" error="Too many attempts; wait a few minutes.">{<SignInForm csrf={csrf} step="email" />}</Page>, 429);
-      throw error;
-    }
-    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data);
+    const limited = await signInLimited(c, email.data, "start", csrf);
+    if (limited) return limited;
+    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, (work) => c.executionCtx.waitUntil(work));
     return c.html(<Page title="Sign in">{<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}</Page>);
   })
   .post("/console/sign-in/verify", async (c) => {
     const body = await form(c);
     if (!(await checkPreSessionCsrf(c, body._csrf))) throw CSRF_REFUSED;
-    const email = field(body, "email");
+    const email = SignInEmail.safeParse(body.email);
     const code = field(body, "code");
     const csrf = await preSessionCsrf(c);
-    let session: { token: string; expiresAt: string } | null = null;
-    try {
-      await limitSignIn(c.env.DB, email, clientAddressOf(c.req.header("cf-connecting-ip")), "verify");
-      if (/^\d{6}$/.test(code)) session = await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email, code);
-    } catch (error) {
-      if (!(error instanceof ApiError && error.status === 429)) throw error;
-    }
-    if (!session) return c.html(<Page title="Sign in" error="That code is not valid. Ask for a new one if it expired.">{<SignInForm csrf={csrf} step="code" email={email} />}</Page>, 401);
+    // The address keys a stored rate-limit counter: only a valid one (at most 254 characters) gets that far.
+    if (!email.success) return c.html(<Page title="Sign in" error="Enter a valid e-mail address.">{<SignInForm csrf={csrf} step="email" />}</Page>, 400);
+    const limited = await signInLimited(c, email.data, "verify", csrf);
+    if (limited) return limited;
+    const session = /^\d{6}$/.test(code) ? await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, code) : null;
+    if (!session) return c.html(<Page title="Sign in" error="That code is not valid. Ask for a new one if it expired.">{<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}</Page>, 401);
     setSessionCookie(c, session.token, session.expiresAt);
     return c.redirect("/console/ui", 303);
   })
