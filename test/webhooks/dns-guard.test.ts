@@ -55,7 +55,7 @@ describe("checkDestination in production", () => {
 
 describe("production resolves by default", () => {
   it("uses Cloudflare's resolver unless told otherwise, and 'off' turns it off", () => {
-    const base = { ...env, ENVIRONMENT: "production", CONSOLE_SESSION_SECRET: "x".repeat(40), WEBHOOK_SECRETS_KEY: "y".repeat(40), CONSOLE_USERS: "", WEBHOOK_DNS_RESOLVER_URL: undefined, ACCESS_CERTS_URL: undefined };
+    const base = { ...env, ENVIRONMENT: "production", CONSOLE_SESSION_SECRET: "x".repeat(40), WEBHOOK_SECRETS_KEY: "y".repeat(40), CONSOLE_USERS: "", WEBHOOK_DNS_RESOLVER_URL: undefined, ACCESS_CERTS_URL: undefined, X402_PAY_TO: undefined };
     expect(settingsOf(base).webhookDnsResolverUrl).toBe("https://cloudflare-dns.com/dns-query");
     expect(settingsOf({ ...base, WEBHOOK_DNS_RESOLVER_URL: "off" }).webhookDnsResolverUrl).toBeNull();
     expect(settingsOf({ ...env, WEBHOOK_DNS_RESOLVER_URL: undefined }).webhookDnsResolverUrl).toBeNull();
