@@ -41,7 +41,7 @@ export const agentRoutes = new Hono<AppEnv>()
     const { agentId } = c.req.valid("param");
     const body = c.req.valid("json");
     const result = await walletOf(c.env, agentId).credit(agentId, body.amountUsdCents, body.reference ?? null, actorOf(c.get("actor"), "console").email, c.get("idempotency"));
-    if (!result.ok) throw new ApiError(404, "agent_not_found");
+    if (!result.ok) throw result.reason === "agent_not_found" ? new ApiError(404, "agent_not_found") : new ApiError(409, result.reason);
     return c.json(creditBody(result.balanceMinor));
   })
   .get("/balance", requireActor("agent"), async (c) => {

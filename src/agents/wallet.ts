@@ -14,7 +14,7 @@ import { nowIso, utcDayStart } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { balanceAfter } from "../ledger/postings";
 import { evaluatePolicy, parseStoredPolicy, POLICY_REASONS, type Policy } from "./policy";
-import { PENDING_FIGURE, storeResponseStatement, storeTemplateStatement, type IdempotencySlot } from "../lib/idempotency";
+import { PENDING_FIGURE, storeResponseStatements, storeTemplateStatements, type IdempotencySlot } from "../lib/idempotency";
 import { heldBody, paidBody, type PaidView } from "./outcomes";
 
 /**
@@ -215,7 +215,7 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const { respond } = options;
   // The answer, with the merchant's balance after this payment written in by the batch itself.
   const epilogue = respond
-    ? [storeTemplateStatement(respond, 200, JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })), "merchantBalanceMinor", "SELECT balance_minor FROM merchants WHERE id = ?", charge.merchantId)]
+    ? storeTemplateStatements(respond, 200, JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })), "merchantBalanceMinor", "SELECT balance_minor FROM merchants WHERE id = ?", charge.merchantId)
     : [];
   const { turn } = options;
   // Held until the batch ends, so the next decision (which may start once the batch is handed over) cannot spend it too.
@@ -375,7 +375,7 @@ async function requestApproval(
         approvalId, charge.id, agentId, charge.merchantId, charge.amountMinor, reason, expiresAt, createdAt,
       ),
       outboxEvent("approval.required", charge.merchantId, data, createdAt),
-      ...(respond ? [storeResponseStatement(respond, 402, JSON.stringify(heldBody(held)))] : []),
+      ...(respond ? storeResponseStatements(respond, 402, JSON.stringify(heldBody(held))) : []),
     ]);
   } catch (error) {
     const message = String(error);
@@ -433,8 +433,8 @@ export async function checkApprovalOpen(env: Env, approval: { id: string; status
 
 /** Credits the wallet from outside (a manual top-up), recorded in the ledger and the audit chain. */
 export async function creditWallet(env: Env, agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
-  // The answer names the balance after the credit; the batch writes it in (see storeTemplateStatement).
-  const epilogue = slot ? [storeTemplateStatement(slot, 200, JSON.stringify(creditBody(PENDING_FIGURE)), "balanceMinor", "SELECT balance_minor FROM agents WHERE id = ?", agentId)] : [];
+  // The answer names the balance after the credit; the batch writes it in (see storeTemplateStatements).
+  const epilogue = slot ? storeTemplateStatements(slot, 200, JSON.stringify(creditBody(PENDING_FIGURE)), "balanceMinor", "SELECT balance_minor FROM agents WHERE id = ?", agentId) : [];
   const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso(), epilogue }));
   if (result.kind === "refused") {
     if (result.reason !== "credit_already_recorded") return { ok: false, reason: result.reason };

@@ -4,7 +4,7 @@ import { ApiError } from "./errors";
 import { sha256Hex } from "./crypto";
 import { nowIso } from "./time";
 import { decryptSecret, encryptSecret } from "./encryption";
-import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import { guard, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { faultPoint } from "./faults";
 
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
@@ -21,33 +21,53 @@ export const ABANDONED_AFTER_MS = 60_000;
 export interface IdempotencySlot {
   scope: string;
   key: string;
+  /** This reservation's `created_at`: a key freed and reserved again, or taken over, is another reservation. */
+  reservedAt: string;
 }
 
 const STORE_RESPONSE = `UPDATE idempotency_keys SET status = 'done', response_status = ?, response_content_type = 'application/json', response_body = `;
-const STILL_RESERVED = " WHERE scope = ? AND key = ? AND status = 'in_progress'";
+const STILL_RESERVED = " WHERE scope = ? AND key = ? AND status = 'in_progress' AND created_at = ?";
+const reservationOf = (slot: IdempotencySlot) => [slot.scope, slot.key, slot.reservedAt];
 
 /**
- * The statement that stores a JSON response for `slot` inside the batch of the
- * effect it reports, so the effect and its answer commit together: a crash
- * after the batch still replays this exact answer. `body` is stored as given:
- * encrypt it first (`encryptSecret`) when it carries a key shown once.
+ * Aborts the batch unless this request still holds its reservation. A request
+ * that failed (5xx) frees its key for a retry; a batch of its that reaches D1
+ * only afterwards (its caller gave up on an answer that was still coming) must
+ * not land: the retry runs the effect again, and a checkout payment or a draw
+ * makes a new charge each time, so both would. D1 orders the two writes, so
+ * either the batch landed first (the key is done and the retry replays it) or
+ * it is refused here.
  */
-export const storeResponseStatement = (slot: IdempotencySlot, status: number, body: string): SqlStatement =>
-  sqlStatement(`${STORE_RESPONSE}?${STILL_RESERVED}`, status, body, slot.scope, slot.key);
+const reservationHeld = (slot: IdempotencySlot): SqlStatement =>
+  guard("idempotency_key_released", `EXISTS (SELECT 1 FROM idempotency_keys${STILL_RESERVED})`, ...reservationOf(slot));
 
 /**
- * As `storeResponseStatement`, for an answer that names a figure only the batch
+ * The statements that store a JSON response for `slot` inside the batch of the
+ * effect it reports, so the effect and its answer commit together: a crash
+ * after the batch still replays this exact answer; and that refuse the whole
+ * batch if the key was freed meanwhile (`reservationHeld`). `body` is stored as
+ * given: encrypt it first (`encryptSecret`) when it carries a key shown once.
+ */
+export const storeResponseStatements = (slot: IdempotencySlot, status: number, body: string): SqlStatement[] => [
+  reservationHeld(slot),
+  sqlStatement(`${STORE_RESPONSE}?${STILL_RESERVED}`, status, body, ...reservationOf(slot)),
+];
+
+/**
+ * As `storeResponseStatements`, for an answer that names a figure only the batch
  * itself knows (a balance after the payment): `template` is the JSON answer with
  * `"<field>":<PENDING_FIGURE>` in that place, and the batch writes in the value
  * of `figureSql` (a scalar subquery run after the batch's own writes). The token
  * carries raw quotes, which JSON never leaves unescaped inside a string, so no
  * text a user supplied can be mistaken for it.
  */
-export const storeTemplateStatement = (slot: IdempotencySlot, status: number, template: string, field: string, figureSql: string, ...figureParams: SqlStatement["params"]): SqlStatement =>
+export const storeTemplateStatements = (slot: IdempotencySlot, status: number, template: string, field: string, figureSql: string, ...figureParams: SqlStatement["params"]): SqlStatement[] => [
+  reservationHeld(slot),
   sqlStatement(
     `${STORE_RESPONSE}replace(?, ?, ? || (${figureSql}))${STILL_RESERVED}`,
-    status, template, `"${field}":${PENDING_FIGURE}`, `"${field}":`, ...figureParams, slot.scope, slot.key,
-  );
+    status, template, `"${field}":${PENDING_FIGURE}`, `"${field}":`, ...figureParams, ...reservationOf(slot),
+  ),
+];
 
 /**
  * The statements that store a create's answer in the create's own batch,
@@ -56,10 +76,10 @@ export const storeTemplateStatement = (slot: IdempotencySlot, status: number, te
 export async function answerInBatch(c: Context<AppEnv>, status: number, body: object): Promise<SqlStatement[]> {
   const slot = c.get("idempotency");
   if (!slot) return [];
-  return [storeResponseStatement(slot, status, await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)))];
+  return storeResponseStatements(slot, status, await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)));
 }
 
-/** Stands in the template for the figure the batch writes (see `storeTemplateStatement`). */
+/** Stands in the template for the figure the batch writes (see `storeTemplateStatements`). */
 export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
 
 /**
@@ -85,7 +105,7 @@ const storedText = (material: string, body: string) => (body.startsWith("v1:") ?
  * before it (401, 403, 429: see `NOT_STORED`), failed validation (400) or failed
  * unexpectedly (5xx) keeps nothing, so it can be retried with its key. Handlers that change state store their
  * answer in the same D1 batch as the change (`c.get("idempotency")` and
- * `storeResponseStatement`), so no crash can separate the two; for the rest the
+ * `storeResponseStatements`), so no crash can separate the two; for the rest the
  * answer is stored right after. Keys are scoped to the credential (a hash of
  * the Authorization header) and kept 24 h.
  *
@@ -135,7 +155,8 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
   }
 
   let stored = false;
-  c.set("idempotency", { scope, key });
+  const slot: IdempotencySlot = { scope, key, reservedAt: nowIso(now) };
+  c.set("idempotency", slot);
   try {
     await next();
     const status = c.res.status;
@@ -147,12 +168,12 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
       const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
       await db
         .prepare(`UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ?${STILL_RESERVED}`)
-        .bind(status, body, c.res.headers.get("content-type"), scope, key)
+        .bind(status, body, c.res.headers.get("content-type"), ...reservationOf(slot))
         .run();
       stored = true;
     }
   } finally {
-    // Nothing to replay: free the key for a retry.
-    if (!stored) await db.prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress'").bind(scope, key).run();
+    // Nothing to replay: free the key for a retry (this reservation only: another request may have taken it over).
+    if (!stored) await db.prepare(`DELETE FROM idempotency_keys${STILL_RESERVED}`).bind(...reservationOf(slot)).run();
   }
 }

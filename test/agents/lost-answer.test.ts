@@ -1,9 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { AgentStateCache, payCharge as payFromWallet, payNewCharge, readCharge } from "../../src/agents/wallet";
-import { checkoutLinkForPayment } from "../../src/checkout/service";
 import { newPendingCharge } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
+import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
+import { sha256Hex } from "../../src/lib/crypto";
+import { IDEMPOTENCY_TTL_MS } from "../../src/lib/idempotency";
+import type { CommitResult } from "../../src/ledger/ledger.do";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import type { CommitPlan } from "../../src/ledger/plan";
 import { api, consoleToken } from "../helpers/api";
@@ -79,6 +82,49 @@ describe("a payment whose batch creates its charge, committed but answer lost", 
     expect(await merchantBalance(merchant.apiKey)).toBe(400);
     const listed = (await api("GET", "/merchant/checkout-links", { token: merchant.apiKey })).body.links;
     expect(listed[0]).toMatchObject({ paymentsCount: 1, totalPaidMinor: 400 });
+    expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
+  });
+});
+
+describe("a payment batch that reaches D1 after its request gave up", () => {
+  it("is refused once the request freed its Idempotency-Key, so the retry with that key pays the link once", async () => {
+    const merchant = await createMerchant();
+    const agent = await createAgent({ credit: 1000 });
+    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 400, description: "one report" } })).body;
+    const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
+    const charge = {
+      ...newPendingCharge(merchant.merchantId, { amountMinor: 400, description: "one report", checkoutLinkId: found.link.id }),
+      merchantName: found.merchantName,
+      merchantCategory: found.merchantCategory,
+    };
+    // The request's reservation, as the Idempotency-Key middleware makes it for this agent's key.
+    const key = `late-${crypto.randomUUID()}`;
+    const scope = await sha256Hex(`idempotency-scope:Bearer ${agent.apiKey}`);
+    const reservedAt = new Date().toISOString();
+    await env.DB.prepare("INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'in_progress', ?, ?)")
+      .bind(scope, key, reservedAt, new Date(Date.now() + IDEMPOTENCY_TTL_MS).toISOString())
+      .run();
+
+    // The ledger call fails at once (a dropped connection) while the plan is still on its way.
+    let late: CommitPlan | undefined;
+    const real = ledgerOf(env);
+    const dropped = { ...env, LEDGER: { getByName: () => ({ commit: async (plan: CommitPlan) => ((late = plan), Promise.reject(new Error("Network connection lost."))) }) } } as unknown as typeof env;
+    const turn = { cache: new AgentStateCache(), endTurn: () => {} };
+    await expect(payNewCharge(dropped, agent.agentId, charge, [], turn, { scope, key, reservedAt, view: CHECKOUT_PAID_VIEW })).rejects.toThrow(/connection lost/);
+    // The middleware frees the key of a request that failed (5xx) ...
+    await env.DB.prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress' AND created_at = ?").bind(scope, key, reservedAt).run();
+    // ... and only then does the plan reach the ledger: refused, nothing of it written.
+    const result: CommitResult = await real.commit(late!);
+    expect(result).toEqual({ kind: "refused", reason: "idempotency_key_released" });
+    expect(await balanceOf(agent.apiKey)).toBe(1000);
+    expect(await env.DB.prepare("SELECT 1 FROM charges WHERE id = ?").bind(charge.id).first()).toBeNull();
+
+    // The client's retry with the same key pays the link, once.
+    const retry = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey, headers: { "Idempotency-Key": key } });
+    expect(retry.status).toBe(200);
+    expect(await balanceOf(agent.apiKey)).toBe(600);
+    const listed = (await api("GET", "/merchant/checkout-links", { token: merchant.apiKey })).body.links;
+    expect(listed.find((l: { checkoutToken: string }) => l.checkoutToken === link.checkoutToken)).toMatchObject({ paymentsCount: 1, totalPaidMinor: 400 });
     expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
   });
 });
