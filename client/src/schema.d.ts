@@ -278,7 +278,7 @@ export interface paths {
         };
         /**
          * View a checkout link
-         * @description Every call counts a visit.
+         * @description Every call counts a visit, a disabled link's too.
          */
         get: operations["getCheckoutLink"];
         put?: never;
@@ -1339,8 +1339,8 @@ export interface components {
             description: string;
             merchantName: string;
             active: boolean;
-            /** @enum {string} */
-            status: "active" | "disabled";
+            /** @constant */
+            status: "active";
             visits: number;
             paymentsCount: number;
             totalPaidMinor: number;
@@ -2583,7 +2583,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public view. */
+            /** @description The public view of an active link. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2594,6 +2594,15 @@ export interface operations {
             };
             /** @description Unknown checkout token. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The link is disabled (`checkout_link_disabled`). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -51,6 +51,8 @@ export const checkoutRoutes = new Hono<AppEnv>()
     // Hono answers HEAD with this handler (and drops the body): only a GET is a visit.
     const visited = await visitCheckoutLink(c.get("db"), c.req.valid("param").token, c.req.method === "GET");
     if (!visited) throw new ApiError(404, "checkout_link_not_found");
+    // "Checkout errors: 404 unknown token; 409 link disabled": no status value but `active` is ever shown.
+    if (!visited.link.active) throw new ApiError(409, "checkout_link_disabled");
     return c.json(checkoutLinkPublicView(visited.link, visited.merchantName));
   })
   .post("/checkout/:token/pay", requireActor("agent"), validate("param", TokenParam), async (c) => {

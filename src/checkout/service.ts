@@ -32,7 +32,7 @@ export const checkoutLinkCreatedView = (l: CheckoutLinkRow) => ({
 /** The merchant list entry (also the PATCH response). */
 export const checkoutLinkMerchantView = (l: CheckoutLinkRow) => ({ ...checkoutLinkCreatedView(l), active: l.active, createdAt: l.createdAt });
 
-/** The public view: what a paying agent sees. */
+/** The public view: what a paying agent sees, of an active link (a disabled one is 409). */
 export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string) => ({
   checkoutLinkId: l.id,
   amountMinor: l.amountMinor,
@@ -40,7 +40,7 @@ export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string)
   description: l.description,
   merchantName,
   active: l.active,
-  status: l.active ? "active" : "disabled",
+  status: "active" as const,
   visits: l.visits,
   paymentsCount: l.paymentsCount,
   totalPaidMinor: l.totalPaidMinor,

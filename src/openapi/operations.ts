@@ -394,11 +394,15 @@ const API: Operation[] = [
     path: "/checkout/:token",
     operationId: "getCheckoutLink",
     summary: "View a checkout link",
-    description: "Every call counts a visit.",
+    description: "Every call counts a visit, a disabled link's too.",
     tag: "Checkout links",
     auth: "public",
     params: checkout.TokenParam,
-    responses: { 200: json(r.CheckoutLinkPublic, "The public view."), 404: NOT_FOUND("checkout token") },
+    responses: {
+      200: json(r.CheckoutLinkPublic, "The public view of an active link."),
+      404: NOT_FOUND("checkout token"),
+      409: error("The link is disabled (`checkout_link_disabled`)."),
+    },
   },
   {
     method: "post",

@@ -168,7 +168,7 @@ export const CheckoutLinkPublic = named(
     description: z.string(),
     merchantName: z.string(),
     active: z.boolean(),
-    status: z.enum(["active", "disabled"]),
+    status: z.literal("active"),
     visits: Cents,
     paymentsCount: Cents,
     totalPaidMinor: Cents,

@@ -128,9 +128,16 @@ describe("checkout links", () => {
     const refused = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
     expect(refused.status).toBe(409);
     expect(refused.body).toEqual({ error: "checkout_link_disabled" });
-    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({ active: false, paymentsCount: 1 });
+    // The public view of a disabled link is the checkout error 409 (its status would be a value the contract never shows); the visit counts.
+    const visits = async () => (await env.DB.prepare("SELECT visits FROM checkout_links WHERE id = ?").bind(link.checkoutLinkId).first<{ visits: number }>())!.visits;
+    const visitsBefore = await visits();
+    const view = await api("GET", `/checkout/${link.checkoutToken}`);
+    expect(view.status).toBe(409);
+    expect(view.body).toEqual({ error: "checkout_link_disabled" });
+    expect(await visits()).toBe(visitsBefore + 1);
     const on = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: true } });
     expect(on.body.active).toBe(true);
+    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({ active: true, status: "active", paymentsCount: 1 });
     expect((await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey })).status).toBe(200);
     expect(await countsOf(link.checkoutLinkId)).toEqual({ n: 2, total: 1400 });
   });

@@ -231,6 +231,7 @@ describe("checkout links", () => {
 
     expect((await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: false } })).body.active).toBe(false);
     expect((await rec.call("POST", `/checkout/${token}/pay`, { token: agent.apiKey })).status).toBe(409);
+    expect((await rec.call("GET", `/checkout/${token}`)).status).toBe(409);
     expect((await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: "yes" } })).status).toBe(400);
     expect((await rec.call("PATCH", "/merchant/checkout-links/ct_doesnotexist", { token: merchantKey, body: { active: true } })).status).toBe(404);
     expect((await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: true } })).body.active).toBe(true);
