@@ -74,12 +74,12 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
   return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent };
 }
 
-/** The agent and an existing charge (with its pending approval), read in one batch: one consistent snapshot. */
+/** The agent and an existing charge (with this agent's pending approval of it), read in one batch: one consistent snapshot. */
 async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
   const db = env.DB;
   const [charge, approval, agent, spent] = await db.batch([
     db.prepare(CHARGE_SELECT).bind(chargeId),
-    db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND status = 'pending'`).bind(chargeId),
+    db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`).bind(chargeId, agentId),
     ...agentStatements(db, agentId, now),
   ]);
   return {
@@ -351,12 +351,8 @@ async function requestApproval(
   const createdAt = nowIso(now);
   const expireStale: SqlStatement[] = [];
   if (existing) {
-    const expired = existing.expiresAt <= createdAt;
-    if (!expired && existing.agentId === agentId) {
-      return { kind: "approval", approvalId: existing.id, reason: existing.reason, expiresAt: existing.expiresAt, charge: view };
-    }
-    // At most one pending approval per charge: another agent's live approval holds the charge.
-    if (!expired) return { kind: "conflict", reason: "charge_awaiting_approval" };
+    // This agent's own pending approval of the charge (one per charge and agent; another agent's is its own affair).
+    if (existing.expiresAt > createdAt) return { kind: "approval", approvalId: existing.id, reason: existing.reason, expiresAt: existing.expiresAt, charge: view };
     expireStale.push(sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'", createdAt, existing.id));
   }
   const approvalId = newId("approval");
@@ -379,7 +375,8 @@ async function requestApproval(
     ]);
   } catch (error) {
     const message = String(error);
-    // The partial unique index lost a race with another agent's approval for this charge.
+    // The partial unique index (one pending approval per charge and agent): this agent's wallet object
+    // decides one operation at a time, so only a second object for the same agent (during a restart) gets here.
     if (message.includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
     const guarded = guardReasonOf(error);
     if (guarded) return { kind: "conflict", reason: guarded };

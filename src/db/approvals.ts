@@ -19,7 +19,7 @@ export const approvals = sqliteTable(
   },
   (t) => [
     // At most one pending approval per charge, enforced by the database too.
-    uniqueIndex("approvals_one_pending_per_charge").on(t.chargeId).where(sql`status = 'pending'`),
+    uniqueIndex("approvals_one_pending_per_charge_agent").on(t.chargeId, t.agentId).where(sql`status = 'pending'`),
     index("approvals_status_created").on(t.status, t.createdAt),
   ],
 );

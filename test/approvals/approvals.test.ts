@@ -150,6 +150,33 @@ describe("approval flow: hold, list, grant", () => {
   });
 });
 
+describe("approval flow: two agents held on one charge", () => {
+  it("each agent gets an approval of its own (402, not 409); granting one pays the charge once and ends the other", async () => {
+    const merchant = await createMerchant();
+    const [alice, bob] = await Promise.all([1, 2].map(() => createAgent({ credit: 10_000, policy: { approvalThresholdUsdCents: 1_000 } })));
+    const charge = await createCharge(merchant.apiKey, 2_500);
+    const aliceHold = await payCharge(alice!.apiKey, charge.chargeId);
+    const bobHold = await payCharge(bob!.apiKey, charge.chargeId);
+    for (const hold of [aliceHold, bobHold]) {
+      expect(hold.status).toBe(402);
+      expect(hold.body).toMatchObject({ pendingApproval: true, reason: "requiere_aprobacion_humana", charge: { chargeId: charge.chargeId, status: "pending" } });
+    }
+    expect(bobHold.body.approvalId).not.toBe(aliceHold.body.approvalId);
+    // Each paying again gets its own approval back.
+    expect((await payCharge(bob!.apiKey, charge.chargeId)).body.approvalId).toBe(bobHold.body.approvalId);
+
+    const granted = await grant(bobHold.body.approvalId);
+    expect(granted.status).toBe(200);
+    expect(granted.body.charge).toMatchObject({ status: "paid", agentId: bob!.agentId });
+    const late = await grant(aliceHold.body.approvalId);
+    expect(late.status).toBe(409);
+    expect(await balanceOf(alice!.apiKey)).toBe(10_000);
+    expect(await balanceOf(bob!.apiKey)).toBe(7_500);
+    expect(await merchantBalance(merchant.apiKey)).toBe(2_500);
+    expect((await approvalRows(charge.chargeId)).map((a) => a.status).sort()).toEqual(["expired", "granted"]);
+  });
+});
+
 describe("approval flow: reject", () => {
   it("rejecting leaves the charge pending; a second reject and a grant afterwards are 409", async () => {
     const { merchant, agent, charge, approvalId } = await held();

@@ -35,7 +35,7 @@ function envInterferingAfterRead(interfere: () => Promise<void>) {
     },
     async batch(statements: D1PreparedStatement[]) {
       const results = await real.batch(statements);
-      const isHoldRead = statements.some((s) => /FROM approvals WHERE charge_id = \? AND status = 'pending'/.test(sqlOf.get(s) ?? ""));
+      const isHoldRead = statements.some((s) => /FROM approvals WHERE charge_id = \? AND agent_id = \? AND status = 'pending'/.test(sqlOf.get(s) ?? ""));
       if (isHoldRead && !done) {
         done = true;
         await interfere();

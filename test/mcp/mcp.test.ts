@@ -319,11 +319,13 @@ describe("MCP endpoint: bad input and other agents", () => {
     expect((await callTool(aliceClient, "pay_charge", { chargeId: paidByAlice.chargeId })).isError).toBe(false);
     expect((await callTool(bobClient, "pay_charge", { chargeId: paidByAlice.chargeId })).body).toEqual({ error: "charge_not_pending", status: 409 });
 
-    // A charge held for Alice's approval: Bob cannot take over the hold (one pending approval per charge).
+    // A charge held for Alice's approval: Bob's payment needs a human too, and gets an approval of his own, not hers.
     const heldForAlice = await createCharge(merchant.apiKey, 2_000);
     const held = await callTool(aliceClient, "pay_charge", { chargeId: heldForAlice.chargeId });
     expect(held.body.pendingApproval).toBe(true);
-    expect((await callTool(bobClient, "pay_charge", { chargeId: heldForAlice.chargeId })).body).toEqual({ error: "charge_awaiting_approval", status: 409 });
+    const bobsHold = await callTool(bobClient, "pay_charge", { chargeId: heldForAlice.chargeId });
+    expect(bobsHold.body.pendingApproval).toBe(true);
+    expect(bobsHold.body.approvalId).not.toBe(held.body.approvalId);
     expect(await balanceOf(bob.apiKey)).toBe(10_000);
 
     // Bob's payments are his own; Alice's do not show in his list.
