@@ -4,7 +4,7 @@ import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
@@ -13,7 +13,7 @@ import { answerInBatch } from "../lib/idempotency";
 
 export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
 export const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
-export const AgentParam = z.object({ agentId: z.string().min(1).max(64) });
+export const AgentParam = z.object({ agentId: pathId });
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 
 export const agentRoutes = new Hono<AppEnv>()

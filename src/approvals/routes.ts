@@ -6,14 +6,14 @@ import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet";
 import { payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { APPROVAL_STATUSES, approvalView, getApproval, listApprovals, rejectApproval } from "./service";
 
 export const ListQuery = z.object({
   status: z.enum(APPROVAL_STATUSES).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
-export const ApprovalParam = z.object({ id: z.string().min(1).max(64) });
+export const ApprovalParam = z.object({ id: pathId });
 
 export const approvalRoutes = new Hono<AppEnv>()
   .get("/console/approvals", requireActor("console"), validate("query", ListQuery), async (c) => {

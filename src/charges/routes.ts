@@ -7,7 +7,7 @@ import { payOutcomeResponse } from "../agents/outcomes";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { chargeView, createCharge, getCharge, listMerchantCharges } from "./service";
 
@@ -17,7 +17,7 @@ export const CreateChargeBody = z.object({
   externalId: z.string().max(200).optional(),
 }).strict();
 
-export const ChargeIdParam = z.object({ chargeId: z.string().min(1).max(64) });
+export const ChargeIdParam = z.object({ chargeId: pathId });
 
 export const chargeRoutes = new Hono<AppEnv>()
   .post("/merchant/charges", requireActor("merchant"), validate("json", CreateChargeBody), async (c) => {

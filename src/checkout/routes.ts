@@ -5,7 +5,7 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import {
   CHECKOUT_PAID_VIEW,
@@ -26,7 +26,7 @@ export const CreateBody = z.object({
 }).strict();
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
 export const PatchBody = z.object({ active: z.boolean() }).strict();
-export const TokenParam = z.object({ token: z.string().min(1).max(64) });
+export const TokenParam = z.object({ token: pathId });
 
 export const checkoutRoutes = new Hono<AppEnv>()
   .post("/merchant/checkout", requireActor("merchant"), validate("json", CreateBody), async (c) => {

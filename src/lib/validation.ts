@@ -1,6 +1,6 @@
 import { zValidator } from "@hono/zod-validator";
 import type { Context, MiddlewareHandler, ValidationTargets } from "hono";
-import type { z } from "zod";
+import { z } from "zod";
 import { ApiError } from "./errors";
 
 /** Issues in a stable, small shape: where and what, never the rejected value. */
@@ -66,3 +66,11 @@ export const validate = <Target extends keyof ValidationTargets, T extends z.Zod
   };
   return guarded as typeof inner;
 };
+
+/**
+ * An object's id or token in a path. Any string that names no object is that
+ * route's 404, whatever its length ("404 if unknown"); the cap is far above
+ * every id this service makes, so only an absurd segment is a 400.
+ */
+export const pathId = z.string().min(1).max(512);
+

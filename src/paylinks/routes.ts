@@ -5,7 +5,7 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { paidBody, payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { grantObjectOf } from "./grant.do";
 import { acceptPaylinkByCode, createPaylink, drawTargetOf, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
@@ -22,7 +22,7 @@ export const DrawBody = z.object({
   amountUsdCents: amountMinor,
   description: z.string().max(1000).optional(),
 }).strict();
-export const CodeParam = z.object({ code: z.string().min(1).max(64) });
+export const CodeParam = z.object({ code: pathId });
 
 export const paylinkRoutes = new Hono<AppEnv>()
   .post("/merchant/paylinks", requireActor("merchant"), validate("json", CreateBody), async (c) => {

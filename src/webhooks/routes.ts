@@ -4,7 +4,7 @@ import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { redeliver } from "./dispatch";
 import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, getUndeletedEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret, type EndpointRow } from "./endpoints";
@@ -16,8 +16,8 @@ export const CreateBody = z.object({
   events: z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length).optional(),
   merchantId: z.string().min(1).max(64).optional(),
 }).strict();
-export const IdParam = z.object({ id: z.string().min(1).max(64) });
-export const DeliveryParam = z.object({ id: z.string().min(1).max(64), deliveryId: z.string().min(1).max(64) });
+export const IdParam = z.object({ id: pathId });
+export const DeliveryParam = z.object({ id: pathId, deliveryId: pathId });
 export const DeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) });
 export const RotateBody = z.object({ graceSeconds: z.number().int().min(0).max(7 * 86_400).default(86_400) }).strict();
 

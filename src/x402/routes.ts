@@ -5,7 +5,7 @@ import type { AppEnv } from "../app-env";
 import { checkoutLinkForPayment } from "../checkout/service";
 import { chargeView, getCharge } from "../charges/service";
 import { ApiError } from "../lib/errors";
-import { validate } from "../lib/validation";
+import { validate, pathId } from "../lib/validation";
 import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
 import { base64Json, caip2, type Terms } from "./terms";
 
@@ -78,8 +78,8 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
   }
 }
 
-export const ChargeParam = z.object({ chargeId: z.string().min(1).max(64) });
-export const TokenParam = z.object({ token: z.string().min(1).max(64) });
+export const ChargeParam = z.object({ chargeId: pathId });
+export const TokenParam = z.object({ token: pathId });
 
 /** The checkout link as an x402 target; 404 unknown, 409 disabled. */
 async function checkoutTarget(c: Context<AppEnv>, token: string): Promise<X402Target> {

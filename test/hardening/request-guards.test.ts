@@ -144,3 +144,14 @@ describe("an abandoned Idempotency-Key", () => {
     expect(replay.text).toBe(takenOver.text);
   });
 });
+
+describe("unknown ids in paths", () => {
+  it("are 404 whatever their length (the contract's 'unknown'); only an absurd segment is 400", async () => {
+    const long = (prefix: string) => prefix + "a".repeat(70);
+    expect(await api("GET", `/charges/${long("chg_")}`)).toMatchObject({ status: 404, body: { error: "charge_not_found" } });
+    expect((await api("GET", `/checkout/${long("ct_")}`)).status).toBe(404);
+    expect((await api("GET", `/pl/${long("pl_")}`)).status).toBe(404);
+    expect((await api("GET", `/charges/${long("chg_")}/x402`)).status).toBe(404);
+    expect((await api("GET", `/charges/chg_${"a".repeat(600)}`)).status).toBe(400);
+  });
+});
