@@ -194,16 +194,22 @@ interface CommitOptions {
   auditData?: Record<string, unknown>;
 }
 
-/** The merchant's balance if the charge was paid with this reference (the payment's batch landed); undefined when it was not, or cannot be told. */
-async function landedPayment(env: Env, chargeId: string, reference: string): Promise<{ balanceMinor: number } | undefined> {
-  try {
-    const row = await env.DB.prepare("SELECT m.balance_minor AS balanceMinor FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ? AND c.reference = ?")
-      .bind(chargeId, reference)
-      .first<{ balanceMinor: number }>();
-    return row ?? undefined;
-  } catch {
-    return undefined;
-  }
+/**
+ * Whether the charge was paid with this reference (the payment's batch landed), and if so the
+ * merchant's balance right after it, as the batch's own answer has it: the merchant's postings up
+ * to this payment's (a group's entries are appended in its plans' order, and balances are their
+ * sums). Undefined when it did not land; throws when D1 cannot tell.
+ */
+async function landedPayment(env: Env, charge: { id: string; merchantId: string }, reference: string): Promise<{ balanceMinor: number } | undefined> {
+  const account = `merchant:${charge.merchantId}`;
+  const row = await env.DB.prepare(
+    `SELECT (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
+               AND rowid <= (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
+     FROM charges WHERE id = ?3 AND reference = ?2`,
+  )
+    .bind(account, reference, charge.id)
+    .first<{ balanceMinor: number }>();
+  return row ?? undefined;
 }
 
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
@@ -237,7 +243,14 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
     // or a group commit re-applied one plan at a time after it had in fact committed (this plan's
     // second try is then refused by its own write, or fails on the charge it creates). The
     // reference is this attempt's own, so a charge that carries it was paid by this payment.
-    const landed = await landedPayment(env, charge.id, reference);
+    let landed: { balanceMinor: number } | undefined;
+    try {
+      landed = await landedPayment(env, charge, reference);
+    } catch (lookupError) {
+      // Cannot tell whether it landed: nothing definite to answer, and the wallet's figures are unsure.
+      end("unsure");
+      throw failure ?? lookupError;
+    }
     if (landed) {
       end("committed");
       return { kind: "paid", charge: paidCharge, merchantBalanceMinor: landed.balanceMinor };

@@ -18,7 +18,7 @@ export const approvals = sqliteTable(
     decidedBy: text("decided_by"),
   },
   (t) => [
-    // At most one pending approval per charge, enforced by the database too.
+    // At most one pending approval per charge and agent, enforced by the database too.
     uniqueIndex("approvals_one_pending_per_charge_agent").on(t.chargeId, t.agentId).where(sql`status = 'pending'`),
     index("approvals_status_created").on(t.status, t.createdAt),
   ],

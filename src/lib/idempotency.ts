@@ -79,6 +79,9 @@ export async function answerInBatch(c: Context<AppEnv>, status: number, body: ob
   return storeResponseStatements(slot, status, await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)));
 }
 
+/** Frees a reservation that keeps no answer: this one only (another request may have taken the key over). */
+export const releaseReservation = (db: D1Database, slot: IdempotencySlot) => db.prepare(`DELETE FROM idempotency_keys${STILL_RESERVED}`).bind(...reservationOf(slot)).run();
+
 /** Stands in the template for the figure the batch writes (see `storeTemplateStatements`). */
 export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
 
@@ -173,7 +176,7 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
       stored = true;
     }
   } finally {
-    // Nothing to replay: free the key for a retry (this reservation only: another request may have taken it over).
-    if (!stored) await db.prepare(`DELETE FROM idempotency_keys${STILL_RESERVED}`).bind(...reservationOf(slot)).run();
+    // Nothing to replay: free the key for a retry.
+    if (!stored) await releaseReservation(db, slot);
   }
 }

@@ -5,7 +5,7 @@ import { newPendingCharge } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
 import { sha256Hex } from "../../src/lib/crypto";
-import { IDEMPOTENCY_TTL_MS } from "../../src/lib/idempotency";
+import { IDEMPOTENCY_TTL_MS, releaseReservation } from "../../src/lib/idempotency";
 import type { CommitResult } from "../../src/ledger/ledger.do";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import type { CommitPlan } from "../../src/ledger/plan";
@@ -47,6 +47,25 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     const refused = await payFromWallet(lossy, agent.agentId, next.chargeId, turn, readCharge(env, next.chargeId));
     expect(refused).toEqual({ kind: "rejected", reason: "excede_limite_diario" });
     expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
+  });
+
+  it("the answer names the merchant's balance right after this payment, not after later ones", async () => {
+    const merchant = await createMerchant();
+    const [agent, other] = await Promise.all([createAgent({ credit: 1000 }), createAgent({ credit: 1000 })]);
+    const [charge, later] = await Promise.all([createCharge(merchant.apiKey, 300), createCharge(merchant.apiKey, 200)]);
+    const real = ledgerOf(env);
+    // The batch lands, its answer is lost, another payment to the same merchant lands, then the plan is tried again.
+    const ledger = {
+      commit: async (plan: CommitPlan) => {
+        await real.commit(plan);
+        expect((await api("POST", `/charges/${later.chargeId}/pay`, { token: other.apiKey })).status).toBe(200);
+        return real.commit(plan);
+      },
+    };
+    const lossy = { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
+    const outcome = await payFromWallet(lossy, agent.agentId, charge.chargeId, { cache: new AgentStateCache(), endTurn: () => {} }, readCharge(env, charge.chargeId));
+    expect(outcome).toMatchObject({ kind: "paid", merchantBalanceMinor: 300 });
+    expect(await merchantBalance(merchant.apiKey)).toBe(500);
   });
 
   it("a charge another payment paid is still 409 charge_not_pending", async () => {
@@ -112,7 +131,7 @@ describe("a payment batch that reaches D1 after its request gave up", () => {
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
     await expect(payNewCharge(dropped, agent.agentId, charge, [], turn, { scope, key, reservedAt, view: CHECKOUT_PAID_VIEW })).rejects.toThrow(/connection lost/);
     // The middleware frees the key of a request that failed (5xx) ...
-    await env.DB.prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress' AND created_at = ?").bind(scope, key, reservedAt).run();
+    await releaseReservation(env.DB, { scope, key, reservedAt });
     // ... and only then does the plan reach the ledger: refused, nothing of it written.
     const result: CommitResult = await real.commit(late!);
     expect(result).toEqual({ kind: "refused", reason: "idempotency_key_released" });

@@ -49,7 +49,7 @@ describe("MCP endpoint: tools", () => {
       expect(tool.description, tool.name).toBeTruthy();
     }
     const byName = new Map(tools.map((t) => [t.name, t]));
-    expect(byName.get("pay_charge")!.inputSchema).toMatchObject({ properties: { chargeId: { type: "string", minLength: 1, maxLength: 64 } }, required: ["chargeId"] });
+    expect(byName.get("pay_charge")!.inputSchema).toMatchObject({ properties: { chargeId: { type: "string", minLength: 1, maxLength: 512 } }, required: ["chargeId"] });
     expect(byName.get("pay_checkout_link")!.inputSchema.required).toEqual(["token"]);
     expect(byName.get("accept_paylink")!.inputSchema.required).toEqual(["code"]);
     expect(byName.get("get_balance")!.annotations).toMatchObject({ readOnlyHint: true });
@@ -269,7 +269,9 @@ describe("MCP endpoint: bad input and other agents", () => {
     expect(missing.body).toMatchObject({ error: "invalid_request", status: 400, issues: [expect.objectContaining({ path: "chargeId" })] });
     const wrongType = await callTool(client, "pay_charge", { chargeId: 42 });
     expect(wrongType.body).toMatchObject({ error: "invalid_request", issues: [expect.objectContaining({ path: "chargeId", code: "invalid_type" })] });
-    expect((await callTool(client, "get_charge", { chargeId: "c".repeat(65) })).body.error).toBe("invalid_request");
+    expect((await callTool(client, "get_charge", { chargeId: "c".repeat(513) })).body.error).toBe("invalid_request");
+    // An unknown id of any sane length is the API's 404, as on GET /charges/:chargeId.
+    expect((await callTool(client, "get_charge", { chargeId: "c".repeat(65) })).body).toMatchObject({ error: "charge_not_found", status: 404 });
     expect((await callTool(client, "list_recent_payments", { limit: 0 })).body.error).toBe("invalid_request");
     expect((await callTool(client, "list_recent_payments", { limit: 101 })).body.error).toBe("invalid_request");
     expect((await callTool(client, "get_balance", { verbose: true })).body).toMatchObject({ error: "invalid_request", issues: [expect.objectContaining({ code: "unrecognized_keys" })] });

@@ -304,7 +304,7 @@ async function checkInvariants(m: Model, token: string) {
     }
   }
 
-  // World: approvals are exactly the model's, in the model's states; at most one pending per charge.
+  // World: approvals are exactly the model's, in the model's states (at most one pending per charge and agent).
   const agentIds = m.agents.map((a) => a.id);
   const approvals = await db().prepare(`SELECT id, status FROM approvals WHERE agent_id IN (?, ?, ?) ORDER BY id`).bind(...agentIds)
     .all<{ id: string; status: string }>();
