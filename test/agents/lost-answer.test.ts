@@ -82,17 +82,23 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
   });
 });
 
+/** A merchant, a funded agent, a $4 checkout link, and the charge a payment of it would create (as payCheckoutLink builds it). */
+async function checkoutPayment() {
+  const merchant = await createMerchant();
+  const agent = await createAgent({ credit: 1000 });
+  const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 400, description: "one report" } })).body;
+  const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
+  const charge = {
+    ...newPendingCharge(merchant.merchantId, { amountMinor: 400, description: "one report", checkoutLinkId: found.link.id }),
+    merchantName: found.merchantName,
+    merchantCategory: found.merchantCategory,
+  };
+  return { merchant, agent, link, charge };
+}
+
 describe("a payment whose batch creates its charge, committed but answer lost", () => {
   it("a checkout-link payment is answered as paid, once (its second try fails on the charge it created)", async () => {
-    const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 1000 });
-    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 400, description: "one report" } })).body;
-    const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
-    const charge = {
-      ...newPendingCharge(merchant.merchantId, { amountMinor: 400, description: "one report", checkoutLinkId: found.link.id }),
-      merchantName: found.merchantName,
-      merchantCategory: found.merchantCategory,
-    };
+    const { merchant, agent, link, charge } = await checkoutPayment();
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
 
     const outcome = await payNewCharge(lossyEnv(), agent.agentId, charge, [], turn);
@@ -107,15 +113,7 @@ describe("a payment whose batch creates its charge, committed but answer lost", 
 
 describe("a payment batch that reaches D1 after its request gave up", () => {
   it("is refused once the request freed its Idempotency-Key, so the retry with that key pays the link once", async () => {
-    const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 1000 });
-    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 400, description: "one report" } })).body;
-    const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
-    const charge = {
-      ...newPendingCharge(merchant.merchantId, { amountMinor: 400, description: "one report", checkoutLinkId: found.link.id }),
-      merchantName: found.merchantName,
-      merchantCategory: found.merchantCategory,
-    };
+    const { merchant, agent, link, charge } = await checkoutPayment();
     // The request's reservation, as the Idempotency-Key middleware makes it for this agent's key.
     const key = `late-${crypto.randomUUID()}`;
     const scope = await sha256Hex(`idempotency-scope:Bearer ${agent.apiKey}`);
