@@ -27,7 +27,7 @@ function bearerToken(header: string | undefined): string | null | undefined {
  * `Idempotency-Key` (`idempotent`), so a stored answer is replayed only to a
  * credential that is valid now, and a refusal is never stored under the key.
  */
-export const requireActor = <K extends ActorKind>(expected: K) =>
+export const requireActor = <K extends ActorKind>(expected: K, options: { idempotencyKey?: boolean } = {}) =>
   createMiddleware<AppEnv>(async (c, next) => {
     const token = bearerToken(c.req.header("authorization"));
     if (token === undefined) {
@@ -45,7 +45,7 @@ export const requireActor = <K extends ActorKind>(expected: K) =>
     if (actor.kind !== expected) throw new ApiError(403, "credential_not_allowed", { expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, "") });
     await enforceRateLimit(c.env.CREDENTIAL_RATE_LIMIT, actor.kind === "merchant" ? `merchant:${actor.merchantId}` : actor.kind === "agent" ? `agent:${actor.agentId}` : `console:${actor.email}`);
     c.set("actor", actor);
-    return idempotent(c, next);
+    return options.idempotencyKey === false ? next() : idempotent(c, next);
   });
 
 /** The authenticated actor of the kind the route required. */

@@ -11,16 +11,22 @@ import { mcpServerFor } from "./server";
  * sessions to keep between requests or isolates.
  */
 export const mcpRoutes = new Hono<AppEnv>()
-  .post("/mcp", requireActor("agent"), async (c) => {
+  // No Idempotency-Key here (docs/mcp.md): a payment's batch stores the REST route's answer, not a JSON-RPC one.
+  .post("/mcp", requireActor("agent", { idempotencyKey: false }), async (c) => {
+    const text = await c.req.text();
+    // One message per request (MCP dropped JSON-RPC batches): a batch would run up to 100 calls on one rate-limit hit.
+    if (text.trimStart().startsWith("[")) {
+      return c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "JSON-RPC batches are not supported: send one message per request" } }, 400);
+    }
     const { agentId } = actorOf(c.get("actor"), "agent");
     const server = mcpServerFor({ env: c.env, db: c.get("db"), agentId, requestId: c.get("requestId") });
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
     await server.connect(transport);
     try {
-      // The body may already be read (an Idempotency-Key hashes it); Hono keeps the text, so the transport gets a fresh copy.
+      // The body was read above; the transport gets a fresh copy.
       const headers = new Headers(c.req.raw.headers);
       headers.delete("content-length");
-      return await transport.handleRequest(new Request(c.req.url, { method: "POST", headers, body: await c.req.text() }));
+      return await transport.handleRequest(new Request(c.req.url, { method: "POST", headers, body: text }));
     } finally {
       await server.close();
     }

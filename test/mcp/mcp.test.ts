@@ -1,5 +1,5 @@
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { exports } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { setFaultHook } from "../../src/lib/faults";
 import { api, BASE, consoleToken } from "../helpers/api";
@@ -420,13 +420,27 @@ describe("MCP endpoint: HTTP", () => {
     await client.close();
   });
 
-  it("a body already read by the Idempotency-Key middleware still reaches the transport (regression)", async () => {
+  it("ignores Idempotency-Key: the same key and body run again, never a stored JSON-RPC answer", async () => {
+    const merchant = await createMerchant();
     const agent = await createAgent({ credit: 500 });
+    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 100, description: "one call" } })).body;
     const headers = { authorization: `Bearer ${agent.apiKey}`, "idempotency-key": `mcp-${crypto.randomUUID()}` };
-    const res = await rawMcp("POST", headers, { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "get_balance", arguments: {} } });
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as { result: { structuredContent: { balanceMinor: number } } };
-    expect(body.result.structuredContent.balanceMinor).toBe(500);
+    const call = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "pay_checkout_link", arguments: { token: link.checkoutToken } } };
+    for (const balance of [400, 300]) {
+      const res = await rawMcp("POST", headers, call);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("idempotent-replayed")).toBeNull();
+      expect(await balanceOf(agent.apiKey)).toBe(balance);
+    }
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE key = ?").bind(headers["idempotency-key"]).first("n")).toBe(0);
+  });
+
+  it("a JSON-RPC batch is 400, and none of its calls runs", async () => {
+    const agent = await createAgent({ credit: 500 });
+    const calls = [1, 2].map((id) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "get_balance", arguments: {} } }));
+    const res = await rawMcp("POST", { authorization: `Bearer ${agent.apiKey}` }, calls);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
   });
 
   it("protocol-level failures are JSON-RPC errors in JSON, never a 5xx", async () => {
