@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { csvField } from "../../src/audit/csv";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, creditAgent, payCharge } from "../helpers/factories";
 
@@ -149,6 +150,18 @@ describe("audit chain", () => {
 });
 
 describe("CSV export", () => {
+  it("a cell that a spreadsheet would run as a formula starts with an apostrophe; user text only ever sits inside the data JSON", async () => {
+    for (const formula of ["=SUM(A1)", "+1", "-1+2", "@cmd", "\t=1"]) expect(csvField(formula)).toBe(`'${formula}`);
+    expect(csvField('=HYPERLINK("x")')).toBe(`"'=HYPERLINK(""x"")"`);
+    expect(csvField(-5)).toBe("-5"); // amounts are numbers, not text: never prefixed
+    // A description a merchant typed as a formula reaches the export inside the data cell, which starts with "{".
+    const records = parseCsv((await exportCsv()).text);
+    const data = CSV_HEADER.indexOf("data");
+    const cell = records.find((r) => r[data]?.includes("=SUM(A1)"));
+    expect(cell, "the =SUM(A1) charge's row").toBeDefined();
+    expect(cell![data]!.startsWith("{")).toBe(true);
+  });
+
   it("text/csv with the header row and one row per audit event (default range includes today)", async () => {
     const res = await exportCsv();
     expect(res.status).toBe(200);
