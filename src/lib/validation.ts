@@ -73,4 +73,3 @@ export const validate = <Target extends keyof ValidationTargets, T extends z.Zod
  * every id this service makes, so only an absurd segment is a 400.
  */
 export const pathId = z.string().min(1).max(512);
-

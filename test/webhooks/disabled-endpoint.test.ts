@@ -21,6 +21,18 @@ const redeliver = async (id: string, deliveryId: string) => api("POST", `/settin
 const remove = async (id: string) => api("DELETE", `/settings/webhooks/${id}`, { token: await consoleToken() });
 const listedIds = async () => (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints.map((e: { id: string }) => e.id) as string[];
 
+/** A merchant with an endpoint for `charge.created` at the receiver's hook `<prefix>-RUN`, and one charge that makes a delivery to it. */
+async function endpointWithOneDelivery(prefix: string) {
+  const merchant = await createMerchant();
+  const name = `${prefix}-${RUN}`;
+  const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
+  await createCharge(merchant.apiKey, 10);
+  return { merchant, name, endpoint };
+}
+
+/** The endpoint's first delivery, once it has reached `status`. */
+const firstDeliveryOnce = async (endpointId: string, status: string) =>
+  ((await waitFor(`first delivery ${status}`, async () => (await deliveries(endpointId)).body.deliveries, (list) => list[0]?.status === status)) as { id: string }[])[0]!;
 
 const disabledAtOf = async (endpointId: string) =>
   (await env.DB.prepare("SELECT disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?").bind(endpointId).first<{ disabledAt: string | null }>())?.disabledAt ?? null;
@@ -37,10 +49,7 @@ const deliveryRow = (id: string) =>
 
 describe("an endpoint disabled by the service", () => {
   it("after 410 Gone: its deliveries are still listed, not redeliverable, and DELETE then removes it (404)", async () => {
-    const merchant = await createMerchant();
-    const name = `gone-disabled-${RUN}`;
-    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
-    await createCharge(merchant.apiKey, 10);
+    const { merchant, name, endpoint } = await endpointWithOneDelivery("gone-disabled");
     await waitForReceived(name, (list) => list.length >= 1);
     await waitDisabled(endpoint.id);
     expect(await disabledEventOf(endpoint.id)).toEqual({ endpointId: endpoint.id, reason: "gone" });
@@ -80,15 +89,11 @@ describe("an endpoint disabled by the service", () => {
   });
 
   it("after failing for days: every failed delivery is still listed", async () => {
-    const merchant = await createMerchant();
-    const name = `fail-days-${RUN}`;
-    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
-
-    await createCharge(merchant.apiKey, 10);
-    const [first] = (await waitFor("first delivery failed", async () => (await deliveries(endpoint.id)).body.deliveries, (list) => list[0]?.status === "failed")) as { id: string }[];
+    const { merchant, endpoint } = await endpointWithOneDelivery("fail-days");
+    const first = await firstDeliveryOnce(endpoint.id, "failed");
     expect(await disabledAtOf(endpoint.id)).toBeNull();
     // The first failure happened four days ago: the next delivery that fails for good disables the endpoint.
-    await env.DB.prepare("UPDATE webhook_deliveries SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - 4 * DAY_MS).toISOString(), first!.id).run();
+    await env.DB.prepare("UPDATE webhook_deliveries SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - 4 * DAY_MS).toISOString(), first.id).run();
 
     await createCharge(merchant.apiKey, 20);
     await waitDisabled(endpoint.id);
@@ -104,19 +109,16 @@ describe("an endpoint disabled by the service", () => {
 
 describe("an endpoint removed with DELETE", () => {
   it("answers 404 for its deliveries, and a delivery of it is not sent again", async () => {
-    const merchant = await createMerchant();
-    const name = `ok-deleted-${RUN}`;
-    const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
-    await createCharge(merchant.apiKey, 10);
-    const [delivered] = (await waitFor("delivered", async () => (await deliveries(endpoint.id)).body.deliveries, (list) => list[0]?.status === "delivered")) as { id: string }[];
+    const { endpoint } = await endpointWithOneDelivery("ok-deleted");
+    const delivered = await firstDeliveryOnce(endpoint.id, "delivered");
 
     expect((await remove(endpoint.id)).status).toBe(200);
     const res = await deliveries(endpoint.id);
     expect(res.status).toBe(404);
     expect(res.body).toEqual({ error: "webhook_endpoint_not_found" });
     // It would only fail at once with endpoint_disabled: refused instead.
-    const again = await redeliver(endpoint.id, delivered!.id);
+    const again = await redeliver(endpoint.id, delivered.id);
     expect(again.status, again.text).toBe(409);
-    expect(await deliveryRow(delivered!.id)).toEqual({ status: "delivered", attempts: 1 });
+    expect(await deliveryRow(delivered.id)).toEqual({ status: "delivered", attempts: 1 });
   });
 });

@@ -15,6 +15,7 @@ import { chargeView } from "../../charges/service";
 import { screenAddress, EVM_ADDRESS } from "../../kyt/screening";
 import { verifyChain } from "../../ledger/audit";
 import { ApiError } from "../../lib/errors";
+import { amountMinor } from "../../lib/money";
 import { nowIso, utcDayStart } from "../../lib/time";
 import { RegisterBody } from "../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../merchants/service";
@@ -198,7 +199,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const input = CreateAgentBody.safeParse({ name: field(body, "name"), policy: policy ?? undefined });
     const credit = optionalCents(field(body, "credit"));
     const agents = () => listAgents(c.get("db"), 200).then((rows) => rows.map(agentView));
-    if (!input.success || !policy || (credit !== null && !CreditBody.shape.amountUsdCents.safeParse(credit).success)) {
+    if (!input.success || !policy || (credit !== null && !amountMinor.safeParse(credit).success)) {
       return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agents()} />, { error: `Check the form: a name (up to 200 characters), and ${AMOUNT_RULE}.` });
     }
     const { name } = input.data;
