@@ -98,7 +98,12 @@ const X402Schema = z
           .refine((keys) => new Set(keys.map((k) => k.toLowerCase())).size === keys.length, "must not name a key twice"),
       )
       .optional(),
-    DEPOSIT_MNEMONIC: z.string().optional(),
+    // The receiving key: agents' deposit addresses, and the receiving address of each charge and checkout
+    // link that binds an x402 authorization to what it pays. Without it a v1 payment would pay any charge.
+    DEPOSIT_MNEMONIC: z
+      .string({ error: "is required with x402: it derives the deposit and receiving addresses" })
+      .trim()
+      .refine((m) => m.split(/\s+/).length >= 12, "must be a BIP-39 mnemonic of 12 or more words"),
     DEPOSIT_CONFIRMATIONS: z.coerce.number().int().min(0).max(1000).default(3),
   })
   .superRefine((x, ctx) => {
@@ -121,7 +126,8 @@ export interface X402Settings {
   rpcUrl: string;
   /** The built-in facilitator's gas keys, one settlement lane each (unused when X402_FACILITATOR_URL names a remote one). */
   facilitatorPrivateKeys: `0x${string}`[];
-  depositMnemonic: string | null;
+  /** The receiving key (BIP-39): deposit addresses on account 0, charges' and links' receiving addresses on account 1. */
+  receivingMnemonic: string;
   depositConfirmations: number;
 }
 
@@ -165,7 +171,7 @@ function parseX402(env: Env): X402Settings | null {
     facilitatorTimeoutMs: x.X402_FACILITATOR_TIMEOUT_MS,
     rpcUrl: x.RPC_URL,
     facilitatorPrivateKeys: (x.FACILITATOR_PRIVATE_KEY ?? []) as `0x${string}`[],
-    depositMnemonic: x.DEPOSIT_MNEMONIC ?? null,
+    receivingMnemonic: x.DEPOSIT_MNEMONIC,
     depositConfirmations: x.DEPOSIT_CONFIRMATIONS,
   };
 }

@@ -47,7 +47,7 @@ export async function createAgent(env: Env, db: Db, input: { name: string; polic
   const agentId = newId("agent");
   const apiKey = newSecret("agentKey");
   const row = { id: agentId, name: input.name, apiKeyHash: await hashApiKey(apiKey), policy: canonicalJson(input.policy), createdAt: nowIso() };
-  const mnemonic = settingsOf(env).x402?.depositMnemonic;
+  const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   for (let attempt = 1; ; attempt++) {
     let deposit: { depositIndex: number; depositAddress: string } | null = null;
     if (mnemonic) {

@@ -20,7 +20,7 @@ export const BENCH_PREFIX = "/__bench/";
 
 const FloorBody = z.object({ i: z.number().int().min(0), agentId: z.string().min(1), merchantId: z.string().min(1) }).strict();
 const SetupBody = z.object({ templateChargeId: z.string().min(1), charges: z.number().int().positive().max(2_000_000) }).strict();
-const VerifyBody = z.object({ header: z.string().min(1), amountMinor: z.number().int().positive(), iterations: z.number().int().positive().max(10_000).default(1) }).strict();
+const VerifyBody = z.object({ header: z.string().min(1), amountMinor: z.number().int().positive(), payTo: z.string().regex(/^0x[0-9a-fA-F]{40}$/), iterations: z.number().int().positive().max(10_000).default(1) }).strict();
 /** The steps a payment is made of, each timed alone (`npm run bench` prints what one costs). */
 export const BENCH_STEPS = ["d1_read", "do_rpc", "rpc_call", "rpc_call_viem", "sign_transaction"] as const;
 const StepBody = z.object({ step: z.enum(BENCH_STEPS), iterations: z.number().int().positive().max(1_000).default(1) }).strict();
@@ -108,7 +108,7 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
       for (let k = 0; k < body.iterations; k++) {
         const payment = decodePaymentHeader(body.header);
         if (!payment) break;
-        verdict = await verifyOffline(x, termsFor(x, "bench", body.amountMinor, "bench"), payment, nowSeconds);
+        verdict = await verifyOffline(x, termsFor(x, "bench", body.amountMinor, "bench", body.payTo as `0x${string}`), payment, nowSeconds);
       }
       return json({ valid: verdict.isValid, reason: verdict.invalidReason ?? null, iterations: body.iterations }, verdict.isValid ? 200 : 422);
     }

@@ -16,6 +16,11 @@ export const x402Payments = sqliteTable(
     payer: text("payer").notNull(),
     nonce: text("nonce").notNull(),
     chargeId: text("charge_id").notNull(),
+    /**
+     * The address the authorization pays (its signed `to`): the receiving address of the charge or
+     * checkout link it was made for. Null on rows from before receiving addresses: the settlement address.
+     */
+    payTo: text("pay_to"),
     /** Token base units as a decimal string (bigint). */
     value: text("value").notNull(),
     validBefore: integer("valid_before").notNull(),
@@ -31,6 +36,7 @@ export const x402Payments = sqliteTable(
     uniqueIndex("x402_payments_authorization").on(t.network, t.asset, t.payer, t.nonce),
     index("x402_payments_status").on(t.status, t.updatedAt),
     index("x402_payments_charge").on(t.chargeId),
+    index("x402_payments_pay_to").on(t.payTo),
   ],
 );
 
@@ -62,3 +68,24 @@ export const chainCursors = sqliteTable("chain_cursors", {
   blockNumber: integer("block_number").notNull(),
   updatedAt: text("updated_at").notNull(),
 });
+
+/**
+ * The receiving address of each charge or checkout link that was offered for x402 payment: the
+ * x402 `payTo` of that one charge or link, so an authorization (which signs its `to`) pays only
+ * what it was made for. `idx` is the BIP-44 index under account 1 of the receiving key
+ * (m/44'/60'/1'/0/idx); `address` is derived from it right after the index is taken.
+ */
+export const receivingAddresses = sqliteTable(
+  "receiving_addresses",
+  {
+    idx: integer("idx").primaryKey(),
+    /** A charge (`chg_`) or a checkout link (`cl_`). */
+    ownerId: text("owner_id").notNull(),
+    /** `charge` or `checkout_link`. */
+    ownerKind: text("owner_kind").notNull(),
+    merchantId: text("merchant_id").notNull(),
+    address: text("address"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("receiving_addresses_owner").on(t.ownerId), uniqueIndex("receiving_addresses_address").on(t.address), index("receiving_addresses_merchant").on(t.merchantId)],
+);

@@ -1,23 +1,12 @@
-import { mnemonicToSeedSync } from "@scure/bip39";
-import { HDKey, hdKeyToAccount } from "viem/accounts";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
+import { hdAddressAt } from "../lib/hd";
 
-const roots = new Map<string, HDKey>();
+/** Deposit addresses are account 0 of the service's receiving key; charges and links receive on account 1. */
+const DEPOSIT_ACCOUNT = 0;
 
-/**
- * The deposit address at `index` of the service's deposit key (BIP-44 path
- * m/44'/60'/0'/0/index). The seed (2,048 PBKDF2 rounds) is derived once per
- * isolate; each address is then one cheap child derivation.
- */
-export function depositAddressAt(mnemonic: string, index: number): `0x${string}` {
-  let root = roots.get(mnemonic);
-  if (!root) {
-    root = HDKey.fromMasterSeed(mnemonicToSeedSync(mnemonic));
-    roots.set(mnemonic, root);
-  }
-  return hdKeyToAccount(root, { addressIndex: index }).address;
-}
+/** The deposit address at `index` of the service's receiving key (BIP-44 path m/44'/60'/0'/0/index). */
+export const depositAddressAt = (mnemonic: string, index: number): `0x${string}` => hdAddressAt(mnemonic, DEPOSIT_ACCOUNT, index);
 
 /**
  * The agent's deposit address, assigned on first use. The derivation index is
@@ -27,7 +16,7 @@ export function depositAddressAt(mnemonic: string, index: number): `0x${string}`
  * completed the next time rather than given a second index.
  */
 export async function ensureDepositAddress(env: Env, agentId: string): Promise<string | null> {
-  const mnemonic = settingsOf(env).x402?.depositMnemonic;
+  const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   if (!mnemonic) return null;
   const db = env.DB;
   const row = await db.prepare("SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?").bind(agentId).first<{ depositIndex: number | null; address: string | null }>();

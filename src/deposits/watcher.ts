@@ -30,7 +30,7 @@ const cursorName = (x: X402Settings) => `deposits:${x.network}:${x.asset.toLower
 export async function watchDeposits(env: Env): Promise<WatchResult> {
   const x = settingsOf(env).x402;
   const result: WatchResult = { fromBlock: null, toBlock: null, credited: 0, blocked: 0 };
-  if (!x?.depositMnemonic) return result;
+  if (!x) return result;
   const client = publicClientOf(x);
   const head = await client.getBlockNumber();
   const confirmations = BigInt(x.depositConfirmations);

@@ -21,9 +21,14 @@ export interface OpenPayment {
   value: string;
   validBefore: number;
   txHash: `0x${string}` | null;
+  /** The receiving address the authorization pays; null on rows from before those: the settlement address. */
+  payTo: `0x${string}` | null;
 }
 
 export type Reconciliation = "credited" | "failed" | "waiting";
+
+/** The columns of an x402 payment that reconciliation reads, as an OpenPayment. */
+export const OPEN_PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo FROM x402_payments";
 
 /**
  * Settles the fate of a payment whose outcome was lost or reported failed, from the chain alone:
@@ -69,11 +74,11 @@ export async function reconcilePayment(env: Env, x: X402Settings, p: OpenPayment
 
 type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
 
-/** Did this transaction move the payment's value from its payer to our address? */
+/** Did this transaction move the payment's value from its payer to the address it pays? */
 function paysUs(x: X402Settings, p: OpenPayment, receipt: Receipt): boolean {
   if (receipt.status !== "success") return false;
   const transfers = parseEventLogs({ abi: EIP3009_ABI, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)) });
-  return transfers.some((t) => isAddressEqual(t.args.from, p.payer) && isAddressEqual(t.args.to, x.payTo) && t.args.value === BigInt(p.value));
+  return transfers.some((t) => isAddressEqual(t.args.from, p.payer) && isAddressEqual(t.args.to, p.payTo ?? x.payTo) && t.args.value === BigInt(p.value));
 }
 
 /**
@@ -103,7 +108,7 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
   const counts: Record<Reconciliation, number> = { credited: 0, failed: 0, waiting: 0 };
   if (!x) return counts;
   const open = await env.DB.prepare(
-    `SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash FROM x402_payments
+    `${OPEN_PAYMENT_SELECT}
      WHERE status = 'unknown' OR (status = 'settling' AND updated_at <= ?) ORDER BY updated_at LIMIT 50`,
   ).bind(nowIso(now - STALE_SETTLING_MS)).all<OpenPayment>();
   for (const payment of open.results) {

@@ -93,7 +93,7 @@ async function checkoutX402(c: Context<AppEnv>, token: string) {
   const x = x402Settings(c);
   const target = await checkoutTarget(c, token);
   const header = paymentHeaderOf(c);
-  if (!header) return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
+  if (!header) return respond(c, { kind: "terms", terms: await termsForTarget(c.env, x, target, resourceOf(c)) });
   return respond(c, await payWithX402(c.env, target, resourceOf(c), header));
 }
 
@@ -111,7 +111,7 @@ export const x402Routes = new Hono<AppEnv>()
     if (!charge) throw new ApiError(404, "charge_not_found");
     const target: X402Target = { kind: "charge", charge };
     if (charge.status === "paid") return c.json(chargeView(charge), 200);
-    return respond(c, { kind: "terms", terms: termsForTarget(x, target, resourceOf(c)) });
+    return respond(c, { kind: "terms", terms: await termsForTarget(c.env, x, target, resourceOf(c)) });
   })
   // Official clients retry with the method of their first request, so GET with a payment settles too.
   .get("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token))

@@ -9,10 +9,12 @@ import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger
 import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
+import { isAddressEqual } from "viem";
 import { authorizationUsed } from "./chain";
 import { facilitatorOf, type Facilitator } from "./facilitator";
 import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
+import { ensureReceivingAddress, receivingAddressStatement, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { termsFor, type Terms } from "./terms";
 import { verifyPayment } from "./verify";
 import { blocklistStatement } from "../kyt/screening";
@@ -32,6 +34,7 @@ export type X402Outcome =
 interface PaymentRow {
   id: string;
   chargeId: string;
+  payTo: string | null;
   status: string;
   txHash: string | null;
   payer: string;
@@ -48,11 +51,17 @@ export type X402TargetRef = X402Target | { kind: "charge_id"; chargeId: string }
 const targetAmount = (t: X402Target) => (t.kind === "charge" ? t.charge.amountMinor : t.link.amountMinor);
 const targetDescription = (t: X402Target) => (t.kind === "charge" ? (t.charge.description ?? `Charge ${t.charge.id}`) : t.link.description);
 
-export function termsForTarget(x: X402Settings, target: X402Target, resource: string): Terms {
-  return termsFor(x, resource, targetAmount(target), targetDescription(target));
+/** Whose receiving address an authorization for this target pays: the charge's own, or the link's. */
+const ownerOf = (t: X402Target): ReceivingOwner =>
+  t.kind === "charge" ? { kind: "charge", id: t.charge.id, merchantId: t.charge.merchantId } : { kind: "checkout_link", id: t.link.id, merchantId: t.link.merchantId };
+
+/** The terms of a target: its amount, to its own receiving address (assigned on first use). */
+export async function termsForTarget(env: Env, x: X402Settings, target: X402Target, resource: string, known?: ReceivingRow | null): Promise<Terms> {
+  const payTo = await ensureReceivingAddress(env, x, ownerOf(target), known);
+  return termsFor(x, resource, targetAmount(target), targetDescription(target), payTo);
 }
 
-const PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, status, tx_hash AS txHash, payer FROM x402_payments";
+const PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer FROM x402_payments";
 
 const paymentStatement = (env: Env, x: X402Settings, payment: DecodedPayment) =>
   env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`).bind(
@@ -68,25 +77,38 @@ async function findPayment(env: Env, x: X402Settings, payment: DecodedPayment): 
 
 /**
  * Everything read before the checks, in one round trip: the charge when the target names it by id
- * (null when there is none), an earlier payment with this authorization, and whether the payer is
- * on the operators' blocklist. A payment that did not decode reads the charge alone.
+ * (null when there is none), the target's receiving address, an earlier payment with this
+ * authorization, and whether the payer is on the operators' blocklist. A payment that did not
+ * decode reads the charge and its address alone.
  */
 async function lookUp(env: Env, x: X402Settings, ref: X402TargetRef, payment: DecodedPayment | null) {
+  const ownerId = ref.kind === "charge_id" ? ref.chargeId : ref.kind === "charge" ? ref.charge.id : ref.link.id;
   const reads = [
     ...(ref.kind === "charge_id" ? [chargeRowStatement(env.DB, ref.chargeId)] : []),
+    receivingAddressStatement(env.DB, ownerId),
     ...(payment ? [paymentStatement(env, x, payment), blocklistStatement(env.DB, payment.authorization.from)] : []),
   ];
-  const results = reads.length > 0 ? await env.DB.batch<Record<string, unknown>>(reads) : [];
-  const [charge, earlier, listed] = ref.kind === "charge_id" ? results : [undefined, ...results];
+  const results = await env.DB.batch<Record<string, unknown>>(reads);
+  const [charge, receiving, earlier, listed] = ref.kind === "charge_id" ? results : [undefined, ...results];
   const target: X402Target | null = ref.kind !== "charge_id" ? ref : charge?.results[0] ? { kind: "charge", charge: charge.results[0] as ChargeRow } : null;
-  return { target, earlier: (earlier?.results[0] as PaymentRow | undefined) ?? null, onBlocklist: (listed?.results.length ?? 0) > 0 };
+  return {
+    target,
+    receiving: (receiving?.results[0] as ReceivingRow | undefined) ?? null,
+    earlier: (earlier?.results[0] as PaymentRow | undefined) ?? null,
+    onBlocklist: (listed?.results.length ?? 0) > 0,
+  };
 }
 
-/** Does an earlier payment's charge belong to what is being paid now? (A replay answers with its own result.) */
-async function belongsToTarget(env: Env, target: X402Target, chargeId: string): Promise<boolean> {
-  if (target.kind === "charge") return target.charge.id === chargeId;
-  const row = await env.DB.prepare("SELECT checkout_link_id AS linkId FROM charges WHERE id = ?").bind(chargeId).first<{ linkId: string | null }>();
-  return row?.linkId === target.link.id;
+/**
+ * Was an earlier payment with this authorization made for what is being paid now? It pays the
+ * address it signs, so it is this target's when it pays this target's receiving address (a replay
+ * then answers with its own result); anything else is another charge's or link's payment, and
+ * nothing of it is shown here.
+ */
+function sameTarget(earlier: PaymentRow, target: X402Target, terms: Terms): boolean {
+  if (earlier.payTo) return isAddressEqual(earlier.payTo as `0x${string}`, terms.payTo);
+  // A row from before receiving addresses paid the settlement address: only its own charge knows it.
+  return target.kind === "charge" && earlier.chargeId === target.charge.id;
 }
 
 /**
@@ -103,14 +125,14 @@ export async function payWithX402(env: Env, ref: X402TargetRef, resource: string
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
   const payment = decodePaymentHeader(header);
-  const { target, earlier, onBlocklist } = await lookUp(env, x, ref, payment);
+  const { target, receiving, earlier, onBlocklist } = await lookUp(env, x, ref, payment);
   if (!target) return { kind: "charge_not_found" };
-  const terms = termsForTarget(x, target, resource);
+  const terms = await termsForTarget(env, x, target, resource, receiving);
   if (!payment) return { kind: "invalid", reason: "invalid_payload", terms };
   const payer = payment.authorization.from.toLowerCase();
 
   if (earlier && earlier.status !== "failed") {
-    if (!(await belongsToTarget(env, target, earlier.chargeId))) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
+    if (!sameTarget(earlier, target, terms)) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
     return earlier.status === "settled"
       ? { kind: "settled", chargeId: earlier.chargeId, transaction: earlier.txHash ?? "", payer }
       : { kind: "pending", chargeId: earlier.chargeId, transaction: earlier.txHash, payer };
@@ -130,7 +152,7 @@ export async function payWithX402(env: Env, ref: X402TargetRef, resource: string
     return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
   }
 
-  const reserved = await reserve(env, x, target, payment, earlier);
+  const reserved = await reserve(env, x, target, terms, payment, earlier);
   if (reserved.kind !== "reserved") return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
 
   const settled = await chosen.settle(payment, terms);
@@ -182,7 +204,7 @@ type Reservation =
   | { kind: "outcome"; outcome: X402Outcome }
   | { kind: "refused"; reason: string };
 
-async function reserve(env: Env, x: X402Settings, target: X402Target, payment: DecodedPayment, earlier: PaymentRow | null): Promise<Reservation> {
+async function reserve(env: Env, x: X402Settings, target: X402Target, terms: Terms, payment: DecodedPayment, earlier: PaymentRow | null): Promise<Reservation> {
   const a = payment.authorization;
   const at = nowIso();
   const paymentId = earlier?.id ?? newId("x402Payment");
@@ -203,13 +225,13 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, payment: D
   if (earlier) {
     // A failed attempt with this authorization may be retried: the nonce was never used.
     statements.push(guard("x402_payment_in_use", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')", earlier.id));
-    statements.push(sqlStatement("UPDATE x402_payments SET status = 'settling', charge_id = ?, error = NULL, updated_at = ? WHERE id = ?", charge.id, at, earlier.id));
+    statements.push(sqlStatement("UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, error = NULL, updated_at = ? WHERE id = ?", charge.id, terms.payTo.toLowerCase(), at, earlier.id));
   } else {
     statements.push(
       sqlStatement(
-        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, value, valid_before, payload, status, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
-        paymentId, x.network, x.asset.toLowerCase(), a.from.toLowerCase(), a.nonce.toLowerCase(), charge.id, a.value, Number(a.validBefore), payload, at, at,
+        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
+        paymentId, x.network, x.asset.toLowerCase(), a.from.toLowerCase(), a.nonce.toLowerCase(), charge.id, terms.payTo.toLowerCase(), a.value, Number(a.validBefore), payload, at, at,
       ),
     );
   }
@@ -220,8 +242,11 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, payment: D
   } catch (error) {
     const reason = guardReasonOf(error);
     // The same authorization raced itself: the other request holds the reservation (or is about to).
+    // Its `to` is this target's address, so that request paid this same charge or link; anything
+    // else would be another's payment, which is refused without naming it.
     const sameAuthorization = await findPayment(env, x, payment);
     if (sameAuthorization && sameAuthorization.status !== "failed") {
+      if (!sameTarget(sameAuthorization, target, terms)) return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
       return { kind: "outcome", outcome: { kind: "pending", chargeId: sameAuthorization.chargeId, transaction: sameAuthorization.txHash, payer: sameAuthorization.payer } };
     }
     if (reason === "charge_unavailable" && target.kind === "charge") {

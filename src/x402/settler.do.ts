@@ -6,7 +6,7 @@ import { serialQueue } from "../lib/serial";
 import { rpcCall, shortError } from "./chain";
 import { gasAccountOf, type PreparedTransfer } from "./transfer";
 import { nowIso } from "../lib/time";
-import { reconcilePayment, type OpenPayment } from "./reconcile";
+import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
 
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
 export const RECONCILE_AFTER_MS = 15_000;
@@ -89,7 +89,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     const watched = [...(await this.ctx.storage.list({ prefix: PENDING })).keys()].map((key) => key.slice(PENDING.length));
     if (!x || watched.length === 0) return;
     const open = await this.env.DB.prepare(
-      `SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash FROM x402_payments
+      `${OPEN_PAYMENT_SELECT}
        WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('unknown', 'settling')`,
     ).bind(JSON.stringify(watched)).all<OpenPayment>();
     const stillOpen = new Set<string>();

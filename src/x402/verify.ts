@@ -23,10 +23,11 @@ export async function verifyOffline(x: X402Settings, terms: Terms, payment: Deco
   if (payment.network !== expectedNetwork) return invalid("invalid_network", payer);
   if (payment.accepted) {
     if (!isAddressEqual(payment.accepted.asset as `0x${string}`, x.asset)) return invalid("invalid_asset", payer);
-    if (!isAddressEqual(payment.accepted.payTo as `0x${string}`, x.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
+    if (!isAddressEqual(payment.accepted.payTo as `0x${string}`, terms.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
     if (payment.accepted.amount !== terms.value.toString()) return invalid("invalid_exact_evm_payload_authorization_value", payer);
   }
-  if (!isAddressEqual(a.to as `0x${string}`, x.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
+  // The binding: `to` is signed, and only this charge's (or link's) terms name this address.
+  if (!isAddressEqual(a.to as `0x${string}`, terms.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
   if (BigInt(a.value) !== terms.value) return invalid("invalid_exact_evm_payload_authorization_value", payer);
   const validAfter = BigInt(a.validAfter);
   const validBefore = BigInt(a.validBefore);

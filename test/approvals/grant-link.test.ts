@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { freshPayer, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { freshPayer, tokenBalance, xPaymentFor } from "../helpers/x402";
 
 /*
  * Regression: granting a held checkout-link payment after the merchant had
@@ -75,7 +75,7 @@ describe("granting a held checkout-link payment", () => {
     expect(paid.status).toBe(409);
     expect(paid.body).toEqual({ error: "checkout_link_disabled" });
     const payer = await freshPayer(700n * 10_000n);
-    const { header } = await xPaymentHeader(payer.key, 700n * 10_000n);
+    const { header } = await xPaymentFor(`/charges/${chargeId}/x402`, payer.key, 700n * 10_000n);
     const onChain = await api("GET", `/charges/${chargeId}/x402`, { headers: { "X-PAYMENT": header } });
     expect(onChain.status).toBe(402);
     expect(onChain.body).toMatchObject({ error: "Pago inválido", invalidReason: "checkout_link_disabled" });

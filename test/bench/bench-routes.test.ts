@@ -8,7 +8,7 @@ import worker from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
 import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
-import { xPaymentHeader } from "../helpers/x402";
+import { chain, xPaymentHeader } from "../helpers/x402";
 
 // The runtime floors of `npm run bench` (src/bench): off unless BENCH_ROUTES is set, refused in
 // production, and writing only to their own scratch tables. No timing is asserted here.
@@ -123,9 +123,10 @@ describe("bench routes", () => {
   });
 
   it("verify an x402 payment offline as many times as asked, and say why a wrong one fails", async () => {
-    const good = await xPaymentHeader(1, 10_000n);
-    expect(await bench("POST", "x402-verify", { header: good.header, amountMinor: 1, iterations: 3 })).toEqual({ status: 200, body: { valid: true, reason: null, iterations: 3 } });
-    const short = await bench("POST", "x402-verify", { header: good.header, amountMinor: 2 });
+    const payTo = chain().payTo;
+    const good = await xPaymentHeader(1, 10_000n, { to: payTo });
+    expect(await bench("POST", "x402-verify", { header: good.header, amountMinor: 1, payTo, iterations: 3 })).toEqual({ status: 200, body: { valid: true, reason: null, iterations: 3 } });
+    const short = await bench("POST", "x402-verify", { header: good.header, amountMinor: 2, payTo });
     expect(short).toEqual({ status: 422, body: { valid: false, reason: "invalid_exact_evm_payload_authorization_value", iterations: 1 } });
     expect((await bench("POST", "x402-verify", { header: good.header })).status).toBe(400);
   });

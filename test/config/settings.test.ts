@@ -10,7 +10,8 @@ const production = (vars: Partial<Env> = {}): Env =>
     ...vars,
   }) as Env;
 
-const X402 = { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com" };
+const RECEIVING_KEY = "test test test test test test test test test test test junk";
+const X402 = { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com", DEPOSIT_MNEMONIC: RECEIVING_KEY };
 
 describe("settings", () => {
   it("a complete production configuration parses, with keys required and codes not printed", () => {
@@ -35,7 +36,10 @@ describe("settings", () => {
     ["an HTTP mail transport without its URL", { MAIL_TRANSPORT: "http", MAIL_FROM: "c@example.com" }, /MAIL_HTTP_URL/],
     ["Access with a team but no audience", { ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com" }, /ACCESS_AUD/],
     ["x402 without an RPC URL", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /RPC_URL/],
-    ["x402 with neither a facilitator URL nor a gas key", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com" }, /FACILITATOR_PRIVATE_KEY/],
+    ["x402 with neither a facilitator URL nor a gas key", { ...X402 }, /FACILITATOR_PRIVATE_KEY/],
+    // Without it every charge would advertise one address, and an authorization made for one would pay any other.
+    ["x402 without its receiving key", { ...X402, DEPOSIT_MNEMONIC: undefined, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /DEPOSIT_MNEMONIC is required/],
+    ["a receiving key that is not a mnemonic", { ...X402, DEPOSIT_MNEMONIC: "hunter2", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /DEPOSIT_MNEMONIC must be a BIP-39 mnemonic/],
     ["a gas key that is not a 32-byte hex key", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},0x1234` }, /32-byte hex private keys/],
     ["a gas key named twice", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"a".repeat(64)}, 0x${"A".repeat(64)}` }, /twice/],
     ["an empty gas key list entry", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},` }, /32-byte hex private keys/],

@@ -2,6 +2,7 @@ import { createPublicClient, encodeAbiParameters, http, keccak256, toHex, type H
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect, inject } from "vitest";
 import type { RelayedSend, Refusal } from "../setup/chain.global";
+import { api } from "./api";
 
 export const chain = () => inject("chain");
 
@@ -85,6 +86,21 @@ export async function xPaymentHeader(payer: number | Hex, value: bigint, overrid
   const json = JSON.stringify({ x402Version: 1, scheme: "exact", network: overrides.network ?? "base-sepolia", payload });
   const b64 = toBase64(json);
   return { header: overrides.urlSafe ? b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") : b64, payload };
+}
+
+/**
+ * The address an authorization for the x402 resource at `path` must pay: the `payTo` of its 402
+ * terms, the receiving address of that one charge or checkout link.
+ */
+export async function payToOf(path: string): Promise<Hex> {
+  const res = await api("GET", path);
+  expect(res.status, `terms of ${path}`).toBe(402);
+  return res.body.accepts[0].payTo as Hex;
+}
+
+/** A v1 X-PAYMENT header for the x402 resource at `path`, signed to its receiving address. */
+export async function xPaymentFor(path: string, payer: number | Hex, value: bigint, overrides: Parameters<typeof xPaymentHeader>[2] = {}) {
+  return xPaymentHeader(payer, value, { to: await payToOf(path), ...overrides });
 }
 
 /** TestUSDC storage: slot 0 totalSupply, slot 1 balanceOf (owner is immutable). */

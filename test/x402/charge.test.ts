@@ -4,13 +4,13 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { chain, publicClient, signAuthorization, tokenBalance, TOKEN_ABI, xPaymentHeader } from "../helpers/x402";
+import { chain, payToOf, publicClient, signAuthorization, tokenBalance, TOKEN_ABI, xPaymentFor, xPaymentHeader } from "../helpers/x402";
 
 /*
  * x402 on a charge, against the real local chain with the built-in facilitator.
  * Payer: account 3 only (the other x402 files use other accounts), so its
- * balance deltas are this file's alone. payTo is shared by every file and only
- * ever receives, so its movement is checked on the receipt, not by a delta.
+ * balance deltas are this file's alone. Each charge is paid to its own receiving
+ * address, so what reaches it is exact.
  */
 const PAYER = 3;
 const UNITS_PER_CENT = 10_000n;
@@ -25,15 +25,15 @@ const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder()
 const x402Path = (chargeId: string) => `/charges/${chargeId}/x402`;
 const getCharge = async (chargeId: string) => (await api("GET", `/charges/${chargeId}`)).body;
 
-/** The receipt of a settlement: succeeded, with exactly one Transfer of `value` from the payer to payTo. */
-async function expectTransferOnChain(transaction: Hex, from: Hex, value: bigint) {
+/** The receipt of a settlement: succeeded, with exactly one Transfer of `value` from the payer to the charge's address `to`. */
+async function expectTransferOnChain(transaction: Hex, from: Hex, value: bigint, to: Hex) {
   const receipt = await publicClient().getTransactionReceipt({ hash: transaction });
   expect(receipt.status).toBe("success");
   expect(receipt.to?.toLowerCase()).toBe(chain().token.toLowerCase());
   const transfers = parseEventLogs({ abi: TRANSFER_EVENT, eventName: "Transfer", logs: receipt.logs });
   expect(transfers).toHaveLength(1);
   expect(transfers[0]!.args.from.toLowerCase()).toBe(from.toLowerCase());
-  expect(transfers[0]!.args.to.toLowerCase()).toBe(chain().payTo.toLowerCase());
+  expect(transfers[0]!.args.to.toLowerCase()).toBe(to.toLowerCase());
   expect(transfers[0]!.args.value).toBe(value);
   return receipt;
 }
@@ -66,7 +66,7 @@ describe("GET /charges/:id/x402 terms (402)", () => {
       resource: `${BASE}${x402Path(charge.chargeId)}`,
       description: "one weather report",
       mimeType: expect.any(String),
-      payTo: chain().payTo,
+      payTo: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
       maxTimeoutSeconds: expect.any(Number),
       asset: chain().token,
       extra: { name: "USD Coin", version: "2" },
@@ -85,7 +85,7 @@ describe("GET /charges/:id/x402 terms (402)", () => {
       network: "eip155:84532",
       amount: "2500000",
       asset: chain().token,
-      payTo: chain().payTo,
+      payTo: entry.payTo,
       maxTimeoutSeconds: entry.maxTimeoutSeconds,
       extra: { name: "USD Coin", version: "2" },
     });
@@ -122,7 +122,7 @@ describe("GET /charges/:id/x402 terms (402)", () => {
     const res = await api("GET", x402Path("chg_doesnotexist000000"));
     expect(res.status).toBe(404);
     expect(res.body.error).toBeTruthy();
-    const withPayment = await api("GET", x402Path("chg_doesnotexist000000"), { headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 10_000n)).header } });
+    const withPayment = await api("GET", x402Path("chg_doesnotexist000000"), { headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 10_000n, { to: chain().payTo })).header } });
     expect(withPayment.status).toBe(404);
   });
 
@@ -154,7 +154,7 @@ describe("paying a charge with x402", () => {
 
   it("parallel settlements each see their own receipt and answer 200", async () => {
     const charges = await Promise.all(Array.from({ length: 6 }, (_, i) => createCharge(merchant.apiKey, 11 + i, { description: `parallel ${i}` })));
-    const headers = await Promise.all(charges.map((_, i) => xPaymentHeader(PAYER, BigInt(11 + i) * UNITS_PER_CENT)));
+    const headers = await Promise.all(charges.map((charge, i) => xPaymentFor(x402Path(charge.chargeId), PAYER, BigInt(11 + i) * UNITS_PER_CENT)));
     const responses = await Promise.all(charges.map((charge, i) => api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": headers[i]!.header } })));
     expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
     for (const [i, res] of responses.entries()) expect(res.body).toMatchObject({ chargeId: charges[i]!.chargeId, status: "paid", settlement: { success: true } });
@@ -167,8 +167,9 @@ describe("paying a charge with x402", () => {
     const charge = await createCharge(merchant.apiKey, cents, { description: "settled on chain" });
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const payerBefore = await tokenBalance(payer());
-    const payToBefore = await tokenBalance(chain().payTo);
-    const { header, payload } = await xPaymentHeader(PAYER, value);
+    const payTo = await payToOf(x402Path(charge.chargeId));
+    const payToBefore = await tokenBalance(payTo);
+    const { header, payload } = await xPaymentHeader(PAYER, value, { to: payTo });
     expect(header).toMatch(/^[A-Za-z0-9+/]+={0,2}$/);
 
     const res = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
@@ -182,10 +183,11 @@ describe("paying a charge with x402", () => {
       expect(String(settlement.payer).toLowerCase()).toBe(payer().toLowerCase());
     }
 
-    // On chain: the receipt, the payer's balance fell by exactly the amount, payTo received it.
-    await expectTransferOnChain(transaction, payer(), value);
+    // On chain: the receipt, the payer's balance fell by exactly the amount, the charge's address received it.
+    await expectTransferOnChain(transaction, payer(), value, payTo);
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
-    expect((await tokenBalance(chain().payTo)) - payToBefore >= value).toBe(true);
+    expect(payToBefore).toBe(0n);
+    expect(await tokenBalance(payTo)).toBe(value);
     expect(await publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [payer(), payload.authorization.nonce] })).toBe(true);
 
     // The charge and the merchant.
@@ -226,7 +228,7 @@ describe("paying a charge with x402", () => {
   it("a payment by GET with X-PAYMENT delivers charge.succeeded (method x402) to the merchant's endpoint", async () => {
     const cents = 188;
     const charge = await createCharge(merchant.apiKey, cents);
-    const { header } = await xPaymentHeader(PAYER, BigInt(cents) * UNITS_PER_CENT);
+    const { header } = await xPaymentFor(x402Path(charge.chargeId), PAYER, BigInt(cents) * UNITS_PER_CENT);
     const res = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
     expect(res.status).toBe(200);
     const transaction = res.body.settlement.transaction as Hex;
@@ -248,14 +250,15 @@ describe("paying a charge with x402", () => {
     const charge = await createCharge(merchant.apiKey, cents);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const payerBefore = await tokenBalance(payer());
-    const { header } = await xPaymentHeader(PAYER, value, { urlSafe: true });
+    const payTo = await payToOf(x402Path(charge.chargeId));
+    const { header } = await xPaymentHeader(PAYER, value, { urlSafe: true, to: payTo });
     expect(header).toMatch(/^[A-Za-z0-9_-]+$/);
 
     const res = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ chargeId: charge.chargeId, status: "paid", settlement: { success: true } });
     const transaction = res.body.settlement.transaction as Hex;
-    await expectTransferOnChain(transaction, payer(), value);
+    await expectTransferOnChain(transaction, payer(), value, payTo);
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
     expect(await getCharge(charge.chargeId)).toMatchObject({ status: "paid", method: "x402", reference: transaction });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
@@ -282,7 +285,7 @@ describe("paying a charge with x402", () => {
     const settlement = decodeHeader(res.headers.get("PAYMENT-RESPONSE"));
     expect(settlement).toMatchObject({ success: true, transaction });
     expect(String(settlement.payer).toLowerCase()).toBe(payer().toLowerCase());
-    await expectTransferOnChain(transaction, payer(), value);
+    await expectTransferOnChain(transaction, payer(), value, accepted.payTo);
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
     expect(await getCharge(charge.chargeId)).toMatchObject({ status: "paid", method: "x402", reference: transaction });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);

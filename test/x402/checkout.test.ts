@@ -3,7 +3,7 @@ import { parseAbi, parseEventLogs, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE } from "../helpers/api";
 import { createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, publicClient, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { chain, payToOf, publicClient, tokenBalance, xPaymentFor, xPaymentHeader } from "../helpers/x402";
 
 /*
  * x402 on checkout links, on the real local chain. Payers: accounts 4 and 5,
@@ -40,12 +40,13 @@ async function linkCounters(merchantKey: string, token: string) {
   return { paymentsCount: link.paymentsCount as number, totalPaidMinor: link.totalPaidMinor as number };
 }
 
-async function expectTransferOnChain(transaction: Hex, from: Hex, value: bigint) {
+/** One Transfer of `value` from `from` to the link's receiving address `to`. */
+async function expectTransferOnChain(transaction: Hex, from: Hex, value: bigint, to: Hex) {
   const receipt = await publicClient().getTransactionReceipt({ hash: transaction });
   expect(receipt.status).toBe("success");
   const transfers = parseEventLogs({ abi: TRANSFER_EVENT, eventName: "Transfer", logs: receipt.logs });
   expect(transfers.map((t) => ({ from: t.args.from.toLowerCase(), to: t.args.to.toLowerCase(), value: t.args.value }))).toEqual([
-    { from: from.toLowerCase(), to: chain().payTo.toLowerCase(), value },
+    { from: from.toLowerCase(), to: to.toLowerCase(), value },
   ]);
 }
 
@@ -70,7 +71,7 @@ describe("x402 on a checkout link", () => {
         resource: `${BASE}${path}`,
         description: "a month of API access",
         mimeType: expect.any(String),
-        payTo: chain().payTo,
+        payTo: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
         maxTimeoutSeconds: expect.any(Number),
         asset: chain().token,
         extra: { name: "USD Coin", version: "2" },
@@ -78,7 +79,10 @@ describe("x402 on a checkout link", () => {
     ]);
     expect(Object.hasOwn(res.body.accepts[0], "outputSchema")).toBe(false);
     const v2 = decodeHeader(res.headers.get("PAYMENT-REQUIRED"));
-    expect(v2).toMatchObject({ x402Version: 2, accepts: [{ scheme: "exact", network: "eip155:84532", amount: "3450000", payTo: chain().payTo, asset: chain().token }] });
+    // The link's own receiving address, in both versions' terms: not the settlement address.
+    const payTo = res.body.accepts[0].payTo as string;
+    expect(payTo.toLowerCase()).not.toBe(chain().payTo.toLowerCase());
+    expect(v2).toMatchObject({ x402Version: 2, accepts: [{ scheme: "exact", network: "eip155:84532", amount: "3450000", payTo, asset: chain().token }] });
     expect(res.headers.get("Cache-Control") ?? "").toContain("no-store");
     expect(res.headers.get("Access-Control-Allow-Origin")).toBeTruthy();
     // Asking for terms creates no charge and moves no counter.
@@ -97,7 +101,8 @@ describe("x402 on a checkout link", () => {
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const payerBefore = await tokenBalance(addressOf(PAYER_A));
 
-    const first = await xPaymentHeader(PAYER_A, value);
+    const payTo = await payToOf(path);
+    const first = await xPaymentHeader(PAYER_A, value, { to: payTo });
     const posted = await api("POST", path, { headers: { "X-PAYMENT": first.header } });
     expect(posted.status).toBe(200);
     expect(posted.body).toMatchObject({ chargeId: expect.stringMatching(/^chg_/), status: "paid", settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) } });
@@ -105,7 +110,7 @@ describe("x402 on a checkout link", () => {
     const settlement = decodeHeader(posted.headers.get("X-PAYMENT-RESPONSE"));
     expect(settlement).toMatchObject({ success: true, transaction: tx1, network: "base-sepolia" });
     expect(String(settlement.payer).toLowerCase()).toBe(addressOf(PAYER_A).toLowerCase());
-    await expectTransferOnChain(tx1, addressOf(PAYER_A), value);
+    await expectTransferOnChain(tx1, addressOf(PAYER_A), value, payTo);
     expect(await tokenBalance(addressOf(PAYER_A))).toBe(payerBefore - value);
 
     const charge1 = await api("GET", `/charges/${posted.body.chargeId}`);
@@ -115,14 +120,14 @@ describe("x402 on a checkout link", () => {
     expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 1, totalPaidMinor: cents });
 
     // Official clients retry with their first request's method: GET with a payment settles too.
-    const second = await xPaymentHeader(PAYER_A, value, { urlSafe: true });
+    const second = await xPaymentHeader(PAYER_A, value, { urlSafe: true, to: payTo });
     const got = await api("GET", path, { headers: { "X-PAYMENT": second.header } });
     expect(got.status).toBe(200);
     expect(got.body).toMatchObject({ status: "paid", settlement: { success: true } });
     expect(got.body.chargeId).not.toBe(posted.body.chargeId);
     const tx2 = got.body.settlement.transaction as Hex;
     expect(tx2).not.toBe(tx1);
-    await expectTransferOnChain(tx2, addressOf(PAYER_A), value);
+    await expectTransferOnChain(tx2, addressOf(PAYER_A), value, payTo);
     expect(await tokenBalance(addressOf(PAYER_A))).toBe(payerBefore - 2n * value);
     expect((await api("GET", `/charges/${got.body.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: tx2 });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + 2 * cents);
@@ -154,7 +159,8 @@ describe("x402 on a checkout link", () => {
     const path = `/checkout/${link.checkoutToken}/x402`;
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const before = { a: await tokenBalance(addressOf(PAYER_A)), b: await tokenBalance(addressOf(PAYER_B)) };
-    const [a, b] = await Promise.all([xPaymentHeader(PAYER_A, value), xPaymentHeader(PAYER_B, value)]);
+    const payTo = await payToOf(path);
+    const [a, b] = await Promise.all([xPaymentHeader(PAYER_A, value, { to: payTo }), xPaymentHeader(PAYER_B, value, { to: payTo })]);
 
     const [ra, rb] = await Promise.all([api("POST", path, { headers: { "X-PAYMENT": a.header } }), api("POST", path, { headers: { "X-PAYMENT": b.header } })]);
     expect(ra.status).toBe(200);
@@ -162,8 +168,8 @@ describe("x402 on a checkout link", () => {
     expect(ra.body.chargeId).not.toBe(rb.body.chargeId);
     expect(decodeHeader(ra.headers.get("X-PAYMENT-RESPONSE")).payer.toLowerCase()).toBe(addressOf(PAYER_A).toLowerCase());
     expect(decodeHeader(rb.headers.get("X-PAYMENT-RESPONSE")).payer.toLowerCase()).toBe(addressOf(PAYER_B).toLowerCase());
-    await expectTransferOnChain(ra.body.settlement.transaction, addressOf(PAYER_A), value);
-    await expectTransferOnChain(rb.body.settlement.transaction, addressOf(PAYER_B), value);
+    await expectTransferOnChain(ra.body.settlement.transaction, addressOf(PAYER_A), value, payTo);
+    await expectTransferOnChain(rb.body.settlement.transaction, addressOf(PAYER_B), value, payTo);
     expect(await tokenBalance(addressOf(PAYER_A))).toBe(before.a - value);
     expect(await tokenBalance(addressOf(PAYER_B))).toBe(before.b - value);
     for (const r of [ra, rb]) {
@@ -178,10 +184,11 @@ describe("x402 on a checkout link", () => {
     const value = BigInt(cents) * UNITS_PER_CENT;
     const link = await createLink(merchant.apiKey, cents, "soon disabled");
     const path = `/checkout/${link.checkoutToken}/x402`;
+    // Signed while the link was active (its terms name its address), sent after it was disabled.
+    const { header, payload } = await xPaymentFor(path, PAYER_B, value);
     const disabled = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: false } });
     expect(disabled.status).toBe(200);
     const payerBefore = await tokenBalance(addressOf(PAYER_B));
-    const { header, payload } = await xPaymentHeader(PAYER_B, value);
 
     expect((await api("GET", path)).status).toBe(409);
     expect((await api("POST", path, { headers: { "X-PAYMENT": header } })).status).toBe(409);
@@ -207,7 +214,7 @@ describe("x402 on a checkout link", () => {
   });
 
   it("an unknown token answers 404, with or without a payment", async () => {
-    const { header } = await xPaymentHeader(PAYER_B, 10_000n);
+    const { header } = await xPaymentHeader(PAYER_B, 10_000n, { to: chain().payTo });
     expect((await api("GET", "/checkout/no-such-token/x402")).status).toBe(404);
     expect((await api("POST", "/checkout/no-such-token/x402", { headers: { "X-PAYMENT": header } })).status).toBe(404);
     expect((await api("GET", "/checkout/no-such-token/x402", { headers: { "X-PAYMENT": header } })).status).toBe(404);

@@ -6,7 +6,7 @@ import { settingsOf } from "../../src/env";
 import { laneOf, settlerOf } from "../../src/x402/settler.do";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { freshPayer, publicClient, relayedSends, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { freshPayer, publicClient, relayedSends, tokenBalance, xPaymentFor } from "../helpers/x402";
 
 /*
  * Settlement lanes (project "workers-lanes": this Worker has every gas key of
@@ -23,7 +23,7 @@ describe("settlement lanes", () => {
     const count = lanes.length * 4;
     const payer = await freshPayer(BigInt(count * cents) * 10_000n);
     const charges = await Promise.all(Array.from({ length: count }, () => createCharge(merchant.apiKey, cents)));
-    const headers = await Promise.all(charges.map(async () => (await xPaymentHeader(payer.key, BigInt(cents) * 10_000n)).header));
+    const headers = await Promise.all(charges.map(async (c) => (await xPaymentFor(`/charges/${c.chargeId}/x402`, payer.key, BigInt(cents) * 10_000n)).header));
     const before = await merchantBalance(merchant.apiKey);
 
     const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": headers[i]! } })));
@@ -67,7 +67,7 @@ describe("settlement lanes", () => {
       // One at a time, so the turn passes every lane twice unless a failed one is passed over.
       const responses = [];
       for (const charge of charges) {
-        const { header } = await xPaymentHeader(payer.key, BigInt(cents) * 10_000n);
+        const { header } = await xPaymentFor(`/charges/${charge.chargeId}/x402`, payer.key, BigInt(cents) * 10_000n);
         responses.push(await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": header } }));
       }
       expect(responses.map((r) => r.status).sort()).toEqual([...Array(7).fill(200), 202]);

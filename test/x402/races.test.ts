@@ -5,7 +5,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, freshPayer, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalance, xPaymentHeader, type Payer } from "../helpers/x402";
+import { chain, freshPayer, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
 
 /*
  * Races on one charge. The payers are fresh keys whose token balances this file
@@ -20,21 +20,22 @@ async function chargesWithPayments(count: number, cents: number) {
   const value = BigInt(cents) * 10_000n;
   const payer = await freshPayer(BigInt(count) * value);
   const charges = await Promise.all(Array.from({ length: count }, () => createCharge(merchant.apiKey, cents)));
-  const payments = await Promise.all(charges.map(() => paymentHeader(payer, value)));
+  const payments = await Promise.all(charges.map((charge) => paymentHeader(charge.chargeId, payer, value)));
   return { value, payer, charges, payments };
 }
 
-async function paymentHeader(payer: Payer, value: bigint) {
-  const { header, payload } = await xPaymentHeader(payer.key, value);
+/** A payment for the charge, signed to its receiving address. */
+async function paymentHeader(chargeId: string, payer: Payer, value: bigint) {
+  const { header, payload } = await xPaymentFor(`/charges/${chargeId}/x402`, payer.key, value);
   return { header, from: payload.authorization.from, nonce: payload.authorization.nonce };
 }
 
 const authorizationUsed = (from: Hex, nonce: Hex) =>
   publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [from, nonce] });
 
-/** Transfers from `payers` to payTo since `fromBlock`, read from the chain's logs. */
-async function transfersToPayTo(payers: Hex[], fromBlock: bigint) {
-  const logs = await publicClient().getLogs({ address: chain().token, event: TRANSFER, args: { from: payers, to: chain().payTo }, fromBlock, toBlock: "latest" });
+/** Transfers from `payers` (fresh keys that only ever pay these tests' charges) since `fromBlock`, read from the chain's logs. */
+async function transfersFrom(payers: Hex[], fromBlock: bigint) {
+  const logs = await publicClient().getLogs({ address: chain().token, event: TRANSFER, args: { from: payers }, fromBlock, toBlock: "latest" });
   return logs.map((l) => ({ from: l.args.from!.toLowerCase(), value: l.args.value!, transaction: l.transactionHash }));
 }
 
@@ -68,10 +69,10 @@ describe("x402 races", () => {
     const cents = 500;
     const value = BigInt(cents) * 10_000n;
     const payers = await Promise.all(Array.from({ length: 5 }, () => freshPayer(4n * value)));
-    // Four distinct authorizations (nonces) per payer: 20 valid payments.
-    const payments = await Promise.all(payers.flatMap((p) => Array.from({ length: 4 }, () => paymentHeader(p, value))));
-    expect(new Set(payments.map((p) => p.nonce)).size).toBe(20);
     const charge = await createCharge(merchant.apiKey, cents);
+    // Four distinct authorizations (nonces) per payer: 20 valid payments.
+    const payments = await Promise.all(payers.flatMap((p) => Array.from({ length: 4 }, () => paymentHeader(charge.chargeId, p, value))));
+    expect(new Set(payments.map((p) => p.nonce)).size).toBe(20);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
 
@@ -83,10 +84,10 @@ describe("x402 races", () => {
     for (const r of responses.filter((r) => !isSettled(r))) expectLoserShape(r);
     const transaction = winners[0]!.body.settlement.transaction as Hex;
 
-    // On chain: exactly one of the 20 authorizations was used, one transfer reached payTo.
+    // On chain: exactly one of the 20 authorizations was used, one transfer reached the charge's address.
     const used = await Promise.all(payments.map((p) => authorizationUsed(p.from, p.nonce)));
     expect(used.filter(Boolean)).toHaveLength(1);
-    const transfers = await transfersToPayTo(payers.map((p) => p.address), startBlock);
+    const transfers = await transfersFrom(payers.map((p) => p.address), startBlock);
     expect(transfers).toEqual([{ from: expect.any(String), value, transaction }]);
     const balances = await Promise.all(payers.map((p) => tokenBalance(p.address)));
     expect(balances.reduce((a, b) => a + b, 0n)).toBe(5n * 4n * value - value);
@@ -157,14 +158,14 @@ describe("x402 races", () => {
     const charge = await createCharge(merchant.apiKey, cents);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
-    const payment = await paymentHeader(payer, value);
+    const payment = await paymentHeader(charge.chargeId, payer, value);
     await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1", rpcErrorStatus });
 
     const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } });
 
     expect(isSettled(response)).toBe(true);
     const transaction = response.body.settlement.transaction as Hex;
-    expect(await transfersToPayTo([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
+    expect(await transfersFrom([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
     expect(await tokenBalance(payer.address)).toBe(value);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
     expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
@@ -176,7 +177,7 @@ describe("x402 races", () => {
     const payer = await freshPayer(2n * value);
     const settle = async () => {
       const charge = await createCharge(merchant.apiKey, cents);
-      const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await paymentHeader(payer, value)).header } });
+      const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await paymentHeader(charge.chargeId, payer, value)).header } });
       expect(isSettled(response)).toBe(true);
       return response.body.settlement.transaction as Hex;
     };
@@ -196,8 +197,8 @@ describe("x402 races", () => {
     const cents = 275;
     const value = BigInt(cents) * 10_000n;
     const payer = await freshPayer(2n * value);
-    const payment = await paymentHeader(payer, value);
     const charge = await createCharge(merchant.apiKey, cents);
+    const payment = await paymentHeader(charge.chargeId, payer, value);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
 
@@ -212,7 +213,7 @@ describe("x402 races", () => {
     const [transaction] = [...transactions] as Hex[];
 
     expect(await tokenBalance(payer.address)).toBe(2n * value - value);
-    expect(await transfersToPayTo([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
+    expect(await transfersFrom([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
     expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: transaction });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
     expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
@@ -242,8 +243,8 @@ describe("x402 races", () => {
     ];
     for (const { walletDelayMs, x402DelayMs } of headStarts) {
       const payer = await freshPayer(value);
-      const payment = await paymentHeader(payer, value);
       const charge = await createCharge(merchant.apiKey, cents);
+      const payment = await paymentHeader(charge.chargeId, payer, value);
       const merchantBefore = await merchantBalance(merchant.apiKey);
       const agentBefore = await balanceOf(agent.apiKey);
 

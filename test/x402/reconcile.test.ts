@@ -11,7 +11,7 @@ import { payWithX402 } from "../../src/x402/service";
 import { settlerOf } from "../../src/x402/settler.do";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { chain, publicClient, TOKEN_ABI, tokenBalance, xPaymentFor } from "../helpers/x402";
 
 /*
  * Settlements whose outcome was lost, reconciled against the real chain.
@@ -64,7 +64,7 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const charge = await createCharge(merchant.apiKey, cents, { description: "lost settlement" });
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const payerBefore = await tokenBalance(payer());
-    const { header, payload } = await xPaymentHeader(PAYER, value);
+    const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     const nonce = payload.authorization.nonce;
 
     const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, remoteFacilitator(x, chain().facilitatorUrl));
@@ -90,7 +90,7 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     expect(retry.body).toMatchObject({ chargeId: charge.chargeId, status: "pending" });
     expect(retry.body.accepts).toBeUndefined();
     // Another payment cannot pay the claimed charge meanwhile, and moves nothing.
-    const other = await xPaymentHeader(PAYER, value);
+    const other = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     const balanceMid = await tokenBalance(payer());
     const competing = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": other.header } });
     expect(competing.status === 200 && competing.body.settlement?.success === true).toBe(false);
@@ -130,7 +130,7 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const x = settingsOf(env).x402!;
     const charge = await createCharge(merchant.apiKey, cents, { description: "alarm reconciled" });
     const merchantBefore = await merchantBalance(merchant.apiKey);
-    const { header, payload } = await xPaymentHeader(PAYER, value);
+    const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, remoteFacilitator(x, chain().facilitatorUrl));
     expect(outcome.kind).toBe("pending");
     const [payment] = (await paymentRow(charge.chargeId)).results;
@@ -166,7 +166,7 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const charge = await createCharge(merchant.apiKey, cents);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const payerBefore = await tokenBalance(payer());
-    const { header, payload } = await xPaymentHeader(PAYER, value);
+    const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     // A facilitator that loses the outcome without ever broadcasting.
     const silent: Facilitator = { verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "x", transaction: null }) };
 

@@ -9,7 +9,7 @@ import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator"
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, publicClient, refuseAtRelay, TOKEN_ABI, tokenBalance, xPaymentHeader } from "../helpers/x402";
+import { chain, payToOf, publicClient, refuseAtRelay, TOKEN_ABI, tokenBalance, xPaymentFor, xPaymentHeader } from "../helpers/x402";
 
 /*
  * Invalid x402 payments: each is answered 402 "Pago inválido", the charge stays
@@ -31,9 +31,9 @@ const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 const authorizationUsed = (from: Hex, nonce: Hex) =>
   publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [from, nonce] });
 
-/** An X-PAYMENT header signed by an arbitrary key (a payer that is not one of the chain's funded accounts). */
-async function headerForKey(privateKey: Hex, value: bigint) {
-  const { header, payload } = await xPaymentHeader(privateKey, value);
+/** An X-PAYMENT header for the charge at `path`, signed by an arbitrary key (a payer that is not one of the chain's funded accounts). */
+async function headerForKey(path: string, privateKey: Hex, value: bigint) {
+  const { header, payload } = await xPaymentFor(path, privateKey, value);
   return { header, payload, address: payload.authorization.from };
 }
 
@@ -65,7 +65,7 @@ async function expectRejected(header: string, options: { from: Hex; nonce?: Hex;
   expect(res.status).toBe(402);
   expect(res.body.error).toBe("Pago inválido");
   expect(res.body.x402Version).toBe(1);
-  expect(res.body.accepts?.[0]).toMatchObject({ scheme: "exact", maxAmountRequired: VALUE.toString(), payTo: chain().payTo });
+  expect(res.body.accepts?.[0]).toMatchObject({ scheme: "exact", maxAmountRequired: VALUE.toString(), payTo: await payToOf(x402Path(chargeId)) });
   expect(res.headers.get("PAYMENT-REQUIRED")).toBeTruthy();
   expect(String(res.body.invalidReason)).toMatch(options.reason);
   expect(res.headers.get("X-PAYMENT-RESPONSE")).toBeNull();
@@ -83,28 +83,31 @@ async function expectRejected(header: string, options: { from: Hex; nonce?: Hex;
 
 describe("rejected x402 payments", () => {
   const now = nowSeconds();
-  const cases: { name: string; build: () => Promise<{ header: string; payload: { authorization: { nonce: Hex } } }>; reason: RegExp }[] = [
-    { name: "wrong amount (one cent short)", build: () => xPaymentHeader(PAYER, VALUE - 10_000n), reason: /value|amount/ },
-    { name: "wrong amount (one cent over)", build: () => xPaymentHeader(PAYER, VALUE + 10_000n), reason: /value|amount/ },
+  const cases: { name: string; build: (to: Hex) => Promise<{ header: string; payload: { authorization: { nonce: Hex } } }>; reason: RegExp }[] = [
+    { name: "wrong amount (one cent short)", build: (to) => xPaymentHeader(PAYER, VALUE - 10_000n, { to }), reason: /value|amount/ },
+    { name: "wrong amount (one cent over)", build: (to) => xPaymentHeader(PAYER, VALUE + 10_000n, { to }), reason: /value|amount/ },
     { name: "wrong payTo", build: () => xPaymentHeader(PAYER, VALUE, { to: OTHER_ADDRESS }), reason: /recipient|pay_?to/ },
-    { name: "wrong asset (signed for another token contract)", build: () => xPaymentHeader(PAYER, VALUE, { verifyingContract: "0x000000000000000000000000000000000000dEaD" }), reason: /signature|asset/ },
-    { name: "wrong network name", build: () => xPaymentHeader(PAYER, VALUE, { network: "base" }), reason: /network/ },
-    { name: "a CAIP-2 network id in a v1 payload", build: () => xPaymentHeader(PAYER, VALUE, { network: "eip155:84532" }), reason: /network/ },
+    // What every charge advertised before receiving addresses: it would pay any charge of the amount.
+    { name: "the settlement address, not the charge's own", build: () => xPaymentHeader(PAYER, VALUE, { to: chain().payTo }), reason: /recipient/ },
+    { name: "wrong asset (signed for another token contract)", build: (to) => xPaymentHeader(PAYER, VALUE, { to, verifyingContract: "0x000000000000000000000000000000000000dEaD" }), reason: /signature|asset/ },
+    { name: "wrong network name", build: (to) => xPaymentHeader(PAYER, VALUE, { to, network: "base" }), reason: /network/ },
+    { name: "a CAIP-2 network id in a v1 payload", build: (to) => xPaymentHeader(PAYER, VALUE, { to, network: "eip155:84532" }), reason: /network/ },
     // Within the 30 s allowed for clock skew, so the offline checks pass; the token itself refuses it
     // yet (block.timestamp must be past validAfter), which the gas estimate, running the transfer, finds.
-    { name: "validAfter 25 s ahead: the chain's dry run of the transfer reverts", build: async () => xPaymentHeader(PAYER, VALUE, { validAfter: (await clockCaughtUp()) + 25n }), reason: /^simulation_failed: .*valid/ },
-    { name: "expired validBefore", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: now - 3_600n, validBefore: now - 60n }), reason: /valid_before/ },
-    { name: "validBefore too close to now to settle", build: () => xPaymentHeader(PAYER, VALUE, { validBefore: nowSeconds() + 2n }), reason: /valid_before/ },
-    { name: "not yet valid (validAfter far in the future)", build: () => xPaymentHeader(PAYER, VALUE, { validAfter: now + 86_400n, validBefore: now + 86_400n + 300n }), reason: /valid_after/ },
-    { name: "window longer than maxTimeoutSeconds", build: () => xPaymentHeader(PAYER, VALUE, { validBefore: now + 30n * 86_400n }), reason: /window|valid_before/ },
-    { name: "signature by another key", build: () => xPaymentHeader(PAYER, VALUE, { signerKey: OTHER_KEY }), reason: /signature/ },
-    { name: "wrong EIP-712 domain name", build: () => xPaymentHeader(PAYER, VALUE, { domainName: "USDC" }), reason: /signature|name/ },
+    { name: "validAfter 25 s ahead: the chain's dry run of the transfer reverts", build: async (to) => xPaymentHeader(PAYER, VALUE, { to, validAfter: (await clockCaughtUp()) + 25n }), reason: /^simulation_failed: .*valid/ },
+    { name: "expired validBefore", build: (to) => xPaymentHeader(PAYER, VALUE, { to, validAfter: now - 3_600n, validBefore: now - 60n }), reason: /valid_before/ },
+    { name: "validBefore too close to now to settle", build: (to) => xPaymentHeader(PAYER, VALUE, { to, validBefore: nowSeconds() + 2n }), reason: /valid_before/ },
+    { name: "not yet valid (validAfter far in the future)", build: (to) => xPaymentHeader(PAYER, VALUE, { to, validAfter: now + 86_400n, validBefore: now + 86_400n + 300n }), reason: /valid_after/ },
+    { name: "window longer than maxTimeoutSeconds", build: (to) => xPaymentHeader(PAYER, VALUE, { to, validBefore: now + 30n * 86_400n }), reason: /window|valid_before/ },
+    { name: "signature by another key", build: (to) => xPaymentHeader(PAYER, VALUE, { to, signerKey: OTHER_KEY }), reason: /signature/ },
+    { name: "wrong EIP-712 domain name", build: (to) => xPaymentHeader(PAYER, VALUE, { to, domainName: "USDC" }), reason: /signature|name/ },
   ];
 
   for (const c of cases) {
     it(`${c.name}: 402 Pago inválido, charge pending, no tokens move`, async () => {
-      const { header, payload } = await c.build();
-      await expectRejected(header, { from: payer(), nonce: payload.authorization.nonce, reason: c.reason });
+      const { chargeId } = await createCharge(merchant.apiKey, CENTS);
+      const { header, payload } = await c.build(await payToOf(x402Path(chargeId)));
+      await expectRejected(header, { from: payer(), nonce: payload.authorization.nonce, reason: c.reason, chargeId });
     });
   }
 
@@ -114,14 +117,14 @@ describe("rejected x402 payments", () => {
       "aGVsbG8gd29ybGQ=", // base64 of "hello world"
       toBase64(JSON.stringify({})),
       toBase64(JSON.stringify({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload: { signature: "0x12", authorization: {} } })),
-      toBase64(JSON.stringify({ x402Version: 3, scheme: "exact", network: "base-sepolia", payload: (await xPaymentHeader(PAYER, VALUE)).payload })),
+      toBase64(JSON.stringify({ x402Version: 3, scheme: "exact", network: "base-sepolia", payload: (await xPaymentHeader(PAYER, VALUE, { to: chain().payTo })).payload })),
       "x".repeat(20_000),
     ];
     for (const header of garbage) await expectRejected(header, { from: payer(), reason: /payload|invalid/ });
   });
 
   it("an unknown charge: 404 charge_not_found with a good payment or garbage, nothing reserved, no tokens move", async () => {
-    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    const { header, payload } = await xPaymentHeader(PAYER, VALUE, { to: chain().payTo });
     const before = await tokenBalance(payer());
     for (const sent of [header, "not a payment!!"]) {
       const res = await api("GET", x402Path("chg_doesnotexist000000000000"), { headers: { "X-PAYMENT": sent } });
@@ -135,10 +138,11 @@ describe("rejected x402 payments", () => {
   });
 
   it("a v2 payload whose accepted offer differs from ours (amount) is refused", async () => {
-    const { payload } = await xPaymentHeader(PAYER, VALUE);
-    const accepted = { scheme: "exact", network: "eip155:84532", amount: (VALUE - 1n).toString(), asset: chain().token, payTo: chain().payTo, maxTimeoutSeconds: 300, extra: { name: "USD Coin", version: "2" } };
-    const header = toBase64(JSON.stringify({ x402Version: 2, accepted, payload }));
     const chargeId = (await createCharge(merchant.apiKey, CENTS)).chargeId;
+    const payTo = await payToOf(x402Path(chargeId));
+    const { payload } = await xPaymentHeader(PAYER, VALUE, { to: payTo });
+    const accepted = { scheme: "exact", network: "eip155:84532", amount: (VALUE - 1n).toString(), asset: chain().token, payTo, maxTimeoutSeconds: 300, extra: { name: "USD Coin", version: "2" } };
+    const header = toBase64(JSON.stringify({ x402Version: 2, accepted, payload }));
     const before = await tokenBalance(payer());
     const res = await api("GET", x402Path(chargeId), { headers: { "PAYMENT-SIGNATURE": header } });
     expect(res.status).toBe(402);
@@ -153,7 +157,7 @@ describe("rejected x402 payments", () => {
     const second = await createCharge(merchant.apiKey, CENTS);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const before = await tokenBalance(payer());
-    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    const { header, payload } = await xPaymentFor(x402Path(first.chargeId), PAYER, VALUE);
     const paid = await api("GET", x402Path(first.chargeId), { headers: { "X-PAYMENT": header } });
     expect(paid.status).toBe(200);
     expect(await tokenBalance(payer())).toBe(before - VALUE);
@@ -172,7 +176,7 @@ describe("rejected x402 payments", () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
     const link = await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: CENTS, description: "replay target" } });
     expect(link.status).toBe(201);
-    const { header } = await xPaymentHeader(PAYER, VALUE);
+    const { header } = await xPaymentFor(x402Path(charge.chargeId), PAYER, VALUE);
     expect((await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } })).status).toBe(200);
     const before = await tokenBalance(payer());
     const replay = await api("POST", `/checkout/${link.body.checkoutToken}/x402`, { headers: { "X-PAYMENT": header } });
@@ -185,18 +189,20 @@ describe("rejected x402 payments", () => {
 
   it("a payer without funds: 402, nothing moves", async () => {
     const key = generatePrivateKey();
-    const { header, payload, address } = await headerForKey(key, VALUE);
+    const { chargeId } = await createCharge(merchant.apiKey, CENTS);
+    const { header, payload, address } = await headerForKey(x402Path(chargeId), key, VALUE);
     expect(await tokenBalance(address)).toBe(0n);
-    await expectRejected(header, { from: address, nonce: payload.authorization.nonce, reason: /funds|balance/ });
+    await expectRejected(header, { from: address, nonce: payload.authorization.nonce, reason: /funds|balance/, chargeId });
     expect(await tokenBalance(address)).toBe(0n);
   });
 
   it("a failed attempt leaves the charge payable: after a rejection the same charge is paid with a correct payment", async () => {
-    const wrong = await xPaymentHeader(PAYER, VALUE - 10_000n);
-    const { chargeId } = await expectRejected(wrong.header, { from: payer(), nonce: wrong.payload.authorization.nonce, reason: /value|amount/ });
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const wrong = await xPaymentFor(x402Path(charge.chargeId), PAYER, VALUE - 10_000n);
+    const { chargeId } = await expectRejected(wrong.header, { from: payer(), nonce: wrong.payload.authorization.nonce, reason: /value|amount/, chargeId: charge.chargeId });
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const before = await tokenBalance(payer());
-    const right = await xPaymentHeader(PAYER, VALUE);
+    const right = await xPaymentFor(x402Path(chargeId), PAYER, VALUE);
     const res = await api("GET", x402Path(chargeId), { headers: { "X-PAYMENT": right.header } });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ chargeId, status: "paid", settlement: { success: true } });
@@ -208,7 +214,7 @@ describe("rejected x402 payments", () => {
   it("the chain cannot be read while verifying: 503 chain_unavailable, nothing reserved; the same payment sent again settles", async () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
     const before = await tokenBalance(payer());
-    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, VALUE);
     // The RPC answers the verification's batch (which names the payer) with HTTP 500.
     await refuseAtRelay({ containing: payer(), method: "eth_call", times: 1, httpStatus: 500 });
 
@@ -229,7 +235,7 @@ describe("rejected x402 payments", () => {
   it("a remote facilitator that cannot be reached to verify: unavailable (503 facilitator_unavailable), nothing reserved", async () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
     const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
-    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
+    const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, VALUE);
     // Nothing listens on the discard port: the connection is refused.
     const unreachable = remoteFacilitator(settingsOf(env).x402!, "http://127.0.0.1:9/");
     const outcome = await payWithX402(env, { kind: "charge", charge: row! }, `${BASE}${x402Path(charge.chargeId)}`, header, unreachable);
@@ -243,7 +249,7 @@ describe("rejected x402 payments", () => {
     const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
     const failing: Facilitator = { verify: async () => ({ isValid: true }), settle: async () => ({ kind: "failed", reason: "test_settlement_failed" }) };
     const before = await tokenBalance(payer());
-    const { header } = await xPaymentHeader(PAYER, VALUE);
+    const { header } = await xPaymentFor(x402Path(charge.chargeId), PAYER, VALUE);
     const outcome = await payWithX402(env, { kind: "charge", charge: row! }, `${BASE}${x402Path(charge.chargeId)}`, header, failing);
     expect(outcome.kind).toBe("settle_failed");
     expect(await tokenBalance(payer())).toBe(before);
@@ -260,7 +266,8 @@ describe("rejected x402 payments", () => {
     const token = await consoleToken();
     const listed = await api("POST", "/console/kyt/blocklist", { token, body: { address: payer(), reason: "test: flagged payer" } });
     expect(listed.status).toBe(201);
-    const { header, payload } = await xPaymentHeader(PAYER, VALUE);
-    await expectRejected(header, { from: payer(), nonce: payload.authorization.nonce, reason: /block|kyt|flag|sanction/ });
+    const { chargeId } = await createCharge(merchant.apiKey, CENTS);
+    const { header, payload } = await xPaymentFor(x402Path(chargeId), PAYER, VALUE);
+    await expectRejected(header, { from: payer(), nonce: payload.authorization.nonce, reason: /block|kyt|flag|sanction/, chargeId });
   });
 });

@@ -12,7 +12,7 @@ import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, freshPayer, publicClient, tokenBalance, xPaymentHeader, type Payer } from "../helpers/x402";
+import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor, xPaymentHeader, type Payer } from "../helpers/x402";
 
 /*
  * A settlement reported failed, or credited with an error, after the money
@@ -103,7 +103,7 @@ async function setUp() {
   const merchant = await createMerchant({ name: "Settle Outcomes" });
   const charge = await createCharge(merchant.apiKey, CENTS);
   const payer = await freshPayer(10_000_000n);
-  const payment = await xPaymentHeader(payer.key, VALUE);
+  const payment = await xPaymentFor(`/charges/${charge.chargeId}/x402`, payer.key, VALUE);
   const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
   const pay = (facilitator?: Facilitator) => payWithX402(env, { kind: "charge", charge: row! }, `${BASE}/charges/${charge.chargeId}/x402`, payment.header, facilitator);
   const state = async () => ({
