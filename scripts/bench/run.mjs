@@ -280,33 +280,39 @@ async function main() {
   // --- x402 --------------------------------------------------------------------------------------
   const { verify, verifyCpuMs, settle } = !selected("x402_settle") ? { verify: null, verifyCpuMs: null, settle: null } : await (async () => {
     const [x402Probe] = await createCharges(B, onchain.apiKey, 1);
-    const terms = (await call(B, "GET", `/charges/${x402Probe}/x402`, { expected: [402] })).accepts[0];
-    const verifySamples = await signPayments(terms, 64);
-    const verifyBody = (header, iterations) => JSON.stringify({ header, amountMinor: 1, iterations });
+    const termsOf = async (chargeId) => (await call(B, "GET", `/charges/${chargeId}/x402`, { expected: [402] })).accepts[0];
+    const terms = await termsOf(x402Probe);
+    const verifySamples = await signPayments(Array(64).fill(terms));
+    const verifyBody = (header, iterations) => JSON.stringify({ header, amountMinor: 1, payTo: terms.payTo, iterations });
     let v = 0;
     const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
       load({ ...base, next: () => ({ method: "POST", path: "/__bench/x402-verify", headers: json(), body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1) }) }),
     );
     // CPU per verification: pure computation, so the step's time is its CPU.
-    const verifyCpuMs = await perStep("/__bench/x402-verify", { header: verifySamples[0].header, amountMinor: 1 }, 100);
+    const verifyCpuMs = await perStep("/__bench/x402-verify", { header: verifySamples[0].header, amountMinor: 1, payTo: terms.payTo }, 100);
     raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
     log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
 
+    // Each settlement takes its own pending charge and an authorization signed to that charge's
+    // receiving address (and a margin of one per connection). The charges and their terms are made
+    // first: they live in D1, which the chain snapshot below does not touch.
+    const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
+    log(`  preparing ${inputs} x402 charges and their terms`);
+    const x402Charges = await createCharges(B, onchain.apiKey, inputs, CONNECTIONS);
+    const x402Terms = await inParallel(x402Charges, CONNECTIONS, termsOf);
+
     // Settlement: the chain's own floor, then the service, each `X402_WARMUP` settlements of
     // warm-up and `X402_MEASURED` measured ones, both from the same chain state (the floor's
-    // settlements are reverted before the service runs; see chainSnapshot).
+    // settlements, to the same fresh receiving addresses, are reverted before the service runs;
+    // see chainSnapshot).
     const revert = await chainSnapshot(service.rpcUrl);
-    const chainSigned = await signPayments(terms, X402_WARMUP + X402_MEASURED);
+    const chainSigned = await signPayments(x402Terms.slice(0, X402_WARMUP + X402_MEASURED));
     floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
       chainSettleFloor({ rpcUrl: service.rpcUrl, terms, concurrency: CONNECTIONS, warmup: X402_WARMUP, count: X402_MEASURED, signed: chainSigned }),
     );
     if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
     await revert();
-    // Each settlement takes its own pending charge and its own signed authorization (and a
-    // margin of one per connection).
-    const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
-    log(`  preparing ${inputs} x402 charges and signed payments`);
-    const [x402Charges, x402Signed] = await Promise.all([createCharges(B, onchain.apiKey, inputs, CONNECTIONS), signPayments(terms, inputs)]);
+    const x402Signed = await signPayments(x402Terms);
     const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
     let x402Dry = 0;
     const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>

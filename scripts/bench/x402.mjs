@@ -28,14 +28,15 @@ const randomNonce = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array
 const payers = () => anvilAccounts().slice(1, 9).map((a) => privateKeyToAccount(a.privateKey));
 
 /**
- * `n` signed authorizations for `terms` (one accepts[] entry of a 402 body), spread over the payers.
+ * One signed authorization for each of `termsList` (accepts[] entries of 402 bodies: each charge has
+ * its own receiving address, which the authorization names), spread over the payers.
  * @returns {Promise<{ header: string, authorization: Record<string, string>, signature: `0x${string}` }[]>}
  */
-export async function signPayments(terms, n) {
+export async function signPayments(termsList) {
   const accounts = payers();
   const now = BigInt(Math.floor(Date.now() / 1000));
   const out = [];
-  for (let i = 0; i < n; i++) {
+  for (const [i, terms] of termsList.entries()) {
     const signer = accounts[i % accounts.length];
     const message = { from: signer.address, to: terms.payTo, value: BigInt(terms.maxAmountRequired), validAfter: now - 600n, validBefore: now + 300n, nonce: randomNonce() };
     const signature = await signer.signTypedData({

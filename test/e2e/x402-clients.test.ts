@@ -90,6 +90,107 @@ describe("official x402 clients against npm run dev", () => {
     expect(new Set(settlements.map((s) => s.transaction)).size).toBe(12);
   });
 
+  /** A second merchant, for payments made for one merchant's charge and sent to another's. */
+  const otherMerchantKey = async () => {
+    const res = await fetch(`${dev.url}/merchants`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "another x402 shop" }),
+    });
+    return ((await res.json()) as { apiKey: string }).apiKey;
+  };
+  const chargeOf2 = async (key: string, amountUsdCents: number) => {
+    const res = await fetch(`${dev.url}/merchant/charges`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ amountUsdCents }),
+    });
+    return ((await res.json()) as { chargeId: string }).chargeId;
+  };
+  const balanceOfMerchant = async (key: string) =>
+    ((await (await fetch(`${dev.url}/merchant/me`, { headers: { authorization: `Bearer ${key}` } })).json()) as { merchant: { balanceMinor: number } }).merchant.balanceMinor;
+
+  /**
+   * The X-PAYMENT header x402-fetch 1.x signs for `url`, captured instead of sent: a proxy, a
+   * logging middleware or a compromised client component holds exactly this.
+   */
+  async function captureV1Header(url: string, privateKey: Hex): Promise<string> {
+    let captured: string | null = null;
+    const capturing: typeof fetch = async (input, init) => {
+      const header = new Headers(init?.headers).get("X-PAYMENT");
+      if (!header) return fetch(input, init);
+      captured = header;
+      return new Response("{}", { status: 200, headers: { "content-type": "application/json" } });
+    };
+    const response = await wrapV1(capturing, privateKeyToAccount(privateKey), 10_000_000n)(url);
+    expect(response.status).toBe(200);
+    expect(captured).toBeTruthy();
+    return captured!;
+  }
+  const sendHeader = (url: string, header: string, method = "GET") => fetch(url, { method, headers: { "X-PAYMENT": header } });
+
+  it("a header x402-fetch 1.x signed for one merchant's charge is refused (402) on another's of the same amount, and still pays its own", async () => {
+    const m1 = await otherMerchantKey();
+    const c1 = await newCharge(170);
+    const c2 = await chargeOf2(m1, 170);
+    const header = await captureV1Header(`${dev.url}/charges/${c1}/x402`, accounts[5]!.privateKey);
+
+    const elsewhere = await sendHeader(`${dev.url}/charges/${c2}/x402`, header);
+    expect(elsewhere.status).toBe(402);
+    const refused = (await elsewhere.json()) as { error: string; invalidReason: string };
+    expect(refused).toMatchObject({ error: "Pago inválido", invalidReason: "invalid_exact_evm_payload_recipient_mismatch" });
+    expect(JSON.stringify(refused)).not.toContain(c1);
+    expect(await chargeOf(c2)).toMatchObject({ status: "pending" });
+    expect(await balanceOfMerchant(m1)).toBe(0);
+
+    const own = await sendHeader(`${dev.url}/charges/${c1}/x402`, header);
+    expect(own.status).toBe(200);
+    expect(await chargeOf(c1)).toMatchObject({ status: "paid", method: "x402" });
+    expect(await chargeOf(c2)).toMatchObject({ status: "pending" });
+    expect(await balanceOfMerchant(m1)).toBe(0);
+  });
+
+  it("a header captured for one merchant's checkout link is refused on another's of the same amount, and pays its own", async () => {
+    const m1 = await otherMerchantKey();
+    const link = async (key: string) => {
+      const res = await fetch(`${dev.url}/merchant/checkout`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ amountUsdCents: 50, description: "a 50-cent report" }),
+      });
+      return ((await res.json()) as { checkoutToken: string }).checkoutToken;
+    };
+    const [own, other] = [await link(merchantKey), await link(m1)];
+    const header = await captureV1Header(`${dev.url}/checkout/${own}/x402`, accounts[5]!.privateKey);
+    expect((await sendHeader(`${dev.url}/checkout/${other}/x402`, header, "POST")).status).toBe(402);
+    expect(await balanceOfMerchant(m1)).toBe(0);
+    const view = async (token: string) => (await (await fetch(`${dev.url}/checkout/${token}`)).json()) as { paymentsCount: number };
+    expect((await view(other)).paymentsCount).toBe(0);
+    expect((await sendHeader(`${dev.url}/checkout/${own}/x402`, header, "POST")).status).toBe(200);
+    expect((await view(own)).paymentsCount).toBe(1);
+  });
+
+  it("one captured header sent to two charges at once, in either order: 200 for its own, a plain 402 for the other", async () => {
+    const m1 = await otherMerchantKey();
+    for (const ownFirst of [true, false]) {
+      const c1 = await newCharge(170);
+      const c2 = await chargeOf2(m1, 170);
+      const header = await captureV1Header(`${dev.url}/charges/${c1}/x402`, accounts[6]!.privateKey);
+      const toOwn = () => sendHeader(`${dev.url}/charges/${c1}/x402`, header);
+      const toOther = () => sendHeader(`${dev.url}/charges/${c2}/x402`, header);
+      const [a, b] = await Promise.all(ownFirst ? [toOwn(), toOther()] : [toOther(), toOwn()]);
+      const [ownAnswer, otherAnswer] = ownFirst ? [a, b] : [b, a];
+      expect(ownAnswer.status).toBe(200);
+      expect(otherAnswer.status).toBe(402);
+      const otherBody = await otherAnswer.text();
+      expect(otherBody).not.toContain(c1);
+      expect(JSON.parse(otherBody)).toMatchObject({ error: "Pago inválido" });
+      expect(await chargeOf(c1)).toMatchObject({ status: "paid" });
+      expect(await chargeOf(c2)).toMatchObject({ status: "pending" });
+    }
+    expect(await balanceOfMerchant(m1)).toBe(0);
+  });
+
   it("tops up an agent wallet from its deposit address", async () => {
     const created = dev.cli("agent", "create", "--name", "depositor");
     const agent = JSON.parse(created.stdout.trim()) as { apiKey: string };
