@@ -3478,7 +3478,16 @@ export interface operations {
             400: components["responses"]["InvalidIdempotencyKey"];
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
-            /** @description Only a delivered or failed delivery can be sent again (`delivery_not_redeliverable`). */
+            /** @description `webhook_endpoint_not_found` (unknown, or removed with DELETE), or `delivery_not_found` (unknown, or another endpoint's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Only a delivered or failed delivery to an endpoint that is not disabled can be sent again (`delivery_not_redeliverable`). */
             409: {
                 headers: {
                     [name: string]: unknown;

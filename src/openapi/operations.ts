@@ -614,7 +614,11 @@ const API: Operation[] = [
     tag: "Operator extras",
     auth: "console",
     params: webhooks.DeliveryParam,
-    responses: { 202: json(r.RedeliveryQueued, "Queued."), 409: error("Only a delivered or failed delivery can be sent again (`delivery_not_redeliverable`).") },
+    responses: {
+      202: json(r.RedeliveryQueued, "Queued."),
+      404: error("`webhook_endpoint_not_found` (unknown, or removed with DELETE), or `delivery_not_found` (unknown, or another endpoint's)."),
+      409: error("Only a delivered or failed delivery to an endpoint that is not disabled can be sent again (`delivery_not_redeliverable`)."),
+    },
   },
 
   // Console sign-in and users

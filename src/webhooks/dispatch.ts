@@ -68,22 +68,38 @@ export async function dispatchOutbox(env: Env): Promise<number> {
   }
 }
 
+export type RedeliverOutcome = "queued" | "endpoint_not_found" | "delivery_not_found" | "not_redeliverable";
+
 /**
  * Sends a finished delivery again: the retry schedule starts over and the
- * earlier attempts stay recorded. False when it is not finished, not this
- * endpoint's, or the endpoint is disabled (deleted, or by the service): nothing
- * would be sent, the attempt would only fail with `endpoint_disabled`.
+ * earlier attempts stay recorded. Not redeliverable when it is still pending,
+ * or its endpoint is disabled by the service: nothing would be sent, the
+ * attempt would only fail with `endpoint_disabled`. An endpoint removed with
+ * DELETE is not found, as its deliveries list is.
  */
-export async function redeliver(env: Env, endpointId: string, deliveryId: string): Promise<boolean> {
+export async function redeliver(env: Env, endpointId: string, deliveryId: string): Promise<RedeliverOutcome> {
   const row = await env.DB.prepare(
     `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
      WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered')
        AND EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.disabled_at IS NULL)
      RETURNING id`,
   ).bind(nowIso(), deliveryId, endpointId).first();
-  if (!row) return false;
+  if (!row) return whyNotRedelivered(env, endpointId, deliveryId);
   await enqueueDeliveries(env, [deliveryId]);
-  return true;
+  return "queued";
+}
+
+/** Why the update matched nothing, read after it (the update stays the one guarded write). */
+async function whyNotRedelivered(env: Env, endpointId: string, deliveryId: string): Promise<Exclude<RedeliverOutcome, "queued">> {
+  const found = await env.DB.prepare(
+    `SELECT ep.deleted_at IS NULL AS live, d.id IS NOT NULL AS owned
+     FROM webhook_endpoints ep LEFT JOIN webhook_deliveries d ON d.id = ? AND d.endpoint_id = ep.id
+     WHERE ep.id = ?`,
+  ).bind(deliveryId, endpointId).first<{ live: number; owned: number }>();
+  if (!found?.live) return "endpoint_not_found";
+  // Another endpoint's delivery is not found here: its id says nothing about this endpoint.
+  if (!found.owned) return "delivery_not_found";
+  return "not_redeliverable";
 }
 
 /** How long one request's fan-out loop may keep going for requests that came after it. */

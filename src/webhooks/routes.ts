@@ -6,7 +6,7 @@ import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
-import { redeliver } from "./dispatch";
+import { redeliver, type RedeliverOutcome } from "./dispatch";
 import { createEndpoint, deliveryView, disableEndpoint, endpointView, getEndpoint, getUndeletedEndpoint, listDeliveries, listEndpoints, rotateEndpointSecret, type EndpointRow } from "./endpoints";
 import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";
@@ -20,6 +20,12 @@ export const IdParam = z.object({ id: pathId });
 export const DeliveryParam = z.object({ id: pathId, deliveryId: pathId });
 export const DeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) });
 export const RotateBody = z.object({ graceSeconds: z.number().int().min(0).max(7 * 86_400).default(86_400) }).strict();
+
+const REDELIVER_REFUSED: Record<Exclude<RedeliverOutcome, "queued">, () => ApiError> = {
+  endpoint_not_found: () => new ApiError(404, "webhook_endpoint_not_found"),
+  delivery_not_found: () => new ApiError(404, "delivery_not_found"),
+  not_redeliverable: () => new ApiError(409, "delivery_not_redeliverable"),
+};
 
 const urlIssue = (reason: string) => new ApiError(400, "invalid_request", { issues: [{ path: "url", code: "invalid_url", message: `webhook URL refused: ${reason}` }] });
 
@@ -69,6 +75,7 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .post("/settings/webhooks/:id/deliveries/:deliveryId/redeliver", validate("param", DeliveryParam), async (c) => {
     const { id, deliveryId } = c.req.valid("param");
-    if (!(await redeliver(c.env, id, deliveryId))) throw new ApiError(409, "delivery_not_redeliverable");
+    const outcome = await redeliver(c.env, id, deliveryId);
+    if (outcome !== "queued") throw REDELIVER_REFUSED[outcome]();
     return c.json({ id: deliveryId, status: "pending" }, 202);
   });

@@ -8,7 +8,7 @@ import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { receiverUrl } from "../helpers/webhooks";
-import { xPaymentHeader } from "../helpers/x402";
+import { xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 
 // The OpenAPI document against the service itself (issue #9): every route of
@@ -182,10 +182,10 @@ describe("x402", () => {
     const charge = await createCharge(merchantKey, 25);
     const terms = await rec.call("GET", `/charges/${charge.chargeId}/x402`);
     expect(terms.status).toBe(402);
-    const invalid = await rec.call("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 1n)).header } });
+    const invalid = await rec.call("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 1n)).header } });
     expect(invalid.status).toBe(402);
     expect(invalid.body.error).toBe("Pago inválido");
-    const settled = await rec.call("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 250_000n)).header } });
+    const settled = await rec.call("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 250_000n)).header } });
     expect(settled.status, settled.text).toBe(200);
     expect(settled.body.settlement.success).toBe(true);
     const again = await rec.call("GET", `/charges/${charge.chargeId}/x402`);
@@ -198,7 +198,7 @@ describe("x402", () => {
     const link = (await rec.call("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents: 10, description: "x402 link" } })).body;
     for (const method of ["GET", "POST"]) {
       expect((await rec.call(method, `/checkout/${link.checkoutToken}/x402`)).status).toBe(402);
-      const paid = await rec.call(method, `/checkout/${link.checkoutToken}/x402`, { headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 100_000n)).header } });
+      const paid = await rec.call(method, `/checkout/${link.checkoutToken}/x402`, { headers: { "X-PAYMENT": (await xPaymentFor(`/checkout/${link.checkoutToken}/x402`, PAYER, 100_000n)).header } });
       expect(paid.status, paid.text).toBe(200);
       expect((await rec.call(method, "/checkout/ct_doesnotexist/x402")).status).toBe(404);
     }
@@ -353,7 +353,14 @@ describe("webhook endpoints", () => {
     expect((await rec.call("GET", `/settings/webhooks/${id}/deliveries?limit=0`, { token })).status).toBe(400);
     expect((await rec.call("GET", "/settings/webhooks/wh_doesnotexist/deliveries", { token })).status).toBe(404);
     expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/${deliveries[0]!.id}/redeliver`, { token })).status).toBe(202);
-    expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/nope/redeliver`, { token })).status).toBe(409);
+    expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/nope/redeliver`, { token })).status).toBe(404);
+    // A pending delivery (written directly, due far ahead, so no consumer takes it meanwhile) is not sent again.
+    const pendingId = `whd_contract_pending_${crypto.randomUUID().slice(0, 8)}`;
+    await env.DB.prepare(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, type, status, attempts, next_attempt_at, created_at)
+       VALUES (?, ?, ?, 'charge.created', 'pending', 0, '2999-01-01T00:00:00.000Z', ?)`,
+    ).bind(pendingId, `evt_wh_${pendingId}`, id, new Date().toISOString()).run();
+    expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/${pendingId}/redeliver`, { token })).status).toBe(409);
 
     expect((await rec.call("DELETE", `/settings/webhooks/${id}`, { token })).body).toEqual({ id, deleted: true });
     expect((await rec.call("DELETE", "/settings/webhooks/wh_doesnotexist", { token })).status).toBe(404);
@@ -485,7 +492,12 @@ describe("console pages", () => {
     const endpoint = (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints[0].id as string;
     expect((await get(`/console/ui/webhooks/${endpoint}`)).status).toBe(200);
     expect((await get(`/console/ui/webhooks/${endpoint}/deliveries/nope`)).status).toBe(200);
-    expect((await post(`/console/ui/webhooks/${endpoint}/deliveries/nope/redeliver`)).status).toBe(303);
+    const redeliverNope = await post(`/console/ui/webhooks/${endpoint}/deliveries/nope/redeliver`);
+    expect(redeliverNope.status).toBe(303);
+    expect(redeliverNope.headers.get("location")).toBe(`/console/ui/webhooks/${endpoint}?notice=${encodeURIComponent("No such delivery for this endpoint.")}`);
+    const redeliverNoEndpoint = await post("/console/ui/webhooks/wh_doesnotexist/deliveries/nope/redeliver");
+    expect(redeliverNoEndpoint.status).toBe(303);
+    expect(redeliverNoEndpoint.headers.get("location")).toBe(`/console/ui/webhooks?notice=${encodeURIComponent("No such webhook endpoint.")}`);
     expect((await get("/console/ui/kyt")).status).toBe(200);
     expect((await post("/console/ui/kyt", { address: "0x4444444444444444444444444444444444444444" })).status).toBe(200);
     expect((await get("/console/ui/transactions")).status).toBe(200);

@@ -364,7 +364,7 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     expect(final).toMatchObject({ id: delivery!.id, status: "failed", lastStatusCode: 500 });
   });
 
-  it("redelivery: 409 delivery_not_redeliverable for a pending delivery, an unknown one, or another endpoint's; 202 for a delivered one", async () => {
+  it("redelivery: 409 delivery_not_redeliverable for a pending delivery; 404 for an unknown one, another endpoint's, or an unknown endpoint; 202 for a delivered one", async () => {
     const merchant = await createMerchant();
     const name = hook("ok", "redeliver");
     const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
@@ -384,11 +384,18 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     const stillPending = await env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(pendingId).first();
     expect(stillPending).toEqual({ status: "pending", attempts: 0 });
 
+    // The contract: 404 for an unknown delivery or one of another endpoint (was 409 delivery_not_redeliverable).
     const unknown = await redeliver(endpoint.id, `whd_nope_${RUN}`);
-    expect(unknown.status).toBe(409);
-    expect(unknown.body.error).toBe("delivery_not_redeliverable");
+    expect(unknown.status, unknown.text).toBe(404);
+    expect(unknown.body).toEqual({ error: "delivery_not_found" });
     const wrongEndpoint = await redeliver(other.id, delivered!.id);
-    expect(wrongEndpoint.status).toBe(409);
+    expect(wrongEndpoint.status, wrongEndpoint.text).toBe(404);
+    expect(wrongEndpoint.body).toEqual({ error: "delivery_not_found" });
+    const unknownEndpoint = await redeliver(`wh_nope_${RUN}`, delivered!.id);
+    expect(unknownEndpoint.status, unknownEndpoint.text).toBe(404);
+    expect(unknownEndpoint.body).toEqual({ error: "webhook_endpoint_not_found" });
+    // None of them touched the delivered one.
+    expect(await env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(delivered!.id).first()).toEqual({ status: "delivered", attempts: 1 });
 
     // A delivered one can be sent again: the same envelope id arrives a second time.
     const res = await redeliver(endpoint.id, delivered!.id);

@@ -8,9 +8,9 @@ import { waitFor } from "../helpers/wait";
 /*
  * An endpoint the service disabled (410 Gone, or failing for days) keeps its
  * deliveries readable: the failed ones are what an operator comes to look at
- * (guarantees.md). One removed with DELETE answers 404 (decisions.md). Both
- * set `disabled_at`; only the service's disabling writes an
- * `endpoint.disabled` event at that instant.
+ * (guarantees.md). One removed with DELETE answers 404, for redelivery too
+ * (decisions.md). Both set `disabled_at`; only the service's disabling writes
+ * an `endpoint.disabled` event at that instant.
  */
 
 const RUN = crypto.randomUUID().slice(0, 8);
@@ -116,9 +116,10 @@ describe("an endpoint removed with DELETE", () => {
     const res = await deliveries(endpoint.id);
     expect(res.status).toBe(404);
     expect(res.body).toEqual({ error: "webhook_endpoint_not_found" });
-    // It would only fail at once with endpoint_disabled: refused instead.
+    // Removed is unknown here too, as its deliveries list says: 404, and nothing is sent.
     const again = await redeliver(endpoint.id, delivered.id);
-    expect(again.status, again.text).toBe(409);
+    expect(again.status, again.text).toBe(404);
+    expect(again.body).toEqual({ error: "webhook_endpoint_not_found" });
     expect(await deliveryRow(delivered.id)).toEqual({ status: "delivered", attempts: 1 });
   });
 });

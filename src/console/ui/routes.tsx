@@ -19,7 +19,7 @@ import { amountMinor } from "../../lib/money";
 import { nowIso, utcDayStart } from "../../lib/time";
 import { RegisterBody } from "../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../merchants/service";
-import { redeliver } from "../../webhooks/dispatch";
+import { redeliver, type RedeliverOutcome } from "../../webhooks/dispatch";
 import { createEndpoint, deliveryView, endpointView, getUndeletedEndpoint, listAttempts, listDeliveries, listEndpoints } from "../../webhooks/endpoints";
 import { EVENT_TYPES } from "../../webhooks/outbox";
 import { CreateBody as CreateEndpointBody } from "../../webhooks/routes";
@@ -51,6 +51,12 @@ const render = (c: Ui, title: string, path: string, body: unknown, extra: { noti
 /** Back to a page with a notice; every path segment is encoded, since some come from the request. */
 const back = (c: Ui, segments: string[], notice: string) =>
   c.redirect(`/console/ui/${segments.map(encodeURIComponent).join("/")}?notice=${encodeURIComponent(notice)}`, 303);
+
+const REDELIVER_NOTICE: Record<Exclude<RedeliverOutcome, "endpoint_not_found">, string> = {
+  queued: "Queued for redelivery.",
+  delivery_not_found: "No such delivery for this endpoint.",
+  not_redeliverable: "Only a delivered or failed delivery to an active endpoint can be sent again.",
+};
 
 const SignInForm = (props: { csrf: string; email?: string; step: "email" | "code" }) =>
   props.step === "email" ? (
@@ -305,8 +311,10 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .post("/console/ui/webhooks/:id/deliveries/:deliveryId/redeliver", async (c) => {
     const { id, deliveryId } = c.req.param();
-    const ok = await redeliver(c.env, id, deliveryId);
-    return back(c, ["webhooks", id], ok ? "Queued for redelivery." : "Only a delivered or failed delivery to an active endpoint can be sent again.");
+    const outcome = await redeliver(c.env, id, deliveryId);
+    // A removed endpoint has no page to go back to.
+    if (outcome === "endpoint_not_found") return back(c, ["webhooks"], "No such webhook endpoint.");
+    return back(c, ["webhooks", id], REDELIVER_NOTICE[outcome]);
   })
 
   .get("/console/ui/kyt", (c) => render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />))
