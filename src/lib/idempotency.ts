@@ -128,7 +128,10 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
   }
   const db = c.env.DB;
   const scope = await sha256Hex(`idempotency-scope:${authorization}`);
-  const requestHash = await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${await c.req.text()}`);
+  // Read as bytes, so the JSON guard after this still sees them as sent (lib/validation.ts); decoded as
+  // c.req.text() would (BOM dropped, U+FFFD for bad bytes), so the hash is the one it always was.
+  const body = new TextDecoder().decode(await c.req.arrayBuffer());
+  const requestHash = await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`);
   const now = Date.now();
   const reserved = await db
     .prepare(

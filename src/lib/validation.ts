@@ -2,6 +2,7 @@ import { zValidator } from "@hono/zod-validator";
 import type { Context, MiddlewareHandler, ValidationTargets } from "hono";
 import { z } from "zod";
 import { ApiError } from "./errors";
+import { isJsonContentType, readStrictJson } from "./strict-json";
 
 /** Issues in a stable, small shape: where and what, never the rejected value. */
 export const issuesOf = (error: { issues: readonly { path: readonly PropertyKey[]; code: string; message: string }[] }) =>
@@ -13,11 +14,6 @@ function hasProtoKey(value: unknown, depth = 0): boolean {
   if (Object.prototype.hasOwnProperty.call(value, "__proto__")) return true;
   return Object.values(value as Record<string, unknown>).some((v) => hasProtoKey(v, depth + 1));
 }
-
-/** The media types hono's validator parses as JSON: application/json and application/<x>+json, any parameters. */
-const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
-
-const isJsonContentType = (contentType: string | undefined) => JSON_MEDIA_TYPE.test((contentType ?? "").split(";")[0]!.trim());
 
 const hasNoBody = (c: Context) => c.req.raw.body === null || c.req.header("Content-Length") === "0";
 
@@ -40,6 +36,9 @@ export interface JsonValidationOptions {
  * For "json", a body that is not declared JSON is refused rather than read:
  * hono hands the schema `{}` for any other Content-Type (or none), which an
  * all-optional schema such as the spending policy would take as "no limits".
+ * A JSON body is read strictly (./strict-json.ts): another charset or a
+ * byte-order mark is 415 `unsupported_media_type`; bytes that are not UTF-8,
+ * a key twice in one object or a lone surrogate are the 400.
  */
 export const validate = <Target extends keyof ValidationTargets, T extends z.ZodType>(target: Target, schema: T, options: JsonValidationOptions = {}) => {
   const inner = zValidator(target, schema, (result) => {
@@ -53,13 +52,14 @@ export const validate = <Target extends keyof ValidationTargets, T extends z.Zod
       if (options.optionalBody && contentType === undefined && hasNoBody(c)) return inner(c, next);
       throw jsonBodyRequired();
     }
-    let raw: unknown;
-    try {
-      raw = await c.req.json();
-    } catch {
-      raw = undefined; // malformed JSON is the inner validator's 400
-    }
-    if (hasProtoKey(raw)) {
+    // The bytes as sent. hono caches them, so the inner validator's c.req.json() parses these same bytes, which
+    // once accepted here decode to the same text. Nothing before this may read the body as text (lib/idempotency.ts
+    // reads bytes): hono would then rebuild the bytes from that text, with the BOM dropped and bad UTF-8 as U+FFFD.
+    const read = readStrictJson(new Uint8Array(await c.req.arrayBuffer()), contentType);
+    if (!read.ok && read.reason === "unsupported_encoding") throw new ApiError(415, "unsupported_media_type");
+    if (!read.ok && read.reason === "refused") throw new ApiError(400, "invalid_request", { issues: [read.issue] });
+    // Malformed JSON is the inner validator's 400.
+    if (read.ok && hasProtoKey(read.value)) {
       throw new ApiError(400, "invalid_request", { issues: [{ path: "__proto__", code: "unrecognized_keys", message: "unrecognized key: __proto__" }] });
     }
     return inner(c, next);

@@ -2,7 +2,25 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { Hono } from "hono";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
+import { isJsonContentType, readStrictJson } from "../lib/strict-json";
 import { mcpServerFor } from "./server";
+
+type Body = { ok: true; text: string } | { ok: false; status: 400 | 415; code: number; message: string };
+
+/**
+ * The body's text, read as strictly as every JSON route reads its body
+ * (lib/validation.ts), or the JSON-RPC refusal: the transport's JSON.parse
+ * would keep the last of two equal keys and take a lone surrogate. Malformed
+ * JSON, or a body not declared JSON, goes on to the transport's own answer.
+ */
+function readBody(contentType: string | undefined, bytes: Uint8Array): Body {
+  if (!isJsonContentType(contentType)) return { ok: true, text: new TextDecoder().decode(bytes) };
+  const read = readStrictJson(bytes, contentType);
+  if (read.ok || read.reason === "malformed_json") return { ok: true, text: read.text };
+  if (read.reason === "unsupported_encoding") return { ok: false, status: 415, code: -32000, message: "Unsupported Media Type: the body must be UTF-8 JSON without a byte-order mark" };
+  const where = read.issue.path ? ` (at ${read.issue.path})` : "";
+  return { ok: false, status: 400, code: -32700, message: `Parse error: ${read.issue.message}${where}` };
+}
 
 /**
  * The Model Context Protocol endpoint (streamable HTTP), for agents, with the
@@ -13,7 +31,9 @@ import { mcpServerFor } from "./server";
 export const mcpRoutes = new Hono<AppEnv>()
   // No Idempotency-Key here (docs/mcp.md): a payment's batch stores the REST route's answer, not a JSON-RPC one.
   .post("/mcp", requireActor("agent", { idempotencyKey: false }), async (c) => {
-    const text = await c.req.text();
+    const body = readBody(c.req.header("Content-Type"), new Uint8Array(await c.req.arrayBuffer()));
+    if (!body.ok) return c.json({ jsonrpc: "2.0", id: null, error: { code: body.code, message: body.message } }, body.status);
+    const { text } = body;
     // One message per request (MCP dropped JSON-RPC batches): a batch would run up to 100 calls on one rate-limit hit.
     if (text.trimStart().startsWith("[")) {
       return c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "JSON-RPC batches are not supported: send one message per request" } }, 400);

@@ -157,6 +157,8 @@ function build(): OpenApiDocument {
         "",
         "**Errors.** Every failure is `{ \"error\": <string> }`; an invalid request is 400 `invalid_request` with `issues`. Amounts are integer USD cents.",
         "",
+        "**JSON bodies.** UTF-8 without a byte-order mark (RFC 8259): another `charset` in `Content-Type`, or a byte-order mark, is 415 `unsupported_media_type`. Bytes that are not UTF-8, a key twice in one object (at any depth), or a string or key with a lone UTF-16 surrogate (`\\ud800`): each is 400 `invalid_request`, and nothing is created. `POST /mcp` refuses the same bodies as JSON-RPC errors (415, or 400 with code -32700).",
+        "",
         "**Tags.** *Interface* is the contract's surface (interface.md); *Operations* are the operations operations.md adds; *Service extras* and *Console pages* are what the service adds beyond both.",
       ].join("\n"),
     },

@@ -118,6 +118,7 @@ const RATE_LIMITED: ResponseSpec = { ...error("Too many requests (`too_many_requ
 const CRASHED: ResponseSpec = { ...json(r.InternalError, "An unexpected failure, with the request id the log carries."), generic: true, component: "InternalError" };
 const TOO_LARGE: ResponseSpec = { ...error("The body is over 64 KiB (`payload_too_large`)."), generic: true, component: "PayloadTooLarge" };
 const OVERLOADED: ResponseSpec = { ...error("A wallet or ledger object shedding load (`overloaded`); retry after `Retry-After`."), headers: { "Retry-After": "Seconds to wait." }, generic: true, component: "Overloaded" };
+const NOT_UTF8: ResponseSpec = { ...error("The JSON body declares a charset other than UTF-8, or starts with a byte-order mark (`unsupported_media_type`)."), generic: true, component: "UnsupportedMediaType" };
 const INVALID: ResponseSpec = { ...json(r.InvalidRequest, "An invalid body, path or query: `invalid_request` with `issues`."), component: "InvalidRequest" };
 const NOT_FOUND = (what: string) => error(`Unknown ${what}.`);
 
@@ -144,6 +145,7 @@ function withShared(op: Operation): Operation {
     shared[403] = WRONG_CREDENTIAL;
   }
   if (op.method !== "get" && op.method !== "delete") shared[413] = TOO_LARGE;
+  if (op.body) shared[415] = NOT_UTF8;
   if (op.method === "post" && op.auth !== "public" && op.auth !== "page") {
     op.headers = [...(op.headers ?? []), IDEMPOTENCY_KEY];
     shared[409] = IDEMPOTENCY_CONFLICT;
