@@ -86,11 +86,13 @@ export const releaseReservation = (db: D1Database, slot: IdempotencySlot) => db.
 export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
 
 /**
- * Answers never kept under a key: the request failed validation (400) or was
- * refused before its endpoint ran (401 and 403: the credential; 429: its rate,
- * whose Retry-After a replay would not carry), so the same key runs again.
+ * Answers never kept under a key: the request failed validation (400, or 415
+ * for a body not in UTF-8: the hash does not cover Content-Type, so a fixed
+ * charset would get the 415 replayed) or was refused before its endpoint ran
+ * (401 and 403: the credential; 429: its rate, whose Retry-After a replay
+ * would not carry), so the same key runs again.
  */
-const NOT_STORED: ReadonlySet<number> = new Set([400, 401, 403, 429]);
+const NOT_STORED: ReadonlySet<number> = new Set([400, 401, 403, 415, 429]);
 
 /** Whether a response is the key's final answer: the endpoint ran and did not fail unexpectedly (5xx). */
 const isStoredAnswer = (status: number) => status < 500 && !NOT_STORED.has(status);
@@ -105,7 +107,7 @@ const storedText = (material: string, body: string) => (body.startsWith("v1:") ?
  * same key with a different request is 409 `idempotency_key_reused`; a
  * duplicate while the first still runs is 409 `idempotency_key_in_use`. An
  * answer is kept only if the endpoint ran (Stripe's rule): a request refused
- * before it (401, 403, 429: see `NOT_STORED`), failed validation (400) or failed
+ * before it (401, 403, 429: see `NOT_STORED`), failed validation (400, 415) or failed
  * unexpectedly (5xx) keeps nothing, so it can be retried with its key. Handlers that change state store their
  * answer in the same D1 batch as the change (`c.get("idempotency")` and
  * `storeResponseStatements`), so no crash can separate the two; for the rest the

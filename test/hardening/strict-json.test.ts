@@ -192,6 +192,16 @@ describe("encodings: UTF-8 only, no byte-order mark", () => {
     expect(good.body.description).toBe("😀");
   });
 
+  it("a 415 is not kept under its Idempotency-Key: the same bytes with the charset fixed run, not a replayed 415", async () => {
+    const merchant = await createMerchant();
+    const key = crypto.randomUUID();
+    const refused = await postCharge(merchant.apiKey, '{"amountUsdCents":100}', "application/json; charset=utf-16", { "idempotency-key": key });
+    expect(refused.status, refused.shown).toBe(415);
+    const fixed = await postCharge(merchant.apiKey, '{"amountUsdCents":100}', "application/json; charset=utf-8", { "idempotency-key": key });
+    expect(fixed.status, fixed.shown).toBe(201);
+    expect(await chargeCount(merchant.apiKey)).toBe(1);
+  });
+
   it("malformed JSON keeps its 400", async () => {
     const merchant = await createMerchant();
     const res = await postCharge(merchant.apiKey, '{"amountUsdCents":100,');
