@@ -1,11 +1,13 @@
 import { z } from "zod";
+import { decodeUtf8, findJsonTextIssue } from "../lib/strict-json";
 
 const hex = (bytes?: number) => z.string().regex(bytes ? new RegExp(`^0x[0-9a-fA-F]{${bytes * 2}}$`) : /^0x[0-9a-fA-F]+$/);
 const uintString = z.string().regex(/^\d{1,78}$/);
 
+// Addresses in any letter case (EIP-712 signs their bytes), compared in lower case: a checksum is not asked of a payload.
 const Authorization = z.object({
-  from: hex(20),
-  to: hex(20),
+  from: hex(20).transform((a) => a.toLowerCase()),
+  to: hex(20).transform((a) => a.toLowerCase()),
   value: uintString,
   validAfter: uintString,
   validBefore: uintString,
@@ -52,7 +54,11 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
   try {
     const normalized = text.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
     const binary = atob(normalized + "===".slice((normalized.length + 3) % 4));
-    json = JSON.parse(new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0))));
+    const decoded = decodeUtf8(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+    if (decoded === null) return null;
+    json = JSON.parse(decoded);
+    // Read as strictly as a JSON body: with a key twice, this service and a remote facilitator could read different payments.
+    if (findJsonTextIssue(decoded)) return null;
   } catch {
     return null;
   }
@@ -68,7 +74,7 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
       version: 2,
       scheme: p.accepted.scheme,
       network: p.accepted.network,
-      accepted: { asset: p.accepted.asset, payTo: p.accepted.payTo, amount: p.accepted.amount },
+      accepted: { asset: p.accepted.asset.toLowerCase(), payTo: p.accepted.payTo.toLowerCase(), amount: p.accepted.amount },
       authorization: p.payload.authorization,
       signature: p.payload.signature as `0x${string}`,
       raw: json,

@@ -175,6 +175,28 @@ describe("an authorization made for one charge or link", () => {
   });
 });
 
+describe("how the payment header is read", () => {
+  it("an address's letter case does not matter (EIP-712 signs its bytes); a header with a key twice is refused", async () => {
+    const payer = await freshPayer(2n * VALUE);
+    const charge = await createCharge(m0.apiKey, CENTS);
+    const payTo = await payToOf(chargePath(charge.chargeId));
+    const { payload } = await xPaymentHeader(payer.key, VALUE, { to: payTo });
+    const upper = (a: string) => `0x${a.slice(2).toUpperCase()}`;
+    const shouting = { ...payload, authorization: { ...payload.authorization, from: upper(payload.authorization.from), to: upper(payload.authorization.to) } };
+    const envelope = (p: unknown) => ({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload: p });
+    // The same payload with `value` given twice, the second a cent more: one reader could see either.
+    const twice = JSON.stringify(envelope(shouting)).replace(`"value":"${VALUE}"`, `"value":"${VALUE}","value":"${VALUE + 10_000n}"`);
+    expect(twice).toContain(`"value":"${VALUE + 10_000n}"`);
+    const refused = await send(chargePath(charge.chargeId), btoa(twice));
+    expect(refused.status).toBe(402);
+    expect(refused.body).toMatchObject({ error: "Pago inválido", invalidReason: "invalid_payload" });
+
+    const paid = await send(chargePath(charge.chargeId), btoa(JSON.stringify(envelope(shouting))));
+    expect(paid.status).toBe(200);
+    expect(await tokenBalance(payTo)).toBe(VALUE);
+  });
+});
+
 describe("one header sent to two charges", () => {
   let payer: Payer;
   beforeAll(async () => {
