@@ -194,6 +194,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/x402/receiving-addresses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What x402 payments left on the receiving addresses
+         * @description Each charge and checkout link offered for x402 has a receiving address of its own (its `payTo`), so an authorization pays only what it was made for. This lists the addresses that were paid, most recently paid first, with what was settled to each and what the chain says each holds now; the totals cover all of them.
+         */
+        get: operations["listReceivingAddresses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/checkout/{token}/x402": {
         parameters: {
             query?: never;
@@ -930,6 +950,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/receiving": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Receiving addresses */
+        get: operations["consoleReceivingPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/ui/agents": {
         parameters: {
             query?: never;
@@ -1580,6 +1617,7 @@ export interface components {
             resource: string;
             description: string;
             mimeType: string;
+            /** @description The receiving address of this one charge or checkout link: an authorization (which signs its `to`) made for it pays nothing else. */
             payTo: string;
             maxTimeoutSeconds: number;
             asset: string;
@@ -1618,6 +1656,29 @@ export interface components {
                 pending: true;
                 transaction: string | null;
             };
+        };
+        ReceivingAddressReport: {
+            /** @description The block the balances were read at; null when the chain could not be read. */
+            asOfBlock: number | null;
+            totals: {
+                addresses: number;
+                payments: number;
+                /** @description Token base units as a decimal string (they can pass 2^53). */
+                receivedBaseUnits: string;
+            };
+            addresses: {
+                address: string;
+                /** @enum {string} */
+                ownerKind: "charge" | "checkout_link";
+                ownerId: string;
+                merchantId: string;
+                payments: number;
+                /** @description Token base units as a decimal string (they can pass 2^53). */
+                receivedBaseUnits: string;
+                balanceBaseUnits: string | null;
+                /** Format: date-time */
+                lastPaymentAt: string;
+            }[];
         };
         EmailCodeSent: {
             /** @constant */
@@ -2309,6 +2370,42 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             /** @description x402 is not configured on this deployment (`x402_not_configured`); or the chain or the remote facilitator could not be asked before anything was reserved (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`: send the same payment again). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listReceivingAddresses: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivingAddressReport"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4199,6 +4296,37 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleReceivingPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What x402 payments left on each charge's and link's receiving address: settled per the ledger, held per the chain. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (no page session: to /console/sign-in). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

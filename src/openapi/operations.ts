@@ -200,6 +200,7 @@ const PAGES: Operation[] = [
   page("post", "/console/sign-out", "consoleSignOutPage", "Sign out of the console", { 303: SEE_OTHER("to /console/sign-in; the session is revoked") }, {}),
   page("get", "/console/ui", "consoleOverview", "Overview", { 200: HTML("Today's totals and paid volume by hour.") }),
   page("get", "/console/ui/merchants", "consoleMerchantsPage", "Merchants", { 200: HTML("The merchant list and registration form.") }),
+  page("get", "/console/ui/receiving", "consoleReceivingPage", "Receiving addresses", { 200: HTML("What x402 payments left on each charge's and link's receiving address: settled per the ledger, held per the chain.") }),
   page("post", "/console/ui/merchants", "consoleRegisterMerchant", "Register a merchant", { 200: HTML("The list, with the new API key shown once.") }, { name: "Merchant name.", category: "Optional category." }),
   page("get", "/console/ui/agents", "consoleAgentsPage", "Agents", { 200: HTML("The agent list and creation form.") }),
   page("post", "/console/ui/agents", "consoleCreateAgent", "Create an agent", { 200: HTML("The list, with the new agent key shown once.") }, {
@@ -336,6 +337,18 @@ const API: Operation[] = [
       404: NOT_FOUND("charge"),
       503: error("x402 is not configured on this deployment (`x402_not_configured`); or the chain or the remote facilitator could not be asked before anything was reserved (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`: send the same payment again)."),
     },
+  },
+  {
+    method: "get",
+    path: "/console/x402/receiving-addresses",
+    operationId: "listReceivingAddresses",
+    summary: "What x402 payments left on the receiving addresses",
+    description:
+      "Each charge and checkout link offered for x402 has a receiving address of its own (its `payTo`), so an authorization pays only what it was made for. This lists the addresses that were paid, most recently paid first, with what was settled to each and what the chain says each holds now; the totals cover all of them.",
+    tag: "x402",
+    auth: "console",
+    query: x402.ReceivingQuery,
+    responses: { 200: json(r.ReceivingAddressReport, "The report."), 400: INVALID, 503: error("x402 is not configured on this deployment (`x402_not_configured`).") },
   },
   ...(["get", "post"] as const).map(
     (method): Operation => ({

@@ -374,7 +374,7 @@ export const X402Requirements = named(
     resource: z.string().describe("The full URL of this path."),
     description: z.string(),
     mimeType: z.string(),
-    payTo: EvmAddress,
+    payTo: EvmAddress.describe("The receiving address of this one charge or checkout link: an authorization (which signs its `to`) made for it pays nothing else."),
     maxTimeoutSeconds: z.number().int().positive(),
     asset: EvmAddress,
     extra: z.strictObject({ name: z.string(), version: z.string() }),
@@ -405,6 +405,29 @@ export const X402SettlementPending = named(
     settlement: z.strictObject({ success: z.literal(false), pending: z.literal(true), transaction: z.string().nullable() }),
   }),
   "A settlement whose outcome is not known yet (202, Retry-After): the client asks again; it never gets a fresh 402 meanwhile.",
+);
+
+const BaseUnits = z.string().regex(/^\d+$/).describe("Token base units as a decimal string (they can pass 2^53).");
+
+export const ReceivingAddressReport = named(
+  "ReceivingAddressReport",
+  z.strictObject({
+    asOfBlock: z.number().int().nonnegative().nullable().describe("The block the balances were read at; null when the chain could not be read."),
+    totals: z.strictObject({ addresses: z.number().int().nonnegative(), payments: z.number().int().nonnegative(), receivedBaseUnits: BaseUnits }),
+    addresses: z.array(
+      z.strictObject({
+        address: EvmAddress,
+        ownerKind: z.enum(["charge", "checkout_link"]),
+        ownerId: z.string(),
+        merchantId: prefixed("merchant"),
+        payments: z.number().int().positive(),
+        receivedBaseUnits: BaseUnits,
+        balanceBaseUnits: BaseUnits.nullable(),
+        lastPaymentAt: Timestamp,
+      }),
+    ),
+  }),
+  "What x402 payments left on the charges' and checkout links' receiving addresses: settled to each per the ledger, held by each per the chain.",
 );
 
 // ---------------------------------------------------------------------------

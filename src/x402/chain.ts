@@ -171,10 +171,10 @@ export async function receiptNow(x: X402Settings, hash: `0x${string}`) {
   return receipt ? formatTransactionReceipt(receipt) : null;
 }
 
-/** A read of the token at the latest block, as one JSON-RPC call (alone, or in a batch). */
-export const tokenCall = (x: X402Settings, functionName: "authorizationState" | "balanceOf", args: readonly unknown[]) => ({
+/** A read of the token at `block` (the latest by default), as one JSON-RPC call (alone, or in a batch). */
+export const tokenCall = (x: X402Settings, functionName: "authorizationState" | "balanceOf", args: readonly unknown[], block = "latest") => ({
   method: "eth_call",
-  params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]) }, "latest"],
+  params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]) }, block],
 });
 
 /** Whether the token marks `payer`'s authorization `nonce` used, at the latest block. */

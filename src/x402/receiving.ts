@@ -1,6 +1,7 @@
 import type { Env, X402Settings } from "../env";
 import { hdAddressAt } from "../lib/hd";
 import { nowIso } from "../lib/time";
+import { rpcBatch, rpcCall, shortError, tokenCall } from "./chain";
 
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;
@@ -45,4 +46,78 @@ export async function ensureReceivingAddress(env: Env, x: X402Settings, owner: R
   const address = receivingAddressAt(x.receivingMnemonic, row.idx).toLowerCase() as `0x${string}`;
   await env.DB.prepare("UPDATE receiving_addresses SET address = ? WHERE idx = ? AND address IS NULL").bind(address, row.idx).run();
   return address;
+}
+
+export interface ReceivingHolding {
+  address: string;
+  ownerKind: string;
+  ownerId: string;
+  merchantId: string;
+  payments: number;
+  /** Token base units settled to it (decimal string: base units can pass 2^53). */
+  receivedBaseUnits: string;
+  /** What the token holds there now, at `asOfBlock`; null when the chain could not be read. */
+  balanceBaseUnits: string | null;
+  lastPaymentAt: string;
+}
+
+export interface ReceivingReport {
+  asOfBlock: number | null;
+  totals: { addresses: number; payments: number; receivedBaseUnits: string };
+  addresses: ReceivingHolding[];
+}
+
+/**
+ * What x402 payments left on the charges' and links' receiving addresses: from the ledger side,
+ * what was settled to each (all of them in the totals; the `limit` most recently paid listed),
+ * and from the chain, what each listed address holds now, read in one JSON-RPC batch at one block.
+ * Nothing moves these tokens yet (they are the service's: it holds their keys), so received and
+ * held agree unless tokens arrived outside a payment.
+ */
+export async function receivingReport(env: Env, x: X402Settings, limit: number): Promise<ReceivingReport> {
+  const [listed, totals] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(
+      `SELECT r.address, r.owner_kind AS ownerKind, r.owner_id AS ownerId, r.merchant_id AS merchantId,
+              COUNT(*) AS payments, SUM(CAST(p.value AS INTEGER)) AS received, MAX(p.updated_at) AS lastPaymentAt
+       FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
+       WHERE p.status = 'settled' GROUP BY r.address ORDER BY lastPaymentAt DESC LIMIT ?`,
+    ).bind(limit),
+    env.DB.prepare(
+      "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
+    ),
+  ]);
+  const rows = listed!.results as { address: string; ownerKind: string; ownerId: string; merchantId: string; payments: number; received: number; lastPaymentAt: string }[];
+  const total = totals!.results[0] as { addresses: number; payments: number; received: number };
+  const held = await balancesAt(x, rows.map((r) => r.address));
+  return {
+    asOfBlock: held?.block ?? null,
+    totals: { addresses: total.addresses, payments: total.payments, receivedBaseUnits: BigInt(total.received).toString() },
+    addresses: rows.map((r, i) => ({
+      address: r.address,
+      ownerKind: r.ownerKind,
+      ownerId: r.ownerId,
+      merchantId: r.merchantId,
+      payments: r.payments,
+      receivedBaseUnits: BigInt(r.received).toString(),
+      balanceBaseUnits: held ? held.balances[i]!.toString() : null,
+      lastPaymentAt: r.lastPaymentAt,
+    })),
+  };
+}
+
+/** The token balances of `addresses` at the chain's current block, in one batch; null when the chain cannot be read. */
+async function balancesAt(x: X402Settings, addresses: string[]): Promise<{ block: number; balances: bigint[] } | null> {
+  try {
+    const block = await rpcCall<string>(x, "eth_blockNumber", [], { retry: true });
+    if (addresses.length === 0) return { block: Number(block), balances: [] };
+    const answers = await rpcBatch(x, addresses.map((a) => tokenCall(x, "balanceOf", [a], block)));
+    const balances = answers.map((answer) => {
+      if (answer.error || typeof answer.result !== "string") throw new Error(answer.error?.message ?? "no result");
+      return BigInt(answer.result === "0x" ? 0 : answer.result);
+    });
+    return { block: Number(block), balances };
+  } catch (error) {
+    console.error(JSON.stringify({ level: "warn", where: "receiving_report", error: shortError(error) }));
+    return null;
+  }
 }

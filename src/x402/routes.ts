@@ -6,6 +6,8 @@ import { checkoutLinkForPayment } from "../checkout/service";
 import { chargeView, getCharge } from "../charges/service";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
+import { requireActor } from "../auth/middleware";
+import { receivingReport } from "./receiving";
 import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
 import { base64Json, caip2, type Terms } from "./terms";
 
@@ -79,6 +81,7 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
 }
 
 export const ChargeParam = z.object({ chargeId: pathId });
+export const ReceivingQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) }).strict();
 export const TokenParam = z.object({ token: pathId });
 
 /** The checkout link as an x402 target; 404 unknown, 409 disabled. */
@@ -115,4 +118,8 @@ export const x402Routes = new Hono<AppEnv>()
   })
   // Official clients retry with the method of their first request, so GET with a payment settles too.
   .get("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token))
-  .post("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token));
+  .post("/checkout/:token/x402", validate("param", TokenParam), (c) => checkoutX402(c, c.req.valid("param").token))
+  // What x402 payments left on the receiving addresses (console): the ledger's figure and the chain's, side by side.
+  .get("/console/x402/receiving-addresses", requireActor("console"), validate("query", ReceivingQuery), async (c) => {
+    return c.json(await receivingReport(c.env, x402Settings(c), c.req.valid("query").limit));
+  });

@@ -25,6 +25,7 @@ const NOT_EXERCISED: Record<string, { statuses: number[]; why: string }> = {
   "GET /charges/{chargeId}/x402": { statuses: [202, 503], why: "202 needs a settlement whose outcome is unknown (an RPC failure mid-settlement: test/x402/reconcile.test.ts); 503 needs a deployment without x402" },
   "GET /checkout/{token}/x402": { statuses: [202, 503], why: "as for charges" },
   "POST /checkout/{token}/x402": { statuses: [202, 503], why: "as for charges" },
+  "GET /console/x402/receiving-addresses": { statuses: [503], why: "503 needs a deployment without x402" },
   "POST /console/auth/access": { statuses: [404], why: "the test deployment has Access configured" },
 };
 
@@ -204,6 +205,14 @@ describe("x402", () => {
     }
     await rec.call("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchantKey, body: { active: false } });
     for (const method of ["GET", "POST"]) expect((await rec.call(method, `/checkout/${link.checkoutToken}/x402`)).status).toBe(409);
+  });
+
+  it("the receiving addresses those payments left tokens on (console)", async () => {
+    const token = await consoleToken();
+    const report = await rec.call("GET", "/console/x402/receiving-addresses?limit=10", { token });
+    expect(report.status, report.text).toBe(200);
+    expect(report.body.totals.payments).toBeGreaterThanOrEqual(3);
+    expect((await rec.call("GET", "/console/x402/receiving-addresses?limit=0", { token })).status).toBe(400);
   });
 });
 
@@ -504,6 +513,7 @@ describe("console pages", () => {
     expect((await get("/console/ui/transactions.csv")).status).toBe(200);
     expect((await get("/console/ui/transactions.csv?from=nope")).status).toBe(400);
     expect((await get("/console/ui/users")).status).toBe(200);
+    expect((await get("/console/ui/receiving")).status).toBe(200);
     expect((await post("/console/ui/users", { email: `page-${crypto.randomUUID().slice(0, 8)}@example.com` })).status).toBe(303);
     expect((await post("/console/sign-out")).status).toBe(303);
   });

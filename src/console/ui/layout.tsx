@@ -34,6 +34,7 @@ const NAV = [
   ["/console/ui/webhooks", "Webhooks"],
   ["/console/ui/kyt", "KYT"],
   ["/console/ui/transactions", "Transactions"],
+  ["/console/ui/receiving", "Receiving"],
   ["/console/ui/users", "Users"],
 ] as const;
 
