@@ -60,6 +60,9 @@ export function outcomeReply(outcome: PayOutcome, view: PaidView): { status: 200
       throw new ApiError(409, outcome.reason);
     case "not_found":
       throw new ApiError(404, outcome.reason);
+    case "frozen":
+      // The agent is told it may not pay (403); a merchant's draw or a console grant meets a state (409).
+      throw new ApiError(view.kind === "draw" || view.kind === "approval" ? 409 : 403, "agent_frozen");
   }
 }
 

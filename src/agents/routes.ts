@@ -10,11 +10,13 @@ import { agentView, balanceView, createAgent, getAgent, listAgents } from "./ser
 import { walletOf } from "./wallet.do";
 import { creditBody } from "./wallet";
 import { answerInBatch } from "../lib/idempotency";
+import { rollKey, RollKeyBody, type RolledKey } from "../auth/keys";
 
 export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
 export const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
 export const AgentParam = z.object({ agentId: pathId });
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+export const FreezeBody = z.object({ reason: z.string().trim().min(1).max(200).optional() }).strict();
 
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
@@ -43,6 +45,26 @@ export const agentRoutes = new Hono<AppEnv>()
     const result = await walletOf(c.env, agentId).credit(agentId, body.amountUsdCents, body.reference ?? null, actorOf(c.get("actor"), "console").email, c.get("idempotency"));
     if (!result.ok) throw result.reason === "agent_not_found" ? new ApiError(404, "agent_not_found") : new ApiError(409, result.reason);
     return c.json(creditBody(result.balanceMinor));
+  })
+  .post("/console/agents/:agentId/keys", requireActor("console"), validate("param", AgentParam), validate("json", RollKeyBody, { optionalBody: true }), async (c) => {
+    const { agentId } = c.req.valid("param");
+    const view = (rolled: RolledKey) => ({ agentId, apiKey: rolled.apiKey, previousKeyExpiresAt: rolled.previousKeyExpiresAt });
+    const by = actorOf(c.get("actor"), "console").email;
+    const rolled = await rollKey(c.env, { kind: "agent", id: agentId }, c.req.valid("json").graceSeconds, by, (r) => answerInBatch(c, 201, view(r)));
+    if (!rolled) throw new ApiError(404, "agent_not_found");
+    return c.json(view(rolled), 201);
+  })
+  .post("/console/agents/:agentId/freeze", requireActor("console"), validate("param", AgentParam), validate("json", FreezeBody, { optionalBody: true }), async (c) => {
+    const { agentId } = c.req.valid("param");
+    const outcome = await walletOf(c.env, agentId).setFrozen(agentId, true, c.req.valid("json").reason ?? null, actorOf(c.get("actor"), "console").email);
+    if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
+    return c.json({ agentId, frozen: true });
+  })
+  .post("/console/agents/:agentId/unfreeze", requireActor("console"), validate("param", AgentParam), async (c) => {
+    const { agentId } = c.req.valid("param");
+    const outcome = await walletOf(c.env, agentId).setFrozen(agentId, false, null, actorOf(c.get("actor"), "console").email);
+    if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
+    return c.json({ agentId, frozen: false });
   })
   .get("/balance", requireActor("agent"), async (c) => {
     const balance = await balanceView(c.env, c.get("db"), actorOf(c.get("actor"), "agent").agentId);

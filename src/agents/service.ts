@@ -22,6 +22,9 @@ export const agentView = (a: AgentRow) => ({
   policy: parseStoredPolicy(a.policy),
   /** Where stablecoin sent on chain is credited to this wallet; null when deposits are not configured. */
   depositAddress: a.depositAddress,
+  /** Frozen: nothing of its money moves until a console user unfreezes it. */
+  frozen: a.frozenAt !== null,
+  frozenReason: a.frozenReason,
   createdAt: a.createdAt,
 });
 
@@ -74,5 +77,5 @@ export async function balanceView(env: Env, db: Db, agentId: string) {
   const agent = await getAgent(db, agentId);
   if (!agent) return null;
   const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(env, agent.id));
-  return { agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress };
+  return { agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress, frozen: agent.frozenAt !== null };
 }

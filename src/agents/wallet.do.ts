@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { serialQueue } from "../lib/serial";
+import { setFrozen } from "./freeze";
 import type { Policy } from "./policy";
 import type { DepositTransfer } from "../ledger/movements";
 import type { SqlStatement } from "../ledger/plan";
@@ -95,6 +96,11 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   setPolicy(agentId: string, policy: Policy) {
     return this.serialize(() => this.forgetting(setPolicy(this.env, agentId, policy)));
+  }
+
+  /** A freeze takes its turn between payments; decisions after it read the frozen agent from D1. */
+  setFrozen(agentId: string, frozen: boolean, reason: string | null, by: string) {
+    return this.serialize(() => this.forgetting(setFrozen(this.env, agentId, frozen, reason, by)));
   }
 
   /** Operations that change the balance or the policy otherwise than by a payment: read them from D1 next time. */

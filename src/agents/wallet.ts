@@ -4,7 +4,7 @@ import { executeBatch } from "../db/batch";
 import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
-import { agentCreditPlan, depositPlan, payableChecks, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
+import { AGENT_FROZEN, agentCreditPlan, agentNotFrozenCheck, depositPlan, payableChecks, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
 import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
@@ -32,7 +32,9 @@ export type PayOutcome =
   | { kind: "approval"; approvalId: string; reason: string; expiresAt: string; charge: ChargeView }
   | { kind: "rejected"; reason: string }
   | { kind: "conflict"; reason: string }
-  | { kind: "not_found"; reason: string };
+  | { kind: "not_found"; reason: string }
+  /** The agent is frozen: nothing of its money moves (403 to the agent, 409 to a merchant's draw or a grant). */
+  | { kind: "frozen" };
 
 /** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
 export interface PayableSnapshot extends ChargeRow {
@@ -53,6 +55,7 @@ interface AgentState {
   balanceMinor: number;
   policy: Policy;
   spentTodayMinor: number;
+  frozen: boolean;
 }
 
 const CHARGE_SELECT = `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName, m.category AS merchantCategory
@@ -61,7 +64,7 @@ const CHARGE_SELECT = `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName, m.c
 const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS agentId, status, reason, expires_at AS expiresAt FROM approvals`;
 
 const agentStatements = (db: D1Database, agentId: string, now: number) => [
-  db.prepare("SELECT balance_minor AS balanceMinor, policy FROM agents WHERE id = ?").bind(agentId),
+  db.prepare("SELECT balance_minor AS balanceMinor, policy, frozen_at AS frozenAt FROM agents WHERE id = ?").bind(agentId),
   db.prepare(
     `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
      WHERE agent_id = ? AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?`,
@@ -69,9 +72,9 @@ const agentStatements = (db: D1Database, agentId: string, now: number) => [
 ];
 
 function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined): AgentState | undefined {
-  const row = agent?.results[0] as { balanceMinor: number; policy: string } | undefined;
+  const row = agent?.results[0] as { balanceMinor: number; policy: string; frozenAt: string | null } | undefined;
   if (!row) return undefined;
-  return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent };
+  return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent, frozen: row.frozenAt !== null };
 }
 
 /** The agent and an existing charge (with this agent's pending approval of it), read in one batch: one consistent snapshot. */
@@ -171,7 +174,9 @@ export async function readCharge(env: Env, chargeId: string): Promise<PayableSna
   return (await env.DB.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
 }
 
-function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshold: boolean) {
+/** A frozen agent's wallet decides nothing; otherwise its policy decides. */
+function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshold: boolean): ReturnType<typeof evaluatePolicy> | { kind: "frozen" } {
+  if (agent.frozen) return { kind: "frozen" };
   return evaluatePolicy(agent.policy, {
     amountMinor: charge.amountMinor,
     merchantCategory: charge.merchantCategory,
@@ -261,9 +266,12 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
     throw failure;
   }
   if (result.kind === "refused") {
-    // A refused balance means the remembered figures were wrong; any other refusal changed nothing of this agent.
+    // A refused balance means the remembered figures were wrong; a freeze that landed first, that
+    // they are (the next read sees it); any other refusal changed nothing of this agent.
     const balance = result.reason === POLICY_REASONS.balance;
-    end(balance ? "unsure" : "unchanged");
+    const frozen = result.reason === AGENT_FROZEN;
+    end(balance || frozen ? "unsure" : "unchanged");
+    if (frozen) return { kind: "frozen" };
     return balance ? { kind: "rejected", reason: result.reason } : { kind: "conflict", reason: result.reason };
   }
   end("committed");
@@ -282,6 +290,7 @@ export async function payCharge(env: Env, agentId: string, chargeId: string, tur
   const act = (judged: ReturnType<typeof judgeCharge>, pendingApproval: ApprovalSnapshot | undefined): Promise<PayOutcome> | PayOutcome => {
     if (judged.kind === "outcome") return judged.outcome;
     const { charge, decision } = judged;
+    if (decision.kind === "frozen") return { kind: "frozen" };
     if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
     if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
     return commitPayment(env, agentId, charge, { turn, respond });
@@ -317,6 +326,7 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
   const now = Date.now();
   const decision = await decideOnCharge(env, agentId, now, charge, false, turn);
   if (!decision) return { kind: "not_found", reason: "agent_not_found" };
+  if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
   if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude, respond);
@@ -332,6 +342,7 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
 export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
   const decision = await decideOnCharge(env, agentId, Date.now(), charge, true, turn);
   if (!decision) return { kind: "not_found", reason: "agent_not_found" };
+  if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   return commitPayment(env, agentId, charge, {
     turn,
@@ -376,7 +387,7 @@ async function requestApproval(
     await executeBatch(env.DB, [
       ...prelude,
       // After the prelude, so a charge born in this batch is checked as created.
-      guards(...payableChecks(charge)),
+      guards(agentNotFrozenCheck(agentId), ...payableChecks(charge)),
       ...expireStale,
       sqlStatement(
         `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
@@ -392,6 +403,7 @@ async function requestApproval(
     // decides one operation at a time, so only a second object for the same agent (during a restart) gets here.
     if (message.includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
     const guarded = guardReasonOf(error);
+    if (guarded === AGENT_FROZEN) return { kind: "frozen" };
     if (guarded) return { kind: "conflict", reason: guarded };
     throw error;
   }
@@ -417,6 +429,7 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
   if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
   const decision = decide(agent, charge, true);
+  if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
   return commitPayment(env, agentId, charge, {

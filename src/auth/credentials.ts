@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { eq, or } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { agents, consoleRevokedSessions, consoleUsers, merchants } from "../db/schema";
 import type { Settings } from "../env";
@@ -38,31 +38,47 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   }
   if (!KEY_SHAPE.test(token)) return null;
   const hash = await hashApiKey(token);
-  const known = knownKeys.get(hash);
+  const now = Date.now();
+  const known = knownKeys.get(hash, now);
   if (known) return known;
-  const actor = await lookUpKey(db, kind, hash);
-  if (actor) knownKeys.set(hash, actor);
-  return actor;
+  const found = await lookUpKey(db, kind, hash, now);
+  if (!found) return null;
+  knownKeys.set(hash, found.actor, now, found.until - now);
+  return found.actor;
 }
 
-async function lookUpKey(db: Db, kind: "merchant" | "agent", hash: string): Promise<Actor | null> {
-  if (kind === "merchant") {
-    const row = await db.select({ id: merchants.id, hash: merchants.apiKeyHash }).from(merchants).where(eq(merchants.apiKeyHash, hash)).get();
-    return row && (await timingSafeEqualStrings(row.hash, hash)) ? { kind: "merchant", merchantId: row.id } : null;
-  }
-  const row = await db.select({ id: agents.id, hash: agents.apiKeyHash }).from(agents).where(eq(agents.apiKeyHash, hash)).get();
-  return row && (await timingSafeEqualStrings(row.hash, hash)) ? { kind: "agent", agentId: row.id } : null;
+type KeyRow = { id: string; hash: string; previousHash: string | null; previousUntil: string | null };
+
+/**
+ * The holder of a key: its current key, or the one before it while its grace lasts (`until`, the
+ * end of that grace). Compared in constant time, as a hash equal to the one looked up.
+ */
+async function lookUpKey(db: Db, kind: "merchant" | "agent", hash: string, now: number): Promise<{ actor: Actor; until: number } | null> {
+  const table = kind === "merchant" ? merchants : agents;
+  const row: KeyRow | undefined = await db
+    .select({ id: table.id, hash: table.apiKeyHash, previousHash: table.previousApiKeyHash, previousUntil: table.previousKeyExpiresAt })
+    .from(table)
+    .where(or(eq(table.apiKeyHash, hash), eq(table.previousApiKeyHash, hash)))
+    .get();
+  if (!row) return null;
+  const actor: Actor = kind === "merchant" ? { kind: "merchant", merchantId: row.id } : { kind: "agent", agentId: row.id };
+  if (await timingSafeEqualStrings(row.hash, hash)) return { actor, until: Number.POSITIVE_INFINITY };
+  const until = row.previousUntil ? Date.parse(row.previousUntil) : 0;
+  if (row.previousHash && until > now && (await timingSafeEqualStrings(row.previousHash, hash))) return { actor, until };
+  return null;
 }
 
 /**
- * Keys that resolved, by the hash of the key (never the key), for a minute per
- * isolate: a payment in a tight loop then costs no D1 read to authenticate.
- * Safe because a key's actor never changes (keys are neither rotated nor
- * revoked, and merchants and agents are never deleted); if revocation is ever
- * added, it must clear this or the TTL bounds how long a revoked key works.
- * Unknown keys are never remembered, so a new key works at once.
+ * Keys that resolved, by the hash of the key (never the key), for a few
+ * seconds per isolate: a payment in a tight loop then costs one D1 read per
+ * key every KEY_MEMORY_MS (3 s), not one per request. A key can be rolled (its
+ * predecessor ending at once, or after a grace), so this memory is what bounds
+ * how long an ended key still works in an isolate that saw it: under the 5 s
+ * the service promises. A key in its grace is remembered no longer than the
+ * grace lasts. Unknown keys are never remembered, so a new key works at once.
  */
-const knownKeys = new IsolateCache<string, Actor>(10_000, 60_000);
+export const KEY_MEMORY_MS = 3_000;
+const knownKeys = new IsolateCache<string, Actor>(10_000, KEY_MEMORY_MS);
 
 /** A console user is in CONSOLE_USERS or was added from the console. */
 export async function isConsoleUser(db: Db, settings: Settings, email: string): Promise<boolean> {

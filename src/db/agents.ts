@@ -8,6 +8,12 @@ export const agents = sqliteTable(
     name: text("name").notNull(),
     /** SHA-256 hex of the agent API key. */
     apiKeyHash: text("api_key_hash").notNull().unique(),
+    /** The key before the last roll, working until `previousKeyExpiresAt` (its grace); at most two keys work at once. */
+    previousApiKeyHash: text("previous_api_key_hash").unique(),
+    previousKeyExpiresAt: text("previous_key_expires_at"),
+    /** Set while the agent is frozen: nothing moves its money (the wallet object and every payment batch check it). */
+    frozenAt: text("frozen_at"),
+    frozenReason: text("frozen_reason"),
     balanceMinor: integer("balance_minor").notNull().default(0),
     currency: text("currency").notNull().default("USD"),
     /** The spending policy as canonical JSON (see agents/policy.ts). */

@@ -9,6 +9,9 @@ export const merchants = sqliteTable(
     category: text("category"),
     /** SHA-256 hex of the API key; the key itself is never stored. */
     apiKeyHash: text("api_key_hash").notNull().unique(),
+    /** The key before the last roll, working until `previousKeyExpiresAt` (its grace); at most two keys work at once. */
+    previousApiKeyHash: text("previous_api_key_hash").unique(),
+    previousKeyExpiresAt: text("previous_key_expires_at"),
     balanceMinor: integer("balance_minor").notNull().default(0),
     currency: text("currency").notNull().default("USD"),
     payoutAddress: text("payout_address"),

@@ -68,6 +68,14 @@ export const payableChecks = (charge: { id: string; checkoutLinkId: string | nul
   ...(charge.checkoutLinkId ? [linkActiveCheck(charge.checkoutLinkId)] : []),
 ];
 
+export const AGENT_FROZEN = "agent_frozen";
+
+/**
+ * The paying agent is not frozen, checked in the payment's own batch: the ledger commits one batch
+ * at a time, so every payment it takes lands before the freeze's batch or is refused after it.
+ */
+export const agentNotFrozenCheck = (agentId: string): GuardCheck => [AGENT_FROZEN, "EXISTS (SELECT 1 FROM agents WHERE id = ? AND frozen_at IS NULL)", agentId];
+
 /** Fields of `payment.succeeded` and `charge.succeeded`. */
 export const paymentEventData = (charge: PayableCharge, agentId: string | null, method: string, reference: string) => ({
   chargeId: charge.id,
@@ -94,6 +102,7 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
       ...(p.prelude ?? []),
       guards(
         ...payableChecks(charge),
+        agentNotFrozenCheck(p.agentId),
         ["saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor],
       ),
       ...(p.extraStatements ?? []),

@@ -20,9 +20,14 @@ export class IsolateCache<K, V> {
     return undefined;
   }
 
-  set(key: K, value: V, now = Date.now()): void {
+  /** Remembers `value` for the cache's TTL, or for `ttlMs` when that is shorter (a fact with an end of its own). */
+  set(key: K, value: V, now = Date.now(), ttlMs = this.ttlMs): void {
     this.entries.delete(key);
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value, until: now + this.ttlMs });
+    this.entries.set(key, { value, until: now + Math.min(ttlMs, this.ttlMs) });
+  }
+
+  delete(key: K): void {
+    this.entries.delete(key);
   }
 }

@@ -9,7 +9,7 @@ import { TokenParam } from "../checkout/routes";
 import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
 import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
-import { acceptPaylinkByCode, paylinkByCode, paylinkPublicView, paylinkUsage } from "../paylinks/service";
+import { acceptPaylinkByCode, acceptRefusal, paylinkByCode, paylinkPublicView, paylinkUsage } from "../paylinks/service";
 import { defineTool, type ServedTool, type ToolAnnotations, type ToolAnswer, type ToolDefinition } from "./define";
 
 const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
@@ -45,7 +45,7 @@ const RecentPaymentsInput = z.object({ limit: z.number().int().min(1).max(100).d
 const getBalance: ToolDefinition<typeof NoInput> = {
   name: "get_balance",
   title: "Get my balance",
-  description: "Your wallet: agentId, balanceMinor (integer USD cents), currency and depositAddress (where on-chain stablecoin tops it up). Same as GET /balance.",
+  description: "Your wallet: agentId, balanceMinor (integer USD cents), currency and depositAddress (where on-chain stablecoin tops it up), frozen (true while an operator has frozen your wallet: nothing can be paid). Same as GET /balance.",
   input: NoInput,
   annotations: READ,
   async run(ctx) {
@@ -76,7 +76,7 @@ const payChargeTool: ToolDefinition<typeof ChargeInput> = {
   name: "pay_charge",
   title: "Pay a charge",
   description:
-    "Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown). Same as POST /charges/:chargeId/pay.",
+    "Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /charges/:chargeId/pay.",
   input: ChargeInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
@@ -89,7 +89,7 @@ const payCheckoutLinkTool: ToolDefinition<typeof CheckoutInput> = {
   name: "pay_checkout_link",
   title: "Pay a checkout link",
   description:
-    "Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call is a new payment: a new charge is created against the link each time. Paid: { paid, charge }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found). Same as POST /checkout/:token/pay.",
+    "Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call is a new payment: a new charge is created against the link each time. Paid: { paid, charge }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /checkout/:token/pay.",
   input: CheckoutInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   async run(ctx, input) {
@@ -118,12 +118,12 @@ const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
   name: "accept_paylink",
   title: "Accept a PayLink",
   description:
-    "Accepts a PayLink: authorizes its merchant to draw from your wallet up to its budget, within your hard policy limits. Answers { grantId, paylink }; accepting again returns the same grant. Refused: 409 paylink_expired, 404 paylink_not_found. Same as POST /pl/:code/accept.",
+    "Accepts a PayLink: authorizes its merchant to draw from your wallet up to its budget, within your hard policy limits. Answers { grantId, paylink }; accepting again returns the same grant. Refused: 409 paylink_expired, 404 paylink_not_found, 403 agent_frozen (your wallet is frozen by an operator). Same as POST /pl/:code/accept.",
   input: PaylinkInput,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
     const accepted = await acceptPaylinkByCode(ctx.env.DB, ctx.db, input.code, ctx.agentId);
-    if (accepted.kind !== "accepted") throw new ApiError(accepted.kind === "not_found" ? 404 : 409, accepted.reason);
+    if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     const { grantId, paylink } = accepted;
     return { body: { grantId, paylink }, summary: `Accepted PayLink ${paylink.paylinkId}: grant ${grantId}, ${usd(paylink.remainingMinor)} left.` };
   },

@@ -3,7 +3,8 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
-import { validate } from "../lib/validation";
+import { pathId, validate } from "../lib/validation";
+import { rollKey, RollKeyBody, type RolledKey } from "../auth/keys";
 import { answerInBatch } from "../lib/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { consoleMerchantView, getMerchant, listMerchants, merchantView, registerMerchant, setPayoutAddress } from "./service";
@@ -18,6 +19,7 @@ export const PayoutAddressBody = z.object({
 }).strict();
 
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+export const MerchantParam = z.object({ merchantId: pathId });
 
 export const merchantRoutes = new Hono<AppEnv>()
   .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {
@@ -27,6 +29,14 @@ export const merchantRoutes = new Hono<AppEnv>()
   .get("/console/merchants", requireActor("console"), validate("query", ListQuery), async (c) => {
     const rows = await listMerchants(c.get("db"), c.req.valid("query").limit);
     return c.json({ merchants: rows.map(consoleMerchantView) });
+  })
+  .post("/console/merchants/:merchantId/keys", requireActor("console"), validate("param", MerchantParam), validate("json", RollKeyBody, { optionalBody: true }), async (c) => {
+    const { merchantId } = c.req.valid("param");
+    const view = (rolled: RolledKey) => ({ merchantId, apiKey: rolled.apiKey, previousKeyExpiresAt: rolled.previousKeyExpiresAt });
+    const by = actorOf(c.get("actor"), "console").email;
+    const rolled = await rollKey(c.env, { kind: "merchant", id: merchantId }, c.req.valid("json").graceSeconds, by, (r) => answerInBatch(c, 201, view(r)));
+    if (!rolled) throw new ApiError(404, "merchant_not_found");
+    return c.json(view(rolled), 201);
   })
   .get("/merchant/me", requireActor("merchant"), async (c) => {
     const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);

@@ -232,9 +232,22 @@ export const Agent = named(
     currency: Usd,
     policy: Policy,
     depositAddress: EvmAddress.nullable(),
+    frozen: z.boolean(),
+    frozenReason: z.string().nullable().describe("The reason given with the freeze, if any; null when not frozen."),
     createdAt: Timestamp,
   }),
 );
+
+const PreviousKeyExpiresAt = Timestamp.describe("Until then the key this one replaces still works (now, for a grace of 0); after it, 401.");
+export const AgentKeyRolled = named(
+  "AgentKeyRolled",
+  z.strictObject({ agentId: prefixed("agent"), apiKey: prefixed("agentKey").describe("Shown exactly once."), previousKeyExpiresAt: PreviousKeyExpiresAt }),
+);
+export const MerchantKeyRolled = named(
+  "MerchantKeyRolled",
+  z.strictObject({ merchantId: prefixed("merchant"), apiKey: prefixed("merchantKey").describe("Shown exactly once."), previousKeyExpiresAt: PreviousKeyExpiresAt }),
+);
+export const AgentFrozen = named("AgentFrozen", z.strictObject({ agentId: prefixed("agent"), frozen: z.boolean() }));
 
 export const AgentCreated = named(
   "AgentCreated",
@@ -247,7 +260,13 @@ export const CreditApplied = named("CreditApplied", z.strictObject({ balanceMino
 
 export const Balance = named(
   "Balance",
-  z.strictObject({ agentId: prefixed("agent"), balanceMinor: Cents, currency: Usd, depositAddress: EvmAddress.nullable() }),
+  z.strictObject({
+    agentId: prefixed("agent"),
+    balanceMinor: Cents,
+    currency: Usd,
+    depositAddress: EvmAddress.nullable(),
+    frozen: z.boolean().describe("True while an operator has frozen the wallet: every payment is refused (403 `agent_frozen`); reads keep working."),
+  }),
 );
 
 export const Approval = named(

@@ -8,7 +8,7 @@ import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { grantObjectOf } from "./grant.do";
-import { acceptPaylinkByCode, createPaylink, drawTargetOf, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
+import { acceptPaylinkByCode, acceptRefusal, createPaylink, drawTargetOf, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
 
 export const CreateBody = z.object({
   budgetUsdCents: amountMinor,
@@ -44,7 +44,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
   })
   .post("/pl/:code/accept", requireActor("agent"), validate("param", CodeParam), async (c) => {
     const accepted = await acceptPaylinkByCode(c.env.DB, c.get("db"), c.req.valid("param").code, actorOf(c.get("actor"), "agent").agentId);
-    if (accepted.kind !== "accepted") throw new ApiError(accepted.kind === "not_found" ? 404 : 409, accepted.reason);
+    if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     return c.json({ grantId: accepted.grantId, paylink: accepted.paylink });
   })
   .post("/merchant/paylinks/:code/charge", requireActor("merchant"), validate("param", CodeParam), validate("json", DrawBody), async (c) => {
@@ -55,7 +55,8 @@ export const paylinkRoutes = new Hono<AppEnv>()
     const grantId = target.grantId;
     if (!grantId) throw new ApiError(409, "sin_grant_del_agente");
     const outcome = await grantObjectOf(c.env, grantId).draw({ grantId, amountMinor: body.amountUsdCents, description: body.description ?? null }, c.get("idempotency"));
-    if (outcome.kind !== "paid") return payOutcomeResponse(c, outcome);
+    // Refused: a frozen agent is a state of the grant's wallet to the merchant (409), not a 403 of its own.
+    if (outcome.kind !== "paid") return payOutcomeResponse(c, outcome, { kind: "draw", spentMinor: 0, remainingMinor: 0, exhausted: false });
     const { spentMinor, remainingMinor, exhausted } = outcome;
     return c.json(paidBody({ kind: "draw", spentMinor, remainingMinor, exhausted }, { charge: outcome.charge, merchantBalanceMinor: 0 }));
   });

@@ -1,12 +1,14 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { executeBatch } from "../db/batch";
-import { merchants, paylinkGrants, paylinks } from "../db/schema";
-import { sqlStatement } from "../ledger/plan";
+import { agents, merchants, paylinkGrants, paylinks } from "../db/schema";
+import { guard, guardReasonOf, sqlStatement } from "../ledger/plan";
+import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
+import { ApiError } from "../lib/errors";
 import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
@@ -120,6 +122,7 @@ export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow,
   const grantId = newId("grant");
   const createdAt = nowIso();
   await executeBatch(d1, [
+    guard(...agentNotFrozenCheck(agentId)),
     sqlStatement(
       `INSERT INTO paylink_grants (id, paylink_id, agent_id, merchant_id, spent_minor, uses, budget_minor, created_at)
        VALUES (?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (paylink_id, agent_id) DO NOTHING`,
@@ -135,9 +138,12 @@ export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow,
   return grant;
 }
 
+/** A refused accept, as the route and the MCP tool both answer it. */
+export const acceptRefusal = (o: Exclude<AcceptOutcome, { kind: "accepted" }>) => new ApiError(o.kind === "not_found" ? 404 : o.kind === "frozen" ? 403 : 409, o.reason);
+
 export type AcceptOutcome =
   | { kind: "accepted"; grantId: string; paylink: ReturnType<typeof paylinkPublicView> }
-  | { kind: "not_found" | "conflict"; reason: string };
+  | { kind: "not_found" | "conflict" | "frozen"; reason: string };
 
 /**
  * The agent accepts a PayLink by its code: idempotent per (PayLink, agent), so
@@ -147,8 +153,18 @@ export type AcceptOutcome =
 export async function acceptPaylinkByCode(d1: D1Database, db: Db, code: string, agentId: string): Promise<AcceptOutcome> {
   const found = await paylinkByCode(db, code);
   if (!found) return { kind: "not_found", reason: "paylink_not_found" };
+  const frozen = { kind: "frozen", reason: AGENT_FROZEN } as const;
+  const agent = await db.select({ frozenAt: agents.frozenAt }).from(agents).where(eq(agents.id, agentId)).get();
+  if (agent?.frozenAt) return frozen;
   const existing = await grantOfAgent(db, found.paylink.id, agentId);
   if (!existing && isExpired(found.paylink)) return { kind: "conflict", reason: "paylink_expired" };
-  const grant = existing ?? (await acceptPaylink(d1, db, found.paylink, agentId));
+  let grant = existing;
+  try {
+    grant ??= await acceptPaylink(d1, db, found.paylink, agentId);
+  } catch (error) {
+    // Frozen between the read above and the grant's batch.
+    if (guardReasonOf(error) === AGENT_FROZEN) return frozen;
+    throw error;
+  }
   return { kind: "accepted", grantId: grant.id, paylink: paylinkPublicView(found.paylink, found.merchantName, grant) };
 }

@@ -66,7 +66,7 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     expect(Array.isArray(res.body.agents)).toBe(true);
     const found = res.body.agents.find((a: { agentId: string }) => a.agentId === agent.agentId);
     expect(found).toBeDefined();
-    expect(Object.keys(found).sort()).toEqual(["agentId", "balanceMinor", "createdAt", "currency", "depositAddress", "name", "policy"]);
+    expect(Object.keys(found).sort()).toEqual(["agentId", "balanceMinor", "createdAt", "currency", "depositAddress", "frozen", "frozenReason", "name", "policy"]);
     expect(found).toMatchObject({ name: "listed", balanceMinor: 1234, currency: "USD", policy: { ...NO_LIMITS, dailyLimitUsdCents: 9000 } });
     expect(found.createdAt).toMatch(ISO);
     // No key material in the list.
@@ -77,7 +77,7 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     const agent = await createAgent({ name: "single", credit: 50 });
     const res = await api("GET", `/console/agents/${agent.agentId}`, { token: await consoleToken() });
     expect(res.status).toBe(200);
-    expect(Object.keys(res.body).sort()).toEqual(["agentId", "balanceMinor", "createdAt", "currency", "depositAddress", "name", "policy"]);
+    expect(Object.keys(res.body).sort()).toEqual(["agentId", "balanceMinor", "createdAt", "currency", "depositAddress", "frozen", "frozenReason", "name", "policy"]);
     expect(res.body).toMatchObject({ agentId: agent.agentId, name: "single", balanceMinor: 50, currency: "USD", policy: NO_LIMITS });
     expect(res.body.createdAt).toMatch(ISO);
   });
@@ -236,7 +236,7 @@ describe("GET /balance", () => {
     const agent = await createAgent({ credit: 4200 });
     const res = await api("GET", "/balance", { token: agent.apiKey });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ agentId: agent.agentId, balanceMinor: 4200, currency: "USD", depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/) });
+    expect(res.body).toEqual({ agentId: agent.agentId, balanceMinor: 4200, currency: "USD", depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/), frozen: false });
   });
 
   it("reflects payments", async () => {
@@ -246,7 +246,7 @@ describe("GET /balance", () => {
     const charge = await createCharge(merchant.apiKey, 401);
     expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
     const res = await api("GET", "/balance", { token: agent.apiKey });
-    expect(res.body).toEqual({ agentId: agent.agentId, balanceMinor: 600, currency: "USD", depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/) });
+    expect(res.body).toEqual({ agentId: agent.agentId, balanceMinor: 600, currency: "USD", depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/), frozen: false });
   });
 
   it("401 without an agent key, 403 with a merchant key", async () => {

@@ -28,7 +28,7 @@ describe("settlement lanes", () => {
 
     const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": headers[i]! } })));
 
-    expect(responses.map((r) => r.status)).toEqual(Array(count).fill(200));
+    expect(responses.map((r) => r.status), JSON.stringify(responses.map((r) => r.body.invalidReason ?? r.body.error))).toEqual(Array(count).fill(200));
     const hashes = responses.map((r) => r.body.settlement.transaction as Hex);
     expect(new Set(hashes).size).toBe(count);
     const sent = await Promise.all(hashes.map((hash) => publicClient().getTransaction({ hash })));

@@ -1,0 +1,71 @@
+import { z } from "zod";
+import type { Env } from "../env";
+import { ledgerOf } from "../ledger/ledger.do";
+import { guards, sqlStatement, type CommitPlan, type SqlStatement } from "../ledger/plan";
+import { newSecret } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { hashApiKey } from "./credentials";
+
+/** Whose key is rolled: an agent's (`svc_sk_`) or a merchant's (`sk_mch_`). */
+export interface KeyHolder {
+  kind: "agent" | "merchant";
+  id: string;
+}
+
+export interface RolledKey {
+  apiKey: string;
+  previousKeyExpiresAt: string;
+}
+
+/** A key roll: how long the key it replaces keeps working (0 ends it at once; at most 7 days). */
+export const RollKeyBody = z.object({ graceSeconds: z.number().int().min(0).max(604_800).default(86_400) }).strict();
+
+const TABLE = { agent: "agents", merchant: "merchants" } as const;
+
+/**
+ * A new key becomes the holder's key and the one it replaces keeps working
+ * until the end of its grace (now, for a grace of 0). Only the two newest keys
+ * are kept, so rolling again ends the older one's grace at once. One ledger
+ * batch with its audit row; `answer` is what must commit beside it (the stored
+ * answer of an Idempotency-Key). Null for an unknown holder.
+ */
+export async function rollKey(env: Env, holder: KeyHolder, graceSeconds: number, by: string, answer: (rolled: RolledKey) => Promise<SqlStatement[]>): Promise<RolledKey | null> {
+  const apiKey = newSecret(holder.kind === "agent" ? "agentKey" : "merchantKey");
+  const now = Date.now();
+  const rolled = { apiKey, previousKeyExpiresAt: nowIso(now + graceSeconds * 1000) };
+  const plan = keyRollPlan(holder, await hashApiKey(apiKey), graceSeconds, rolled.previousKeyExpiresAt, by, nowIso(now), await answer(rolled));
+  const result = await ledgerOf(env).commit(plan);
+  if (result.kind === "committed") return rolled;
+  // This very roll landed in a batch whose answer was lost, and the sequencer applied it again: it is done once.
+  if (result.reason === "key_already_rolled") return rolled;
+  if (result.reason === `${holder.kind}_not_found`) return null;
+  throw new Error(`key roll refused: ${result.reason}`);
+}
+
+function keyRollPlan(holder: KeyHolder, hash: string, graceSeconds: number, previousKeyExpiresAt: string, by: string, at: string, epilogue: SqlStatement[]): CommitPlan {
+  const table = TABLE[holder.kind];
+  return {
+    statements: [
+      guards(
+        [`${holder.kind}_not_found`, `EXISTS (SELECT 1 FROM ${table} WHERE id = ?)`, holder.id],
+        // Applied twice (a lost answer), the second would make the new key its own predecessor and end the old one's grace.
+        ["key_already_rolled", `NOT EXISTS (SELECT 1 FROM ${table} WHERE api_key_hash = ?)`, hash],
+      ),
+      sqlStatement(`UPDATE ${table} SET previous_api_key_hash = api_key_hash, previous_key_expires_at = ?, api_key_hash = ? WHERE id = ?`, previousKeyExpiresAt, hash, holder.id),
+      ...epilogue,
+    ],
+    audit: [
+      {
+        type: `${holder.kind}.key_rolled`,
+        reference: null,
+        chargeId: null,
+        agentId: holder.kind === "agent" ? holder.id : null,
+        merchantId: holder.kind === "merchant" ? holder.id : null,
+        amountMinor: 0,
+        currency: "USD",
+        data: { by, graceSeconds, previousKeyExpiresAt },
+        createdAt: at,
+      },
+    ],
+  };
+}
