@@ -58,6 +58,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/merchants/{merchantId}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Roll a merchant's API key
+         * @description A new `sk_mch_` key, shown once. The key it replaces keeps working for `graceSeconds` (default 86,400; 0 ends it at once), then answers 401; at most two keys work at a time. An ended key stops working everywhere within 5 seconds. Written to the audit chain with the console user.
+         */
+        post: operations["rollMerchantKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/merchants": {
         parameters: {
             query?: never;
@@ -472,6 +492,66 @@ export interface paths {
          * @description A manual credit, written to the audit chain.
          */
         post: operations["creditAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/agents/{agentId}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Roll an agent's API key
+         * @description A new `svc_sk_` key, shown once. The key it replaces keeps working for `graceSeconds` (default 86,400; 0 ends it at once), then answers 401; at most two keys work at a time, so rolling again ends the older one's grace at once. An ended key stops working everywhere within 5 seconds. Written to the audit chain with the console user.
+         */
+        post: operations["rollAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/agents/{agentId}/freeze": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Freeze an agent
+         * @description Nothing of the agent's money moves until it is unfrozen: its payments (`/charges/:id/pay`, `/checkout/:token/pay`, `/pl/:code/accept`, the MCP paying tools) answer 403 `agent_frozen`, a merchant's draw on its grant and the grant of its approvals 409 `agent_frozen` (the approval stays pending). Every payment lands before the freeze or is refused after it. Reads keep working. Freezing a frozen agent changes nothing. Written to the audit chain with the console user and the reason.
+         */
+        post: operations["freezeAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/agents/{agentId}/unfreeze": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unfreeze an agent
+         * @description Its payments are decided by its policy again. Written to the audit chain with the console user.
+         */
+        post: operations["unfreezeAgent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1451,8 +1531,35 @@ export interface components {
             currency: "USD";
             policy: components["schemas"]["Policy"];
             depositAddress: string | null;
+            frozen: boolean;
+            /** @description The reason given with the freeze, if any; null when not frozen. */
+            frozenReason: string | null;
             /** Format: date-time */
             createdAt: string;
+        };
+        AgentKeyRolled: {
+            agentId: string;
+            /** @description Shown exactly once. */
+            apiKey: string;
+            /**
+             * Format: date-time
+             * @description Until then the key this one replaces still works (now, for a grace of 0); after it, 401.
+             */
+            previousKeyExpiresAt: string;
+        };
+        MerchantKeyRolled: {
+            merchantId: string;
+            /** @description Shown exactly once. */
+            apiKey: string;
+            /**
+             * Format: date-time
+             * @description Until then the key this one replaces still works (now, for a grace of 0); after it, 401.
+             */
+            previousKeyExpiresAt: string;
+        };
+        AgentFrozen: {
+            agentId: string;
+            frozen: boolean;
         };
         AgentCreated: {
             agentId: string;
@@ -1476,6 +1583,8 @@ export interface components {
             /** @constant */
             currency: "USD";
             depositAddress: string | null;
+            /** @description True while an operator has frozen the wallet: every payment is refused (403 `agent_frozen`); reads keep working. */
+            frozen: boolean;
         };
         Approval: {
             approvalId: string;
@@ -1750,6 +1859,10 @@ export interface components {
         PayoutAddressRequest: {
             address: string;
         };
+        RollKeyRequest: {
+            /** @default 86400 */
+            graceSeconds: number;
+        };
         ScreenRequest: {
             address: string;
             chain: string;
@@ -1791,6 +1904,9 @@ export interface components {
         CreditAgentRequest: {
             amountUsdCents: number;
             reference?: string;
+        };
+        FreezeAgentRequest: {
+            reason?: string;
         };
         CreateWebhookEndpointRequest: {
             url: string;
@@ -1909,15 +2025,6 @@ export interface components {
                 "application/json": components["schemas"]["InternalError"];
             };
         };
-        /** @description A malformed `Idempotency-Key` header. */
-        InvalidIdempotencyKey: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["InvalidRequest"];
-            };
-        };
         /** @description A wallet or ledger object shedding load (`overloaded`); retry after `Retry-After`. */
         Overloaded: {
             headers: {
@@ -1927,6 +2034,15 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description A malformed `Idempotency-Key` header. */
+        InvalidIdempotencyKey: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InvalidRequest"];
             };
         };
     };
@@ -2033,6 +2149,53 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    rollMerchantKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                merchantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RollKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The new key, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MerchantKeyRolled"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description `merchant_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Overloaded"];
         };
     };
     listMerchants: {
@@ -2282,7 +2445,15 @@ export interface operations {
                     "application/json": components["schemas"]["PendingApproval"] | components["schemas"]["Error"];
                 };
             };
-            403: components["responses"]["CredentialNotAllowed"];
+            /** @description The agent is frozen (`agent_frozen`): an operator stopped its payments; or a credential of another kind. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] | components["schemas"]["CredentialNotAllowed"];
+                };
+            };
             /** @description Unknown charge. */
             404: {
                 headers: {
@@ -2761,7 +2932,15 @@ export interface operations {
                     "application/json": components["schemas"]["PendingApproval"] | components["schemas"]["Error"];
                 };
             };
-            403: components["responses"]["CredentialNotAllowed"];
+            /** @description The agent is frozen (`agent_frozen`): an operator stopped its payments; or a credential of another kind. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] | components["schemas"]["CredentialNotAllowed"];
+                };
+            };
             /** @description Unknown checkout token. */
             404: {
                 headers: {
@@ -2879,7 +3058,15 @@ export interface operations {
             };
             400: components["responses"]["InvalidIdempotencyKey"];
             401: components["responses"]["CredentialRequired"];
-            403: components["responses"]["CredentialNotAllowed"];
+            /** @description The agent is frozen (`agent_frozen`): an operator stopped its payments; or a credential of another kind. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] | components["schemas"]["CredentialNotAllowed"];
+                };
+            };
             /** @description `paylink_not_found`. */
             404: {
                 headers: {
@@ -2951,7 +3138,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `paylink_exhausted`, `max_uses_alcanzado`, `paylink_expired` or `sin_grant_del_agente`. */
+            /** @description `paylink_exhausted`, `max_uses_alcanzado`, `paylink_expired` or `sin_grant_del_agente`; or the agent is frozen (`agent_frozen`). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3153,6 +3340,142 @@ export interface operations {
             503: components["responses"]["Overloaded"];
         };
     };
+    rollAgentKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RollKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The new key, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentKeyRolled"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description `agent_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Overloaded"];
+        };
+    };
+    freezeAgent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["FreezeAgentRequest"];
+            };
+        };
+        responses: {
+            /** @description Frozen. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentFrozen"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description `agent_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Overloaded"];
+        };
+    };
+    unfreezeAgent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Not frozen. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentFrozen"];
+                };
+            };
+            400: components["responses"]["InvalidIdempotencyKey"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description `agent_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Overloaded"];
+        };
+    };
     getBalance: {
         parameters: {
             query?: never;
@@ -3162,7 +3485,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Balance and on-chain deposit address. */
+            /** @description Balance, on-chain deposit address, and whether the wallet is frozen. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3249,7 +3572,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), or the checkout link it was born from is disabled (`checkout_link_disabled`). */
+            /** @description The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), the checkout link it was born from is disabled (`checkout_link_disabled`), or the agent is frozen (`agent_frozen`; the approval stays pending). */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -12,6 +12,7 @@ import * as paylinks from "../paylinks/routes";
 import * as webhooks from "../webhooks/routes";
 import * as x402 from "../x402/routes";
 import * as r from "./schemas";
+import { RollKeyBody } from "../auth/keys";
 
 /**
  * Every operation the app serves, listed once by hand. Request schemas are the
@@ -269,6 +270,20 @@ const API: Operation[] = [
     body: body("PayoutAddressRequest", merchants.PayoutAddressBody),
     responses: { 200: json(r.PayoutAddressSet, "Stored, with the screening result."), 400: INVALID, 403: json([r.PayoutAddressFlagged, r.CredentialNotAllowed], "Flagged by screening (body includes `verdict`), or a credential of another kind.") },
   },
+  {
+    method: "post",
+    path: "/console/merchants/:merchantId/keys",
+    operationId: "rollMerchantKey",
+    summary: "Roll a merchant's API key",
+    description:
+      "A new `sk_mch_` key, shown once. The key it replaces keeps working for `graceSeconds` (default 86,400; 0 ends it at once), then answers 401; at most two keys work at a time. An ended key stops working everywhere within 5 seconds. Written to the audit chain with the console user.",
+    tag: "Console merchants",
+    auth: "console",
+    params: merchants.MerchantParam,
+    body: body("RollKeyRequest", RollKeyBody),
+    bodyOptional: true,
+    responses: { 201: json(r.MerchantKeyRolled, "The new key, shown once."), 400: INVALID, 404: error("`merchant_not_found`."), 503: OVERLOADED },
+  },
   { method: "get", path: "/console/merchants", operationId: "listMerchants", summary: "List merchants", tag: "Console merchants", auth: "console", query: merchants.ListQuery, responses: { 200: json(r.ConsoleMerchantList, "Merchants, newest first."), 400: INVALID } },
 
   // KYT
@@ -312,6 +327,7 @@ const API: Operation[] = [
     responses: {
       200: json(r.ChargePaid, "Paid."),
       402: json([r.PendingApproval, r.ErrorBody], "Held for a human (`pendingApproval`), or refused by the policy (`excede_tope_por_transaccion`, `categoria_no_permitida`, `excede_limite_diario`, `saldo_insuficiente`)."),
+      403: json([r.ErrorBody, r.CredentialNotAllowed], "The agent is frozen (`agent_frozen`): an operator stopped its payments; or a credential of another kind."),
       404: NOT_FOUND("charge"),
       409: error("The charge is not pending (`charge_not_pending`)."),
       503: OVERLOADED,
@@ -431,6 +447,7 @@ const API: Operation[] = [
     responses: {
       200: json(r.CheckoutPaid, "Paid: the agent's new charge."),
       402: json([r.PendingApproval, r.ErrorBody], "Held for a human (`pendingApproval`), or refused by the policy."),
+      403: json([r.ErrorBody, r.CredentialNotAllowed], "The agent is frozen (`agent_frozen`): an operator stopped its payments; or a credential of another kind."),
       404: NOT_FOUND("checkout token"),
       409: error("The link is disabled (`checkout_link_disabled`)."),
       503: OVERLOADED,
@@ -458,7 +475,12 @@ const API: Operation[] = [
     tag: "PayLinks",
     auth: "agent",
     params: paylinks.CodeParam,
-    responses: { 200: json(r.PaylinkAccepted, "The grant and the PayLink as this agent sees it."), 404: error("`paylink_not_found`."), 409: error("`paylink_expired`.") },
+    responses: {
+      200: json(r.PaylinkAccepted, "The grant and the PayLink as this agent sees it."),
+      403: json([r.ErrorBody, r.CredentialNotAllowed], "The agent is frozen (`agent_frozen`): an operator stopped its payments; or a credential of another kind."),
+      404: error("`paylink_not_found`."),
+      409: error("`paylink_expired`."),
+    },
   },
   {
     method: "post",
@@ -475,7 +497,7 @@ const API: Operation[] = [
       400: INVALID,
       402: error("`excede_presupuesto_restante_<N>` (N = cents left), `excede_tope_por_uso`, or the agent's hard policy limits."),
       404: error("`paylink_not_found` (wrong code, or another merchant's)."),
-      409: error("`paylink_exhausted`, `max_uses_alcanzado`, `paylink_expired` or `sin_grant_del_agente`."),
+      409: error("`paylink_exhausted`, `max_uses_alcanzado`, `paylink_expired` or `sin_grant_del_agente`; or the agent is frozen (`agent_frozen`)."),
       503: OVERLOADED,
     },
   },
@@ -517,7 +539,46 @@ const API: Operation[] = [
     body: body("CreditAgentRequest", agents.CreditBody),
     responses: { 200: json(r.CreditApplied, "The new balance."), 400: INVALID, 404: error("`agent_not_found`."), 503: OVERLOADED },
   },
-  { method: "get", path: "/balance", operationId: "getBalance", summary: "The agent's balance", tag: "Agent wallet", auth: "agent", responses: { 200: json(r.Balance, "Balance and on-chain deposit address.") } },
+  {
+    method: "post",
+    path: "/console/agents/:agentId/keys",
+    operationId: "rollAgentKey",
+    summary: "Roll an agent's API key",
+    description:
+      "A new `svc_sk_` key, shown once. The key it replaces keeps working for `graceSeconds` (default 86,400; 0 ends it at once), then answers 401; at most two keys work at a time, so rolling again ends the older one's grace at once. An ended key stops working everywhere within 5 seconds. Written to the audit chain with the console user.",
+    tag: "Console agents",
+    auth: "console",
+    params: agents.AgentParam,
+    body: body("RollKeyRequest", RollKeyBody),
+    bodyOptional: true,
+    responses: { 201: json(r.AgentKeyRolled, "The new key, shown once."), 400: INVALID, 404: error("`agent_not_found`."), 503: OVERLOADED },
+  },
+  {
+    method: "post",
+    path: "/console/agents/:agentId/freeze",
+    operationId: "freezeAgent",
+    summary: "Freeze an agent",
+    description:
+      "Nothing of the agent's money moves until it is unfrozen: its payments (`/charges/:id/pay`, `/checkout/:token/pay`, `/pl/:code/accept`, the MCP paying tools) answer 403 `agent_frozen`, a merchant's draw on its grant and the grant of its approvals 409 `agent_frozen` (the approval stays pending). Every payment lands before the freeze or is refused after it. Reads keep working. Freezing a frozen agent changes nothing. Written to the audit chain with the console user and the reason.",
+    tag: "Console agents",
+    auth: "console",
+    params: agents.AgentParam,
+    body: body("FreezeAgentRequest", agents.FreezeBody),
+    bodyOptional: true,
+    responses: { 200: json(r.AgentFrozen, "Frozen."), 400: INVALID, 404: error("`agent_not_found`."), 503: OVERLOADED },
+  },
+  {
+    method: "post",
+    path: "/console/agents/:agentId/unfreeze",
+    operationId: "unfreezeAgent",
+    summary: "Unfreeze an agent",
+    description: "Its payments are decided by its policy again. Written to the audit chain with the console user.",
+    tag: "Console agents",
+    auth: "console",
+    params: agents.AgentParam,
+    responses: { 200: json(r.AgentFrozen, "Not frozen."), 404: error("`agent_not_found`."), 503: OVERLOADED },
+  },
+  { method: "get", path: "/balance", operationId: "getBalance", summary: "The agent's balance", tag: "Agent wallet", auth: "agent", responses: { 200: json(r.Balance, "Balance, on-chain deposit address, and whether the wallet is frozen.") } },
 
   // Approvals
   {
@@ -543,7 +604,7 @@ const API: Operation[] = [
       200: json(r.ApprovalGranted, "Granted; the charge is paid."),
       402: error("The policy or balance refuses it now."),
       404: error("`approval_not_found`."),
-      409: error("The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), or the checkout link it was born from is disabled (`checkout_link_disabled`)."),
+      409: error("The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), the checkout link it was born from is disabled (`checkout_link_disabled`), or the agent is frozen (`agent_frozen`; the approval stays pending)."),
       503: OVERLOADED,
     },
   },

@@ -297,6 +297,23 @@ describe("agents and approvals", () => {
     expect((await rec.call("GET", "/balance", { token: created.body.apiKey })).body.balanceMinor).toBe(250);
   });
 
+  it("rolls agent and merchant keys, and freezes and unfreezes agents", async () => {
+    const token = await consoleToken();
+    const agent = await createAgent({ name: "contract-keys" });
+    const merchant = await createMerchant({ name: "Contract Keys Shop" });
+    for (const [kind, id] of [["agents", agent.agentId], ["merchants", merchant.merchantId]] as const) {
+      expect((await rec.call("POST", `/console/${kind}/${id}/keys`, { token, body: { graceSeconds: 60 } })).status).toBe(201);
+      expect((await rec.call("POST", `/console/${kind}/${id}/keys`, { token })).status).toBe(201);
+      expect((await rec.call("POST", `/console/${kind}/${id}/keys`, { token, body: { graceSeconds: 604_801 } })).status).toBe(400);
+      expect((await rec.call("POST", `/console/${kind}/${kind === "agents" ? "agent" : "mch"}_doesnotexist/keys`, { token, body: {} })).status).toBe(404);
+    }
+    expect((await rec.call("POST", `/console/agents/${agent.agentId}/freeze`, { token, body: { reason: "contract" } })).body).toEqual({ agentId: agent.agentId, frozen: true });
+    expect((await rec.call("POST", `/console/agents/${agent.agentId}/freeze`, { token, body: { reason: "" } })).status).toBe(400);
+    expect((await rec.call("POST", "/console/agents/agent_doesnotexist/freeze", { token })).status).toBe(404);
+    expect((await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token })).body).toEqual({ agentId: agent.agentId, frozen: false });
+    expect((await rec.call("POST", "/console/agents/agent_doesnotexist/unfreeze", { token })).status).toBe(404);
+  });
+
   it("lists, grants, refuses and rejects approvals", async () => {
     const token = await consoleToken();
     const { apiKey: merchantKey } = await createMerchant({ name: "Contract Approvals" });

@@ -260,7 +260,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     if (!approval) return c.notFound();
     if (c.req.param("decision") === "grant") {
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, emailOf(c));
-      return back(c, ["approvals"], outcome.kind === "paid" ? `Granted: charge ${outcome.charge.chargeId} is paid.` : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.reason}.`);
+      return back(c, ["approvals"], outcome.kind === "paid" ? `Granted: charge ${outcome.charge.chargeId} is paid.` : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.kind === "frozen" ? "the agent is frozen" : outcome.reason}.`);
     }
     const closed = await checkApprovalOpen(c.env, approval, Date.now());
     const rejected = !closed && (await rejectApproval(c.get("db"), approval.id, emailOf(c)));
