@@ -1047,6 +1047,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/merchants/{merchantId}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Roll a merchant's API key */
+        post: operations["consoleRollMerchantKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/ui/agents": {
         parameters: {
             query?: never;
@@ -1110,6 +1127,57 @@ export interface paths {
         put?: never;
         /** Credit an agent */
         post: operations["consoleCreditAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/ui/agents/{agentId}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Roll an agent's API key */
+        post: operations["consoleRollAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/ui/agents/{agentId}/freeze": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Freeze an agent */
+        post: operations["consoleFreezeAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/ui/agents/{agentId}/unfreeze": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Unfreeze an agent */
+        post: operations["consoleUnfreezeAgent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4654,6 +4722,67 @@ export interface operations {
             500: components["responses"]["InternalError"];
         };
     };
+    consoleRollMerchantKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                merchantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
+                    /** @description Seconds the old key keeps working, 0 to 604800 (default 86400). */
+                    graceSeconds?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The list, with the new API key shown once and when the old one stops. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (back to the merchants, with a notice, when the grace is refused). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unknown object (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     consoleAgentsPage: {
         parameters: {
             query?: never;
@@ -4863,6 +4992,169 @@ export interface operations {
                     amount?: string;
                     /** @description Optional. */
                     reference?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Redirect (back to the agent, with a notice). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unknown object (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleRollAgentKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
+                    /** @description Seconds the old key keeps working, 0 to 604800 (default 86400). */
+                    graceSeconds?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The agent, with the new API key shown once and when the old one stops. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (back to the agent, with a notice, when the grace is refused). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unknown object (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleFreezeAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
+                    /** @description Optional, up to 200 characters. */
+                    reason?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Redirect (back to the agent, with a notice). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unknown object (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleUnfreezeAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
                 };
             };
         };

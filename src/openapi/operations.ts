@@ -203,6 +203,9 @@ const PAGES: Operation[] = [
   page("get", "/console/ui/merchants", "consoleMerchantsPage", "Merchants", { 200: HTML("The merchant list and registration form.") }),
   page("get", "/console/ui/receiving", "consoleReceivingPage", "Receiving addresses", { 200: HTML("What x402 payments left on each charge's and link's receiving address: settled per the ledger, held per the chain.") }),
   page("post", "/console/ui/merchants", "consoleRegisterMerchant", "Register a merchant", { 200: HTML("The list, with the new API key shown once.") }, { name: "Merchant name.", category: "Optional category." }),
+  page("post", "/console/ui/merchants/:merchantId/keys", "consoleRollMerchantKey", "Roll a merchant's API key", { 200: HTML("The list, with the new API key shown once and when the old one stops."), 303: SEE_OTHER("back to the merchants, with a notice, when the grace is refused"), 404: PAGE_NOT_FOUND }, {
+    graceSeconds: "Seconds the old key keeps working, 0 to 604800 (default 86400).",
+  }),
   page("get", "/console/ui/agents", "consoleAgentsPage", "Agents", { 200: HTML("The agent list and creation form.") }),
   page("post", "/console/ui/agents", "consoleCreateAgent", "Create an agent", { 200: HTML("The list, with the new agent key shown once.") }, {
     name: "Agent name.",
@@ -220,6 +223,11 @@ const PAGES: Operation[] = [
     allowedCategories: "Optional, comma-separated.",
   }),
   page("post", "/console/ui/agents/:agentId/credit", "consoleCreditAgent", "Credit an agent", { 303: SEE_OTHER("back to the agent, with a notice"), 404: PAGE_NOT_FOUND }, { amount: "Cents.", reference: "Optional." }),
+  page("post", "/console/ui/agents/:agentId/keys", "consoleRollAgentKey", "Roll an agent's API key", { 200: HTML("The agent, with the new API key shown once and when the old one stops."), 303: SEE_OTHER("back to the agent, with a notice, when the grace is refused"), 404: PAGE_NOT_FOUND }, {
+    graceSeconds: "Seconds the old key keeps working, 0 to 604800 (default 86400).",
+  }),
+  page("post", "/console/ui/agents/:agentId/freeze", "consoleFreezeAgent", "Freeze an agent", { 303: SEE_OTHER("back to the agent, with a notice"), 404: PAGE_NOT_FOUND }, { reason: "Optional, up to 200 characters." }),
+  page("post", "/console/ui/agents/:agentId/unfreeze", "consoleUnfreezeAgent", "Unfreeze an agent", { 303: SEE_OTHER("back to the agent, with a notice"), 404: PAGE_NOT_FOUND }, {}),
   page("get", "/console/ui/approvals", "consoleApprovalsPage", "Pending approvals", { 200: HTML("Approvals waiting for a human.") }),
   page("post", "/console/ui/approvals/:id/:decision{grant|reject}", "consoleDecideApproval", "Grant or reject an approval", { 303: SEE_OTHER("back to the approvals, with the outcome"), 404: PAGE_NOT_FOUND }, {}),
   page("get", "/console/ui/webhooks", "consoleWebhooksPage", "Webhook endpoints", { 200: HTML("Endpoints and the creation form.") }),

@@ -414,6 +414,34 @@ describe("CSRF on page forms", () => {
     expect(await rowsWith("webhook_endpoints", "merchant_id", "mch_nobody")).toBe(0);
   });
 
+  it.each([
+    ["agents", "roll an agent's key", async () => (await createAgent()).agentId, (id: string) => `/console/ui/agents/${id}/keys`, { graceSeconds: "0" }],
+    ["merchants", "roll a merchant's key", async () => (await createMerchant()).merchantId, (id: string) => `/console/ui/merchants/${id}/keys`, { graceSeconds: "0" }],
+    ["agents", "freeze an agent", async () => (await createAgent()).agentId, (id: string) => `/console/ui/agents/${id}/freeze`, { reason: "forged" }],
+  ] as const)("POST to %s without _csrf (%s) is 403 and changes nothing", async (table, _what, make, path, fields) => {
+    const { cookie } = await session();
+    const id = await make();
+    const before = await env.DB.prepare(`SELECT api_key_hash AS hash, previous_api_key_hash AS previous, ${table === "agents" ? "frozen_at" : "NULL"} AS frozenAt FROM ${table} WHERE id = ?`).bind(id).first();
+    for (const forged of [fields, { ...fields, _csrf: "nope" }]) {
+      const res = await post(path(id), cookie, forged);
+      expect(res.status).toBe(403);
+      expect(res.body).toEqual({ error: "csrf_token_invalid" });
+      expect(res.text).not.toMatch(/svc_sk_|sk_mch_/);
+    }
+    const after = await env.DB.prepare(`SELECT api_key_hash AS hash, previous_api_key_hash AS previous, ${table === "agents" ? "frozen_at" : "NULL"} AS frozenAt FROM ${table} WHERE id = ?`).bind(id).first();
+    expect(after).toEqual(before);
+  });
+
+  it("unfreezing without _csrf is 403 and the agent stays frozen", async () => {
+    const { cookie, csrf } = await session();
+    const agent = await createAgent();
+    expect((await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf })).status).toBe(303);
+    const forged = await post(`/console/ui/agents/${agent.agentId}/unfreeze`, cookie, {});
+    expect(forged.status).toBe(403);
+    expect(forged.body).toEqual({ error: "csrf_token_invalid" });
+    expect((await api("GET", "/balance", { token: agent.apiKey })).body.frozen).toBe(true);
+  });
+
   it("signing out from the page revokes the session: the cookie is cleared and the token no longer works", async () => {
     const { cookie, token, csrf } = await session();
     const out = await post("/console/sign-out", cookie, { _csrf: csrf });
@@ -424,5 +452,172 @@ describe("CSRF on page forms", () => {
     expect(after.status).toBe(303);
     expect(after.headers.get("location")).toBe("/console/sign-in");
     expect((await api("GET", "/console/agents", { token })).status).toBe(401);
+  });
+});
+
+/** Polls `check` until it holds, for at most the 5 s the key and freeze changes promise; true if it held. */
+async function within5s(check: () => Promise<boolean>): Promise<boolean> {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const keysIn = (html: string, prefix: "svc_sk_" | "sk_mch_") => html.match(new RegExp(`${prefix}[A-Za-z0-9_-]+`, "g")) ?? [];
+const noticeOf = (res: ApiResponse) => decodeURIComponent(res.headers.get("location") ?? "");
+/** The agent list's name cell of one agent: its link and what follows, up to the cell's end. */
+const listedName = async (cookie: string, agentId: string) => {
+  const html = (await page("/console/ui/agents", cookie)).text;
+  const cell = html.slice(html.indexOf(`href="/console/ui/agents/${agentId}"`));
+  return cell.slice(0, cell.indexOf("</td>"));
+};
+const expiresShown = (html: string) => /<time id="old-key-expires" datetime="([^"]+)"/.exec(html)?.[1];
+
+describe("keys and kill switches from the pages", () => {
+  it("the agent page offers a key roll with a grace choice (1 day by default) and a freeze with a reason", async () => {
+    const { cookie } = await session();
+    const agent = await createAgent({ name: "switches-agent" });
+    const res = await page(`/console/ui/agents/${agent.agentId}`, cookie);
+    expect(res.text).toContain(`action="/console/ui/agents/${agent.agentId}/keys"`);
+    expect(res.text).toMatch(/<select id="k-grace" name="graceSeconds"/);
+    expect(res.text).toMatch(/<option value="86400" selected="">/);
+    for (const seconds of ["0", "3600", "604800"]) expect(res.text).toContain(`<option value="${seconds}">`);
+    expect(res.text).toContain(`action="/console/ui/agents/${agent.agentId}/freeze"`);
+    expect(res.text).toContain('name="reason"');
+    expect(res.text).toContain('id="agent-status" class="ok">Active<');
+    expect(res.text).not.toContain('id="frozen-banner"');
+    expect(res.text).not.toContain("/unfreeze");
+  });
+
+  it("rolling an agent's key with no grace shows the new key once; the old key answers 401 within 5 s and the new one works", async () => {
+    const { cookie, csrf } = await session();
+    const agent = await createAgent({ name: "roll-page-agent", credit: 700 });
+    expect((await api("GET", "/balance", { token: agent.apiKey })).status).toBe(200);
+
+    const rolled = await post(`/console/ui/agents/${agent.agentId}/keys`, cookie, { _csrf: csrf, graceSeconds: "0" });
+    expect(rolled.status).toBe(200);
+    expect(rolled.text).toContain("<h1>Agent roll-page-agent</h1>");
+    expect(rolled.text).toContain("shown once");
+    const keys = keysIn(rolled.text, "svc_sk_");
+    expect(keys).toHaveLength(1);
+    const newKey = keys[0]!;
+    expect(newKey).toMatch(/^svc_sk_[A-Za-z0-9_-]{43}$/);
+    expect(rolled.text).toContain("The old key has stopped working");
+    expect(Date.parse(expiresShown(rolled.text)!)).toBeLessThanOrEqual(Date.now());
+
+    expect(await within5s(async () => (await api("GET", "/balance", { token: agent.apiKey })).status === 401)).toBe(true);
+    const balance = await api("GET", "/balance", { token: newKey });
+    expect(balance.status).toBe(200);
+    expect(balance.body).toMatchObject({ agentId: agent.agentId, balanceMinor: 700 });
+    // Shown once: the agent's page never shows it again.
+    expect((await page(`/console/ui/agents/${agent.agentId}`, cookie)).text).not.toContain("svc_sk_");
+    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'agent.key_rolled' AND agent_id = ?").bind(agent.agentId).first<{ data: string }>();
+    expect(JSON.parse(audit!.data)).toMatchObject({ by: OPS_EMAIL, graceSeconds: 0 });
+  });
+
+  it("with the default grace the old key keeps working for a day, and the page says until when", async () => {
+    const { cookie, csrf } = await session();
+    const agent = await createAgent();
+    const before = Date.now();
+    const rolled = await post(`/console/ui/agents/${agent.agentId}/keys`, cookie, { _csrf: csrf, graceSeconds: "86400" });
+    expect(rolled.status).toBe(200);
+    expect(rolled.text).toContain("The old key keeps working until");
+    const until = Date.parse(expiresShown(rolled.text)!);
+    expect(until).toBeGreaterThanOrEqual(before + 86_400_000 - 1_000);
+    expect(until).toBeLessThanOrEqual(Date.now() + 86_400_000 + 1_000);
+    const newKey = keysIn(rolled.text, "svc_sk_")[0]!;
+    expect((await api("GET", "/balance", { token: agent.apiKey })).status).toBe(200);
+    expect((await api("GET", "/balance", { token: newKey })).status).toBe(200);
+  });
+
+  it("a grace the API refuses rolls nothing; an unknown agent or merchant is 404", async () => {
+    const { cookie, csrf, token } = await session();
+    const agent = await createAgent();
+    const hash = () => env.DB.prepare("SELECT api_key_hash FROM agents WHERE id = ?").bind(agent.agentId).first("api_key_hash");
+    const stored = await hash();
+    for (const graceSeconds of ["604801", "-1", "1.5", "an hour"]) {
+      const body = /^-?\d+(\.\d+)?$/.test(graceSeconds) ? { graceSeconds: Number(graceSeconds) } : { graceSeconds };
+      expect((await api("POST", `/console/agents/${agent.agentId}/keys`, { token, body })).status, graceSeconds).toBe(400);
+      const res = await post(`/console/ui/agents/${agent.agentId}/keys`, cookie, { _csrf: csrf, graceSeconds });
+      expect(res.status, graceSeconds).toBe(303);
+      expect(noticeOf(res)).toContain("Key not rolled");
+      expect(res.text).not.toContain("svc_sk_");
+    }
+    expect(await hash()).toBe(stored);
+    expect((await api("GET", "/balance", { token: agent.apiKey })).status).toBe(200);
+    expect((await post("/console/ui/agents/agent_doesnotexist/keys", cookie, { _csrf: csrf, graceSeconds: "0" })).status).toBe(404);
+    expect((await post("/console/ui/merchants/mch_doesnotexist/keys", cookie, { _csrf: csrf, graceSeconds: "0" })).status).toBe(404);
+    expect((await post("/console/ui/agents/agent_doesnotexist/freeze", cookie, { _csrf: csrf })).status).toBe(404);
+    expect((await post("/console/ui/agents/agent_doesnotexist/unfreeze", cookie, { _csrf: csrf })).status).toBe(404);
+  });
+
+  it("freezing with a reason shows the banner and the list badge, and the agent's payments answer 403 agent_frozen; unfreezing restores them", async () => {
+    const { cookie, csrf } = await session();
+    const merchant = await createMerchant();
+    const agent = await createAgent({ name: "freeze-page-agent", credit: 1_000 });
+    const charge = await createCharge(merchant.apiKey, 250);
+
+    const frozen = await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf, reason: "card <b>stolen</b>" });
+    expect(frozen.status).toBe(303);
+    expect(frozen.headers.get("location")).toMatch(new RegExp(`^/console/ui/agents/${agent.agentId}\\?notice=`));
+    expect(noticeOf(frozen)).toContain("Frozen");
+
+    const detail = await page(`/console/ui/agents/${agent.agentId}`, cookie);
+    expect(detail.text).toContain('id="frozen-banner"');
+    expect(detail.text).toContain('id="frozen-reason">card &lt;b&gt;stolen&lt;/b&gt;<');
+    expect(detail.text).toContain('id="agent-status" class="bad">Frozen<');
+    expect(detail.text).toContain(`action="/console/ui/agents/${agent.agentId}/unfreeze"`);
+    expect(detail.text).not.toContain(`action="/console/ui/agents/${agent.agentId}/freeze"`);
+    expect(await listedName(cookie, agent.agentId)).toContain('class="badge frozen"');
+
+    const refused = await payCharge(agent.apiKey, charge.chargeId);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toEqual({ error: "agent_frozen" });
+    expect(await balanceOf(agent.apiKey)).toBe(1_000);
+    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'agent.frozen' AND agent_id = ?").bind(agent.agentId).first<{ data: string }>();
+    expect(JSON.parse(audit!.data)).toEqual({ by: OPS_EMAIL, reason: "card <b>stolen</b>" });
+
+    // Freezing again changes nothing and says so.
+    expect(noticeOf(await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf }))).toContain("already frozen");
+
+    const unfrozen = await post(`/console/ui/agents/${agent.agentId}/unfreeze`, cookie, { _csrf: csrf });
+    expect(unfrozen.status).toBe(303);
+    expect(noticeOf(unfrozen)).toContain("Unfrozen");
+    const after = await page(`/console/ui/agents/${agent.agentId}`, cookie);
+    expect(after.text).not.toContain('id="frozen-banner"');
+    expect(after.text).toContain('id="agent-status" class="ok">Active<');
+    expect(await listedName(cookie, agent.agentId)).not.toContain("frozen");
+    expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+    expect(await balanceOf(agent.apiKey)).toBe(750);
+  });
+
+  it("a freeze reason the API refuses (over 200 characters) freezes nothing", async () => {
+    const { cookie, csrf } = await session();
+    const agent = await createAgent();
+    const res = await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf, reason: "r".repeat(201) });
+    expect(res.status).toBe(303);
+    expect(noticeOf(res)).toContain("Not frozen");
+    expect((await api("GET", "/balance", { token: agent.apiKey })).body.frozen).toBe(false);
+  });
+
+  it("rolling a merchant's key from the merchants page shows it once; the old key answers 401 within 5 s", async () => {
+    const { cookie, csrf } = await session();
+    const merchant = await createMerchant({ name: "Roll Page Shop" });
+    const list = await page("/console/ui/merchants", cookie);
+    expect(list.text).toContain(`action="/console/ui/merchants/${merchant.merchantId}/keys"`);
+
+    const rolled = await post(`/console/ui/merchants/${merchant.merchantId}/keys`, cookie, { _csrf: csrf, graceSeconds: "0" });
+    expect(rolled.status).toBe(200);
+    expect(rolled.text).toContain(`New API key for Roll Page Shop (${merchant.merchantId})`);
+    const keys = keysIn(rolled.text, "sk_mch_");
+    expect(keys).toHaveLength(1);
+    expect(rolled.text).toContain('id="old-key-expires"');
+    expect(await within5s(async () => (await api("GET", "/merchant/me", { token: merchant.apiKey })).status === 401)).toBe(true);
+    const me = await api("GET", "/merchant/me", { token: keys[0]! });
+    expect(me.status).toBe(200);
+    expect(me.body.merchant.id).toBe(merchant.merchantId);
+    expect((await page("/console/ui/merchants", cookie)).text).not.toContain("sk_mch_");
   });
 });

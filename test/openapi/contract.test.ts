@@ -511,6 +511,17 @@ describe("console pages", () => {
     expect((await get("/console/ui/agents/agent_doesnotexist")).status).toBe(404);
     expect((await post(`/console/ui/agents/${agent.agentId}/policy`, { maxPerTransactionUsdCents: "500" })).status).toBe(303);
     expect((await post(`/console/ui/agents/${agent.agentId}/credit`, { amount: "100" })).status).toBe(303);
+    expect((await post(`/console/ui/agents/${agent.agentId}/keys`, { graceSeconds: "3600" })).status).toBe(200);
+    expect((await post(`/console/ui/agents/${agent.agentId}/keys`, { graceSeconds: "604801" })).status).toBe(303);
+    expect((await post("/console/ui/agents/agent_doesnotexist/keys", { graceSeconds: "0" })).status).toBe(404);
+    expect((await post(`/console/ui/agents/${agent.agentId}/freeze`, { reason: "contract walk" })).status).toBe(303);
+    expect((await post("/console/ui/agents/agent_doesnotexist/freeze")).status).toBe(404);
+    expect((await post(`/console/ui/agents/${agent.agentId}/unfreeze`)).status).toBe(303);
+    expect((await post("/console/ui/agents/agent_doesnotexist/unfreeze")).status).toBe(404);
+    const pageMerchant = await createMerchant({ name: "Page Merchant 2" });
+    expect((await post(`/console/ui/merchants/${pageMerchant.merchantId}/keys`, { graceSeconds: "0" })).status).toBe(200);
+    expect((await post(`/console/ui/merchants/${pageMerchant.merchantId}/keys`, { graceSeconds: "soon" })).status).toBe(303);
+    expect((await post("/console/ui/merchants/mch_doesnotexist/keys", { graceSeconds: "0" })).status).toBe(404);
     expect((await get("/console/ui/approvals")).status).toBe(200);
     expect((await post("/console/ui/approvals/apr_doesnotexist/reject")).status).toBe(404);
     expect((await get("/console/ui/webhooks")).status).toBe(200);

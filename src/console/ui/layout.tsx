@@ -1,5 +1,7 @@
+import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 
+// Rendered raw: as a child string it is HTML-escaped, and `.row>*` became `.row&gt;*`, a rule the browser dropped.
 const STYLE = `
 :root{--ink:#17202a;--muted:#5d6d7e;--line:#e5e8ec;--bg:#f7f8fa;--accent:#1f6feb;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700}
 *{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--ink);background:var(--bg)}
@@ -21,8 +23,15 @@ button.secondary{background:#fff;color:var(--accent)}button.danger{background:va
 .ok{color:var(--ok)}.bad{color:var(--bad)}.warn{color:var(--warn)}.muted{color:var(--muted)}
 .notice{background:#ddf4ff;border:1px solid #54aeff;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
 .error{background:#ffebe9;border:1px solid #ff818266;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
-.secret{background:#fff8c5;border:1px solid #d4a72c;padding:.75rem;border-radius:6px}
-.row{display:flex;gap:1rem;flex-wrap:wrap}.row>*{flex:1 1 280px}
+.secret{background:#fff8c5;border:1px solid #d4a72c;padding:.75rem;border-radius:6px;margin-bottom:1rem}
+.row{display:flex;gap:1rem;flex-wrap:wrap}.row>*{flex:1 1 200px}.fields>div{display:flex;flex-direction:column;justify-content:flex-end}
+.card h2{margin-top:0}.grid{margin-bottom:1rem}.stat>span{display:block}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:1rem;margin-bottom:1rem}
+.cards>.card{margin:0;display:flex;flex-direction:column}.cards .actions{margin-top:auto;padding-top:.5rem}.cards .actions button{margin-top:0}
+.frozen-banner{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;background:#ffebe9;border:2px solid var(--bad);border-left-width:8px;border-radius:8px;padding:.75rem 1rem;margin-bottom:1rem}
+.frozen-banner strong{color:var(--bad);font-size:1.15rem;letter-spacing:.02em}.frozen-banner form{margin-left:auto}.frozen-banner button{margin-top:0}
+.badge.frozen{background:var(--bad);border-color:var(--bad);color:#fff;font-weight:600;margin-left:.35rem}tr.frozen td{background:#fff5f5}
+form.roll-key{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}form.roll-key select{width:auto}form.roll-key button{margin-top:0}
 @media (max-width:600px){header{gap:.6rem}main{padding:.6rem}th,td{padding:.3rem}}
 `;
 
@@ -45,7 +54,7 @@ export function Page(props: { title: string; path?: string; email?: string; csrf
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · agent-pay console`}</title>
-        <style>{STYLE}</style>
+        <style>{raw(STYLE)}</style>
       </head>
       <body>
         <header>
@@ -84,14 +93,15 @@ export const Csrf = (props: { token: string }) => <input type="hidden" name="_cs
 /** Cents as dollars for people; the API keeps integer cents. */
 export const usd = (cents: number) => `$${(cents / 100).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 
-/** A secret shown once, with a copy button (progressive enhancement: the text is selectable without script). */
-export function ShownOnce(props: { label: string; value: string; id: string }) {
+/** A secret shown once, with a copy button (progressive enhancement: the text is selectable without script); `children` say more below it. */
+export function ShownOnce(props: { label: string; value: string; id: string; children?: Child }) {
   return (
     <div class="secret">
       <p>
         <strong>{props.label}</strong> — shown once; copy it now.
       </p>
       <code id={props.id}>{props.value}</code>
+      {props.children}
       <div>
         <button type="button" class="secondary" onclick={`navigator.clipboard&&navigator.clipboard.writeText(document.getElementById('${props.id}').textContent)`}>
           Copy

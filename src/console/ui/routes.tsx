@@ -1,8 +1,9 @@
 import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../app-env";
+import { rollKey, RollKeyBody, type RolledKey } from "../../auth/keys";
 import { actorOf } from "../../auth/middleware";
-import { CreateAgentBody, CreditBody } from "../../agents/routes";
+import { CreateAgentBody, CreditBody, FreezeBody } from "../../agents/routes";
 import { agentView, createAgent, getAgent, listAgents } from "../../agents/service";
 import { normalizePolicy, PolicySchema } from "../../agents/policy";
 import { walletOf } from "../../agents/wallet.do";
@@ -196,6 +197,29 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     );
   })
 
+  // As POST /console/merchants/:merchantId/keys; the new key is shown on this answer only.
+  .post("/console/ui/merchants/:merchantId/keys", async (c) => {
+    const merchantId = c.req.param("merchantId");
+    const input = RollKeyBody.safeParse(graceFromForm(await form(c)));
+    if (!input.success) return back(c, ["merchants"], `Key not rolled: ${GRACE_RULE}.`);
+    const merchant = await getMerchant(c.get("db"), merchantId);
+    const rolled = merchant && (await rollKey(c.env, { kind: "merchant", id: merchantId }, input.data.graceSeconds, emailOf(c), async () => []));
+    if (!merchant || !rolled) return c.notFound();
+    const merchants = (await listMerchants(c.get("db"), 200)).map(consoleMerchantView);
+    return render(
+      c,
+      "Merchants",
+      "/console/ui/merchants",
+      <>
+        <ShownOnce label={`New API key for ${merchant.name} (${merchantId})`} value={rolled.apiKey} id="merchant-key">
+          <OldKeyEnds rolled={rolled} />
+        </ShownOnce>
+        <MerchantsPage csrf={csrfOf(c)} merchants={merchants} />
+      </>,
+      { notice: `API key of ${merchantId} rolled.` },
+    );
+  })
+
   .get("/console/ui/agents", async (c) => {
     const agents = (await listAgents(c.get("db"), 200)).map(agentView);
     return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={agents} />);
@@ -223,16 +247,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
       { notice: `Agent ${created.agentId} created.` },
     );
   })
-  .get("/console/ui/agents/:agentId", async (c) => {
-    const agent = await getAgent(c.get("db"), c.req.param("agentId"));
-    if (!agent) return c.notFound();
-    const payments = await c.env.DB.prepare(
-      `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
-       status, method, reference, created_at AS createdAt, paid_at AS paidAt FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT 20`,
-    ).bind(agent.id).all();
-    const view = agentView(agent);
-    return render(c, `Agent ${agent.name}`, "/console/ui/agents", <AgentPage csrf={csrfOf(c)} agent={view} payments={(payments.results as never[]).map(chargeView)} />);
-  })
+  .get("/console/ui/agents/:agentId", async (c) => (await agentPage(c, c.req.param("agentId"))) ?? c.notFound())
   .post("/console/ui/agents/:agentId/policy", async (c) => {
     const agentId = c.req.param("agentId");
     const policy = policyFromForm(await form(c));
@@ -249,6 +264,35 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const result = await walletOf(c.env, agentId).credit(agentId, cents, input.data.reference ?? null, emailOf(c));
     if (!result.ok) return c.notFound();
     return back(c, ["agents", agentId], `Credited ${usd(cents)}; balance ${usd(result.balanceMinor)}.`);
+  })
+  // As POST /console/agents/:agentId/keys; the new key is shown on this answer only, never put in an address.
+  .post("/console/ui/agents/:agentId/keys", async (c) => {
+    const agentId = c.req.param("agentId");
+    const input = RollKeyBody.safeParse(graceFromForm(await form(c)));
+    if (!input.success) return back(c, ["agents", agentId], `Key not rolled: ${GRACE_RULE}.`);
+    const rolled = await rollKey(c.env, { kind: "agent", id: agentId }, input.data.graceSeconds, emailOf(c), async () => []);
+    if (!rolled) return c.notFound();
+    const shown = (name: string) => (
+      <ShownOnce label={`New API key for agent ${name} (${agentId})`} value={rolled.apiKey} id="agent-key">
+        <OldKeyEnds rolled={rolled} />
+      </ShownOnce>
+    );
+    return (await agentPage(c, agentId, { notice: "API key rolled.", shown })) ?? c.notFound();
+  })
+  // As POST /console/agents/:agentId/freeze and /unfreeze, through the agent's wallet object.
+  .post("/console/ui/agents/:agentId/freeze", async (c) => {
+    const agentId = c.req.param("agentId");
+    const input = FreezeBody.safeParse({ reason: field(await form(c), "reason") || undefined });
+    if (!input.success) return back(c, ["agents", agentId], "Not frozen: a reason is up to 200 characters.");
+    const outcome = await walletOf(c.env, agentId).setFrozen(agentId, true, input.data.reason ?? null, emailOf(c));
+    if (outcome === "not_found") return c.notFound();
+    return back(c, ["agents", agentId], outcome === "done" ? "Frozen: its payments are refused until it is unfrozen." : "It was already frozen; nothing changed.");
+  })
+  .post("/console/ui/agents/:agentId/unfreeze", async (c) => {
+    const agentId = c.req.param("agentId");
+    const outcome = await walletOf(c.env, agentId).setFrozen(agentId, false, null, emailOf(c));
+    if (outcome === "not_found") return c.notFound();
+    return back(c, ["agents", agentId], outcome === "done" ? "Unfrozen: its policy decides its payments again." : "It was not frozen; nothing changed.");
   })
 
   .get("/console/ui/approvals", async (c) => {
@@ -399,6 +443,55 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     return back(c, ["users"], `${normalizeEmail(email.data)} may now sign in.`);
   });
 
+/**
+ * One agent's page (with a secret shown once above it, after a key roll), or null for an unknown agent.
+ * Its frozen state is read from D1, where the wallet object writes it.
+ */
+async function agentPage(c: Ui, agentId: string, extra: { notice?: string; shown?: (name: string) => unknown } = {}) {
+  const agent = await getAgent(c.get("db"), agentId);
+  if (!agent) return null;
+  const payments = await c.env.DB.prepare(
+    `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
+     status, method, reference, created_at AS createdAt, paid_at AS paidAt FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT 20`,
+  ).bind(agent.id).all();
+  const page = <AgentPage csrf={csrfOf(c)} agent={agentView(agent)} frozenAt={agent.frozenAt} payments={(payments.results as never[]).map(chargeView)} />;
+  return render(c, `Agent ${agent.name}`, "/console/ui/agents", <>{extra.shown?.(agent.name) as never}{page}</>, { notice: extra.notice });
+}
+
+/** The grace of a key roll from its form: the select's seconds, or RollKeyBody's default when the field is absent. */
+const graceFromForm = (body: Record<string, string | File>) => {
+  const text = field(body, "graceSeconds");
+  return text === "" ? {} : { graceSeconds: /^\d+$/.test(text) ? Number(text) : Number.NaN };
+};
+
+/** What RollKeyBody accepts. */
+const GRACE_RULE = "the old key's grace is whole seconds from 0 to 604,800 (7 days)";
+
+/** The choices of grace the pages offer; the API takes any number of seconds up to 7 days. */
+const GRACE_CHOICES = [
+  [0, "End the old key now"],
+  [3_600, "Old key works 1 more hour"],
+  [86_400, "Old key works 1 more day"],
+  [604_800, "Old key works 7 more days"],
+] as const;
+
+const GraceSelect = (props: { id: string }) => (
+  <select id={props.id} name="graceSeconds" aria-label="How long the old key keeps working">
+    {GRACE_CHOICES.map(([seconds, label]) => (
+      <option value={String(seconds)} selected={seconds === 86_400}>
+        {label}
+      </option>
+    ))}
+  </select>
+);
+
+/** When the replaced key stops working, beside the new key. */
+const OldKeyEnds = (props: { rolled: RolledKey }) => {
+  const at = props.rolled.previousKeyExpiresAt;
+  const when = <time id="old-key-expires" datetime={at}>{`${at.slice(0, 10)} ${at.slice(11, 19)} UTC`}</time>;
+  return Date.parse(at) <= Date.now() ? <p>The old key has stopped working ({when}).</p> : <p>The old key keeps working until {when}, then answers 401.</p>;
+};
+
 /** What the policy and credit forms accept, as PolicySchema and CreditBody do. */
 const AMOUNT_RULE = "amounts as whole cents up to $1,000,000,000 (limits above 0), and up to 100 categories of up to 64 characters";
 
@@ -432,10 +525,19 @@ const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }) => (
     </form>
     <div class="card">
       <table>
-        <thead><tr><th>Merchant</th><th>Category</th><th class="num">Balance</th><th>Payout address</th><th>Created</th></tr></thead>
+        <thead><tr><th>Merchant</th><th>Category</th><th class="num">Balance</th><th>Payout address</th><th>Created</th><th>API key</th></tr></thead>
         <tbody>
           {props.merchants.map((m) => (
-            <tr><td>{m.name}<br /><code>{m.id}</code></td><td>{m.category ?? "—"}</td><td class="num">{usd(m.balanceMinor)}</td><td class="mono">{m.payoutAddress ?? "—"}</td><td>{m.createdAt.slice(0, 10)}</td></tr>
+            <tr id={`merchant-${m.id}`}>
+              <td>{m.name}<br /><code>{m.id}</code></td><td>{m.category ?? "—"}</td><td class="num">{usd(m.balanceMinor)}</td><td class="mono">{m.payoutAddress ?? "—"}</td><td>{m.createdAt.slice(0, 10)}</td>
+              <td>
+                <form method="post" action={`/console/ui/merchants/${m.id}/keys`} class="roll-key" onsubmit={`return confirm('Roll the API key of ${m.id}?')`}>
+                  <Csrf token={props.csrf} />
+                  <GraceSelect id={`grace-${m.id}`} />
+                  <button type="submit" class="secondary">Roll API key</button>
+                </form>
+              </td>
+            </tr>
           ))}
         </tbody>
       </table>
@@ -444,7 +546,7 @@ const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }) => (
 );
 
 const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
-  <div class="row">
+  <div class="row fields">
     <div><label>Max per transaction (cents)</label><input name="maxPerTransactionUsdCents" inputmode="numeric" value={props.policy?.maxPerTransactionUsdCents?.toString() ?? ""} /></div>
     <div><label>Daily limit (cents)</label><input name="dailyLimitUsdCents" inputmode="numeric" value={props.policy?.dailyLimitUsdCents?.toString() ?? ""} /></div>
     <div><label>Approval threshold (cents)</label><input name="approvalThresholdUsdCents" inputmode="numeric" value={props.policy?.approvalThresholdUsdCents?.toString() ?? ""} /></div>
@@ -467,8 +569,12 @@ const AgentsPage = (props: { csrf: string; agents: AgentItem[] }) => (
         <thead><tr><th>Agent</th><th class="num">Balance</th><th>Policy</th><th>Created</th></tr></thead>
         <tbody>
           {props.agents.map((a) => (
-            <tr>
-              <td><a href={`/console/ui/agents/${a.agentId}`}>{a.name}</a><br /><code>{a.agentId}</code></td>
+            <tr class={a.frozen ? "frozen" : undefined}>
+              <td>
+                <a href={`/console/ui/agents/${a.agentId}`}>{a.name}</a>
+                {a.frozen ? <span class="badge frozen" title={a.frozenReason ?? "no reason given"}>frozen</span> : null}
+                <br /><code>{a.agentId}</code>
+              </td>
               <td class="num">{usd(a.balanceMinor)}</td>
               <td class="muted">{policySummary(a.policy)}</td>
               <td>{a.createdAt.slice(0, 10)}</td>
@@ -490,26 +596,44 @@ const policySummary = (p: AgentItem["policy"]) =>
     .filter(Boolean)
     .join(" · ") || "no limits";
 
-const AgentPage = (props: { csrf: string; agent: AgentItem; payments: ReturnType<typeof chargeView>[] }) => (
+const AgentPage = (props: { csrf: string; agent: AgentItem; frozenAt: string | null; payments: ReturnType<typeof chargeView>[] }) => (
   <>
+    {props.agent.frozen ? <FrozenBanner csrf={props.csrf} agent={props.agent} frozenAt={props.frozenAt} /> : null}
     <div class="grid">
       <div class="stat">Balance<b id="agent-balance">{usd(props.agent.balanceMinor)}</b></div>
+      <div class="stat">Status{props.agent.frozen ? <b id="agent-status" class="bad">Frozen</b> : <b id="agent-status" class="ok">Active</b>}</div>
       <div class="stat">Deposit address<span class="mono">{props.agent.depositAddress ?? "not configured"}</span></div>
     </div>
-    <div class="row">
-      <form method="post" action={`/console/ui/agents/${props.agent.agentId}/policy`} class="card">
-        <Csrf token={props.csrf} />
-        <h2>Policy</h2>
-        <PolicyFields policy={props.agent.policy} />
-        <button type="submit">Save policy</button>
-      </form>
+    <form method="post" action={`/console/ui/agents/${props.agent.agentId}/policy`} class="card">
+      <Csrf token={props.csrf} />
+      <h2>Policy</h2>
+      <PolicyFields policy={props.agent.policy} />
+      <button type="submit">Save policy</button>
+    </form>
+    <div class="cards">
       <form method="post" action={`/console/ui/agents/${props.agent.agentId}/credit`} class="card">
         <Csrf token={props.csrf} />
         <h2>Credit the wallet</h2>
-        <label>Amount (cents)</label><input name="amount" inputmode="numeric" required />
-        <label>Reference (optional)</label><input name="reference" maxlength={200} />
-        <button type="submit">Credit</button>
+        <label for="c-amount">Amount (cents)</label><input id="c-amount" name="amount" inputmode="numeric" required />
+        <label for="c-reference">Reference (optional)</label><input id="c-reference" name="reference" maxlength={200} />
+        <div class="actions"><button type="submit">Credit</button></div>
       </form>
+      <form method="post" action={`/console/ui/agents/${props.agent.agentId}/keys`} class="card" onsubmit={`return confirm('Roll the API key of ${props.agent.agentId}?')`}>
+        <Csrf token={props.csrf} />
+        <h2>Roll API key</h2>
+        <p class="muted">A new key, shown once. The agent must switch to it before the old one ends.</p>
+        <label for="k-grace">The old key</label><GraceSelect id="k-grace" />
+        <div class="actions"><button type="submit" id="roll-key">Roll API key</button></div>
+      </form>
+      {props.agent.frozen ? null : (
+        <form method="post" action={`/console/ui/agents/${props.agent.agentId}/freeze`} class="card">
+          <Csrf token={props.csrf} />
+          <h2>Freeze</h2>
+          <p class="muted">Refuses every payment of this agent until it is unfrozen; reads keep working.</p>
+          <label for="f-reason">Reason (optional)</label><input id="f-reason" name="reason" maxlength={200} />
+          <div class="actions"><button type="submit" class="danger" id="freeze">Freeze agent</button></div>
+        </form>
+      )}
     </div>
     <h2>Recent payments</h2>
     <div class="card">
@@ -523,6 +647,22 @@ const AgentPage = (props: { csrf: string; agent: AgentItem; payments: ReturnType
       </table>
     </div>
   </>
+);
+
+/** A frozen agent, plain at the top of its page: since when, why, and the way back. */
+const FrozenBanner = (props: { csrf: string; agent: AgentItem; frozenAt: string | null }) => (
+  <div class="frozen-banner" id="frozen-banner" role="alert">
+    <strong>FROZEN</strong>
+    <span>
+      Every payment of this agent is refused{props.frozenAt ? ` since ${props.frozenAt.slice(0, 10)} ${props.frozenAt.slice(11, 19)} UTC` : ""}.
+      <br />
+      Reason: <span id="frozen-reason">{props.agent.frozenReason ?? "none given"}</span>
+    </span>
+    <form method="post" action={`/console/ui/agents/${props.agent.agentId}/unfreeze`} class="inline">
+      <Csrf token={props.csrf} />
+      <button type="submit" id="unfreeze">Unfreeze</button>
+    </form>
+  </div>
 );
 
 const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeof approvalView>[] }) => (
