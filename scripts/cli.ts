@@ -3,10 +3,17 @@
 //   agent create --name <n> [--credit <cents>] [--max-per-tx <cents>] [--daily-limit <cents>]
 //                [--approval-threshold <cents>] [--categories a,b]
 //                                        create an agent; print { agentId, apiKey } as one JSON line
+//   agent roll-key <agentId> [--grace <seconds>]
+//                                        a new key; the old one works for the grace (default 1 day, 0 = end it now);
+//                                        print { agentId, apiKey, previousKeyExpiresAt } as one JSON line
+//   agent freeze <agentId> [--reason <text>]
+//                                        refuse every payment of the agent; print { agentId, frozen } as one JSON line
+//   agent unfreeze <agentId>             let its policy decide its payments again; print { agentId, frozen }
 //   audit verify                         recompute the audit chain; name the first broken row
+// A refusal prints the API's answer on standard error and exits 1; a usage mistake exits 2.
 // Settings: SERVICE_URL (default http://127.0.0.1:8787); CONSOLE_SESSION_SECRET
 // (default: the one `npm run dev` wrote to .dev.vars).
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsConfig } from "node:util";
 import { signConsoleToken } from "../src/auth/jwt";
 import { verifyChain, type AuditRow } from "../src/ledger/audit";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
@@ -74,6 +81,31 @@ async function agentCreate(args: string[]) {
   console.log(JSON.stringify({ agentId: agent.agentId, apiKey: agent.apiKey }));
 }
 
+/** The one agent id an `agent <verb> <agentId>` command names, and its options. */
+function agentAndOptions(verb: string, args: string[], options: NonNullable<ParseArgsConfig["options"]>) {
+  const { values, positionals } = parseArgs({ args, options: { ...options, email: { type: "string", default: DEFAULT_OPERATOR } }, allowPositionals: true });
+  if (positionals.length !== 1) throw new UsageError(`agent ${verb} needs one agent id`);
+  return { agentId: encodeURIComponent(positionals[0]!), values: values as { [option: string]: string | undefined; email: string } };
+}
+
+async function agentRollKey(args: string[]) {
+  const { agentId, values } = agentAndOptions("roll-key", args, { grace: { type: "string" } });
+  if (values.grace !== undefined && !/^\d+$/.test(values.grace)) throw new UsageError("--grace takes a whole number of seconds");
+  const body = values.grace === undefined ? {} : { graceSeconds: Number(values.grace) };
+  console.log(JSON.stringify(await call("POST", `/console/agents/${agentId}/keys`, await consoleToken(values.email), body)));
+}
+
+async function agentFreeze(args: string[]) {
+  const { agentId, values } = agentAndOptions("freeze", args, { reason: { type: "string" } });
+  const body = values.reason === undefined ? {} : { reason: values.reason };
+  console.log(JSON.stringify(await call("POST", `/console/agents/${agentId}/freeze`, await consoleToken(values.email), body)));
+}
+
+async function agentUnfreeze(args: string[]) {
+  const { agentId, values } = agentAndOptions("unfreeze", args, {});
+  console.log(JSON.stringify(await call("POST", `/console/agents/${agentId}/unfreeze`, await consoleToken(values.email))));
+}
+
 async function* remoteAuditRows(token: string): AsyncGenerator<AuditRow> {
   let after = 0;
   for (;;) {
@@ -104,10 +136,18 @@ async function main(argv: string[]) {
     console.log(await consoleToken(values.email));
   } else if (command === "agent" && sub === "create") {
     await agentCreate(rest);
+  } else if (command === "agent" && sub === "roll-key") {
+    await agentRollKey(rest);
+  } else if (command === "agent" && sub === "freeze") {
+    await agentFreeze(rest);
+  } else if (command === "agent" && sub === "unfreeze") {
+    await agentUnfreeze(rest);
   } else if (command === "audit" && sub === "verify") {
     await auditVerify(rest);
   } else {
-    throw new UsageError("commands: console-token --email <a> | agent create --name <n> [...] | audit verify");
+    throw new UsageError(
+      "commands: console-token --email <a> | agent create --name <n> [...] | agent roll-key <agentId> [--grace <seconds>] | agent freeze <agentId> [--reason <r>] | agent unfreeze <agentId> | audit verify",
+    );
   }
 }
 

@@ -11,10 +11,12 @@ describe("npm run dev and the CLI", () => {
     await dev?.stop();
   });
 
+  // A connection per request: the CLI runs under spawnSync, which blocks this process past the server's
+  // keep-alive timeout, so a pooled connection could be closed under the next request ("other side closed").
   const call = async (method: string, path: string, token: string, body?: unknown) => {
     const res = await fetch(`${dev.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
+      headers: { authorization: `Bearer ${token}`, connection: "close", ...(body ? { "content-type": "application/json" } : {}) },
       body: body ? JSON.stringify(body) : undefined,
     });
     const text = await res.text();
@@ -73,6 +75,53 @@ describe("npm run dev and the CLI", () => {
     const broken = dev.cli("audit", "verify");
     expect(broken.status).toBe(1);
     expect(broken.stdout).toContain("audit chain BROKEN at seq 2: hash_mismatch");
+  });
+
+  // After the walkthrough, whose audit counts it would change.
+  it("rolls an agent's key, freezes and unfreezes it from the CLI, which prints the API's answers and exits 1 on a refusal", async () => {
+    const token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
+    const merchantKey = (await call("POST", "/merchants", token, { name: "Switch Shop" })).json().apiKey as string;
+    const agent = JSON.parse(dev.cli("agent", "create", "--name", "switched", "--credit", "1000").stdout.trim()) as { agentId: string; apiKey: string };
+    const status = async (key: string) => (await call("GET", "/balance", key)).status;
+    const pay = async (key: string) => call("POST", `/charges/${(await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 100 })).json().chargeId}/pay`, key);
+
+    const rollRun = dev.cli("agent", "roll-key", agent.agentId, "--grace", "0");
+    expect(rollRun.status, rollRun.stderr).toBe(0);
+    expect(rollRun.stdout.trim().split("\n")).toHaveLength(1);
+    const rolled = JSON.parse(rollRun.stdout) as { agentId: string; apiKey: string; previousKeyExpiresAt: string };
+    expect(Object.keys(rolled).sort()).toEqual(["agentId", "apiKey", "previousKeyExpiresAt"]);
+    expect(rolled.agentId).toBe(agent.agentId);
+    expect(rolled.apiKey).toMatch(/^svc_sk_[A-Za-z0-9_-]{43}$/);
+    expect(Date.parse(rolled.previousKeyExpiresAt)).toBeLessThanOrEqual(Date.now());
+    // The old key ends everywhere within 5 s; the new one works at once.
+    const deadline = Date.now() + 5_000;
+    while ((await status(agent.apiKey)) !== 401 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(await status(agent.apiKey)).toBe(401);
+    expect(await status(rolled.apiKey)).toBe(200);
+
+    const freezeRun = dev.cli("agent", "freeze", agent.agentId, "--reason", "lost laptop");
+    expect(freezeRun.status, freezeRun.stderr).toBe(0);
+    expect(JSON.parse(freezeRun.stdout)).toEqual({ agentId: agent.agentId, frozen: true });
+    const refused = await pay(rolled.apiKey);
+    expect(refused.status).toBe(403);
+    expect(refused.json()).toEqual({ error: "agent_frozen" });
+
+    const unfreezeRun = dev.cli("agent", "unfreeze", agent.agentId);
+    expect(unfreezeRun.status, unfreezeRun.stderr).toBe(0);
+    expect(JSON.parse(unfreezeRun.stdout)).toEqual({ agentId: agent.agentId, frozen: false });
+    expect((await pay(rolled.apiKey)).status).toBe(200);
+
+    // Refusals: the API's error on standard error, nothing on standard output, exit 1; a usage mistake exits 2.
+    const unknown = dev.cli("agent", "freeze", "agent_doesnotexist");
+    expect(unknown.status).toBe(1);
+    expect(unknown.stdout).toBe("");
+    expect(unknown.stderr).toContain('answered 404: {"error":"agent_not_found"}');
+    const tooLong = dev.cli("agent", "roll-key", agent.agentId, "--grace", "604801");
+    expect(tooLong.status).toBe(1);
+    expect(tooLong.stderr).toContain("answered 400: ");
+    expect(JSON.parse(tooLong.stderr.slice(tooLong.stderr.indexOf("{")))).toMatchObject({ error: "invalid_request", issues: [{ path: "graceSeconds" }] });
+    expect(await status(rolled.apiKey)).toBe(200);
+    expect(dev.cli("agent", "unfreeze").status).toBe(2);
   });
 
   it("bundles as `wrangler dev` does: no warning that node: imports are missing (the Node.js compatibility mode is set)", () => {
