@@ -194,6 +194,63 @@ describe("the console in a browser", () => {
     await shot("agent-detail");
   });
 
+  it("rolls the agent's key on its page after a confirmation: the new key is shown once, and the old one stops within 5 s", async () => {
+    await page.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
+    expect(await page.inputValue("#k-grace")).toBe("86400");
+    await page.selectOption("#k-grace", "0");
+    await page.click("#roll-key");
+    await page.waitForSelector("#agent-key");
+    expect(dialogs.some((m) => m.includes(`Roll the API key of ${state.agentId}`))).toBe(true);
+    const newKey = await text("#agent-key");
+    expect(newKey).toMatch(/^svc_sk_[A-Za-z0-9_-]{43}$/);
+    expect(newKey).not.toBe(state.agentKey);
+    expect((await page.content()).split(newKey)).toHaveLength(2);
+    expect(await text(".secret")).toContain("The old key has stopped working");
+    expect(await text("#old-key-expires")).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+    await shot("agent-key-rolled");
+
+    await until(async () => (await api("GET", "/balance", state.agentKey)).status === 401, "the old key answering 401", 5_000);
+    expect((await api("GET", "/balance", newKey)).body.balanceMinor).toBe(2500);
+    state.agentKey = newKey;
+    await page.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
+    expect(await page.content()).not.toContain(newKey);
+  });
+
+  it("freezes the agent with a reason: a plain banner on its page and a badge in the list, its payments refused; then unfreezes it", async () => {
+    await page.fill("#f-reason", "spending looks wrong");
+    await page.click("#freeze");
+    await page.waitForSelector("#frozen-banner");
+    expect(await text(".notice")).toContain("Frozen");
+    expect(await text("#frozen-banner")).toContain("FROZEN");
+    expect(await text("#frozen-reason")).toBe("spending looks wrong");
+    expect(await text("#agent-status")).toBe("Frozen");
+    // Plain at a glance: the banner is the first thing under the title, inside the first screen.
+    const banner = (await page.locator("#frozen-banner").boundingBox())!;
+    expect(banner.y + banner.height).toBeLessThan(400);
+    expect(await page.locator("#freeze").count()).toBe(0);
+    await shot("agent-frozen");
+
+    const charge = await api("POST", "/merchant/charges", state.merchantKey, { amountUsdCents: 100, description: "while frozen" });
+    const refused = await api("POST", `/charges/${charge.body.chargeId}/pay`, state.agentKey);
+    expect(refused).toEqual({ status: 403, body: { error: "agent_frozen" } });
+
+    await page.goto(`${dev.url}/console/ui/agents`);
+    const row = page.locator("tr", { has: page.locator(`a[href='/console/ui/agents/${state.agentId}']`) });
+    expect(await row.locator(".badge.frozen").textContent()).toBe("frozen");
+    expect(await row.locator(".badge.frozen").isVisible()).toBe(true);
+    await shot("agents-frozen-badge");
+
+    await page.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
+    await page.click("#unfreeze");
+    await page.waitForSelector(".notice");
+    expect(await text(".notice")).toContain("Unfrozen");
+    expect(await page.locator("#frozen-banner").count()).toBe(0);
+    expect(await text("#agent-status")).toBe("Active");
+    expect((await api("GET", "/balance", state.agentKey)).body.frozen).toBe(false);
+    await page.goto(`${dev.url}/console/ui/agents`);
+    expect(await page.locator(".badge.frozen").count()).toBe(0);
+  });
+
   it("creates a webhook endpoint (secret shown once) and sees a signed delivery arrive and listed", async () => {
     await page.goto(`${dev.url}/console/ui/webhooks`);
     await page.fill("#w-url", hookUrl);
