@@ -1976,6 +1976,7 @@ export interface components {
         FreezeAgentRequest: {
             reason?: string;
         };
+        UnfreezeAgentRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             url: string;
             events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "endpoint.disabled")[];
@@ -3514,7 +3515,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["UnfreezeAgentRequest"];
+            };
+        };
         responses: {
             /** @description Not frozen. */
             200: {
@@ -3525,7 +3530,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentFrozen"];
                 };
             };
-            400: components["responses"]["InvalidIdempotencyKey"];
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
             /** @description `agent_not_found`. */
@@ -3539,6 +3544,7 @@ export interface operations {
             };
             409: components["responses"]["IdempotencyConflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Overloaded"];

@@ -65,7 +65,12 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     log(`using the chain already running at ${rpcUrl}`);
   } else {
     log(`starting anvil (chain id ${LOCAL_CHAIN_ID}) at ${rpcUrl}`);
-    child = spawn(anvilBin, ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID), "--silent"], { stdio: "ignore" });
+    // Each transaction is mined at once, and an empty block every 2 s keeps the chain's clock current, as
+    // on Base. With transactions alone, an idle chain's latest block grows old, and the dry run of a
+    // transfer (which the service runs at the latest block) refuses what x402-fetch 1.x signs, valid
+    // from 10 minutes ago, as "not yet valid" once the chain has been idle for 10 minutes.
+    const mining = ["--block-time", "2", "--mixed-mining"];
+    child = spawn(anvilBin, ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID), ...mining, "--silent"], { stdio: "ignore" });
     const deadline = Date.now() + 20_000;
     while ((await chainIdAt(rpcUrl)) === null) {
       if (child.exitCode !== null) throw new Error(`anvil exited with ${child.exitCode}`);

@@ -10,13 +10,16 @@ import { agentView, balanceView, createAgent, getAgent, listAgents } from "./ser
 import { walletOf } from "./wallet.do";
 import { creditBody } from "./wallet";
 import { answerInBatch } from "../lib/idempotency";
-import { rollKey, RollKeyBody, type RolledKey } from "../auth/keys";
+import { RollKeyBody } from "../auth/keys";
+import { rollKeyResponse } from "../auth/key-routes";
 
 export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
 export const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
 export const AgentParam = z.object({ agentId: pathId });
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 export const FreezeBody = z.object({ reason: z.string().trim().min(1).max(200).optional() }).strict();
+/** Unfreeze takes nothing: no body, or `{}`; anything else is refused like any other body, never ignored. */
+export const NoBody = z.object({}).strict();
 
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
@@ -47,12 +50,7 @@ export const agentRoutes = new Hono<AppEnv>()
     return c.json(creditBody(result.balanceMinor));
   })
   .post("/console/agents/:agentId/keys", requireActor("console"), validate("param", AgentParam), validate("json", RollKeyBody, { optionalBody: true }), async (c) => {
-    const { agentId } = c.req.valid("param");
-    const view = (rolled: RolledKey) => ({ agentId, apiKey: rolled.apiKey, previousKeyExpiresAt: rolled.previousKeyExpiresAt });
-    const by = actorOf(c.get("actor"), "console").email;
-    const rolled = await rollKey(c.env, { kind: "agent", id: agentId }, c.req.valid("json").graceSeconds, by, (r) => answerInBatch(c, 201, view(r)));
-    if (!rolled) throw new ApiError(404, "agent_not_found");
-    return c.json(view(rolled), 201);
+    return rollKeyResponse(c, { kind: "agent", id: c.req.valid("param").agentId }, c.req.valid("json").graceSeconds);
   })
   .post("/console/agents/:agentId/freeze", requireActor("console"), validate("param", AgentParam), validate("json", FreezeBody, { optionalBody: true }), async (c) => {
     const { agentId } = c.req.valid("param");
@@ -60,7 +58,7 @@ export const agentRoutes = new Hono<AppEnv>()
     if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
     return c.json({ agentId, frozen: true });
   })
-  .post("/console/agents/:agentId/unfreeze", requireActor("console"), validate("param", AgentParam), async (c) => {
+  .post("/console/agents/:agentId/unfreeze", requireActor("console"), validate("param", AgentParam), validate("json", NoBody, { optionalBody: true }), async (c) => {
     const { agentId } = c.req.valid("param");
     const outcome = await walletOf(c.env, agentId).setFrozen(agentId, false, null, actorOf(c.get("actor"), "console").email);
     if (outcome === "not_found") throw new ApiError(404, "agent_not_found");

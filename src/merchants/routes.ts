@@ -4,7 +4,8 @@ import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
-import { rollKey, RollKeyBody, type RolledKey } from "../auth/keys";
+import { RollKeyBody } from "../auth/keys";
+import { rollKeyResponse } from "../auth/key-routes";
 import { answerInBatch } from "../lib/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { consoleMerchantView, getMerchant, listMerchants, merchantView, registerMerchant, setPayoutAddress } from "./service";
@@ -31,12 +32,7 @@ export const merchantRoutes = new Hono<AppEnv>()
     return c.json({ merchants: rows.map(consoleMerchantView) });
   })
   .post("/console/merchants/:merchantId/keys", requireActor("console"), validate("param", MerchantParam), validate("json", RollKeyBody, { optionalBody: true }), async (c) => {
-    const { merchantId } = c.req.valid("param");
-    const view = (rolled: RolledKey) => ({ merchantId, apiKey: rolled.apiKey, previousKeyExpiresAt: rolled.previousKeyExpiresAt });
-    const by = actorOf(c.get("actor"), "console").email;
-    const rolled = await rollKey(c.env, { kind: "merchant", id: merchantId }, c.req.valid("json").graceSeconds, by, (r) => answerInBatch(c, 201, view(r)));
-    if (!rolled) throw new ApiError(404, "merchant_not_found");
-    return c.json(view(rolled), 201);
+    return rollKeyResponse(c, { kind: "merchant", id: c.req.valid("param").merchantId }, c.req.valid("json").graceSeconds);
   })
   .get("/merchant/me", requireActor("merchant"), async (c) => {
     const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);

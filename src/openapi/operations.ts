@@ -584,7 +584,9 @@ const API: Operation[] = [
     tag: "Console agents",
     auth: "console",
     params: agents.AgentParam,
-    responses: { 200: json(r.AgentFrozen, "Not frozen."), 404: error("`agent_not_found`."), 503: OVERLOADED },
+    body: body("UnfreezeAgentRequest", agents.NoBody),
+    bodyOptional: true,
+    responses: { 200: json(r.AgentFrozen, "Not frozen."), 400: INVALID, 404: error("`agent_not_found`."), 503: OVERLOADED },
   },
   { method: "get", path: "/balance", operationId: "getBalance", summary: "The agent's balance", tag: "Agent wallet", auth: "agent", responses: { 200: json(r.Balance, "Balance, on-chain deposit address, and whether the wallet is frozen.") } },
 

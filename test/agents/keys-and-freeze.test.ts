@@ -257,6 +257,13 @@ describe("freezing an agent", () => {
     expect((await freeze("agent_doesnotexist")).body).toEqual({ error: "agent_not_found" });
     expect((await unfreeze("agent_doesnotexist")).status).toBe(404);
     expect((await freeze(agent.agentId, "x".repeat(201))).status).toBe(400);
+    // Unfreeze takes no body: one with anything in it is refused, not ignored (and unfreezes nothing).
+    expect((await freeze(agent.agentId)).status).toBe(200);
+    for (const body of [{ x: 1 }, "garbage"]) expect((await api("POST", `/console/agents/${agent.agentId}/unfreeze`, { token: await consoleToken(), body })).status).toBe(400);
+    const utf16 = await api("POST", `/console/agents/${agent.agentId}/unfreeze`, { token: await consoleToken(), body: "{}", headers: { "content-type": "application/json; charset=utf-16" } });
+    expect(utf16.status).toBe(415);
+    expect((await api("GET", "/balance", { token: agent.apiKey })).body.frozen).toBe(true);
+    expect((await unfreeze(agent.agentId)).body).toEqual({ agentId: agent.agentId, frozen: false });
     expect((await api("POST", `/console/agents/${agent.agentId}/freeze`, { token: agent.apiKey, body: {} })).status).toBe(403);
     expect((await api("POST", `/console/agents/${agent.agentId}/freeze`, { body: {} })).status).toBe(401);
     expect((await api("GET", "/balance", { token: agent.apiKey })).body.frozen).toBe(false);

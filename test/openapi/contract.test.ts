@@ -312,6 +312,7 @@ describe("agents and approvals", () => {
     expect((await rec.call("POST", "/console/agents/agent_doesnotexist/freeze", { token })).status).toBe(404);
     expect((await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token })).body).toEqual({ agentId: agent.agentId, frozen: false });
     expect((await rec.call("POST", "/console/agents/agent_doesnotexist/unfreeze", { token })).status).toBe(404);
+    expect((await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token, body: { frozen: false } })).status).toBe(400);
   });
 
   it("lists, grants, refuses and rejects approvals", async () => {
