@@ -29,7 +29,11 @@ export default defineConfig(async () => {
 const LANES_TEST = "test/x402/lanes.test.ts";
 
 /** The Worker itself inside workerd, with real D1, Durable Objects and Queues, and a real local chain. */
-function workersProject(name: string, options: { include: string[]; exclude?: string[]; gasKeys?: "all" }, migrations: Awaited<ReturnType<typeof readD1Migrations>>) {
+function workersProject(
+  name: string,
+  options: { include: string[]; exclude?: string[]; gasKeys?: "all" },
+  migrations: Awaited<ReturnType<typeof readD1Migrations>>,
+) {
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
@@ -45,9 +49,12 @@ function workersProject(name: string, options: { include: string[]; exclude?: st
             // Webhook hosts are resolved before each POST through the receiver's DNS-over-HTTPS stand-in.
             WEBHOOK_DNS_RESOLVER_URL: `${inject<string>("receiverUrl")}/dns-query`,
             ...inject<{ vars: Record<string, string> }>("chain").vars,
-            ...(options.gasKeys === "all" ? { FACILITATOR_PRIVATE_KEY: inject<{ laneKeys: string }>("chain").laneKeys } : {}),
+            ...(options.gasKeys === "all"
+              ? { FACILITATOR_PRIVATE_KEY: inject<{ laneKeys: string }>("chain").laneKeys }
+              : {}),
             X402_FACILITATOR_TIMEOUT_MS: "3000",
-            DEPOSIT_MNEMONIC: "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",
+            DEPOSIT_MNEMONIC:
+              "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about",
             DEPOSIT_CONFIRMATIONS: "2",
             // Cloudflare Access sign-in against a locally generated key set (test/setup/receiver.global.ts).
             ACCESS_TEAM_DOMAIN: "agent-pay-test.cloudflareaccess.com",

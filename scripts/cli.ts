@@ -37,7 +37,10 @@ async function call<T>(method: string, path: string, token: string, body?: unkno
   try {
     response = await fetch(`${SERVICE_URL}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch {
@@ -72,44 +75,71 @@ async function agentCreate(args: string[]) {
     maxPerTransactionUsdCents: cents(values["max-per-tx"], "--max-per-tx") ?? null,
     dailyLimitUsdCents: cents(values["daily-limit"], "--daily-limit") ?? null,
     approvalThresholdUsdCents: cents(values["approval-threshold"], "--approval-threshold") ?? null,
-    allowedCategories: values.categories ? values.categories.split(",").map((c) => c.trim()).filter(Boolean) : null,
+    allowedCategories: values.categories
+      ? values.categories
+          .split(",")
+          .map((c) => c.trim())
+          .filter(Boolean)
+      : null,
   };
   const credit = cents(values.credit, "--credit");
   const token = await consoleToken(values.email);
-  const agent = await call<{ agentId: string; apiKey: string }>("POST", "/console/agents", token, { name: values.name, policy });
-  if (credit) await call("POST", `/console/agents/${agent.agentId}/credits`, token, { amountUsdCents: credit, reference: "cli" });
+  const agent = await call<{ agentId: string; apiKey: string }>("POST", "/console/agents", token, {
+    name: values.name,
+    policy,
+  });
+  if (credit)
+    await call("POST", `/console/agents/${agent.agentId}/credits`, token, { amountUsdCents: credit, reference: "cli" });
   console.log(JSON.stringify({ agentId: agent.agentId, apiKey: agent.apiKey }));
 }
 
 /** The one agent id an `agent <verb> <agentId>` command names, and its options. */
 function agentAndOptions(verb: string, args: string[], options: NonNullable<ParseArgsConfig["options"]>) {
-  const { values, positionals } = parseArgs({ args, options: { ...options, email: { type: "string", default: DEFAULT_OPERATOR } }, allowPositionals: true });
+  const { values, positionals } = parseArgs({
+    args,
+    options: { ...options, email: { type: "string", default: DEFAULT_OPERATOR } },
+    allowPositionals: true,
+  });
   if (positionals.length !== 1) throw new UsageError(`agent ${verb} needs one agent id`);
-  return { agentId: encodeURIComponent(positionals[0]!), values: values as { [option: string]: string | undefined; email: string } };
+  return {
+    agentId: encodeURIComponent(positionals[0]!),
+    values: values as { [option: string]: string | undefined; email: string },
+  };
 }
 
 async function agentRollKey(args: string[]) {
   const { agentId, values } = agentAndOptions("roll-key", args, { grace: { type: "string" } });
-  if (values.grace !== undefined && !/^\d+$/.test(values.grace)) throw new UsageError("--grace takes a whole number of seconds");
+  if (values.grace !== undefined && !/^\d+$/.test(values.grace))
+    throw new UsageError("--grace takes a whole number of seconds");
   const body = values.grace === undefined ? {} : { graceSeconds: Number(values.grace) };
-  console.log(JSON.stringify(await call("POST", `/console/agents/${agentId}/keys`, await consoleToken(values.email), body)));
+  console.log(
+    JSON.stringify(await call("POST", `/console/agents/${agentId}/keys`, await consoleToken(values.email), body)),
+  );
 }
 
 async function agentFreeze(args: string[]) {
   const { agentId, values } = agentAndOptions("freeze", args, { reason: { type: "string" } });
   const body = values.reason === undefined ? {} : { reason: values.reason };
-  console.log(JSON.stringify(await call("POST", `/console/agents/${agentId}/freeze`, await consoleToken(values.email), body)));
+  console.log(
+    JSON.stringify(await call("POST", `/console/agents/${agentId}/freeze`, await consoleToken(values.email), body)),
+  );
 }
 
 async function agentUnfreeze(args: string[]) {
   const { agentId, values } = agentAndOptions("unfreeze", args, {});
-  console.log(JSON.stringify(await call("POST", `/console/agents/${agentId}/unfreeze`, await consoleToken(values.email))));
+  console.log(
+    JSON.stringify(await call("POST", `/console/agents/${agentId}/unfreeze`, await consoleToken(values.email))),
+  );
 }
 
 async function* remoteAuditRows(token: string): AsyncGenerator<AuditRow> {
   let after = 0;
   for (;;) {
-    const page = await call<{ events: AuditRow[]; nextAfterSeq: number | null }>("GET", `/console/audit?afterSeq=${after}&limit=1000`, token);
+    const page = await call<{ events: AuditRow[]; nextAfterSeq: number | null }>(
+      "GET",
+      `/console/audit?afterSeq=${after}&limit=1000`,
+      token,
+    );
     yield* page.events;
     if (page.nextAfterSeq === null) return;
     after = page.nextAfterSeq;

@@ -23,7 +23,11 @@ const step = (message) => console.log(`[dev] ${message}`);
 
 ensureDevVars();
 step("applying D1 migrations to the local database");
-const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", ...persist], { cwd: root, env, stdio: "inherit" });
+const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", ...persist], {
+  cwd: root,
+  env,
+  stdio: "inherit",
+});
 if (migrate.status !== 0) {
   console.error("[dev] migrations failed");
   process.exit(migrate.status ?? 1);
@@ -74,9 +78,12 @@ step(`ready on http://127.0.0.1:${port}`);
 // (from --test-scheduled) reaches the Worker itself; /cdn-cgi/handler/scheduled
 // stops at the static-assets router (the API reference's bundle) and fails.
 const base = `http://127.0.0.1:${port}`;
-const cron = setInterval(() => {
-  fetch(`${base}/__scheduled`).catch(() => undefined);
-}, Number(process.env.DEV_CRON_SECONDS ?? 10) * 1000);
+const cron = setInterval(
+  () => {
+    fetch(`${base}/__scheduled`).catch(() => undefined);
+  },
+  Number(process.env.DEV_CRON_SECONDS ?? 10) * 1000,
+);
 cron.unref();
 
 // Stop the server and the chain this script started, whatever ends it (wrangler's own signal

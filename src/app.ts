@@ -48,7 +48,10 @@ export function buildApp() {
     c.header("x-request-id", requestId);
     // A write may have added outbox events: fan them out now rather than at the next cron tick.
     // x402 settles on GET too (official clients retry with their first method), so a payment header counts as a write.
-    const writes = (c.req.method !== "GET" && c.req.method !== "HEAD") || c.req.header("x-payment") !== undefined || c.req.header("payment-signature") !== undefined;
+    const writes =
+      (c.req.method !== "GET" && c.req.method !== "HEAD") ||
+      c.req.header("x-payment") !== undefined ||
+      c.req.header("payment-signature") !== undefined;
     if (writes) c.executionCtx.waitUntil(dispatchInBackground(c.env));
   });
 
@@ -85,11 +88,20 @@ export function buildApp() {
     }
     if (error instanceof HTTPException && error.status < 500) {
       // Hono's own 4xx (malformed JSON and the like) in our error shape.
-      return c.json({ error: "invalid_request", issues: [{ path: "", code: "malformed", message: error.message }] }, 400);
+      return c.json(
+        { error: "invalid_request", issues: [{ path: "", code: "malformed", message: error.message }] },
+        400,
+      );
     }
     const requestId = c.get("requestId") ?? "unknown";
     // Only the error itself is logged; requests carry credentials and are never logged.
-    console.error(JSON.stringify({ level: "error", requestId, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) }));
+    console.error(
+      JSON.stringify({
+        level: "error",
+        requestId,
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      }),
+    );
     return c.json({ error: "internal_error", requestId }, 500);
   });
 

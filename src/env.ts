@@ -95,7 +95,10 @@ const X402Schema = z
           .array(z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be 32-byte hex private keys, separated by commas"))
           .min(1)
           .max(MAX_GAS_KEYS)
-          .refine((keys) => new Set(keys.map((k) => k.toLowerCase())).size === keys.length, "must not name a key twice"),
+          .refine(
+            (keys) => new Set(keys.map((k) => k.toLowerCase())).size === keys.length,
+            "must not name a key twice",
+          ),
       )
       .optional(),
     // The receiving key: agents' deposit addresses, and the receiving address of each charge and checkout
@@ -108,7 +111,10 @@ const X402Schema = z
   })
   .superRefine((x, ctx) => {
     if (!x.X402_FACILITATOR_URL && !x.FACILITATOR_PRIVATE_KEY) {
-      ctx.addIssue({ code: "custom", message: "the built-in facilitator needs FACILITATOR_PRIVATE_KEY (or set X402_FACILITATOR_URL)" });
+      ctx.addIssue({
+        code: "custom",
+        message: "the built-in facilitator needs FACILITATOR_PRIVATE_KEY (or set X402_FACILITATOR_URL)",
+      });
     }
   });
 
@@ -137,12 +143,15 @@ function parseX402(env: Env): X402Settings | null {
   if (!env.X402_PAY_TO) return null;
   const parsed = X402Schema.safeParse(env);
   if (!parsed.success) {
-    throw new Error(`Invalid x402 configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`);
+    throw new Error(
+      `Invalid x402 configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`,
+    );
   }
   const x = parsed.data;
   if ((env.ENVIRONMENT ?? "production") === "production") {
     for (const name of ["X402_FACILITATOR_URL", "RPC_URL"] as const) {
-      if (x[name] && !isHttps(x[name])) throw new Error(`Invalid x402 configuration: ${name} must be https in production`);
+      if (x[name] && !isHttps(x[name]))
+        throw new Error(`Invalid x402 configuration: ${name} must be https in production`);
     }
   }
   let headers: Record<string, string> = {};
@@ -155,7 +164,8 @@ function parseX402(env: Env): X402Settings | null {
       json = undefined;
     }
     const h = z.record(z.string(), z.string()).safeParse(json);
-    if (!h.success) throw new Error("Invalid x402 configuration: X402_FACILITATOR_HEADERS must be a JSON object of strings");
+    if (!h.success)
+      throw new Error("Invalid x402 configuration: X402_FACILITATOR_HEADERS must be a JSON object of strings");
     headers = h.data;
   }
   return {
@@ -182,7 +192,12 @@ const SettingsSchema = z
     SERVICE_REQUIRE_API_KEY: booleanString,
     CONSOLE_USERS: z.string().default(""),
     CONSOLE_SESSION_SECRET: z.string().min(32, "CONSOLE_SESSION_SECRET must be at least 32 characters"),
-    APPROVAL_TTL_HOURS: z.coerce.number().int().positive().max(24 * 30).default(24),
+    APPROVAL_TTL_HOURS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .max(24 * 30)
+      .default(24),
     WEBHOOK_SECRETS_KEY: z.string().min(32, "WEBHOOK_SECRETS_KEY must be at least 32 characters"),
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
@@ -207,7 +222,8 @@ const SettingsSchema = z
     if (settings.ENVIRONMENT === "production" && settings.MAIL_TRANSPORT === "log") {
       ctx.addIssue({ code: "custom", message: "MAIL_TRANSPORT=log would print sign-in codes to production logs" });
     }
-    if (settings.MAIL_TRANSPORT === "http" && !settings.MAIL_HTTP_URL) ctx.addIssue({ code: "custom", message: "MAIL_TRANSPORT=http needs MAIL_HTTP_URL" });
+    if (settings.MAIL_TRANSPORT === "http" && !settings.MAIL_HTTP_URL)
+      ctx.addIssue({ code: "custom", message: "MAIL_TRANSPORT=http needs MAIL_HTTP_URL" });
     if ((settings.MAIL_TRANSPORT === "http" || settings.MAIL_TRANSPORT === "send_email") && !settings.MAIL_FROM) {
       ctx.addIssue({ code: "custom", message: `MAIL_TRANSPORT=${settings.MAIL_TRANSPORT} needs MAIL_FROM` });
     }
@@ -246,7 +262,12 @@ export interface Settings {
   /** Null when this deployment takes no on-chain payments. */
   x402: X402Settings | null;
   /** How sign-in codes are sent: printed to the log (development), Cloudflare Email, an HTTP mail API, or not at all. */
-  mail: { transport: "log" | "send_email" | "http" | "none"; from: string | null; httpUrl: string | null; httpToken: string | null };
+  mail: {
+    transport: "log" | "send_email" | "http" | "none";
+    from: string | null;
+    httpUrl: string | null;
+    httpToken: string | null;
+  };
   /** Cloudflare Access sign-in, when configured. */
   access: { teamDomain: string; audience: string; certsUrl: string } | null;
   /** The runtime-floor routes of `npm run bench` (src/bench); never in production. */
@@ -264,13 +285,17 @@ export function settingsOf(env: Env): Settings {
   if (cached) return cached;
   const parsed = SettingsSchema.safeParse(env);
   if (!parsed.success) {
-    throw new Error(`Invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`);
+    throw new Error(
+      `Invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`,
+    );
   }
   const s = parsed.data;
   const settings: Settings = {
     environment: s.ENVIRONMENT,
     requireApiKey: s.SERVICE_REQUIRE_API_KEY,
-    consoleUsers: s.CONSOLE_USERS.split(",").map((e) => e.trim().toLowerCase()).filter(Boolean),
+    consoleUsers: s.CONSOLE_USERS.split(",")
+      .map((e) => e.trim().toLowerCase())
+      .filter(Boolean),
     consoleSessionSecret: s.CONSOLE_SESSION_SECRET,
     approvalTtlMs: s.APPROVAL_TTL_HOURS * 3600_000,
     webhookSecretsKey: s.WEBHOOK_SECRETS_KEY,
@@ -278,7 +303,10 @@ export function settingsOf(env: Env): Settings {
     webhookTimeoutMs: s.WEBHOOK_TIMEOUT_MS,
     // Production resolves by default (Cloudflare's resolver); locally names are not resolved unless asked.
     webhookDnsResolverUrl:
-      s.WEBHOOK_DNS_RESOLVER_URL === "off" ? null : (s.WEBHOOK_DNS_RESOLVER_URL ?? (s.ENVIRONMENT === "production" ? "https://cloudflare-dns.com/dns-query" : null)),
+      s.WEBHOOK_DNS_RESOLVER_URL === "off"
+        ? null
+        : (s.WEBHOOK_DNS_RESOLVER_URL ??
+          (s.ENVIRONMENT === "production" ? "https://cloudflare-dns.com/dns-query" : null)),
     x402: parseX402(env),
     mail: {
       // Development prints codes to the log; production sends nothing unless a transport is configured.
@@ -292,7 +320,9 @@ export function settingsOf(env: Env): Settings {
         ? {
             teamDomain: s.ACCESS_TEAM_DOMAIN.replace(/^https?:\/\//, "").replace(/\/$/, ""),
             audience: s.ACCESS_AUD,
-            certsUrl: s.ACCESS_CERTS_URL ?? `https://${s.ACCESS_TEAM_DOMAIN.replace(/^https?:\/\//, "").replace(/\/$/, "")}/cdn-cgi/access/certs`,
+            certsUrl:
+              s.ACCESS_CERTS_URL ??
+              `https://${s.ACCESS_TEAM_DOMAIN.replace(/^https?:\/\//, "").replace(/\/$/, "")}/cdn-cgi/access/certs`,
           }
         : null,
     // Production never reaches here with it on: the refinement above throws.

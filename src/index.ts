@@ -41,11 +41,19 @@ export default {
       (async () => {
         // What may write events first, then the fan-out, so they go out in this same run. A job that
         // fails leaves the others running, and says so: a deposit watcher failing every minute is an outage.
-        const jobs = { approvals_expiry: expireOverdueApprovals(dbOf(env.DB)), x402_reconcile: reconcileOpenPayments(env), deposit_watch: watchDeposits(env), sweep: sweepExpiredRows(env.DB) };
+        const jobs = {
+          approvals_expiry: expireOverdueApprovals(dbOf(env.DB)),
+          x402_reconcile: reconcileOpenPayments(env),
+          deposit_watch: watchDeposits(env),
+          sweep: sweepExpiredRows(env.DB),
+        };
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {
           const outcome = settled[i]!;
-          if (outcome.status === "rejected") console.error(JSON.stringify({ level: "error", where: "cron", job, error: String(outcome.reason).slice(0, 300) }));
+          if (outcome.status === "rejected")
+            console.error(
+              JSON.stringify({ level: "error", where: "cron", job, error: String(outcome.reason).slice(0, 300) }),
+            );
         });
         await dispatchOutbox(env);
         await enqueueDeliveries(env, await redriveDueDeliveries(env));

@@ -8,7 +8,11 @@ declare global {
     }
     interface GlobalProps {
       mainModule: typeof import("../src/index");
-      durableNamespaces: "WalletDurableObject" | "LedgerDurableObject" | "GrantDurableObject" | "X402SettlerDurableObject";
+      durableNamespaces:
+        | "WalletDurableObject"
+        | "LedgerDurableObject"
+        | "GrantDurableObject"
+        | "X402SettlerDurableObject";
     }
   }
 }

@@ -40,7 +40,9 @@ export class AgentPayError extends Error {
 }
 
 const errorOf = (body: unknown): string =>
-  typeof body === "object" && body !== null && "error" in body && typeof body.error === "string" ? body.error : "unexpected_response";
+  typeof body === "object" && body !== null && "error" in body && typeof body.error === "string"
+    ? body.error
+    : "unexpected_response";
 
 /** The typed client for any credential: `client.POST("/merchant/charges", { body: { amountUsdCents: 1500 } })`. */
 export function createAgentPayClient(options: ClientOptions): AgentPayClient {
@@ -53,7 +55,8 @@ export function createAgentPayClient(options: ClientOptions): AgentPayClient {
 
 /** The data of a successful call, or an AgentPayError with the service's error string. */
 export function unwrap<T>(result: { data?: T; error?: unknown; response: Response }): T {
-  if (result.data === undefined || !result.response.ok) throw new AgentPayError(result.response.status, errorOf(result.error), result.error);
+  if (result.data === undefined || !result.response.ok)
+    throw new AgentPayError(result.response.status, errorOf(result.error), result.error);
   return result.data;
 }
 
@@ -80,13 +83,21 @@ function paymentResult<Paid>(result: Outcome, paid: (data: unknown) => Paid): Pa
   if (response.ok && result.data !== undefined) return { status: "paid", ...paid(result.data) };
   if (response.status === 402 && typeof error === "object" && error !== null && "pendingApproval" in error) {
     const held = error as Schemas["PendingApproval"];
-    return { status: "pending_approval", approvalId: held.approvalId, reason: held.reason, expiresAt: held.expiresAt, charge: held.charge };
+    return {
+      status: "pending_approval",
+      approvalId: held.approvalId,
+      reason: held.reason,
+      expiresAt: held.expiresAt,
+      charge: held.charge,
+    };
   }
-  if (response.status === 402 || response.status === 409) return { status: "refused", httpStatus: response.status, error: errorOf(error) };
+  if (response.status === 402 || response.status === 409)
+    return { status: "refused", httpStatus: response.status, error: errorOf(error) };
   throw new AgentPayError(response.status, errorOf(error), error);
 }
 
-const idempotency = (options: PayOptions) => (options.idempotencyKey ? { "Idempotency-Key": options.idempotencyKey } : {});
+const idempotency = (options: PayOptions) =>
+  options.idempotencyKey ? { "Idempotency-Key": options.idempotencyKey } : {};
 
 /** The helpers for an agent, with its `svc_sk_...` key. */
 export function agentPay(options: ClientOptions & { apiKey: string }) {
@@ -97,13 +108,20 @@ export function agentPay(options: ClientOptions & { apiKey: string }) {
 
     /** Pays a charge from the agent's wallet, under its policy. */
     async payCharge(chargeId: string, pay: PayOptions = {}): Promise<PaymentResult<Schemas["ChargePaid"]>> {
-      const result = await api.POST("/charges/{chargeId}/pay", { params: { path: { chargeId }, header: idempotency(pay) } });
+      const result = await api.POST("/charges/{chargeId}/pay", {
+        params: { path: { chargeId }, header: idempotency(pay) },
+      });
       return paymentResult(result, (data) => data as Schemas["ChargePaid"]);
     },
 
     /** Pays a checkout link: a new charge of the link's amount, paid from the wallet. */
-    async payCheckoutLink(checkoutToken: string, pay: PayOptions = {}): Promise<PaymentResult<Schemas["CheckoutPaid"]>> {
-      const result = await api.POST("/checkout/{token}/pay", { params: { path: { token: checkoutToken }, header: idempotency(pay) } });
+    async payCheckoutLink(
+      checkoutToken: string,
+      pay: PayOptions = {},
+    ): Promise<PaymentResult<Schemas["CheckoutPaid"]>> {
+      const result = await api.POST("/checkout/{token}/pay", {
+        params: { path: { token: checkoutToken }, header: idempotency(pay) },
+      });
       return paymentResult(result, (data) => data as Schemas["CheckoutPaid"]);
     },
 
@@ -144,7 +162,12 @@ export type { VerifyResult };
 export const verifyWebhook = verifySignature;
 
 /** `verifyWebhook`, then the parsed event (deduplicate by `event.id`). */
-export async function parseWebhook(input: { secret: string; header: string | null | undefined; rawBody: string; toleranceSeconds?: number }): Promise<{ ok: true; event: WebhookEvent } | { ok: false; reason: Extract<VerifyResult, { ok: false }>["reason"] }> {
+export async function parseWebhook(input: {
+  secret: string;
+  header: string | null | undefined;
+  rawBody: string;
+  toleranceSeconds?: number;
+}): Promise<{ ok: true; event: WebhookEvent } | { ok: false; reason: Extract<VerifyResult, { ok: false }>["reason"] }> {
   const verdict = await verifySignature(input);
   if (!verdict.ok) return verdict;
   return { ok: true, event: JSON.parse(input.rawBody) as WebhookEvent };

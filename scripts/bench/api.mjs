@@ -10,9 +10,14 @@ export async function call(base, method, path, { token, body, expected = [200, 2
   const headers = {};
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
-  if (!expected.includes(res.status)) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`);
+  if (!expected.includes(res.status))
+    throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`);
   return text ? JSON.parse(text) : null;
 }
 
@@ -42,12 +47,16 @@ export function consoleToken(base) {
   return token;
 }
 
-export const createMerchant = (base, console, name) => call(base, "POST", "/merchants", { token: console, body: { name } });
+export const createMerchant = (base, console, name) =>
+  call(base, "POST", "/merchants", { token: console, body: { name } });
 
 /** An agent with no policy limits and `credit` cents in its wallet. */
 export async function createAgent(base, console, name, credit) {
   const agent = await call(base, "POST", "/console/agents", { token: console, body: { name } });
-  await call(base, "POST", `/console/agents/${agent.agentId}/credits`, { token: console, body: { amountUsdCents: credit } });
+  await call(base, "POST", `/console/agents/${agent.agentId}/credits`, {
+    token: console,
+    body: { amountUsdCents: credit },
+  });
   return agent;
 }
 
@@ -56,6 +65,8 @@ export const createCharge = (base, merchantKey, amountUsdCents = 1) =>
 
 /** `n` pending charges of one merchant, created `concurrency` at a time; their ids. */
 export async function createCharges(base, merchantKey, n, concurrency = 16, amountUsdCents = 1) {
-  const made = await inParallel(Array.from({ length: n }), concurrency, () => createCharge(base, merchantKey, amountUsdCents));
+  const made = await inParallel(Array.from({ length: n }), concurrency, () =>
+    createCharge(base, merchantKey, amountUsdCents),
+  );
   return made.map((c) => c.chargeId);
 }

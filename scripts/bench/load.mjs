@@ -43,7 +43,13 @@ function once(options, next) {
           {
             setupRequest: (request) => {
               const spec = next();
-              return { ...request, method: spec.method ?? "GET", path: spec.path, headers: { ...spec.headers }, body: spec.body };
+              return {
+                ...request,
+                method: spec.method ?? "GET",
+                path: spec.path,
+                headers: { ...spec.headers },
+                body: spec.body,
+              };
             },
             onResponse: options.onResponse ? (status, body) => options.onResponse(status, body) : undefined,
           },
@@ -57,10 +63,15 @@ function once(options, next) {
 /** Warm-up, then the measured run. @param {LoadOptions} options @returns {Promise<LoadResult>} */
 export async function load(options) {
   const expect = options.expect ?? ((status) => status >= 200 && status < 300);
-  const okOf = (statuses) => Object.entries(statuses).reduce((sum, [code, n]) => sum + (expect(Number(code)) ? n : 0), 0);
-  const statusesOf = (result) => Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count]));
+  const okOf = (statuses) =>
+    Object.entries(statuses).reduce((sum, [code, n]) => sum + (expect(Number(code)) ? n : 0), 0);
+  const statusesOf = (result) =>
+    Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count]));
   if (options.warmupSeconds > 0 || options.warmupRequests) {
-    const warm = await once({ ...options, seconds: options.warmupSeconds, amount: options.warmupRequests }, options.next);
+    const warm = await once(
+      { ...options, seconds: options.warmupSeconds, amount: options.warmupRequests },
+      options.next,
+    );
     // The warm-up's rate tells how many prepared inputs (pending charges, signed payments) the run needs.
     await options.afterWarmup?.({ okRps: okOf(statusesOf(warm)) / warm.duration });
   }

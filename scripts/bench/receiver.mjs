@@ -10,7 +10,9 @@ function verified(secret, header, raw) {
   const t = parts.find(([k]) => k === "t")?.[1];
   if (!t) return false;
   const expected = Buffer.from(createHmac("sha256", secret).update(`${t}.${raw}`).digest("hex"));
-  return parts.some(([k, v]) => k === "v1" && v && v.length === expected.length && timingSafeEqual(Buffer.from(v), expected));
+  return parts.some(
+    ([k, v]) => k === "v1" && v && v.length === expected.length && timingSafeEqual(Buffer.from(v), expected),
+  );
 }
 
 /**

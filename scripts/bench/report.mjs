@@ -5,7 +5,10 @@ import { fileURLToPath } from "node:url";
 
 const RESULTS = fileURLToPath(new URL("../../bench/results", import.meta.url));
 
-const fmt = (n, digits = 0) => (n === null || n === undefined || Number.isNaN(n) ? "-" : n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+const fmt = (n, digits = 0) =>
+  n === null || n === undefined || Number.isNaN(n)
+    ? "-"
+    : n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 /**
  * @param {{ name: string, kind: "floor" | "scenario", result: { okRps: number, p50: number, p99: number, errors: number, threads?: { service?: { busy: number } } | null } | null,
@@ -27,7 +30,11 @@ export function table(rows) {
     r.met === null || r.met === undefined ? "" : r.met ? "yes" : "NO",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => String(l[i]).length)));
-  const render = (cells) => cells.map((c, i) => (i === 0 || i >= 6 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ").trimEnd();
+  const render = (cells) =>
+    cells
+      .map((c, i) => (i === 0 || i >= 6 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
+      .join("  ")
+      .trimEnd();
   const out = [render(header), widths.map((w) => "-".repeat(w)).join("  ")];
   let kind = rows[0]?.kind;
   for (const [i, l] of lines.entries()) {

@@ -40,20 +40,34 @@ const STEPS = [
 const X402_WARMUP = Math.round(Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP));
 const X402_MEASURED = Math.round(Number(process.env.BENCH_X402_SETTLEMENTS ?? 100 * SECONDS));
 // autocannon sends at least one request per connection.
-if (!(X402_MEASURED >= CONNECTIONS)) throw new Error(`BENCH_X402_SETTLEMENTS must be at least BENCH_CONNECTIONS (${CONNECTIONS})`);
-if (!(X402_WARMUP === 0 || X402_WARMUP >= CONNECTIONS)) throw new Error(`BENCH_X402_WARMUP must be 0 or at least BENCH_CONNECTIONS (${CONNECTIONS})`);
+if (!(X402_MEASURED >= CONNECTIONS))
+  throw new Error(`BENCH_X402_SETTLEMENTS must be at least BENCH_CONNECTIONS (${CONNECTIONS})`);
+if (!(X402_WARMUP === 0 || X402_WARMUP >= CONNECTIONS))
+  throw new Error(`BENCH_X402_WARMUP must be 0 or at least BENCH_CONNECTIONS (${CONNECTIONS})`);
 const CREDIT = 100_000_000; // $1M each: no scenario may run an agent dry
 /** Row groups, by the prefix of their keys; BENCH_ONLY picks some. */
-const GROUPS = { floors: /^(floor_(?!chain)|steps$)/, charges: /^charge_creation$/, wallet: /^(wallet_pay|checkout_link)/, paylinks: /^paylink_/, x402: /^(x402_|floor_chain)/, webhooks: /^webhook_/ };
-const ONLY = (process.env.BENCH_ONLY ?? "").split(",").map((g) => g.trim()).filter(Boolean);
-for (const g of ONLY) if (!(g in GROUPS)) throw new Error(`BENCH_ONLY: unknown group "${g}"; groups: ${Object.keys(GROUPS).join(", ")}`);
+const GROUPS = {
+  floors: /^(floor_(?!chain)|steps$)/,
+  charges: /^charge_creation$/,
+  wallet: /^(wallet_pay|checkout_link)/,
+  paylinks: /^paylink_/,
+  x402: /^(x402_|floor_chain)/,
+  webhooks: /^webhook_/,
+};
+const ONLY = (process.env.BENCH_ONLY ?? "")
+  .split(",")
+  .map((g) => g.trim())
+  .filter(Boolean);
+for (const g of ONLY)
+  if (!(g in GROUPS)) throw new Error(`BENCH_ONLY: unknown group "${g}"; groups: ${Object.keys(GROUPS).join(", ")}`);
 const selected = (key) => ONLY.length === 0 || ONLY.some((g) => GROUPS[g].test(key));
 
 const startedAt = new Date();
 const t0 = Date.now();
 const log = (line) => console.log(`[bench ${((Date.now() - t0) / 1000).toFixed(0).padStart(3)} s] ${line}`);
 const ms = (n) => (n < 10 ? n.toFixed(1) : n.toFixed(0));
-const summary = (r) => `${r.okRps.toFixed(r.okRps < 100 ? 1 : 0)} req/s, p50 ${ms(r.p50)} ms, p99 ${ms(r.p99)} ms, ${r.errors} errors`;
+const summary = (r) =>
+  `${r.okRps.toFixed(r.okRps < 100 ? 1 : 0)} req/s, p50 ${ms(r.p50)} ms, p99 ${ms(r.p99)} ms, ${r.errors} errors`;
 
 let service = null;
 let receiver = null;
@@ -108,17 +122,34 @@ async function main() {
     const ledgerAfter = await call(B, "GET", "/__bench/ledger");
     const reloads = service.reloads() - reloadsSeen;
     reloadsSeen = service.reloads();
-    if (reloads > 0) log(`  warning: the service reloaded ${reloads} time(s) during this run (a source file changed); its numbers are suspect`);
-    const unanswered = result.requests === 0 && result.unanswered > 0 ? ` (none of ${result.unanswered} requests answered within the window)` : "";
-    log(`  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`);
+    if (reloads > 0)
+      log(
+        `  warning: the service reloaded ${reloads} time(s) during this run (a source file changed); its numbers are suspect`,
+      );
+    const unanswered =
+      result.requests === 0 && result.unanswered > 0
+        ? ` (none of ${result.unanswered} requests answered within the window)`
+        : "";
+    log(
+      `  ${summary(result)}${unanswered}${result.exhausted ? " (ran out of prepared inputs: rate undercounted)" : ""}`,
+    );
     // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1
     // batch, and the statements those batches ran per plan.
     // A ledger object that restarted meanwhile (idle objects are evicted, say while inputs are prepared)
     // counts from zero again: then there is nothing to say.
-    const ledger = ledgerAfter.started !== ledgerBefore.started ? null : { plans: ledgerAfter.plans - ledgerBefore.plans, batches: ledgerAfter.batches - ledgerBefore.batches, statements: ledgerAfter.statements - ledgerBefore.statements };
+    const ledger =
+      ledgerAfter.started !== ledgerBefore.started
+        ? null
+        : {
+            plans: ledgerAfter.plans - ledgerBefore.plans,
+            batches: ledgerAfter.batches - ledgerBefore.batches,
+            statements: ledgerAfter.statements - ledgerBefore.statements,
+          };
     if (ledger && ledger.batches > 0) {
       const perBatch = (ledger.plans / ledger.batches).toFixed(1);
-      log(`  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${perBatch} per batch, ${(ledger.statements / ledger.plans).toFixed(1)} statements per plan)`);
+      log(
+        `  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${perBatch} per batch, ${(ledger.statements / ledger.plans).toFixed(1)} statements per plan)`,
+      );
     }
     const threads = describeUsage(result.threads);
     if (threads) log(`  threads: ${threads}`);
@@ -146,21 +177,40 @@ async function main() {
   // --- Seeding, all through the public API ---------------------------------------------------
   log("seeding: console token, merchants, agents, a checkout link, PayLinks and grants");
   const consoleKey = consoleToken(B);
-  const [shop, links, budgets, hooks, onchain] = await inParallel(["bench shop", "bench links", "bench budgets", "bench hooks", "bench x402"], 5, (name) =>
-    createMerchant(B, consoleKey, name),
+  const [shop, links, budgets, hooks, onchain] = await inParallel(
+    ["bench shop", "bench links", "bench budgets", "bench hooks", "bench x402"],
+    5,
+    (name) => createMerchant(B, consoleKey, name),
   );
-  const crowd = await inParallel(Array.from({ length: AGENTS }, (_, i) => `bench agent ${i}`), 8, (name) => createAgent(B, consoleKey, name, CREDIT));
-  const [hot, drawer] = await inParallel(["bench hot agent", "bench grant agent"], 2, (name) => createAgent(B, consoleKey, name, CREDIT));
-  const link = await call(B, "POST", "/merchant/checkout", { token: links.apiKey, body: { amountUsdCents: 1, description: "bench" } });
+  const crowd = await inParallel(
+    Array.from({ length: AGENTS }, (_, i) => `bench agent ${i}`),
+    8,
+    (name) => createAgent(B, consoleKey, name, CREDIT),
+  );
+  const [hot, drawer] = await inParallel(["bench hot agent", "bench grant agent"], 2, (name) =>
+    createAgent(B, consoleKey, name, CREDIT),
+  );
+  const link = await call(B, "POST", "/merchant/checkout", {
+    token: links.apiKey,
+    body: { amountUsdCents: 1, description: "bench" },
+  });
   const budget = { budgetUsdCents: 10_000_000_000 };
   const oneGrant = await call(B, "POST", "/merchant/paylinks", { token: budgets.apiKey, body: budget });
   await call(B, "POST", `/pl/${oneGrant.code}/accept`, { token: drawer.apiKey });
   const manyGrants = await call(B, "POST", "/merchant/paylinks", { token: budgets.apiKey, body: budget });
-  await inParallel(crowd.slice(0, GRANTS), 8, (a) => call(B, "POST", `/pl/${manyGrants.code}/accept`, { token: a.apiKey }));
+  await inParallel(crowd.slice(0, GRANTS), 8, (a) =>
+    call(B, "POST", `/pl/${manyGrants.code}/accept`, { token: a.apiKey }),
+  );
   const [template] = await createCharges(B, shop.apiKey, 1);
   log(`  ${AGENTS + 2} agents with $${(CREDIT / 100).toLocaleString("en-US")} each, 5 merchants, ${GRANTS + 1} grants`);
 
-  const base = { url: B, connections: CONNECTIONS, warmupSeconds: WARMUP, seconds: SECONDS, meter: threadMeter(service.pgid, service.port) };
+  const base = {
+    url: B,
+    connections: CONNECTIONS,
+    warmupSeconds: WARMUP,
+    seconds: SECONDS,
+    meter: threadMeter(service.pgid, service.port),
+  };
   const perRun = WARMUP + SECONDS;
 
   // --- Floors --------------------------------------------------------------------------------
@@ -169,25 +219,46 @@ async function main() {
   if (selected("floor_do_rpc_d1_batch")) {
     // Scratch copies of the payment's tables with a pool of pending charges (src/bench/batch.ts).
     const poolSize = 120_000;
-    const scratch = await call(B, "POST", "/__bench/setup", { body: { templateChargeId: template, charges: poolSize } });
+    const scratch = await call(B, "POST", "/__bench/setup", {
+      body: { templateChargeId: template, charges: poolSize },
+    });
     let slot = 0;
     const floorBody = () => {
       const i = slot++;
       if (i >= poolSize) throw new Error("the scratch charge pool ran out; raise poolSize");
-      return JSON.stringify({ i, agentId: scratch.agentIds[i % scratch.agentIds.length], merchantId: scratch.merchantId });
+      return JSON.stringify({
+        i,
+        agentId: scratch.agentIds[i % scratch.agentIds.length],
+        merchantId: scratch.merchantId,
+      });
     };
-    floor.noop = await measure("floor_trivial_route", "floor: trivial route", "floor", () => load({ ...base, next: () => ({ path: "/__bench/noop" }) }));
-    floor.rpc = await measure("floor_do_rpc", "floor: one Durable Object RPC", "floor", () => load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-rpc" }) }));
+    floor.noop = await measure("floor_trivial_route", "floor: trivial route", "floor", () =>
+      load({ ...base, next: () => ({ path: "/__bench/noop" }) }),
+    );
+    floor.rpc = await measure("floor_do_rpc", "floor: one Durable Object RPC", "floor", () =>
+      load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-rpc" }) }),
+    );
     floor.batch = await measure("floor_d1_batch", "floor: one payment-sized D1 batch", "floor", () =>
-      load({ ...base, next: () => ({ method: "POST", path: "/__bench/d1-batch", headers: json(), body: floorBody() }) }),
+      load({
+        ...base,
+        next: () => ({ method: "POST", path: "/__bench/d1-batch", headers: json(), body: floorBody() }),
+      }),
     );
     floor.rpcBatch = await measure("floor_do_rpc_d1_batch", "floor: DO RPC + payment-sized batch", "floor", () =>
-      load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-d1-batch", headers: json(), body: floorBody() }) }),
+      load({
+        ...base,
+        next: () => ({ method: "POST", path: "/__bench/do-d1-batch", headers: json(), body: floorBody() }),
+      }),
     );
     floor.serial = await measure("floor_do_rpc_d1_batch_serial", "floor: same, one batch at a time", "floor", () =>
-      load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-d1-batch-serial", headers: json(), body: floorBody() }) }),
+      load({
+        ...base,
+        next: () => ({ method: "POST", path: "/__bench/do-d1-batch-serial", headers: json(), body: floorBody() }),
+      }),
     );
-    statements = raw.floor_d1_batch ? (await call(B, "POST", "/__bench/d1-batch", { body: JSON.parse(floorBody()) })).statements : null;
+    statements = raw.floor_d1_batch
+      ? (await call(B, "POST", "/__bench/d1-batch", { body: JSON.parse(floorBody()) })).statements
+      : null;
     await call(B, "POST", "/__bench/teardown");
   }
 
@@ -207,7 +278,12 @@ async function main() {
   const chargeCreation = await measure("charge_creation", "charge creation", "scenario", () =>
     load({
       ...base,
-      next: () => ({ method: "POST", path: "/merchant/charges", headers: json({ authorization: `Bearer ${shop.apiKey}` }), body: '{"amountUsdCents":1}' }),
+      next: () => ({
+        method: "POST",
+        path: "/merchant/charges",
+        headers: json({ authorization: `Bearer ${shop.apiKey}` }),
+        body: '{"amountUsdCents":1}',
+      }),
       onResponse: (status, body) => {
         if (status === 201) pending.push(JSON.parse(body).chargeId);
       },
@@ -239,10 +315,19 @@ async function main() {
     const result = await measure(key, name, "scenario", () =>
       load({
         ...base,
-        next: () => ({ method: "POST", path: `/charges/${nextPending()}/pay`, headers: { authorization: `Bearer ${agentOf().apiKey}` } }),
+        next: () => ({
+          method: "POST",
+          path: `/charges/${nextPending()}/pay`,
+          headers: { authorization: `Bearer ${agentOf().apiKey}` },
+        }),
         afterWarmup: async (warm) => {
           // A path may outrun its floor (group commit), and a warm-up that woke 100 objects undercounts.
-          await topUp(pending, inputsFor(Math.max(warm.okRps, floor.rpcBatch?.okRps ?? 0), SECONDS), "pending charges", shopCharges);
+          await topUp(
+            pending,
+            inputsFor(Math.max(warm.okRps, floor.rpcBatch?.okRps ?? 0), SECONDS),
+            "pending charges",
+            shopCharges,
+          );
           await quiet();
           ranDry = 0;
         },
@@ -259,12 +344,29 @@ async function main() {
   // A payment does strictly more than a charge creation or the floor, so neither rate is exceeded.
   const payGuess = Math.min(floor.rpcBatch?.okRps ?? 200, chargeCreation?.okRps ?? 200);
   let turn = 0;
-  const across = await payScenario("wallet_pay_across_agents", `wallet pay, ${AGENTS} agents`, () => crowd[turn++ % crowd.length], payGuess);
-  const hotAgent = await payScenario("wallet_pay_hot_agent", "wallet pay, one hot agent", () => hot, across?.okRps ?? payGuess);
+  const across = await payScenario(
+    "wallet_pay_across_agents",
+    `wallet pay, ${AGENTS} agents`,
+    () => crowd[turn++ % crowd.length],
+    payGuess,
+  );
+  const hotAgent = await payScenario(
+    "wallet_pay_hot_agent",
+    "wallet pay, one hot agent",
+    () => hot,
+    across?.okRps ?? payGuess,
+  );
 
   // --- Checkout link and PayLinks -----------------------------------------------------------------
   const checkout = await measure("checkout_link_pay", "checkout-link pay", "scenario", () =>
-    load({ ...base, next: () => ({ method: "POST", path: `/checkout/${link.checkoutToken}/pay`, headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` } }) }),
+    load({
+      ...base,
+      next: () => ({
+        method: "POST",
+        path: `/checkout/${link.checkoutToken}/pay`,
+        headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` },
+      }),
+    }),
   );
   const draw = (code, agentId) => ({
     method: "POST",
@@ -272,147 +374,199 @@ async function main() {
     headers: json({ authorization: `Bearer ${budgets.apiKey}` }),
     body: JSON.stringify({ agentId, amountUsdCents: 1 }),
   });
-  const drawOne = await measure("paylink_draw_one_grant", "PayLink draw, one grant", "scenario", () => load({ ...base, next: () => draw(oneGrant.code, drawer.agentId) }));
+  const drawOne = await measure("paylink_draw_one_grant", "PayLink draw, one grant", "scenario", () =>
+    load({ ...base, next: () => draw(oneGrant.code, drawer.agentId) }),
+  );
   const drawMany = await measure("paylink_draw_many_grants", `PayLink draw, ${GRANTS} grants`, "scenario", () =>
     load({ ...base, next: () => draw(manyGrants.code, crowd[turn++ % GRANTS].agentId) }),
   );
 
   // --- x402 --------------------------------------------------------------------------------------
-  const { verify, verifyCpuMs, settle } = !selected("x402_settle") ? { verify: null, verifyCpuMs: null, settle: null } : await (async () => {
-    const [x402Probe] = await createCharges(B, onchain.apiKey, 1);
-    const termsOf = async (chargeId) => (await call(B, "GET", `/charges/${chargeId}/x402`, { expected: [402] })).accepts[0];
-    const terms = await termsOf(x402Probe);
-    const verifySamples = await signPayments(Array(64).fill(terms));
-    const verifyBody = (header, iterations) => JSON.stringify({ header, amountMinor: 1, payTo: terms.payTo, iterations });
-    let v = 0;
-    const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
-      load({ ...base, next: () => ({ method: "POST", path: "/__bench/x402-verify", headers: json(), body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1) }) }),
-    );
-    // CPU per verification: pure computation, so the step's time is its CPU.
-    const verifyCpuMs = await perStep("/__bench/x402-verify", { header: verifySamples[0].header, amountMinor: 1, payTo: terms.payTo }, 100);
-    raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
-    log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
+  const { verify, verifyCpuMs, settle } = !selected("x402_settle")
+    ? { verify: null, verifyCpuMs: null, settle: null }
+    : await (async () => {
+        const [x402Probe] = await createCharges(B, onchain.apiKey, 1);
+        const termsOf = async (chargeId) =>
+          (await call(B, "GET", `/charges/${chargeId}/x402`, { expected: [402] })).accepts[0];
+        const terms = await termsOf(x402Probe);
+        const verifySamples = await signPayments(Array(64).fill(terms));
+        const verifyBody = (header, iterations) =>
+          JSON.stringify({ header, amountMinor: 1, payTo: terms.payTo, iterations });
+        let v = 0;
+        const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
+          load({
+            ...base,
+            next: () => ({
+              method: "POST",
+              path: "/__bench/x402-verify",
+              headers: json(),
+              body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1),
+            }),
+          }),
+        );
+        // CPU per verification: pure computation, so the step's time is its CPU.
+        const verifyCpuMs = await perStep(
+          "/__bench/x402-verify",
+          { header: verifySamples[0].header, amountMinor: 1, payTo: terms.payTo },
+          100,
+        );
+        raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
+        log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
 
-    // Each settlement takes its own pending charge and an authorization signed to that charge's
-    // receiving address (and a margin of one per connection). The charges and their terms are made
-    // first: they live in D1, which the chain snapshot below does not touch.
-    const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
-    log(`  preparing ${inputs} x402 charges and their terms`);
-    const x402Charges = await createCharges(B, onchain.apiKey, inputs, CONNECTIONS);
-    const x402Terms = await inParallel(x402Charges, CONNECTIONS, termsOf);
+        // Each settlement takes its own pending charge and an authorization signed to that charge's
+        // receiving address (and a margin of one per connection). The charges and their terms are made
+        // first: they live in D1, which the chain snapshot below does not touch.
+        const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
+        log(`  preparing ${inputs} x402 charges and their terms`);
+        const x402Charges = await createCharges(B, onchain.apiKey, inputs, CONNECTIONS);
+        const x402Terms = await inParallel(x402Charges, CONNECTIONS, termsOf);
 
-    // Settlement: the chain's own floor, then the service, each `X402_WARMUP` settlements of
-    // warm-up and `X402_MEASURED` measured ones, both from the same chain state (the floor's
-    // settlements, to the same fresh receiving addresses, are reverted before the service runs;
-    // see chainSnapshot).
-    const revert = await chainSnapshot(service.rpcUrl);
-    const chainSigned = await signPayments(x402Terms.slice(0, X402_WARMUP + X402_MEASURED));
-    floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
-      chainSettleFloor({ rpcUrl: service.rpcUrl, terms, concurrency: CONNECTIONS, warmup: X402_WARMUP, count: X402_MEASURED, signed: chainSigned }),
-    );
-    if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
-    await revert();
-    const x402Signed = await signPayments(x402Terms);
-    const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
-    let x402Dry = 0;
-    const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>
-      load({
-        ...base,
-        warmupSeconds: 0,
-        warmupRequests: X402_WARMUP,
-        requests: X402_MEASURED,
-        next: () => {
-          const input = x402Inputs.pop();
-          if (!input) x402Dry++;
-          return { path: `/charges/${input?.chargeId ?? "chg_x402_ran_dry"}/x402`, headers: { "x-payment": input?.header ?? "none" } };
-        },
-        expect: (status) => status === 200,
-        afterWarmup: async () => {
-          await quiet();
-          x402Dry = 0;
-        },
-      }),
-    );
-    if (x402Dry > 0) {
-      raw.x402_settle.exhausted = true;
-      log(`  warning: ${x402Dry} requests found no prepared payment left (counted as errors)`);
-    }
-    return { verify, verifyCpuMs, settle };
-  })();
+        // Settlement: the chain's own floor, then the service, each `X402_WARMUP` settlements of
+        // warm-up and `X402_MEASURED` measured ones, both from the same chain state (the floor's
+        // settlements, to the same fresh receiving addresses, are reverted before the service runs;
+        // see chainSnapshot).
+        const revert = await chainSnapshot(service.rpcUrl);
+        const chainSigned = await signPayments(x402Terms.slice(0, X402_WARMUP + X402_MEASURED));
+        floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
+          chainSettleFloor({
+            rpcUrl: service.rpcUrl,
+            terms,
+            concurrency: CONNECTIONS,
+            warmup: X402_WARMUP,
+            count: X402_MEASURED,
+            signed: chainSigned,
+          }),
+        );
+        if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
+        await revert();
+        const x402Signed = await signPayments(x402Terms);
+        const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
+        let x402Dry = 0;
+        const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>
+          load({
+            ...base,
+            warmupSeconds: 0,
+            warmupRequests: X402_WARMUP,
+            requests: X402_MEASURED,
+            next: () => {
+              const input = x402Inputs.pop();
+              if (!input) x402Dry++;
+              return {
+                path: `/charges/${input?.chargeId ?? "chg_x402_ran_dry"}/x402`,
+                headers: { "x-payment": input?.header ?? "none" },
+              };
+            },
+            expect: (status) => status === 200,
+            afterWarmup: async () => {
+              await quiet();
+              x402Dry = 0;
+            },
+          }),
+        );
+        if (x402Dry > 0) {
+          raw.x402_settle.exhausted = true;
+          log(`  warning: ${x402Dry} requests found no prepared payment left (counted as errors)`);
+        }
+        return { verify, verifyCpuMs, settle };
+      })();
 
   // --- Webhook fan-out ------------------------------------------------------------------------------
-  const webhooks = !selected("webhook_payments") ? null : await (async () => {
-    // Charges first, and their charge.created events fanned out, so the endpoint sees payment events only.
-    const webhookRate = Math.min(WEBHOOK_PAYMENTS_PER_SECOND, (across?.okRps ?? payGuess) * 1.5 + 5);
-    const webhookCharges = await createCharges(B, hooks.apiKey, Math.ceil(webhookRate * WEBHOOK_SECONDS) + CONNECTIONS * 2, CONNECTIONS);
-    await quiet();
-    const endpoint = await call(B, "POST", "/settings/webhooks", {
-      token: consoleKey,
-      body: { url: receiver.url, events: ["payment.succeeded", "charge.succeeded"], merchantId: hooks.merchantId },
-    });
-    receiver.setSecret(endpoint.secret);
-    let wc = 0;
-    let hookStarted = Date.now();
-    const webhookLoad = await measure("webhook_payments", `payments offered at ${WEBHOOK_PAYMENTS_PER_SECOND}/s (${WEBHOOK_EVENTS_PER_SECOND} events/s)`, "scenario", () => {
-      hookStarted = Date.now();
-      return load({
-        ...base,
-        warmupSeconds: 0,
-        seconds: WEBHOOK_SECONDS,
-        overallRate: WEBHOOK_PAYMENTS_PER_SECOND,
-        next: () => ({ method: "POST", path: `/charges/${webhookCharges[wc++] ?? "chg_pool_ran_dry"}/pay`, headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` } }),
-      });
-    });
-    const hookEnded = Date.now();
-    const expected = webhookLoad.ok * 2;
-    const drainDeadline = Date.now() + 60_000;
-    while (receiver.events.size < expected && Date.now() < drainDeadline) await new Promise((r) => setTimeout(r, 200));
-    const lags = [...receiver.events.values()].map((e) => e.receivedAt - e.createdAt).sort((a, b) => a - b);
-    const pct = (p) => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? 0;
-    // The delivery rate is taken over the span in which deliveries arrived (first to last), so the
-    // lag before the first one does not read as a slower pipeline; the lag has its own columns.
-    const arrivals = [...receiver.events.values()].map((e) => e.receivedAt).sort((a, b) => a - b);
-    const firstArrival = arrivals[0] ?? hookEnded;
-    const lastArrival = arrivals.at(-1) ?? hookEnded;
-    const deliveryRate = arrivals.length > 1 ? (arrivals.length - 1) / ((lastArrival - firstArrival) / 1000) : 0;
-    const webhooks = {
-      requests: receiver.stats.posts,
-      ok: receiver.events.size,
-      errors: Math.max(0, expected - receiver.events.size) + receiver.stats.badSignatures,
-      rps: deliveryRate,
-      okRps: deliveryRate,
-      offeredEventsPerSecond: expected / ((hookEnded - hookStarted) / 1000),
-      p50: pct(50),
-      p90: pct(90),
-      p99: pct(99),
-      max: lags.at(-1) ?? 0,
-      mean: lags.reduce((a, b) => a + b, 0) / Math.max(1, lags.length),
-      expected,
-      delivered: receiver.events.size,
-      duplicates: receiver.stats.duplicates,
-      badSignatures: receiver.stats.badSignatures,
-      drainSeconds: (lastArrival - hookEnded) / 1000,
-      threads: webhookLoad.threads,
-    };
-    raw.webhook_delivery = { name: "webhook delivery (lag)", kind: "scenario", ...webhooks };
-    log(
-      `  webhooks: ${webhooks.delivered}/${expected} delivered at ${webhooks.okRps.toFixed(0)} events/s (payments made ${webhooks.offeredEventsPerSecond.toFixed(0)}/s), ` +
-        `lag p50 ${webhooks.p50} ms, p99 ${webhooks.p99} ms, ` +
-        `last one ${webhooks.drainSeconds.toFixed(1)} s after the load`,
-    );
-    return webhooks;
-  })();
+  const webhooks = !selected("webhook_payments")
+    ? null
+    : await (async () => {
+        // Charges first, and their charge.created events fanned out, so the endpoint sees payment events only.
+        const webhookRate = Math.min(WEBHOOK_PAYMENTS_PER_SECOND, (across?.okRps ?? payGuess) * 1.5 + 5);
+        const webhookCharges = await createCharges(
+          B,
+          hooks.apiKey,
+          Math.ceil(webhookRate * WEBHOOK_SECONDS) + CONNECTIONS * 2,
+          CONNECTIONS,
+        );
+        await quiet();
+        const endpoint = await call(B, "POST", "/settings/webhooks", {
+          token: consoleKey,
+          body: { url: receiver.url, events: ["payment.succeeded", "charge.succeeded"], merchantId: hooks.merchantId },
+        });
+        receiver.setSecret(endpoint.secret);
+        let wc = 0;
+        let hookStarted = Date.now();
+        const webhookLoad = await measure(
+          "webhook_payments",
+          `payments offered at ${WEBHOOK_PAYMENTS_PER_SECOND}/s (${WEBHOOK_EVENTS_PER_SECOND} events/s)`,
+          "scenario",
+          () => {
+            hookStarted = Date.now();
+            return load({
+              ...base,
+              warmupSeconds: 0,
+              seconds: WEBHOOK_SECONDS,
+              overallRate: WEBHOOK_PAYMENTS_PER_SECOND,
+              next: () => ({
+                method: "POST",
+                path: `/charges/${webhookCharges[wc++] ?? "chg_pool_ran_dry"}/pay`,
+                headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` },
+              }),
+            });
+          },
+        );
+        const hookEnded = Date.now();
+        const expected = webhookLoad.ok * 2;
+        const drainDeadline = Date.now() + 60_000;
+        while (receiver.events.size < expected && Date.now() < drainDeadline)
+          await new Promise((r) => setTimeout(r, 200));
+        const lags = [...receiver.events.values()].map((e) => e.receivedAt - e.createdAt).sort((a, b) => a - b);
+        const pct = (p) => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? 0;
+        // The delivery rate is taken over the span in which deliveries arrived (first to last), so the
+        // lag before the first one does not read as a slower pipeline; the lag has its own columns.
+        const arrivals = [...receiver.events.values()].map((e) => e.receivedAt).sort((a, b) => a - b);
+        const firstArrival = arrivals[0] ?? hookEnded;
+        const lastArrival = arrivals.at(-1) ?? hookEnded;
+        const deliveryRate = arrivals.length > 1 ? (arrivals.length - 1) / ((lastArrival - firstArrival) / 1000) : 0;
+        const webhooks = {
+          requests: receiver.stats.posts,
+          ok: receiver.events.size,
+          errors: Math.max(0, expected - receiver.events.size) + receiver.stats.badSignatures,
+          rps: deliveryRate,
+          okRps: deliveryRate,
+          offeredEventsPerSecond: expected / ((hookEnded - hookStarted) / 1000),
+          p50: pct(50),
+          p90: pct(90),
+          p99: pct(99),
+          max: lags.at(-1) ?? 0,
+          mean: lags.reduce((a, b) => a + b, 0) / Math.max(1, lags.length),
+          expected,
+          delivered: receiver.events.size,
+          duplicates: receiver.stats.duplicates,
+          badSignatures: receiver.stats.badSignatures,
+          drainSeconds: (lastArrival - hookEnded) / 1000,
+          threads: webhookLoad.threads,
+        };
+        raw.webhook_delivery = { name: "webhook delivery (lag)", kind: "scenario", ...webhooks };
+        log(
+          `  webhooks: ${webhooks.delivered}/${expected} delivered at ${webhooks.okRps.toFixed(0)} events/s (payments made ${webhooks.offeredEventsPerSecond.toFixed(0)}/s), ` +
+            `lag p50 ${webhooks.p50} ms, p99 ${webhooks.p99} ms, ` +
+            `last one ${webhooks.drainSeconds.toFixed(1)} s after the load`,
+        );
+        return webhooks;
+      })();
 
   // --- The table ----------------------------------------------------------------------------------
   const ratio = (r, f) => (r && f && f.okRps > 0 ? r.okRps / f.okRps : null);
   const F_RPC_BATCH = "DO RPC + batch";
   const payTarget = (r, min, extra) => {
     const x = ratio(r, floor.rpcBatch);
-    return { floor: F_RPC_BATCH, ratio: x, target: extra ? `>= ${min}, ${extra}` : `>= ${min}`, met: x !== null && x >= min };
+    return {
+      floor: F_RPC_BATCH,
+      ratio: x,
+      target: extra ? `>= ${min}, ${extra}` : `>= ${min}`,
+      met: x !== null && x >= min,
+    };
   };
   const acrossT = payTarget(across, 0.8, "0 errors, p99 < 150 ms");
   acrossT.met = acrossT.met && across?.errors === 0 && across.p99 < 150;
-  const fiveHundreds = Object.entries(hotAgent?.statuses ?? {}).filter(([code]) => Number(code) >= 500).reduce((a, [, n]) => a + n, 0);
+  const fiveHundreds = Object.entries(hotAgent?.statuses ?? {})
+    .filter(([code]) => Number(code) >= 500)
+    .reduce((a, [, n]) => a + n, 0);
   const hotT = payTarget(hotAgent, 0.6, "no 5xx");
   hotT.met = hotT.met && fiveHundreds === 0 && hotAgent?.socketErrors === 0;
   const settleRatio = ratio(settle, floor.chain);
@@ -421,14 +575,38 @@ async function main() {
     { name: "floor: one DO RPC", kind: "floor", result: floor.rpc },
     { name: `floor: one D1 batch (${statements ?? "?"} statements)`, kind: "floor", result: floor.batch },
     { name: "floor: DO RPC + that batch", kind: "floor", result: floor.rpcBatch },
-    { name: "  (same, one at a time)", kind: "floor", result: floor.serial, floor: F_RPC_BATCH, ratio: ratio(floor.serial, floor.rpcBatch) },
+    {
+      name: "  (same, one at a time)",
+      kind: "floor",
+      result: floor.serial,
+      floor: F_RPC_BATCH,
+      ratio: ratio(floor.serial, floor.rpcBatch),
+    },
     { name: "floor: chain settlement", kind: "floor", result: floor.chain },
-    { name: "charge creation", kind: "scenario", result: chargeCreation, floor: "D1 batch", ratio: ratio(chargeCreation, floor.batch) },
+    {
+      name: "charge creation",
+      kind: "scenario",
+      result: chargeCreation,
+      floor: "D1 batch",
+      ratio: ratio(chargeCreation, floor.batch),
+    },
     { name: `wallet pay, ${AGENTS} agents`, kind: "scenario", result: across, ...acrossT },
     { name: "wallet pay, one hot agent", kind: "scenario", result: hotAgent, ...hotT },
-    { name: "checkout-link pay", kind: "scenario", result: checkout, floor: F_RPC_BATCH, ratio: ratio(checkout, floor.rpcBatch) },
+    {
+      name: "checkout-link pay",
+      kind: "scenario",
+      result: checkout,
+      floor: F_RPC_BATCH,
+      ratio: ratio(checkout, floor.rpcBatch),
+    },
     { name: "PayLink draw, one grant", kind: "scenario", result: drawOne, ...payTarget(drawOne, 0.5) },
-    { name: `PayLink draw, ${GRANTS} grants`, kind: "scenario", result: drawMany, floor: F_RPC_BATCH, ratio: ratio(drawMany, floor.rpcBatch) },
+    {
+      name: `PayLink draw, ${GRANTS} grants`,
+      kind: "scenario",
+      result: drawMany,
+      floor: F_RPC_BATCH,
+      ratio: ratio(drawMany, floor.rpcBatch),
+    },
     {
       name: "x402 verify",
       kind: "scenario",
@@ -438,7 +616,15 @@ async function main() {
       target: `CPU < 5 ms (${verifyCpuMs?.toFixed(2) ?? "-"} ms)`,
       met: verifyCpuMs !== null && verifyCpuMs < 5 && verify?.errors === 0,
     },
-    { name: "x402 settle", kind: "scenario", result: settle, floor: "chain", ratio: settleRatio, target: "chain-bound (>= 0.8)", met: settleRatio !== null && settleRatio >= 0.8 && settle?.errors === 0 },
+    {
+      name: "x402 settle",
+      kind: "scenario",
+      result: settle,
+      floor: "chain",
+      ratio: settleRatio,
+      target: "chain-bound (>= 0.8)",
+      met: settleRatio !== null && settleRatio >= 0.8 && settle?.errors === 0,
+    },
     {
       name: "webhooks: events/s, lag",
       kind: "scenario",
@@ -446,16 +632,27 @@ async function main() {
       floor: `${WEBHOOK_EVENTS_PER_SECOND}/s offered`,
       ratio: webhooks ? webhooks.okRps / WEBHOOK_EVENTS_PER_SECOND : null,
       target: `${WEBHOOK_EVENTS_PER_SECOND}/s, p99 lag < 2 s`,
-      met: webhooks !== null && webhooks.okRps >= WEBHOOK_EVENTS_PER_SECOND * 0.95 && webhooks.p99 < 2000 && webhooks.errors === 0,
+      met:
+        webhooks !== null &&
+        webhooks.okRps >= WEBHOOK_EVENTS_PER_SECOND * 0.95 &&
+        webhooks.p99 < 2000 &&
+        webhooks.errors === 0,
     },
   );
   // Rows BENCH_ONLY left out show "-", neither met nor missed.
   for (const r of rows) if (!r.result) Object.assign(r, { ratio: null, met: null });
   const text = table(rows);
   console.log(`\n${text}\n`);
-  console.log("req/s counts successful responses; for webhooks it is events delivered per second while the payments ran, and p50/p99 are the lag from payment to delivery.");
-  console.log("thread is how much of the measured window the service's workerd thread (every isolate, Durable Object and the local D1) spent on a CPU: near 100 % the row is bound by that one thread.");
-  if (steps) console.log(`Step costs, one at a time on an idle service (ms): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}`).join("; ")}.`);
+  console.log(
+    "req/s counts successful responses; for webhooks it is events delivered per second while the payments ran, and p50/p99 are the lag from payment to delivery.",
+  );
+  console.log(
+    "thread is how much of the measured window the service's workerd thread (every isolate, Durable Object and the local D1) spent on a CPU: near 100 % the row is bound by that one thread.",
+  );
+  if (steps)
+    console.log(
+      `Step costs, one at a time on an idle service (ms): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}`).join("; ")}.`,
+    );
   const file = writeJson({
     startedAt: startedAt.toISOString(),
     seconds: SECONDS,
@@ -485,7 +682,13 @@ async function main() {
 
 async function machine() {
   const os = await import("node:os");
-  return { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? null, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.platform()} ${os.release()}` };
+  return {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? null,
+    memoryGb: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+  };
 }
 
 try {

@@ -18,7 +18,9 @@ export function freePort() {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no free port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no free port")),
+      );
     });
   });
 }
@@ -39,7 +41,12 @@ export async function startService({ log }) {
     BENCH_ROUTES: "true",
   };
   // Its own process group (detached), so stop() reaches wrangler, workerd and anvil too.
-  const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   let output = "";
   const collect = (chunk) => {
     if (process.env.BENCH_SERVICE_LOG) appendFileSync(process.env.BENCH_SERVICE_LOG, chunk);
@@ -99,5 +106,14 @@ export async function startService({ log }) {
     }
     await new Promise((r) => setTimeout(r, 300));
   }
-  return { url, port, pgid: child.pid, rpcUrl: `http://127.0.0.1:${anvilPort}`, stateDir, output: () => output, reloads: () => reloads, stop };
+  return {
+    url,
+    port,
+    pgid: child.pid,
+    rpcUrl: `http://127.0.0.1:${anvilPort}`,
+    stateDir,
+    output: () => output,
+    reloads: () => reloads,
+    stop,
+  };
 }

@@ -81,7 +81,15 @@ function schedstatOf({ pid, allThreads }) {
 
 /** A reading of every watched process: take one as a window starts and one as it ends. */
 export function snapshot(processes) {
-  return { atNs: process.hrtime.bigint(), readings: processes.map(({ role, pid, allThreads }) => ({ role, pid, allThreads, threads: schedstatOf({ pid, allThreads }) })) };
+  return {
+    atNs: process.hrtime.bigint(),
+    readings: processes.map(({ role, pid, allThreads }) => ({
+      role,
+      pid,
+      allThreads,
+      threads: schedstatOf({ pid, allThreads }),
+    })),
+  };
 }
 
 /**
@@ -123,7 +131,10 @@ export function describeUsage(shares) {
   if (!shares) return null;
   const pct = (x) => `${Math.round(x * 100)} %`;
   const parts = [];
-  if (shares.service) parts.push(`the service's thread ${pct(shares.service.busy)} busy (+${pct(shares.service.waiting)} waiting for a core)`);
+  if (shares.service)
+    parts.push(
+      `the service's thread ${pct(shares.service.busy)} busy (+${pct(shares.service.waiting)} waiting for a core)`,
+    );
   if (shares.proxy) parts.push(`the dev proxy's ${pct(shares.proxy.busy)}`);
   if (shares.anvil) parts.push(`anvil ${pct(shares.anvil.busy)}`);
   return parts.join(", ");

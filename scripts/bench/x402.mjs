@@ -25,7 +25,10 @@ const EIP3009_ABI = compileTestUsdc().abi;
 const randomNonce = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}`;
 
 /** Payers: anvil accounts 1-8 (1,000 test tokens each). The service pays gas from GAS_LANES, the chain floor from `floorLanes`. */
-const payers = () => anvilAccounts().slice(1, 9).map((a) => privateKeyToAccount(a.privateKey));
+const payers = () =>
+  anvilAccounts()
+    .slice(1, 9)
+    .map((a) => privateKeyToAccount(a.privateKey));
 
 /**
  * One signed authorization for each of `termsList` (accepts[] entries of 402 bodies: each charge has
@@ -38,14 +41,28 @@ export async function signPayments(termsList) {
   const out = [];
   for (const [i, terms] of termsList.entries()) {
     const signer = accounts[i % accounts.length];
-    const message = { from: signer.address, to: terms.payTo, value: BigInt(terms.maxAmountRequired), validAfter: now - 600n, validBefore: now + 300n, nonce: randomNonce() };
+    const message = {
+      from: signer.address,
+      to: terms.payTo,
+      value: BigInt(terms.maxAmountRequired),
+      validAfter: now - 600n,
+      validBefore: now + 300n,
+      nonce: randomNonce(),
+    };
     const signature = await signer.signTypedData({
-      domain: { name: terms.extra.name, version: terms.extra.version, chainId: LOCAL_CHAIN_ID, verifyingContract: terms.asset },
+      domain: {
+        name: terms.extra.name,
+        version: terms.extra.version,
+        chainId: LOCAL_CHAIN_ID,
+        verifyingContract: terms.asset,
+      },
       types: TYPES,
       primaryType: "TransferWithAuthorization",
       message,
     });
-    const authorization = Object.fromEntries(Object.entries(message).map(([k, v]) => [k, typeof v === "bigint" ? v.toString() : v]));
+    const authorization = Object.fromEntries(
+      Object.entries(message).map(([k, v]) => [k, typeof v === "bigint" ? v.toString() : v]),
+    );
     const payload = { x402Version: 1, scheme: "exact", network: terms.network, payload: { signature, authorization } };
     out.push({ header: Buffer.from(JSON.stringify(payload)).toString("base64"), authorization, signature });
   }
@@ -94,13 +111,18 @@ export async function chainSnapshot(rpcUrl) {
   if (taken.error) throw new Error(`evm_snapshot: ${taken.error.message}`);
   return async () => {
     const [reverted] = await rpcBatch(rpcUrl, [{ method: "evm_revert", params: [taken.result] }]);
-    if (reverted.error || reverted.result !== true) throw new Error(`evm_revert: ${reverted.error?.message ?? reverted.result}`);
+    if (reverted.error || reverted.result !== true)
+      throw new Error(`evm_revert: ${reverted.error?.message ?? reverted.result}`);
   };
 }
 
 /** Several JSON-RPC calls in one HTTP request, answers in call order. */
 async function rpcBatch(rpcUrl, calls) {
-  const res = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))) });
+  const res = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))),
+  });
   const answers = await res.json();
   return calls.map((_, id) => answers.find((x) => x.id === id) ?? { error: { message: "no answer" } });
 }
@@ -122,7 +144,10 @@ async function receiptOf(client, hash) {
  * the one before, as a settler object does.
  */
 async function floorLanes(client, count) {
-  const keys = [anvilAccounts()[9].privateKey, ...Array.from({ length: count - 1 }, (_, i) => mnemonicKey(Math.max(...GAS_LANES) + 1 + i))];
+  const keys = [
+    anvilAccounts()[9].privateKey,
+    ...Array.from({ length: count - 1 }, (_, i) => mnemonicKey(Math.max(...GAS_LANES) + 1 + i)),
+  ];
   return Promise.all(
     keys.map(async (key) => {
       const gas = privateKeyToAccount(key);
@@ -146,8 +171,14 @@ async function floorLanes(client, count) {
  * `warmup` settlements first, then `count` measured ones, `concurrency` at a time.
  */
 export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, count, signed }) {
-  if (signed.length < warmup + count) throw new Error(`the chain floor needs ${warmup + count} signed payments, got ${signed.length}`);
-  const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  if (signed.length < warmup + count)
+    throw new Error(`the chain floor needs ${warmup + count} signed payments, got ${signed.length}`);
+  const chain = defineChain({
+    id: LOCAL_CHAIN_ID,
+    name: "local",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } },
+  });
   const client = createPublicClient({ chain, transport: http(rpcUrl) });
   const lanes = await floorLanes(client, GAS_LANES.length);
   let fees = null;
@@ -167,18 +198,37 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
     // The service's chain check, outside the queue, in one JSON-RPC batch as `checkTransfer` sends
     // it: the payer's nonce state and balance, the gas estimate (which runs the transfer) and, when
     // the shared estimate is over 2 s old, the fees.
-    const call = (functionName, callArgs) => ({ method: "eth_call", params: [{ to: terms.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args: callArgs }) }, "latest"] });
-    const calls = [call("authorizationState", [a.from, a.nonce]), call("balanceOf", [a.from]), { method: "eth_estimateGas", params: [{ from: lanes[0].gas.address, to: terms.asset, data }, "latest"] }];
+    const call = (functionName, callArgs) => ({
+      method: "eth_call",
+      params: [
+        { to: terms.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args: callArgs }) },
+        "latest",
+      ],
+    });
+    const calls = [
+      call("authorizationState", [a.from, a.nonce]),
+      call("balanceOf", [a.from]),
+      { method: "eth_estimateGas", params: [{ from: lanes[0].gas.address, to: terms.asset, data }, "latest"] },
+    ];
     const feesStale = !fees || Date.now() - fees.at >= 2000;
-    if (feesStale) calls.push({ method: "eth_getBlockByNumber", params: ["latest", false] }, { method: "eth_maxPriorityFeePerGas", params: [] });
+    if (feesStale)
+      calls.push(
+        { method: "eth_getBlockByNumber", params: ["latest", false] },
+        { method: "eth_maxPriorityFeePerGas", params: [] },
+      );
     const answers = await rpcBatch(rpcUrl, calls);
     const failed = answers.find((x) => x.error);
     if (failed) throw new Error(failed.error.message);
-    if (BigInt(answers[0].result) !== 0n || BigInt(answers[1].result) < BigInt(a.value)) throw new Error("the payment does not verify");
+    if (BigInt(answers[0].result) !== 0n || BigInt(answers[1].result) < BigInt(a.value))
+      throw new Error("the payment does not verify");
     const limit = BigInt(answers[2].result);
     if (feesStale) {
       const tip = BigInt(answers[4].result);
-      fees = { at: Date.now(), maxFeePerGas: (BigInt(answers[3].result.baseFeePerGas) * 12n + 9n) / 10n + tip, maxPriorityFeePerGas: tip };
+      fees = {
+        at: Date.now(),
+        maxFeePerGas: (BigInt(answers[3].result.baseFeePerGas) * 12n + 9n) / 10n + tip,
+        maxPriorityFeePerGas: tip,
+      };
     }
     const { maxFeePerGas, maxPriorityFeePerGas } = fees;
     // The nonce and signature one at a time; the send leaves the queue once it is queued behind the
@@ -192,7 +242,16 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
         lane.lastSend = Promise.resolve();
       }
       const nonce = lane.nextNonce++;
-      const serializedTransaction = await lane.gas.signTransaction({ type: "eip1559", chainId: LOCAL_CHAIN_ID, to: terms.asset, data, gas: (limit * 12n) / 10n, maxFeePerGas, maxPriorityFeePerGas, nonce });
+      const serializedTransaction = await lane.gas.signTransaction({
+        type: "eip1559",
+        chainId: LOCAL_CHAIN_ID,
+        to: terms.asset,
+        data,
+        gas: (limit * 12n) / 10n,
+        maxFeePerGas,
+        maxPriorityFeePerGas,
+        nonce,
+      });
       const sending = lane.lastSend.then(() => client.sendRawTransaction({ serializedTransaction }));
       lane.lastSend = sending;
       lane.inFlight.add(sending);

@@ -36,7 +36,8 @@ export function anvilAccounts() {
 export const GAS_LANES = [0, 11, 12, 13];
 
 /** Sets `address`'s native balance to 10,000 ETH on the local chain (anvil only): gas for a key anvil does not fund. */
-export const giveGas = (client, address) => client.request({ method: "anvil_setBalance", params: [address, `0x${(10_000n * 10n ** 18n).toString(16)}`] });
+export const giveGas = (client, address) =>
+  client.request({ method: "anvil_setBalance", params: [address, `0x${(10_000n * 10n ** 18n).toString(16)}`] });
 
 async function chainIdAt(rpcUrl) {
   try {
@@ -61,7 +62,8 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
   let child = null;
   const existing = await chainIdAt(rpcUrl);
   if (existing !== null) {
-    if (existing !== LOCAL_CHAIN_ID) throw new Error(`a chain with id ${existing} answers at ${rpcUrl}; expected ${LOCAL_CHAIN_ID}`);
+    if (existing !== LOCAL_CHAIN_ID)
+      throw new Error(`a chain with id ${existing} answers at ${rpcUrl}; expected ${LOCAL_CHAIN_ID}`);
     log(`using the chain already running at ${rpcUrl}`);
   } else {
     log(`starting anvil (chain id ${LOCAL_CHAIN_ID}) at ${rpcUrl}`);
@@ -70,7 +72,11 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     // transfer (which the service runs at the latest block) refuses what x402-fetch 1.x signs, valid
     // from 10 minutes ago, as "not yet valid" once the chain has been idle for 10 minutes.
     const mining = ["--block-time", "2", "--mixed-mining"];
-    child = spawn(anvilBin, ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID), ...mining, "--silent"], { stdio: "ignore" });
+    child = spawn(
+      anvilBin,
+      ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID), ...mining, "--silent"],
+      { stdio: "ignore" },
+    );
     const deadline = Date.now() + 20_000;
     while ((await chainIdAt(rpcUrl)) === null) {
       if (child.exitCode !== null) throw new Error(`anvil exited with ${child.exitCode}`);
@@ -78,7 +84,12 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  const chain = defineChain({ id: LOCAL_CHAIN_ID, name: "local", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  const chain = defineChain({
+    id: LOCAL_CHAIN_ID,
+    name: "local",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } },
+  });
   const accounts = anvilAccounts();
   const deployer = privateKeyToAccount(accounts[0].privateKey);
   const wallet = createWalletClient({ account: deployer, chain, transport: http(rpcUrl) });
@@ -88,14 +99,21 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
   const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
   log(`test stablecoin (USD Coin, version 2, 6 decimals) at ${contractAddress}`);
   for (const { address } of accounts.slice(1)) {
-    const hash = await wallet.writeContract({ address: contractAddress, abi, functionName: "mint", args: [address, MINT_PER_ACCOUNT] });
+    const hash = await wallet.writeContract({
+      address: contractAddress,
+      abi,
+      functionName: "mint",
+      args: [address, MINT_PER_ACCOUNT],
+    });
     await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
   }
   log("minted 1,000 tokens to accounts 1-9");
   // The built-in facilitator's gas keys beyond account 0 get gas of their own (anvil funds only accounts 0-9).
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
   for (const key of facilitatorKeys.slice(1)) await giveGas(client, privateKeyToAccount(key).address);
-  log(`the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`);
+  log(
+    `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
+  );
   // The service's settlement address: an account of the same mnemonic that no payer uses.
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
   return {

@@ -31,7 +31,9 @@ export function ensureDevVars(path = DEV_VARS_PATH) {
   const vars = readDevVars(path);
   const missing = Object.keys(GENERATED).filter((name) => !vars[name]);
   if (missing.length > 0) {
-    let text = existsSync(path) ? readFileSync(path, "utf8").replace(/\n*$/, "\n") : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
+    let text = existsSync(path)
+      ? readFileSync(path, "utf8").replace(/\n*$/, "\n")
+      : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
     for (const name of missing) {
       vars[name] = GENERATED[name]();
       text += `${name}="${vars[name]}"\n`;

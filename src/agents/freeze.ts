@@ -13,7 +13,13 @@ export type FreezeOutcome = "done" | "unchanged" | "not_found";
  * or is refused. Freezing a frozen agent (or unfreezing one that is not)
  * changes nothing and writes no row.
  */
-export async function setFrozen(env: Env, agentId: string, frozen: boolean, reason: string | null, by: string): Promise<FreezeOutcome> {
+export async function setFrozen(
+  env: Env,
+  agentId: string,
+  frozen: boolean,
+  reason: string | null,
+  by: string,
+): Promise<FreezeOutcome> {
   const result = await ledgerOf(env).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
   if (result.kind === "committed") return "done";
   if (result.reason === "agent_not_found") return "not_found";
@@ -30,7 +36,12 @@ function freezePlan(agentId: string, frozen: boolean, reason: string | null, by:
           ? ["agent_already_frozen", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND frozen_at IS NULL)", agentId]
           : ["agent_not_frozen", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND frozen_at IS NOT NULL)", agentId],
       ),
-      sqlStatement("UPDATE agents SET frozen_at = ?, frozen_reason = ? WHERE id = ?", frozen ? at : null, frozen ? reason : null, agentId),
+      sqlStatement(
+        "UPDATE agents SET frozen_at = ?, frozen_reason = ? WHERE id = ?",
+        frozen ? at : null,
+        frozen ? reason : null,
+        agentId,
+      ),
     ],
     audit: [
       {

@@ -29,7 +29,13 @@ export function paidBody(view: PaidView, paid: Pick<Paid, "charge" | "merchantBa
       return { approval: { approvalId: view.approvalId, status: "granted" }, charge: paid.charge };
     case "draw": {
       const { chargeId, status, method, reference } = paid.charge;
-      return { paid: true, charge: { chargeId, status, method, reference }, spentMinor: view.spentMinor, remainingMinor: view.remainingMinor, exhausted: view.exhausted };
+      return {
+        paid: true,
+        charge: { chargeId, status, method, reference },
+        spentMinor: view.spentMinor,
+        remainingMinor: view.remainingMinor,
+        exhausted: view.exhausted,
+      };
     }
   }
 }
@@ -48,7 +54,10 @@ export const heldBody = (held: Omit<Held, "kind">) => ({
  * 200; held for a human 402 with `pendingApproval`; policy refusal 402 (thrown);
  * state conflicts 409; unknown objects 404.
  */
-export function outcomeReply(outcome: PayOutcome, view: PaidView): { status: 200 | 402; body: Record<string, unknown> } {
+export function outcomeReply(
+  outcome: PayOutcome,
+  view: PaidView,
+): { status: 200 | 402; body: Record<string, unknown> } {
   switch (outcome.kind) {
     case "paid":
       return { status: 200, body: paidBody(view, outcome) };

@@ -53,7 +53,10 @@ export interface PaymentContext {
   skipApprovalThreshold: boolean;
 }
 
-export type PolicyDecision = { kind: "pay" } | { kind: "reject"; reason: string } | { kind: "approval"; reason: string };
+export type PolicyDecision =
+  | { kind: "pay" }
+  | { kind: "reject"; reason: string }
+  | { kind: "approval"; reason: string };
 
 /**
  * Evaluates a wallet payment in the order operations section 2 fixes: hard
@@ -72,7 +75,11 @@ export function evaluatePolicy(policy: Policy, ctx: PaymentContext): PolicyDecis
   if (policy.dailyLimitUsdCents !== null && ctx.spentTodayMinor + ctx.amountMinor > policy.dailyLimitUsdCents) {
     return { kind: "reject", reason: POLICY_REASONS.daily };
   }
-  if (!ctx.skipApprovalThreshold && policy.approvalThresholdUsdCents !== null && ctx.amountMinor > policy.approvalThresholdUsdCents) {
+  if (
+    !ctx.skipApprovalThreshold &&
+    policy.approvalThresholdUsdCents !== null &&
+    ctx.amountMinor > policy.approvalThresholdUsdCents
+  ) {
     return { kind: "approval", reason: POLICY_REASONS.approval };
   }
   if (ctx.amountMinor > ctx.balanceMinor) return { kind: "reject", reason: POLICY_REASONS.balance };

@@ -13,8 +13,12 @@ import { answerInBatch } from "../lib/idempotency";
 import { RollKeyBody } from "../auth/keys";
 import { rollKeyResponse } from "../auth/key-routes";
 
-export const CreateAgentBody = z.object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() }).strict();
-export const CreditBody = z.object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() }).strict();
+export const CreateAgentBody = z
+  .object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() })
+  .strict();
+export const CreditBody = z
+  .object({ amountUsdCents: amountMinor, reference: z.string().trim().min(1).max(200).optional() })
+  .strict();
 export const AgentParam = z.object({ agentId: pathId });
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 export const FreezeBody = z.object({ reason: z.string().trim().min(1).max(200).optional() }).strict();
@@ -24,7 +28,12 @@ export const NoBody = z.object({}).strict();
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
     const body = c.req.valid("json");
-    const created = await createAgent(c.env, c.get("db"), { name: body.name, policy: normalizePolicy(body.policy) }, (created) => answerInBatch(c, 201, created));
+    const created = await createAgent(
+      c.env,
+      c.get("db"),
+      { name: body.name, policy: normalizePolicy(body.policy) },
+      (created) => answerInBatch(c, 201, created),
+    );
     return c.json(created, 201);
   })
   .get("/console/agents", requireActor("console"), validate("query", ListQuery), async (c) => {
@@ -36,34 +45,83 @@ export const agentRoutes = new Hono<AppEnv>()
     if (!agent) throw new ApiError(404, "agent_not_found");
     return c.json(agentView(agent));
   })
-  .put("/console/agents/:agentId/policy", requireActor("console"), validate("param", AgentParam), validate("json", PolicySchema), async (c) => {
-    const { agentId } = c.req.valid("param");
-    const policy = normalizePolicy(c.req.valid("json"));
-    if (!(await walletOf(c.env, agentId).setPolicy(agentId, policy))) throw new ApiError(404, "agent_not_found");
-    return c.json({ policy });
-  })
-  .post("/console/agents/:agentId/credits", requireActor("console"), validate("param", AgentParam), validate("json", CreditBody), async (c) => {
-    const { agentId } = c.req.valid("param");
-    const body = c.req.valid("json");
-    const result = await walletOf(c.env, agentId).credit(agentId, body.amountUsdCents, body.reference ?? null, actorOf(c.get("actor"), "console").email, c.get("idempotency"));
-    if (!result.ok) throw result.reason === "agent_not_found" ? new ApiError(404, "agent_not_found") : new ApiError(409, result.reason);
-    return c.json(creditBody(result.balanceMinor));
-  })
-  .post("/console/agents/:agentId/keys", requireActor("console"), validate("param", AgentParam), validate("json", RollKeyBody, { optionalBody: true }), async (c) => {
-    return rollKeyResponse(c, { kind: "agent", id: c.req.valid("param").agentId }, c.req.valid("json").graceSeconds);
-  })
-  .post("/console/agents/:agentId/freeze", requireActor("console"), validate("param", AgentParam), validate("json", FreezeBody, { optionalBody: true }), async (c) => {
-    const { agentId } = c.req.valid("param");
-    const outcome = await walletOf(c.env, agentId).setFrozen(agentId, true, c.req.valid("json").reason ?? null, actorOf(c.get("actor"), "console").email);
-    if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
-    return c.json({ agentId, frozen: true });
-  })
-  .post("/console/agents/:agentId/unfreeze", requireActor("console"), validate("param", AgentParam), validate("json", NoBody, { optionalBody: true }), async (c) => {
-    const { agentId } = c.req.valid("param");
-    const outcome = await walletOf(c.env, agentId).setFrozen(agentId, false, null, actorOf(c.get("actor"), "console").email);
-    if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
-    return c.json({ agentId, frozen: false });
-  })
+  .put(
+    "/console/agents/:agentId/policy",
+    requireActor("console"),
+    validate("param", AgentParam),
+    validate("json", PolicySchema),
+    async (c) => {
+      const { agentId } = c.req.valid("param");
+      const policy = normalizePolicy(c.req.valid("json"));
+      if (!(await walletOf(c.env, agentId).setPolicy(agentId, policy))) throw new ApiError(404, "agent_not_found");
+      return c.json({ policy });
+    },
+  )
+  .post(
+    "/console/agents/:agentId/credits",
+    requireActor("console"),
+    validate("param", AgentParam),
+    validate("json", CreditBody),
+    async (c) => {
+      const { agentId } = c.req.valid("param");
+      const body = c.req.valid("json");
+      const result = await walletOf(c.env, agentId).credit(
+        agentId,
+        body.amountUsdCents,
+        body.reference ?? null,
+        actorOf(c.get("actor"), "console").email,
+        c.get("idempotency"),
+      );
+      if (!result.ok)
+        throw result.reason === "agent_not_found"
+          ? new ApiError(404, "agent_not_found")
+          : new ApiError(409, result.reason);
+      return c.json(creditBody(result.balanceMinor));
+    },
+  )
+  .post(
+    "/console/agents/:agentId/keys",
+    requireActor("console"),
+    validate("param", AgentParam),
+    validate("json", RollKeyBody, { optionalBody: true }),
+    async (c) => {
+      return rollKeyResponse(c, { kind: "agent", id: c.req.valid("param").agentId }, c.req.valid("json").graceSeconds);
+    },
+  )
+  .post(
+    "/console/agents/:agentId/freeze",
+    requireActor("console"),
+    validate("param", AgentParam),
+    validate("json", FreezeBody, { optionalBody: true }),
+    async (c) => {
+      const { agentId } = c.req.valid("param");
+      const outcome = await walletOf(c.env, agentId).setFrozen(
+        agentId,
+        true,
+        c.req.valid("json").reason ?? null,
+        actorOf(c.get("actor"), "console").email,
+      );
+      if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
+      return c.json({ agentId, frozen: true });
+    },
+  )
+  .post(
+    "/console/agents/:agentId/unfreeze",
+    requireActor("console"),
+    validate("param", AgentParam),
+    validate("json", NoBody, { optionalBody: true }),
+    async (c) => {
+      const { agentId } = c.req.valid("param");
+      const outcome = await walletOf(c.env, agentId).setFrozen(
+        agentId,
+        false,
+        null,
+        actorOf(c.get("actor"), "console").email,
+      );
+      if (outcome === "not_found") throw new ApiError(404, "agent_not_found");
+      return c.json({ agentId, frozen: false });
+    },
+  )
   .get("/balance", requireActor("agent"), async (c) => {
     const balance = await balanceView(c.env, c.get("db"), actorOf(c.get("actor"), "agent").agentId);
     if (!balance) throw new ApiError(404, "agent_not_found");

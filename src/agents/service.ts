@@ -46,15 +46,28 @@ export interface CreatedAgent {
  * insert relies on the unique index on `deposit_index`: a creation that lost
  * the index to a concurrent one takes the next.
  */
-export async function createAgent(env: Env, db: Db, input: { name: string; policy: Policy }, withCreated: WithCreated<CreatedAgent> = nothingMore): Promise<CreatedAgent> {
+export async function createAgent(
+  env: Env,
+  db: Db,
+  input: { name: string; policy: Policy },
+  withCreated: WithCreated<CreatedAgent> = nothingMore,
+): Promise<CreatedAgent> {
   const agentId = newId("agent");
   const apiKey = newSecret("agentKey");
-  const row = { id: agentId, name: input.name, apiKeyHash: await hashApiKey(apiKey), policy: canonicalJson(input.policy), createdAt: nowIso() };
+  const row = {
+    id: agentId,
+    name: input.name,
+    apiKeyHash: await hashApiKey(apiKey),
+    policy: canonicalJson(input.policy),
+    createdAt: nowIso(),
+  };
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   for (let attempt = 1; ; attempt++) {
     let deposit: { depositIndex: number; depositAddress: string } | null = null;
     if (mnemonic) {
-      const next = await env.DB.prepare("SELECT COALESCE(MAX(deposit_index), -1) + 1 AS next FROM agents").first<{ next: number }>();
+      const next = await env.DB.prepare("SELECT COALESCE(MAX(deposit_index), -1) + 1 AS next FROM agents").first<{
+        next: number;
+      }>();
       deposit = { depositIndex: next!.next, depositAddress: depositAddressAt(mnemonic, next!.next).toLowerCase() };
     }
     const created = { agentId, apiKey, policy: input.policy, depositAddress: deposit?.depositAddress ?? null };
@@ -70,12 +83,19 @@ export async function createAgent(env: Env, db: Db, input: { name: string; polic
 
 export const getAgent = (db: Db, id: string) => db.select().from(agents).where(eq(agents.id, id)).get();
 
-export const listAgents = (db: Db, limit: number) => db.select().from(agents).orderBy(desc(agents.createdAt), desc(sql`rowid`)).limit(limit).all();
+export const listAgents = (db: Db, limit: number) =>
+  db.select().from(agents).orderBy(desc(agents.createdAt), desc(sql`rowid`)).limit(limit).all();
 
 /** The agent's own view of its wallet (GET /balance), its deposit address assigned on first sight; null for an unknown agent. */
 export async function balanceView(env: Env, db: Db, agentId: string) {
   const agent = await getAgent(db, agentId);
   if (!agent) return null;
   const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(env, agent.id));
-  return { agentId: agent.id, balanceMinor: agent.balanceMinor, currency: agent.currency, depositAddress, frozen: agent.frozenAt !== null };
+  return {
+    agentId: agent.id,
+    balanceMinor: agent.balanceMinor,
+    currency: agent.currency,
+    depositAddress,
+    frozen: agent.frozenAt !== null,
+  };
 }

@@ -41,11 +41,17 @@ export class WalletDurableObject extends DurableObject<Env> {
     // The charge is read while earlier payments of this agent are still in their turn.
     const ahead = readCharge(this.env, chargeId);
     ahead.catch(() => undefined);
-    return this.expiringHolds(agentId, this.serialize((endTurn) => payCharge(this.env, agentId, chargeId, this.turn(endTurn), ahead, respond)));
+    return this.expiringHolds(
+      agentId,
+      this.serialize((endTurn) => payCharge(this.env, agentId, chargeId, this.turn(endTurn), ahead, respond)),
+    );
   }
 
   payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot) {
-    return this.expiringHolds(agentId, this.serialize((endTurn) => payNewCharge(this.env, agentId, charge, birthGuards, this.turn(endTurn), respond)));
+    return this.expiringHolds(
+      agentId,
+      this.serialize((endTurn) => payNewCharge(this.env, agentId, charge, birthGuards, this.turn(endTurn), respond)),
+    );
   }
 
   private turn(endTurn: () => void): WalletTurn {
@@ -73,17 +79,35 @@ export class WalletDurableObject extends DurableObject<Env> {
     const agentId = await this.ctx.storage.get<string>("agentId");
     if (!agentId) return;
     const now = nowIso();
-    await this.env.DB.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE agent_id = ? AND status = 'pending' AND expires_at <= ?").bind(now, agentId, now).run();
-    const next = await this.env.DB.prepare("SELECT MIN(expires_at) AS next FROM approvals WHERE agent_id = ? AND status = 'pending'").bind(agentId).first<{ next: string | null }>();
+    await this.env.DB.prepare(
+      "UPDATE approvals SET status = 'expired', decided_at = ? WHERE agent_id = ? AND status = 'pending' AND expires_at <= ?",
+    )
+      .bind(now, agentId, now)
+      .run();
+    const next = await this.env.DB.prepare(
+      "SELECT MIN(expires_at) AS next FROM approvals WHERE agent_id = ? AND status = 'pending'",
+    )
+      .bind(agentId)
+      .first<{ next: string | null }>();
     if (next?.next) await this.ctx.storage.setAlarm(Date.parse(next.next));
   }
 
-  drawFromWallet(agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, string | number | null>, respond?: ResponseSlot) {
-    return this.serialize((endTurn) => drawFromWallet(this.env, agentId, charge, grantStatements, auditData, this.turn(endTurn), respond));
+  drawFromWallet(
+    agentId: string,
+    charge: PayableSnapshot,
+    grantStatements: SqlStatement[],
+    auditData: Record<string, string | number | null>,
+    respond?: ResponseSlot,
+  ) {
+    return this.serialize((endTurn) =>
+      drawFromWallet(this.env, agentId, charge, grantStatements, auditData, this.turn(endTurn), respond),
+    );
   }
 
   grantApproval(agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot) {
-    return this.serialize((endTurn) => grantApproval(this.env, agentId, approvalId, decidedBy, this.turn(endTurn), slot));
+    return this.serialize((endTurn) =>
+      grantApproval(this.env, agentId, approvalId, decidedBy, this.turn(endTurn), slot),
+    );
   }
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {

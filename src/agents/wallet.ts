@@ -1,10 +1,24 @@
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { executeBatch } from "../db/batch";
-import { CHARGE_ROW_COLUMNS, chargeCreationStatements, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
+import {
+  CHARGE_ROW_COLUMNS,
+  chargeCreationStatements,
+  chargeView,
+  type ChargeRow,
+  type ChargeView,
+} from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
-import { AGENT_FROZEN, agentCreditPlan, agentNotFrozenCheck, depositPlan, payableChecks, walletPaymentPlan, type DepositTransfer } from "../ledger/movements";
+import {
+  AGENT_FROZEN,
+  agentCreditPlan,
+  agentNotFrozenCheck,
+  depositPlan,
+  payableChecks,
+  walletPaymentPlan,
+  type DepositTransfer,
+} from "../ledger/movements";
 import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { faultPoint } from "../lib/faults";
@@ -14,7 +28,12 @@ import { nowIso, utcDayStart } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { balanceAfter } from "../ledger/postings";
 import { evaluatePolicy, parseStoredPolicy, POLICY_REASONS, type Policy } from "./policy";
-import { PENDING_FIGURE, storeResponseStatements, storeTemplateStatements, type IdempotencySlot } from "../lib/idempotency";
+import {
+  PENDING_FIGURE,
+  storeResponseStatements,
+  storeTemplateStatements,
+  type IdempotencySlot,
+} from "../lib/idempotency";
 import { heldBody, paidBody, type PaidView } from "./outcomes";
 
 /**
@@ -64,17 +83,26 @@ const CHARGE_SELECT = `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName, m.c
 const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS agentId, status, reason, expires_at AS expiresAt FROM approvals`;
 
 const agentStatements = (db: D1Database, agentId: string, now: number) => [
-  db.prepare("SELECT balance_minor AS balanceMinor, policy, frozen_at AS frozenAt FROM agents WHERE id = ?").bind(agentId),
-  db.prepare(
-    `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
+  db
+    .prepare("SELECT balance_minor AS balanceMinor, policy, frozen_at AS frozenAt FROM agents WHERE id = ?")
+    .bind(agentId),
+  db
+    .prepare(
+      `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
      WHERE agent_id = ? AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?`,
-  ).bind(agentId, utcDayStart(now)),
+    )
+    .bind(agentId, utcDayStart(now)),
 ];
 
 function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined): AgentState | undefined {
   const row = agent?.results[0] as { balanceMinor: number; policy: string; frozenAt: string | null } | undefined;
   if (!row) return undefined;
-  return { balanceMinor: row.balanceMinor, policy: parseStoredPolicy(row.policy), spentTodayMinor: (spent?.results[0] as { spent: number }).spent, frozen: row.frozenAt !== null };
+  return {
+    balanceMinor: row.balanceMinor,
+    policy: parseStoredPolicy(row.policy),
+    spentTodayMinor: (spent?.results[0] as { spent: number }).spent,
+    frozen: row.frozenAt !== null,
+  };
 }
 
 /** The agent and an existing charge (with this agent's pending approval of it), read in one batch: one consistent snapshot. */
@@ -82,7 +110,9 @@ async function readChargeState(env: Env, agentId: string, chargeId: string, now:
   const db = env.DB;
   const [charge, approval, agent, spent] = await db.batch([
     db.prepare(CHARGE_SELECT).bind(chargeId),
-    db.prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`).bind(chargeId, agentId),
+    db
+      .prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`)
+      .bind(chargeId, agentId),
     ...agentStatements(db, agentId, now),
   ]);
   return {
@@ -128,14 +158,24 @@ export class AgentStateCache {
     const view = await this.figures.read(load, (c) => c.agentId === agentId && c.day === day);
     if (!view) return undefined;
     const { state } = view.committed;
-    return { ...state, balanceMinor: state.balanceMinor - view.heldMinor, spentTodayMinor: state.spentTodayMinor + view.heldMinor };
+    return {
+      ...state,
+      balanceMinor: state.balanceMinor - view.heldMinor,
+      spentTodayMinor: state.spentTodayMinor + view.heldMinor,
+    };
   }
 
   /**
    * The decision `judge` makes on this agent's figures; one that would not
    * pay is made again once nothing is in flight (HeldFigures.decide).
    */
-  decide<D>(env: Env, agentId: string, now: number, judge: (agent: AgentState | undefined) => D, pays: (decision: D) => boolean): Promise<D> {
+  decide<D>(
+    env: Env,
+    agentId: string,
+    now: number,
+    judge: (agent: AgentState | undefined) => D,
+    pays: (decision: D) => boolean,
+  ): Promise<D> {
     return this.figures.decide(async () => judge(await this.read(env, agentId, now)), pays);
   }
 
@@ -175,7 +215,11 @@ export async function readCharge(env: Env, chargeId: string): Promise<PayableSna
 }
 
 /** A frozen agent's wallet decides nothing; otherwise its policy decides. */
-function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshold: boolean): ReturnType<typeof evaluatePolicy> | { kind: "frozen" } {
+function decide(
+  agent: AgentState,
+  charge: PayableSnapshot,
+  skipApprovalThreshold: boolean,
+): ReturnType<typeof evaluatePolicy> | { kind: "frozen" } {
   if (agent.frozen) return { kind: "frozen" };
   return evaluatePolicy(agent.policy, {
     amountMinor: charge.amountMinor,
@@ -187,8 +231,21 @@ function decide(agent: AgentState, charge: PayableSnapshot, skipApprovalThreshol
 }
 
 /** The policy's decision on a charge not stored yet, from the wallet object's figures; undefined when the agent does not exist. */
-const decideOnCharge = (env: Env, agentId: string, now: number, charge: PayableSnapshot, skipApprovalThreshold: boolean, turn: WalletTurn) =>
-  turn.cache.decide(env, agentId, now, (agent) => agent && decide(agent, charge, skipApprovalThreshold), (d) => d?.kind === "pay");
+const decideOnCharge = (
+  env: Env,
+  agentId: string,
+  now: number,
+  charge: PayableSnapshot,
+  skipApprovalThreshold: boolean,
+  turn: WalletTurn,
+) =>
+  turn.cache.decide(
+    env,
+    agentId,
+    now,
+    (agent) => agent && decide(agent, charge, skipApprovalThreshold),
+    (d) => d?.kind === "pay",
+  );
 
 interface CommitOptions {
   turn: WalletTurn;
@@ -205,7 +262,11 @@ interface CommitOptions {
  * to this payment's (a group's entries are appended in its plans' order, and balances are their
  * sums). Undefined when it did not land; throws when D1 cannot tell.
  */
-async function landedPayment(env: Env, charge: { id: string; merchantId: string }, reference: string): Promise<{ balanceMinor: number } | undefined> {
+async function landedPayment(
+  env: Env,
+  charge: { id: string; merchantId: string },
+  reference: string,
+): Promise<{ balanceMinor: number } | undefined> {
   const account = `merchant:${charge.merchantId}`;
   const row = await env.DB.prepare(
     `SELECT (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
@@ -218,7 +279,12 @@ async function landedPayment(env: Env, charge: { id: string; merchantId: string 
 }
 
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
-async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot, options: CommitOptions): Promise<PayOutcome> {
+async function commitPayment(
+  env: Env,
+  agentId: string,
+  charge: PayableSnapshot,
+  options: CommitOptions,
+): Promise<PayOutcome> {
   const paidAt = nowIso();
   const reference = newId("payment");
   const method = options.method ?? "ledger";
@@ -226,7 +292,14 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   const { respond } = options;
   // The answer, with the merchant's balance after this payment written in by the batch itself.
   const epilogue = respond
-    ? storeTemplateStatements(respond, 200, JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })), "merchantBalanceMinor", "SELECT balance_minor FROM merchants WHERE id = ?", charge.merchantId)
+    ? storeTemplateStatements(
+        respond,
+        200,
+        JSON.stringify(paidBody(respond.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })),
+        "merchantBalanceMinor",
+        "SELECT balance_minor FROM merchants WHERE id = ?",
+        charge.merchantId,
+      )
     : [];
   const { turn } = options;
   // Held until the batch ends, so the next decision (which may start once the batch is handed over) cannot spend it too.
@@ -236,7 +309,17 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
   try {
     faultPoint("payment.before_commit", { abort: turn.abort });
     const committing = ledgerOf(env).commit(
-      walletPaymentPlan({ charge, agentId, method, reference, paidAt, prelude: options.prelude, extraStatements: options.extraStatements, epilogue, auditData: options.auditData }),
+      walletPaymentPlan({
+        charge,
+        agentId,
+        method,
+        reference,
+        paidAt,
+        prelude: options.prelude,
+        extraStatements: options.extraStatements,
+        epilogue,
+        auditData: options.auditData,
+      }),
     );
     turn.endTurn();
     result = await committing;
@@ -285,14 +368,25 @@ async function commitPayment(env: Env, agentId: string, charge: PayableSnapshot,
  * Durable Object, so no two decisions for one agent interleave; the charge's
  * own state is guarded in the batch, so two agents can never both pay it.
  */
-export async function payCharge(env: Env, agentId: string, chargeId: string, turn: WalletTurn, ahead: Promise<PayableSnapshot | undefined>, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payCharge(
+  env: Env,
+  agentId: string,
+  chargeId: string,
+  turn: WalletTurn,
+  ahead: Promise<PayableSnapshot | undefined>,
+  respond?: ResponseSlot,
+): Promise<PayOutcome> {
   const now = Date.now();
-  const act = (judged: ReturnType<typeof judgeCharge>, pendingApproval: ApprovalSnapshot | undefined): Promise<PayOutcome> | PayOutcome => {
+  const act = (
+    judged: ReturnType<typeof judgeCharge>,
+    pendingApproval: ApprovalSnapshot | undefined,
+  ): Promise<PayOutcome> | PayOutcome => {
     if (judged.kind === "outcome") return judged.outcome;
     const { charge, decision } = judged;
     if (decision.kind === "frozen") return { kind: "frozen" };
     if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
-    if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
+    if (decision.kind === "approval")
+      return requestApproval(env, agentId, charge, decision.reason, pendingApproval, now, [], respond);
     return commitPayment(env, agentId, charge, { turn, respond });
   };
   const charge = await ahead;
@@ -305,14 +399,24 @@ export async function payCharge(env: Env, agentId: string, chargeId: string, tur
   return act(judgeCharge(fresh), fresh.pendingApproval);
 }
 
-const paysNow = (judged: ReturnType<typeof judgeCharge>) => judged.kind === "decision" && judged.decision.kind === "pay";
+const paysNow = (judged: ReturnType<typeof judgeCharge>) =>
+  judged.kind === "decision" && judged.decision.kind === "pay";
 
 /** What the wallet can say of a stored charge before anything is written: an outcome already, or the policy's decision. */
 function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; agent: AgentState | undefined }) {
-  if (!charge) return { kind: "outcome" as const, outcome: { kind: "not_found", reason: "charge_not_found" } satisfies PayOutcome };
-  if (!agent) return { kind: "outcome" as const, outcome: { kind: "not_found", reason: "agent_not_found" } satisfies PayOutcome };
+  if (!charge)
+    return {
+      kind: "outcome" as const,
+      outcome: { kind: "not_found", reason: "charge_not_found" } satisfies PayOutcome,
+    };
+  if (!agent)
+    return { kind: "outcome" as const, outcome: { kind: "not_found", reason: "agent_not_found" } satisfies PayOutcome };
   // A charge being settled on chain by x402 is not open to the wallet.
-  if (charge.status !== "pending" || charge.x402Claim) return { kind: "outcome" as const, outcome: { kind: "conflict", reason: "charge_not_pending" } satisfies PayOutcome };
+  if (charge.status !== "pending" || charge.x402Claim)
+    return {
+      kind: "outcome" as const,
+      outcome: { kind: "conflict", reason: "charge_not_pending" } satisfies PayOutcome,
+    };
   return { kind: "decision" as const, charge, decision: decide(agent, charge, false) };
 }
 
@@ -322,14 +426,22 @@ function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; a
  * so a refused payment leaves no charge behind. `birthGuards` run first (the
  * link is still active).
  */
-export async function payNewCharge(env: Env, agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function payNewCharge(
+  env: Env,
+  agentId: string,
+  charge: PayableSnapshot,
+  birthGuards: SqlStatement[],
+  turn: WalletTurn,
+  respond?: ResponseSlot,
+): Promise<PayOutcome> {
   const now = Date.now();
   const decision = await decideOnCharge(env, agentId, now, charge, false, turn);
   if (!decision) return { kind: "not_found", reason: "agent_not_found" };
   if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const prelude = [...birthGuards, ...chargeCreationStatements(charge, charge.merchantName)];
-  if (decision.kind === "approval") return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude, respond);
+  if (decision.kind === "approval")
+    return requestApproval(env, agentId, charge, decision.reason, undefined, now, prelude, respond);
   return commitPayment(env, agentId, charge, { turn, prelude, respond });
 }
 
@@ -339,7 +451,15 @@ export async function payNewCharge(env: Env, agentId: string, charge: PayableSna
  * created already paid (method `paylink`); `grantStatements` guard and move
  * the grant's figures in the same batch.
  */
-export async function drawFromWallet(env: Env, agentId: string, charge: PayableSnapshot, grantStatements: SqlStatement[], auditData: Record<string, unknown>, turn: WalletTurn, respond?: ResponseSlot): Promise<PayOutcome> {
+export async function drawFromWallet(
+  env: Env,
+  agentId: string,
+  charge: PayableSnapshot,
+  grantStatements: SqlStatement[],
+  auditData: Record<string, unknown>,
+  turn: WalletTurn,
+  respond?: ResponseSlot,
+): Promise<PayOutcome> {
   const decision = await decideOnCharge(env, agentId, Date.now(), charge, true, turn);
   if (!decision) return { kind: "not_found", reason: "agent_not_found" };
   if (decision.kind === "frozen") return { kind: "frozen" };
@@ -376,12 +496,33 @@ async function requestApproval(
   const expireStale: SqlStatement[] = [];
   if (existing) {
     // This agent's own pending approval of the charge (one per charge and agent; another agent's is its own affair).
-    if (existing.expiresAt > createdAt) return { kind: "approval", approvalId: existing.id, reason: existing.reason, expiresAt: existing.expiresAt, charge: view };
-    expireStale.push(sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'", createdAt, existing.id));
+    if (existing.expiresAt > createdAt)
+      return {
+        kind: "approval",
+        approvalId: existing.id,
+        reason: existing.reason,
+        expiresAt: existing.expiresAt,
+        charge: view,
+      };
+    expireStale.push(
+      sqlStatement(
+        "UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'",
+        createdAt,
+        existing.id,
+      ),
+    );
   }
   const approvalId = newId("approval");
   const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
-  const data = { approvalId, reason, expiresAt, chargeId: charge.id, agentId, merchantId: charge.merchantId, amountMinor: charge.amountMinor };
+  const data = {
+    approvalId,
+    reason,
+    expiresAt,
+    chargeId: charge.id,
+    agentId,
+    merchantId: charge.merchantId,
+    amountMinor: charge.amountMinor,
+  };
   const held = { approvalId, reason, expiresAt, charge: view };
   try {
     await executeBatch(env.DB, [
@@ -392,7 +533,14 @@ async function requestApproval(
       sqlStatement(
         `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
-        approvalId, charge.id, agentId, charge.merchantId, charge.amountMinor, reason, expiresAt, createdAt,
+        approvalId,
+        charge.id,
+        agentId,
+        charge.merchantId,
+        charge.amountMinor,
+        reason,
+        expiresAt,
+        createdAt,
       ),
       outboxEvent("approval.required", charge.merchantId, data, createdAt),
       ...(respond ? storeResponseStatements(respond, 402, JSON.stringify(heldBody(held))) : []),
@@ -417,11 +565,20 @@ async function requestApproval(
  * from a checkout link, it is paid only while the link is active (409
  * `checkout_link_disabled`, the approval stays pending).
  */
-export async function grantApproval(env: Env, agentId: string, approvalId: string, decidedBy: string, turn: WalletTurn, slot?: IdempotencySlot): Promise<PayOutcome> {
+export async function grantApproval(
+  env: Env,
+  agentId: string,
+  approvalId: string,
+  decidedBy: string,
+  turn: WalletTurn,
+  slot?: IdempotencySlot,
+): Promise<PayOutcome> {
   // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
   await turn.cache.settled();
   const now = Date.now();
-  const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`).bind(approvalId).first()) as ApprovalSnapshot | null;
+  const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`)
+    .bind(approvalId)
+    .first()) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
   const closed = await checkApprovalOpen(env, approval, now);
   if (closed) return closed;
@@ -435,8 +592,18 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
   return commitPayment(env, agentId, charge, {
     turn,
     extraStatements: [
-      guard("approval_not_pending", "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)", approvalId, decidedAt),
-      sqlStatement("UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'", decidedAt, decidedBy, approvalId),
+      guard(
+        "approval_not_pending",
+        "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)",
+        approvalId,
+        decidedAt,
+      ),
+      sqlStatement(
+        "UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'",
+        decidedAt,
+        decidedBy,
+        approvalId,
+      ),
     ],
     auditData: { approvalId, approvedBy: decidedBy },
     respond: slot && { ...slot, view: { kind: "approval", approvalId } },
@@ -444,26 +611,60 @@ export async function grantApproval(env: Env, agentId: string, approvalId: strin
 }
 
 /** Null when the approval can still be decided; otherwise the conflict, marking an overdue one expired. */
-export async function checkApprovalOpen(env: Env, approval: { id: string; status: string; expiresAt: string }, now: number): Promise<PayOutcome | null> {
+export async function checkApprovalOpen(
+  env: Env,
+  approval: { id: string; status: string; expiresAt: string },
+  now: number,
+): Promise<PayOutcome | null> {
   if (approval.status !== "pending") return { kind: "conflict", reason: "approval_not_pending" };
   const at = nowIso(now);
   if (approval.expiresAt <= at) {
-    await env.DB.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'").bind(at, approval.id).run();
+    await env.DB.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
+      .bind(at, approval.id)
+      .run();
     return { kind: "conflict", reason: "approval_expired" };
   }
   return null;
 }
 
 /** Credits the wallet from outside (a manual top-up), recorded in the ledger and the audit chain. */
-export async function creditWallet(env: Env, agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
+export async function creditWallet(
+  env: Env,
+  agentId: string,
+  amountMinor: number,
+  reference: string | null,
+  by: string,
+  slot?: IdempotencySlot,
+): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
   // The answer names the balance after the credit; the batch writes it in (see storeTemplateStatements).
-  const epilogue = slot ? storeTemplateStatements(slot, 200, JSON.stringify(creditBody(PENDING_FIGURE)), "balanceMinor", "SELECT balance_minor FROM agents WHERE id = ?", agentId) : [];
-  const result = await ledgerOf(env).commit(agentCreditPlan({ agentId, amountMinor, transferId: newId("credit"), reference, by, createdAt: nowIso(), epilogue }));
+  const epilogue = slot
+    ? storeTemplateStatements(
+        slot,
+        200,
+        JSON.stringify(creditBody(PENDING_FIGURE)),
+        "balanceMinor",
+        "SELECT balance_minor FROM agents WHERE id = ?",
+        agentId,
+      )
+    : [];
+  const result = await ledgerOf(env).commit(
+    agentCreditPlan({
+      agentId,
+      amountMinor,
+      transferId: newId("credit"),
+      reference,
+      by,
+      createdAt: nowIso(),
+      epilogue,
+    }),
+  );
   if (result.kind === "refused") {
     if (result.reason !== "credit_already_recorded") return { ok: false, reason: result.reason };
     // This very credit landed in a batch whose answer was lost, and the sequencer committed it again:
     // it is done once. Its exact balance after is in the answer that batch stored (with a key); this is the balance now.
-    const row = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?").bind(agentId).first<{ balanceMinor: number }>();
+    const row = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?")
+      .bind(agentId)
+      .first<{ balanceMinor: number }>();
     if (!row) return { ok: false, reason: "agent_not_found" };
     return { ok: true, balanceMinor: row.balanceMinor };
   }
@@ -475,7 +676,9 @@ export const creditBody = (balanceMinor: number) => ({ balanceMinor });
 
 /** Replaces the agent's policy; returns false if the agent does not exist. */
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
-  const result = await env.DB.prepare("UPDATE agents SET policy = ? WHERE id = ?").bind(canonicalJson(policy), agentId).run();
+  const result = await env.DB.prepare("UPDATE agents SET policy = ? WHERE id = ?")
+    .bind(canonicalJson(policy), agentId)
+    .run();
   return result.meta.changes > 0;
 }
 
@@ -489,7 +692,9 @@ export async function creditDeposit(
   credit: boolean,
 ): Promise<"credited" | "blocked" | "duplicate"> {
   const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
-  const result = await ledgerOf(env).commit(depositPlan({ ...transfer, depositId: newId("deposit"), amountMinor, createdAt: nowIso() }, credit));
+  const result = await ledgerOf(env).commit(
+    depositPlan({ ...transfer, depositId: newId("deposit"), amountMinor, createdAt: nowIso() }, credit),
+  );
   if (result.kind === "refused") return "duplicate";
   return credit ? "credited" : "blocked";
 }

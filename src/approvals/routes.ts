@@ -25,7 +25,12 @@ export const approvalRoutes = new Hono<AppEnv>()
     const approval = await getApproval(c.get("db"), c.req.valid("param").id);
     if (!approval) throw new ApiError(404, "approval_not_found");
     const { email } = actorOf(c.get("actor"), "console");
-    const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, email, c.get("idempotency"));
+    const outcome = await walletOf(c.env, approval.agentId).grantApproval(
+      approval.agentId,
+      approval.id,
+      email,
+      c.get("idempotency"),
+    );
     return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id });
   })
   .post("/approvals/:id/reject", requireActor("console"), validate("param", ApprovalParam), async (c) => {
@@ -34,6 +39,7 @@ export const approvalRoutes = new Hono<AppEnv>()
     if (!approval) throw new ApiError(404, "approval_not_found");
     const conflict = await checkApprovalOpen(c.env, approval, Date.now());
     if (conflict) throw new ApiError(409, conflict.kind === "conflict" ? conflict.reason : "approval_not_pending");
-    if (!(await rejectApproval(db, approval.id, actorOf(c.get("actor"), "console").email))) throw new ApiError(409, "approval_not_pending");
+    if (!(await rejectApproval(db, approval.id, actorOf(c.get("actor"), "console").email)))
+      throw new ApiError(409, "approval_not_pending");
     return c.json({ approval: { approvalId: approval.id, status: "rejected" } });
   });

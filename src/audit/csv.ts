@@ -3,7 +3,20 @@ import type { AuditRow } from "../ledger/audit";
 import { canonicalJson } from "../ledger/audit";
 import { auditRows } from "./service";
 
-export const CSV_COLUMNS = ["seq", "createdAt", "type", "reference", "chargeId", "agentId", "merchantId", "amountMinor", "currency", "data", "prevHash", "hash"] as const;
+export const CSV_COLUMNS = [
+  "seq",
+  "createdAt",
+  "type",
+  "reference",
+  "chargeId",
+  "agentId",
+  "merchantId",
+  "amountMinor",
+  "currency",
+  "data",
+  "prevHash",
+  "hash",
+] as const;
 
 /** RFC 4180 quoting; a leading formula character is neutralised so spreadsheets never execute a cell. */
 export function csvField(value: unknown): string {
@@ -21,7 +34,10 @@ export function csvRow(row: AuditRow): string {
 }
 
 /** The audit chain of a date range as a streamed CSV download: an export of a long range never sits in memory whole. */
-export function csvExportResponse(db: Db, range: { fromDay: string; toDay: string; fromIso: string; toIso: string }): Response {
+export function csvExportResponse(
+  db: Db,
+  range: { fromDay: string; toDay: string; fromIso: string; toIso: string },
+): Response {
   const encoder = new TextEncoder();
   const rows = auditRows(db, range);
   const body = new ReadableStream<Uint8Array>({

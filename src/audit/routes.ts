@@ -13,7 +13,10 @@ const DAY_MS = 86_400_000;
 const isoDate = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, "expected a date as YYYY-MM-DD")
-  .refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), "not a calendar date");
+  .refine(
+    (d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d),
+    "not a calendar date",
+  );
 
 export const ExportQuery = z.object({ from: isoDate.optional(), to: isoDate.optional() });
 export const PageQuery = z.object({
@@ -26,7 +29,10 @@ export function exportRange(from: string | undefined, to: string | undefined, no
   const today = new Date(now).toISOString().slice(0, 10);
   const toDay = to ?? today;
   const fromDay = from ?? new Date(Date.parse(`${toDay}T00:00:00Z`) - 29 * DAY_MS).toISOString().slice(0, 10);
-  if (fromDay > toDay) throw new ApiError(400, "invalid_request", { issues: [{ path: "from", code: "custom", message: "from must not be after to" }] });
+  if (fromDay > toDay)
+    throw new ApiError(400, "invalid_request", {
+      issues: [{ path: "from", code: "custom", message: "from must not be after to" }],
+    });
   const fromIso = `${fromDay}T00:00:00.000Z`;
   const toIso = new Date(Date.parse(`${toDay}T00:00:00Z`) + DAY_MS).toISOString();
   return { fromDay, toDay, fromIso, toIso };

@@ -25,11 +25,21 @@ export const auditRowOf = (r: AuditRecord): AuditRow => ({
 export function auditPage(db: Db, afterSeq: number, limit: number, range?: { fromIso: string; toIso: string }) {
   const conditions = [gt(auditEvents.seq, afterSeq)];
   if (range) conditions.push(gte(auditEvents.createdAt, range.fromIso), lt(auditEvents.createdAt, range.toIso));
-  return db.select().from(auditEvents).where(and(...conditions)).orderBy(asc(auditEvents.seq)).limit(limit).all();
+  return db
+    .select()
+    .from(auditEvents)
+    .where(and(...conditions))
+    .orderBy(asc(auditEvents.seq))
+    .limit(limit)
+    .all();
 }
 
 /** Iterates over the whole chain (or a date range) in pages, so memory stays flat. */
-export async function* auditRows(db: Db, range?: { fromIso: string; toIso: string }, pageSize = 500): AsyncGenerator<AuditRow> {
+export async function* auditRows(
+  db: Db,
+  range?: { fromIso: string; toIso: string },
+  pageSize = 500,
+): AsyncGenerator<AuditRow> {
   let after = 0;
   for (;;) {
     const page = await auditPage(db, after, pageSize, range);
@@ -40,4 +50,9 @@ export async function* auditRows(db: Db, range?: { fromIso: string; toIso: strin
 }
 
 export const auditHead = (db: Db) =>
-  db.select({ seq: auditEvents.seq, hash: auditEvents.hash }).from(auditEvents).orderBy(sql`${auditEvents.seq} DESC`).limit(1).get();
+  db
+    .select({ seq: auditEvents.seq, hash: auditEvents.hash })
+    .from(auditEvents)
+    .orderBy(sql`${auditEvents.seq} DESC`)
+    .limit(1)
+    .get();

@@ -32,7 +32,11 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   if (kind === "console") {
     const session = await verifyConsoleToken(settings.consoleSessionSecret, token);
     if (!session || !(await isConsoleUser(db, settings, session.email))) return null;
-    const revoked = await db.select({ jti: consoleRevokedSessions.jti }).from(consoleRevokedSessions).where(eq(consoleRevokedSessions.jti, session.jti)).get();
+    const revoked = await db
+      .select({ jti: consoleRevokedSessions.jti })
+      .from(consoleRevokedSessions)
+      .where(eq(consoleRevokedSessions.jti, session.jti))
+      .get();
     if (revoked) return null;
     return { kind: "console", email: session.email, jti: session.jti, expiresAt: session.expiresAt };
   }
@@ -53,18 +57,30 @@ type KeyRow = { id: string; hash: string; previousHash: string | null; previousU
  * The holder of a key: its current key, or the one before it while its grace lasts (`until`, the
  * end of that grace). Compared in constant time, as a hash equal to the one looked up.
  */
-async function lookUpKey(db: Db, kind: "merchant" | "agent", hash: string, now: number): Promise<{ actor: Actor; until: number } | null> {
+async function lookUpKey(
+  db: Db,
+  kind: "merchant" | "agent",
+  hash: string,
+  now: number,
+): Promise<{ actor: Actor; until: number } | null> {
   const table = kind === "merchant" ? merchants : agents;
   const row: KeyRow | undefined = await db
-    .select({ id: table.id, hash: table.apiKeyHash, previousHash: table.previousApiKeyHash, previousUntil: table.previousKeyExpiresAt })
+    .select({
+      id: table.id,
+      hash: table.apiKeyHash,
+      previousHash: table.previousApiKeyHash,
+      previousUntil: table.previousKeyExpiresAt,
+    })
     .from(table)
     .where(or(eq(table.apiKeyHash, hash), eq(table.previousApiKeyHash, hash)))
     .get();
   if (!row) return null;
-  const actor: Actor = kind === "merchant" ? { kind: "merchant", merchantId: row.id } : { kind: "agent", agentId: row.id };
+  const actor: Actor =
+    kind === "merchant" ? { kind: "merchant", merchantId: row.id } : { kind: "agent", agentId: row.id };
   if (await timingSafeEqualStrings(row.hash, hash)) return { actor, until: Number.POSITIVE_INFINITY };
   const until = row.previousUntil ? Date.parse(row.previousUntil) : 0;
-  if (row.previousHash && until > now && (await timingSafeEqualStrings(row.previousHash, hash))) return { actor, until };
+  if (row.previousHash && until > now && (await timingSafeEqualStrings(row.previousHash, hash)))
+    return { actor, until };
   return null;
 }
 
@@ -84,6 +100,10 @@ const knownKeys = new IsolateCache<string, Actor>(10_000, KEY_MEMORY_MS);
 export async function isConsoleUser(db: Db, settings: Settings, email: string): Promise<boolean> {
   const normalized = email.trim().toLowerCase();
   if (settings.consoleUsers.includes(normalized)) return true;
-  const row = await db.select({ email: consoleUsers.email }).from(consoleUsers).where(eq(consoleUsers.email, normalized)).get();
+  const row = await db
+    .select({ email: consoleUsers.email })
+    .from(consoleUsers)
+    .where(eq(consoleUsers.email, normalized))
+    .get();
   return row !== undefined;
 }

@@ -21,19 +21,29 @@ export interface ConsoleSession {
 }
 
 /** Signs a console session token for `email`, valid `ttlSeconds` (at most 12 h). */
-export async function signConsoleToken(secret: string, email: string, ttlSeconds = MAX_SESSION_SECONDS, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
+export async function signConsoleToken(
+  secret: string,
+  email: string,
+  ttlSeconds = MAX_SESSION_SECONDS,
+  now = Date.now(),
+): Promise<{ token: string; expiresAt: string }> {
   const iat = Math.floor(now / 1000);
   const exp = iat + Math.min(ttlSeconds, MAX_SESSION_SECONDS);
   const jti = base64url(crypto.getRandomValues(new Uint8Array(16)));
   const signingInput = `${encodeJson({ alg: "HS256", typ: "JWT" })}.${encodeJson({ sub: email.toLowerCase(), aud: CONSOLE_AUDIENCE, iat, exp, jti })}`;
   const signature = await crypto.subtle.sign("HMAC", await hmacKey(secret, "sign"), encoder.encode(signingInput));
-  return { token: `${signingInput}.${base64url(new Uint8Array(signature))}`, expiresAt: new Date(exp * 1000).toISOString() };
+  return {
+    token: `${signingInput}.${base64url(new Uint8Array(signature))}`,
+    expiresAt: new Date(exp * 1000).toISOString(),
+  };
 }
 
 function decodeJson(part: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(decoder.decode(base64urlDecode(part)));
-    return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return value !== null && typeof value === "object" && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
   } catch {
     return null;
   }
@@ -45,7 +55,11 @@ function decodeJson(part: string): Record<string, unknown> | null {
  * constant-time verify; `aud` must be console and `exp` present, in the
  * future and no more than 12 h ahead.
  */
-export async function verifyConsoleToken(secret: string, token: string, now = Date.now()): Promise<ConsoleSession | null> {
+export async function verifyConsoleToken(
+  secret: string,
+  token: string,
+  now = Date.now(),
+): Promise<ConsoleSession | null> {
   const parts = token.split(".");
   if (parts.length !== 3) return null;
   const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
@@ -57,7 +71,12 @@ export async function verifyConsoleToken(secret: string, token: string, now = Da
   } catch {
     return null;
   }
-  const valid = await crypto.subtle.verify("HMAC", await hmacKey(secret, "verify"), signature, encoder.encode(`${headerPart}.${payloadPart}`));
+  const valid = await crypto.subtle.verify(
+    "HMAC",
+    await hmacKey(secret, "verify"),
+    signature,
+    encoder.encode(`${headerPart}.${payloadPart}`),
+  );
   if (!valid) return null;
   const claims = decodeJson(payloadPart);
   if (!claims) return null;

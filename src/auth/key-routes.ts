@@ -11,8 +11,14 @@ import { actorOf } from "./middleware";
  * old key ends; 404 for an unknown holder.
  */
 export async function rollKeyResponse(c: Context<AppEnv>, holder: KeyHolder, graceSeconds: number) {
-  const view = (rolled: RolledKey) => ({ [`${holder.kind}Id`]: holder.id, apiKey: rolled.apiKey, previousKeyExpiresAt: rolled.previousKeyExpiresAt });
-  const rolled = await rollKey(c.env, holder, graceSeconds, actorOf(c.get("actor"), "console").email, (r) => answerInBatch(c, 201, view(r)));
+  const view = (rolled: RolledKey) => ({
+    [`${holder.kind}Id`]: holder.id,
+    apiKey: rolled.apiKey,
+    previousKeyExpiresAt: rolled.previousKeyExpiresAt,
+  });
+  const rolled = await rollKey(c.env, holder, graceSeconds, actorOf(c.get("actor"), "console").email, (r) =>
+    answerInBatch(c, 201, view(r)),
+  );
   if (!rolled) throw new ApiError(404, `${holder.kind}_not_found`);
   return c.json(view(rolled), 201);
 }

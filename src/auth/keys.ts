@@ -29,11 +29,25 @@ const TABLE = { agent: "agents", merchant: "merchants" } as const;
  * batch with its audit row; `answer` is what must commit beside it (the stored
  * answer of an Idempotency-Key). Null for an unknown holder.
  */
-export async function rollKey(env: Env, holder: KeyHolder, graceSeconds: number, by: string, answer: (rolled: RolledKey) => Promise<SqlStatement[]>): Promise<RolledKey | null> {
+export async function rollKey(
+  env: Env,
+  holder: KeyHolder,
+  graceSeconds: number,
+  by: string,
+  answer: (rolled: RolledKey) => Promise<SqlStatement[]>,
+): Promise<RolledKey | null> {
   const apiKey = newSecret(holder.kind === "agent" ? "agentKey" : "merchantKey");
   const now = Date.now();
   const rolled = { apiKey, previousKeyExpiresAt: nowIso(now + graceSeconds * 1000) };
-  const plan = keyRollPlan(holder, await hashApiKey(apiKey), graceSeconds, rolled.previousKeyExpiresAt, by, nowIso(now), await answer(rolled));
+  const plan = keyRollPlan(
+    holder,
+    await hashApiKey(apiKey),
+    graceSeconds,
+    rolled.previousKeyExpiresAt,
+    by,
+    nowIso(now),
+    await answer(rolled),
+  );
   const result = await ledgerOf(env).commit(plan);
   if (result.kind === "committed") return rolled;
   // This very roll landed in a batch whose answer was lost, and the sequencer applied it again: it is done once.
@@ -42,7 +56,15 @@ export async function rollKey(env: Env, holder: KeyHolder, graceSeconds: number,
   throw new Error(`key roll refused: ${result.reason}`);
 }
 
-function keyRollPlan(holder: KeyHolder, hash: string, graceSeconds: number, previousKeyExpiresAt: string, by: string, at: string, epilogue: SqlStatement[]): CommitPlan {
+function keyRollPlan(
+  holder: KeyHolder,
+  hash: string,
+  graceSeconds: number,
+  previousKeyExpiresAt: string,
+  by: string,
+  at: string,
+  epilogue: SqlStatement[],
+): CommitPlan {
   const table = TABLE[holder.kind];
   return {
     statements: [
@@ -51,7 +73,12 @@ function keyRollPlan(holder: KeyHolder, hash: string, graceSeconds: number, prev
         // Applied twice (a lost answer), the second would make the new key its own predecessor and end the old one's grace.
         ["key_already_rolled", `NOT EXISTS (SELECT 1 FROM ${table} WHERE api_key_hash = ?)`, hash],
       ),
-      sqlStatement(`UPDATE ${table} SET previous_api_key_hash = api_key_hash, previous_key_expires_at = ?, api_key_hash = ? WHERE id = ?`, previousKeyExpiresAt, hash, holder.id),
+      sqlStatement(
+        `UPDATE ${table} SET previous_api_key_hash = api_key_hash, previous_key_expires_at = ?, api_key_hash = ? WHERE id = ?`,
+        previousKeyExpiresAt,
+        hash,
+        holder.id,
+      ),
       ...epilogue,
     ],
     audit: [

@@ -42,8 +42,18 @@ export const requireActor = <K extends ActorKind>(expected: K, options: { idempo
     if (token === null) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
     const actor = await resolveCredential(c.get("db"), c.get("settings"), token);
     if (!actor) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
-    if (actor.kind !== expected) throw new ApiError(403, "credential_not_allowed", { expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, "") });
-    await enforceRateLimit(c.env.CREDENTIAL_RATE_LIMIT, actor.kind === "merchant" ? `merchant:${actor.merchantId}` : actor.kind === "agent" ? `agent:${actor.agentId}` : `console:${actor.email}`);
+    if (actor.kind !== expected)
+      throw new ApiError(403, "credential_not_allowed", {
+        expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, ""),
+      });
+    await enforceRateLimit(
+      c.env.CREDENTIAL_RATE_LIMIT,
+      actor.kind === "merchant"
+        ? `merchant:${actor.merchantId}`
+        : actor.kind === "agent"
+          ? `agent:${actor.agentId}`
+          : `console:${actor.email}`,
+    );
     c.set("actor", actor);
     return options.idempotencyKey === false ? next() : idempotent(c, next);
   });

@@ -11,7 +11,16 @@ import type { SqlStatement } from "../ledger/plan";
  */
 
 /** The tables a wallet payment writes or reads in its batch (`walletPaymentPlan` plus the sequencer's audit row). */
-export const SCRATCH_TABLES = ["charges", "checkout_links", "approvals", "ledger_entries", "agents", "merchants", "outbox_events", "audit_events"] as const;
+export const SCRATCH_TABLES = [
+  "charges",
+  "checkout_links",
+  "approvals",
+  "ledger_entries",
+  "agents",
+  "merchants",
+  "outbox_events",
+  "audit_events",
+] as const;
 
 const PREFIX = "bench_";
 const TABLE_NAMES = new RegExp(`\\b(${SCRATCH_TABLES.join("|")})\\b`, "g");
@@ -31,10 +40,19 @@ export const scratchChargeId = (i: number) => `bench_chg_${i}`;
 export function paymentShapedBatch(i: number, agentId: string, merchantId: string): SqlStatement[] {
   const paidAt = new Date().toISOString();
   const reference = `PAY_BENCH_${i}`;
-  const charge = { id: scratchChargeId(i), merchantId, amountMinor: 1, currency: "USD", description: "bench", checkoutLinkId: null };
+  const charge = {
+    id: scratchChargeId(i),
+    merchantId,
+    amountMinor: 1,
+    currency: "USD",
+    description: "bench",
+    checkoutLinkId: null,
+  };
   const plan = walletPaymentPlan({ charge, agentId, method: "ledger", reference, paidAt });
   // The sequencer's own insert; scratch rows are numbered by `i`: no chain is read or hashed, that is the sequencer's own work.
-  const audit = auditInserts(plan.audit.map((draft, k) => ({ ...draft, seq: i * 4 + k + 1, prevHash: "0".repeat(64), hash: "0".repeat(64) })));
+  const audit = auditInserts(
+    plan.audit.map((draft, k) => ({ ...draft, seq: i * 4 + k + 1, prevHash: "0".repeat(64), hash: "0".repeat(64) })),
+  );
   return [...plan.statements, ...audit].map((s) => ({ sql: toScratch(s.sql), params: s.params }));
 }
 
@@ -49,10 +67,16 @@ interface MasterRow {
  * fills them with the real agents and merchants, and adds `charges` pending
  * charges cloned from charge `templateChargeId`. Idempotent; the pool can grow.
  */
-export async function createScratch(db: D1Database, templateChargeId: string, charges: number): Promise<{ merchantId: string; agentIds: string[]; pool: number }> {
+export async function createScratch(
+  db: D1Database,
+  templateChargeId: string,
+  charges: number,
+): Promise<{ merchantId: string; agentIds: string[]; pool: number }> {
   const placeholders = SCRATCH_TABLES.map(() => "?").join(", ");
   const master = await db
-    .prepare(`SELECT type, sql FROM sqlite_master WHERE tbl_name IN (${placeholders}) AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC`)
+    .prepare(
+      `SELECT type, sql FROM sqlite_master WHERE tbl_name IN (${placeholders}) AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC`,
+    )
     .bind(...SCRATCH_TABLES)
     .all<MasterRow>();
   // Every mention of a copied table (the name, a CHECK's qualified column, an index's ON) moves to the copy.
@@ -66,9 +90,14 @@ export async function createScratch(db: D1Database, templateChargeId: string, ch
   if (ddl.some((sql) => !sql.includes(PREFIX))) throw new Error("unexpected DDL in sqlite_master");
   await db.batch(ddl.map((sql) => db.prepare(sql)));
 
-  const template = await db.prepare("SELECT merchant_id AS merchantId FROM charges WHERE id = ?").bind(templateChargeId).first<{ merchantId: string }>();
+  const template = await db
+    .prepare("SELECT merchant_id AS merchantId FROM charges WHERE id = ?")
+    .bind(templateChargeId)
+    .first<{ merchantId: string }>();
   if (!template) throw new Error("template charge not found");
-  const columns = (await db.prepare("SELECT name FROM pragma_table_info('charges')").all<{ name: string }>()).results.map((c) => c.name);
+  const columns = (
+    await db.prepare("SELECT name FROM pragma_table_info('charges')").all<{ name: string }>()
+  ).results.map((c) => c.name);
   // Every pool charge is the template, pending and unpaid, with its own id (D1 binds numbers as REAL, hence the CAST).
   const fresh: Record<string, string> = {
     id: `'bench_chg_' || n.i`,

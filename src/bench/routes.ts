@@ -18,12 +18,25 @@ import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
  */
 export const BENCH_PREFIX = "/__bench/";
 
-const FloorBody = z.object({ i: z.number().int().min(0), agentId: z.string().min(1), merchantId: z.string().min(1) }).strict();
-const SetupBody = z.object({ templateChargeId: z.string().min(1), charges: z.number().int().positive().max(2_000_000) }).strict();
-const VerifyBody = z.object({ header: z.string().min(1), amountMinor: z.number().int().positive(), payTo: z.string().regex(/^0x[0-9a-fA-F]{40}$/), iterations: z.number().int().positive().max(10_000).default(1) }).strict();
+const FloorBody = z
+  .object({ i: z.number().int().min(0), agentId: z.string().min(1), merchantId: z.string().min(1) })
+  .strict();
+const SetupBody = z
+  .object({ templateChargeId: z.string().min(1), charges: z.number().int().positive().max(2_000_000) })
+  .strict();
+const VerifyBody = z
+  .object({
+    header: z.string().min(1),
+    amountMinor: z.number().int().positive(),
+    payTo: z.string().regex(/^0x[0-9a-fA-F]{40}$/),
+    iterations: z.number().int().positive().max(10_000).default(1),
+  })
+  .strict();
 /** The steps a payment is made of, each timed alone (`npm run bench` prints what one costs). */
 export const BENCH_STEPS = ["d1_read", "do_rpc", "rpc_call", "rpc_call_viem", "sign_transaction"] as const;
-const StepBody = z.object({ step: z.enum(BENCH_STEPS), iterations: z.number().int().positive().max(1_000).default(1) }).strict();
+const StepBody = z
+  .object({ step: z.enum(BENCH_STEPS), iterations: z.number().int().positive().max(1_000).default(1) })
+  .strict();
 
 const json = (body: unknown, status = 200) => Response.json(body, { status });
 
@@ -50,7 +63,8 @@ const floorObject = (env: Env) => {
  * transfer (never sent).
  */
 function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => Promise<unknown>) | Response {
-  if (step === "d1_read") return () => env.DB.prepare("SELECT id FROM charges WHERE id = ?").bind("chg_bench_step").first();
+  if (step === "d1_read")
+    return () => env.DB.prepare("SELECT id FROM charges WHERE id = ?").bind("chg_bench_step").first();
   if (step === "do_rpc") return () => floorObject(env).ping();
   const x = settingsOf(env).x402;
   if (!x) return json({ error: "x402_not_configured" }, 503);
@@ -60,7 +74,16 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
   if (!key) return json({ error: "facilitator_not_configured" }, 503);
   const account = gasAccountOf(key);
   return (k) =>
-    account.signTransaction({ type: "eip1559", chainId: x.chainId, to: x.asset, data: "0x", gas: 100_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, nonce: k });
+    account.signTransaction({
+      type: "eip1559",
+      chainId: x.chainId,
+      to: x.asset,
+      data: "0x",
+      gas: 100_000n,
+      maxFeePerGas: 2n,
+      maxPriorityFeePerGas: 1n,
+      nonce: k,
+    });
 }
 
 /** Answers a /__bench/ request, or null for any other path. */
@@ -108,9 +131,17 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
       for (let k = 0; k < body.iterations; k++) {
         const payment = decodePaymentHeader(body.header);
         if (!payment) break;
-        verdict = await verifyOffline(x, termsFor(x, "bench", body.amountMinor, "bench", body.payTo as `0x${string}`), payment, nowSeconds);
+        verdict = await verifyOffline(
+          x,
+          termsFor(x, "bench", body.amountMinor, "bench", body.payTo as `0x${string}`),
+          payment,
+          nowSeconds,
+        );
       }
-      return json({ valid: verdict.isValid, reason: verdict.invalidReason ?? null, iterations: body.iterations }, verdict.isValid ? 200 : 422);
+      return json(
+        { valid: verdict.isValid, reason: verdict.invalidReason ?? null, iterations: body.iterations },
+        verdict.isValid ? 200 : 422,
+      );
     }
 
     // One step of the payment paths, `iterations` times in a row: the runner times 51 against 1.

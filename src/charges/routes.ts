@@ -11,11 +11,13 @@ import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { chargeView, createCharge, getCharge, listMerchantCharges } from "./service";
 
-export const CreateChargeBody = z.object({
-  amountUsdCents: amountMinor,
-  description: z.string().max(1000).optional(),
-  externalId: z.string().max(200).optional(),
-}).strict();
+export const CreateChargeBody = z
+  .object({
+    amountUsdCents: amountMinor,
+    description: z.string().max(1000).optional(),
+    externalId: z.string().max(200).optional(),
+  })
+  .strict();
 
 export const ChargeIdParam = z.object({ chargeId: pathId });
 
@@ -40,6 +42,10 @@ export const chargeRoutes = new Hono<AppEnv>()
   .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
     const { agentId } = actorOf(c.get("actor"), "agent");
     const slot = c.get("idempotency");
-    const outcome = await walletOf(c.env, agentId).payCharge(agentId, c.req.valid("param").chargeId, slot && { ...slot, view: { kind: "charge" } });
+    const outcome = await walletOf(c.env, agentId).payCharge(
+      agentId,
+      c.req.valid("param").chargeId,
+      slot && { ...slot, view: { kind: "charge" } },
+    );
     return payOutcomeResponse(c, outcome);
   });

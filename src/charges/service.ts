@@ -71,9 +71,23 @@ export function chargeCreationStatements(row: ChargeRow, merchantName: string): 
     sqlStatement(
       `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim)
        VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?)`,
-      row.id, row.merchantId, row.amountMinor, row.currency, row.description, row.externalId, row.createdAt, row.checkoutLinkId, row.paylinkGrantId, row.x402Claim,
+      row.id,
+      row.merchantId,
+      row.amountMinor,
+      row.currency,
+      row.description,
+      row.externalId,
+      row.createdAt,
+      row.checkoutLinkId,
+      row.paylinkGrantId,
+      row.x402Claim,
     ),
-    outboxEvent("charge.created", row.merchantId, { chargeId: row.id, amountMinor: row.amountMinor, merchantName, merchantId: row.merchantId }, row.createdAt),
+    outboxEvent(
+      "charge.created",
+      row.merchantId,
+      { chargeId: row.id, amountMinor: row.amountMinor, merchantName, merchantId: row.merchantId },
+      row.createdAt,
+    ),
   ];
 }
 
@@ -97,14 +111,25 @@ export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id
   c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim`;
 
 /** `getCharge` as one raw statement, for a caller that batches it with its own reads; its row is a ChargeRow. */
-export const chargeRowStatement = (d1: D1Database, id: string) => d1.prepare(`SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.id = ?`).bind(id);
+export const chargeRowStatement = (d1: D1Database, id: string) =>
+  d1.prepare(`SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.id = ?`).bind(id);
 
 export const getMerchantCharge = (db: Db, merchantId: string, id: string) =>
-  db.select().from(charges).where(and(eq(charges.id, id), eq(charges.merchantId, merchantId))).get();
+  db
+    .select()
+    .from(charges)
+    .where(and(eq(charges.id, id), eq(charges.merchantId, merchantId)))
+    .get();
 
 /** The merchant's last `limit` charges, newest first. */
 export const listMerchantCharges = (db: Db, merchantId: string, limit = 100) =>
-  db.select().from(charges).where(eq(charges.merchantId, merchantId)).orderBy(desc(charges.createdAt), desc(sql`rowid`)).limit(limit).all();
+  db
+    .select()
+    .from(charges)
+    .where(eq(charges.merchantId, merchantId))
+    .orderBy(desc(charges.createdAt), desc(sql`rowid`))
+    .limit(limit)
+    .all();
 
 /**
  * The agent's paid charges (wallet, checkout link and PayLink payments), most

@@ -19,11 +19,13 @@ import {
   visitCheckoutLink,
 } from "./service";
 
-export const CreateBody = z.object({
-  amountUsdCents: amountMinor,
-  description: z.string().trim().min(1).max(1000),
-  externalId: z.string().max(200).optional(),
-}).strict();
+export const CreateBody = z
+  .object({
+    amountUsdCents: amountMinor,
+    description: z.string().trim().min(1).max(1000),
+    externalId: z.string().max(200).optional(),
+  })
+  .strict();
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
 export const PatchBody = z.object({ active: z.boolean() }).strict();
 export const TokenParam = z.object({ token: pathId });
@@ -31,22 +33,42 @@ export const TokenParam = z.object({ token: pathId });
 export const checkoutRoutes = new Hono<AppEnv>()
   .post("/merchant/checkout", requireActor("merchant"), validate("json", CreateBody), async (c) => {
     const body = c.req.valid("json");
-    const link = await createCheckoutLink(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, {
-      amountMinor: body.amountUsdCents,
-      description: body.description,
-      externalId: body.externalId,
-    }, (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)));
+    const link = await createCheckoutLink(
+      c.get("db"),
+      actorOf(c.get("actor"), "merchant").merchantId,
+      {
+        amountMinor: body.amountUsdCents,
+        description: body.description,
+        externalId: body.externalId,
+      },
+      (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
+    );
     return c.json(checkoutLinkCreatedView(link), 201);
   })
   .get("/merchant/checkout-links", requireActor("merchant"), validate("query", ListQuery), async (c) => {
-    const { links, total } = await listCheckoutLinks(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, c.req.valid("query").limit);
+    const { links, total } = await listCheckoutLinks(
+      c.get("db"),
+      actorOf(c.get("actor"), "merchant").merchantId,
+      c.req.valid("query").limit,
+    );
     return c.json({ links: links.map(checkoutLinkMerchantView), total });
   })
-  .patch("/merchant/checkout-links/:token", requireActor("merchant"), validate("param", TokenParam), validate("json", PatchBody), async (c) => {
-    const link = await setCheckoutLinkActive(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, c.req.valid("param").token, c.req.valid("json").active);
-    if (!link) throw new ApiError(404, "checkout_link_not_found");
-    return c.json(checkoutLinkMerchantView(link));
-  })
+  .patch(
+    "/merchant/checkout-links/:token",
+    requireActor("merchant"),
+    validate("param", TokenParam),
+    validate("json", PatchBody),
+    async (c) => {
+      const link = await setCheckoutLinkActive(
+        c.get("db"),
+        actorOf(c.get("actor"), "merchant").merchantId,
+        c.req.valid("param").token,
+        c.req.valid("json").active,
+      );
+      if (!link) throw new ApiError(404, "checkout_link_not_found");
+      return c.json(checkoutLinkMerchantView(link));
+    },
+  )
   .get("/checkout/:token", validate("param", TokenParam), async (c) => {
     // Hono answers HEAD with this handler (and drops the body): only a GET is a visit.
     const visited = await visitCheckoutLink(c.get("db"), c.req.valid("param").token, c.req.method === "GET");
@@ -57,6 +79,12 @@ export const checkoutRoutes = new Hono<AppEnv>()
   })
   .post("/checkout/:token/pay", requireActor("agent"), validate("param", TokenParam), async (c) => {
     const { agentId } = actorOf(c.get("actor"), "agent");
-    const outcome = await payCheckoutLink(c.env, c.get("db"), agentId, c.req.valid("param").token, c.get("idempotency"));
+    const outcome = await payCheckoutLink(
+      c.env,
+      c.get("db"),
+      agentId,
+      c.req.valid("param").token,
+      c.get("idempotency"),
+    );
     return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW);
   });

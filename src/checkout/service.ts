@@ -30,7 +30,11 @@ export const checkoutLinkCreatedView = (l: CheckoutLinkRow) => ({
 });
 
 /** The merchant list entry (also the PATCH response). */
-export const checkoutLinkMerchantView = (l: CheckoutLinkRow) => ({ ...checkoutLinkCreatedView(l), active: l.active, createdAt: l.createdAt });
+export const checkoutLinkMerchantView = (l: CheckoutLinkRow) => ({
+  ...checkoutLinkCreatedView(l),
+  active: l.active,
+  createdAt: l.createdAt,
+});
 
 /** The public view: what a paying agent sees, of an active link (a disabled one is 409). */
 export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string) => ({
@@ -46,7 +50,12 @@ export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string)
   totalPaidMinor: l.totalPaidMinor,
 });
 
-export async function createCheckoutLink(db: Db, merchantId: string, input: { amountMinor: number; description: string; externalId?: string | undefined }, withCreated: WithCreated<CheckoutLinkRow> = nothingMore) {
+export async function createCheckoutLink(
+  db: Db,
+  merchantId: string,
+  input: { amountMinor: number; description: string; externalId?: string | undefined },
+  withCreated: WithCreated<CheckoutLinkRow> = nothingMore,
+) {
   const row: CheckoutLinkRow = {
     id: newId("checkoutLink"),
     token: newId("checkoutToken"),
@@ -67,7 +76,12 @@ export async function createCheckoutLink(db: Db, merchantId: string, input: { am
 
 export async function listCheckoutLinks(db: Db, merchantId: string, limit: number) {
   const [links, total] = await db.batch([
-    db.select().from(checkoutLinks).where(eq(checkoutLinks.merchantId, merchantId)).orderBy(desc(checkoutLinks.createdAt), desc(sql`rowid`)).limit(limit),
+    db
+      .select()
+      .from(checkoutLinks)
+      .where(eq(checkoutLinks.merchantId, merchantId))
+      .orderBy(desc(checkoutLinks.createdAt), desc(sql`rowid`))
+      .limit(limit),
     db.select({ total: count() }).from(checkoutLinks).where(eq(checkoutLinks.merchantId, merchantId)),
   ]);
   return { links, total: total[0]?.total ?? 0 };
@@ -75,16 +89,30 @@ export async function listCheckoutLinks(db: Db, merchantId: string, limit: numbe
 
 /** Enables or disables the merchant's own link; undefined when the token is not theirs. */
 export async function setCheckoutLinkActive(db: Db, merchantId: string, token: string, active: boolean) {
-  return db.update(checkoutLinks).set({ active }).where(and(eq(checkoutLinks.token, token), eq(checkoutLinks.merchantId, merchantId))).returning().get();
+  return db
+    .update(checkoutLinks)
+    .set({ active })
+    .where(and(eq(checkoutLinks.token, token), eq(checkoutLinks.merchantId, merchantId)))
+    .returning()
+    .get();
 }
 
 /** The link with its merchant's name for the public view; `count` (a GET, not a HEAD) counts the visit. */
 export async function visitCheckoutLink(db: Db, token: string, count = true) {
   const link = count
-    ? await db.update(checkoutLinks).set({ visits: sql`${checkoutLinks.visits} + 1` }).where(eq(checkoutLinks.token, token)).returning().get()
+    ? await db
+        .update(checkoutLinks)
+        .set({ visits: sql`${checkoutLinks.visits} + 1` })
+        .where(eq(checkoutLinks.token, token))
+        .returning()
+        .get()
     : await db.select().from(checkoutLinks).where(eq(checkoutLinks.token, token)).get();
   if (!link) return undefined;
-  const merchant = await db.select({ name: merchants.name }).from(merchants).where(eq(merchants.id, link.merchantId)).get();
+  const merchant = await db
+    .select({ name: merchants.name })
+    .from(merchants)
+    .where(eq(merchants.id, link.merchantId))
+    .get();
   return { link, merchantName: merchant?.name ?? "" };
 }
 
@@ -106,16 +134,32 @@ export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
  * materializes its own charge against the link, created in the batch that pays
  * it (or holds it for approval), with the link still active as a guard.
  */
-export async function payCheckoutLink(env: Env, db: Db, agentId: string, token: string, slot?: IdempotencySlot): Promise<PayOutcome> {
+export async function payCheckoutLink(
+  env: Env,
+  db: Db,
+  agentId: string,
+  token: string,
+  slot?: IdempotencySlot,
+): Promise<PayOutcome> {
   const found = await checkoutLinkForPayment(db, token);
   if (!found) return { kind: "not_found", reason: "checkout_link_not_found" };
   const { link } = found;
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
-    ...newPendingCharge(link.merchantId, { amountMinor: link.amountMinor, description: link.description, externalId: link.externalId, checkoutLinkId: link.id }),
+    ...newPendingCharge(link.merchantId, {
+      amountMinor: link.amountMinor,
+      description: link.description,
+      externalId: link.externalId,
+      checkoutLinkId: link.id,
+    }),
     merchantName: found.merchantName,
     merchantCategory: found.merchantCategory,
   };
   const linkStillActive = guard(...linkActiveCheck(link.id));
-  return walletOf(env, agentId).payNewCharge(agentId, charge, [linkStillActive], slot && { ...slot, view: CHECKOUT_PAID_VIEW });
+  return walletOf(env, agentId).payNewCharge(
+    agentId,
+    charge,
+    [linkStillActive],
+    slot && { ...slot, view: CHECKOUT_PAID_VIEW },
+  );
 }

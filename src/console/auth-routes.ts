@@ -15,7 +15,9 @@ import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } fr
 /** A console address, as every sign-in route takes it. */
 export const SignInEmail = z.string().trim().email().max(254);
 export const StartBody = z.object({ email: SignInEmail }).strict();
-export const VerifyBody = z.object({ email: SignInEmail, code: z.string().regex(/^\d{6}$/, "a 6-digit code") }).strict();
+export const VerifyBody = z
+  .object({ email: SignInEmail, code: z.string().regex(/^\d{6}$/, "a 6-digit code") })
+  .strict();
 export const UserBody = z.object({ email: SignInEmail }).strict();
 
 /** The client address Cloudflare reports; locally, one shared bucket. */
@@ -69,7 +71,9 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
     const added = await c.get("db").select().from(consoleUsers).all();
     return c.json({
       users: [
-        ...c.get("settings").consoleUsers.map((email) => ({ email, source: "configured", addedBy: null, createdAt: null })),
+        ...c
+          .get("settings")
+          .consoleUsers.map((email) => ({ email, source: "configured", addedBy: null, createdAt: null })),
         ...added.map((u) => ({ email: u.email, source: "console", addedBy: u.addedBy, createdAt: u.createdAt })),
       ],
     });

@@ -29,7 +29,15 @@ export async function sendMail(env: Env, settings: Settings, mail: Mail): Promis
     return;
   }
   if (!env.SEND_EMAIL) throw new Error("MAIL_TRANSPORT=send_email needs the SEND_EMAIL binding");
-  const raw = [`From: ${from}`, `To: ${mail.to}`, `Subject: ${mail.subject}`, "MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "", mail.text].join("\r\n");
+  const raw = [
+    `From: ${from}`,
+    `To: ${mail.to}`,
+    `Subject: ${mail.subject}`,
+    "MIME-Version: 1.0",
+    "Content-Type: text/plain; charset=utf-8",
+    "",
+    mail.text,
+  ].join("\r\n");
   const { EmailMessage } = await import("cloudflare:email");
   await env.SEND_EMAIL.send(new EmailMessage(from!, mail.to, raw));
 }

@@ -19,7 +19,8 @@ function sixDigitCode(): string {
 }
 
 /** Keyed with the session secret, so a leaked table does not give the codes up to a 10^6 brute force. */
-const codeHash = (settings: Settings, email: string, code: string) => hmacSha256Hex(settings.consoleSessionSecret, `console-code:${email}:${code}`);
+const codeHash = (settings: Settings, email: string, code: string) =>
+  hmacSha256Hex(settings.consoleSessionSecret, `console-code:${email}:${code}`);
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
@@ -30,21 +31,34 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
  * (`afterAnswer`, the request's waitUntil): an answer that waited for the mail
  * API, or failed with it, would tell an allowed address from any other.
  */
-export async function startEmailSignIn(env: Env, db: Db, settings: Settings, rawEmail: string, afterAnswer: (work: Promise<void>) => void, now = Date.now()): Promise<void> {
+export async function startEmailSignIn(
+  env: Env,
+  db: Db,
+  settings: Settings,
+  rawEmail: string,
+  afterAnswer: (work: Promise<void>) => void,
+  now = Date.now(),
+): Promise<void> {
   const email = normalizeEmail(rawEmail);
   if (!(await isConsoleUser(db, settings, email))) return;
   const code = sixDigitCode();
   await env.DB.prepare(
     `INSERT INTO console_login_codes (email, code_hash, attempts, expires_at, consumed_at, created_at) VALUES (?, ?, 0, ?, NULL, ?)
      ON CONFLICT (email) DO UPDATE SET code_hash = excluded.code_hash, attempts = 0, expires_at = excluded.expires_at, consumed_at = NULL, created_at = excluded.created_at`,
-  ).bind(email, await codeHash(settings, email, code), nowIso(now + CODE_TTL_MS), nowIso(now)).run();
+  )
+    .bind(email, await codeHash(settings, email, code), nowIso(now + CODE_TTL_MS), nowIso(now))
+    .run();
   const mailing = sendMail(env, settings, {
     to: email,
     subject: "Your console sign-in code",
     text: `Your sign-in code is ${code}. It is valid for 10 minutes and can be used once.`,
   });
   // Never the mail itself (it holds the code): only that it failed.
-  afterAnswer(mailing.catch((error) => console.error(JSON.stringify({ level: "error", where: "console_mail", error: String(error).slice(0, 200) }))));
+  afterAnswer(
+    mailing.catch((error) =>
+      console.error(JSON.stringify({ level: "error", where: "console_mail", error: String(error).slice(0, 200) })),
+    ),
+  );
 }
 
 /**
@@ -52,22 +66,37 @@ export async function startEmailSignIn(env: Env, db: Db, settings: Settings, raw
  * within 5 tries; a wrong code spends a try. A right one is consumed (single
  * use) and exchanged for a session token.
  */
-export async function verifyEmailSignIn(env: Env, db: Db, settings: Settings, rawEmail: string, code: string, now = Date.now()): Promise<{ token: string; expiresAt: string } | null> {
+export async function verifyEmailSignIn(
+  env: Env,
+  db: Db,
+  settings: Settings,
+  rawEmail: string,
+  code: string,
+  now = Date.now(),
+): Promise<{ token: string; expiresAt: string } | null> {
   const email = normalizeEmail(rawEmail);
-  const row = await env.DB.prepare("SELECT code_hash AS codeHash, attempts, expires_at AS expiresAt, consumed_at AS consumedAt FROM console_login_codes WHERE email = ?")
+  const row = await env.DB.prepare(
+    "SELECT code_hash AS codeHash, attempts, expires_at AS expiresAt, consumed_at AS consumedAt FROM console_login_codes WHERE email = ?",
+  )
     .bind(email)
     .first<{ codeHash: string; attempts: number; expiresAt: string; consumedAt: string | null }>();
   const at = nowIso(now);
   if (!row || row.consumedAt || row.expiresAt <= at || row.attempts >= MAX_CODE_ATTEMPTS) return null;
   const matches = await timingSafeEqualStrings(await codeHash(settings, email, code), row.codeHash);
   if (!matches) {
-    await env.DB.prepare("UPDATE console_login_codes SET attempts = attempts + 1 WHERE email = ? AND consumed_at IS NULL").bind(email).run();
+    await env.DB.prepare(
+      "UPDATE console_login_codes SET attempts = attempts + 1 WHERE email = ? AND consumed_at IS NULL",
+    )
+      .bind(email)
+      .run();
     return null;
   }
   // Consume it in one guarded statement: of two requests racing with the right code, one wins.
   const consumed = await env.DB.prepare(
     "UPDATE console_login_codes SET consumed_at = ? WHERE email = ? AND code_hash = ? AND consumed_at IS NULL AND attempts < ? AND expires_at > ?",
-  ).bind(at, email, row.codeHash, MAX_CODE_ATTEMPTS, at).run();
+  )
+    .bind(at, email, row.codeHash, MAX_CODE_ATTEMPTS, at)
+    .run();
   if (consumed.meta.changes !== 1) return null;
   if (!(await isConsoleUser(db, settings, email))) return null;
   return signConsoleToken(settings.consoleSessionSecret, email);
@@ -75,5 +104,9 @@ export async function verifyEmailSignIn(env: Env, db: Db, settings: Settings, ra
 
 /** Ends a session before its expiry: its id is remembered until the token would have expired anyway. */
 export async function revokeSession(env: Env, jti: string, expiresAt: string): Promise<void> {
-  await env.DB.prepare("INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING").bind(jti, expiresAt, nowIso()).run();
+  await env.DB.prepare(
+    "INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
+  )
+    .bind(jti, expiresAt, nowIso())
+    .run();
 }

@@ -87,5 +87,9 @@ export const receivingAddresses = sqliteTable(
     address: text("address"),
     createdAt: text("created_at").notNull(),
   },
-  (t) => [uniqueIndex("receiving_addresses_owner").on(t.ownerId), uniqueIndex("receiving_addresses_address").on(t.address), index("receiving_addresses_merchant").on(t.merchantId)],
+  (t) => [
+    uniqueIndex("receiving_addresses_owner").on(t.ownerId),
+    uniqueIndex("receiving_addresses_address").on(t.address),
+    index("receiving_addresses_merchant").on(t.merchantId),
+  ],
 );

@@ -6,7 +6,8 @@ import { hdAddressAt } from "../lib/hd";
 const DEPOSIT_ACCOUNT = 0;
 
 /** The deposit address at `index` of the service's receiving key (BIP-44 path m/44'/60'/0'/0/index). */
-export const depositAddressAt = (mnemonic: string, index: number): `0x${string}` => hdAddressAt(mnemonic, DEPOSIT_ACCOUNT, index);
+export const depositAddressAt = (mnemonic: string, index: number): `0x${string}` =>
+  hdAddressAt(mnemonic, DEPOSIT_ACCOUNT, index);
 
 /**
  * The agent's deposit address, assigned on first use. The derivation index is
@@ -19,18 +20,31 @@ export async function ensureDepositAddress(env: Env, agentId: string): Promise<s
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   if (!mnemonic) return null;
   const db = env.DB;
-  const row = await db.prepare("SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?").bind(agentId).first<{ depositIndex: number | null; address: string | null }>();
+  const row = await db
+    .prepare("SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?")
+    .bind(agentId)
+    .first<{ depositIndex: number | null; address: string | null }>();
   if (!row) return null;
   if (row.address) return row.address;
   let index = row.depositIndex;
   if (index === null) {
     const assigned = await db
-      .prepare("UPDATE agents SET deposit_index = (SELECT COALESCE(MAX(deposit_index), -1) + 1 FROM agents) WHERE id = ? AND deposit_index IS NULL RETURNING deposit_index AS depositIndex")
+      .prepare(
+        "UPDATE agents SET deposit_index = (SELECT COALESCE(MAX(deposit_index), -1) + 1 FROM agents) WHERE id = ? AND deposit_index IS NULL RETURNING deposit_index AS depositIndex",
+      )
       .bind(agentId)
       .first<{ depositIndex: number }>();
-    index = assigned?.depositIndex ?? (await db.prepare("SELECT deposit_index AS depositIndex FROM agents WHERE id = ?").bind(agentId).first<{ depositIndex: number }>())!.depositIndex;
+    index =
+      assigned?.depositIndex ??
+      (await db
+        .prepare("SELECT deposit_index AS depositIndex FROM agents WHERE id = ?")
+        .bind(agentId)
+        .first<{ depositIndex: number }>())!.depositIndex;
   }
   const address = depositAddressAt(mnemonic, index).toLowerCase();
-  await db.prepare("UPDATE agents SET deposit_address = ? WHERE id = ? AND deposit_address IS NULL").bind(address, agentId).run();
+  await db
+    .prepare("UPDATE agents SET deposit_address = ? WHERE id = ? AND deposit_address IS NULL")
+    .bind(address, agentId)
+    .run();
   return address;
 }

@@ -36,21 +36,33 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   const confirmations = BigInt(x.depositConfirmations);
   const safe = head - (confirmations > 0n ? confirmations - 1n : 0n);
   if (safe < 0n) return result;
-  const cursor = await env.DB.prepare("SELECT block_number AS blockNumber FROM chain_cursors WHERE name = ?").bind(cursorName(x)).first<{ blockNumber: number }>();
+  const cursor = await env.DB.prepare("SELECT block_number AS blockNumber FROM chain_cursors WHERE name = ?")
+    .bind(cursorName(x))
+    .first<{ blockNumber: number }>();
   // A cursor ahead of the chain means the chain was reset (a local chain restarted): read it again from the start.
   const restarted = cursor !== null && BigInt(cursor.blockNumber) > head;
-  const from = cursor && !restarted ? BigInt(cursor.blockNumber) + 1n : safe > INITIAL_LOOKBACK ? safe - INITIAL_LOOKBACK : 0n;
+  const from =
+    cursor && !restarted ? BigInt(cursor.blockNumber) + 1n : safe > INITIAL_LOOKBACK ? safe - INITIAL_LOOKBACK : 0n;
   if (from > safe) return result;
   const to = from + MAX_RANGE - 1n < safe ? from + MAX_RANGE - 1n : safe;
   result.fromBlock = Number(from);
   result.toBlock = Number(to);
 
-  const agents = await env.DB.prepare("SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL").all<{ id: string; address: string }>();
+  const agents = await env.DB.prepare(
+    "SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL",
+  ).all<{ id: string; address: string }>();
   const byAddress = new Map(agents.results.map((a) => [a.address.toLowerCase(), a.id]));
   if (byAddress.size > 0) {
     const addresses = [...byAddress.keys()] as `0x${string}`[];
     for (let i = 0; i < addresses.length; i += 100) {
-      const logs = await client.getContractEvents({ address: x.asset, abi: EIP3009_ABI, eventName: "Transfer", args: { to: addresses.slice(i, i + 100) }, fromBlock: from, toBlock: to });
+      const logs = await client.getContractEvents({
+        address: x.asset,
+        abi: EIP3009_ABI,
+        eventName: "Transfer",
+        args: { to: addresses.slice(i, i + 100) },
+        fromBlock: from,
+        toBlock: to,
+      });
       for (const log of logs) {
         const address = log.args.to!.toLowerCase();
         const agentId = byAddress.get(address);
@@ -74,6 +86,8 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   }
   await env.DB.prepare(
     "INSERT INTO chain_cursors (name, block_number, updated_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET block_number = excluded.block_number, updated_at = excluded.updated_at",
-  ).bind(cursorName(x), Number(to), nowIso()).run();
+  )
+    .bind(cursorName(x), Number(to), nowIso())
+    .run();
   return result;
 }

@@ -11,7 +11,9 @@ import { EVM_ADDRESS, screenAddress } from "./screening";
 const Address = z.string().trim().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits");
 
 export const ScreenBody = z.object({ address: Address, chain: z.string().trim().min(1).max(64) }).strict();
-export const BlocklistBody = z.object({ address: Address, reason: z.string().trim().min(1).max(200).default("operator") }).strict();
+export const BlocklistBody = z
+  .object({ address: Address, reason: z.string().trim().min(1).max(200).default("operator") })
+  .strict();
 
 export const kytRoutes = new Hono<AppEnv>()
   .post("/kyt/screen", requireActor("console"), validate("json", ScreenBody), async (c) => {
@@ -23,7 +25,16 @@ export const kytRoutes = new Hono<AppEnv>()
   })
   .post("/console/kyt/blocklist", requireActor("console"), validate("json", BlocklistBody), async (c) => {
     const { address, reason } = c.req.valid("json");
-    const entry = { address: address.toLowerCase(), reason, addedBy: actorOf(c.get("actor"), "console").email, createdAt: nowIso() };
-    await c.get("db").insert(kytBlocklist).values(entry).onConflictDoUpdate({ target: kytBlocklist.address, set: { reason, addedBy: entry.addedBy } });
+    const entry = {
+      address: address.toLowerCase(),
+      reason,
+      addedBy: actorOf(c.get("actor"), "console").email,
+      createdAt: nowIso(),
+    };
+    await c
+      .get("db")
+      .insert(kytBlocklist)
+      .values(entry)
+      .onConflictDoUpdate({ target: kytBlocklist.address, set: { reason, addedBy: entry.addedBy } });
     return c.json({ entry }, 201);
   });

@@ -37,7 +37,8 @@ export function auditContent(seq: number, draft: AuditDraft): string {
 }
 
 /** hash = SHA-256(prevHash "\n" canonical content). */
-export const chainHash = (prevHash: string, seq: number, draft: AuditDraft) => sha256HexSync(`${prevHash}\n${auditContent(seq, draft)}`);
+export const chainHash = (prevHash: string, seq: number, draft: AuditDraft) =>
+  sha256HexSync(`${prevHash}\n${auditContent(seq, draft)}`);
 
 export type ChainVerdict =
   | { ok: true; rows: number; headSeq: number; headHash: string }
@@ -47,14 +48,19 @@ export type ChainVerdict =
  * Recomputes a chain segment. `start` is the row before the segment (genesis
  * when verifying from the beginning). Names the first broken row, if any.
  */
-export async function verifyChain(rows: Iterable<AuditRow> | AsyncIterable<AuditRow>, start = { seq: 0, hash: GENESIS_HASH }): Promise<ChainVerdict> {
+export async function verifyChain(
+  rows: Iterable<AuditRow> | AsyncIterable<AuditRow>,
+  start = { seq: 0, hash: GENESIS_HASH },
+): Promise<ChainVerdict> {
   let prev = start;
   let count = 0;
   for await (const row of rows) {
     count++;
     if (row.seq !== prev.seq + 1) return { ok: false, rows: count, brokenSeq: row.seq, problem: "seq_gap" };
-    if (row.prevHash !== prev.hash) return { ok: false, rows: count, brokenSeq: row.seq, problem: "prev_hash_mismatch" };
-    if (chainHash(row.prevHash, row.seq, row) !== row.hash) return { ok: false, rows: count, brokenSeq: row.seq, problem: "hash_mismatch" };
+    if (row.prevHash !== prev.hash)
+      return { ok: false, rows: count, brokenSeq: row.seq, problem: "prev_hash_mismatch" };
+    if (chainHash(row.prevHash, row.seq, row) !== row.hash)
+      return { ok: false, rows: count, brokenSeq: row.seq, problem: "hash_mismatch" };
     prev = { seq: row.seq, hash: row.hash };
   }
   return { ok: true, rows: count, headSeq: prev.seq, headHash: prev.hash };
@@ -68,7 +74,20 @@ export const auditInserts = (rows: AuditRow[]): SqlStatement[] =>
   mergeAppends(
     rows.map((row) =>
       appendRows(AUDIT_INSERT, 12, [
-        [row.seq, row.type, row.reference, row.chargeId, row.agentId, row.merchantId, row.amountMinor, row.currency, canonicalJson(row.data), row.createdAt, row.prevHash, row.hash],
+        [
+          row.seq,
+          row.type,
+          row.reference,
+          row.chargeId,
+          row.agentId,
+          row.merchantId,
+          row.amountMinor,
+          row.currency,
+          canonicalJson(row.data),
+          row.createdAt,
+          row.prevHash,
+          row.hash,
+        ],
       ]),
     ),
   );

@@ -9,8 +9,7 @@ export type SqlRow = Record<string, string | number | null>;
 
 export type CommitResult =
   /** `results`: one per statement of the plan's own, in order; its appendable inserts, merged with the group's, have none. */
-  | { kind: "committed"; auditSeqs: number[]; results: SqlRow[][] }
-  | { kind: "refused"; reason: string };
+  { kind: "committed"; auditSeqs: number[]; results: SqlRow[][] } | { kind: "refused"; reason: string };
 
 /** The most plans one D1 batch carries (a payment plan is about ten statements). */
 export const MAX_GROUP = 16;
@@ -82,7 +81,15 @@ export class LedgerDurableObject extends DurableObject<Env> {
         return;
       } catch (error) {
         // Refused or failed as a whole: nothing was written. Each plan alone decides its own outcome.
-        if (!(error instanceof GroupRefused)) console.error(JSON.stringify({ level: "warn", where: "ledger_group_commit", plans: group.length, error: String(error).slice(0, 200) }));
+        if (!(error instanceof GroupRefused))
+          console.error(
+            JSON.stringify({
+              level: "warn",
+              where: "ledger_group_commit",
+              plans: group.length,
+              error: String(error).slice(0, 200),
+            }),
+          );
       }
     }
     for (const pending of group) {
@@ -143,7 +150,10 @@ export class LedgerDurableObject extends DurableObject<Env> {
   }
 
   private async readHead(): Promise<{ seq: number; hash: string }> {
-    const row = await this.env.DB.prepare("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").first<{ seq: number; hash: string }>();
+    const row = await this.env.DB.prepare("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").first<{
+      seq: number;
+      hash: string;
+    }>();
     return row ? { seq: row.seq, hash: row.hash } : { seq: 0, hash: GENESIS_HASH };
   }
 }

@@ -33,16 +33,36 @@ export interface WalletPayment {
  * it (only such a charge has the statement), and other pending approvals for
  * it can no longer be granted.
  */
-function chargePaidStatements(charge: PayableCharge, agentId: string | null, method: string, reference: string, paidAt: string): SqlStatement[] {
+function chargePaidStatements(
+  charge: PayableCharge,
+  agentId: string | null,
+  method: string,
+  reference: string,
+  paidAt: string,
+): SqlStatement[] {
   return [
     sqlStatement(
       "UPDATE charges SET status = 'paid', agent_id = ?, method = ?, reference = ?, paid_at = ? WHERE id = ? AND status = 'pending'",
-      agentId, method, reference, paidAt, charge.id,
+      agentId,
+      method,
+      reference,
+      paidAt,
+      charge.id,
     ),
     ...(charge.checkoutLinkId
-      ? [sqlStatement("UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = ?", charge.amountMinor, charge.checkoutLinkId)]
+      ? [
+          sqlStatement(
+            "UPDATE checkout_links SET payments_count = payments_count + 1, total_paid_minor = total_paid_minor + ? WHERE id = ?",
+            charge.amountMinor,
+            charge.checkoutLinkId,
+          ),
+        ]
       : []),
-    sqlStatement("UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'", paidAt, charge.id),
+    sqlStatement(
+      "UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'",
+      paidAt,
+      charge.id,
+    ),
   ];
 }
 
@@ -57,7 +77,11 @@ export const chargePayableCheck = (chargeId: string): GuardCheck => [
 ];
 
 /** A disabled link takes no payment attempt (409), nor does a charge born from it. */
-export const linkActiveCheck = (linkId: string): GuardCheck => ["checkout_link_disabled", "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)", linkId];
+export const linkActiveCheck = (linkId: string): GuardCheck => [
+  "checkout_link_disabled",
+  "EXISTS (SELECT 1 FROM checkout_links WHERE id = ? AND active = 1)",
+  linkId,
+];
 
 /**
  * Everything a payment or a hold re-checks about the charge in its batch: payable (above), and
@@ -74,7 +98,11 @@ export const AGENT_FROZEN = "agent_frozen";
  * The paying agent is not frozen, checked in the payment's own batch: the ledger commits one batch
  * at a time, so every payment it takes lands before the freeze's batch or is refused after it.
  */
-export const agentNotFrozenCheck = (agentId: string): GuardCheck => [AGENT_FROZEN, "EXISTS (SELECT 1 FROM agents WHERE id = ? AND frozen_at IS NULL)", agentId];
+export const agentNotFrozenCheck = (agentId: string): GuardCheck => [
+  AGENT_FROZEN,
+  "EXISTS (SELECT 1 FROM agents WHERE id = ? AND frozen_at IS NULL)",
+  agentId,
+];
 
 /** Fields of `payment.succeeded` and `charge.succeeded`. */
 export const paymentEventData = (charge: PayableCharge, agentId: string | null, method: string, reference: string) => ({
@@ -100,14 +128,19 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   return {
     statements: [
       ...(p.prelude ?? []),
-      guards(
-        ...payableChecks(charge),
-        agentNotFrozenCheck(p.agentId),
-        ["saldo_insuficiente", "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)", p.agentId, charge.amountMinor],
-      ),
+      guards(...payableChecks(charge), agentNotFrozenCheck(p.agentId), [
+        "saldo_insuficiente",
+        "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)",
+        p.agentId,
+        charge.amountMinor,
+      ]),
       ...(p.extraStatements ?? []),
       ...chargePaidStatements(charge, p.agentId, p.method, p.reference, p.paidAt),
-      ...postingStatements(p.reference, [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
+      ...postingStatements(
+        p.reference,
+        [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
+        p.paidAt,
+      ),
       outboxEvents(charge.merchantId, data, p.paidAt, "payment.succeeded", "charge.succeeded"),
       ...(p.epilogue ?? []),
     ],
@@ -133,7 +166,15 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
  * whether its batch landed (a lost answer), and nothing else about a credit
  * would refuse the second time (`credit_already_recorded`).
  */
-export function agentCreditPlan(p: { agentId: string; amountMinor: number; transferId: string; reference: string | null; by: string; createdAt: string; epilogue?: SqlStatement[] }): CommitPlan {
+export function agentCreditPlan(p: {
+  agentId: string;
+  amountMinor: number;
+  transferId: string;
+  reference: string | null;
+  by: string;
+  createdAt: string;
+  epilogue?: SqlStatement[];
+}): CommitPlan {
   return {
     statements: [
       guards(
@@ -141,7 +182,11 @@ export function agentCreditPlan(p: { agentId: string; amountMinor: number; trans
         // ledger_entries_transfer indexes transfer_id.
         ["credit_already_recorded", "NOT EXISTS (SELECT 1 FROM ledger_entries WHERE transfer_id = ?)", p.transferId],
       ),
-      ...postingStatements(p.transferId, [{ from: "external:manual_credits", to: `agent:${p.agentId}`, amountMinor: p.amountMinor }], p.createdAt),
+      ...postingStatements(
+        p.transferId,
+        [{ from: "external:manual_credits", to: `agent:${p.agentId}`, amountMinor: p.amountMinor }],
+        p.createdAt,
+      ),
       ...(p.epilogue ?? []),
     ],
     audit: [
@@ -180,12 +225,30 @@ export function x402PaymentPlan(p: X402Settlement): CommitPlan {
   return {
     statements: [
       guards(
-        ["charge_not_claimed", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim = ?)", charge.id, p.paymentId],
-        ["x402_payment_not_open", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status IN ('settling', 'unknown'))", p.paymentId],
+        [
+          "charge_not_claimed",
+          "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim = ?)",
+          charge.id,
+          p.paymentId,
+        ],
+        [
+          "x402_payment_not_open",
+          "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status IN ('settling', 'unknown'))",
+          p.paymentId,
+        ],
       ),
-      sqlStatement("UPDATE x402_payments SET status = 'settled', tx_hash = ?, error = NULL, updated_at = ? WHERE id = ?", p.transaction, p.paidAt, p.paymentId),
+      sqlStatement(
+        "UPDATE x402_payments SET status = 'settled', tx_hash = ?, error = NULL, updated_at = ? WHERE id = ?",
+        p.transaction,
+        p.paidAt,
+        p.paymentId,
+      ),
       ...chargePaidStatements(charge, null, "x402", p.transaction, p.paidAt),
-      ...postingStatements(p.transaction, [{ from: `external:x402:${p.network}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }], p.paidAt),
+      ...postingStatements(
+        p.transaction,
+        [{ from: `external:x402:${p.network}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
+        p.paidAt,
+      ),
       outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
     ],
     audit: [
@@ -232,16 +295,45 @@ export function depositPlan(d: DepositCredit, credit: boolean): CommitPlan {
   const record = sqlStatement(
     `INSERT INTO deposits (id, network, tx_hash, log_index, block_number, agent_id, address, sender, value, amount_minor, status, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    d.depositId, d.network, d.txHash, d.logIndex, d.blockNumber, d.agentId, d.address, d.sender, d.value, d.amountMinor, credit ? "credited" : "blocked", d.createdAt,
+    d.depositId,
+    d.network,
+    d.txHash,
+    d.logIndex,
+    d.blockNumber,
+    d.agentId,
+    d.address,
+    d.sender,
+    d.value,
+    d.amountMinor,
+    credit ? "credited" : "blocked",
+    d.createdAt,
   );
-  const seen = guard("deposit_already_recorded", "NOT EXISTS (SELECT 1 FROM deposits WHERE network = ? AND tx_hash = ? AND log_index = ?)", d.network, d.txHash, d.logIndex);
+  const seen = guard(
+    "deposit_already_recorded",
+    "NOT EXISTS (SELECT 1 FROM deposits WHERE network = ? AND tx_hash = ? AND log_index = ?)",
+    d.network,
+    d.txHash,
+    d.logIndex,
+  );
   if (!credit || d.amountMinor <= 0) return { statements: [seen, record], audit: [] };
-  const data = { agentId: d.agentId, amount: d.amountMinor, amountMinor: d.amountMinor, network: d.network, address: d.address, txHash: d.txHash, sender: d.sender };
+  const data = {
+    agentId: d.agentId,
+    amount: d.amountMinor,
+    amountMinor: d.amountMinor,
+    network: d.network,
+    address: d.address,
+    txHash: d.txHash,
+    sender: d.sender,
+  };
   return {
     statements: [
       seen,
       record,
-      ...postingStatements(`${d.txHash}:${d.logIndex}`, [{ from: `external:deposits:${d.network}`, to: `agent:${d.agentId}`, amountMinor: d.amountMinor }], d.createdAt),
+      ...postingStatements(
+        `${d.txHash}:${d.logIndex}`,
+        [{ from: `external:deposits:${d.network}`, to: `agent:${d.agentId}`, amountMinor: d.amountMinor }],
+        d.createdAt,
+      ),
       outboxEvent("deposit.confirmed", null, data, d.createdAt),
     ],
     audit: [

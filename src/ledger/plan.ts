@@ -45,9 +45,14 @@ export const MAX_PARAMS = 100;
  * (see SqlStatement.append). Only for tables no statement of a batch reads.
  */
 export function appendRows(into: string, width: number, rows: SqlStatement["params"][]): SqlStatement {
-  if (rows.length === 0 || rows.some((row) => row.length !== width)) throw new Error(`appendRows needs rows of ${width} values`);
+  if (rows.length === 0 || rows.some((row) => row.length !== width))
+    throw new Error(`appendRows needs rows of ${width} values`);
   const placeholders = `(${Array(width).fill("?").join(", ")})`;
-  return { sql: `${into} VALUES ${rows.map(() => placeholders).join(", ")}`, params: rows.flat(), append: { into, width } };
+  return {
+    sql: `${into} VALUES ${rows.map(() => placeholders).join(", ")}`,
+    params: rows.flat(),
+    append: { into, width },
+  };
 }
 
 /**
@@ -65,7 +70,8 @@ export function mergeAppends(statements: SqlStatement[]): SqlStatement[] {
   const merged: SqlStatement[] = [];
   for (const [into, { width, rows }] of rowsByInsert) {
     const perInsert = Math.max(1, Math.floor(MAX_PARAMS / width));
-    for (let at = 0; at < rows.length; at += perInsert) merged.push(appendRows(into, width, rows.slice(at, at + perInsert)));
+    for (let at = 0; at < rows.length; at += perInsert)
+      merged.push(appendRows(into, width, rows.slice(at, at + perInsert)));
   }
   return merged;
 }

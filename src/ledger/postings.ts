@@ -13,7 +13,8 @@ export interface Posting {
 /** The signed entries of a set of postings: each posting is a -amount and a +amount row, so they sum to zero. */
 export function entriesOf(postings: Posting[]): { account: Account; amountMinor: number }[] {
   return postings.flatMap((p) => {
-    if (!Number.isSafeInteger(p.amountMinor) || p.amountMinor <= 0) throw new Error(`posting amount must be a positive integer: ${p.amountMinor}`);
+    if (!Number.isSafeInteger(p.amountMinor) || p.amountMinor <= 0)
+      throw new Error(`posting amount must be a positive integer: ${p.amountMinor}`);
     if (p.from === p.to) throw new Error("posting from and to must differ");
     return [
       { account: p.from, amountMinor: -p.amountMinor },
@@ -41,7 +42,15 @@ export function postingStatements(transferId: string, postings: Posting[], creat
   for (const entry of entries) {
     const [kind, id] = splitAccount(entry.account);
     const table = kind === "agent" ? "agents" : kind === "merchant" ? "merchants" : null;
-    if (table) statements.push(sqlStatement(`UPDATE ${table} SET balance_minor = balance_minor + ? WHERE id = ? ${RETURNING_BALANCE}`, entry.amountMinor, id, entry.account));
+    if (table)
+      statements.push(
+        sqlStatement(
+          `UPDATE ${table} SET balance_minor = balance_minor + ? WHERE id = ? ${RETURNING_BALANCE}`,
+          entry.amountMinor,
+          id,
+          entry.account,
+        ),
+      );
   }
   return statements;
 }

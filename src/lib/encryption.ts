@@ -9,7 +9,9 @@ const keyCache = new Map<string, Promise<CryptoKey>>();
 function aesKey(material: string): Promise<CryptoKey> {
   let key = keyCache.get(material);
   if (!key) {
-    key = crypto.subtle.digest("SHA-256", encoder.encode(material)).then((raw) => crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]));
+    key = crypto.subtle
+      .digest("SHA-256", encoder.encode(material))
+      .then((raw) => crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]));
     keyCache.set(material, key);
   }
   return key;
@@ -23,7 +25,9 @@ function aesKey(material: string): Promise<CryptoKey> {
  */
 export async function encryptSecret(material: string, secret: string): Promise<string> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ciphertext = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv }, await aesKey(material), encoder.encode(secret)));
+  const ciphertext = new Uint8Array(
+    await crypto.subtle.encrypt({ name: "AES-GCM", iv }, await aesKey(material), encoder.encode(secret)),
+  );
   const packed = new Uint8Array(iv.length + ciphertext.length);
   packed.set(iv);
   packed.set(ciphertext, iv.length);
@@ -33,6 +37,10 @@ export async function encryptSecret(material: string, secret: string): Promise<s
 export async function decryptSecret(material: string, stored: string): Promise<string> {
   if (!stored.startsWith("v1:")) throw new Error("unknown secret encoding");
   const packed = base64urlDecode(stored.slice(3));
-  const plaintext = await crypto.subtle.decrypt({ name: "AES-GCM", iv: packed.slice(0, 12) }, await aesKey(material), packed.slice(12));
+  const plaintext = await crypto.subtle.decrypt(
+    { name: "AES-GCM", iv: packed.slice(0, 12) },
+    await aesKey(material),
+    packed.slice(12),
+  );
   return decoder.decode(plaintext);
 }

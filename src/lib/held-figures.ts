@@ -39,7 +39,10 @@ export class HeldFigures<T> {
   }
 
   /** The remembered figures while `stillValid` accepts them, else `load`ed from D1 once nothing is in flight. */
-  async read(load: () => Promise<T | null | undefined>, stillValid: (figures: T) => boolean = () => true): Promise<HeldView<T> | null> {
+  async read(
+    load: () => Promise<T | null | undefined>,
+    stillValid: (figures: T) => boolean = () => true,
+  ): Promise<HeldView<T> | null> {
     if (this.remembered === null || !stillValid(this.remembered)) {
       await this.settled();
       this.remembered = (await load()) ?? null;

@@ -61,11 +61,23 @@ export const storeResponseStatements = (slot: IdempotencySlot, status: number, b
  * carries raw quotes, which JSON never leaves unescaped inside a string, so no
  * text a user supplied can be mistaken for it.
  */
-export const storeTemplateStatements = (slot: IdempotencySlot, status: number, template: string, field: string, figureSql: string, ...figureParams: SqlStatement["params"]): SqlStatement[] => [
+export const storeTemplateStatements = (
+  slot: IdempotencySlot,
+  status: number,
+  template: string,
+  field: string,
+  figureSql: string,
+  ...figureParams: SqlStatement["params"]
+): SqlStatement[] => [
   reservationHeld(slot),
   sqlStatement(
     `${STORE_RESPONSE}replace(?, ?, ? || (${figureSql}))${STILL_RESERVED}`,
-    status, template, `"${field}":${PENDING_FIGURE}`, `"${field}":`, ...figureParams, ...reservationOf(slot),
+    status,
+    template,
+    `"${field}":${PENDING_FIGURE}`,
+    `"${field}":`,
+    ...figureParams,
+    ...reservationOf(slot),
   ),
 ];
 
@@ -76,11 +88,19 @@ export const storeTemplateStatements = (slot: IdempotencySlot, status: number, t
 export async function answerInBatch(c: Context<AppEnv>, status: number, body: object): Promise<SqlStatement[]> {
   const slot = c.get("idempotency");
   if (!slot) return [];
-  return storeResponseStatements(slot, status, await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)));
+  return storeResponseStatements(
+    slot,
+    status,
+    await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)),
+  );
 }
 
 /** Frees a reservation that keeps no answer: this one only (another request may have taken the key over). */
-export const releaseReservation = (db: D1Database, slot: IdempotencySlot) => db.prepare(`DELETE FROM idempotency_keys${STILL_RESERVED}`).bind(...reservationOf(slot)).run();
+export const releaseReservation = (db: D1Database, slot: IdempotencySlot) =>
+  db
+    .prepare(`DELETE FROM idempotency_keys${STILL_RESERVED}`)
+    .bind(...reservationOf(slot))
+    .run();
 
 /** Stands in the template for the figure the batch writes (see `storeTemplateStatements`). */
 export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
@@ -98,7 +118,8 @@ const NOT_STORED: ReadonlySet<number> = new Set([400, 401, 403, 415, 429]);
 const isStoredAnswer = (status: number) => status < 500 && !NOT_STORED.has(status);
 
 /** Stored answers that carry a secret are encrypted (`v1:`); money answers are stored as JSON (they carry none). */
-const storedText = (material: string, body: string) => (body.startsWith("v1:") ? decryptSecret(material, body) : Promise.resolve(body));
+const storedText = (material: string, body: string) =>
+  body.startsWith("v1:") ? decryptSecret(material, body) : Promise.resolve(body);
 
 /**
  * `Idempotency-Key` on POST (Stripe semantics). The first request with a key
@@ -126,7 +147,9 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
   const authorization = c.req.header("authorization");
   if (c.req.method !== "POST" || key === undefined || !authorization) return next();
   if (!KEY_SHAPE.test(key)) {
-    throw new ApiError(400, "invalid_request", { issues: [{ path: "Idempotency-Key", code: "invalid_header", message: "1 to 255 printable ASCII characters" }] });
+    throw new ApiError(400, "invalid_request", {
+      issues: [{ path: "Idempotency-Key", code: "invalid_header", message: "1 to 255 printable ASCII characters" }],
+    });
   }
   const db = c.env.DB;
   const scope = await sha256Hex(`idempotency-scope:${authorization}`);
@@ -149,9 +172,17 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
 
   if (!reserved) {
     const row = await db
-      .prepare("SELECT request_hash AS requestHash, status, response_status AS responseStatus, response_body AS responseBody, response_content_type AS contentType FROM idempotency_keys WHERE scope = ? AND key = ?")
+      .prepare(
+        "SELECT request_hash AS requestHash, status, response_status AS responseStatus, response_body AS responseBody, response_content_type AS contentType FROM idempotency_keys WHERE scope = ? AND key = ?",
+      )
       .bind(scope, key)
-      .first<{ requestHash: string; status: string; responseStatus: number; responseBody: string; contentType: string | null }>();
+      .first<{
+        requestHash: string;
+        status: string;
+        responseStatus: number;
+        responseBody: string;
+        contentType: string | null;
+      }>();
     if (!row) throw new ApiError(409, "idempotency_key_in_use");
     if (row.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
     if (row.status !== "done") throw new ApiError(409, "idempotency_key_in_use");
@@ -175,7 +206,9 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
       // An answer already stored in its effect's batch is left as it is.
       const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
       await db
-        .prepare(`UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ?${STILL_RESERVED}`)
+        .prepare(
+          `UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ?${STILL_RESERVED}`,
+        )
         .bind(status, body, c.res.headers.get("content-type"), ...reservationOf(slot))
         .run();
       stored = true;

@@ -12,7 +12,13 @@ export const expiredCountersStatement = (db: D1Database, now = Date.now()) =>
  * low-volume abuse limits such as sign-in attempts. Returns how many seconds
  * to wait when the limit is exceeded, else null.
  */
-export async function hitRateLimit(db: D1Database, key: string, limit: number, windowSeconds: number, now = Date.now()): Promise<number | null> {
+export async function hitRateLimit(
+  db: D1Database,
+  key: string,
+  limit: number,
+  windowSeconds: number,
+  now = Date.now(),
+): Promise<number | null> {
   if (windowSeconds > MAX_WINDOW_SECONDS) throw new Error(`a rate-limit window is at most ${MAX_WINDOW_SECONDS} s`);
   const windowStart = Math.floor(now / 1000 / windowSeconds) * windowSeconds;
   const row = await db

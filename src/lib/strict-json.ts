@@ -26,14 +26,19 @@ export type StrictJson =
 /** The media types hono's validator parses as JSON: application/json and application/<x>+json, any parameters. */
 const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
 
-export const isJsonContentType = (contentType: string | null | undefined) => JSON_MEDIA_TYPE.test((contentType ?? "").split(";")[0]!.trim());
+export const isJsonContentType = (contentType: string | null | undefined) =>
+  JSON_MEDIA_TYPE.test((contentType ?? "").split(";")[0]!.trim());
 
 /** No charset parameter, or only `utf-8` / `utf8` (any case, quoted or not). */
 export function declaresUtf8(contentType: string | null | undefined): boolean {
   for (const parameter of (contentType ?? "").split(";").slice(1)) {
     const [name, ...rest] = parameter.split("=");
     if (name?.trim().toLowerCase() !== "charset") continue;
-    const charset = rest.join("=").trim().replace(/^"(.*)"$/, "$1").toLowerCase();
+    const charset = rest
+      .join("=")
+      .trim()
+      .replace(/^"(.*)"$/, "$1")
+      .toLowerCase();
     if (charset !== "utf-8" && charset !== "utf8") return false;
   }
   return true;
@@ -42,7 +47,12 @@ export function declaresUtf8(contentType: string | null | undefined): boolean {
 /** UTF-8 (EF BB BF), UTF-16 (FE FF, FF FE; the latter also starts UTF-32 LE) or UTF-32 BE (00 00 FE FF). */
 export function hasByteOrderMark(bytes: Uint8Array): boolean {
   const [a, b, c, d] = bytes;
-  return (a === 0xef && b === 0xbb && c === 0xbf) || (a === 0xfe && b === 0xff) || (a === 0xff && b === 0xfe) || (a === 0 && b === 0 && c === 0xfe && d === 0xff);
+  return (
+    (a === 0xef && b === 0xbb && c === 0xbf) ||
+    (a === 0xfe && b === 0xff) ||
+    (a === 0xff && b === 0xfe) ||
+    (a === 0 && b === 0 && c === 0xfe && d === 0xff)
+  );
 }
 
 /** The text, or null if the bytes are not UTF-8 (the default decoder would put U+FFFD in silently). */
@@ -59,7 +69,8 @@ const nativeIsWellFormed = (String.prototype as { isWellFormed?: (this: string) 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** No lone UTF-16 surrogate: the string can be written as UTF-8. */
-export const isWellFormed = (s: string): boolean => (nativeIsWellFormed ? nativeIsWellFormed.call(s) : !LONE_SURROGATE.test(s));
+export const isWellFormed = (s: string): boolean =>
+  nativeIsWellFormed ? nativeIsWellFormed.call(s) : !LONE_SURROGATE.test(s);
 
 interface Frame {
   /** The keys seen so far; null for an array. */
@@ -69,7 +80,8 @@ interface Frame {
   expectingKey: boolean;
 }
 
-const pathOf = (frames: Frame[], last?: string) => [...frames.map((f) => String(f.segment)), ...(last === undefined ? [] : [last])].join(".");
+const pathOf = (frames: Frame[], last?: string) =>
+  [...frames.map((f) => String(f.segment)), ...(last === undefined ? [] : [last])].join(".");
 
 /**
  * The first duplicate key (at any depth) or ill-formed string (keys
@@ -91,14 +103,28 @@ export function findJsonTextIssue(text: string): JsonIssue | null {
       if (top?.keys && top.expectingKey) {
         const key = JSON.parse(token) as string;
         // The object's path, not the key: an ill-formed key is never echoed.
-        if (!isWellFormed(key)) return { path: pathOf(frames.slice(0, -1)), code: "ill_formed_unicode", message: "a key is not well-formed Unicode (a lone surrogate)" };
-        if (top.keys.has(key)) return { path: pathOf(frames.slice(0, -1), key), code: "duplicate_key", message: "the same key appears twice in one object" };
+        if (!isWellFormed(key))
+          return {
+            path: pathOf(frames.slice(0, -1)),
+            code: "ill_formed_unicode",
+            message: "a key is not well-formed Unicode (a lone surrogate)",
+          };
+        if (top.keys.has(key))
+          return {
+            path: pathOf(frames.slice(0, -1), key),
+            code: "duplicate_key",
+            message: "the same key appears twice in one object",
+          };
         top.keys.add(key);
         top.segment = key;
         top.expectingKey = false;
         // A value: only an escape (or text not from a UTF-8 decoder) can hold a lone surrogate, so most are not decoded.
       } else if ((token.includes("\\u") || !isWellFormed(token)) && !isWellFormed(JSON.parse(token) as string)) {
-        return { path: pathOf(frames), code: "ill_formed_unicode", message: "a string is not well-formed Unicode (a lone surrogate)" };
+        return {
+          path: pathOf(frames),
+          code: "ill_formed_unicode",
+          message: "a string is not well-formed Unicode (a lone surrogate)",
+        };
       }
       continue;
     }
@@ -122,7 +148,12 @@ export function findJsonTextIssue(text: string): JsonIssue | null {
 export function readStrictJson(bytes: Uint8Array, contentType: string | null | undefined): StrictJson {
   if (!declaresUtf8(contentType) || hasByteOrderMark(bytes)) return { ok: false, reason: "unsupported_encoding" };
   const text = decodeUtf8(bytes);
-  if (text === null) return { ok: false, reason: "refused", issue: { path: "", code: "invalid_utf8", message: "the body is not valid UTF-8" } };
+  if (text === null)
+    return {
+      ok: false,
+      reason: "refused",
+      issue: { path: "", code: "invalid_utf8", message: "the body is not valid UTF-8" },
+    };
   let value: unknown;
   try {
     value = JSON.parse(text);

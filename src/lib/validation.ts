@@ -5,8 +5,9 @@ import { ApiError } from "./errors";
 import { isJsonContentType, readStrictJson } from "./strict-json";
 
 /** Issues in a stable, small shape: where and what, never the rejected value. */
-export const issuesOf = (error: { issues: readonly { path: readonly PropertyKey[]; code: string; message: string }[] }) =>
-  error.issues.map((i) => ({ path: i.path.map(String).join("."), code: i.code, message: i.message }));
+export const issuesOf = (error: {
+  issues: readonly { path: readonly PropertyKey[]; code: string; message: string }[];
+}) => error.issues.map((i) => ({ path: i.path.map(String).join("."), code: i.code, message: i.message }));
 
 /** JSON.parse keeps a `__proto__` key as an own property, and zod's strict objects skip it: refuse it here. */
 function hasProtoKey(value: unknown, depth = 0): boolean {
@@ -18,7 +19,11 @@ function hasProtoKey(value: unknown, depth = 0): boolean {
 const hasNoBody = (c: Context) => c.req.raw.body === null || c.req.header("Content-Length") === "0";
 
 const jsonBodyRequired = () =>
-  new ApiError(400, "invalid_request", { issues: [{ path: "", code: "json_body_required", message: "a JSON body is required (Content-Type: application/json)" }] });
+  new ApiError(400, "invalid_request", {
+    issues: [
+      { path: "", code: "json_body_required", message: "a JSON body is required (Content-Type: application/json)" },
+    ],
+  });
 
 export interface JsonValidationOptions {
   /**
@@ -40,7 +45,11 @@ export interface JsonValidationOptions {
  * byte-order mark is 415 `unsupported_media_type`; bytes that are not UTF-8,
  * a key twice in one object or a lone surrogate are the 400.
  */
-export const validate = <Target extends keyof ValidationTargets, T extends z.ZodType>(target: Target, schema: T, options: JsonValidationOptions = {}) => {
+export const validate = <Target extends keyof ValidationTargets, T extends z.ZodType>(
+  target: Target,
+  schema: T,
+  options: JsonValidationOptions = {},
+) => {
   const inner = zValidator(target, schema, (result) => {
     if (!result.success) throw new ApiError(400, "invalid_request", { issues: issuesOf(result.error) });
   });
@@ -60,7 +69,9 @@ export const validate = <Target extends keyof ValidationTargets, T extends z.Zod
     if (!read.ok && read.reason === "refused") throw new ApiError(400, "invalid_request", { issues: [read.issue] });
     // Malformed JSON is the inner validator's 400.
     if (read.ok && hasProtoKey(read.value)) {
-      throw new ApiError(400, "invalid_request", { issues: [{ path: "__proto__", code: "unrecognized_keys", message: "unrecognized key: __proto__" }] });
+      throw new ApiError(400, "invalid_request", {
+        issues: [{ path: "__proto__", code: "unrecognized_keys", message: "unrecognized key: __proto__" }],
+      });
     }
     return inner(c, next);
   };

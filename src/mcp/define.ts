@@ -67,7 +67,14 @@ function failureResult(error: unknown, requestId: string): CallToolResult {
     // A Durable Object shedding load; the agent may call again shortly.
     return errorResult(503, "overloaded");
   }
-  console.error(JSON.stringify({ level: "error", requestId, where: "mcp_tool", error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) }));
+  console.error(
+    JSON.stringify({
+      level: "error",
+      requestId,
+      where: "mcp_tool",
+      error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+    }),
+  );
   return errorResult(500, "internal_error", { requestId });
 }
 
@@ -94,10 +101,19 @@ function inputJsonSchema(schema: z.ZodType): Tool["inputSchema"] {
  */
 export function defineTool<S extends z.ZodType>(def: ToolDefinition<S>): ServedTool {
   return {
-    listing: { name: def.name, title: def.title, description: def.description, inputSchema: inputJsonSchema(def.input), annotations: { title: def.title, ...def.annotations } },
+    listing: {
+      name: def.name,
+      title: def.title,
+      description: def.description,
+      inputSchema: inputJsonSchema(def.input),
+      annotations: { title: def.title, ...def.annotations },
+    },
     async call(ctx, args) {
       const raw = args ?? {};
-      if (hasProtoKey(raw)) return errorResult(400, "invalid_request", { issues: [{ path: "__proto__", code: "unrecognized_keys", message: "unrecognized key: __proto__" }] });
+      if (hasProtoKey(raw))
+        return errorResult(400, "invalid_request", {
+          issues: [{ path: "__proto__", code: "unrecognized_keys", message: "unrecognized key: __proto__" }],
+        });
       const parsed = def.input.safeParse(raw);
       if (!parsed.success) return errorResult(400, "invalid_request", { issues: issuesOf(parsed.error) });
       try {

@@ -17,7 +17,13 @@ function readBody(contentType: string | undefined, bytes: Uint8Array): Body {
   if (!isJsonContentType(contentType)) return { ok: true, text: new TextDecoder().decode(bytes) };
   const read = readStrictJson(bytes, contentType);
   if (read.ok || read.reason === "malformed_json") return { ok: true, text: read.text };
-  if (read.reason === "unsupported_encoding") return { ok: false, status: 415, code: -32000, message: "Unsupported Media Type: the body must be UTF-8 JSON without a byte-order mark" };
+  if (read.reason === "unsupported_encoding")
+    return {
+      ok: false,
+      status: 415,
+      code: -32000,
+      message: "Unsupported Media Type: the body must be UTF-8 JSON without a byte-order mark",
+    };
   const where = read.issue.path ? ` (at ${read.issue.path})` : "";
   return { ok: false, status: 400, code: -32700, message: `Parse error: ${read.issue.message}${where}` };
 }
@@ -32,11 +38,19 @@ export const mcpRoutes = new Hono<AppEnv>()
   // No Idempotency-Key here (docs/mcp.md): a payment's batch stores the REST route's answer, not a JSON-RPC one.
   .post("/mcp", requireActor("agent", { idempotencyKey: false }), async (c) => {
     const body = readBody(c.req.header("Content-Type"), new Uint8Array(await c.req.arrayBuffer()));
-    if (!body.ok) return c.json({ jsonrpc: "2.0", id: null, error: { code: body.code, message: body.message } }, body.status);
+    if (!body.ok)
+      return c.json({ jsonrpc: "2.0", id: null, error: { code: body.code, message: body.message } }, body.status);
     const { text } = body;
     // One message per request (MCP dropped JSON-RPC batches): a batch would run up to 100 calls on one rate-limit hit.
     if (text.trimStart().startsWith("[")) {
-      return c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "JSON-RPC batches are not supported: send one message per request" } }, 400);
+      return c.json(
+        {
+          jsonrpc: "2.0",
+          id: null,
+          error: { code: -32600, message: "JSON-RPC batches are not supported: send one message per request" },
+        },
+        400,
+      );
     }
     const { agentId } = actorOf(c.get("actor"), "agent");
     const server = mcpServerFor({ env: c.env, db: c.get("db"), agentId, requestId: c.get("requestId") });

@@ -29,7 +29,10 @@ const INSTRUCTIONS = [
  * answer the API's `invalid_request` with `issues` (docs/mcp.md).
  */
 export function mcpServerFor(ctx: ToolContext): Server {
-  const server = new Server({ name: "agent-pay", title: "Agent Pay", version: "0.1.0" }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const server = new Server(
+    { name: "agent-pay", title: "Agent Pay", version: "0.1.0" },
+    { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
+  );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS.map((tool) => tool.listing) }));
   server.setRequestHandler(ToolsCallMethod, async (message) => {
     const parsed = CallToolRequestSchema.safeParse(message);

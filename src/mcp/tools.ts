@@ -9,10 +9,21 @@ import { TokenParam } from "../checkout/routes";
 import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
 import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
-import { acceptPaylinkByCode, acceptRefusal, paylinkByCode, paylinkPublicView, paylinkUsage } from "../paylinks/service";
+import {
+  acceptPaylinkByCode,
+  acceptRefusal,
+  paylinkByCode,
+  paylinkPublicView,
+  paylinkUsage,
+} from "../paylinks/service";
 import { defineTool, type ServedTool, type ToolAnnotations, type ToolAnswer, type ToolDefinition } from "./define";
 
-const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+const READ: ToolAnnotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+};
 
 export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed(2)} ${currency}`;
 
@@ -31,7 +42,10 @@ function outcomeAnswer(outcome: PayOutcome, view: PaidView): ToolAnswer {
     };
   }
   const { charge } = outcome as Extract<PayOutcome, { kind: "paid" }>;
-  return { body, summary: `Paid charge ${charge.chargeId}: ${usd(charge.amountMinor, charge.currency)}, reference ${charge.reference}.` };
+  return {
+    body,
+    summary: `Paid charge ${charge.chargeId}: ${usd(charge.amountMinor, charge.currency)}, reference ${charge.reference}.`,
+  };
 }
 
 /** Strict copies of the routes' own schemas: same fields and bounds, and an unknown field (an `agentId`, say) is refused. */
@@ -45,7 +59,8 @@ const RecentPaymentsInput = z.object({ limit: z.number().int().min(1).max(100).d
 const getBalance: ToolDefinition<typeof NoInput> = {
   name: "get_balance",
   title: "Get my balance",
-  description: "Your wallet: agentId, balanceMinor (integer USD cents), currency and depositAddress (where on-chain stablecoin tops it up), frozen (true while an operator has frozen your wallet: nothing can be paid). Same as GET /balance.",
+  description:
+    "Your wallet: agentId, balanceMinor (integer USD cents), currency and depositAddress (where on-chain stablecoin tops it up), frozen (true while an operator has frozen your wallet: nothing can be paid). Same as GET /balance.",
   input: NoInput,
   annotations: READ,
   async run(ctx) {
@@ -61,14 +76,18 @@ const getBalance: ToolDefinition<typeof NoInput> = {
 const getChargeTool: ToolDefinition<typeof ChargeInput> = {
   name: "get_charge",
   title: "Get a charge",
-  description: "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid. Same as GET /charges/:chargeId.",
+  description:
+    "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid. Same as GET /charges/:chargeId.",
   input: ChargeInput,
   annotations: READ,
   async run(ctx, input) {
     // As GET /charges/:chargeId: the charge id is the capability to read it.
     const charge = await getCharge(ctx.db, input.chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
-    return { body: chargeView(charge), summary: `Charge ${charge.id}: ${usd(charge.amountMinor, charge.currency)}, ${charge.status}.` };
+    return {
+      body: chargeView(charge),
+      summary: `Charge ${charge.id}: ${usd(charge.amountMinor, charge.currency)}, ${charge.status}.`,
+    };
   },
 };
 
@@ -110,7 +129,10 @@ const viewPaylink: ToolDefinition<typeof PaylinkInput> = {
     if (!found) throw new ApiError(404, "paylink_not_found");
     const view = paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(ctx.db, found.paylink.id));
     const label = view.label === null ? "" : ` "${view.label}"`;
-    return { body: view, summary: `PayLink ${view.paylinkId}${label} from ${view.business}: budget ${usd(view.budgetMinor)}, ${view.status}.` };
+    return {
+      body: view,
+      summary: `PayLink ${view.paylinkId}${label} from ${view.business}: budget ${usd(view.budgetMinor)}, ${view.status}.`,
+    };
   },
 };
 
@@ -125,7 +147,10 @@ const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
     const accepted = await acceptPaylinkByCode(ctx.env.DB, ctx.db, input.code, ctx.agentId);
     if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     const { grantId, paylink } = accepted;
-    return { body: { grantId, paylink }, summary: `Accepted PayLink ${paylink.paylinkId}: grant ${grantId}, ${usd(paylink.remainingMinor)} left.` };
+    return {
+      body: { grantId, paylink },
+      summary: `Accepted PayLink ${paylink.paylinkId}: grant ${grantId}, ${usd(paylink.remainingMinor)} left.`,
+    };
   },
 };
 
@@ -138,7 +163,10 @@ const listRecentPayments: ToolDefinition<typeof RecentPaymentsInput> = {
   annotations: READ,
   async run(ctx, input) {
     const rows = await listAgentPayments(ctx.db, ctx.agentId, input.limit);
-    return { body: { charges: rows.map(chargeView) }, summary: `${rows.length} recent payment${rows.length === 1 ? "" : "s"}.` };
+    return {
+      body: { charges: rows.map(chargeView) },
+      summary: `${rows.length} recent payment${rows.length === 1 ? "" : "s"}.`,
+    };
   },
 };
 

@@ -8,32 +8,55 @@ import { RollKeyBody } from "../auth/keys";
 import { rollKeyResponse } from "../auth/key-routes";
 import { answerInBatch } from "../lib/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
-import { consoleMerchantView, getMerchant, listMerchants, merchantView, registerMerchant, setPayoutAddress } from "./service";
+import {
+  consoleMerchantView,
+  getMerchant,
+  listMerchants,
+  merchantView,
+  registerMerchant,
+  setPayoutAddress,
+} from "./service";
 
-export const RegisterBody = z.object({
-  name: z.string().trim().min(1).max(200),
-  category: z.string().trim().min(1).max(64).optional(),
-}).strict();
+export const RegisterBody = z
+  .object({
+    name: z.string().trim().min(1).max(200),
+    category: z.string().trim().min(1).max(64).optional(),
+  })
+  .strict();
 
-export const PayoutAddressBody = z.object({
-  address: z.string().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits"),
-}).strict();
+export const PayoutAddressBody = z
+  .object({
+    address: z.string().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits"),
+  })
+  .strict();
 
 export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 export const MerchantParam = z.object({ merchantId: pathId });
 
 export const merchantRoutes = new Hono<AppEnv>()
   .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {
-    const created = await registerMerchant(c.get("db"), c.req.valid("json"), (created) => answerInBatch(c, 201, created));
+    const created = await registerMerchant(c.get("db"), c.req.valid("json"), (created) =>
+      answerInBatch(c, 201, created),
+    );
     return c.json(created, 201);
   })
   .get("/console/merchants", requireActor("console"), validate("query", ListQuery), async (c) => {
     const rows = await listMerchants(c.get("db"), c.req.valid("query").limit);
     return c.json({ merchants: rows.map(consoleMerchantView) });
   })
-  .post("/console/merchants/:merchantId/keys", requireActor("console"), validate("param", MerchantParam), validate("json", RollKeyBody, { optionalBody: true }), async (c) => {
-    return rollKeyResponse(c, { kind: "merchant", id: c.req.valid("param").merchantId }, c.req.valid("json").graceSeconds);
-  })
+  .post(
+    "/console/merchants/:merchantId/keys",
+    requireActor("console"),
+    validate("param", MerchantParam),
+    validate("json", RollKeyBody, { optionalBody: true }),
+    async (c) => {
+      return rollKeyResponse(
+        c,
+        { kind: "merchant", id: c.req.valid("param").merchantId },
+        c.req.valid("json").graceSeconds,
+      );
+    },
+  )
   .get("/merchant/me", requireActor("merchant"), async (c) => {
     const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
     if (!merchant) throw new ApiError(404, "merchant_not_found");
@@ -44,7 +67,8 @@ export const merchantRoutes = new Hono<AppEnv>()
     const db = c.get("db");
     const kyt = await screenAddress(db, address);
     // A flagged address is refused and not stored.
-    if (kyt.verdict !== "pass") throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
+    if (kyt.verdict !== "pass")
+      throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
     await setPayoutAddress(db, actorOf(c.get("actor"), "merchant").merchantId, address);
     return c.json({ ok: true, kyt });
   });

@@ -29,12 +29,24 @@ export const consoleMerchantView = (m: MerchantRow) => ({
 });
 
 /** Registers a merchant; the API key is returned here once and only its hash is kept. */
-export async function registerMerchant(db: Db, input: { name: string; category?: string | undefined }, withCreated: WithCreated<{ merchantId: string; apiKey: string }> = nothingMore) {
+export async function registerMerchant(
+  db: Db,
+  input: { name: string; category?: string | undefined },
+  withCreated: WithCreated<{ merchantId: string; apiKey: string }> = nothingMore,
+) {
   const merchantId = newId("merchant");
   const apiKey = newSecret("merchantKey");
   const created = { merchantId, apiKey };
   await writeTogether(db, [
-    db.insert(merchants).values({ id: merchantId, name: input.name, category: input.category ?? null, apiKeyHash: await hashApiKey(apiKey), createdAt: nowIso() }),
+    db
+      .insert(merchants)
+      .values({
+        id: merchantId,
+        name: input.name,
+        category: input.category ?? null,
+        apiKeyHash: await hashApiKey(apiKey),
+        createdAt: nowIso(),
+      }),
     ...(await withCreated(created)),
   ]);
   return created;
@@ -42,6 +54,8 @@ export async function registerMerchant(db: Db, input: { name: string; category?:
 
 export const getMerchant = (db: Db, id: string) => db.select().from(merchants).where(eq(merchants.id, id)).get();
 
-export const listMerchants = (db: Db, limit: number) => db.select().from(merchants).orderBy(desc(merchants.createdAt), desc(sql`rowid`)).limit(limit).all();
+export const listMerchants = (db: Db, limit: number) =>
+  db.select().from(merchants).orderBy(desc(merchants.createdAt), desc(sql`rowid`)).limit(limit).all();
 
-export const setPayoutAddress = (db: Db, id: string, address: string) => db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));
+export const setPayoutAddress = (db: Db, id: string, address: string) =>
+  db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));

@@ -13,7 +13,11 @@ export interface OpenApiDocument {
   tags: Json[];
   "x-tagGroups": { name: string; tags: string[] }[];
   paths: Record<string, Record<string, OperationObject>>;
-  components: { schemas: Record<string, Json>; responses: Record<string, ResponseObject>; securitySchemes: Record<string, Json> };
+  components: {
+    schemas: Record<string, Json>;
+    responses: Record<string, ResponseObject>;
+    securitySchemes: Record<string, Json>;
+  };
 }
 
 export interface ResponseObject {
@@ -54,7 +58,9 @@ function jsonSchemaOf(schema: z.ZodType, io: "input" | "output"): Json {
 /** Every named schema of a registry, referring to each other under components.schemas. */
 function componentsOf(registry: typeof responseSchemas, io: "input" | "output"): Record<string, Json> {
   const out: Record<string, Json> = {};
-  const { schemas } = z.toJSONSchema(registry, { io, uri: (id) => `${COMPONENT}${id}` }) as { schemas: Record<string, Json> };
+  const { schemas } = z.toJSONSchema(registry, { io, uri: (id) => `${COMPONENT}${id}` }) as {
+    schemas: Record<string, Json>;
+  };
   for (const [id, schema] of Object.entries(schemas)) {
     const { $schema: _dialect, $id: _id, ...rest } = schema;
     out[id] = rest;
@@ -78,14 +84,25 @@ function parametersOf(op: Operation): Json[] {
   // Path parameters the handler reads without a schema (console pages): strings, or the route's own pattern.
   for (const [, name, pattern] of op.path.matchAll(/:(\w+)(\{[^}]*\})?/g)) {
     if (!name || declared.has(name)) continue;
-    parameters.push({ name, in: "path", required: true, schema: pattern ? { type: "string", enum: pattern.slice(1, -1).split("|") } : { type: "string" } });
+    parameters.push({
+      name,
+      in: "path",
+      required: true,
+      schema: pattern ? { type: "string", enum: pattern.slice(1, -1).split("|") } : { type: "string" },
+    });
   }
   for (const [name, field] of Object.entries(op.query?.shape ?? {})) {
     const schema = field as z.ZodType;
     parameters.push({ name, in: "query", required: !schema.isOptional(), schema: jsonSchemaOf(schema, "input") });
   }
   for (const header of op.headers ?? []) {
-    parameters.push({ name: header.name, in: "header", required: header.required ?? false, description: header.description, schema: { type: "string" } });
+    parameters.push({
+      name: header.name,
+      in: "header",
+      required: header.required ?? false,
+      description: header.description,
+      schema: { type: "string" },
+    });
   }
   return parameters;
 }
@@ -93,14 +110,20 @@ function parametersOf(op: Operation): Json[] {
 function responseOf(spec: ResponseSpec): ResponseObject {
   const out: ResponseObject = { description: spec.description };
   if (spec.headers) {
-    out.headers = Object.fromEntries(Object.entries(spec.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]));
+    out.headers = Object.fromEntries(
+      Object.entries(spec.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
+    );
   }
   if (spec.schema) {
     const schemas = Array.isArray(spec.schema) ? spec.schema : [spec.schema];
     const refs = schemas.map((s) => refOf(s, responseSchemas, "response"));
-    out.content = { [spec.contentType ?? "application/json"]: { schema: refs.length === 1 ? refs[0]! : { anyOf: refs } } };
+    out.content = {
+      [spec.contentType ?? "application/json"]: { schema: refs.length === 1 ? refs[0]! : { anyOf: refs } },
+    };
   } else if (spec.contentType) {
-    out.content = { [spec.contentType]: { schema: spec.contentType === "application/json" ? { type: "object" } : { type: "string" } } };
+    out.content = {
+      [spec.contentType]: { schema: spec.contentType === "application/json" ? { type: "object" } : { type: "string" } },
+    };
   }
   return out;
 }
@@ -110,29 +133,49 @@ function responseRefOf(spec: ResponseSpec, shared: Record<string, ResponseObject
   if (!spec.component) return responseOf(spec);
   const object = responseOf(spec);
   const existing = shared[spec.component];
-  if (existing && JSON.stringify(existing) !== JSON.stringify(object)) throw new Error(`openapi: two responses named ${spec.component}`);
+  if (existing && JSON.stringify(existing) !== JSON.stringify(object))
+    throw new Error(`openapi: two responses named ${spec.component}`);
   shared[spec.component] = object;
   return { $ref: `#/components/responses/${spec.component}` };
 }
 
 function operationObject(op: Operation, shared: Record<string, ResponseObject>): OperationObject {
-  const out: OperationObject = { operationId: op.operationId, summary: op.summary, tags: [op.tag], security: SECURITY[op.auth], responses: {} };
+  const out: OperationObject = {
+    operationId: op.operationId,
+    summary: op.summary,
+    tags: [op.tag],
+    security: SECURITY[op.auth],
+    responses: {},
+  };
   if (op.description) out.description = op.description;
   const parameters = parametersOf(op);
   if (parameters.length > 0) out.parameters = parameters;
-  if (op.body) out.requestBody = { required: !op.bodyOptional, content: { "application/json": { schema: refOf(op.body, requestSchemas, "request") } } };
+  if (op.body)
+    out.requestBody = {
+      required: !op.bodyOptional,
+      content: { "application/json": { schema: refOf(op.body, requestSchemas, "request") } },
+    };
   if (op.form) {
-    const properties = Object.fromEntries(Object.entries(op.form).map(([name, description]) => [name, { type: "string", description }]));
-    out.requestBody = { required: true, content: { "application/x-www-form-urlencoded": { schema: { type: "object", properties } } } };
+    const properties = Object.fromEntries(
+      Object.entries(op.form).map(([name, description]) => [name, { type: "string", description }]),
+    );
+    out.requestBody = {
+      required: true,
+      content: { "application/x-www-form-urlencoded": { schema: { type: "object", properties } } },
+    };
   }
-  for (const status of Object.keys(op.responses).map(Number).sort((a, b) => a - b)) out.responses[String(status)] = responseRefOf(op.responses[status]!, shared);
+  for (const status of Object.keys(op.responses)
+    .map(Number)
+    .sort((a, b) => a - b))
+    out.responses[String(status)] = responseRefOf(op.responses[status]!, shared);
   return out;
 }
 
 function build(): OpenApiDocument {
   const responses = componentsOf(responseSchemas, "output");
   const requests = componentsOf(requestSchemas, "input");
-  for (const id of Object.keys(requests)) if (id in responses) throw new Error(`openapi: schema name ${id} is used twice`);
+  for (const id of Object.keys(requests))
+    if (id in responses) throw new Error(`openapi: schema name ${id} is used twice`);
 
   const paths: OpenApiDocument["paths"] = {};
   const shared: Record<string, ResponseObject> = {};
@@ -155,7 +198,7 @@ function build(): OpenApiDocument {
         "",
         "**Credentials.** `Authorization: Bearer <credential>`: a merchant key (`sk_mch_...`), an agent key (`svc_sk_...`) or a console session token (a JWT). A missing or invalid credential is 401 naming the one expected; a valid one of another kind is 403.",
         "",
-        "**Errors.** Every failure is `{ \"error\": <string> }`; an invalid request is 400 `invalid_request` with `issues`. Amounts are integer USD cents.",
+        '**Errors.** Every failure is `{ "error": <string> }`; an invalid request is 400 `invalid_request` with `issues`. Amounts are integer USD cents.',
         "",
         "**JSON bodies.** UTF-8 without a byte-order mark (RFC 8259): another `charset` in `Content-Type`, or a byte-order mark, is 415 `unsupported_media_type`. Bytes that are not UTF-8, a key twice in one object (at any depth), or a string or key with a lone UTF-16 surrogate (`\\ud800`): each is 400 `invalid_request`, and nothing is created. `POST /mcp` refuses the same bodies as JSON-RPC errors (415, or 400 with code -32700).",
         "",
@@ -171,10 +214,31 @@ function build(): OpenApiDocument {
       schemas: { ...responses, ...requests },
       responses: shared,
       securitySchemes: {
-        merchantKey: { type: "http", scheme: "bearer", bearerFormat: "sk_mch_...", description: "A merchant's API key, shown once at registration." },
-        agentKey: { type: "http", scheme: "bearer", bearerFormat: "svc_sk_...", description: "An agent's API key: its identity for moving money from its own wallet." },
-        consoleSession: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A console session token (HS256, aud `console`, at most 12 h) from console sign-in or `npm run cli -- console-token`." },
-        consolePageSession: { type: "apiKey", in: "cookie", name: "console_session", description: "The console session token as the web console's HttpOnly cookie." },
+        merchantKey: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "sk_mch_...",
+          description: "A merchant's API key, shown once at registration.",
+        },
+        agentKey: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "svc_sk_...",
+          description: "An agent's API key: its identity for moving money from its own wallet.",
+        },
+        consoleSession: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description:
+            "A console session token (HS256, aud `console`, at most 12 h) from console sign-in or `npm run cli -- console-token`.",
+        },
+        consolePageSession: {
+          type: "apiKey",
+          in: "cookie",
+          name: "console_session",
+          description: "The console session token as the web console's HttpOnly cookie.",
+        },
       },
     },
   };

@@ -29,7 +29,11 @@ const EvmAddress = z.string().regex(/^0x[a-fA-F0-9]{40}$/);
 // ---------------------------------------------------------------------------
 // Errors: `{ error }`, plus the few extras `ApiError` carries.
 
-export const ErrorBody = named("Error", z.strictObject({ error: z.string() }), "Every failure: `{ error: <string> }` (interface section 7).");
+export const ErrorBody = named(
+  "Error",
+  z.strictObject({ error: z.string() }),
+  "Every failure: `{ error: <string> }` (interface section 7).",
+);
 
 export const InvalidRequest = named(
   "InvalidRequest",
@@ -42,17 +46,25 @@ export const InvalidRequest = named(
 
 export const CredentialRequired = named(
   "CredentialRequired",
-  z.strictObject({ error: z.enum(["merchant_api_key_required", "agent_api_key_required", "console_session_required"]) }),
+  z.strictObject({
+    error: z.enum(["merchant_api_key_required", "agent_api_key_required", "console_session_required"]),
+  }),
   "A missing or invalid credential; the message names the credential the operation expects.",
 );
 
 export const CredentialNotAllowed = named(
   "CredentialNotAllowed",
-  z.strictObject({ error: z.literal("credential_not_allowed"), expected: z.enum(["merchant_api_key", "agent_api_key", "console_session"]) }),
+  z.strictObject({
+    error: z.literal("credential_not_allowed"),
+    expected: z.enum(["merchant_api_key", "agent_api_key", "console_session"]),
+  }),
   "A valid credential of another kind.",
 );
 
-export const InternalError = named("InternalError", z.strictObject({ error: z.literal("internal_error"), requestId: z.string() }));
+export const InternalError = named(
+  "InternalError",
+  z.strictObject({ error: z.literal("internal_error"), requestId: z.string() }),
+);
 
 // ---------------------------------------------------------------------------
 // Merchants and KYT
@@ -61,12 +73,21 @@ export const KytResult = named("KytResult", z.strictObject({ verdict: z.enum(["p
 
 export const MerchantRegistered = named(
   "MerchantRegistered",
-  z.strictObject({ merchantId: prefixed("merchant"), apiKey: prefixed("merchantKey").describe("Shown exactly once; only its SHA-256 hash is stored.") }),
+  z.strictObject({
+    merchantId: prefixed("merchant"),
+    apiKey: prefixed("merchantKey").describe("Shown exactly once; only its SHA-256 hash is stored."),
+  }),
 );
 
 export const Merchant = named(
   "Merchant",
-  z.strictObject({ id: prefixed("merchant"), name: z.string(), balanceMinor: Cents, currency: Usd, payoutAddress: EvmAddress.nullable() }),
+  z.strictObject({
+    id: prefixed("merchant"),
+    name: z.string(),
+    balanceMinor: Cents,
+    currency: Usd,
+    payoutAddress: EvmAddress.nullable(),
+  }),
 );
 
 export const MerchantMe = named("MerchantMe", z.strictObject({ merchant: Merchant }));
@@ -84,7 +105,10 @@ export const ConsoleMerchant = named(
   }),
 );
 
-export const ConsoleMerchantList = named("ConsoleMerchantList", z.strictObject({ merchants: z.array(ConsoleMerchant) }));
+export const ConsoleMerchantList = named(
+  "ConsoleMerchantList",
+  z.strictObject({ merchants: z.array(ConsoleMerchant) }),
+);
 
 export const PayoutAddressSet = named("PayoutAddressSet", z.strictObject({ ok: z.literal(true), kyt: KytResult }));
 
@@ -93,7 +117,10 @@ export const PayoutAddressFlagged = named(
   z.strictObject({ error: z.literal("payout_address_flagged"), verdict: z.enum(["block"]), reason: z.string() }),
 );
 
-export const BlocklistEntry = named("BlocklistEntry", z.strictObject({ address: EvmAddress, reason: z.string(), addedBy: z.string(), createdAt: Timestamp }));
+export const BlocklistEntry = named(
+  "BlocklistEntry",
+  z.strictObject({ address: EvmAddress, reason: z.string(), addedBy: z.string(), createdAt: Timestamp }),
+);
 export const BlocklistList = named("BlocklistList", z.strictObject({ entries: z.array(BlocklistEntry) }));
 export const BlocklistAdded = named("BlocklistAdded", z.strictObject({ entry: BlocklistEntry }));
 
@@ -105,14 +132,19 @@ export const Charge = named(
   z.strictObject({
     chargeId: prefixed("charge"),
     merchantId: prefixed("merchant"),
-    agentId: prefixed("agent").nullable().describe("Null while unpaid, and for an x402 payment (the payer is an address)."),
+    agentId: prefixed("agent")
+      .nullable()
+      .describe("Null while unpaid, and for an x402 payment (the payer is an address)."),
     amountMinor: z.number().int().positive(),
     currency: Usd,
     description: z.string().nullable(),
     externalId: z.string().nullable(),
     status: z.enum(["pending", "paid"]),
     method: z.enum(["ledger", "x402", "paylink"]).nullable(),
-    reference: z.string().nullable().describe("`PAY_...` for ledger and PayLink payments; the transaction hash for x402."),
+    reference: z
+      .string()
+      .nullable()
+      .describe("`PAY_...` for ledger and PayLink payments; the transaction hash for x402."),
     createdAt: Timestamp,
     paidAt: Timestamp.nullable(),
   }),
@@ -120,7 +152,10 @@ export const Charge = named(
 
 export const ChargeList = named("ChargeList", z.strictObject({ charges: z.array(Charge) }));
 
-export const ChargePaid = named("ChargePaid", z.strictObject({ paid: z.literal(true), charge: Charge, merchantBalanceMinor: Cents }));
+export const ChargePaid = named(
+  "ChargePaid",
+  z.strictObject({ paid: z.literal(true), charge: Charge, merchantBalanceMinor: Cents }),
+);
 
 export const PendingApproval = named(
   "PendingApproval",
@@ -157,7 +192,10 @@ export const CheckoutLink = named(
   "A checkout link in the merchant's list (also the PATCH response).",
 );
 
-export const CheckoutLinkList = named("CheckoutLinkList", z.strictObject({ links: z.array(CheckoutLink), total: Cents }));
+export const CheckoutLinkList = named(
+  "CheckoutLinkList",
+  z.strictObject({ links: z.array(CheckoutLink), total: Cents }),
+);
 
 export const CheckoutLinkPublic = named(
   "CheckoutLinkPublic",
@@ -195,14 +233,25 @@ const paylinkFields = {
 };
 
 export const PaylinkPublic = named("PaylinkPublic", z.strictObject(paylinkFields));
-export const PaylinkCreated = named("PaylinkCreated", z.strictObject({ ...paylinkFields, acceptUrl: z.string().regex(/^\/pl\/.+\/accept$/) }));
-export const PaylinkAccepted = named("PaylinkAccepted", z.strictObject({ grantId: prefixed("grant"), paylink: PaylinkPublic }));
+export const PaylinkCreated = named(
+  "PaylinkCreated",
+  z.strictObject({ ...paylinkFields, acceptUrl: z.string().regex(/^\/pl\/.+\/accept$/) }),
+);
+export const PaylinkAccepted = named(
+  "PaylinkAccepted",
+  z.strictObject({ grantId: prefixed("grant"), paylink: PaylinkPublic }),
+);
 
 export const PaylinkDrawn = named(
   "PaylinkDrawn",
   z.strictObject({
     paid: z.literal(true),
-    charge: z.strictObject({ chargeId: prefixed("charge"), status: z.literal("paid"), method: z.literal("paylink"), reference: prefixed("payment") }),
+    charge: z.strictObject({
+      chargeId: prefixed("charge"),
+      status: z.literal("paid"),
+      method: z.literal("paylink"),
+      reference: prefixed("payment"),
+    }),
     spentMinor: Cents,
     remainingMinor: Cents,
     exhausted: z.boolean(),
@@ -238,20 +287,35 @@ export const Agent = named(
   }),
 );
 
-const PreviousKeyExpiresAt = Timestamp.describe("Until then the key this one replaces still works (now, for a grace of 0); after it, 401.");
+const PreviousKeyExpiresAt = Timestamp.describe(
+  "Until then the key this one replaces still works (now, for a grace of 0); after it, 401.",
+);
 export const AgentKeyRolled = named(
   "AgentKeyRolled",
-  z.strictObject({ agentId: prefixed("agent"), apiKey: prefixed("agentKey").describe("Shown exactly once."), previousKeyExpiresAt: PreviousKeyExpiresAt }),
+  z.strictObject({
+    agentId: prefixed("agent"),
+    apiKey: prefixed("agentKey").describe("Shown exactly once."),
+    previousKeyExpiresAt: PreviousKeyExpiresAt,
+  }),
 );
 export const MerchantKeyRolled = named(
   "MerchantKeyRolled",
-  z.strictObject({ merchantId: prefixed("merchant"), apiKey: prefixed("merchantKey").describe("Shown exactly once."), previousKeyExpiresAt: PreviousKeyExpiresAt }),
+  z.strictObject({
+    merchantId: prefixed("merchant"),
+    apiKey: prefixed("merchantKey").describe("Shown exactly once."),
+    previousKeyExpiresAt: PreviousKeyExpiresAt,
+  }),
 );
 export const AgentFrozen = named("AgentFrozen", z.strictObject({ agentId: prefixed("agent"), frozen: z.boolean() }));
 
 export const AgentCreated = named(
   "AgentCreated",
-  z.strictObject({ agentId: prefixed("agent"), apiKey: prefixed("agentKey").describe("Shown exactly once."), policy: Policy, depositAddress: EvmAddress.nullable() }),
+  z.strictObject({
+    agentId: prefixed("agent"),
+    apiKey: prefixed("agentKey").describe("Shown exactly once."),
+    policy: Policy,
+    depositAddress: EvmAddress.nullable(),
+  }),
 );
 
 export const AgentList = named("AgentList", z.strictObject({ agents: z.array(Agent) }));
@@ -265,7 +329,11 @@ export const Balance = named(
     balanceMinor: Cents,
     currency: Usd,
     depositAddress: EvmAddress.nullable(),
-    frozen: z.boolean().describe("True while an operator has frozen the wallet: every payment is refused (403 `agent_frozen`); reads keep working."),
+    frozen: z
+      .boolean()
+      .describe(
+        "True while an operator has frozen the wallet: every payment is refused (403 `agent_frozen`); reads keep working.",
+      ),
   }),
 );
 
@@ -288,10 +356,16 @@ export const ApprovalList = named("ApprovalList", z.strictObject({ approvals: z.
 
 export const ApprovalGranted = named(
   "ApprovalGranted",
-  z.strictObject({ approval: z.strictObject({ approvalId: prefixed("approval"), status: z.literal("granted") }), charge: Charge }),
+  z.strictObject({
+    approval: z.strictObject({ approvalId: prefixed("approval"), status: z.literal("granted") }),
+    charge: Charge,
+  }),
 );
 
-export const ApprovalRejected = named("ApprovalRejected", z.strictObject({ approval: z.strictObject({ approvalId: prefixed("approval"), status: z.literal("rejected") }) }));
+export const ApprovalRejected = named(
+  "ApprovalRejected",
+  z.strictObject({ approval: z.strictObject({ approvalId: prefixed("approval"), status: z.literal("rejected") }) }),
+);
 
 // ---------------------------------------------------------------------------
 // Audit chain
@@ -316,13 +390,21 @@ export const AuditEvent = named(
   }),
 );
 
-export const AuditPage = named("AuditPage", z.strictObject({ events: z.array(AuditEvent), nextAfterSeq: z.number().int().positive().nullable() }));
+export const AuditPage = named(
+  "AuditPage",
+  z.strictObject({ events: z.array(AuditEvent), nextAfterSeq: z.number().int().positive().nullable() }),
+);
 
 export const ChainVerdict = named(
   "ChainVerdict",
   z.union([
     z.strictObject({ ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash }),
-    z.strictObject({ ok: z.literal(false), rows: Cents, brokenSeq: z.number().int(), problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch"]) }),
+    z.strictObject({
+      ok: z.literal(false),
+      rows: Cents,
+      brokenSeq: z.number().int(),
+      problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch"]),
+    }),
   ]),
 );
 
@@ -344,15 +426,31 @@ export const WebhookEndpointCreated = named(
 
 export const WebhookEndpoint = named(
   "WebhookEndpoint",
-  z.strictObject({ id: prefixed("webhookEndpoint"), url: z.string(), events: z.array(EventType), merchantId: prefixed("merchant").nullable(), createdAt: Timestamp }),
+  z.strictObject({
+    id: prefixed("webhookEndpoint"),
+    url: z.string(),
+    events: z.array(EventType),
+    merchantId: prefixed("merchant").nullable(),
+    createdAt: Timestamp,
+  }),
 );
 
-export const WebhookEndpointList = named("WebhookEndpointList", z.strictObject({ endpoints: z.array(WebhookEndpoint) }));
-export const WebhookEndpointDeleted = named("WebhookEndpointDeleted", z.strictObject({ id: prefixed("webhookEndpoint"), deleted: z.literal(true) }));
+export const WebhookEndpointList = named(
+  "WebhookEndpointList",
+  z.strictObject({ endpoints: z.array(WebhookEndpoint) }),
+);
+export const WebhookEndpointDeleted = named(
+  "WebhookEndpointDeleted",
+  z.strictObject({ id: prefixed("webhookEndpoint"), deleted: z.literal(true) }),
+);
 
 export const WebhookSecretRotated = named(
   "WebhookSecretRotated",
-  z.strictObject({ id: prefixed("webhookEndpoint"), secret: prefixed("webhookSecret"), previousSecretExpiresAt: Timestamp.nullable() }),
+  z.strictObject({
+    id: prefixed("webhookEndpoint"),
+    secret: prefixed("webhookSecret"),
+    previousSecretExpiresAt: Timestamp.nullable(),
+  }),
 );
 
 export const WebhookDelivery = named(
@@ -371,14 +469,25 @@ export const WebhookDelivery = named(
   }),
 );
 
-export const WebhookDeliveryList = named("WebhookDeliveryList", z.strictObject({ deliveries: z.array(WebhookDelivery) }));
-export const RedeliveryQueued = named("RedeliveryQueued", z.strictObject({ id: z.string(), status: z.literal("pending") }));
+export const WebhookDeliveryList = named(
+  "WebhookDeliveryList",
+  z.strictObject({ deliveries: z.array(WebhookDelivery) }),
+);
+export const RedeliveryQueued = named(
+  "RedeliveryQueued",
+  z.strictObject({ id: z.string(), status: z.literal("pending") }),
+);
 
 /** The body a receiver gets (interface section 6); documented for the client's `verifyWebhook`. */
 export const WebhookEvent = named(
   "WebhookEvent",
-  z.strictObject({ id: prefixed("webhookEvent"), type: EventType, createdAt: Timestamp, data: z.record(z.string(), z.unknown()) }),
-  "The envelope POSTed to a webhook endpoint, signed in X-Service-Signature (`t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<raw body>\">`).",
+  z.strictObject({
+    id: prefixed("webhookEvent"),
+    type: EventType,
+    createdAt: Timestamp,
+    data: z.record(z.string(), z.unknown()),
+  }),
+  'The envelope POSTed to a webhook endpoint, signed in X-Service-Signature (`t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`).',
 );
 
 // ---------------------------------------------------------------------------
@@ -389,11 +498,16 @@ export const X402Requirements = named(
   z.strictObject({
     scheme: z.literal("exact"),
     network: z.string(),
-    maxAmountRequired: z.string().regex(/^\d+$/).describe("Token base units: amountMinor x 10,000 (USDC has 6 decimals)."),
+    maxAmountRequired: z
+      .string()
+      .regex(/^\d+$/)
+      .describe("Token base units: amountMinor x 10,000 (USDC has 6 decimals)."),
     resource: z.string().describe("The full URL of this path."),
     description: z.string(),
     mimeType: z.string(),
-    payTo: EvmAddress.describe("The receiving address of this one charge or checkout link: an authorization (which signs its `to`) made for it pays nothing else."),
+    payTo: EvmAddress.describe(
+      "The receiving address of this one charge or checkout link: an authorization (which signs its `to`) made for it pays nothing else.",
+    ),
     maxTimeoutSeconds: z.number().int().positive(),
     asset: EvmAddress,
     extra: z.strictObject({ name: z.string(), version: z.string() }),
@@ -413,7 +527,11 @@ export const X402PaymentRequired = named(
 
 export const X402Settled = named(
   "X402Settled",
-  z.strictObject({ chargeId: prefixed("charge"), status: z.literal("paid"), settlement: z.strictObject({ success: z.literal(true), transaction: z.string().regex(/^0x[0-9a-fA-F]{64}$/) }) }),
+  z.strictObject({
+    chargeId: prefixed("charge"),
+    status: z.literal("paid"),
+    settlement: z.strictObject({ success: z.literal(true), transaction: z.string().regex(/^0x[0-9a-fA-F]{64}$/) }),
+  }),
 );
 
 export const X402SettlementPending = named(
@@ -421,7 +539,11 @@ export const X402SettlementPending = named(
   z.strictObject({
     chargeId: prefixed("charge"),
     status: z.literal("pending"),
-    settlement: z.strictObject({ success: z.literal(false), pending: z.literal(true), transaction: z.string().nullable() }),
+    settlement: z.strictObject({
+      success: z.literal(false),
+      pending: z.literal(true),
+      transaction: z.string().nullable(),
+    }),
   }),
   "A settlement whose outcome is not known yet (202, Retry-After): the client asks again; it never gets a fresh 402 meanwhile.",
 );
@@ -431,8 +553,17 @@ const BaseUnits = z.string().regex(/^\d+$/).describe("Token base units as a deci
 export const ReceivingAddressReport = named(
   "ReceivingAddressReport",
   z.strictObject({
-    asOfBlock: z.number().int().nonnegative().nullable().describe("The block the balances were read at; null when the chain could not be read."),
-    totals: z.strictObject({ addresses: z.number().int().nonnegative(), payments: z.number().int().nonnegative(), receivedBaseUnits: BaseUnits }),
+    asOfBlock: z
+      .number()
+      .int()
+      .nonnegative()
+      .nullable()
+      .describe("The block the balances were read at; null when the chain could not be read."),
+    totals: z.strictObject({
+      addresses: z.number().int().nonnegative(),
+      payments: z.number().int().nonnegative(),
+      receivedBaseUnits: BaseUnits,
+    }),
     addresses: z.array(
       z.strictObject({
         address: EvmAddress,
@@ -453,22 +584,37 @@ export const ReceivingAddressReport = named(
 // Console sign-in and users
 
 export const EmailCodeSent = named("EmailCodeSent", z.strictObject({ sent: z.literal(true) }));
-export const ConsoleSession = named("ConsoleSession", z.strictObject({ token: z.string().describe("A console session JWT (HS256, aud `console`)."), expiresAt: Timestamp }));
+export const ConsoleSession = named(
+  "ConsoleSession",
+  z.strictObject({ token: z.string().describe("A console session JWT (HS256, aud `console`)."), expiresAt: Timestamp }),
+);
 export const SignedOut = named("SignedOut", z.strictObject({ signedOut: z.literal(true) }));
 
 export const ConsoleUser = named(
   "ConsoleUser",
-  z.strictObject({ email: z.string(), source: z.enum(["configured", "console"]), addedBy: z.string().nullable(), createdAt: Timestamp.nullable() }),
+  z.strictObject({
+    email: z.string(),
+    source: z.enum(["configured", "console"]),
+    addedBy: z.string().nullable(),
+    createdAt: Timestamp.nullable(),
+  }),
 );
 export const ConsoleUserList = named("ConsoleUserList", z.strictObject({ users: z.array(ConsoleUser) }));
-export const ConsoleUserAdded = named("ConsoleUserAdded", z.strictObject({ user: z.strictObject({ email: z.string(), addedBy: z.string(), createdAt: Timestamp }) }));
+export const ConsoleUserAdded = named(
+  "ConsoleUserAdded",
+  z.strictObject({ user: z.strictObject({ email: z.string(), addedBy: z.string(), createdAt: Timestamp }) }),
+);
 
 // ---------------------------------------------------------------------------
 // MCP (JSON-RPC 2.0 over streamable HTTP, JSON answers)
 
 const JsonRpcId = z.union([z.string(), z.number().int()]);
 
-const JsonRpcResult = z.strictObject({ jsonrpc: z.literal("2.0"), id: JsonRpcId, result: z.record(z.string(), z.unknown()) });
+const JsonRpcResult = z.strictObject({
+  jsonrpc: z.literal("2.0"),
+  id: JsonRpcId,
+  result: z.record(z.string(), z.unknown()),
+});
 const JsonRpcFailure = z.strictObject({
   jsonrpc: z.literal("2.0"),
   id: JsonRpcId.nullable(),
@@ -481,4 +627,8 @@ export const JsonRpcResponse = named(
   "A JSON-RPC 2.0 answer (or a batch of them); a tool's failure is a result with `isError: true`.",
 );
 
-export const JsonRpcTransportError = named("JsonRpcTransportError", JsonRpcFailure, "The transport refused the request (not JSON-RPC, wrong Accept or Content-Type); `id` is null.");
+export const JsonRpcTransportError = named(
+  "JsonRpcTransportError",
+  JsonRpcFailure,
+  "The transport refused the request (not JSON-RPC, wrong Accept or Content-Type); `id` is null.",
+);

@@ -45,10 +45,12 @@ const GRANT_SELECT = `SELECT g.id, g.paylink_id AS paylinkId, g.agent_id AS agen
  */
 function checkGrant(grant: GrantState, amountMinor: number, now: number): DrawOutcome | null {
   const remaining = grant.budgetMinor - grant.spentMinor;
-  if (grant.expiresAt !== null && grant.expiresAt <= nowIso(now)) return { kind: "conflict", reason: "paylink_expired" };
+  if (grant.expiresAt !== null && grant.expiresAt <= nowIso(now))
+    return { kind: "conflict", reason: "paylink_expired" };
   if (remaining <= 0) return { kind: "conflict", reason: "paylink_exhausted" };
   if (grant.maxUses !== null && grant.uses >= grant.maxUses) return { kind: "conflict", reason: "max_uses_alcanzado" };
-  if (grant.perChargeMinor !== null && amountMinor > grant.perChargeMinor) return { kind: "rejected", reason: "excede_tope_por_uso" };
+  if (grant.perChargeMinor !== null && amountMinor > grant.perChargeMinor)
+    return { kind: "rejected", reason: "excede_tope_por_uso" };
   if (amountMinor > remaining) return { kind: "rejected", reason: `excede_presupuesto_restante_${remaining}` };
   return null;
 }
@@ -66,8 +68,16 @@ export interface GrantTurn {
 
 /** The grant as its draws see it: the committed figures plus the draws in flight. */
 async function readGrant(env: Env, grantId: string, figures: HeldFigures<GrantState>): Promise<GrantState | null> {
-  const view = await figures.read(async () => (await env.DB.prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null);
-  return view && { ...view.committed, spentMinor: view.committed.spentMinor + view.heldMinor, uses: view.committed.uses + view.heldCount };
+  const view = await figures.read(
+    async () => (await env.DB.prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null,
+  );
+  return (
+    view && {
+      ...view.committed,
+      spentMinor: view.committed.spentMinor + view.heldMinor,
+      uses: view.committed.uses + view.heldCount,
+    }
+  );
 }
 
 /**
@@ -82,7 +92,12 @@ async function readGrant(env: Env, grantId: string, figures: HeldFigures<GrantSt
  * any refusal; a draw decided on figures that an earlier draw then failed to
  * reach is refused with `paylink_grant_changed`, which the object decides again.
  */
-export async function drawOnGrant(env: Env, request: DrawRequest, turn: GrantTurn, slot?: IdempotencySlot): Promise<DrawOutcome> {
+export async function drawOnGrant(
+  env: Env,
+  request: DrawRequest,
+  turn: GrantTurn,
+  slot?: IdempotencySlot,
+): Promise<DrawOutcome> {
   const now = Date.now();
   const { figures } = turn;
   const judge = async () => {
@@ -98,15 +113,38 @@ export async function drawOnGrant(env: Env, request: DrawRequest, turn: GrantTur
   const exhausted = spentMinor === grant.budgetMinor;
   const at = nowIso(now);
   const charge = {
-    ...newPendingCharge(grant.merchantId, { amountMinor: request.amountMinor, description: request.description, paylinkGrantId: grant.id }, at),
+    ...newPendingCharge(
+      grant.merchantId,
+      { amountMinor: request.amountMinor, description: request.description, paylinkGrantId: grant.id },
+      at,
+    ),
     merchantName: grant.merchantName,
     merchantCategory: grant.merchantCategory,
   };
   const grantStatements = [
     // The exact figures this draw was decided on: draws in flight before it must have committed.
-    guard(GRANT_CHANGED, "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ? AND spent_minor = ? AND uses = ?)", grant.id, grant.spentMinor, grant.uses),
-    sqlStatement("UPDATE paylink_grants SET spent_minor = spent_minor + ?, uses = uses + 1 WHERE id = ?", request.amountMinor, grant.id),
-    ...(exhausted ? [outboxEvent("budget.exhausted", grant.merchantId, { paylinkId: grant.paylinkId, grantId: grant.id, agentId: grant.agentId, spentMinor }, at)] : []),
+    guard(
+      GRANT_CHANGED,
+      "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ? AND spent_minor = ? AND uses = ?)",
+      grant.id,
+      grant.spentMinor,
+      grant.uses,
+    ),
+    sqlStatement(
+      "UPDATE paylink_grants SET spent_minor = spent_minor + ?, uses = uses + 1 WHERE id = ?",
+      request.amountMinor,
+      grant.id,
+    ),
+    ...(exhausted
+      ? [
+          outboxEvent(
+            "budget.exhausted",
+            grant.merchantId,
+            { paylinkId: grant.paylinkId, grantId: grant.id, agentId: grant.agentId, spentMinor },
+            at,
+          ),
+        ]
+      : []),
   ];
   const result = { spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
   const end = figures.hold(request.amountMinor, (committed) => {
@@ -116,9 +154,15 @@ export async function drawOnGrant(env: Env, request: DrawRequest, turn: GrantTur
   let outcome: PayOutcome;
   try {
     faultPoint("draw.before_wallet");
-    const drawing = turn.wallet(grant.agentId).drawFromWallet(
-      grant.agentId, charge, grantStatements, { paylinkId: grant.paylinkId, grantId: grant.id }, slot && { ...slot, view: { kind: "draw", ...result } },
-    );
+    const drawing = turn
+      .wallet(grant.agentId)
+      .drawFromWallet(
+        grant.agentId,
+        charge,
+        grantStatements,
+        { paylinkId: grant.paylinkId, grantId: grant.id },
+        slot && { ...slot, view: { kind: "draw", ...result } },
+      );
     turn.endTurn();
     outcome = await drawing;
   } catch (error) {

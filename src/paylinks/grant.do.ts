@@ -24,9 +24,12 @@ export class GrantDurableObject extends DurableObject<Env> {
   async draw(request: DrawRequest, slot?: IdempotencySlot): Promise<DrawOutcome> {
     try {
       for (let decision = 1; ; decision++) {
-        const outcome = await this.serialize((endTurn) => drawOnGrant(this.env, request, { figures: this.figures, wallet: this.walletOf, endTurn }, slot));
+        const outcome = await this.serialize((endTurn) =>
+          drawOnGrant(this.env, request, { figures: this.figures, wallet: this.walletOf, endTurn }, slot),
+        );
         // Decided on figures that counted an earlier draw which then did not land: decide again (it forgot them).
-        if (outcome.kind !== "conflict" || outcome.reason !== GRANT_CHANGED || decision === MAX_DECISIONS) return outcome;
+        if (outcome.kind !== "conflict" || outcome.reason !== GRANT_CHANGED || decision === MAX_DECISIONS)
+          return outcome;
       }
     } catch (error) {
       // A stub whose object failed stays broken (every later call on it throws), so the next draw

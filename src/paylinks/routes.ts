@@ -8,32 +8,55 @@ import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../lib/idempotency";
 import { grantObjectOf } from "./grant.do";
-import { acceptPaylinkByCode, acceptRefusal, createPaylink, drawTargetOf, paylinkByCode, paylinkCreatedView, paylinkPublicView, paylinkUsage } from "./service";
+import {
+  acceptPaylinkByCode,
+  acceptRefusal,
+  createPaylink,
+  drawTargetOf,
+  paylinkByCode,
+  paylinkCreatedView,
+  paylinkPublicView,
+  paylinkUsage,
+} from "./service";
 
-export const CreateBody = z.object({
-  budgetUsdCents: amountMinor,
-  label: z.string().trim().min(1).max(200).optional(),
-  perChargeUsdCents: amountMinor.optional(),
-  maxUses: z.number().int().positive().max(1_000_000).optional(),
-  expiresInHours: z.number().int().positive().max(24 * 366).optional(),
-}).strict();
-export const DrawBody = z.object({
-  agentId: z.string().min(1).max(64),
-  amountUsdCents: amountMinor,
-  description: z.string().max(1000).optional(),
-}).strict();
+export const CreateBody = z
+  .object({
+    budgetUsdCents: amountMinor,
+    label: z.string().trim().min(1).max(200).optional(),
+    perChargeUsdCents: amountMinor.optional(),
+    maxUses: z.number().int().positive().max(1_000_000).optional(),
+    expiresInHours: z
+      .number()
+      .int()
+      .positive()
+      .max(24 * 366)
+      .optional(),
+  })
+  .strict();
+export const DrawBody = z
+  .object({
+    agentId: z.string().min(1).max(64),
+    amountUsdCents: amountMinor,
+    description: z.string().max(1000).optional(),
+  })
+  .strict();
 export const CodeParam = z.object({ code: pathId });
 
 export const paylinkRoutes = new Hono<AppEnv>()
   .post("/merchant/paylinks", requireActor("merchant"), validate("json", CreateBody), async (c) => {
     const body = c.req.valid("json");
-    const paylink = await createPaylink(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, {
-      budgetMinor: body.budgetUsdCents,
-      label: body.label,
-      perChargeMinor: body.perChargeUsdCents,
-      maxUses: body.maxUses,
-      expiresInHours: body.expiresInHours,
-    }, (row) => answerInBatch(c, 201, paylinkCreatedView(row)));
+    const paylink = await createPaylink(
+      c.get("db"),
+      actorOf(c.get("actor"), "merchant").merchantId,
+      {
+        budgetMinor: body.budgetUsdCents,
+        label: body.label,
+        perChargeMinor: body.perChargeUsdCents,
+        maxUses: body.maxUses,
+        expiresInHours: body.expiresInHours,
+      },
+      (row) => answerInBatch(c, 201, paylinkCreatedView(row)),
+    );
     return c.json(paylinkCreatedView(paylink), 201);
   })
   .get("/pl/:code", validate("param", CodeParam), async (c) => {
@@ -43,20 +66,41 @@ export const paylinkRoutes = new Hono<AppEnv>()
     return c.json(paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(db, found.paylink.id)));
   })
   .post("/pl/:code/accept", requireActor("agent"), validate("param", CodeParam), async (c) => {
-    const accepted = await acceptPaylinkByCode(c.env.DB, c.get("db"), c.req.valid("param").code, actorOf(c.get("actor"), "agent").agentId);
+    const accepted = await acceptPaylinkByCode(
+      c.env.DB,
+      c.get("db"),
+      c.req.valid("param").code,
+      actorOf(c.get("actor"), "agent").agentId,
+    );
     if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     return c.json({ grantId: accepted.grantId, paylink: accepted.paylink });
   })
-  .post("/merchant/paylinks/:code/charge", requireActor("merchant"), validate("param", CodeParam), validate("json", DrawBody), async (c) => {
-    const body = c.req.valid("json");
-    const target = await drawTargetOf(c.get("db"), c.req.valid("param").code, body.agentId);
-    // Another merchant's PayLink is indistinguishable from an unknown one.
-    if (target.kind !== "found" || target.merchantId !== actorOf(c.get("actor"), "merchant").merchantId) throw new ApiError(404, "paylink_not_found");
-    const grantId = target.grantId;
-    if (!grantId) throw new ApiError(409, "sin_grant_del_agente");
-    const outcome = await grantObjectOf(c.env, grantId).draw({ grantId, amountMinor: body.amountUsdCents, description: body.description ?? null }, c.get("idempotency"));
-    // Refused: a frozen agent is a state of the grant's wallet to the merchant (409), not a 403 of its own.
-    if (outcome.kind !== "paid") return payOutcomeResponse(c, outcome, { kind: "draw", spentMinor: 0, remainingMinor: 0, exhausted: false });
-    const { spentMinor, remainingMinor, exhausted } = outcome;
-    return c.json(paidBody({ kind: "draw", spentMinor, remainingMinor, exhausted }, { charge: outcome.charge, merchantBalanceMinor: 0 }));
-  });
+  .post(
+    "/merchant/paylinks/:code/charge",
+    requireActor("merchant"),
+    validate("param", CodeParam),
+    validate("json", DrawBody),
+    async (c) => {
+      const body = c.req.valid("json");
+      const target = await drawTargetOf(c.get("db"), c.req.valid("param").code, body.agentId);
+      // Another merchant's PayLink is indistinguishable from an unknown one.
+      if (target.kind !== "found" || target.merchantId !== actorOf(c.get("actor"), "merchant").merchantId)
+        throw new ApiError(404, "paylink_not_found");
+      const grantId = target.grantId;
+      if (!grantId) throw new ApiError(409, "sin_grant_del_agente");
+      const outcome = await grantObjectOf(c.env, grantId).draw(
+        { grantId, amountMinor: body.amountUsdCents, description: body.description ?? null },
+        c.get("idempotency"),
+      );
+      // Refused: a frozen agent is a state of the grant's wallet to the merchant (409), not a 403 of its own.
+      if (outcome.kind !== "paid")
+        return payOutcomeResponse(c, outcome, { kind: "draw", spentMinor: 0, remainingMinor: 0, exhausted: false });
+      const { spentMinor, remainingMinor, exhausted } = outcome;
+      return c.json(
+        paidBody(
+          { kind: "draw", spentMinor, remainingMinor, exhausted },
+          { charge: outcome.charge, merchantBalanceMinor: 0 },
+        ),
+      );
+    },
+  );

@@ -16,7 +16,8 @@ export type GrantRow = typeof paylinkGrants.$inferSelect;
 
 const HOUR_MS = 3600_000;
 
-export const isExpired = (p: { expiresAt: string | null }, now = Date.now()) => p.expiresAt !== null && p.expiresAt <= nowIso(now);
+export const isExpired = (p: { expiresAt: string | null }, now = Date.now()) =>
+  p.expiresAt !== null && p.expiresAt <= nowIso(now);
 
 /** How much of a budget is used: one grant's figures, or a PayLink's summed over its grants. */
 export interface Usage {
@@ -40,12 +41,21 @@ export const paylinkPublicView = (p: PaylinkRow, business: string | null, usage:
 });
 
 /** The creation response: the public view with `acceptUrl`, and `business` null. */
-export const paylinkCreatedView = (p: PaylinkRow) => ({ ...paylinkPublicView(p, null, { uses: 0, spentMinor: 0 }), acceptUrl: `/pl/${p.code}/accept` });
+export const paylinkCreatedView = (p: PaylinkRow) => ({
+  ...paylinkPublicView(p, null, { uses: 0, spentMinor: 0 }),
+  acceptUrl: `/pl/${p.code}/accept`,
+});
 
 export async function createPaylink(
   db: Db,
   merchantId: string,
-  input: { budgetMinor: number; label?: string | undefined; perChargeMinor?: number | undefined; maxUses?: number | undefined; expiresInHours?: number | undefined },
+  input: {
+    budgetMinor: number;
+    label?: string | undefined;
+    perChargeMinor?: number | undefined;
+    maxUses?: number | undefined;
+    expiresInHours?: number | undefined;
+  },
   withCreated: WithCreated<PaylinkRow> = nothingMore,
 ) {
   const now = Date.now();
@@ -76,7 +86,10 @@ export const paylinkByCode = (db: Db, code: string) =>
 /** Draws and spend summed over every grant of a PayLink. */
 export async function paylinkUsage(db: Db, paylinkId: string): Promise<Usage> {
   const row = await db
-    .select({ uses: sql<number>`COALESCE(SUM(${paylinkGrants.uses}), 0)`, spentMinor: sql<number>`COALESCE(SUM(${paylinkGrants.spentMinor}), 0)` })
+    .select({
+      uses: sql<number>`COALESCE(SUM(${paylinkGrants.uses}), 0)`,
+      spentMinor: sql<number>`COALESCE(SUM(${paylinkGrants.spentMinor}), 0)`,
+    })
     .from(paylinkGrants)
     .where(eq(paylinkGrants.paylinkId, paylinkId))
     .get();
@@ -111,7 +124,11 @@ export async function drawTargetOf(db: Db, code: string, agentId: string) {
 }
 
 export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
-  db.select().from(paylinkGrants).where(and(eq(paylinkGrants.paylinkId, paylinkId), eq(paylinkGrants.agentId, agentId))).get();
+  db
+    .select()
+    .from(paylinkGrants)
+    .where(and(eq(paylinkGrants.paylinkId, paylinkId), eq(paylinkGrants.agentId, agentId)))
+    .get();
 
 /**
  * Accepts a PayLink for an agent, idempotently: the first call creates the
@@ -126,11 +143,20 @@ export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow,
     sqlStatement(
       `INSERT INTO paylink_grants (id, paylink_id, agent_id, merchant_id, spent_minor, uses, budget_minor, created_at)
        VALUES (?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (paylink_id, agent_id) DO NOTHING`,
-      grantId, paylink.id, agentId, paylink.merchantId, paylink.budgetMinor, createdAt,
+      grantId,
+      paylink.id,
+      agentId,
+      paylink.merchantId,
+      paylink.budgetMinor,
+      createdAt,
     ),
     outboxEventWhen(
-      "paylink.accepted", paylink.merchantId, { grantId, paylinkId: paylink.id, agentId }, createdAt,
-      "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ?)", grantId,
+      "paylink.accepted",
+      paylink.merchantId,
+      { grantId, paylinkId: paylink.id, agentId },
+      createdAt,
+      "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ?)",
+      grantId,
     ),
   ]);
   const grant = await grantOfAgent(db, paylink.id, agentId);
@@ -139,7 +165,8 @@ export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow,
 }
 
 /** A refused accept, as the route and the MCP tool both answer it. */
-export const acceptRefusal = (o: Exclude<AcceptOutcome, { kind: "accepted" }>) => new ApiError(o.kind === "not_found" ? 404 : o.kind === "frozen" ? 403 : 409, o.reason);
+export const acceptRefusal = (o: Exclude<AcceptOutcome, { kind: "accepted" }>) =>
+  new ApiError(o.kind === "not_found" ? 404 : o.kind === "frozen" ? 403 : 409, o.reason);
 
 export type AcceptOutcome =
   | { kind: "accepted"; grantId: string; paylink: ReturnType<typeof paylinkPublicView> }
@@ -150,7 +177,12 @@ export type AcceptOutcome =
  * accepting again returns the same grant, which outlives the link's expiry;
  * an expired link cannot be newly accepted.
  */
-export async function acceptPaylinkByCode(d1: D1Database, db: Db, code: string, agentId: string): Promise<AcceptOutcome> {
+export async function acceptPaylinkByCode(
+  d1: D1Database,
+  db: Db,
+  code: string,
+  agentId: string,
+): Promise<AcceptOutcome> {
   const found = await paylinkByCode(db, code);
   if (!found) return { kind: "not_found", reason: "paylink_not_found" };
   const frozen = { kind: "frozen", reason: AGENT_FROZEN } as const;

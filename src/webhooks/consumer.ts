@@ -47,16 +47,33 @@ async function claim(env: Env, deliveryId: string, now: number, leaseMs: number)
 }
 
 /** POSTs the signed envelope once; never follows redirects (a redirect could point anywhere). */
-async function post(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<{ statusCode: number | null; error: string | null }> {
+async function post(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  timeoutMs: number,
+): Promise<{ statusCode: number | null; error: string | null }> {
   try {
-    const response = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
+    const response = await fetch(url, {
+      method: "POST",
+      headers,
+      body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(timeoutMs),
+    });
     // Read (and drop) the body so the connection is released; receivers answer promptly.
     await response.body?.cancel();
     const ok = response.status >= 200 && response.status < 300;
     return { statusCode: response.status, error: ok ? null : `http_${response.status}` };
   } catch (error) {
     const name = error instanceof Error ? error.name : "";
-    return { statusCode: null, error: name === "TimeoutError" || name === "AbortError" ? "timeout" : `network: ${String(error instanceof Error ? error.message : error).slice(0, MAX_ERROR_LENGTH)}` };
+    return {
+      statusCode: null,
+      error:
+        name === "TimeoutError" || name === "AbortError"
+          ? "timeout"
+          : `network: ${String(error instanceof Error ? error.message : error).slice(0, MAX_ERROR_LENGTH)}`,
+    };
   }
 }
 
@@ -71,10 +88,12 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
   const db = env.DB;
   const [eventResult, endpointResult] = await db.batch([
     db.prepare("SELECT id, type, data, created_at AS createdAt FROM outbox_events WHERE id = ?").bind(claimed.eventId),
-    db.prepare(
-      `SELECT id, url, secret_ciphertext AS secretCiphertext, previous_secret_ciphertext AS previousSecretCiphertext,
+    db
+      .prepare(
+        `SELECT id, url, secret_ciphertext AS secretCiphertext, previous_secret_ciphertext AS previousSecretCiphertext,
        previous_secret_expires_at AS previousSecretExpiresAt, disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?`,
-    ).bind(claimed.endpointId),
+      )
+      .bind(claimed.endpointId),
   ]);
   const event = eventResult?.results[0] as { id: string; type: string; data: string; createdAt: string } | undefined;
   const endpoint = endpointResult?.results[0] as (EndpointRow & { disabledAt: string | null }) | undefined;
@@ -87,18 +106,29 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
     outcome = { statusCode: null, error: "endpoint_disabled" };
   } else {
     // The exact bytes signed are the bytes sent.
-    const body = JSON.stringify({ id: event.id, type: event.type, createdAt: event.createdAt, data: JSON.parse(event.data) as unknown });
+    const body = JSON.stringify({
+      id: event.id,
+      type: event.type,
+      createdAt: event.createdAt,
+      data: JSON.parse(event.data) as unknown,
+    });
     const timestamp = Math.floor(now / 1000);
     const headers = {
       "content-type": "application/json",
       "user-agent": "agent-pay-webhooks/1",
       "x-service-event": event.type,
-      "x-service-signature": await signatureHeader(await signingSecrets(settings.webhookSecretsKey, endpoint, now), timestamp, body),
+      "x-service-signature": await signatureHeader(
+        await signingSecrets(settings.webhookSecretsKey, endpoint, now),
+        timestamp,
+        body,
+      ),
     };
     faultPoint("delivery.before_post");
     // The SSRF guard again at send time: the name may resolve somewhere else than when it was registered.
     const destination = await checkDestination(endpoint.url, settings);
-    outcome = destination.ok ? await post(endpoint.url, headers, body, settings.webhookTimeoutMs) : { statusCode: null, error: destination.reason };
+    outcome = destination.ok
+      ? await post(endpoint.url, headers, body, settings.webhookTimeoutMs)
+      : { statusCode: null, error: destination.reason };
     faultPoint("delivery.after_post");
   }
   const durationMs = Date.now() - started;
@@ -107,25 +137,42 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
   let update: D1PreparedStatement;
   if (outcome.error === null) {
     result = { kind: "done" };
-    update = db.prepare(
-      "UPDATE webhook_deliveries SET status = 'delivered', attempts = ?, last_status_code = ?, last_error = NULL, next_attempt_at = NULL, delivered_at = ? WHERE id = ?",
-    ).bind(attempt, outcome.statusCode, at, deliveryId);
+    update = db
+      .prepare(
+        "UPDATE webhook_deliveries SET status = 'delivered', attempts = ?, last_status_code = ?, last_error = NULL, next_attempt_at = NULL, delivered_at = ? WHERE id = ?",
+      )
+      .bind(attempt, outcome.statusCode, at, deliveryId);
   } else {
     // 410 Gone: the receiver says it is gone for good; no retry, and the endpoint is disabled below.
     const final = outcome.error === "endpoint_disabled" || outcome.statusCode === 410;
     const delay = final ? null : retryDelaySeconds(settings.webhookRetrySchedule, attempt - 1);
     result = delay === null ? { kind: "dead" } : { kind: "retry", delaySeconds: delay };
-    update = db.prepare(
-      "UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?, next_attempt_at = ? WHERE id = ?",
-    ).bind(delay === null ? "failed" : "pending", attempt, outcome.statusCode, outcome.error, delay === null ? null : nowIso(now + delay * 1000), deliveryId);
+    update = db
+      .prepare(
+        "UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?, next_attempt_at = ? WHERE id = ?",
+      )
+      .bind(
+        delay === null ? "failed" : "pending",
+        attempt,
+        outcome.statusCode,
+        outcome.error,
+        delay === null ? null : nowIso(now + delay * 1000),
+        deliveryId,
+      );
   }
   await db.batch([
     update,
-    db.prepare("INSERT INTO webhook_attempts (delivery_id, attempt, status_code, error, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?)").bind(
-      deliveryId, attempt, outcome.statusCode, outcome.error, durationMs, at,
-    ),
+    db
+      .prepare(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, status_code, error, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+      )
+      .bind(deliveryId, attempt, outcome.statusCode, outcome.error, durationMs, at),
   ]);
-  if (endpoint && !endpoint.disabledAt && (outcome.statusCode === 410 || (result.kind === "dead" && (await failingForDays(env, endpoint.id, now))))) {
+  if (
+    endpoint &&
+    !endpoint.disabledAt &&
+    (outcome.statusCode === 410 || (result.kind === "dead" && (await failingForDays(env, endpoint.id, now))))
+  ) {
     await disableFailingEndpoint(env, endpoint.id, outcome.statusCode === 410 ? "gone" : "failing", at);
   }
   return result;
@@ -149,11 +196,19 @@ async function consumeDelivery(message: Message<unknown>, env: Env): Promise<voi
     if (result.kind === "retry") message.retry({ delaySeconds: result.delaySeconds });
     else {
       // Recorded as failed already; the dead-letter queue keeps the message for operators' tooling.
-      if (result.kind === "dead") await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId, final: true } satisfies DeliveryMessage);
+      if (result.kind === "dead")
+        await env.WEBHOOK_DLQ.send({ deliveryId: parsed.data.deliveryId, final: true } satisfies DeliveryMessage);
       message.ack();
     }
   } catch (error) {
-    console.error(JSON.stringify({ level: "error", where: "webhook_consumer", deliveryId: parsed.data.deliveryId, error: String(error) }));
+    console.error(
+      JSON.stringify({
+        level: "error",
+        where: "webhook_consumer",
+        deliveryId: parsed.data.deliveryId,
+        error: String(error),
+      }),
+    );
     message.retry({ delaySeconds: 5 });
   }
 }
@@ -172,7 +227,9 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       await env.DB.prepare(
         `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = COALESCE(last_error, 'dead_lettered')
          WHERE id = ? AND status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)`,
-      ).bind(parsed.data.deliveryId, nowIso()).run();
+      )
+        .bind(parsed.data.deliveryId, nowIso())
+        .run();
     }
     message.ack();
   }
@@ -188,7 +245,9 @@ async function failingForDays(env: Env, endpointId: string, now: number): Promis
     `SELECT
        (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'delivered' AND delivered_at >= ?) AS recentSuccesses,
        (SELECT MIN(created_at) FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'failed') AS firstFailure`,
-  ).bind(endpointId, since, endpointId).first<{ recentSuccesses: number; firstFailure: string | null }>();
+  )
+    .bind(endpointId, since, endpointId)
+    .first<{ recentSuccesses: number; firstFailure: string | null }>();
   return row !== null && row.recentSuccesses === 0 && row.firstFailure !== null && row.firstFailure <= since;
 }
 
@@ -197,7 +256,12 @@ async function failingForDays(env: Env, endpointId: string, now: number): Promis
  * tells the operators with an `endpoint.disabled` event (to service-wide
  * endpoints), in the same batch.
  */
-async function disableFailingEndpoint(env: Env, endpointId: string, reason: "gone" | "failing", at: string): Promise<void> {
+async function disableFailingEndpoint(
+  env: Env,
+  endpointId: string,
+  reason: "gone" | "failing",
+  at: string,
+): Promise<void> {
   await executeBatch(env.DB, [
     sqlStatement("UPDATE webhook_endpoints SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", at, endpointId),
     outboxEventWhen("endpoint.disabled", null, { endpointId, reason }, at, "changes() = 1"),

@@ -19,15 +19,19 @@ const FAN_OUT_PAGE = 100;
  */
 export async function fanOutOutbox(env: Env, now = Date.now()): Promise<string[]> {
   const db = env.DB;
-  const pending = await db.prepare("SELECT id FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at LIMIT ?").bind(FAN_OUT_PAGE).all<{ id: string }>();
+  const pending = await db
+    .prepare("SELECT id FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at LIMIT ?")
+    .bind(FAN_OUT_PAGE)
+    .all<{ id: string }>();
   const ids = pending.results.map((r) => r.id);
   if (ids.length === 0) return [];
   const at = nowIso(now);
   // The page's ids as one JSON parameter: D1 refuses a statement with more than 100 bound values.
   const page = JSON.stringify(ids);
   const [inserted] = await db.batch([
-    db.prepare(
-      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, type, status, attempts, next_attempt_at, created_at)
+    db
+      .prepare(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, type, status, attempts, next_attempt_at, created_at)
        SELECT 'whd_' || lower(hex(randomblob(12))), e.id, ep.id, e.type, 'pending', 0, ?, ?
        FROM outbox_events e JOIN webhook_endpoints ep
          ON ep.disabled_at IS NULL
@@ -36,15 +40,22 @@ export async function fanOutOutbox(env: Env, now = Date.now()): Promise<string[]
        WHERE e.id IN (SELECT value FROM json_each(?)) AND e.dispatched_at IS NULL
        ON CONFLICT (event_id, endpoint_id) DO NOTHING
        RETURNING id`,
-    ).bind(at, at, page),
-    db.prepare("UPDATE outbox_events SET dispatched_at = ? WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL").bind(at, page),
+      )
+      .bind(at, at, page),
+    db
+      .prepare(
+        "UPDATE outbox_events SET dispatched_at = ? WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL",
+      )
+      .bind(at, page),
   ]);
   return ((inserted?.results ?? []) as { id: string }[]).map((r) => r.id);
 }
 
 /** Deliveries that are due but whose queue message may have been lost (a crash between the batch and the send). */
 export async function redriveDueDeliveries(env: Env, now = Date.now(), graceMs = 60_000): Promise<string[]> {
-  const due = await env.DB.prepare("SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 500")
+  const due = await env.DB.prepare(
+    "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 500",
+  )
     .bind(nowIso(now - graceMs))
     .all<{ id: string }>();
   return due.results.map((r) => r.id);
@@ -52,7 +63,9 @@ export async function redriveDueDeliveries(env: Env, now = Date.now(), graceMs =
 
 export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promise<void> {
   for (let i = 0; i < deliveryIds.length; i += 100) {
-    await env.WEBHOOK_QUEUE.sendBatch(deliveryIds.slice(i, i + 100).map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })));
+    await env.WEBHOOK_QUEUE.sendBatch(
+      deliveryIds.slice(i, i + 100).map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })),
+    );
   }
 }
 
@@ -63,7 +76,9 @@ export async function dispatchOutbox(env: Env): Promise<number> {
     const ids = await fanOutOutbox(env);
     if (ids.length > 0) await enqueueDeliveries(env, ids);
     total += ids.length;
-    const more = await env.DB.prepare("SELECT 1 AS more FROM outbox_events WHERE dispatched_at IS NULL LIMIT 1").first();
+    const more = await env.DB.prepare(
+      "SELECT 1 AS more FROM outbox_events WHERE dispatched_at IS NULL LIMIT 1",
+    ).first();
     if (!more) return total;
   }
 }
@@ -83,19 +98,27 @@ export async function redeliver(env: Env, endpointId: string, deliveryId: string
      WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered')
        AND EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.disabled_at IS NULL)
      RETURNING id`,
-  ).bind(nowIso(), deliveryId, endpointId).first();
+  )
+    .bind(nowIso(), deliveryId, endpointId)
+    .first();
   if (!row) return whyNotRedelivered(env, endpointId, deliveryId);
   await enqueueDeliveries(env, [deliveryId]);
   return "queued";
 }
 
 /** Why the update matched nothing, read after it (the update stays the one guarded write). */
-async function whyNotRedelivered(env: Env, endpointId: string, deliveryId: string): Promise<Exclude<RedeliverOutcome, "queued">> {
+async function whyNotRedelivered(
+  env: Env,
+  endpointId: string,
+  deliveryId: string,
+): Promise<Exclude<RedeliverOutcome, "queued">> {
   const found = await env.DB.prepare(
     `SELECT ep.deleted_at IS NULL AS live, d.id IS NOT NULL AS owned
      FROM webhook_endpoints ep LEFT JOIN webhook_deliveries d ON d.id = ? AND d.endpoint_id = ep.id
      WHERE ep.id = ?`,
-  ).bind(deliveryId, endpointId).first<{ live: number; owned: number }>();
+  )
+    .bind(deliveryId, endpointId)
+    .first<{ live: number; owned: number }>();
   if (!found?.live) return "endpoint_not_found";
   // Another endpoint's delivery is not found here: its id says nothing about this endpoint.
   if (!found.owned) return "delivery_not_found";

@@ -20,11 +20,19 @@ interface DohAnswer {
   Answer?: { type: number; data: string; TTL?: number }[];
 }
 
-async function lookup(resolverUrl: string, name: string, type: keyof typeof DNS_TYPES, timeoutMs: number): Promise<{ addresses: string[]; ttlMs: number }> {
+async function lookup(
+  resolverUrl: string,
+  name: string,
+  type: keyof typeof DNS_TYPES,
+  timeoutMs: number,
+): Promise<{ addresses: string[]; ttlMs: number }> {
   const url = new URL(resolverUrl);
   url.searchParams.set("name", name);
   url.searchParams.set("type", type);
-  const response = await fetch(url, { headers: { accept: "application/dns-json" }, signal: AbortSignal.timeout(timeoutMs) });
+  const response = await fetch(url, {
+    headers: { accept: "application/dns-json" },
+    signal: AbortSignal.timeout(timeoutMs),
+  });
   if (!response.ok) throw new Error(`resolver answered ${response.status}`);
   const body = (await response.json()) as DohAnswer;
   // NOERROR (0) with answers or none, NXDOMAIN (3): anything else is a failure we do not guess past.
@@ -35,11 +43,19 @@ async function lookup(resolverUrl: string, name: string, type: keyof typeof DNS_
 }
 
 /** The A and AAAA addresses of `host`, through the resolver (cached for their TTL). */
-export async function resolveHost(resolverUrl: string, host: string, timeoutMs: number, now = Date.now()): Promise<string[]> {
+export async function resolveHost(
+  resolverUrl: string,
+  host: string,
+  timeoutMs: number,
+  now = Date.now(),
+): Promise<string[]> {
   const key = `${resolverUrl} ${host}`;
   const hit = cache.get(key);
   if (hit && hit.until > now) return hit.addresses;
-  const [a, aaaa] = await Promise.all([lookup(resolverUrl, host, "A", timeoutMs), lookup(resolverUrl, host, "AAAA", timeoutMs)]);
+  const [a, aaaa] = await Promise.all([
+    lookup(resolverUrl, host, "A", timeoutMs),
+    lookup(resolverUrl, host, "AAAA", timeoutMs),
+  ]);
   const addresses = [...a.addresses, ...aaaa.addresses];
   cache.set(key, { addresses, until: now + Math.min(a.ttlMs, aaaa.ttlMs) });
   return addresses;
@@ -60,19 +76,27 @@ export function isForbiddenAddress(address: string): boolean {
  */
 export async function checkDestination(
   raw: string,
-  settings: { environment: "development" | "test" | "production"; webhookDnsResolverUrl: string | null; webhookTimeoutMs: number },
+  settings: {
+    environment: "development" | "test" | "production";
+    webhookDnsResolverUrl: string | null;
+    webhookTimeoutMs: number;
+  },
 ): Promise<DestinationVerdict> {
   const verdict = checkWebhookUrl(raw, settings.environment);
   if (!verdict.ok) return verdict;
   const host = verdict.url.hostname.toLowerCase().replace(/\.$/, "");
   if (!settings.webhookDnsResolverUrl || host.startsWith("[") || ipv4Octets(host)) return { ok: true };
   // Loopback names allowed in development and tests are judged by the registration rule alone.
-  if (settings.environment !== "production" && (host === "localhost" || host.endsWith(".localhost"))) return { ok: true };
+  if (settings.environment !== "production" && (host === "localhost" || host.endsWith(".localhost")))
+    return { ok: true };
   let addresses: string[];
   try {
     addresses = await resolveHost(settings.webhookDnsResolverUrl, host, Math.min(settings.webhookTimeoutMs, 5_000));
   } catch (error) {
-    return { ok: false, reason: `dns_resolution_failed: ${String(error instanceof Error ? error.message : error).slice(0, 100)}` };
+    return {
+      ok: false,
+      reason: `dns_resolution_failed: ${String(error instanceof Error ? error.message : error).slice(0, 100)}`,
+    };
   }
   if (addresses.length === 0) return { ok: false, reason: "dns_no_address" };
   const forbidden = addresses.find(isForbiddenAddress);

@@ -58,15 +58,29 @@ export async function createEndpoint(
 }
 
 export const listEndpoints = (db: Db) =>
-  db.select().from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt)).orderBy(desc(webhookEndpoints.createdAt), desc(sql`rowid`)).limit(500).all();
+  db
+    .select()
+    .from(webhookEndpoints)
+    .where(isNull(webhookEndpoints.disabledAt))
+    .orderBy(desc(webhookEndpoints.createdAt), desc(sql`rowid`))
+    .limit(500)
+    .all();
 
 /** An active endpoint: one that receives deliveries. */
 export const getEndpoint = (db: Db, id: string) =>
-  db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).get();
+  db
+    .select()
+    .from(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt)))
+    .get();
 
 /** An endpoint whose deliveries stay readable: active or disabled by the service; not one removed with DELETE. */
 export const getUndeletedEndpoint = (db: Db, id: string) =>
-  db.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt))).get();
+  db
+    .select()
+    .from(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt)))
+    .get();
 
 /**
  * DELETE: the endpoint leaves fan-out, the list and the deliveries API; its
@@ -95,7 +109,10 @@ export async function rotateEndpointSecret(
   withCreated: WithCreated<{ secret: string; previousSecretExpiresAt: string | null }> = nothingMore,
   now = Date.now(),
 ) {
-  const rotated = { secret: newSecret("webhookSecret"), previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null };
+  const rotated = {
+    secret: newSecret("webhookSecret"),
+    previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null,
+  };
   const update = db
     .update(webhookEndpoints)
     .set({
@@ -111,14 +128,29 @@ export async function rotateEndpointSecret(
 /** The secrets that sign right now: the current one, and the previous one during its grace period. */
 export async function signingSecrets(secretsKey: string, endpoint: EndpointRow, now = Date.now()): Promise<string[]> {
   const secrets = [await decryptSecret(secretsKey, endpoint.secretCiphertext)];
-  if (endpoint.previousSecretCiphertext && endpoint.previousSecretExpiresAt && endpoint.previousSecretExpiresAt > nowIso(now)) {
+  if (
+    endpoint.previousSecretCiphertext &&
+    endpoint.previousSecretExpiresAt &&
+    endpoint.previousSecretExpiresAt > nowIso(now)
+  ) {
     secrets.push(await decryptSecret(secretsKey, endpoint.previousSecretCiphertext));
   }
   return secrets;
 }
 
 export const listDeliveries = (db: Db, endpointId: string, limit: number) =>
-  db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, endpointId)).orderBy(desc(webhookDeliveries.createdAt), desc(sql`rowid`)).limit(limit).all();
+  db
+    .select()
+    .from(webhookDeliveries)
+    .where(eq(webhookDeliveries.endpointId, endpointId))
+    .orderBy(desc(webhookDeliveries.createdAt), desc(sql`rowid`))
+    .limit(limit)
+    .all();
 
 export const listAttempts = (db: Db, deliveryId: string) =>
-  db.select().from(webhookAttempts).where(eq(webhookAttempts.deliveryId, deliveryId)).orderBy(webhookAttempts.attempt).all();
+  db
+    .select()
+    .from(webhookAttempts)
+    .where(eq(webhookAttempts.deliveryId, deliveryId))
+    .orderBy(webhookAttempts.attempt)
+    .all();

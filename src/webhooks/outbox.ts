@@ -22,7 +22,12 @@ const OUTBOX_INSERT = "INSERT INTO outbox_events (id, type, merchant_id, data, c
  * The outbox row for one webhook event. It is written in the same batch as the
  * change it reports and delivered afterwards, so no event is lost when a step fails.
  */
-export function outboxEvent(type: EventType, merchantId: string | null, data: Record<string, unknown>, createdAt: string): SqlStatement {
+export function outboxEvent(
+  type: EventType,
+  merchantId: string | null,
+  data: Record<string, unknown>,
+  createdAt: string,
+): SqlStatement {
   return outboxEvents(merchantId, data, createdAt, type);
 }
 
@@ -31,9 +36,18 @@ export function outboxEvent(type: EventType, merchantId: string | null, data: Re
  * appendable one (no statement of a batch reads the outbox; the dispatcher does, after it), so
  * the ledger sequencer writes a group's events in one insert.
  */
-export function outboxEvents(merchantId: string | null, data: Record<string, unknown>, createdAt: string, ...types: EventType[]): SqlStatement {
+export function outboxEvents(
+  merchantId: string | null,
+  data: Record<string, unknown>,
+  createdAt: string,
+  ...types: EventType[]
+): SqlStatement {
   const payload = canonicalJson(data);
-  return appendRows(OUTBOX_INSERT, 5, types.map((type) => [newId("webhookEvent"), type, merchantId, payload, createdAt]));
+  return appendRows(
+    OUTBOX_INSERT,
+    5,
+    types.map((type) => [newId("webhookEvent"), type, merchantId, payload, createdAt]),
+  );
 }
 
 /** The same, written only if `condition` (SQL over `params`) holds when the batch runs. */
@@ -47,6 +61,11 @@ export function outboxEventWhen(
 ): SqlStatement {
   return sqlStatement(
     `${OUTBOX_INSERT} SELECT ?, ?, ?, ?, ? WHERE ${condition}`,
-    newId("webhookEvent"), type, merchantId, canonicalJson(data), createdAt, ...params,
+    newId("webhookEvent"),
+    type,
+    merchantId,
+    canonicalJson(data),
+    createdAt,
+    ...params,
   );
 }

@@ -7,12 +7,19 @@
  *   if (!check.ok) return new Response(check.reason, { status: 401 });
  *   const event = JSON.parse(raw);               // dedupe by event.id
  */
-export type VerifyResult = { ok: true; timestamp: number } | { ok: false; reason: "missing_header" | "malformed_header" | "timestamp_out_of_tolerance" | "no_matching_signature" };
+export type VerifyResult =
+  | { ok: true; timestamp: number }
+  | {
+      ok: false;
+      reason: "missing_header" | "malformed_header" | "timestamp_out_of_tolerance" | "no_matching_signature";
+    };
 
 const encoder = new TextEncoder();
 
 async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(message)));
   return Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
 }
@@ -31,7 +38,13 @@ function constantTimeEqual(a: string, b: string): boolean {
  * matching (during a secret rotation two are sent), and `t` within
  * `toleranceSeconds` (default 300) of now.
  */
-export async function verifyWebhook(input: { secret: string; header: string | null | undefined; rawBody: string; toleranceSeconds?: number; now?: number }): Promise<VerifyResult> {
+export async function verifyWebhook(input: {
+  secret: string;
+  header: string | null | undefined;
+  rawBody: string;
+  toleranceSeconds?: number;
+  now?: number;
+}): Promise<VerifyResult> {
   if (!input.header) return { ok: false, reason: "missing_header" };
   let timestamp: number | null = null;
   const signatures: string[] = [];
@@ -44,7 +57,8 @@ export async function verifyWebhook(input: { secret: string; header: string | nu
   }
   if (timestamp === null || signatures.length === 0) return { ok: false, reason: "malformed_header" };
   const nowSeconds = Math.floor((input.now ?? Date.now()) / 1000);
-  if (Math.abs(nowSeconds - timestamp) > (input.toleranceSeconds ?? 300)) return { ok: false, reason: "timestamp_out_of_tolerance" };
+  if (Math.abs(nowSeconds - timestamp) > (input.toleranceSeconds ?? 300))
+    return { ok: false, reason: "timestamp_out_of_tolerance" };
   const expected = await hmacHex(input.secret, `${timestamp}.${input.rawBody}`);
   let matched = false;
   for (const signature of signatures) matched = constantTimeEqual(signature, expected) || matched;

@@ -8,7 +8,14 @@
  */
 export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
 
-const BLOCKED_NAMES = [/^localhost$/, /\.localhost$/, /\.local$/, /\.internal$/, /^metadata$/, /^metadata\.google\.internal$/];
+const BLOCKED_NAMES = [
+  /^localhost$/,
+  /\.localhost$/,
+  /\.local$/,
+  /\.internal$/,
+  /^metadata$/,
+  /^metadata\.google\.internal$/,
+];
 
 export function ipv4Octets(host: string): number[] | null {
   const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
@@ -41,11 +48,14 @@ export function ipv6Groups(host: string): number[] | null {
   if (dotted) {
     const v4 = ipv4Octets(dotted[1]!);
     if (!v4) return null;
-    text = text.slice(0, -dotted[1]!.length) + `${((v4[0]! << 8) | v4[1]!).toString(16)}:${((v4[2]! << 8) | v4[3]!).toString(16)}`;
+    text =
+      text.slice(0, -dotted[1]!.length) +
+      `${((v4[0]! << 8) | v4[1]!).toString(16)}:${((v4[2]! << 8) | v4[3]!).toString(16)}`;
   }
   const halves = text.split("::");
   if (halves.length > 2) return null;
-  const parse = (part: string) => (part === "" ? [] : part.split(":").map((g) => (/^[0-9a-f]{1,4}$/.test(g) ? parseInt(g, 16) : NaN)));
+  const parse = (part: string) =>
+    part === "" ? [] : part.split(":").map((g) => (/^[0-9a-f]{1,4}$/.test(g) ? parseInt(g, 16) : NaN));
   const head = parse(halves[0]!);
   const tail = halves.length === 2 ? parse(halves[1]!) : [];
   const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
@@ -89,7 +99,8 @@ export function checkWebhookUrl(raw: string, environment: "development" | "test"
   // A trailing dot is the same DNS name ("localhost." is localhost): judge the name without it.
   const host = url.hostname.toLowerCase().replace(/\.$/, "");
   const local = environment !== "production";
-  if (local && isLoopbackHost(host) && (url.protocol === "http:" || url.protocol === "https:")) return { ok: true, url };
+  if (local && isLoopbackHost(host) && (url.protocol === "http:" || url.protocol === "https:"))
+    return { ok: true, url };
   if (url.protocol !== "https:") return { ok: false, reason: "https_required" };
   if (host.startsWith("[")) {
     const groups = ipv6Groups(host.slice(1, -1));
@@ -98,6 +109,7 @@ export function checkWebhookUrl(raw: string, environment: "development" | "test"
   }
   const v4 = ipv4Octets(host);
   if (v4) return isForbiddenIpv4(v4) ? { ok: false, reason: "forbidden_address" } : { ok: true, url };
-  if (!host.includes(".") || BLOCKED_NAMES.some((pattern) => pattern.test(host))) return { ok: false, reason: "forbidden_host" };
+  if (!host.includes(".") || BLOCKED_NAMES.some((pattern) => pattern.test(host)))
+    return { ok: false, reason: "forbidden_host" };
   return { ok: true, url };
 }

@@ -1,14 +1,33 @@
-import { createPublicClient, decodeFunctionResult, defineChain, encodeFunctionData, formatTransactionReceipt, http, type Hex, type PublicClient, type RpcTransactionReceipt } from "viem";
+import {
+  createPublicClient,
+  decodeFunctionResult,
+  defineChain,
+  encodeFunctionData,
+  formatTransactionReceipt,
+  http,
+  type Hex,
+  type PublicClient,
+  type RpcTransactionReceipt,
+} from "viem";
 import type { X402Settings } from "../env";
 
 /** The part of the EIP-3009 token the service uses. */
 export const EIP3009_ABI = [
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] },
+  {
+    type: "function",
+    name: "balanceOf",
+    stateMutability: "view",
+    inputs: [{ name: "account", type: "address" }],
+    outputs: [{ type: "uint256" }],
+  },
   {
     type: "function",
     name: "authorizationState",
     stateMutability: "view",
-    inputs: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }],
+    inputs: [
+      { name: "authorizer", type: "address" },
+      { name: "nonce", type: "bytes32" },
+    ],
     outputs: [{ type: "bool" }],
   },
   {
@@ -31,17 +50,27 @@ export const EIP3009_ABI = [
   {
     type: "event",
     name: "Transfer",
-    inputs: [{ name: "from", type: "address", indexed: true }, { name: "to", type: "address", indexed: true }, { name: "value", type: "uint256", indexed: false }],
+    inputs: [
+      { name: "from", type: "address", indexed: true },
+      { name: "to", type: "address", indexed: true },
+      { name: "value", type: "uint256", indexed: false },
+    ],
   },
   {
     type: "event",
     name: "AuthorizationUsed",
-    inputs: [{ name: "authorizer", type: "address", indexed: true }, { name: "nonce", type: "bytes32", indexed: true }],
+    inputs: [
+      { name: "authorizer", type: "address", indexed: true },
+      { name: "nonce", type: "bytes32", indexed: true },
+    ],
   },
   {
     type: "event",
     name: "AuthorizationCanceled",
-    inputs: [{ name: "authorizer", type: "address", indexed: true }, { name: "nonce", type: "bytes32", indexed: true }],
+    inputs: [
+      { name: "authorizer", type: "address", indexed: true },
+      { name: "nonce", type: "bytes32", indexed: true },
+    ],
   },
 ] as const;
 
@@ -57,7 +86,12 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
 } as const;
 
 export const chainOf = (x: X402Settings) =>
-  defineChain({ id: x.chainId, name: x.network, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [x.rpcUrl] } } });
+  defineChain({
+    id: x.chainId,
+    name: x.network,
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [x.rpcUrl] } },
+  });
 
 const clients = new Map<string, PublicClient>();
 
@@ -66,7 +100,12 @@ export function publicClientOf(x: X402Settings): PublicClient {
   const key = `${x.chainId}:${x.rpcUrl}`;
   let client = clients.get(key);
   if (!client) {
-    client = createPublicClient({ chain: chainOf(x), transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 1 }), pollingInterval: 250, cacheTime: 0 }) as PublicClient;
+    client = createPublicClient({
+      chain: chainOf(x),
+      transport: http(x.rpcUrl, { timeout: 10_000, retryCount: 1 }),
+      pollingInterval: 250,
+      cacheTime: 0,
+    }) as PublicClient;
     clients.set(key, client);
   }
   return client;
@@ -108,7 +147,8 @@ async function postRpc(x: X402Settings, payload: unknown): Promise<unknown> {
   } catch {
     throw new RpcTransportError(`RPC answered HTTP ${status} without JSON`);
   }
-  if ((status < 200 || status > 299) && !rpcErrorMessage(body)) throw new RpcTransportError(`RPC answered HTTP ${status}`);
+  if ((status < 200 || status > 299) && !rpcErrorMessage(body))
+    throw new RpcTransportError(`RPC answered HTTP ${status}`);
   return body;
 }
 
@@ -118,7 +158,10 @@ async function postRpc(x: X402Settings, payload: unknown): Promise<unknown> {
  * the same request without the client's per-call work (a timeout error built up front for each call).
  */
 export async function rpcBatch(x: X402Settings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
-  const answers = await postRpc(x, calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c })));
+  const answers = await postRpc(
+    x,
+    calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c })),
+  );
   if (!Array.isArray(answers)) throw new Error(rpcErrorMessage(answers) ?? "RPC answered a batch with something else");
   const byId = new Map((answers as (RpcAnswer & { id: number })[]).map((a) => [a.id, a]));
   return calls.map((_, id) => byId.get(id) ?? { error: { message: "no answer in the batch" } });
@@ -130,7 +173,12 @@ export async function rpcBatch(x: X402Settings, calls: { method: string; params:
  * answer, a timeout, an HTTP error without a JSON-RPC one); a send is never retried, since the
  * node may have taken it.
  */
-export async function rpcCall<T = unknown>(x: X402Settings, method: string, params: unknown[], { retry = false } = {}): Promise<T> {
+export async function rpcCall<T = unknown>(
+  x: X402Settings,
+  method: string,
+  params: unknown[],
+  { retry = false } = {},
+): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       const answer = (await postRpc(x, { jsonrpc: "2.0", id: 1, method, params })) as RpcAnswer | null;
@@ -158,7 +206,9 @@ export async function rpcCall<T = unknown>(x: X402Settings, method: string, para
 export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
   const deadline = Date.now() + timeoutMs;
   for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
-    const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], { retry: true });
+    const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], {
+      retry: true,
+    });
     if (receipt) return formatTransactionReceipt(receipt);
     if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, wait));
@@ -172,9 +222,20 @@ export async function receiptNow(x: X402Settings, hash: `0x${string}`) {
 }
 
 /** A read of the token at `block` (the latest by default), as one JSON-RPC call (alone, or in a batch). */
-export const tokenCall = (x: X402Settings, functionName: "authorizationState" | "balanceOf", args: readonly unknown[], block = "latest") => ({
+export const tokenCall = (
+  x: X402Settings,
+  functionName: "authorizationState" | "balanceOf",
+  args: readonly unknown[],
+  block = "latest",
+) => ({
   method: "eth_call",
-  params: [{ to: x.asset, data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]) }, block],
+  params: [
+    {
+      to: x.asset,
+      data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]),
+    },
+    block,
+  ],
 });
 
 /** Whether the token marks `payer`'s authorization `nonce` used, at the latest block. */
@@ -189,6 +250,7 @@ const RECEIPT_FIRST_WAIT_MS = 25;
 
 /** The first line of an error's message, at most 200 characters (viem's short message when it has one). */
 export function shortError(error: unknown): string {
-  const text = error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
+  const text =
+    error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
   return text.split("\n")[0]!.slice(0, 200);
 }

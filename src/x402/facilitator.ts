@@ -45,7 +45,9 @@ function pickLane(lanes: `0x${string}`[], now: number): `0x${string}` {
 
 /** What a chain check that did not pass answers as verification: refused, or not decided at all. */
 function chainRefusal(check: Exclude<TransferCheck, { kind: "valid" }>): FacilitatorVerify {
-  return check.kind === "unavailable" ? { isValid: false, unavailable: "chain_unavailable", reason: check.reason } : { isValid: false, invalidReason: check.reason };
+  return check.kind === "unavailable"
+    ? { isValid: false, unavailable: "chain_unavailable", reason: check.reason }
+    : { isValid: false, invalidReason: check.reason };
 }
 
 /**
@@ -72,7 +74,8 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
       let prepared = checked?.payment === payment ? checked.prepared : null;
       if (!prepared) {
         const check = await checkTransfer(x, terms, payment, gasFrom);
-        if (check.kind !== "valid" || !check.prepared) return { kind: "failed", reason: check.kind === "valid" ? "simulation_failed" : check.reason };
+        if (check.kind !== "valid" || !check.prepared)
+          return { kind: "failed", reason: check.kind === "valid" ? "simulation_failed" : check.reason };
         prepared = check.prepared;
       }
       const gasAddress = pickLane(lanes, Date.now());
@@ -83,7 +86,9 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
       try {
         const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
-        return receipt.status === "success" ? { kind: "settled", transaction: sent.transaction } : { kind: "failed", reason: "transaction_reverted" };
+        return receipt.status === "success"
+          ? { kind: "settled", transaction: sent.transaction }
+          : { kind: "failed", reason: "transaction_reverted" };
       } catch (error) {
         return { kind: "unknown", reason: `receipt_unavailable: ${shortError(error)}`, transaction: sent.transaction };
       }
@@ -116,8 +121,15 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
       try {
         const { ok, body } = await call("verify", payment, terms);
         // An answer about the payment carries isValid (the reference client reads it from a non-2xx reply too).
-        if (typeof body.isValid !== "boolean") return { isValid: false, unavailable: "facilitator_unavailable", reason: `verify answered ${ok ? "without isValid" : "an HTTP error"}` };
-        return body.isValid ? { isValid: true } : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
+        if (typeof body.isValid !== "boolean")
+          return {
+            isValid: false,
+            unavailable: "facilitator_unavailable",
+            reason: `verify answered ${ok ? "without isValid" : "an HTTP error"}`,
+          };
+        return body.isValid
+          ? { isValid: true }
+          : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
       } catch (error) {
         // Not an answer about the payment: nothing was reserved, and the same payment may be sent again.
         return { isValid: false, unavailable: "facilitator_unavailable", reason: shortError(error) };
@@ -132,13 +144,22 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
         return { kind: "unknown", reason: `facilitator_timeout: ${shortError(error)}`, transaction: null };
       }
       const { ok, body } = answer;
-      const transaction = typeof body.transaction === "string" && /^0x[0-9a-fA-F]{64}$/.test(body.transaction) ? (body.transaction as `0x${string}`) : null;
+      const transaction =
+        typeof body.transaction === "string" && /^0x[0-9a-fA-F]{64}$/.test(body.transaction)
+          ? (body.transaction as `0x${string}`)
+          : null;
       const reason = String(body.errorReason ?? "settle_failed");
       if (body.success === true && transaction) return { kind: "settled", transaction };
       // No settle reply at all (a gateway's 504, a body without success): it may have broadcast.
-      if (typeof body.success !== "boolean") return { kind: "unknown", reason: `facilitator_error: ${ok ? "a 2xx" : "an HTTP error"} without a settle reply`, transaction };
+      if (typeof body.success !== "boolean")
+        return {
+          kind: "unknown",
+          reason: `facilitator_error: ${ok ? "a 2xx" : "an HTTP error"} without a settle reply`,
+          transaction,
+        };
       // Broadcast but unconfirmed, a failure it cannot explain, or one with a hash: it may have moved money.
-      if (transaction || reason === "settlement_pending" || reason === "unexpected_settle_error") return { kind: "unknown", reason, transaction };
+      if (transaction || reason === "settlement_pending" || reason === "unexpected_settle_error")
+        return { kind: "unknown", reason, transaction };
       return { kind: "failed", reason };
     },
   };

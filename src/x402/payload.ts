@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { decodeUtf8, findJsonTextIssue } from "../lib/strict-json";
 
-const hex = (bytes?: number) => z.string().regex(bytes ? new RegExp(`^0x[0-9a-fA-F]{${bytes * 2}}$`) : /^0x[0-9a-fA-F]+$/);
+const hex = (bytes?: number) =>
+  z.string().regex(bytes ? new RegExp(`^0x[0-9a-fA-F]{${bytes * 2}}$`) : /^0x[0-9a-fA-F]+$/);
 const uintString = z.string().regex(/^\d{1,78}$/);
 
 // Addresses in any letter case (EIP-712 signs their bytes), compared in lower case: a checksum is not asked of a payload.
@@ -16,11 +17,18 @@ const Authorization = z.object({
 
 const ExactPayload = z.object({ signature: hex(), authorization: Authorization });
 
-const PayloadV1 = z.object({ x402Version: z.literal(1), scheme: z.string(), network: z.string(), payload: ExactPayload });
+const PayloadV1 = z.object({
+  x402Version: z.literal(1),
+  scheme: z.string(),
+  network: z.string(),
+  payload: ExactPayload,
+});
 
 const PayloadV2 = z.object({
   x402Version: z.literal(2),
-  accepted: z.object({ scheme: z.string(), network: z.string(), amount: uintString, asset: hex(20), payTo: hex(20) }).passthrough(),
+  accepted: z
+    .object({ scheme: z.string(), network: z.string(), amount: uintString, asset: hex(20), payTo: hex(20) })
+    .passthrough(),
   payload: ExactPayload,
   resource: z.unknown().optional(),
   extensions: z.unknown().optional(),
@@ -65,7 +73,15 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
   const v1 = PayloadV1.safeParse(json);
   if (v1.success) {
     const p = v1.data;
-    return { version: 1, scheme: p.scheme, network: p.network, accepted: null, authorization: p.payload.authorization, signature: p.payload.signature as `0x${string}`, raw: json };
+    return {
+      version: 1,
+      scheme: p.scheme,
+      network: p.network,
+      accepted: null,
+      authorization: p.payload.authorization,
+      signature: p.payload.signature as `0x${string}`,
+      raw: json,
+    };
   }
   const v2 = PayloadV2.safeParse(json);
   if (v2.success) {
@@ -74,7 +90,11 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
       version: 2,
       scheme: p.accepted.scheme,
       network: p.accepted.network,
-      accepted: { asset: p.accepted.asset.toLowerCase(), payTo: p.accepted.payTo.toLowerCase(), amount: p.accepted.amount },
+      accepted: {
+        asset: p.accepted.asset.toLowerCase(),
+        payTo: p.accepted.payTo.toLowerCase(),
+        amount: p.accepted.amount,
+      },
       authorization: p.payload.authorization,
       signature: p.payload.signature as `0x${string}`,
       raw: json,

@@ -14,7 +14,8 @@ export interface ReceivingOwner {
 }
 
 /** The receiving address at `index` (BIP-44 path m/44'/60'/1'/0/index of the receiving key). */
-export const receivingAddressAt = (mnemonic: string, index: number): `0x${string}` => hdAddressAt(mnemonic, RECEIVING_ACCOUNT, index);
+export const receivingAddressAt = (mnemonic: string, index: number): `0x${string}` =>
+  hdAddressAt(mnemonic, RECEIVING_ACCOUNT, index);
 
 /** The owner's receiving address, if it has one: read beside the payment's other lookups. */
 export const receivingAddressStatement = (db: D1Database, ownerId: string) =>
@@ -29,7 +30,12 @@ export type ReceivingRow = { idx: number; address: string | null };
  * stored index, so an assignment interrupted before the address was written is completed the next
  * time, never given a second index. Pass the row already read, if any, to skip the first trip.
  */
-export async function ensureReceivingAddress(env: Env, x: X402Settings, owner: ReceivingOwner, known?: ReceivingRow | null): Promise<`0x${string}`> {
+export async function ensureReceivingAddress(
+  env: Env,
+  x: X402Settings,
+  owner: ReceivingOwner,
+  known?: ReceivingRow | null,
+): Promise<`0x${string}`> {
   let row = known ?? null;
   if (!row) {
     const [, read] = await env.DB.batch<ReceivingRow>([
@@ -44,7 +50,9 @@ export async function ensureReceivingAddress(env: Env, x: X402Settings, owner: R
   }
   if (row.address) return row.address as `0x${string}`;
   const address = receivingAddressAt(x.receivingMnemonic, row.idx).toLowerCase() as `0x${string}`;
-  await env.DB.prepare("UPDATE receiving_addresses SET address = ? WHERE idx = ? AND address IS NULL").bind(address, row.idx).run();
+  await env.DB.prepare("UPDATE receiving_addresses SET address = ? WHERE idx = ? AND address IS NULL")
+    .bind(address, row.idx)
+    .run();
   return address;
 }
 
@@ -86,12 +94,27 @@ export async function receivingReport(env: Env, x: X402Settings, limit: number):
       "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
     ),
   ]);
-  const rows = listed!.results as { address: string; ownerKind: string; ownerId: string; merchantId: string; payments: number; received: number; lastPaymentAt: string }[];
+  const rows = listed!.results as {
+    address: string;
+    ownerKind: string;
+    ownerId: string;
+    merchantId: string;
+    payments: number;
+    received: number;
+    lastPaymentAt: string;
+  }[];
   const total = totals!.results[0] as { addresses: number; payments: number; received: number };
-  const held = await balancesAt(x, rows.map((r) => r.address));
+  const held = await balancesAt(
+    x,
+    rows.map((r) => r.address),
+  );
   return {
     asOfBlock: held?.block ?? null,
-    totals: { addresses: total.addresses, payments: total.payments, receivedBaseUnits: BigInt(total.received).toString() },
+    totals: {
+      addresses: total.addresses,
+      payments: total.payments,
+      receivedBaseUnits: BigInt(total.received).toString(),
+    },
     addresses: rows.map((r, i) => ({
       address: r.address,
       ownerKind: r.ownerKind,
@@ -110,7 +133,10 @@ async function balancesAt(x: X402Settings, addresses: string[]): Promise<{ block
   try {
     const block = await rpcCall<string>(x, "eth_blockNumber", [], { retry: true });
     if (addresses.length === 0) return { block: Number(block), balances: [] };
-    const answers = await rpcBatch(x, addresses.map((a) => tokenCall(x, "balanceOf", [a], block)));
+    const answers = await rpcBatch(
+      x,
+      addresses.map((a) => tokenCall(x, "balanceOf", [a], block)),
+    );
     const balances = answers.map((answer) => {
       if (answer.error || typeof answer.result !== "string") throw new Error(answer.error?.message ?? "no result");
       return BigInt(answer.result === "0x" ? 0 : answer.result);

@@ -28,7 +28,8 @@ export interface OpenPayment {
 export type Reconciliation = "credited" | "failed" | "waiting";
 
 /** The columns of an x402 payment that reconciliation reads, as an OpenPayment. */
-export const OPEN_PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo FROM x402_payments";
+export const OPEN_PAYMENT_SELECT =
+  "SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo FROM x402_payments";
 
 /**
  * Settles the fate of a payment whose outcome was lost or reported failed, from the chain alone:
@@ -39,7 +40,12 @@ export const OPEN_PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, payer, non
  * else may have submitted the authorization first (the funds still go to the signed `to`), and
  * then ours reverted; the token's AuthorizationUsed log names the one that used it.
  */
-export async function reconcilePayment(env: Env, x: X402Settings, p: OpenPayment, nowSeconds = Math.floor(Date.now() / 1000)): Promise<Reconciliation> {
+export async function reconcilePayment(
+  env: Env,
+  x: X402Settings,
+  p: OpenPayment,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): Promise<Reconciliation> {
   if (!(await authorizationUsed(x, p.payer, p.nonce))) {
     // Our clock may run ahead of the chain's: a transaction still waiting could land in a block
     // stamped before validBefore, so expiry waits out the skew the checks tolerate.
@@ -77,8 +83,17 @@ type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
 /** Did this transaction move the payment's value from its payer to the address it pays? */
 function paysUs(x: X402Settings, p: OpenPayment, receipt: Receipt): boolean {
   if (receipt.status !== "success") return false;
-  const transfers = parseEventLogs({ abi: EIP3009_ABI, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)) });
-  return transfers.some((t) => isAddressEqual(t.args.from, p.payer) && isAddressEqual(t.args.to, p.payTo ?? x.payTo) && t.args.value === BigInt(p.value));
+  const transfers = parseEventLogs({
+    abi: EIP3009_ABI,
+    eventName: "Transfer",
+    logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)),
+  });
+  return transfers.some(
+    (t) =>
+      isAddressEqual(t.args.from, p.payer) &&
+      isAddressEqual(t.args.to, p.payTo ?? x.payTo) &&
+      t.args.value === BigInt(p.value),
+  );
 }
 
 /**
@@ -86,15 +101,29 @@ function paysUs(x: X402Settings, p: OpenPayment, receipt: Receipt): boolean {
  * (AuthorizationUsed), a cancellation by the payer (AuthorizationCanceled, USDC's
  * `cancelAuthorization`), or nothing in reach yet (a node whose logs lag its state).
  */
-async function fateOnChain(x: X402Settings, p: OpenPayment): Promise<{ kind: "used"; transaction: `0x${string}` } | { kind: "canceled" } | { kind: "unseen" }> {
-  const [usedTopic, authorizer, nonce] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationUsed", args: { authorizer: p.payer, nonce: p.nonce } });
+async function fateOnChain(
+  x: X402Settings,
+  p: OpenPayment,
+): Promise<{ kind: "used"; transaction: `0x${string}` } | { kind: "canceled" } | { kind: "unseen" }> {
+  const [usedTopic, authorizer, nonce] = encodeEventTopics({
+    abi: EIP3009_ABI,
+    eventName: "AuthorizationUsed",
+    args: { authorizer: p.payer, nonce: p.nonce },
+  });
   const [canceledTopic] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationCanceled" });
   const head = BigInt(await rpcCall<string>(x, "eth_blockNumber", [], { retry: true }));
   const fromBlock = head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n;
   const logs = await rpcCall<{ topics: string[]; transactionHash: `0x${string}` }[]>(
     x,
     "eth_getLogs",
-    [{ address: x.asset, fromBlock: toHex(fromBlock), toBlock: toHex(head), topics: [[usedTopic, canceledTopic], authorizer, nonce] }],
+    [
+      {
+        address: x.asset,
+        fromBlock: toHex(fromBlock),
+        toBlock: toHex(head),
+        topics: [[usedTopic, canceledTopic], authorizer, nonce],
+      },
+    ],
     { retry: true },
   );
   const used = logs.find((log) => log.topics[0] === usedTopic);
@@ -110,13 +139,22 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
   const open = await env.DB.prepare(
     `${OPEN_PAYMENT_SELECT}
      WHERE status = 'unknown' OR (status = 'settling' AND updated_at <= ?) ORDER BY updated_at LIMIT 50`,
-  ).bind(nowIso(now - STALE_SETTLING_MS)).all<OpenPayment>();
+  )
+    .bind(nowIso(now - STALE_SETTLING_MS))
+    .all<OpenPayment>();
   for (const payment of open.results) {
     try {
       counts[await reconcilePayment(env, x, payment)]++;
     } catch (error) {
       counts.waiting++;
-      console.error(JSON.stringify({ level: "warn", where: "x402_reconcile", paymentId: payment.id, error: String(error).slice(0, 300) }));
+      console.error(
+        JSON.stringify({
+          level: "warn",
+          where: "x402_reconcile",
+          paymentId: payment.id,
+          error: String(error).slice(0, 300),
+        }),
+      );
     }
   }
   return counts;

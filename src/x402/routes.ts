@@ -43,7 +43,13 @@ function settlementHeaders(c: Context<AppEnv>, settlement: Record<string, unknow
   c.header("PAYMENT-RESPONSE", base64Json({ ...settlement, network: x ? caip2(x.chainId) : "" }));
 }
 
-function paymentRequired(c: Context<AppEnv>, terms: Terms, error: string, extra: Record<string, unknown> = {}, settlement?: Record<string, unknown>) {
+function paymentRequired(
+  c: Context<AppEnv>,
+  terms: Terms,
+  error: string,
+  extra: Record<string, unknown> = {},
+  settlement?: Record<string, unknown>,
+) {
   c.header("Cache-Control", "no-store");
   c.header("PAYMENT-REQUIRED", base64Json(terms.paymentRequired));
   if (settlement) settlementHeaders(c, settlement);
@@ -61,18 +67,36 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
     case "invalid":
       return paymentRequired(c, outcome.terms, "Pago inválido", { invalidReason: outcome.reason });
     case "settle_failed":
-      return paymentRequired(c, outcome.terms, "Liquidación fallida", { errorReason: outcome.reason }, { success: false, transaction: "", network, payer: outcome.payer, errorReason: outcome.reason });
+      return paymentRequired(
+        c,
+        outcome.terms,
+        "Liquidación fallida",
+        { errorReason: outcome.reason },
+        { success: false, transaction: "", network, payer: outcome.payer, errorReason: outcome.reason },
+      );
     case "settled":
       // Settled on chain means paid: the credit either committed now or was made by reconciliation.
       settlementHeaders(c, { success: true, transaction: outcome.transaction, network, payer: outcome.payer });
-      return c.json({ chargeId: outcome.chargeId, status: "paid", settlement: { success: true, transaction: outcome.transaction } }, 200);
+      return c.json(
+        { chargeId: outcome.chargeId, status: "paid", settlement: { success: true, transaction: outcome.transaction } },
+        200,
+      );
     case "pending":
       // Never a fresh 402 while a settlement may have moved money: the client waits and asks again.
       c.header("Retry-After", "5");
-      return c.json({ chargeId: outcome.chargeId, status: "pending", settlement: { success: false, pending: true, transaction: outcome.transaction } }, 202);
+      return c.json(
+        {
+          chargeId: outcome.chargeId,
+          status: "pending",
+          settlement: { success: false, pending: true, transaction: outcome.transaction },
+        },
+        202,
+      );
     case "unavailable":
       // Nothing was reserved and nothing sent: the same payment can simply be sent again. The cause stays in the log.
-      console.error(JSON.stringify({ level: "warn", where: "x402_verify", error: outcome.error, reason: outcome.reason }));
+      console.error(
+        JSON.stringify({ level: "warn", where: "x402_verify", error: outcome.error, reason: outcome.reason }),
+      );
       c.header("Retry-After", "5");
       return c.json({ error: outcome.error }, 503);
     case "charge_not_found":

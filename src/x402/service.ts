@@ -2,7 +2,14 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { dbOf } from "../db/client";
 import { executeBatch } from "../db/batch";
-import { chargeCreationStatements, chargeRowStatement, chargeView, newPendingCharge, type ChargeRow, type ChargeView } from "../charges/service";
+import {
+  chargeCreationStatements,
+  chargeRowStatement,
+  chargeView,
+  newPendingCharge,
+  type ChargeRow,
+  type ChargeView,
+} from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
 import { linkActiveCheck, x402PaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
@@ -43,25 +50,39 @@ interface PaymentRow {
 /** What is being paid: a stored charge, or a charge born from a checkout link with this payment. */
 export type X402Target =
   | { kind: "charge"; charge: ChargeRow }
-  | { kind: "checkout"; link: { id: string; merchantId: string; amountMinor: number; description: string; externalId: string | null }; merchantName: string };
+  | {
+      kind: "checkout";
+      link: { id: string; merchantId: string; amountMinor: number; description: string; externalId: string | null };
+      merchantName: string;
+    };
 
 /** A target as a request names it: a stored charge by id is read with the payment's own lookups, in one round trip. */
 export type X402TargetRef = X402Target | { kind: "charge_id"; chargeId: string };
 
 const targetAmount = (t: X402Target) => (t.kind === "charge" ? t.charge.amountMinor : t.link.amountMinor);
-const targetDescription = (t: X402Target) => (t.kind === "charge" ? (t.charge.description ?? `Charge ${t.charge.id}`) : t.link.description);
+const targetDescription = (t: X402Target) =>
+  t.kind === "charge" ? (t.charge.description ?? `Charge ${t.charge.id}`) : t.link.description;
 
 /** Whose receiving address an authorization for this target pays: the charge's own, or the link's. */
 const ownerOf = (t: X402Target): ReceivingOwner =>
-  t.kind === "charge" ? { kind: "charge", id: t.charge.id, merchantId: t.charge.merchantId } : { kind: "checkout_link", id: t.link.id, merchantId: t.link.merchantId };
+  t.kind === "charge"
+    ? { kind: "charge", id: t.charge.id, merchantId: t.charge.merchantId }
+    : { kind: "checkout_link", id: t.link.id, merchantId: t.link.merchantId };
 
 /** The terms of a target: its amount, to its own receiving address (assigned on first use). */
-export async function termsForTarget(env: Env, x: X402Settings, target: X402Target, resource: string, known?: ReceivingRow | null): Promise<Terms> {
+export async function termsForTarget(
+  env: Env,
+  x: X402Settings,
+  target: X402Target,
+  resource: string,
+  known?: ReceivingRow | null,
+): Promise<Terms> {
   const payTo = await ensureReceivingAddress(env, x, ownerOf(target), known);
   return termsFor(x, resource, targetAmount(target), targetDescription(target), payTo);
 }
 
-const PAYMENT_SELECT = "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer FROM x402_payments";
+const PAYMENT_SELECT =
+  "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer FROM x402_payments";
 
 const paymentStatement = (env: Env, x: X402Settings, payment: DecodedPayment) =>
   env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`).bind(
@@ -90,7 +111,12 @@ async function lookUp(env: Env, x: X402Settings, ref: X402TargetRef, payment: De
   ];
   const results = await env.DB.batch<Record<string, unknown>>(reads);
   const [charge, receiving, earlier, listed] = ref.kind === "charge_id" ? results : [undefined, ...results];
-  const target: X402Target | null = ref.kind !== "charge_id" ? ref : charge?.results[0] ? { kind: "charge", charge: charge.results[0] as ChargeRow } : null;
+  const target: X402Target | null =
+    ref.kind !== "charge_id"
+      ? ref
+      : charge?.results[0]
+        ? { kind: "charge", charge: charge.results[0] as ChargeRow }
+        : null;
   return {
     target,
     receiving: (receiving?.results[0] as ReceivingRow | undefined) ?? null,
@@ -121,7 +147,13 @@ function sameTarget(earlier: PaymentRow, target: X402Target, terms: Terms): bool
  *   3. settle; credit the merchant in one ledger batch guarded by the claim.
  * An unknown settlement outcome keeps the claim and is reconciled later.
  */
-export async function payWithX402(env: Env, ref: X402TargetRef, resource: string, header: string, facilitator?: Facilitator): Promise<X402Outcome> {
+export async function payWithX402(
+  env: Env,
+  ref: X402TargetRef,
+  resource: string,
+  header: string,
+  facilitator?: Facilitator,
+): Promise<X402Outcome> {
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
   const payment = decodePaymentHeader(header);
@@ -132,7 +164,8 @@ export async function payWithX402(env: Env, ref: X402TargetRef, resource: string
   const payer = payment.authorization.from.toLowerCase();
 
   if (earlier && earlier.status !== "failed") {
-    if (!sameTarget(earlier, target, terms)) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
+    if (!sameTarget(earlier, target, terms))
+      return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
     return earlier.status === "settled"
       ? { kind: "settled", chargeId: earlier.chargeId, transaction: earlier.txHash ?? "", payer }
       : { kind: "pending", chargeId: earlier.chargeId, transaction: earlier.txHash, payer };
@@ -148,23 +181,32 @@ export async function payWithX402(env: Env, ref: X402TargetRef, resource: string
   const chosen = facilitator ?? facilitatorOf(env, x);
   const remoteVerdict = await chosen.verify(payment, terms);
   if (!remoteVerdict.isValid) {
-    if ("unavailable" in remoteVerdict) return { kind: "unavailable", error: remoteVerdict.unavailable, reason: remoteVerdict.reason };
+    if ("unavailable" in remoteVerdict)
+      return { kind: "unavailable", error: remoteVerdict.unavailable, reason: remoteVerdict.reason };
     return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
   }
 
   const reserved = await reserve(env, x, target, terms, payment, earlier);
-  if (reserved.kind !== "reserved") return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
+  if (reserved.kind !== "reserved")
+    return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
 
   const settled = await chosen.settle(payment, terms);
   const { paymentId, charge } = reserved;
   const pending = (transaction: `0x${string}` | null, reason: string): Promise<X402Outcome> =>
-    leaveToReconciliation(env, paymentId, transaction, reason).then(() => ({ kind: "pending", chargeId: charge.id, transaction, payer }));
+    leaveToReconciliation(env, paymentId, transaction, reason).then(() => ({
+      kind: "pending",
+      chargeId: charge.id,
+      transaction,
+      payer,
+    }));
   if (settled.kind === "settled") {
     try {
       await credit(env, x, charge, paymentId, payer, settled.transaction);
     } catch (error) {
       // The money moved: the payer must not be told otherwise, and reconciliation credits it from the chain.
-      console.error(JSON.stringify({ level: "error", where: "x402_credit", paymentId, error: String(error).slice(0, 300) }));
+      console.error(
+        JSON.stringify({ level: "error", where: "x402_credit", paymentId, error: String(error).slice(0, 300) }),
+      );
       return pending(settled.transaction, "credit_failed");
     }
     return { kind: "settled", chargeId: charge.id, transaction: settled.transaction, payer };
@@ -187,15 +229,24 @@ export async function payWithX402(env: Env, ref: X402TargetRef, resource: string
  * Marks a settlement whose outcome the chain must decide (kept claimed, with the transaction if one
  * is known) and has the settler watch it, so an alarm reconciles it soon.
  */
-async function leaveToReconciliation(env: Env, paymentId: string, transaction: `0x${string}` | null, reason: string): Promise<void> {
-  await env.DB.prepare("UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'")
+async function leaveToReconciliation(
+  env: Env,
+  paymentId: string,
+  transaction: `0x${string}` | null,
+  reason: string,
+): Promise<void> {
+  await env.DB.prepare(
+    "UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'",
+  )
     .bind(transaction, reason.slice(0, 300), nowIso(), paymentId)
     .run();
   try {
     await settlerOf(env).watch(paymentId);
   } catch (error) {
     // The minute cron reconciles whatever no alarm watches.
-    console.error(JSON.stringify({ level: "warn", where: "x402_watch", paymentId, error: String(error).slice(0, 200) }));
+    console.error(
+      JSON.stringify({ level: "warn", where: "x402_watch", paymentId, error: String(error).slice(0, 200) }),
+    );
   }
 }
 
@@ -204,18 +255,41 @@ type Reservation =
   | { kind: "outcome"; outcome: X402Outcome }
   | { kind: "refused"; reason: string };
 
-async function reserve(env: Env, x: X402Settings, target: X402Target, terms: Terms, payment: DecodedPayment, earlier: PaymentRow | null): Promise<Reservation> {
+async function reserve(
+  env: Env,
+  x: X402Settings,
+  target: X402Target,
+  terms: Terms,
+  payment: DecodedPayment,
+  earlier: PaymentRow | null,
+): Promise<Reservation> {
   const a = payment.authorization;
   const at = nowIso();
   const paymentId = earlier?.id ?? newId("x402Payment");
   const charge =
     target.kind === "charge"
       ? target.charge
-      : newPendingCharge(target.link.merchantId, { amountMinor: target.link.amountMinor, description: target.link.description, externalId: target.link.externalId, checkoutLinkId: target.link.id, x402Claim: paymentId }, at);
+      : newPendingCharge(
+          target.link.merchantId,
+          {
+            amountMinor: target.link.amountMinor,
+            description: target.link.description,
+            externalId: target.link.externalId,
+            checkoutLinkId: target.link.id,
+            x402Claim: paymentId,
+          },
+          at,
+        );
   const payload = canonicalJson({ authorization: a, signature: payment.signature, version: payment.version });
   const statements: SqlStatement[] = [];
   if (target.kind === "charge") {
-    statements.push(guard("charge_unavailable", "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)", charge.id));
+    statements.push(
+      guard(
+        "charge_unavailable",
+        "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
+        charge.id,
+      ),
+    );
     // A charge born from a checkout link is paid only while the link is active, whatever pays it.
     if (charge.checkoutLinkId) statements.push(guard(...linkActiveCheck(charge.checkoutLinkId)));
   } else {
@@ -224,18 +298,50 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, terms: Ter
   }
   if (earlier) {
     // A failed attempt with this authorization may be retried: the nonce was never used.
-    statements.push(guard("x402_payment_in_use", "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')", earlier.id));
-    statements.push(sqlStatement("UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, error = NULL, updated_at = ? WHERE id = ?", charge.id, terms.payTo.toLowerCase(), at, earlier.id));
+    statements.push(
+      guard(
+        "x402_payment_in_use",
+        "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')",
+        earlier.id,
+      ),
+    );
+    statements.push(
+      sqlStatement(
+        "UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, error = NULL, updated_at = ? WHERE id = ?",
+        charge.id,
+        terms.payTo.toLowerCase(),
+        at,
+        earlier.id,
+      ),
+    );
   } else {
     statements.push(
       sqlStatement(
         `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, status, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
-        paymentId, x.network, x.asset.toLowerCase(), a.from.toLowerCase(), a.nonce.toLowerCase(), charge.id, terms.payTo.toLowerCase(), a.value, Number(a.validBefore), payload, at, at,
+        paymentId,
+        x.network,
+        x.asset.toLowerCase(),
+        a.from.toLowerCase(),
+        a.nonce.toLowerCase(),
+        charge.id,
+        terms.payTo.toLowerCase(),
+        a.value,
+        Number(a.validBefore),
+        payload,
+        at,
+        at,
       ),
     );
   }
-  if (target.kind === "charge") statements.push(sqlStatement("UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL", paymentId, charge.id));
+  if (target.kind === "charge")
+    statements.push(
+      sqlStatement(
+        "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
+        paymentId,
+        charge.id,
+      ),
+    );
   try {
     await executeBatch(env.DB, statements);
     return { kind: "reserved", paymentId, charge };
@@ -246,11 +352,22 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, terms: Ter
     // else would be another's payment, which is refused without naming it.
     const sameAuthorization = await findPayment(env, x, payment);
     if (sameAuthorization && sameAuthorization.status !== "failed") {
-      if (!sameTarget(sameAuthorization, target, terms)) return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
-      return { kind: "outcome", outcome: { kind: "pending", chargeId: sameAuthorization.chargeId, transaction: sameAuthorization.txHash, payer: sameAuthorization.payer } };
+      if (!sameTarget(sameAuthorization, target, terms))
+        return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
+      return {
+        kind: "outcome",
+        outcome: {
+          kind: "pending",
+          chargeId: sameAuthorization.chargeId,
+          transaction: sameAuthorization.txHash,
+          payer: sameAuthorization.payer,
+        },
+      };
     }
     if (reason === "charge_unavailable" && target.kind === "charge") {
-      const current = await env.DB.prepare("SELECT status FROM charges WHERE id = ?").bind(charge.id).first<{ status: string }>();
+      const current = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")
+        .bind(charge.id)
+        .first<{ status: string }>();
       if (current?.status === "paid") {
         const paid = await dbOf(env.DB).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, charge.id) });
         if (paid) return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(paid) } };
@@ -263,15 +380,39 @@ async function reserve(env: Env, x: X402Settings, target: X402Target, terms: Ter
 }
 
 /** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
-export async function credit(env: Env, x: X402Settings, charge: ChargeRow, paymentId: string, payer: string, transaction: string): Promise<boolean> {
-  const result = await ledgerOf(env).commit(x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }));
+export async function credit(
+  env: Env,
+  x: X402Settings,
+  charge: ChargeRow,
+  paymentId: string,
+  payer: string,
+  transaction: string,
+): Promise<boolean> {
+  const result = await ledgerOf(env).commit(
+    x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
+  );
   return result.kind === "committed";
 }
 
 /** A definitive failure: the reservation is marked failed and the charge is open to other payments again. */
-export async function release(env: Env, paymentId: string, chargeId: string, reason: string, at: string): Promise<void> {
+export async function release(
+  env: Env,
+  paymentId: string,
+  chargeId: string,
+  reason: string,
+  at: string,
+): Promise<void> {
   await executeBatch(env.DB, [
-    sqlStatement("UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')", reason.slice(0, 300), at, paymentId),
-    sqlStatement("UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?", chargeId, paymentId),
+    sqlStatement(
+      "UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')",
+      reason.slice(0, 300),
+      at,
+      paymentId,
+    ),
+    sqlStatement(
+      "UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?",
+      chargeId,
+      paymentId,
+    ),
   ]);
 }

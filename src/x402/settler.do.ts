@@ -53,7 +53,13 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     // This object's nonce count is its own key's (its name says which): a call for another key, or to
     // the watcher, is a bug and never a send, since two senders for one key would reuse its nonces.
     if (this.ctx.id.name !== laneName(gasAddress)) {
-      console.error(JSON.stringify({ level: "error", where: "x402_settler", error: `${this.ctx.id.name ?? "(unnamed)"} asked to send for ${gasAddress}` }));
+      console.error(
+        JSON.stringify({
+          level: "error",
+          where: "x402_settler",
+          error: `${this.ctx.id.name ?? "(unnamed)"} asked to send for ${gasAddress}`,
+        }),
+      );
       return { kind: "rejected", reason: "settler_lane_mismatch" };
     }
     const ready: Ready = { x, account: gasAccountOf(key), ...prepared };
@@ -86,19 +92,31 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    */
   override async alarm(): Promise<void> {
     const x = settingsOf(this.env).x402;
-    const watched = [...(await this.ctx.storage.list({ prefix: PENDING })).keys()].map((key) => key.slice(PENDING.length));
+    const watched = [...(await this.ctx.storage.list({ prefix: PENDING })).keys()].map((key) =>
+      key.slice(PENDING.length),
+    );
     if (!x || watched.length === 0) return;
     const open = await this.env.DB.prepare(
       `${OPEN_PAYMENT_SELECT}
        WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('unknown', 'settling')`,
-    ).bind(JSON.stringify(watched)).all<OpenPayment>();
+    )
+      .bind(JSON.stringify(watched))
+      .all<OpenPayment>();
     const stillOpen = new Set<string>();
     for (const payment of open.results) {
       try {
         if ((await reconcilePayment(this.env, x, payment)) === "waiting") stillOpen.add(payment.id);
       } catch (error) {
         stillOpen.add(payment.id);
-        console.error(JSON.stringify({ level: "warn", where: "x402_settler_alarm", paymentId: payment.id, at: nowIso(), error: String(error).slice(0, 300) }));
+        console.error(
+          JSON.stringify({
+            level: "warn",
+            where: "x402_settler_alarm",
+            paymentId: payment.id,
+            at: nowIso(),
+            error: String(error).slice(0, 300),
+          }),
+        );
       }
     }
     await this.ctx.storage.delete(watched.filter((id) => !stillOpen.has(id)).map((id) => `${PENDING}${id}`));
@@ -112,15 +130,21 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    * answered, so the count includes all the node took; the sends already signed behind the failed
    * one are never handed over (they would leave a gap) and go again with fresh nonces.
    */
-  private async send({ x, account, data, gas, fees }: Ready, endTurn: () => void): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
+  private async send(
+    { x, account, data, gas, fees }: Ready,
+    endTurn: () => void,
+  ): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
     /** The signed transaction, once it is on its way to the node. */
     let handedOver: `0x${string}` | null = null;
     try {
       if (this.nextNonce === null) {
         await Promise.allSettled([...this.sending]);
-        const count = await rpcCall<unknown>(x, "eth_getTransactionCount", [account.address, "pending"], { retry: true });
+        const count = await rpcCall<unknown>(x, "eth_getTransactionCount", [account.address, "pending"], {
+          retry: true,
+        });
         // A count that is not a number is no nonce to sign with: nothing is sent (a definitive failure below).
-        if (typeof count !== "string" || !/^0x[0-9a-f]+$/i.test(count)) throw new Error(`eth_getTransactionCount answered ${String(count).slice(0, 40)}`);
+        if (typeof count !== "string" || !/^0x[0-9a-f]+$/i.test(count))
+          throw new Error(`eth_getTransactionCount answered ${String(count).slice(0, 40)}`);
         this.nextNonce = Number.parseInt(count, 16);
         this.lastSend = Promise.resolve();
       }

@@ -32,7 +32,12 @@ export interface Terms {
   /** The one address an authorization for these terms may pay (checksummed). */
   payTo: `0x${string}`;
   /** The v2 PaymentRequired object, sent base64 in the PAYMENT-REQUIRED header. */
-  paymentRequired: { x402Version: 2; error: string; resource: { url: string; description: string; mimeType: string }; accepts: RequirementsV2[] };
+  paymentRequired: {
+    x402Version: 2;
+    error: string;
+    resource: { url: string; description: string; mimeType: string };
+    accepts: RequirementsV2[];
+  };
   value: bigint;
 }
 
@@ -43,7 +48,13 @@ export const caip2 = (chainId: number) => `eip155:${chainId}`;
  * one charge or link. Deterministic: the same charge or link yields byte-identical terms in the
  * 402 and in the check of the paid retry.
  */
-export function termsFor(x: X402Settings, resource: string, amountMinor: number, description: string, receivingAddress: `0x${string}`): Terms {
+export function termsFor(
+  x: X402Settings,
+  resource: string,
+  amountMinor: number,
+  description: string,
+  receivingAddress: `0x${string}`,
+): Terms {
   const payTo = getAddress(receivingAddress);
   const value = centsToUsdcUnits(amountMinor);
   const extra = { name: x.assetName, version: x.assetVersion };
@@ -60,8 +71,27 @@ export function termsFor(x: X402Settings, resource: string, amountMinor: number,
     asset: x.asset,
     extra,
   };
-  const v2: RequirementsV2 = { scheme: "exact", network: caip2(x.chainId), amount: value.toString(), asset: x.asset, payTo, maxTimeoutSeconds: x.maxTimeoutSeconds, extra };
-  return { v1, v2, payTo, value, paymentRequired: { x402Version: 2, error: "Payment required", resource: { url: resource, description, mimeType }, accepts: [v2] } };
+  const v2: RequirementsV2 = {
+    scheme: "exact",
+    network: caip2(x.chainId),
+    amount: value.toString(),
+    asset: x.asset,
+    payTo,
+    maxTimeoutSeconds: x.maxTimeoutSeconds,
+    extra,
+  };
+  return {
+    v1,
+    v2,
+    payTo,
+    value,
+    paymentRequired: {
+      x402Version: 2,
+      error: "Payment required",
+      resource: { url: resource, description, mimeType },
+      accepts: [v2],
+    },
+  };
 }
 
 /** UTF-8 safe base64 of JSON (header values). */

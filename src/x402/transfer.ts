@@ -17,7 +17,10 @@ export interface Fees {
   maxPriorityFeePerGas: bigint;
 }
 
-export type TransferCheck = { kind: "valid"; prepared: PreparedTransfer | null } | { kind: "invalid"; reason: string } | { kind: "unavailable"; reason: string };
+export type TransferCheck =
+  | { kind: "valid"; prepared: PreparedTransfer | null }
+  | { kind: "invalid"; reason: string }
+  | { kind: "unavailable"; reason: string };
 
 /** How long one fee estimate serves the settlements that follow it (a block or two cannot outgrow its 1.2x headroom). */
 const FEES_FRESH_MS = 2_000;
@@ -47,7 +50,17 @@ export function transferCallData(payment: DecodedPayment): Hex | null {
   return encodeFunctionData({
     abi: EIP3009_ABI,
     functionName: "transferWithAuthorization",
-    args: [a.from as Hex, a.to as Hex, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as Hex, v, parts.r, parts.s],
+    args: [
+      a.from as Hex,
+      a.to as Hex,
+      BigInt(a.value),
+      BigInt(a.validAfter),
+      BigInt(a.validBefore),
+      a.nonce as Hex,
+      v,
+      parts.r,
+      parts.s,
+    ],
   });
 }
 
@@ -71,11 +84,19 @@ function feesFrom(block: RpcAnswer, tip: RpcAnswer): Fees {
  * latest state, so one that would revert is refused here, before anything is broadcast. The fees
  * ride along when the shared estimate is stale. The result is what the settler signs and sends.
  */
-export async function checkTransfer(x: X402Settings, terms: Terms, payment: DecodedPayment, gasFrom: Hex | null): Promise<TransferCheck> {
+export async function checkTransfer(
+  x: X402Settings,
+  terms: Terms,
+  payment: DecodedPayment,
+  gasFrom: Hex | null,
+): Promise<TransferCheck> {
   const a = payment.authorization;
   const data = gasFrom ? transferCallData(payment) : null;
   if (gasFrom && !data) return { kind: "invalid", reason: "invalid_exact_evm_payload_signature" };
-  const calls: { method: string; params: unknown[] }[] = [tokenCall(x, "authorizationState", [a.from, a.nonce]), tokenCall(x, "balanceOf", [a.from])];
+  const calls: { method: string; params: unknown[] }[] = [
+    tokenCall(x, "authorizationState", [a.from, a.nonce]),
+    tokenCall(x, "balanceOf", [a.from]),
+  ];
   const cached = feeCache.get(x.rpcUrl);
   const feesFresh = cached && Date.now() - cached.at < FEES_FRESH_MS ? cached.fees : null;
   if (gasFrom) calls.push({ method: "eth_estimateGas", params: [{ from: gasFrom, to: x.asset, data }, "latest"] });
@@ -87,14 +108,16 @@ export async function checkTransfer(x: X402Settings, terms: Terms, payment: Deco
     return { kind: "unavailable", reason: `rpc_unavailable: ${shortError(error)}` };
   }
   const [used, balance, estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer?, RpcAnswer?, RpcAnswer?];
-  if (used.error || balance.error) return { kind: "unavailable", reason: `rpc_error: ${rpcError(used.error ? used : balance)}` };
+  if (used.error || balance.error)
+    return { kind: "unavailable", reason: `rpc_error: ${rpcError(used.error ? used : balance)}` };
   if (BigInt(used.result as string) !== 0n) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used" };
   if (BigInt(balance.result as string) < terms.value) return { kind: "invalid", reason: "insufficient_funds" };
   if (!gasFrom || !estimate) return { kind: "valid", prepared: null };
   if (estimate.error) return { kind: "invalid", reason: `simulation_failed: ${rpcError(estimate)}` };
   let fees = feesFresh;
   if (!fees) {
-    if (!block || !tip || block.error || tip.error) return { kind: "unavailable", reason: `rpc_error: ${rpcError(block?.error ? block : tip)}` };
+    if (!block || !tip || block.error || tip.error)
+      return { kind: "unavailable", reason: `rpc_error: ${rpcError(block?.error ? block : tip)}` };
     fees = feesFrom(block, tip);
     feeCache.set(x.rpcUrl, { at: Date.now(), fees });
   }

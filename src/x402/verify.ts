@@ -5,17 +5,28 @@ import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "./chain";
 import type { DecodedPayment } from "./payload";
 import { caip2, type Terms } from "./terms";
 
-export type VerifyResult = { isValid: true; payer: `0x${string}` } | { isValid: false; invalidReason: string; payer: string | null };
+export type VerifyResult =
+  | { isValid: true; payer: `0x${string}` }
+  | { isValid: false; invalidReason: string; payer: string | null };
 
 /** Tolerated clock skew between us, the client and the chain. */
 export const CLOCK_SKEW_SECONDS = 30;
 /** A settlement needs a few seconds of validity left to land. */
 const MIN_REMAINING_SECONDS = 6;
 
-const invalid = (invalidReason: string, payer: string | null = null): VerifyResult => ({ isValid: false, invalidReason, payer });
+const invalid = (invalidReason: string, payer: string | null = null): VerifyResult => ({
+  isValid: false,
+  invalidReason,
+  payer,
+});
 
 /** Everything that can be judged without the chain: shape, terms, window and signature. */
-export async function verifyOffline(x: X402Settings, terms: Terms, payment: DecodedPayment, nowSeconds: number): Promise<VerifyResult> {
+export async function verifyOffline(
+  x: X402Settings,
+  terms: Terms,
+  payment: DecodedPayment,
+  nowSeconds: number,
+): Promise<VerifyResult> {
   const a = payment.authorization;
   const payer = a.from;
   if (payment.scheme !== "exact") return invalid("unsupported_scheme", payer);
@@ -23,18 +34,24 @@ export async function verifyOffline(x: X402Settings, terms: Terms, payment: Deco
   if (payment.network !== expectedNetwork) return invalid("invalid_network", payer);
   if (payment.accepted) {
     if (!isAddressEqual(payment.accepted.asset as `0x${string}`, x.asset)) return invalid("invalid_asset", payer);
-    if (!isAddressEqual(payment.accepted.payTo as `0x${string}`, terms.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
-    if (payment.accepted.amount !== terms.value.toString()) return invalid("invalid_exact_evm_payload_authorization_value", payer);
+    if (!isAddressEqual(payment.accepted.payTo as `0x${string}`, terms.payTo))
+      return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
+    if (payment.accepted.amount !== terms.value.toString())
+      return invalid("invalid_exact_evm_payload_authorization_value", payer);
   }
   // The binding: `to` is signed, and only this charge's (or link's) terms name this address.
-  if (!isAddressEqual(a.to as `0x${string}`, terms.payTo)) return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
+  if (!isAddressEqual(a.to as `0x${string}`, terms.payTo))
+    return invalid("invalid_exact_evm_payload_recipient_mismatch", payer);
   if (BigInt(a.value) !== terms.value) return invalid("invalid_exact_evm_payload_authorization_value", payer);
   const validAfter = BigInt(a.validAfter);
   const validBefore = BigInt(a.validBefore);
   const now = BigInt(nowSeconds);
-  if (validBefore < now + BigInt(MIN_REMAINING_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_before", payer);
-  if (validAfter > now + BigInt(CLOCK_SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_valid_after", payer);
-  if (validBefore > now + BigInt(x.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)) return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
+  if (validBefore < now + BigInt(MIN_REMAINING_SECONDS))
+    return invalid("invalid_exact_evm_payload_authorization_valid_before", payer);
+  if (validAfter > now + BigInt(CLOCK_SKEW_SECONDS))
+    return invalid("invalid_exact_evm_payload_authorization_valid_after", payer);
+  if (validBefore > now + BigInt(x.maxTimeoutSeconds + CLOCK_SKEW_SECONDS))
+    return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
   let signed = false;
   try {
     signed = await verifyTypedData({
@@ -64,7 +81,13 @@ export async function verifyOffline(x: X402Settings, terms: Terms, payment: Deco
  * was read with the service's other lookups). The chain's part (nonce unused, balance, the transfer
  * runs) is the facilitator's verification (`checkTransfer`).
  */
-export async function verifyPayment(x: X402Settings, terms: Terms, payment: DecodedPayment, nowSeconds: number, onBlocklist: boolean): Promise<VerifyResult> {
+export async function verifyPayment(
+  x: X402Settings,
+  terms: Terms,
+  payment: DecodedPayment,
+  nowSeconds: number,
+  onBlocklist: boolean,
+): Promise<VerifyResult> {
   const offline = await verifyOffline(x, terms, payment, nowSeconds);
   if (!offline.isValid) return offline;
   if (screened(offline.payer, onBlocklist).verdict !== "pass") return invalid("payer_blocked", offline.payer);

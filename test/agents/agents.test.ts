@@ -4,7 +4,12 @@ import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, creditAgent, payCharge } from "../helpers/factories";
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
-const NO_LIMITS = { maxPerTransactionUsdCents: null, dailyLimitUsdCents: null, allowedCategories: null, approvalThresholdUsdCents: null };
+const NO_LIMITS = {
+  maxPerTransactionUsdCents: null,
+  dailyLimitUsdCents: null,
+  allowedCategories: null,
+  approvalThresholdUsdCents: null,
+};
 
 describe("POST /console/agents", () => {
   it("201 with agentId, a svc_sk_ key shown once and a policy with all four fields null when absent", async () => {
@@ -16,7 +21,9 @@ describe("POST /console/agents", () => {
     expect(res.body.apiKey).toMatch(/^svc_sk_[A-Za-z0-9_-]{20,}$/);
     expect(res.body.policy).toEqual(NO_LIMITS);
     // Only the hash is stored.
-    const row = await env.DB.prepare("SELECT api_key_hash AS h FROM agents WHERE id = ?").bind(res.body.agentId).first<{ h: string }>();
+    const row = await env.DB.prepare("SELECT api_key_hash AS h FROM agents WHERE id = ?")
+      .bind(res.body.agentId)
+      .first<{ h: string }>();
     expect(row!.h).not.toContain(res.body.apiKey);
     expect(row!.h).not.toBe(res.body.apiKey);
     // The key works as the agent's identity.
@@ -34,7 +41,12 @@ describe("POST /console/agents", () => {
   });
 
   it("returns a full policy unchanged", async () => {
-    const policy = { maxPerTransactionUsdCents: 1000, dailyLimitUsdCents: 5000, allowedCategories: ["data", "compute"], approvalThresholdUsdCents: 700 };
+    const policy = {
+      maxPerTransactionUsdCents: 1000,
+      dailyLimitUsdCents: 5000,
+      allowedCategories: ["data", "compute"],
+      approvalThresholdUsdCents: 700,
+    };
     const res = await api("POST", "/console/agents", { token: await consoleToken(), body: { name: "full", policy } });
     expect(res.status).toBe(201);
     expect(res.body.policy).toEqual(policy);
@@ -66,8 +78,23 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     expect(Array.isArray(res.body.agents)).toBe(true);
     const found = res.body.agents.find((a: { agentId: string }) => a.agentId === agent.agentId);
     expect(found).toBeDefined();
-    expect(Object.keys(found).sort()).toEqual(["agentId", "balanceMinor", "createdAt", "currency", "depositAddress", "frozen", "frozenReason", "name", "policy"]);
-    expect(found).toMatchObject({ name: "listed", balanceMinor: 1234, currency: "USD", policy: { ...NO_LIMITS, dailyLimitUsdCents: 9000 } });
+    expect(Object.keys(found).sort()).toEqual([
+      "agentId",
+      "balanceMinor",
+      "createdAt",
+      "currency",
+      "depositAddress",
+      "frozen",
+      "frozenReason",
+      "name",
+      "policy",
+    ]);
+    expect(found).toMatchObject({
+      name: "listed",
+      balanceMinor: 1234,
+      currency: "USD",
+      policy: { ...NO_LIMITS, dailyLimitUsdCents: 9000 },
+    });
     expect(found.createdAt).toMatch(ISO);
     // No key material in the list.
     expect(JSON.stringify(res.body)).not.toContain(agent.apiKey);
@@ -77,8 +104,24 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     const agent = await createAgent({ name: "single", credit: 50 });
     const res = await api("GET", `/console/agents/${agent.agentId}`, { token: await consoleToken() });
     expect(res.status).toBe(200);
-    expect(Object.keys(res.body).sort()).toEqual(["agentId", "balanceMinor", "createdAt", "currency", "depositAddress", "frozen", "frozenReason", "name", "policy"]);
-    expect(res.body).toMatchObject({ agentId: agent.agentId, name: "single", balanceMinor: 50, currency: "USD", policy: NO_LIMITS });
+    expect(Object.keys(res.body).sort()).toEqual([
+      "agentId",
+      "balanceMinor",
+      "createdAt",
+      "currency",
+      "depositAddress",
+      "frozen",
+      "frozenReason",
+      "name",
+      "policy",
+    ]);
+    expect(res.body).toMatchObject({
+      agentId: agent.agentId,
+      name: "single",
+      balanceMinor: 50,
+      currency: "USD",
+      policy: NO_LIMITS,
+    });
     expect(res.body.createdAt).toMatch(ISO);
   });
 
@@ -97,7 +140,10 @@ describe("PUT /console/agents/:agentId/policy", () => {
     const c1 = await createCharge(merchant.apiKey, 600);
     expect((await payCharge(agent.apiKey, c1.chargeId)).status).toBe(200);
 
-    const put = await api("PUT", `/console/agents/${agent.agentId}/policy`, { token, body: { maxPerTransactionUsdCents: 500 } });
+    const put = await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token,
+      body: { maxPerTransactionUsdCents: 500 },
+    });
     expect(put.status).toBe(200);
     expect(put.body).toEqual({ policy: { ...NO_LIMITS, maxPerTransactionUsdCents: 500 } });
     const read = await api("GET", `/console/agents/${agent.agentId}`, { token });
@@ -119,7 +165,10 @@ describe("PUT /console/agents/:agentId/policy", () => {
   it("an approval threshold set by PUT holds the next payment", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 10_000 });
-    const put = await api("PUT", `/console/agents/${agent.agentId}/policy`, { token: await consoleToken(), body: { approvalThresholdUsdCents: 100 } });
+    const put = await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token: await consoleToken(),
+      body: { approvalThresholdUsdCents: 100 },
+    });
     expect(put.status).toBe(200);
     const charge = await createCharge(merchant.apiKey, 101);
     const res = await payCharge(agent.apiKey, charge.chargeId);
@@ -151,13 +200,19 @@ describe("PUT /console/agents/:agentId/policy", () => {
 
   it("400 for malformed JSON", async () => {
     const agent = await createAgent();
-    const res = await api("PUT", `/console/agents/${agent.agentId}/policy`, { token: await consoleToken(), body: "{not json" });
+    const res = await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token: await consoleToken(),
+      body: "{not json",
+    });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe("invalid_request");
   });
 
   it("404 for an unknown agent", async () => {
-    const res = await api("PUT", "/console/agents/agent_doesnotexist00000000/policy", { token: await consoleToken(), body: { maxPerTransactionUsdCents: 1 } });
+    const res = await api("PUT", "/console/agents/agent_doesnotexist00000000/policy", {
+      token: await consoleToken(),
+      body: { maxPerTransactionUsdCents: 1 },
+    });
     expect(res.status).toBe(404);
     expect(res.body.error).toBe("agent_not_found");
   });
@@ -170,7 +225,10 @@ describe("POST /console/agents/:agentId/credits", () => {
     const r1 = await api("POST", `/console/agents/${agent.agentId}/credits`, { token, body: { amountUsdCents: 1000 } });
     expect(r1.status).toBe(200);
     expect(r1.body).toEqual({ balanceMinor: 1000 });
-    const r2 = await api("POST", `/console/agents/${agent.agentId}/credits`, { token, body: { amountUsdCents: 250, reference: "wire-42" } });
+    const r2 = await api("POST", `/console/agents/${agent.agentId}/credits`, {
+      token,
+      body: { amountUsdCents: 250, reference: "wire-42" },
+    });
     expect(r2.status).toBe(200);
     expect(r2.body).toEqual({ balanceMinor: 1250 });
     expect(await balanceOf(agent.apiKey)).toBe(1250);
@@ -194,12 +252,19 @@ describe("POST /console/agents/:agentId/credits", () => {
 
   it("404 for an unknown agent, and nothing is written", async () => {
     const id = "agent_doesnotexist00000000";
-    const res = await api("POST", `/console/agents/${id}/credits`, { token: await consoleToken(), body: { amountUsdCents: 100 } });
+    const res = await api("POST", `/console/agents/${id}/credits`, {
+      token: await consoleToken(),
+      body: { amountUsdCents: 100 },
+    });
     expect(res.status).toBe(404);
     expect(res.body.error).toBe("agent_not_found");
-    const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ?").bind(`agent:${id}`).first<{ n: number }>();
+    const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ?")
+      .bind(`agent:${id}`)
+      .first<{ n: number }>();
     expect(entries!.n).toBe(0);
-    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE agent_id = ?").bind(id).first<{ n: number }>();
+    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE agent_id = ?")
+      .bind(id)
+      .first<{ n: number }>();
     expect(audit!.n).toBe(0);
   });
 
@@ -207,12 +272,23 @@ describe("POST /console/agents/:agentId/credits", () => {
     const agent = await createAgent();
     const token = await consoleToken();
     await api("POST", `/console/agents/${agent.agentId}/credits`, { token, body: { amountUsdCents: 700 } });
-    await api("POST", `/console/agents/${agent.agentId}/credits`, { token, body: { amountUsdCents: 50, reference: "topup-7" } });
+    await api("POST", `/console/agents/${agent.agentId}/credits`, {
+      token,
+      body: { amountUsdCents: 50, reference: "topup-7" },
+    });
     const { results } = await env.DB.prepare(
       "SELECT seq, type, agent_id AS agentId, amount_minor AS amountMinor, currency, reference, data FROM audit_events WHERE agent_id = ? ORDER BY seq",
     )
       .bind(agent.agentId)
-      .all<{ seq: number; type: string; agentId: string; amountMinor: number; currency: string; reference: string; data: string }>();
+      .all<{
+        seq: number;
+        type: string;
+        agentId: string;
+        amountMinor: number;
+        currency: string;
+        reference: string;
+        data: string;
+      }>();
     expect(results).toHaveLength(2);
     expect(results.map((r) => r.type)).toEqual(["agent.credited", "agent.credited"]);
     expect(results.map((r) => r.amountMinor)).toEqual([700, 50]);
@@ -224,7 +300,9 @@ describe("POST /console/agents/:agentId/credits", () => {
     }
     expect(JSON.parse(results[1]!.data).externalReference).toBe("topup-7");
     // The ledger records the same money: external -> agent.
-    const sum = await env.DB.prepare("SELECT SUM(amount_minor) AS s FROM ledger_entries WHERE account = ?").bind(`agent:${agent.agentId}`).first<{ s: number }>();
+    const sum = await env.DB.prepare("SELECT SUM(amount_minor) AS s FROM ledger_entries WHERE account = ?")
+      .bind(`agent:${agent.agentId}`)
+      .first<{ s: number }>();
     expect(sum!.s).toBe(750);
     const verify = await api("GET", "/console/audit/verify", { token });
     expect(verify.body.ok).toBe(true);
@@ -236,7 +314,13 @@ describe("GET /balance", () => {
     const agent = await createAgent({ credit: 4200 });
     const res = await api("GET", "/balance", { token: agent.apiKey });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ agentId: agent.agentId, balanceMinor: 4200, currency: "USD", depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/), frozen: false });
+    expect(res.body).toEqual({
+      agentId: agent.agentId,
+      balanceMinor: 4200,
+      currency: "USD",
+      depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/),
+      frozen: false,
+    });
   });
 
   it("reflects payments", async () => {
@@ -246,7 +330,13 @@ describe("GET /balance", () => {
     const charge = await createCharge(merchant.apiKey, 401);
     expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
     const res = await api("GET", "/balance", { token: agent.apiKey });
-    expect(res.body).toEqual({ agentId: agent.agentId, balanceMinor: 600, currency: "USD", depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/), frozen: false });
+    expect(res.body).toEqual({
+      agentId: agent.agentId,
+      balanceMinor: 600,
+      currency: "USD",
+      depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/),
+      frozen: false,
+    });
   });
 
   it("401 without an agent key, 403 with a merchant key", async () => {

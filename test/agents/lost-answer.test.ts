@@ -36,10 +36,18 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     const lossy = lossyEnv();
 
     const outcome = await payFromWallet(lossy, agent.agentId, charge.chargeId, turn, readCharge(env, charge.chargeId));
-    expect(outcome).toMatchObject({ kind: "paid", charge: { chargeId: charge.chargeId, status: "paid" }, merchantBalanceMinor: 300 });
+    expect(outcome).toMatchObject({
+      kind: "paid",
+      charge: { chargeId: charge.chargeId, status: "paid" },
+      merchantBalanceMinor: 300,
+    });
     expect(await balanceOf(agent.apiKey)).toBe(700);
     expect(await merchantBalance(merchant.apiKey)).toBe(300);
-    const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries e JOIN charges c ON e.transfer_id = c.reference WHERE c.id = ?").bind(charge.chargeId).first<{ n: number }>();
+    const entries = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM ledger_entries e JOIN charges c ON e.transfer_id = c.reference WHERE c.id = ?",
+    )
+      .bind(charge.chargeId)
+      .first<{ n: number }>();
     expect(entries?.n).toBe(2);
 
     // The same wallet's next decision sees the 300 spent today: 300 more would pass the 500 daily limit.
@@ -63,7 +71,13 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
       },
     };
     const lossy = { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
-    const outcome = await payFromWallet(lossy, agent.agentId, charge.chargeId, { cache: new AgentStateCache(), endTurn: () => {} }, readCharge(env, charge.chargeId));
+    const outcome = await payFromWallet(
+      lossy,
+      agent.agentId,
+      charge.chargeId,
+      { cache: new AgentStateCache(), endTurn: () => {} },
+      readCharge(env, charge.chargeId),
+    );
     expect(outcome).toMatchObject({ kind: "paid", merchantBalanceMinor: 300 });
     expect(await merchantBalance(merchant.apiKey)).toBe(500);
   });
@@ -75,7 +89,14 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     expect((await api("POST", `/charges/${charge.chargeId}/pay`, { token: first.apiKey })).status).toBe(200);
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
     // The charge as it was before the first payment: the second agent's decision is made on it, and its batch is refused.
-    const stale = Promise.resolve({ ...(await readCharge(env, charge.chargeId))!, status: "pending", reference: null, agentId: null, method: null, paidAt: null });
+    const stale = Promise.resolve({
+      ...(await readCharge(env, charge.chargeId))!,
+      status: "pending",
+      reference: null,
+      agentId: null,
+      method: null,
+      paidAt: null,
+    });
     const outcome = await payFromWallet(lossyEnv(), second.agentId, charge.chargeId, turn, stale);
     expect(outcome).toEqual({ kind: "conflict", reason: "charge_not_pending" });
     expect(await balanceOf(second.apiKey)).toBe(1000);
@@ -86,10 +107,19 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
 async function checkoutPayment() {
   const merchant = await createMerchant();
   const agent = await createAgent({ credit: 1000 });
-  const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 400, description: "one report" } })).body;
+  const link = (
+    await api("POST", "/merchant/checkout", {
+      token: merchant.apiKey,
+      body: { amountUsdCents: 400, description: "one report" },
+    })
+  ).body;
   const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
   const charge = {
-    ...newPendingCharge(merchant.merchantId, { amountMinor: 400, description: "one report", checkoutLinkId: found.link.id }),
+    ...newPendingCharge(merchant.merchantId, {
+      amountMinor: 400,
+      description: "one report",
+      checkoutLinkId: found.link.id,
+    }),
     merchantName: found.merchantName,
     merchantCategory: found.merchantCategory,
   };
@@ -102,7 +132,11 @@ describe("a payment whose batch creates its charge, committed but answer lost", 
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
 
     const outcome = await payNewCharge(lossyEnv(), agent.agentId, charge, [], turn);
-    expect(outcome).toMatchObject({ kind: "paid", charge: { chargeId: charge.id, status: "paid" }, merchantBalanceMinor: 400 });
+    expect(outcome).toMatchObject({
+      kind: "paid",
+      charge: { chargeId: charge.id, status: "paid" },
+      merchantBalanceMinor: 400,
+    });
     expect(await balanceOf(agent.apiKey)).toBe(600);
     expect(await merchantBalance(merchant.apiKey)).toBe(400);
     const listed = (await api("GET", "/merchant/checkout-links", { token: merchant.apiKey })).body.links;
@@ -118,16 +152,27 @@ describe("a payment batch that reaches D1 after its request gave up", () => {
     const key = `late-${crypto.randomUUID()}`;
     const scope = await sha256Hex(`idempotency-scope:Bearer ${agent.apiKey}`);
     const reservedAt = new Date().toISOString();
-    await env.DB.prepare("INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'in_progress', ?, ?)")
+    await env.DB.prepare(
+      "INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'in_progress', ?, ?)",
+    )
       .bind(scope, key, reservedAt, new Date(Date.now() + IDEMPOTENCY_TTL_MS).toISOString())
       .run();
 
     // The ledger call fails at once (a dropped connection) while the plan is still on its way.
     let late: CommitPlan | undefined;
     const real = ledgerOf(env);
-    const dropped = { ...env, LEDGER: { getByName: () => ({ commit: async (plan: CommitPlan) => ((late = plan), Promise.reject(new Error("Network connection lost."))) }) } } as unknown as typeof env;
+    const dropped = {
+      ...env,
+      LEDGER: {
+        getByName: () => ({
+          commit: async (plan: CommitPlan) => ((late = plan), Promise.reject(new Error("Network connection lost."))),
+        }),
+      },
+    } as unknown as typeof env;
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
-    await expect(payNewCharge(dropped, agent.agentId, charge, [], turn, { scope, key, reservedAt, view: CHECKOUT_PAID_VIEW })).rejects.toThrow(/connection lost/);
+    await expect(
+      payNewCharge(dropped, agent.agentId, charge, [], turn, { scope, key, reservedAt, view: CHECKOUT_PAID_VIEW }),
+    ).rejects.toThrow(/connection lost/);
     // The middleware frees the key of a request that failed (5xx) ...
     await releaseReservation(env.DB, { scope, key, reservedAt });
     // ... and only then does the plan reach the ledger: refused, nothing of it written.
@@ -137,12 +182,17 @@ describe("a payment batch that reaches D1 after its request gave up", () => {
     expect(await env.DB.prepare("SELECT 1 FROM charges WHERE id = ?").bind(charge.id).first()).toBeNull();
 
     // The client's retry with the same key pays the link, once.
-    const retry = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey, headers: { "Idempotency-Key": key } });
+    const retry = await api("POST", `/checkout/${link.checkoutToken}/pay`, {
+      token: agent.apiKey,
+      headers: { "Idempotency-Key": key },
+    });
     expect(retry.status).toBe(200);
     expect(await balanceOf(agent.apiKey)).toBe(600);
     const listed = (await api("GET", "/merchant/checkout-links", { token: merchant.apiKey })).body.links;
-    expect(listed.find((l: { checkoutToken: string }) => l.checkoutToken === link.checkoutToken)).toMatchObject({ paymentsCount: 1, totalPaidMinor: 400 });
+    expect(listed.find((l: { checkoutToken: string }) => l.checkoutToken === link.checkoutToken)).toMatchObject({
+      paymentsCount: 1,
+      totalPaidMinor: 400,
+    });
     expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
   });
 });
-

@@ -2,7 +2,14 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { evaluatePolicy, normalizePolicy, PolicySchema, POLICY_REASONS, type Policy, type PaymentContext } from "../../src/agents/policy";
+import {
+  evaluatePolicy,
+  normalizePolicy,
+  PolicySchema,
+  POLICY_REASONS,
+  type Policy,
+  type PaymentContext,
+} from "../../src/agents/policy";
 
 const policy = (p: Partial<Policy> = {}): Policy => normalizePolicy(p);
 const ctx = (c: Partial<PaymentContext> = {}): PaymentContext => ({
@@ -48,7 +55,10 @@ async function expectPaid(agentKey: string, chargeId: string) {
 describe("policy through the API: evaluation order", () => {
   it("a payment over both the per-tx cap and the approval threshold is rejected, not held", async () => {
     const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 100_000, policy: { maxPerTransactionUsdCents: 1000, approvalThresholdUsdCents: 500 } });
+    const agent = await createAgent({
+      credit: 100_000,
+      policy: { maxPerTransactionUsdCents: 1000, approvalThresholdUsdCents: 500 },
+    });
     const charge = await createCharge(merchant.apiKey, 1500);
     await expectRefusal(agent.apiKey, merchant.apiKey, charge.chargeId, "excede_tope_por_transaccion");
     // Between threshold and cap it is held instead.
@@ -58,14 +68,20 @@ describe("policy through the API: evaluation order", () => {
 
   it("a category refusal wins over the approval threshold", async () => {
     const merchant = await createMerchant({ category: "travel" });
-    const agent = await createAgent({ credit: 100_000, policy: { allowedCategories: ["data"], approvalThresholdUsdCents: 10 } });
+    const agent = await createAgent({
+      credit: 100_000,
+      policy: { allowedCategories: ["data"], approvalThresholdUsdCents: 10 },
+    });
     const charge = await createCharge(merchant.apiKey, 5000);
     await expectRefusal(agent.apiKey, merchant.apiKey, charge.chargeId, "categoria_no_permitida");
   });
 
   it("a daily-limit refusal wins over the approval threshold", async () => {
     const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 100_000, policy: { dailyLimitUsdCents: 1000, approvalThresholdUsdCents: 10 } });
+    const agent = await createAgent({
+      credit: 100_000,
+      policy: { dailyLimitUsdCents: 1000, approvalThresholdUsdCents: 10 },
+    });
     const charge = await createCharge(merchant.apiKey, 1001);
     await expectRefusal(agent.apiKey, merchant.apiKey, charge.chargeId, "excede_limite_diario");
   });
@@ -163,11 +179,21 @@ describe("policy through the API: daily limit", () => {
     const agent = await createAgent({ credit: 10_000, policy: { dailyLimitUsdCents: 1000 } });
     await expectPaid(agent.apiKey, (await createCharge(merchant.apiKey, 600)).chargeId);
     // 600 + 401 > 1000
-    await expectRefusal(agent.apiKey, merchant.apiKey, (await createCharge(merchant.apiKey, 401)).chargeId, "excede_limite_diario");
+    await expectRefusal(
+      agent.apiKey,
+      merchant.apiKey,
+      (await createCharge(merchant.apiKey, 401)).chargeId,
+      "excede_limite_diario",
+    );
     // 600 + 400 == 1000 passes
     await expectPaid(agent.apiKey, (await createCharge(merchant.apiKey, 400)).chargeId);
     // the day is used up: even one cent fails
-    await expectRefusal(agent.apiKey, merchant.apiKey, (await createCharge(merchant.apiKey, 1)).chargeId, "excede_limite_diario");
+    await expectRefusal(
+      agent.apiKey,
+      merchant.apiKey,
+      (await createCharge(merchant.apiKey, 1)).chargeId,
+      "excede_limite_diario",
+    );
     expect(await balanceOf(agent.apiKey)).toBe(9000);
   });
 
@@ -176,14 +202,27 @@ describe("policy through the API: daily limit", () => {
     const a = await createAgent({ credit: 10_000, policy: { dailyLimitUsdCents: 1000 } });
     await expectPaid(a.apiKey, (await createCharge(merchant.apiKey, 1000)).chargeId);
     const b = await createAgent({ credit: 10_000, policy: { dailyLimitUsdCents: 1000 } });
-    await expectRefusal(b.apiKey, merchant.apiKey, (await createCharge(merchant.apiKey, 1001)).chargeId, "excede_limite_diario");
+    await expectRefusal(
+      b.apiKey,
+      merchant.apiKey,
+      (await createCharge(merchant.apiKey, 1001)).chargeId,
+      "excede_limite_diario",
+    );
   });
 
   it("refused and held payments do not count toward the day", async () => {
     const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 10_000, policy: { dailyLimitUsdCents: 1000, approvalThresholdUsdCents: 700 } });
+    const agent = await createAgent({
+      credit: 10_000,
+      policy: { dailyLimitUsdCents: 1000, approvalThresholdUsdCents: 700 },
+    });
     await expectHeld(agent.apiKey, (await createCharge(merchant.apiKey, 800)).chargeId);
-    await expectRefusal(agent.apiKey, merchant.apiKey, (await createCharge(merchant.apiKey, 1200)).chargeId, "excede_limite_diario");
+    await expectRefusal(
+      agent.apiKey,
+      merchant.apiKey,
+      (await createCharge(merchant.apiKey, 1200)).chargeId,
+      "excede_limite_diario",
+    );
     // Nothing was spent, so 700 + 300 fit.
     await expectPaid(agent.apiKey, (await createCharge(merchant.apiKey, 700)).chargeId);
     await expectPaid(agent.apiKey, (await createCharge(merchant.apiKey, 300)).chargeId);
@@ -220,55 +259,109 @@ describe("evaluatePolicy (unit)", () => {
   });
 
   it("no limits: rejects for balance when it does not", () => {
-    expect(evaluatePolicy(policy(), ctx({ amountMinor: 501, balanceMinor: 500 }))).toEqual({ kind: "reject", reason: "saldo_insuficiente" });
+    expect(evaluatePolicy(policy(), ctx({ amountMinor: 501, balanceMinor: 500 }))).toEqual({
+      kind: "reject",
+      reason: "saldo_insuficiente",
+    });
   });
 
   it("per-transaction cap boundary", () => {
     const p = policy({ maxPerTransactionUsdCents: 500 });
     expect(evaluatePolicy(p, ctx({ amountMinor: 500 }))).toEqual({ kind: "pay" });
-    expect(evaluatePolicy(p, ctx({ amountMinor: 501 }))).toEqual({ kind: "reject", reason: "excede_tope_por_transaccion" });
+    expect(evaluatePolicy(p, ctx({ amountMinor: 501 }))).toEqual({
+      kind: "reject",
+      reason: "excede_tope_por_transaccion",
+    });
   });
 
   it("category allowlist", () => {
     const p = policy({ allowedCategories: ["data"] });
     expect(evaluatePolicy(p, ctx({ merchantCategory: "data" }))).toEqual({ kind: "pay" });
-    expect(evaluatePolicy(p, ctx({ merchantCategory: "food" }))).toEqual({ kind: "reject", reason: "categoria_no_permitida" });
-    expect(evaluatePolicy(p, ctx({ merchantCategory: null }))).toEqual({ kind: "reject", reason: "categoria_no_permitida" });
+    expect(evaluatePolicy(p, ctx({ merchantCategory: "food" }))).toEqual({
+      kind: "reject",
+      reason: "categoria_no_permitida",
+    });
+    expect(evaluatePolicy(p, ctx({ merchantCategory: null }))).toEqual({
+      kind: "reject",
+      reason: "categoria_no_permitida",
+    });
     expect(evaluatePolicy(policy({ allowedCategories: [] }), ctx({ merchantCategory: null }))).toEqual({ kind: "pay" });
-    expect(evaluatePolicy(policy({ allowedCategories: null }), ctx({ merchantCategory: "x" }))).toEqual({ kind: "pay" });
+    expect(evaluatePolicy(policy({ allowedCategories: null }), ctx({ merchantCategory: "x" }))).toEqual({
+      kind: "pay",
+    });
   });
 
   it("daily limit includes this payment", () => {
     const p = policy({ dailyLimitUsdCents: 1000 });
     expect(evaluatePolicy(p, ctx({ spentTodayMinor: 600, amountMinor: 400 }))).toEqual({ kind: "pay" });
-    expect(evaluatePolicy(p, ctx({ spentTodayMinor: 600, amountMinor: 401 }))).toEqual({ kind: "reject", reason: "excede_limite_diario" });
-    expect(evaluatePolicy(p, ctx({ spentTodayMinor: 1000, amountMinor: 1 }))).toEqual({ kind: "reject", reason: "excede_limite_diario" });
+    expect(evaluatePolicy(p, ctx({ spentTodayMinor: 600, amountMinor: 401 }))).toEqual({
+      kind: "reject",
+      reason: "excede_limite_diario",
+    });
+    expect(evaluatePolicy(p, ctx({ spentTodayMinor: 1000, amountMinor: 1 }))).toEqual({
+      kind: "reject",
+      reason: "excede_limite_diario",
+    });
   });
 
   it("approval threshold boundary, and skipped for pre-authorized payments", () => {
     const p = policy({ approvalThresholdUsdCents: 500 });
     expect(evaluatePolicy(p, ctx({ amountMinor: 500 }))).toEqual({ kind: "pay" });
-    expect(evaluatePolicy(p, ctx({ amountMinor: 501 }))).toEqual({ kind: "approval", reason: "requiere_aprobacion_humana" });
+    expect(evaluatePolicy(p, ctx({ amountMinor: 501 }))).toEqual({
+      kind: "approval",
+      reason: "requiere_aprobacion_humana",
+    });
     expect(evaluatePolicy(p, ctx({ amountMinor: 501, skipApprovalThreshold: true }))).toEqual({ kind: "pay" });
   });
 
   it("skipping the threshold does not skip hard limits or the balance", () => {
     const skip = { skipApprovalThreshold: true };
-    expect(evaluatePolicy(policy({ maxPerTransactionUsdCents: 10 }), ctx({ ...skip, amountMinor: 11 }))).toEqual({ kind: "reject", reason: "excede_tope_por_transaccion" });
-    expect(evaluatePolicy(policy({ dailyLimitUsdCents: 10 }), ctx({ ...skip, amountMinor: 11 }))).toEqual({ kind: "reject", reason: "excede_limite_diario" });
-    expect(evaluatePolicy(policy({ allowedCategories: ["a"] }), ctx({ ...skip, merchantCategory: "b" }))).toEqual({ kind: "reject", reason: "categoria_no_permitida" });
-    expect(evaluatePolicy(policy(), ctx({ ...skip, amountMinor: 11, balanceMinor: 10 }))).toEqual({ kind: "reject", reason: "saldo_insuficiente" });
+    expect(evaluatePolicy(policy({ maxPerTransactionUsdCents: 10 }), ctx({ ...skip, amountMinor: 11 }))).toEqual({
+      kind: "reject",
+      reason: "excede_tope_por_transaccion",
+    });
+    expect(evaluatePolicy(policy({ dailyLimitUsdCents: 10 }), ctx({ ...skip, amountMinor: 11 }))).toEqual({
+      kind: "reject",
+      reason: "excede_limite_diario",
+    });
+    expect(evaluatePolicy(policy({ allowedCategories: ["a"] }), ctx({ ...skip, merchantCategory: "b" }))).toEqual({
+      kind: "reject",
+      reason: "categoria_no_permitida",
+    });
+    expect(evaluatePolicy(policy(), ctx({ ...skip, amountMinor: 11, balanceMinor: 10 }))).toEqual({
+      kind: "reject",
+      reason: "saldo_insuficiente",
+    });
   });
 
   it("order: per-tx, category, daily, then approval, then balance", () => {
-    const all = policy({ maxPerTransactionUsdCents: 100, allowedCategories: ["a"], dailyLimitUsdCents: 100, approvalThresholdUsdCents: 10 });
+    const all = policy({
+      maxPerTransactionUsdCents: 100,
+      allowedCategories: ["a"],
+      dailyLimitUsdCents: 100,
+      approvalThresholdUsdCents: 10,
+    });
     const broken = ctx({ amountMinor: 200, merchantCategory: "b", spentTodayMinor: 100, balanceMinor: 0 });
     expect(evaluatePolicy(all, broken)).toEqual({ kind: "reject", reason: "excede_tope_por_transaccion" });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 50 })).toEqual({ kind: "reject", reason: "categoria_no_permitida" });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 50, merchantCategory: "a" })).toEqual({ kind: "reject", reason: "excede_limite_diario" });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 50, merchantCategory: "a", spentTodayMinor: 0 })).toEqual({ kind: "approval", reason: "requiere_aprobacion_humana" });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0 })).toEqual({ kind: "reject", reason: "saldo_insuficiente" });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0, balanceMinor: 10 })).toEqual({ kind: "pay" });
+    expect(evaluatePolicy(all, { ...broken, amountMinor: 50 })).toEqual({
+      kind: "reject",
+      reason: "categoria_no_permitida",
+    });
+    expect(evaluatePolicy(all, { ...broken, amountMinor: 50, merchantCategory: "a" })).toEqual({
+      kind: "reject",
+      reason: "excede_limite_diario",
+    });
+    expect(evaluatePolicy(all, { ...broken, amountMinor: 50, merchantCategory: "a", spentTodayMinor: 0 })).toEqual({
+      kind: "approval",
+      reason: "requiere_aprobacion_humana",
+    });
+    expect(evaluatePolicy(all, { ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0 })).toEqual({
+      kind: "reject",
+      reason: "saldo_insuficiente",
+    });
+    expect(
+      evaluatePolicy(all, { ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0, balanceMinor: 10 }),
+    ).toEqual({ kind: "pay" });
   });
 
   it("reasons are the documented strings", () => {
@@ -295,8 +388,19 @@ describe("evaluatePolicy (unit)", () => {
         fc.integer({ min: 0, max: 10_000 }),
         fc.boolean(),
         (maxTx, daily, threshold, categories, amount, category, spent, balance, skip) => {
-          const p: Policy = { maxPerTransactionUsdCents: maxTx, dailyLimitUsdCents: daily, allowedCategories: categories, approvalThresholdUsdCents: threshold };
-          const d = evaluatePolicy(p, { amountMinor: amount, merchantCategory: category, spentTodayMinor: spent, balanceMinor: balance, skipApprovalThreshold: skip });
+          const p: Policy = {
+            maxPerTransactionUsdCents: maxTx,
+            dailyLimitUsdCents: daily,
+            allowedCategories: categories,
+            approvalThresholdUsdCents: threshold,
+          };
+          const d = evaluatePolicy(p, {
+            amountMinor: amount,
+            merchantCategory: category,
+            spentTodayMinor: spent,
+            balanceMinor: balance,
+            skipApprovalThreshold: skip,
+          });
           const hardOk =
             (maxTx === null || amount <= maxTx) &&
             (!categories || categories.length === 0 || (category !== null && categories.includes(category))) &&
@@ -315,13 +419,26 @@ describe("evaluatePolicy (unit)", () => {
 
 describe("PolicySchema and normalizePolicy (unit)", () => {
   it("normalizes absent fields to null", () => {
-    expect(normalizePolicy(undefined)).toEqual({ maxPerTransactionUsdCents: null, dailyLimitUsdCents: null, allowedCategories: null, approvalThresholdUsdCents: null });
-    expect(normalizePolicy({ dailyLimitUsdCents: 5 })).toEqual({ maxPerTransactionUsdCents: null, dailyLimitUsdCents: 5, allowedCategories: null, approvalThresholdUsdCents: null });
+    expect(normalizePolicy(undefined)).toEqual({
+      maxPerTransactionUsdCents: null,
+      dailyLimitUsdCents: null,
+      allowedCategories: null,
+      approvalThresholdUsdCents: null,
+    });
+    expect(normalizePolicy({ dailyLimitUsdCents: 5 })).toEqual({
+      maxPerTransactionUsdCents: null,
+      dailyLimitUsdCents: 5,
+      allowedCategories: null,
+      approvalThresholdUsdCents: null,
+    });
   });
 
   it("accepts valid policies and rejects invalid ones", () => {
     expect(PolicySchema.safeParse({}).success).toBe(true);
-    expect(PolicySchema.safeParse({ maxPerTransactionUsdCents: null, approvalThresholdUsdCents: 0, allowedCategories: [] }).success).toBe(true);
+    expect(
+      PolicySchema.safeParse({ maxPerTransactionUsdCents: null, approvalThresholdUsdCents: 0, allowedCategories: [] })
+        .success,
+    ).toBe(true);
     expect(PolicySchema.safeParse({ maxPerTransactionUsdCents: 0 }).success).toBe(false);
     expect(PolicySchema.safeParse({ dailyLimitUsdCents: 1.5 }).success).toBe(false);
     expect(PolicySchema.safeParse({ approvalThresholdUsdCents: -1 }).success).toBe(false);

@@ -21,7 +21,10 @@ describe("the wallet object's remembered figures", () => {
     expect((await pay(150)).status).toBe(200);
     // 350 spent today: 200 more would pass the daily limit of 500.
     expect((await pay(200)).body.error).toBe("excede_limite_diario");
-    const policy = await api("PUT", `/console/agents/${agent.agentId}/policy`, { token, body: { maxPerTransactionUsdCents: 100 } });
+    const policy = await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token,
+      body: { maxPerTransactionUsdCents: 100 },
+    });
     expect(policy.status).toBe(200);
     expect((await pay(120)).body.error).toBe("excede_tope_por_transaccion");
     expect((await pay(100)).status).toBe(200);

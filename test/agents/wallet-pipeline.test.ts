@@ -31,7 +31,10 @@ describe("one agent's payments in flight together", () => {
     const responses = await Promise.all(charges.map((c) => payCharge(agent.apiKey, c.chargeId)));
     const after = await ledger.stats();
     expect(responses.filter((r) => r.status === 200)).toHaveLength(10);
-    expect(responses.filter((r) => r.status === 402).map((r) => r.body.error)).toEqual(["saldo_insuficiente", "saldo_insuficiente"]);
+    expect(responses.filter((r) => r.status === 402).map((r) => r.body.error)).toEqual([
+      "saldo_insuficiente",
+      "saldo_insuficiente",
+    ]);
     // The two refused were refused by the wallet's decision: only the ten payments reached the ledger.
     expect(after.plans - before.plans).toBe(10);
     // One at a time, every payment would have been its own batch.
@@ -47,7 +50,9 @@ describe("one agent's payments in flight together", () => {
     expect((await payCharge(agent.apiKey, (await createCharge(merchant.apiKey, 100)).chargeId)).status).toBe(200);
     const wallet = walletOf(env, agent.agentId);
     // The first is decided (holding 100) and handed over; its batch is then refused by a guard.
-    const refusedInFlight = wallet.payNewCharge(agent.agentId, pendingCharge(merchant.merchantId, 100), [guard("test_refused", "0")]);
+    const refusedInFlight = wallet.payNewCharge(agent.agentId, pendingCharge(merchant.merchantId, 100), [
+      guard("test_refused", "0"),
+    ]);
     // Decided while the first is in flight: the hold leaves nothing, so it waits for that batch and decides again.
     const later = wallet.payNewCharge(agent.agentId, pendingCharge(merchant.merchantId, 100), []);
     expect(await refusedInFlight).toEqual({ kind: "conflict", reason: "test_refused" });
@@ -58,7 +63,10 @@ describe("one agent's payments in flight together", () => {
   it("granting an approval waits for the agent's payments in flight before it reads the day's spend", async () => {
     const token = await consoleToken();
     const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 1000, policy: { dailyLimitUsdCents: 120, approvalThresholdUsdCents: 50 } });
+    const agent = await createAgent({
+      credit: 1000,
+      policy: { dailyLimitUsdCents: 120, approvalThresholdUsdCents: 50 },
+    });
     const held = await createCharge(merchant.apiKey, 100);
     const hold = await payCharge(agent.apiKey, held.chargeId);
     expect(hold.status).toBe(402);

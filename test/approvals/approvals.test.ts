@@ -1,7 +1,15 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
-import { balanceOf, createAgent, createCharge, createMerchant, creditAgent, merchantBalance, payCharge } from "../helpers/factories";
+import {
+  balanceOf,
+  createAgent,
+  createCharge,
+  createMerchant,
+  creditAgent,
+  merchantBalance,
+  payCharge,
+} from "../helpers/factories";
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
@@ -9,29 +17,40 @@ const grant = async (id: string) => api("POST", `/approvals/${id}/grant`, { toke
 const reject = async (id: string) => api("POST", `/approvals/${id}/reject`, { token: await consoleToken() });
 
 async function listApprovals(status?: string) {
-  const res = await api("GET", `/console/approvals${status ? `?status=${status}` : ""}`, { token: await consoleToken() });
+  const res = await api("GET", `/console/approvals${status ? `?status=${status}` : ""}`, {
+    token: await consoleToken(),
+  });
   expect(res.status).toBe(200);
   return res.body.approvals as Array<Record<string, unknown> & { approvalId: string }>;
 }
 
 async function approvalRows(chargeId: string) {
-  const { results } = await env.DB.prepare("SELECT id, status, decided_by AS decidedBy FROM approvals WHERE charge_id = ? ORDER BY created_at, rowid")
+  const { results } = await env.DB.prepare(
+    "SELECT id, status, decided_by AS decidedBy FROM approvals WHERE charge_id = ? ORDER BY created_at, rowid",
+  )
     .bind(chargeId)
     .all<{ id: string; status: string; decidedBy: string | null }>();
   return results;
 }
 
 async function outboxFor(type: string, key: "chargeId" | "approvalId", value: string) {
-  const { results } = await env.DB.prepare(`SELECT merchant_id AS merchantId, data FROM outbox_events WHERE type = ? AND json_extract(data, '$.${key}') = ?`)
+  const { results } = await env.DB.prepare(
+    `SELECT merchant_id AS merchantId, data FROM outbox_events WHERE type = ? AND json_extract(data, '$.${key}') = ?`,
+  )
     .bind(type, value)
     .all<{ merchantId: string | null; data: string }>();
   return results.map((r) => ({ merchantId: r.merchantId, data: JSON.parse(r.data) as Record<string, unknown> }));
 }
 
 /** A merchant, an agent with a threshold, and one held charge. */
-async function held(options: { credit?: number; threshold?: number; amount?: number; policy?: Record<string, unknown> } = {}) {
+async function held(
+  options: { credit?: number; threshold?: number; amount?: number; policy?: Record<string, unknown> } = {},
+) {
   const merchant = await createMerchant();
-  const agent = await createAgent({ credit: options.credit ?? 10_000, policy: { approvalThresholdUsdCents: options.threshold ?? 1000, ...options.policy } });
+  const agent = await createAgent({
+    credit: options.credit ?? 10_000,
+    policy: { approvalThresholdUsdCents: options.threshold ?? 1000, ...options.policy },
+  });
   const charge = await createCharge(merchant.apiKey, options.amount ?? 2500);
   const res = await payCharge(agent.apiKey, charge.chargeId);
   expect(res.status).toBe(402);
@@ -47,7 +66,17 @@ describe("approval flow: hold, list, grant", () => {
     const pending = await listApprovals("pending");
     const listed = pending.find((a) => a.approvalId === approvalId);
     expect(listed).toBeDefined();
-    expect(Object.keys(listed!).sort()).toEqual(["agentId", "amountMinor", "approvalId", "chargeId", "createdAt", "expiresAt", "merchantId", "reason", "status"]);
+    expect(Object.keys(listed!).sort()).toEqual([
+      "agentId",
+      "amountMinor",
+      "approvalId",
+      "chargeId",
+      "createdAt",
+      "expiresAt",
+      "merchantId",
+      "reason",
+      "status",
+    ]);
     expect(listed).toMatchObject({
       approvalId,
       chargeId: charge.chargeId,
@@ -106,10 +135,16 @@ describe("approval flow: hold, list, grant", () => {
     expect(granted?.status).toBe("granted");
 
     // The audit chain records the payment with the approval.
-    const audit = await env.DB.prepare("SELECT type, data FROM audit_events WHERE charge_id = ?").bind(charge.chargeId).all<{ type: string; data: string }>();
+    const audit = await env.DB.prepare("SELECT type, data FROM audit_events WHERE charge_id = ?")
+      .bind(charge.chargeId)
+      .all<{ type: string; data: string }>();
     expect(audit.results).toHaveLength(1);
     expect(audit.results[0]!.type).toBe("charge.paid");
-    expect(JSON.parse(audit.results[0]!.data)).toMatchObject({ approvalId, approvedBy: "ops@example.com", method: "ledger" });
+    expect(JSON.parse(audit.results[0]!.data)).toMatchObject({
+      approvalId,
+      approvedBy: "ops@example.com",
+      method: "ledger",
+    });
 
     // Granting again conflicts and moves nothing.
     const again = await grant(approvalId);
@@ -129,7 +164,11 @@ describe("approval flow: hold, list, grant", () => {
     const rows = await outboxFor("approval.required", "approvalId", approvalId);
     expect(rows).toHaveLength(1);
     expect(rows[0]!.merchantId).toBe(merchant.merchantId);
-    expect(rows[0]!.data).toMatchObject({ approvalId, reason: "requiere_aprobacion_humana", expiresAt: hold.expiresAt });
+    expect(rows[0]!.data).toMatchObject({
+      approvalId,
+      reason: "requiere_aprobacion_humana",
+      expiresAt: hold.expiresAt,
+    });
     expect(rows[0]!.data.expiresAt).toMatch(ISO);
     expect((await outboxFor("approval.required", "chargeId", charge.chargeId)).length).toBe(1);
   });
@@ -153,13 +192,19 @@ describe("approval flow: hold, list, grant", () => {
 describe("approval flow: two agents held on one charge", () => {
   it("each agent gets an approval of its own (402, not 409); granting one pays the charge once and ends the other", async () => {
     const merchant = await createMerchant();
-    const [alice, bob] = await Promise.all([1, 2].map(() => createAgent({ credit: 10_000, policy: { approvalThresholdUsdCents: 1_000 } })));
+    const [alice, bob] = await Promise.all(
+      [1, 2].map(() => createAgent({ credit: 10_000, policy: { approvalThresholdUsdCents: 1_000 } })),
+    );
     const charge = await createCharge(merchant.apiKey, 2_500);
     const aliceHold = await payCharge(alice!.apiKey, charge.chargeId);
     const bobHold = await payCharge(bob!.apiKey, charge.chargeId);
     for (const hold of [aliceHold, bobHold]) {
       expect(hold.status).toBe(402);
-      expect(hold.body).toMatchObject({ pendingApproval: true, reason: "requiere_aprobacion_humana", charge: { chargeId: charge.chargeId, status: "pending" } });
+      expect(hold.body).toMatchObject({
+        pendingApproval: true,
+        reason: "requiere_aprobacion_humana",
+        charge: { chargeId: charge.chargeId, status: "pending" },
+      });
     }
     expect(bobHold.body.approvalId).not.toBe(aliceHold.body.approvalId);
     // Each paying again gets its own approval back.
@@ -207,7 +252,9 @@ describe("approval flow: reject", () => {
 
 describe("approval flow: expiry", () => {
   const expire = (approvalId: string) =>
-    env.DB.prepare("UPDATE approvals SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 60_000).toISOString(), approvalId).run();
+    env.DB.prepare("UPDATE approvals SET expires_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 60_000).toISOString(), approvalId)
+      .run();
 
   it("granting an expired approval is 409 approval_expired, it becomes expired, and paying again creates a new one", async () => {
     const { merchant, agent, charge, approvalId } = await held();
@@ -322,7 +369,10 @@ describe("approval flow: grant re-checks balance and hard limits", () => {
     expect(await balanceOf(agent.apiKey)).toBe(10_000);
 
     // Loosen it again and the same approval goes through.
-    await api("PUT", `/console/agents/${agent.agentId}/policy`, { token: await consoleToken(), body: { approvalThresholdUsdCents: 1000 } });
+    await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token: await consoleToken(),
+      body: { approvalThresholdUsdCents: 1000 },
+    });
     const ok = await grant(approvalId);
     expect(ok.status).toBe(200);
     expect(await balanceOf(agent.apiKey)).toBe(7500);
@@ -330,7 +380,10 @@ describe("approval flow: grant re-checks balance and hard limits", () => {
 
   it("402 when a daily limit tightened after the hold would be exceeded", async () => {
     const { agent, approvalId } = await held({ credit: 10_000, threshold: 1000, amount: 2500 });
-    await api("PUT", `/console/agents/${agent.agentId}/policy`, { token: await consoleToken(), body: { approvalThresholdUsdCents: 1000, dailyLimitUsdCents: 2000 } });
+    await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token: await consoleToken(),
+      body: { approvalThresholdUsdCents: 1000, dailyLimitUsdCents: 2000 },
+    });
     const res = await grant(approvalId);
     expect(res.status).toBe(402);
     expect(res.body.error).toBe("excede_limite_diario");

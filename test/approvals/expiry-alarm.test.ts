@@ -14,15 +14,23 @@ describe("approval expiry by alarm", () => {
     const stub = env.WALLET.getByName(agent.agentId);
     // Not due yet: the alarm leaves it pending.
     expect(await runDurableObjectAlarm(stub)).toBe(true);
-    const pending = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?").bind(hold.body.approvalId).first<{ status: string }>();
+    const pending = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?")
+      .bind(hold.body.approvalId)
+      .first<{ status: string }>();
     expect(pending?.status).toBe("pending");
     // Due: the alarm (re-armed for it) expires it; firing again changes nothing.
-    await env.DB.prepare("UPDATE approvals SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), hold.body.approvalId).run();
+    await env.DB.prepare("UPDATE approvals SET expires_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 1000).toISOString(), hold.body.approvalId)
+      .run();
     expect(await runDurableObjectAlarm(stub)).toBe(true);
-    const expired = await env.DB.prepare("SELECT status, decided_at AS decidedAt FROM approvals WHERE id = ?").bind(hold.body.approvalId).first<{ status: string; decidedAt: string }>();
+    const expired = await env.DB.prepare("SELECT status, decided_at AS decidedAt FROM approvals WHERE id = ?")
+      .bind(hold.body.approvalId)
+      .first<{ status: string; decidedAt: string }>();
     expect(expired?.status).toBe("expired");
     await runDurableObjectAlarm(stub);
-    const again = await env.DB.prepare("SELECT status, decided_at AS decidedAt FROM approvals WHERE id = ?").bind(hold.body.approvalId).first<{ status: string; decidedAt: string }>();
+    const again = await env.DB.prepare("SELECT status, decided_at AS decidedAt FROM approvals WHERE id = ?")
+      .bind(hold.body.approvalId)
+      .first<{ status: string; decidedAt: string }>();
     expect(again).toEqual(expired);
     // The charge stays pending and payable.
     expect((await api("GET", `/charges/${charge.chargeId}`)).body.status).toBe("pending");

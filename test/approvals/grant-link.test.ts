@@ -12,13 +12,26 @@ import { freshPayer, tokenBalance, xPaymentFor } from "../helpers/x402";
  * inválido for x402), nothing moves, the approval stays pending.
  */
 const grant = async (id: string) => api("POST", `/approvals/${id}/grant`, { token: await consoleToken() });
-const setActive = (merchantKey: string, token: string, active: boolean) => api("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active } });
+const setActive = (merchantKey: string, token: string, active: boolean) =>
+  api("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active } });
 
 async function stateOf(approvalId: string, chargeId: string, linkId: string) {
-  const approval = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?").bind(approvalId).first<{ status: string }>();
-  const charge = await env.DB.prepare("SELECT status FROM charges WHERE id = ?").bind(chargeId).first<{ status: string }>();
-  const link = await env.DB.prepare("SELECT payments_count AS paymentsCount, total_paid_minor AS totalPaidMinor FROM checkout_links WHERE id = ?").bind(linkId).first();
-  const events = await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE type IN ('payment.succeeded', 'charge.succeeded') AND json_extract(data, '$.chargeId') = ?").bind(chargeId).first<{ n: number }>();
+  const approval = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?")
+    .bind(approvalId)
+    .first<{ status: string }>();
+  const charge = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")
+    .bind(chargeId)
+    .first<{ status: string }>();
+  const link = await env.DB.prepare(
+    "SELECT payments_count AS paymentsCount, total_paid_minor AS totalPaidMinor FROM checkout_links WHERE id = ?",
+  )
+    .bind(linkId)
+    .first();
+  const events = await env.DB.prepare(
+    "SELECT COUNT(*) AS n FROM outbox_events WHERE type IN ('payment.succeeded', 'charge.succeeded') AND json_extract(data, '$.chargeId') = ?",
+  )
+    .bind(chargeId)
+    .first<{ n: number }>();
   return { approval: approval?.status, charge: charge?.status, link, paymentEvents: events?.n };
 }
 
@@ -26,7 +39,12 @@ describe("granting a held checkout-link payment", () => {
   it("after the link was disabled: 409 checkout_link_disabled, nothing paid, the approval stays pending; enabled again, the grant pays", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 5000, policy: { approvalThresholdUsdCents: 500 } });
-    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 700, description: "one report" } })).body;
+    const link = (
+      await api("POST", "/merchant/checkout", {
+        token: merchant.apiKey,
+        body: { amountUsdCents: 700, description: "one report" },
+      })
+    ).body;
     const held = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
     expect(held.status).toBe(402);
     const { approvalId } = held.body;
@@ -51,7 +69,10 @@ describe("granting a held checkout-link payment", () => {
     expect((await setActive(merchant.apiKey, link.checkoutToken, true)).status).toBe(200);
     const granted = await grant(approvalId);
     expect(granted.status).toBe(200);
-    expect(granted.body).toMatchObject({ approval: { approvalId, status: "granted" }, charge: { chargeId, status: "paid" } });
+    expect(granted.body).toMatchObject({
+      approval: { approvalId, status: "granted" },
+      charge: { chargeId, status: "paid" },
+    });
     expect(await stateOf(approvalId, chargeId, link.checkoutLinkId)).toEqual({
       approval: "granted",
       charge: "paid",
@@ -65,7 +86,12 @@ describe("granting a held checkout-link payment", () => {
     const merchant = await createMerchant();
     const holder = await createAgent({ credit: 5000, policy: { approvalThresholdUsdCents: 500 } });
     const other = await createAgent({ credit: 5000 });
-    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 700, description: "one report" } })).body;
+    const link = (
+      await api("POST", "/merchant/checkout", {
+        token: merchant.apiKey,
+        body: { amountUsdCents: 700, description: "one report" },
+      })
+    ).body;
     const held = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: holder.apiKey });
     expect(held.status).toBe(402);
     const chargeId = held.body.charge.chargeId as string;
@@ -85,7 +111,9 @@ describe("granting a held checkout-link payment", () => {
       link: { paymentsCount: 0, totalPaidMinor: 0 },
       paymentEvents: 0,
     });
-    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE charge_id = ?").bind(chargeId).first()).toEqual({ n: 0 });
+    expect(
+      await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE charge_id = ?").bind(chargeId).first(),
+    ).toEqual({ n: 0 });
     expect(await balanceOf(other.apiKey)).toBe(5000);
     expect(await tokenBalance(payer.address)).toBe(700n * 10_000n);
     expect(await merchantBalance(merchant.apiKey)).toBe(0);

@@ -35,7 +35,9 @@ function envInterferingAfterRead(interfere: () => Promise<void>) {
     },
     async batch(statements: D1PreparedStatement[]) {
       const results = await real.batch(statements);
-      const isHoldRead = statements.some((s) => /FROM approvals WHERE charge_id = \? AND agent_id = \? AND status = 'pending'/.test(sqlOf.get(s) ?? ""));
+      const isHoldRead = statements.some((s) =>
+        /FROM approvals WHERE charge_id = \? AND agent_id = \? AND status = 'pending'/.test(sqlOf.get(s) ?? ""),
+      );
       if (isHoldRead && !done) {
         done = true;
         await interfere();
@@ -52,14 +54,26 @@ async function holdWithInterference(interfere: (chargeId: string) => Promise<voi
   const charge = await createCharge(merchant.apiKey, 2500);
   const wrapped = envInterferingAfterRead(() => interfere(charge.chargeId));
   const turn = { cache: new AgentStateCache(), endTurn: () => {} };
-  const outcome = await payFromWallet(wrapped.env, agentA.agentId, charge.chargeId, turn, readCharge(env, charge.chargeId));
+  const outcome = await payFromWallet(
+    wrapped.env,
+    agentA.agentId,
+    charge.chargeId,
+    turn,
+    readCharge(env, charge.chargeId),
+  );
   expect(wrapped.interfered()).toBe(true);
   return { merchant, agentA, charge, outcome };
 }
 
 async function approvalTraces(chargeId: string) {
-  const rows = await env.DB.prepare("SELECT status FROM approvals WHERE charge_id = ?").bind(chargeId).all<{ status: string }>();
-  const events = await env.DB.prepare("SELECT id FROM outbox_events WHERE type = 'approval.required' AND json_extract(data, '$.chargeId') = ?").bind(chargeId).all();
+  const rows = await env.DB.prepare("SELECT status FROM approvals WHERE charge_id = ?")
+    .bind(chargeId)
+    .all<{ status: string }>();
+  const events = await env.DB.prepare(
+    "SELECT id FROM outbox_events WHERE type = 'approval.required' AND json_extract(data, '$.chargeId') = ?",
+  )
+    .bind(chargeId)
+    .all();
   return { approvals: rows.results, events: events.results };
 }
 
@@ -82,14 +96,20 @@ describe("a hold re-checks the charge in its batch", () => {
     expect(thrown).toBeInstanceOf(ApiError);
     expect(thrown).toMatchObject({ status: 409, error: "charge_not_pending" });
     expect(await approvalTraces(charge.chargeId)).toEqual({ approvals: [], events: [] });
-    const row = await env.DB.prepare("SELECT status FROM charges WHERE id = ?").bind(charge.chargeId).first<{ status: string }>();
+    const row = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")
+      .bind(charge.chargeId)
+      .first<{ status: string }>();
     expect(row?.status).toBe("paid");
   });
 
   it("an x402 payment claims the charge between the read and the hold: 409 charge_not_pending, no approval, no event", async () => {
     const { charge, outcome } = await holdWithInterference(async (chargeId) => {
       // What the x402 settle's claim does to a pending charge (src/x402/service.ts).
-      await env.DB.prepare("UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL").bind("x402_test_claim", chargeId).run();
+      await env.DB.prepare(
+        "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
+      )
+        .bind("x402_test_claim", chargeId)
+        .run();
     });
     expect(outcome).toEqual({ kind: "conflict", reason: "charge_not_pending" });
     expect(await approvalTraces(charge.chargeId)).toEqual({ approvals: [], events: [] });
@@ -106,7 +126,10 @@ describe("a hold re-checks the charge in its batch", () => {
   it("a checkout link's hold, whose charge is born in the same batch, still holds", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 5000, policy: { approvalThresholdUsdCents: 500 } });
-    const link = await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 900, description: "born held" } });
+    const link = await api("POST", "/merchant/checkout", {
+      token: merchant.apiKey,
+      body: { amountUsdCents: 900, description: "born held" },
+    });
     expect(link.status).toBeLessThan(300);
     const held = await api("POST", `/checkout/${link.body.checkoutToken}/pay`, { token: agent.apiKey });
     expect(held.status).toBe(402);

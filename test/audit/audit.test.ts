@@ -20,7 +20,20 @@ interface DbAuditRow {
 }
 
 const GENESIS = "0".repeat(64);
-const CSV_HEADER = ["seq", "createdAt", "type", "reference", "chargeId", "agentId", "merchantId", "amountMinor", "currency", "data", "prevHash", "hash"];
+const CSV_HEADER = [
+  "seq",
+  "createdAt",
+  "type",
+  "reference",
+  "chargeId",
+  "agentId",
+  "merchantId",
+  "amountMinor",
+  "currency",
+  "data",
+  "prevHash",
+  "hash",
+];
 
 async function auditTable(): Promise<DbAuditRow[]> {
   const { results } = await env.DB.prepare(
@@ -130,9 +143,15 @@ describe("audit chain", () => {
   it("records every credit and payment of the fixture", async () => {
     const rows = await auditTable();
     const [a1, a2] = fixture.agents;
-    expect(rows.filter((r) => r.agentId === a1!.agentId && r.type === "agent.credited").map((r) => r.amountMinor)).toEqual([5000, 250]);
-    expect(rows.filter((r) => r.agentId === a1!.agentId && r.type === "charge.paid").map((r) => r.amountMinor)).toEqual([1200, 300]);
-    expect(rows.filter((r) => r.agentId === a2!.agentId && r.type === "charge.paid").map((r) => r.amountMinor)).toEqual([400, 500, 900]);
+    expect(
+      rows.filter((r) => r.agentId === a1!.agentId && r.type === "agent.credited").map((r) => r.amountMinor),
+    ).toEqual([5000, 250]);
+    expect(rows.filter((r) => r.agentId === a1!.agentId && r.type === "charge.paid").map((r) => r.amountMinor)).toEqual(
+      [1200, 300],
+    );
+    expect(rows.filter((r) => r.agentId === a2!.agentId && r.type === "charge.paid").map((r) => r.amountMinor)).toEqual(
+      [400, 500, 900],
+    );
     for (const r of rows.filter((r) => r.type === "charge.paid")) expect(r.reference).toMatch(/^PAY_/);
   });
 
@@ -236,10 +255,14 @@ describe("CSV export", () => {
 
 describe("ledger invariants", () => {
   it("ledger entries sum to zero", async () => {
-    const row = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS s, COUNT(*) AS n FROM ledger_entries").first<{ s: number; n: number }>();
+    const row = await env.DB.prepare(
+      "SELECT COALESCE(SUM(amount_minor), 0) AS s, COUNT(*) AS n FROM ledger_entries",
+    ).first<{ s: number; n: number }>();
     expect(row!.n).toBeGreaterThan(0);
     expect(row!.s).toBe(0);
-    const perTransfer = await env.DB.prepare("SELECT transfer_id, SUM(amount_minor) AS s FROM ledger_entries GROUP BY transfer_id HAVING s != 0").all();
+    const perTransfer = await env.DB.prepare(
+      "SELECT transfer_id, SUM(amount_minor) AS s FROM ledger_entries GROUP BY transfer_id HAVING s != 0",
+    ).all();
     expect(perTransfer.results).toEqual([]);
   });
 
@@ -284,14 +307,18 @@ describe("tamper detection", () => {
   it("changing an amount breaks verify at exactly that seq (hash_mismatch), and restoring it heals the chain", async () => {
     const rows = await auditTable();
     const target = rows[Math.floor(rows.length / 2)]!;
-    await env.DB.prepare("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = ?").bind(target.seq).run();
+    await env.DB.prepare("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = ?")
+      .bind(target.seq)
+      .run();
     try {
       const broken = await verify();
       expect(broken.ok).toBe(false);
       expect(broken.brokenSeq).toBe(target.seq);
       expect(broken.problem).toBe("hash_mismatch");
     } finally {
-      await env.DB.prepare("UPDATE audit_events SET amount_minor = ? WHERE seq = ?").bind(target.amountMinor, target.seq).run();
+      await env.DB.prepare("UPDATE audit_events SET amount_minor = ? WHERE seq = ?")
+        .bind(target.amountMinor, target.seq)
+        .run();
     }
     const healed = await verify();
     expect(healed.ok).toBe(true);
@@ -319,7 +346,9 @@ describe("tamper detection", () => {
       const broken = await verify();
       expect(broken).toMatchObject({ ok: false, brokenSeq: target.seq, problem: "prev_hash_mismatch" });
     } finally {
-      await env.DB.prepare("UPDATE audit_events SET prev_hash = ? WHERE seq = ?").bind(target.prevHash, target.seq).run();
+      await env.DB.prepare("UPDATE audit_events SET prev_hash = ? WHERE seq = ?")
+        .bind(target.prevHash, target.seq)
+        .run();
     }
     expect((await verify()).ok).toBe(true);
   });

@@ -10,7 +10,8 @@ import { createAgent, createMerchant } from "../helpers/factories";
  * first, exactly as without the key (interface section 5, rule 5).
  */
 describe("Idempotency-Key replays only to a valid credential (regression)", () => {
-  const register = (token: string, key: string, name = "Replay Shop") => api("POST", "/merchants", { token, body: { name }, headers: { "Idempotency-Key": key } });
+  const register = (token: string, key: string, name = "Replay Shop") =>
+    api("POST", "/merchants", { token, body: { name }, headers: { "Idempotency-Key": key } });
 
   it("a signed-out session is 401, not the stored answer with the merchant's key", async () => {
     const token = await consoleToken();
@@ -69,19 +70,37 @@ describe("Idempotency-Key replays only to a valid credential (regression)", () =
     const bare = await api("POST", "/merchant/charges", { body: { amountUsdCents: 10 }, headers });
     expect(bare.status).toBe(401);
     expect(bare.body).toEqual({ error: "merchant_api_key_required" });
-    const malformed = await api("POST", "/merchant/charges", { body: { amountUsdCents: 10 }, headers: { ...headers, authorization: "Basic abc" } });
+    const malformed = await api("POST", "/merchant/charges", {
+      body: { amountUsdCents: 10 },
+      headers: { ...headers, authorization: "Basic abc" },
+    });
     expect(malformed.status).toBe(401);
     expect(malformed.body).toEqual({ error: "merchant_api_key_required" });
-    const unknown = await api("POST", "/merchant/charges", { token: `sk_mch_${"B".repeat(43)}`, body: { amountUsdCents: 10 }, headers });
+    const unknown = await api("POST", "/merchant/charges", {
+      token: `sk_mch_${"B".repeat(43)}`,
+      body: { amountUsdCents: 10 },
+      headers,
+    });
     expect(unknown.status).toBe(401);
     expect(unknown.body).toEqual({ error: "merchant_api_key_required" });
-    const wrongKind = await api("POST", "/merchant/charges", { token: agent.apiKey, body: { amountUsdCents: 10 }, headers });
+    const wrongKind = await api("POST", "/merchant/charges", {
+      token: agent.apiKey,
+      body: { amountUsdCents: 10 },
+      headers,
+    });
     expect(wrongKind.status).toBe(403);
     expect(wrongKind.body).toEqual({ error: "credential_not_allowed", expected: "merchant_api_key" });
     // A bad key header is checked only once the credential is: an unauthenticated caller learns nothing from it.
-    const badKey = await api("POST", "/merchant/charges", { token: `sk_mch_${"B".repeat(43)}`, body: { amountUsdCents: 10 }, headers: { "Idempotency-Key": "x".repeat(256) } });
+    const badKey = await api("POST", "/merchant/charges", {
+      token: `sk_mch_${"B".repeat(43)}`,
+      body: { amountUsdCents: 10 },
+      headers: { "Idempotency-Key": "x".repeat(256) },
+    });
     expect(badKey.status).toBe(401);
-    expect((await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 10 }, headers })).status).toBe(201);
+    expect(
+      (await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 10 }, headers }))
+        .status,
+    ).toBe(201);
   });
 
   it("a key on a route mounted behind a shared requireActor (webhook endpoints) is reserved once and replays", async () => {

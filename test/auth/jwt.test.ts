@@ -6,8 +6,18 @@ const SECRET = "unit-test-console-session-secret-0123456789abcdef";
 const NOW = Date.UTC(2026, 4, 1, 12, 0, 0);
 const NOW_S = Math.floor(NOW / 1000);
 
-const claims = (overrides: Record<string, unknown> = {}) => ({ sub: "ops@example.com", aud: "console", iat: NOW_S, exp: NOW_S + 3600, ...overrides });
-const sign = (payload: Record<string, unknown>, header: Record<string, unknown> = HS256, secret: string | null = SECRET) => makeJwt(header, payload, secret);
+const claims = (overrides: Record<string, unknown> = {}) => ({
+  sub: "ops@example.com",
+  aud: "console",
+  iat: NOW_S,
+  exp: NOW_S + 3600,
+  ...overrides,
+});
+const sign = (
+  payload: Record<string, unknown>,
+  header: Record<string, unknown> = HS256,
+  secret: string | null = SECRET,
+) => makeJwt(header, payload, secret);
 const verify = (token: string) => verifyConsoleToken(SECRET, token, NOW);
 
 describe("verifyConsoleToken", () => {
@@ -15,7 +25,11 @@ describe("verifyConsoleToken", () => {
     const { token, expiresAt } = await signConsoleToken(SECRET, "Ops@Example.com", 3600, NOW);
     expect(token.split(".")).toHaveLength(3);
     expect(expiresAt).toBe(new Date((NOW_S + 3600) * 1000).toISOString());
-    expect(await verify(token)).toEqual({ email: "ops@example.com", expiresAt, jti: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/) });
+    expect(await verify(token)).toEqual({
+      email: "ops@example.com",
+      expiresAt,
+      jti: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/),
+    });
   });
 
   it("gives every session its own id, by which sign-out revokes it", async () => {
@@ -26,7 +40,10 @@ describe("verifyConsoleToken", () => {
 
   it("accepts a hand-built HS256 token with the right secret", async () => {
     const session = await verify(await sign(claims()));
-    expect(session).toMatchObject({ email: "ops@example.com", expiresAt: new Date((NOW_S + 3600) * 1000).toISOString() });
+    expect(session).toMatchObject({
+      email: "ops@example.com",
+      expiresAt: new Date((NOW_S + 3600) * 1000).toISOString(),
+    });
   });
 
   it("rejects a token whose payload was tampered with", async () => {
@@ -48,7 +65,12 @@ describe("verifyConsoleToken", () => {
 
   it("rejects a token signed with another secret", async () => {
     expect(await verify(await sign(claims(), HS256, "another-secret-that-is-long-enough-0123456789"))).toBeNull();
-    const { token } = await signConsoleToken("another-secret-that-is-long-enough-0123456789", "ops@example.com", 3600, NOW);
+    const { token } = await signConsoleToken(
+      "another-secret-that-is-long-enough-0123456789",
+      "ops@example.com",
+      3600,
+      NOW,
+    );
     expect(await verify(token)).toBeNull();
   });
 
@@ -67,7 +89,13 @@ describe("verifyConsoleToken", () => {
     }
     // A genuine HS512 signature with the right secret is refused too.
     const signingInput = `${b64url(JSON.stringify({ alg: "HS512", typ: "JWT" }))}.${b64url(JSON.stringify(claims()))}`;
-    const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(SECRET), { name: "HMAC", hash: "SHA-512" }, false, ["sign"]);
+    const key = await crypto.subtle.importKey(
+      "raw",
+      new TextEncoder().encode(SECRET),
+      { name: "HMAC", hash: "SHA-512" },
+      false,
+      ["sign"],
+    );
     const sig = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(signingInput)));
     expect(await verify(`${signingInput}.${b64url(sig)}`)).toBeNull();
   });

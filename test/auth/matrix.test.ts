@@ -4,7 +4,8 @@ import { api, consoleToken } from "../helpers/api";
 import { consoleSecret, expectAuthMatrix, type RouteDescriptor } from "../helpers/auth-matrix";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 
-const randomAddress = () => `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+const randomAddress = () =>
+  `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 
 /** Every authenticated route of the app (interface section 4, operations sections 2 to 4). */
 const ROUTES: RouteDescriptor[] = [
@@ -17,13 +18,28 @@ const ROUTES: RouteDescriptor[] = [
   { method: "POST", path: "/charges/chg_doesnotexist/pay", expects: "agent" },
   { method: "POST", path: "/kyt/screen", expects: "console", body: { address: randomAddress(), chain: "ethereum" } },
   { method: "GET", path: "/console/kyt/blocklist", expects: "console" },
-  { method: "POST", path: "/console/kyt/blocklist", expects: "console", body: { address: randomAddress(), reason: "matrix test" } },
+  {
+    method: "POST",
+    path: "/console/kyt/blocklist",
+    expects: "console",
+    body: { address: randomAddress(), reason: "matrix test" },
+  },
   { method: "GET", path: "/export/transactions.csv", expects: "console" },
   { method: "POST", path: "/console/agents", expects: "console", body: { name: "matrix-agent" } },
   { method: "GET", path: "/console/agents", expects: "console" },
   { method: "GET", path: "/console/agents/agent_doesnotexist", expects: "console" },
-  { method: "PUT", path: "/console/agents/agent_doesnotexist/policy", expects: "console", body: { maxPerTransactionUsdCents: 1000 } },
-  { method: "POST", path: "/console/agents/agent_doesnotexist/credits", expects: "console", body: { amountUsdCents: 100 } },
+  {
+    method: "PUT",
+    path: "/console/agents/agent_doesnotexist/policy",
+    expects: "console",
+    body: { maxPerTransactionUsdCents: 1000 },
+  },
+  {
+    method: "POST",
+    path: "/console/agents/agent_doesnotexist/credits",
+    expects: "console",
+    body: { amountUsdCents: 100 },
+  },
   { method: "POST", path: "/console/agents/agent_doesnotexist/keys", expects: "console", body: { graceSeconds: 0 } },
   { method: "POST", path: "/console/agents/agent_doesnotexist/freeze", expects: "console", body: { reason: "matrix" } },
   { method: "POST", path: "/console/agents/agent_doesnotexist/unfreeze", expects: "console" },

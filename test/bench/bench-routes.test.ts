@@ -17,8 +17,16 @@ const benchEnv = (vars: Partial<Env> = {}): Env => ({ ...env, BENCH_ROUTES: "tru
 
 async function bench(method: string, path: string, body?: unknown, vars: Partial<Env> = {}) {
   const ctx = createExecutionContext();
-  const init: RequestInit = { method, headers: body === undefined ? {} : { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) };
-  const response = await worker.fetch!(new Request(`http://service.test/__bench/${path}`, init) as Request<unknown, IncomingRequestCfProperties>, benchEnv(vars), ctx);
+  const init: RequestInit = {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  };
+  const response = await worker.fetch!(
+    new Request(`http://service.test/__bench/${path}`, init) as Request<unknown, IncomingRequestCfProperties>,
+    benchEnv(vars),
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
@@ -40,7 +48,9 @@ describe("bench routes", () => {
       CONSOLE_SESSION_SECRET: "a-real-production-secret-with-enough-entropy-0123456789",
       WEBHOOK_SECRETS_KEY: "another-real-production-secret-with-entropy-0123456789",
     };
-    expect(() => settingsOf({ ...production, BENCH_ROUTES: "true" } as Env)).toThrow(/BENCH_ROUTES cannot be true in production/);
+    expect(() => settingsOf({ ...production, BENCH_ROUTES: "true" } as Env)).toThrow(
+      /BENCH_ROUTES cannot be true in production/,
+    );
     expect(settingsOf(production as Env).benchRoutes).toBe(false);
     // The Worker itself fails closed rather than serving a floor.
     await expect(bench("GET", "noop", undefined, production as Partial<Env>)).rejects.toThrow(/BENCH_ROUTES/);
@@ -51,7 +61,11 @@ describe("bench routes", () => {
     expect(await bench("POST", "do-rpc")).toEqual({ status: 200, body: { ok: true } });
     expect((await bench("GET", "no-such-floor")).status).toBe(404);
     const ctx = createExecutionContext();
-    const app = await worker.fetch!(new Request("http://service.test/no-such-route") as Request<unknown, IncomingRequestCfProperties>, benchEnv(), ctx);
+    const app = await worker.fetch!(
+      new Request("http://service.test/no-such-route") as Request<unknown, IncomingRequestCfProperties>,
+      benchEnv(),
+      ctx,
+    );
     await waitOnExecutionContext(ctx);
     expect(app.status).toBe(404);
     expect(await app.json()).toEqual({ error: "not_found" });
@@ -59,34 +73,55 @@ describe("bench routes", () => {
 
   it("time each step of a payment the number of times asked, and refuse an unknown step or too many", async () => {
     for (const step of BENCH_STEPS) {
-      expect(await bench("POST", "step", { step, iterations: 3 }), step).toEqual({ status: 200, body: { ok: true, step, iterations: 3 } });
+      expect(await bench("POST", "step", { step, iterations: 3 }), step).toEqual({
+        status: 200,
+        body: { ok: true, step, iterations: 3 },
+      });
     }
     expect((await bench("POST", "step", { step: "mine_a_block", iterations: 1 })).status).toBe(400);
     expect((await bench("POST", "step", { step: "d1_read", iterations: 1_001 })).status).toBe(400);
     // The chain steps need x402; without it the answer says so rather than timing nothing.
-    expect(await bench("POST", "step", { step: "rpc_call", iterations: 1 }, { X402_PAY_TO: undefined } as Partial<Env>)).toEqual({
+    expect(
+      await bench("POST", "step", { step: "rpc_call", iterations: 1 }, { X402_PAY_TO: undefined } as Partial<Env>),
+    ).toEqual({
       status: 503,
       body: { error: "x402_not_configured" },
     });
     // Only the signature needs the gas key; one step by default.
     const keyless = { FACILITATOR_PRIVATE_KEY: undefined, X402_FACILITATOR_URL: "http://127.0.0.1:9/" } as Partial<Env>;
-    expect(await bench("POST", "step", { step: "rpc_call" }, keyless)).toEqual({ status: 200, body: { ok: true, step: "rpc_call", iterations: 1 } });
-    expect(await bench("POST", "step", { step: "sign_transaction" }, keyless)).toEqual({ status: 503, body: { error: "facilitator_not_configured" } });
+    expect(await bench("POST", "step", { step: "rpc_call" }, keyless)).toEqual({
+      status: 200,
+      body: { ok: true, step: "rpc_call", iterations: 1 },
+    });
+    expect(await bench("POST", "step", { step: "sign_transaction" }, keyless)).toEqual({
+      status: 503,
+      body: { error: "facilitator_not_configured" },
+    });
   });
 
   it("build a batch of a wallet payment's count and shape that names only scratch tables", () => {
     const batch = paymentShapedBatch(7, "agent_a", "mch_m");
     const plan = walletPaymentPlan({
-      charge: { id: "chg_x", merchantId: "mch_m", amountMinor: 1, currency: "USD", description: null, checkoutLinkId: null },
+      charge: {
+        id: "chg_x",
+        merchantId: "mch_m",
+        amountMinor: 1,
+        currency: "USD",
+        description: null,
+        checkoutLinkId: null,
+      },
       agentId: "agent_a",
       method: "ledger",
       reference: "PAY_X",
       paidAt: new Date().toISOString(),
     });
     expect(batch).toHaveLength(plan.statements.length + plan.audit.length);
-    const tables = batch.flatMap((s) => [...s.sql.matchAll(/\b(?:INTO|UPDATE|FROM|JOIN)\s+[`"]?(\w+)/gi)].map((m) => m[1]!));
+    const tables = batch.flatMap((s) =>
+      [...s.sql.matchAll(/\b(?:INTO|UPDATE|FROM|JOIN)\s+[`"]?(\w+)/gi)].map((m) => m[1]!),
+    );
     expect(tables.length).toBeGreaterThan(batch.length);
-    for (const table of tables) expect(table === "batch_guards" || SCRATCH_TABLES.some((t) => table === `bench_${t}`), table).toBe(true);
+    for (const table of tables)
+      expect(table === "batch_guards" || SCRATCH_TABLES.some((t) => table === `bench_${t}`), table).toBe(true);
   });
 
   it("write payment-sized batches into scratch copies only, with the payment's guards, and drop them after", async () => {
@@ -102,10 +137,20 @@ describe("bench routes", () => {
     expect(setup.body.agentIds).toContain(agent.agentId);
 
     const floor = (i: number) => ({ i, agentId: agent.agentId, merchantId: merchant.merchantId });
-    const statements = walletPaymentPlan({ charge: { id: "c", merchantId: "m", amountMinor: 1, currency: "USD", description: null, checkoutLinkId: null }, agentId: "a", method: "ledger", reference: "r", paidAt: "t" }).statements.length + 1;
+    const statements =
+      walletPaymentPlan({
+        charge: { id: "c", merchantId: "m", amountMinor: 1, currency: "USD", description: null, checkoutLinkId: null },
+        agentId: "a",
+        method: "ledger",
+        reference: "r",
+        paidAt: "t",
+      }).statements.length + 1;
     expect(await bench("POST", "d1-batch", floor(0))).toEqual({ status: 200, body: { ok: true, statements } });
     expect(await bench("POST", "do-d1-batch", floor(1))).toEqual({ status: 200, body: { ok: true, statements } });
-    expect(await bench("POST", "do-d1-batch-serial", floor(2))).toEqual({ status: 200, body: { ok: true, statements } });
+    expect(await bench("POST", "do-d1-batch-serial", floor(2))).toEqual({
+      status: 200,
+      body: { ok: true, statements },
+    });
     // The payment's own guard, on the copy: a charge is paid once.
     await expect(bench("POST", "d1-batch", floor(0))).rejects.toThrow(/charge_not_pending/);
 
@@ -125,9 +170,15 @@ describe("bench routes", () => {
   it("verify an x402 payment offline as many times as asked, and say why a wrong one fails", async () => {
     const payTo = chain().payTo;
     const good = await xPaymentHeader(1, 10_000n, { to: payTo });
-    expect(await bench("POST", "x402-verify", { header: good.header, amountMinor: 1, payTo, iterations: 3 })).toEqual({ status: 200, body: { valid: true, reason: null, iterations: 3 } });
+    expect(await bench("POST", "x402-verify", { header: good.header, amountMinor: 1, payTo, iterations: 3 })).toEqual({
+      status: 200,
+      body: { valid: true, reason: null, iterations: 3 },
+    });
     const short = await bench("POST", "x402-verify", { header: good.header, amountMinor: 2, payTo });
-    expect(short).toEqual({ status: 422, body: { valid: false, reason: "invalid_exact_evm_payload_authorization_value", iterations: 1 } });
+    expect(short).toEqual({
+      status: 422,
+      body: { valid: false, reason: "invalid_exact_evm_payload_authorization_value", iterations: 1 },
+    });
     expect((await bench("POST", "x402-verify", { header: good.header })).status).toBe(400);
   });
 

@@ -25,7 +25,20 @@ describe("POST /merchant/charges", () => {
     });
     expect(res.status).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(
-      ["agentId", "amountMinor", "chargeId", "createdAt", "currency", "description", "externalId", "merchantId", "method", "paidAt", "reference", "status"].sort(),
+      [
+        "agentId",
+        "amountMinor",
+        "chargeId",
+        "createdAt",
+        "currency",
+        "description",
+        "externalId",
+        "merchantId",
+        "method",
+        "paidAt",
+        "reference",
+        "status",
+      ].sort(),
     );
     expect(res.body).toMatchObject({
       merchantId: merchant.merchantId,
@@ -60,7 +73,11 @@ describe("POST /merchant/charges", () => {
     const rows = await outboxFor("charge.created", charge.chargeId);
     expect(rows).toHaveLength(1);
     expect(rows[0]!.merchantId).toBe(merchant.merchantId);
-    expect(rows[0]!.data).toMatchObject({ chargeId: charge.chargeId, amountMinor: 4321, merchantName: "Outbox Merchant" });
+    expect(rows[0]!.data).toMatchObject({
+      chargeId: charge.chargeId,
+      amountMinor: 4321,
+      merchantName: "Outbox Merchant",
+    });
     expect(rows[0]!.id).toMatch(/^evt_wh_/);
   });
 
@@ -92,7 +109,10 @@ describe("POST /merchant/charges", () => {
 describe("GET /charges/:chargeId", () => {
   it("is public and returns the charge object", async () => {
     const merchant = await createMerchant();
-    const created = await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 700, description: "d", externalId: "e" } });
+    const created = await api("POST", "/merchant/charges", {
+      token: merchant.apiKey,
+      body: { amountUsdCents: 700, description: "d", externalId: "e" },
+    });
     const res = await api("GET", `/charges/${created.body.chargeId}`);
     expect(res.status).toBe(200);
     expect(res.body).toEqual(created.body);
@@ -109,7 +129,8 @@ describe("GET /merchant/charges", () => {
   it("returns the last 100, newest first", async () => {
     const merchant = await createMerchant();
     const ids: string[] = [];
-    for (let i = 0; i < 102; i++) ids.push((await createCharge(merchant.apiKey, 100 + i, { externalId: `n${i}` })).chargeId);
+    for (let i = 0; i < 102; i++)
+      ids.push((await createCharge(merchant.apiKey, 100 + i, { externalId: `n${i}` })).chargeId);
     const res = await api("GET", "/merchant/charges", { token: merchant.apiKey });
     expect(res.status).toBe(200);
     expect(res.body.charges).toHaveLength(100);
@@ -205,7 +226,14 @@ describe("POST /charges/:chargeId/pay", () => {
     const ttl = Date.parse(res.body.expiresAt) - Date.now();
     expect(ttl).toBeGreaterThan(23.9 * 3600_000);
     expect(ttl).toBeLessThanOrEqual(24 * 3600_000);
-    expect(res.body.charge).toMatchObject({ chargeId: charge.chargeId, status: "pending", agentId: null, method: null, reference: null, paidAt: null });
+    expect(res.body.charge).toMatchObject({
+      chargeId: charge.chargeId,
+      status: "pending",
+      agentId: null,
+      method: null,
+      reference: null,
+      paidAt: null,
+    });
     expect(res.body.error).toBeUndefined();
 
     expect(await balanceOf(agent.apiKey)).toBe(10_000);

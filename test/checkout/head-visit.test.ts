@@ -11,7 +11,12 @@ const head = async (path: string) => {
 describe("HEAD /checkout/:token", () => {
   it("answers as GET does, without a body, and is not counted as a visit (regression)", async () => {
     const merchant = await createMerchant({ name: "Head Shop" });
-    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 700, description: "one report" } })).body;
+    const link = (
+      await api("POST", "/merchant/checkout", {
+        token: merchant.apiKey,
+        body: { amountUsdCents: 700, description: "one report" },
+      })
+    ).body;
 
     const first = await head(`/checkout/${link.checkoutToken}`);
     expect(first.status).toBe(200);

@@ -3,15 +3,26 @@ import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createMerchant, merchantBalance } from "../helpers/factories";
 
-const createLink = async (merchantKey: string, body: Record<string, unknown> = { amountUsdCents: 700, description: "one report" }) => api("POST", "/merchant/checkout", { token: merchantKey, body });
+const createLink = async (
+  merchantKey: string,
+  body: Record<string, unknown> = { amountUsdCents: 700, description: "one report" },
+) => api("POST", "/merchant/checkout", { token: merchantKey, body });
 
 const countsOf = async (linkId: string) =>
-  (await env.DB.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE checkout_link_id = ? AND status = 'paid'").bind(linkId).first<{ n: number; total: number }>())!;
+  (await env.DB.prepare(
+    "SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE checkout_link_id = ? AND status = 'paid'",
+  )
+    .bind(linkId)
+    .first<{ n: number; total: number }>())!;
 
 describe("checkout links", () => {
   it("POST /merchant/checkout answers 201 with the link and zero counters", async () => {
     const merchant = await createMerchant();
-    const res = await createLink(merchant.apiKey, { amountUsdCents: 700, description: "one report", externalId: "sku-9" });
+    const res = await createLink(merchant.apiKey, {
+      amountUsdCents: 700,
+      description: "one report",
+      externalId: "sku-9",
+    });
     expect(res.status).toBe(201);
     expect(res.body).toEqual({
       checkoutLinkId: expect.stringMatching(/^cl_/),
@@ -47,9 +58,19 @@ describe("checkout links", () => {
     expect(res.status).toBe(200);
     expect(res.body.total).toBe(3);
     expect(res.body.links).toHaveLength(2);
-    expect(Object.keys(res.body.links[0]).sort()).toEqual(
-      ["active", "amountMinor", "checkoutLinkId", "checkoutToken", "checkoutUrl", "createdAt", "currency", "description", "paymentsCount", "totalPaidMinor", "visits"],
-    );
+    expect(Object.keys(res.body.links[0]).sort()).toEqual([
+      "active",
+      "amountMinor",
+      "checkoutLinkId",
+      "checkoutToken",
+      "checkoutUrl",
+      "createdAt",
+      "currency",
+      "description",
+      "paymentsCount",
+      "totalPaidMinor",
+      "visits",
+    ]);
     expect((await api("GET", "/merchant/checkout-links", { token: merchant.apiKey })).body.links).toHaveLength(3);
     expect((await api("GET", "/merchant/checkout-links?limit=101", { token: merchant.apiKey })).status).toBe(400);
   });
@@ -82,11 +103,16 @@ describe("checkout links", () => {
     const pa = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: a.apiKey });
     const pb = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: b.apiKey });
     expect(pa.status).toBe(200);
-    expect(pa.body).toEqual({ paid: true, charge: expect.objectContaining({ status: "paid", method: "ledger", reference: expect.stringMatching(/^PAY_/) }) });
+    expect(pa.body).toEqual({
+      paid: true,
+      charge: expect.objectContaining({ status: "paid", method: "ledger", reference: expect.stringMatching(/^PAY_/) }),
+    });
     expect(pa.body).not.toHaveProperty("merchantBalanceMinor");
     expect(pb.body.charge.chargeId).not.toBe(pa.body.charge.chargeId);
     const charges = (await api("GET", "/merchant/charges", { token: merchant.apiKey })).body.charges;
-    expect(charges.map((c: { chargeId: string }) => c.chargeId).sort()).toEqual([pa.body.charge.chargeId, pb.body.charge.chargeId].sort());
+    expect(charges.map((c: { chargeId: string }) => c.chargeId).sort()).toEqual(
+      [pa.body.charge.chargeId, pb.body.charge.chargeId].sort(),
+    );
     const view = (await api("GET", `/checkout/${link.checkoutToken}`)).body;
     expect(view).toMatchObject({ paymentsCount: 2, totalPaidMinor: 1400 });
     expect(await countsOf(link.checkoutLinkId)).toEqual({ n: 2, total: 1400 });
@@ -99,11 +125,21 @@ describe("checkout links", () => {
     const link = (await createLink(merchant.apiKey)).body;
     const held = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
     expect(held.status).toBe(402);
-    expect(held.body).toMatchObject({ pendingApproval: true, reason: "requiere_aprobacion_humana", approvalId: expect.stringMatching(/^apr_/) });
-    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({ paymentsCount: 0, totalPaidMinor: 0 });
+    expect(held.body).toMatchObject({
+      pendingApproval: true,
+      reason: "requiere_aprobacion_humana",
+      approvalId: expect.stringMatching(/^apr_/),
+    });
+    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({
+      paymentsCount: 0,
+      totalPaidMinor: 0,
+    });
     const granted = await api("POST", `/approvals/${held.body.approvalId}/grant`, { token: await consoleToken() });
     expect(granted.status).toBe(200);
-    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({ paymentsCount: 1, totalPaidMinor: 700 });
+    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({
+      paymentsCount: 1,
+      totalPaidMinor: 700,
+    });
     expect(await balanceOf(agent.apiKey)).toBe(4300);
   });
 
@@ -122,22 +158,41 @@ describe("checkout links", () => {
     const agent = await createAgent({ credit: 5000 });
     const link = (await createLink(merchant.apiKey)).body;
     await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
-    const off = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: false } });
+    const off = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+      token: merchant.apiKey,
+      body: { active: false },
+    });
     expect(off.status).toBe(200);
-    expect(off.body).toMatchObject({ checkoutLinkId: link.checkoutLinkId, active: false, paymentsCount: 1, totalPaidMinor: 700, createdAt: expect.any(String) });
+    expect(off.body).toMatchObject({
+      checkoutLinkId: link.checkoutLinkId,
+      active: false,
+      paymentsCount: 1,
+      totalPaidMinor: 700,
+      createdAt: expect.any(String),
+    });
     const refused = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
     expect(refused.status).toBe(409);
     expect(refused.body).toEqual({ error: "checkout_link_disabled" });
     // The public view of a disabled link is the checkout error 409 (its status would be a value the contract never shows); the visit counts.
-    const visits = async () => (await env.DB.prepare("SELECT visits FROM checkout_links WHERE id = ?").bind(link.checkoutLinkId).first<{ visits: number }>())!.visits;
+    const visits = async () =>
+      (await env.DB.prepare("SELECT visits FROM checkout_links WHERE id = ?")
+        .bind(link.checkoutLinkId)
+        .first<{ visits: number }>())!.visits;
     const visitsBefore = await visits();
     const view = await api("GET", `/checkout/${link.checkoutToken}`);
     expect(view.status).toBe(409);
     expect(view.body).toEqual({ error: "checkout_link_disabled" });
     expect(await visits()).toBe(visitsBefore + 1);
-    const on = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: true } });
+    const on = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+      token: merchant.apiKey,
+      body: { active: true },
+    });
     expect(on.body.active).toBe(true);
-    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({ active: true, status: "active", paymentsCount: 1 });
+    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({
+      active: true,
+      status: "active",
+      paymentsCount: 1,
+    });
     expect((await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey })).status).toBe(200);
     expect(await countsOf(link.checkoutLinkId)).toEqual({ n: 2, total: 1400 });
   });
@@ -147,7 +202,10 @@ describe("checkout links", () => {
     const other = await createMerchant();
     const agent = await createAgent({ credit: 5000 });
     const link = (await createLink(merchant.apiKey)).body;
-    const patch = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: other.apiKey, body: { active: false } });
+    const patch = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+      token: other.apiKey,
+      body: { active: false },
+    });
     expect(patch.status).toBe(404);
     expect((await api("GET", `/checkout/${link.checkoutToken}`)).body.active).toBe(true);
     expect((await api("POST", "/checkout/ct_nope/pay", { token: agent.apiKey })).status).toBe(404);
@@ -157,10 +215,17 @@ describe("checkout links", () => {
     const merchant = await createMerchant();
     const agents = await Promise.all(Array.from({ length: 5 }, () => createAgent({ credit: 5000 })));
     const link = (await createLink(merchant.apiKey)).body;
-    const results = await Promise.all(agents.flatMap((a) => [a, a].map((agent) => api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey }))));
+    const results = await Promise.all(
+      agents.flatMap((a) =>
+        [a, a].map((agent) => api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey })),
+      ),
+    );
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
     expect(new Set(results.map((r) => r.body.charge.chargeId)).size).toBe(10);
-    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({ paymentsCount: 10, totalPaidMinor: 7000 });
+    expect((await api("GET", `/checkout/${link.checkoutToken}`)).body).toMatchObject({
+      paymentsCount: 10,
+      totalPaidMinor: 7000,
+    });
     expect(await countsOf(link.checkoutLinkId)).toEqual({ n: 10, total: 7000 });
     expect(await merchantBalance(merchant.apiKey)).toBe(7000);
     for (const agent of agents) expect(await balanceOf(agent.apiKey)).toBe(3600);

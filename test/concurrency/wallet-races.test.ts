@@ -12,7 +12,10 @@ import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, 
 const db = () => env.DB;
 
 async function scalar<T = number>(sql: string, ...params: (string | number)[]): Promise<T> {
-  const row = await db().prepare(sql).bind(...params).first<{ v: T }>();
+  const row = await db()
+    .prepare(sql)
+    .bind(...params)
+    .first<{ v: T }>();
   return row!.v;
 }
 
@@ -36,7 +39,9 @@ const countBy = (responses: ApiResponse[]) => {
 };
 
 const chargeRow = (chargeId: string) =>
-  db().prepare("SELECT status, agent_id AS agentId, reference, method FROM charges WHERE id = ?").bind(chargeId)
+  db()
+    .prepare("SELECT status, agent_id AS agentId, reference, method FROM charges WHERE id = ?")
+    .bind(chargeId)
     .first<{ status: string; agentId: string | null; reference: string | null; method: string | null }>();
 
 const chargePaidAuditRows = (chargeId: string) =>
@@ -58,8 +63,10 @@ async function payToApproval(agentKey: string, chargeId: string): Promise<string
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-const grant = async (approvalId: string) => api("POST", `/approvals/${approvalId}/grant`, { token: await consoleToken() });
-const reject = async (approvalId: string) => api("POST", `/approvals/${approvalId}/reject`, { token: await consoleToken() });
+const grant = async (approvalId: string) =>
+  api("POST", `/approvals/${approvalId}/grant`, { token: await consoleToken() });
+const reject = async (approvalId: string) =>
+  api("POST", `/approvals/${approvalId}/reject`, { token: await consoleToken() });
 
 describe("wallet races", () => {
   it("30 parallel pays of one charge by 10 agents: exactly one payment lands", async () => {
@@ -90,20 +97,28 @@ describe("wallet races", () => {
     const agentsAfter = await Promise.all(agents.map((a) => balanceOf(a.apiKey)));
     const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
     expect(sum(agentsBefore) - sum(agentsAfter)).toBe(amount);
-    agents.forEach((a, i) => expect(agentsAfter[i]).toBe(a.agentId === winner.agentId ? agentsBefore[i]! - amount : agentsBefore[i]));
+    agents.forEach((a, i) =>
+      expect(agentsAfter[i]).toBe(a.agentId === winner.agentId ? agentsBefore[i]! - amount : agentsBefore[i]),
+    );
 
     const row = await chargeRow(charge.chargeId);
     expect(row).toMatchObject({ status: "paid", agentId: winner.agentId, method: "ledger" });
     expect(row!.reference).toMatch(/^PAY_/);
     expect(row!.reference).toBe(won.body.charge.reference);
 
-    const entries = await db().prepare("SELECT account, amount_minor AS amountMinor FROM ledger_entries WHERE transfer_id = ? ORDER BY amount_minor")
-      .bind(row!.reference!).all<{ account: string; amountMinor: number }>();
+    const entries = await db()
+      .prepare(
+        "SELECT account, amount_minor AS amountMinor FROM ledger_entries WHERE transfer_id = ? ORDER BY amount_minor",
+      )
+      .bind(row!.reference!)
+      .all<{ account: string; amountMinor: number }>();
     expect(entries.results).toEqual([
       { account: `agent:${winner.agentId}`, amountMinor: -amount },
       { account: `merchant:${merchant.merchantId}`, amountMinor: amount },
     ]);
-    expect(await scalar("SELECT COUNT(*) AS v FROM ledger_entries WHERE account = ?", `merchant:${merchant.merchantId}`)).toBe(1);
+    expect(
+      await scalar("SELECT COUNT(*) AS v FROM ledger_entries WHERE account = ?", `merchant:${merchant.merchantId}`),
+    ).toBe(1);
     expect(await chargePaidAuditRows(charge.chargeId)).toBe(1);
     expect(await scalar("SELECT COUNT(*) AS v FROM audit_events WHERE reference = ?", row!.reference!)).toBe(1);
 
@@ -114,7 +129,9 @@ describe("wallet races", () => {
     const amount = 300;
     const merchant = await createMerchant({ name: "race-balance" });
     const agent = await createAgent({ name: "ten-shot", credit: amount * 10 });
-    const charges = await Promise.all(Array.from({ length: 30 }, (_, i) => createCharge(merchant.apiKey, amount, { externalId: `b-${i}` })));
+    const charges = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => createCharge(merchant.apiKey, amount, { externalId: `b-${i}` })),
+    );
 
     const responses = await Promise.all(charges.map((c) => payCharge(agent.apiKey, c.chargeId)));
 
@@ -126,8 +143,10 @@ describe("wallet races", () => {
     expect(await ledgerSumOf(`agent:${agent.agentId}`)).toBe(0);
 
     // The running balance of the agent's ledger account, in commit order, never dips below zero.
-    const entries = await db().prepare("SELECT amount_minor AS amountMinor FROM ledger_entries WHERE account = ? ORDER BY id")
-      .bind(`agent:${agent.agentId}`).all<{ amountMinor: number }>();
+    const entries = await db()
+      .prepare("SELECT amount_minor AS amountMinor FROM ledger_entries WHERE account = ? ORDER BY id")
+      .bind(`agent:${agent.agentId}`)
+      .all<{ amountMinor: number }>();
     expect(entries.results).toHaveLength(11); // one credit, ten debits
     let running = 0;
     let lowest = 0;
@@ -139,7 +158,13 @@ describe("wallet races", () => {
     expect(running).toBe(0);
 
     expect(await merchantBalance(merchant.apiKey)).toBe(amount * 10);
-    expect(await scalar("SELECT COUNT(*) AS v FROM ledger_entries WHERE account = ? AND amount_minor = ?", `merchant:${merchant.merchantId}`, amount)).toBe(10);
+    expect(
+      await scalar(
+        "SELECT COUNT(*) AS v FROM ledger_entries WHERE account = ? AND amount_minor = ?",
+        `merchant:${merchant.merchantId}`,
+        amount,
+      ),
+    ).toBe(10);
 
     // Exactly the charges answered 200 are paid, each once; the rest stay pending.
     for (const [i, c] of charges.entries()) {
@@ -155,7 +180,11 @@ describe("wallet races", () => {
   it("the daily limit holds under a race: 20 parallel pays, the limit covers exactly 7", async () => {
     const amount = 150;
     const merchant = await createMerchant({ name: "race-daily" });
-    const agent = await createAgent({ name: "daily-capped", credit: 100_000, policy: { dailyLimitUsdCents: amount * 7 } });
+    const agent = await createAgent({
+      name: "daily-capped",
+      credit: 100_000,
+      policy: { dailyLimitUsdCents: amount * 7 },
+    });
     const charges = await Promise.all(Array.from({ length: 20 }, () => createCharge(merchant.apiKey, amount)));
 
     const responses = await Promise.all(charges.map((c) => payCharge(agent.apiKey, c.chargeId)));
@@ -164,8 +193,15 @@ describe("wallet races", () => {
     expect(countBy(responses)).toEqual({ "200:ok": 7, "402:excede_limite_diario": 13 });
     expect(await balanceOf(agent.apiKey)).toBe(100_000 - amount * 7);
     expect(await merchantBalance(merchant.apiKey)).toBe(amount * 7);
-    expect(await scalar("SELECT COUNT(*) AS v FROM charges WHERE merchant_id = ? AND status = 'paid'", merchant.merchantId)).toBe(7);
-    expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE agent_id = ? AND status = 'paid'", agent.agentId)).toBe(amount * 7);
+    expect(
+      await scalar("SELECT COUNT(*) AS v FROM charges WHERE merchant_id = ? AND status = 'paid'", merchant.merchantId),
+    ).toBe(7);
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE agent_id = ? AND status = 'paid'",
+        agent.agentId,
+      ),
+    ).toBe(amount * 7);
 
     await expectGlobalInvariants();
   });
@@ -179,7 +215,10 @@ describe("wallet races", () => {
     const fillers: { agentId: string; apiKey: string }[] = [];
     for (let i = 0; i < 8; i++) fillers.push(await createAgent({ name: `filler-${i}` }));
     const token = await consoleToken();
-    const congest = () => Promise.all(fillers.map((f) => api("POST", `/console/agents/${f.agentId}/credits`, { token, body: { amountUsdCents: 1 } })));
+    const congest = () =>
+      Promise.all(
+        fillers.map((f) => api("POST", `/console/agents/${f.agentId}/credits`, { token, body: { amountUsdCents: 1 } })),
+      );
 
     // Which request goes first, the reject's delay in ms, and whether the ledger is busy:
     // the assertions hold whoever wins; the variety makes both winners and the
@@ -189,7 +228,11 @@ describe("wallet races", () => {
       ...[0, 2, 5, 10, 25].map((stagger) => ({ rejectFirst: false, stagger, congested: false })),
       ...[0, 3, 6, 10].map((stagger) => ({ rejectFirst: false, stagger, congested: true })),
     ];
-    const agent = await createAgent({ name: "held", credit: amount * rounds.length, policy: { approvalThresholdUsdCents: 500 } });
+    const agent = await createAgent({
+      name: "held",
+      credit: amount * rounds.length,
+      policy: { approvalThresholdUsdCents: 500 },
+    });
     for (const round of rounds) {
       const charge = await createCharge(merchant.apiKey, amount);
       const approvalId = await payToApproval(agent.apiKey, charge.chargeId);
@@ -207,7 +250,10 @@ describe("wallet races", () => {
       const grantWon = g.status === 200;
 
       const row = await chargeRow(charge.chargeId);
-      const approval = await db().prepare("SELECT status FROM approvals WHERE id = ?").bind(approvalId).first<{ status: string }>();
+      const approval = await db()
+        .prepare("SELECT status FROM approvals WHERE id = ?")
+        .bind(approvalId)
+        .first<{ status: string }>();
       if (grantWon) {
         expect(r.body.error, label).toBe("approval_not_pending");
         expect(g.body.approval).toEqual({ approvalId, status: "granted" });
@@ -245,7 +291,9 @@ describe("wallet races", () => {
     const approvalId = await payToApproval(agent.apiKey, charge.chargeId);
 
     const token = await consoleToken();
-    const responses = await Promise.all(Array.from({ length: 10 }, () => api("POST", `/approvals/${approvalId}/grant`, { token })));
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, () => api("POST", `/approvals/${approvalId}/grant`, { token })),
+    );
 
     expect(responses.filter((r) => r.status >= 500)).toEqual([]);
     expect(responses.filter((r) => r.status === 200)).toHaveLength(1);
@@ -255,7 +303,9 @@ describe("wallet races", () => {
     expect(await merchantBalance(merchant.apiKey)).toBe(amount);
     expect((await chargeRow(charge.chargeId))!.status).toBe("paid");
     expect(await chargePaidAuditRows(charge.chargeId)).toBe(1);
-    expect(await scalar("SELECT COUNT(*) AS v FROM ledger_entries WHERE account = ?", `merchant:${merchant.merchantId}`)).toBe(1);
+    expect(
+      await scalar("SELECT COUNT(*) AS v FROM ledger_entries WHERE account = ?", `merchant:${merchant.merchantId}`),
+    ).toBe(1);
     expect(await scalar("SELECT status AS v FROM approvals WHERE id = ?", approvalId)).toBe("granted");
 
     await expectGlobalInvariants();
@@ -263,7 +313,9 @@ describe("wallet races", () => {
 
   it("10 parallel agent registrations all succeed, each with its own identity and deposit address", async () => {
     const token = await consoleToken();
-    const responses = await Promise.all(Array.from({ length: 10 }, (_, i) => api("POST", "/console/agents", { token, body: { name: `burst-${i}` } })));
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => api("POST", "/console/agents", { token, body: { name: `burst-${i}` } })),
+    );
 
     expect(responses.map((r) => `${r.status} ${r.status === 201 ? "" : r.text}`.trim())).toEqual(Array(10).fill("201"));
     const ids = responses.map((r) => r.body.agentId as string);
@@ -272,7 +324,10 @@ describe("wallet races", () => {
     // Where deposits are configured, no two agents may share a deposit address.
     const addresses = responses.map((r) => r.body.depositAddress).filter((a): a is string => typeof a === "string");
     expect(new Set(addresses).size).toBe(addresses.length);
-    const stored = await db().prepare(`SELECT COUNT(*) AS v FROM agents WHERE id IN (${ids.map(() => "?").join(", ")})`).bind(...ids).first<{ v: number }>();
+    const stored = await db()
+      .prepare(`SELECT COUNT(*) AS v FROM agents WHERE id IN (${ids.map(() => "?").join(", ")})`)
+      .bind(...ids)
+      .first<{ v: number }>();
     expect(stored!.v).toBe(10);
 
     await expectGlobalInvariants();
@@ -281,7 +336,11 @@ describe("wallet races", () => {
   it("10 parallel pays of one over-threshold charge by one agent share one approval", async () => {
     const amount = 2_000;
     const merchant = await createMerchant({ name: "race-approval-hold" });
-    const agent = await createAgent({ name: "needs-human", credit: 10_000, policy: { approvalThresholdUsdCents: 1_000 } });
+    const agent = await createAgent({
+      name: "needs-human",
+      credit: 10_000,
+      policy: { approvalThresholdUsdCents: 1_000 },
+    });
     const charge = await createCharge(merchant.apiKey, amount);
 
     const responses = await Promise.all(Array.from({ length: 10 }, () => payCharge(agent.apiKey, charge.chargeId)));
@@ -296,7 +355,9 @@ describe("wallet races", () => {
     const [approvalId] = [...ids];
     expect(approvalId).toMatch(/^apr_/);
 
-    const approvals = await db().prepare("SELECT id, status, agent_id AS agentId FROM approvals WHERE charge_id = ?").bind(charge.chargeId)
+    const approvals = await db()
+      .prepare("SELECT id, status, agent_id AS agentId FROM approvals WHERE charge_id = ?")
+      .bind(charge.chargeId)
       .all<{ id: string; status: string; agentId: string }>();
     expect(approvals.results).toEqual([{ id: approvalId, status: "pending", agentId: agent.agentId }]);
 

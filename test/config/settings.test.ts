@@ -11,7 +11,12 @@ const production = (vars: Partial<Env> = {}): Env =>
   }) as Env;
 
 const RECEIVING_KEY = "test test test test test test test test test test test junk";
-const X402 = { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", RPC_URL: "https://rpc.example.com", DEPOSIT_MNEMONIC: RECEIVING_KEY };
+const X402 = {
+  X402_PAY_TO: "0x000000000000000000000000000000000000dEaD",
+  X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+  RPC_URL: "https://rpc.example.com",
+  DEPOSIT_MNEMONIC: RECEIVING_KEY,
+};
 
 describe("settings", () => {
   it("a complete production configuration parses, with keys required and codes not printed", () => {
@@ -30,30 +35,90 @@ describe("settings", () => {
     ["a missing console session secret", { CONSOLE_SESSION_SECRET: undefined }, /CONSOLE_SESSION_SECRET/],
     ["a short console session secret", { CONSOLE_SESSION_SECRET: "short" }, /CONSOLE_SESSION_SECRET/],
     ["a missing webhook secrets key", { WEBHOOK_SECRETS_KEY: undefined }, /WEBHOOK_SECRETS_KEY/],
-    ["a development secret", { CONSOLE_SESSION_SECRET: "dev-only-console-session-secret-0123456789abcdef" }, /development value/],
+    [
+      "a development secret",
+      { CONSOLE_SESSION_SECRET: "dev-only-console-session-secret-0123456789abcdef" },
+      /development value/,
+    ],
     ["anonymous access", { SERVICE_REQUIRE_API_KEY: "false" }, /SERVICE_REQUIRE_API_KEY/],
     ["sign-in codes printed to the log", { MAIL_TRANSPORT: "log" }, /MAIL_TRANSPORT=log/],
     ["an HTTP mail transport without its URL", { MAIL_TRANSPORT: "http", MAIL_FROM: "c@example.com" }, /MAIL_HTTP_URL/],
     ["Access with a team but no audience", { ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com" }, /ACCESS_AUD/],
-    ["x402 without an RPC URL", { X402_PAY_TO: "0x000000000000000000000000000000000000dEaD", X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /RPC_URL/],
+    [
+      "x402 without an RPC URL",
+      {
+        X402_PAY_TO: "0x000000000000000000000000000000000000dEaD",
+        X402_ASSET: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}`,
+      },
+      /RPC_URL/,
+    ],
     ["x402 with neither a facilitator URL nor a gas key", { ...X402 }, /FACILITATOR_PRIVATE_KEY/],
     // Without it every charge would advertise one address, and an authorization made for one would pay any other.
-    ["x402 without its receiving key", { ...X402, DEPOSIT_MNEMONIC: undefined, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /DEPOSIT_MNEMONIC is required/],
-    ["a receiving key that is not a mnemonic", { ...X402, DEPOSIT_MNEMONIC: "hunter2", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /DEPOSIT_MNEMONIC must be a BIP-39 mnemonic/],
-    ["a gas key that is not a 32-byte hex key", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},0x1234` }, /32-byte hex private keys/],
-    ["a gas key named twice", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"a".repeat(64)}, 0x${"A".repeat(64)}` }, /twice/],
-    ["an empty gas key list entry", { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},` }, /32-byte hex private keys/],
-    ["a cleartext mail API", { MAIL_TRANSPORT: "http", MAIL_FROM: "c@example.com", MAIL_HTTP_URL: "http://mail.example.com/send" }, /MAIL_HTTP_URL must be https/],
-    ["a cleartext Access certificates URL", { ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com", ACCESS_AUD: "aud", ACCESS_CERTS_URL: "http://team.cloudflareaccess.com/certs" }, /ACCESS_CERTS_URL must be https/],
-    ["a cleartext DNS resolver", { WEBHOOK_DNS_RESOLVER_URL: "http://dns.example.com/dns-query" }, /WEBHOOK_DNS_RESOLVER_URL must be https/],
-    ["a cleartext RPC URL", { ...X402, RPC_URL: "http://rpc.example.com", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }, /RPC_URL must be https/],
-    ["a cleartext facilitator", { ...X402, X402_FACILITATOR_URL: "http://facilitator.example.com/" }, /X402_FACILITATOR_URL must be https/],
+    [
+      "x402 without its receiving key",
+      { ...X402, DEPOSIT_MNEMONIC: undefined, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` },
+      /DEPOSIT_MNEMONIC is required/,
+    ],
+    [
+      "a receiving key that is not a mnemonic",
+      { ...X402, DEPOSIT_MNEMONIC: "hunter2", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` },
+      /DEPOSIT_MNEMONIC must be a BIP-39 mnemonic/,
+    ],
+    [
+      "a gas key that is not a 32-byte hex key",
+      { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},0x1234` },
+      /32-byte hex private keys/,
+    ],
+    [
+      "a gas key named twice",
+      { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"a".repeat(64)}, 0x${"A".repeat(64)}` },
+      /twice/,
+    ],
+    [
+      "an empty gas key list entry",
+      { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)},` },
+      /32-byte hex private keys/,
+    ],
+    [
+      "a cleartext mail API",
+      { MAIL_TRANSPORT: "http", MAIL_FROM: "c@example.com", MAIL_HTTP_URL: "http://mail.example.com/send" },
+      /MAIL_HTTP_URL must be https/,
+    ],
+    [
+      "a cleartext Access certificates URL",
+      {
+        ACCESS_TEAM_DOMAIN: "team.cloudflareaccess.com",
+        ACCESS_AUD: "aud",
+        ACCESS_CERTS_URL: "http://team.cloudflareaccess.com/certs",
+      },
+      /ACCESS_CERTS_URL must be https/,
+    ],
+    [
+      "a cleartext DNS resolver",
+      { WEBHOOK_DNS_RESOLVER_URL: "http://dns.example.com/dns-query" },
+      /WEBHOOK_DNS_RESOLVER_URL must be https/,
+    ],
+    [
+      "a cleartext RPC URL",
+      { ...X402, RPC_URL: "http://rpc.example.com", FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` },
+      /RPC_URL must be https/,
+    ],
+    [
+      "a cleartext facilitator",
+      { ...X402, X402_FACILITATOR_URL: "http://facilitator.example.com/" },
+      /X402_FACILITATOR_URL must be https/,
+    ],
   ])("refuses %s", (_name, vars, message) => {
     expect(() => settingsOf(production(vars as Partial<Env>))).toThrow(message);
   });
 
   it("a facilitator header secret that is not JSON is refused without being repeated in the error", () => {
-    const vars = { ...X402, X402_FACILITATOR_URL: "https://facilitator.example.com/", X402_FACILITATOR_HEADERS: "Bearer s3cr3t-facilitator-token" };
+    const vars = {
+      ...X402,
+      X402_FACILITATOR_URL: "https://facilitator.example.com/",
+      X402_FACILITATOR_HEADERS: "Bearer s3cr3t-facilitator-token",
+    };
     let message = "";
     try {
       settingsOf(production(vars));
@@ -69,9 +134,24 @@ describe("settings", () => {
   it("takes one gas key or several, separated by commas: one settlement lane each", () => {
     const one = settingsOf(production({ ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` }));
     expect(one.x402?.facilitatorPrivateKeys).toEqual([`0x${"1".repeat(64)}`]);
-    const three = settingsOf(production({ ...X402, FACILITATOR_PRIVATE_KEY: ` 0x${"1".repeat(64)}, 0x${"2".repeat(64)},0x${"3".repeat(64)} ` }));
-    expect(three.x402?.facilitatorPrivateKeys).toEqual([`0x${"1".repeat(64)}`, `0x${"2".repeat(64)}`, `0x${"3".repeat(64)}`]);
-    const remote = settingsOf(production({ ...X402, FACILITATOR_PRIVATE_KEY: undefined, X402_FACILITATOR_URL: "https://facilitator.example.com/" }));
+    const three = settingsOf(
+      production({
+        ...X402,
+        FACILITATOR_PRIVATE_KEY: ` 0x${"1".repeat(64)}, 0x${"2".repeat(64)},0x${"3".repeat(64)} `,
+      }),
+    );
+    expect(three.x402?.facilitatorPrivateKeys).toEqual([
+      `0x${"1".repeat(64)}`,
+      `0x${"2".repeat(64)}`,
+      `0x${"3".repeat(64)}`,
+    ]);
+    const remote = settingsOf(
+      production({
+        ...X402,
+        FACILITATOR_PRIVATE_KEY: undefined,
+        X402_FACILITATOR_URL: "https://facilitator.example.com/",
+      }),
+    );
     expect(remote.x402?.facilitatorPrivateKeys).toEqual([]);
   });
 

@@ -34,12 +34,17 @@ async function assertion(options: AssertionOptions = {}) {
     .sign(options.key ?? (await accessKey()));
 }
 
-const signIn = (jwt?: string) => api("POST", "/console/auth/access", { headers: jwt === undefined ? {} : { "cf-access-jwt-assertion": jwt } });
+const signIn = (jwt?: string) =>
+  api("POST", "/console/auth/access", { headers: jwt === undefined ? {} : { "cf-access-jwt-assertion": jwt } });
 
 /** Replaces the payload of a signed JWT, keeping its header and signature. */
 function withPayload(jwt: string, change: (claims: Record<string, unknown>) => Record<string, unknown>) {
   const [header, payload, signature] = jwt.split(".");
-  const claims = JSON.parse(new TextDecoder().decode(Uint8Array.from(atob(payload!.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0))));
+  const claims = JSON.parse(
+    new TextDecoder().decode(
+      Uint8Array.from(atob(payload!.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0)),
+    ),
+  );
   return `${header}.${base64url.encode(JSON.stringify(change(claims)))}.${signature}`;
 }
 
@@ -90,11 +95,34 @@ describe("POST /console/auth/access", () => {
     ["the wrong audience", () => assertion({ audience: "another-application-aud" })],
     ["the wrong issuer", () => assertion({ issuer: "https://someone-else.cloudflareaccess.com" })],
     ["an expired assertion", () => assertion({ expiresIn: -120 })],
-    ["an assertion signed by another key under the same kid", async () => assertion({ key: (await generateKeyPair("RS256")).privateKey })],
-    ["an assertion signed by another key under an unknown kid", async () => assertion({ key: (await generateKeyPair("RS256")).privateKey, kid: "not-in-the-key-set" })],
-    ["a tampered payload (a stranger's assertion rewritten to ops@example.com)", async () => withPayload(await assertion({ claims: { email: "visitor@example.com" } }), (c) => ({ ...c, email: OPS_EMAIL }))],
-    ["a tampered expiry (an expired assertion pushed into the future)", async () => withPayload(await assertion({ expiresIn: -120 }), (c) => ({ ...c, exp: Math.floor(Date.now() / 1000) + 3600 }))],
-    ["an unsigned assertion (alg none)", async () => new UnsecuredJWT({ email: OPS_EMAIL }).setIssuer(ISSUER).setAudience(AUDIENCE).setIssuedAt().setExpirationTime("5m").encode()],
+    [
+      "an assertion signed by another key under the same kid",
+      async () => assertion({ key: (await generateKeyPair("RS256")).privateKey }),
+    ],
+    [
+      "an assertion signed by another key under an unknown kid",
+      async () => assertion({ key: (await generateKeyPair("RS256")).privateKey, kid: "not-in-the-key-set" }),
+    ],
+    [
+      "a tampered payload (a stranger's assertion rewritten to ops@example.com)",
+      async () =>
+        withPayload(await assertion({ claims: { email: "visitor@example.com" } }), (c) => ({ ...c, email: OPS_EMAIL })),
+    ],
+    [
+      "a tampered expiry (an expired assertion pushed into the future)",
+      async () =>
+        withPayload(await assertion({ expiresIn: -120 }), (c) => ({ ...c, exp: Math.floor(Date.now() / 1000) + 3600 })),
+    ],
+    [
+      "an unsigned assertion (alg none)",
+      async () =>
+        new UnsecuredJWT({ email: OPS_EMAIL })
+          .setIssuer(ISSUER)
+          .setAudience(AUDIENCE)
+          .setIssuedAt()
+          .setExpirationTime("5m")
+          .encode(),
+    ],
     ["an assertion without an e-mail", async () => assertion({ claims: { email: undefined } })],
   ];
 
@@ -102,7 +130,9 @@ describe("POST /console/auth/access", () => {
     const jwt = await make();
     const res = await signIn(jwt);
     expect(res.status).toBe(401);
-    expect(res.body).toEqual({ error: jwt === "" ? expect.stringMatching(/^access_assertion_/) : "access_assertion_invalid" });
+    expect(res.body).toEqual({
+      error: jwt === "" ? expect.stringMatching(/^access_assertion_/) : "access_assertion_invalid",
+    });
     expect(JSON.stringify(res.body)).not.toContain("token");
   });
 

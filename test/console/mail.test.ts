@@ -9,7 +9,15 @@ describe("console mail transports", () => {
   const mail = { to: "ops@example.com", subject: "Your console sign-in code", text: "Your sign-in code is 123456." };
 
   it("http: POSTs the mail as JSON to the configured API with its token", async () => {
-    const settings = { ...base, mail: { transport: "http" as const, from: "console@example.com", httpUrl: `${receiverUrl()}/hooks/ok-mail-api`, httpToken: "mail-token" } };
+    const settings = {
+      ...base,
+      mail: {
+        transport: "http" as const,
+        from: "console@example.com",
+        httpUrl: `${receiverUrl()}/hooks/ok-mail-api`,
+        httpToken: "mail-token",
+      },
+    };
     await sendMail(env, settings, mail);
     const [request] = await waitForReceived("ok-mail-api", (list) => list.length >= 1);
     expect(JSON.parse(request!.body)).toEqual({ from: "console@example.com", ...mail });
@@ -17,7 +25,15 @@ describe("console mail transports", () => {
   });
 
   it("http: a failing mail API is an error, not a silent success", async () => {
-    const settings = { ...base, mail: { transport: "http" as const, from: "console@example.com", httpUrl: `${receiverUrl()}/hooks/fail-mail-api`, httpToken: null } };
+    const settings = {
+      ...base,
+      mail: {
+        transport: "http" as const,
+        from: "console@example.com",
+        httpUrl: `${receiverUrl()}/hooks/fail-mail-api`,
+        httpToken: null,
+      },
+    };
     await expect(sendMail(env, settings, mail)).rejects.toThrow(/500/);
   });
 
@@ -35,6 +51,12 @@ describe("console mail transports", () => {
   });
 
   it("send_email without its binding refuses loudly", async () => {
-    await expect(sendMail(env, { ...base, mail: { transport: "send_email", from: "console@example.com", httpUrl: null, httpToken: null } }, mail)).rejects.toThrow(/SEND_EMAIL/);
+    await expect(
+      sendMail(
+        env,
+        { ...base, mail: { transport: "send_email", from: "console@example.com", httpUrl: null, httpToken: null } },
+        mail,
+      ),
+    ).rejects.toThrow(/SEND_EMAIL/);
   });
 });

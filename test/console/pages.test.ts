@@ -19,7 +19,10 @@ const csrfIn = (html: string) => {
 const FORM = { "content-type": "application/x-www-form-urlencoded" };
 const page = (path: string, cookie: string) => api("GET", path, { headers: { cookie } });
 const post = (path: string, cookie: string | null, fields: Record<string, string>) =>
-  api("POST", path, { body: new URLSearchParams(fields).toString(), headers: { ...FORM, ...(cookie ? { cookie } : {}) } });
+  api("POST", path, {
+    body: new URLSearchParams(fields).toString(),
+    headers: { ...FORM, ...(cookie ? { cookie } : {}) },
+  });
 
 /** A signed-in page session: its cookie and the CSRF token its pages carry. */
 async function session(email = OPS_EMAIL) {
@@ -32,7 +35,8 @@ async function session(email = OPS_EMAIL) {
 
 /** How many rows of `table` have `column` = `value` (by name, so other tests' rows never interfere). */
 const rowsWith = async (table: string, column: string, value: string) =>
-  (await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE ${column} = ?`).bind(value).first<{ n: number }>())!.n;
+  (await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE ${column} = ?`).bind(value).first<{ n: number }>())!
+    .n;
 
 let log: MockInstance<typeof console.log>;
 beforeEach(() => {
@@ -50,21 +54,33 @@ describe("without a session", () => {
     expect(ui.headers.get("location")).toBe("/console/sign-in");
   });
 
-  it.each(["/console/ui/merchants", "/console/ui/agents", "/console/ui/approvals", "/console/ui/webhooks", "/console/ui/kyt", "/console/ui/transactions", "/console/ui/transactions.csv", "/console/ui/users"])(
-    "GET %s redirects to sign-in and shows no data",
-    async (path) => {
-      const res = await api("GET", path);
-      expect([302, 303]).toContain(res.status);
-      expect(res.headers.get("location")).toBe("/console/sign-in");
-      expect(res.text).not.toContain("<table");
-    },
-  );
+  it.each([
+    "/console/ui/merchants",
+    "/console/ui/agents",
+    "/console/ui/approvals",
+    "/console/ui/webhooks",
+    "/console/ui/kyt",
+    "/console/ui/transactions",
+    "/console/ui/transactions.csv",
+    "/console/ui/users",
+  ])("GET %s redirects to sign-in and shows no data", async (path) => {
+    const res = await api("GET", path);
+    expect([302, 303]).toContain(res.status);
+    expect(res.headers.get("location")).toBe("/console/sign-in");
+    expect(res.text).not.toContain("<table");
+  });
 
   const badCookies: [string, () => Promise<string>][] = [
     ["a garbage cookie", async () => "not-a-token"],
     ["a token for someone who is not a console user", () => consoleToken("visitor@example.com")],
-    ["a token signed with another secret", async () => (await signConsoleToken("some-other-secret-0123456789abcdef0123456789", OPS_EMAIL)).token],
-    ["an expired token", async () => (await signConsoleToken(env.CONSOLE_SESSION_SECRET!, OPS_EMAIL, 60, Date.now() - 3600_000)).token],
+    [
+      "a token signed with another secret",
+      async () => (await signConsoleToken("some-other-secret-0123456789abcdef0123456789", OPS_EMAIL)).token,
+    ],
+    [
+      "an expired token",
+      async () => (await signConsoleToken(env.CONSOLE_SESSION_SECRET!, OPS_EMAIL, 60, Date.now() - 3600_000)).token,
+    ],
     ["a merchant API key", async () => (await createMerchant({ name: "Cookie Shop" })).apiKey],
   ];
   it.each(badCookies)("%s is sent to sign in, and the bad cookie is cleared", async (_name, make) => {
@@ -113,7 +129,11 @@ describe("HTML sign-in", () => {
     expect(started.status).toBe(200);
     expect(started.text).toContain('action="/console/sign-in/verify"');
     expect(started.text).toContain('name="code"');
-    const verified = await post("/console/sign-in/verify", pre.cookie, { _csrf: csrfIn(started.text), email: OPS_EMAIL, code: codeIn() });
+    const verified = await post("/console/sign-in/verify", pre.cookie, {
+      _csrf: csrfIn(started.text),
+      email: OPS_EMAIL,
+      code: codeIn(),
+    });
     expect(verified.status).toBe(303);
     expect(verified.headers.get("location")).toBe("/console/ui");
 
@@ -142,7 +162,11 @@ describe("HTML sign-in", () => {
     const started = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: OPS_EMAIL });
     const code = codeIn();
     const wrong = String((Number(code) + 1) % 1_000_000).padStart(6, "0");
-    const res = await post("/console/sign-in/verify", pre.cookie, { _csrf: csrfIn(started.text), email: OPS_EMAIL, code: wrong });
+    const res = await post("/console/sign-in/verify", pre.cookie, {
+      _csrf: csrfIn(started.text),
+      email: OPS_EMAIL,
+      code: wrong,
+    });
     expect(res.status).toBe(401);
     expect(res.text).toContain("That code is not valid");
     expect(cookieOf(res, "console_session")).toBeNull();
@@ -176,7 +200,11 @@ describe("HTML sign-in", () => {
     const pre = await signInPage();
     const long = `${"a".repeat(60_000)}@example.com`;
     const before = (await env.DB.prepare("SELECT COUNT(*) AS n FROM rate_limits").first<{ n: number }>())!.n;
-    for (const [path, fields] of [["/console/sign-in", { email: long }], ["/console/sign-in/verify", { email: long, code: "123456" }], ["/console/sign-in/verify", { email: "not-an-address", code: "123456" }]] as const) {
+    for (const [path, fields] of [
+      ["/console/sign-in", { email: long }],
+      ["/console/sign-in/verify", { email: long, code: "123456" }],
+      ["/console/sign-in/verify", { email: "not-an-address", code: "123456" }],
+    ] as const) {
       const res = await post(path, pre.cookie, { _csrf: pre.csrf, ...fields });
       expect(res.status, path).toBe(400);
       expect(res.text).toContain("Enter a valid e-mail address.");
@@ -190,7 +218,11 @@ describe("HTML sign-in", () => {
     const attempt = () =>
       api("POST", "/console/sign-in/verify", {
         body: new URLSearchParams({ _csrf: pre.csrf, email, code: "000000" }).toString(),
-        headers: { ...FORM, cookie: pre.cookie, "cf-connecting-ip": `203.0.113.${Math.floor(Math.random() * 250) + 1}` },
+        headers: {
+          ...FORM,
+          cookie: pre.cookie,
+          "cf-connecting-ip": `203.0.113.${Math.floor(Math.random() * 250) + 1}`,
+        },
       });
     // Ten tries per address in 15 minutes (decisions.md); the eleventh is refused whatever the code.
     for (let i = 0; i < 10; i++) expect((await attempt()).status).toBe(401);
@@ -205,7 +237,11 @@ describe("HTML sign-in", () => {
   it("the verify POST without the pre-session cookie is 403 even with the right code", async () => {
     const pre = await signInPage();
     const started = await post("/console/sign-in", pre.cookie, { _csrf: pre.csrf, email: OPS_EMAIL });
-    const res = await post("/console/sign-in/verify", null, { _csrf: csrfIn(started.text), email: OPS_EMAIL, code: codeIn() });
+    const res = await post("/console/sign-in/verify", null, {
+      _csrf: csrfIn(started.text),
+      email: OPS_EMAIL,
+      code: codeIn(),
+    });
     expect(res.status).toBe(403);
     expect(cookieOf(res, "console_session")).toBeNull();
   });
@@ -239,7 +275,11 @@ describe("signed-in pages", () => {
   it("the overview, merchants, agents, agent and approvals pages show real data", async () => {
     const { cookie } = await session();
     const merchant = await createMerchant({ name: "Pages Data Shop" });
-    const agent = await createAgent({ name: "pages-data-agent", credit: 10_000, policy: { approvalThresholdUsdCents: 2_000 } });
+    const agent = await createAgent({
+      name: "pages-data-agent",
+      credit: 10_000,
+      policy: { approvalThresholdUsdCents: 2_000 },
+    });
     const paid = await createCharge(merchant.apiKey, 1_234);
     expect((await payCharge(agent.apiKey, paid.chargeId)).status).toBe(200);
     const held = await createCharge(merchant.apiKey, 5_000);
@@ -287,7 +327,12 @@ describe("CSRF on page forms", () => {
     const mine = await session();
     const theirs = await session();
     expect(theirs.csrf).not.toBe(mine.csrf);
-    const forgeries: Record<string, string>[] = [{ name: "Forged Shop" }, { name: "Forged Shop", _csrf: "" }, { name: "Forged Shop", _csrf: "nope" }, { name: "Forged Shop", _csrf: theirs.csrf }];
+    const forgeries: Record<string, string>[] = [
+      { name: "Forged Shop" },
+      { name: "Forged Shop", _csrf: "" },
+      { name: "Forged Shop", _csrf: "nope" },
+      { name: "Forged Shop", _csrf: theirs.csrf },
+    ];
     for (const fields of forgeries) {
       const res = await post("/console/ui/merchants", mine.cookie, fields);
       expect(res.status, JSON.stringify(fields)).toBe(403);
@@ -301,18 +346,25 @@ describe("CSRF on page forms", () => {
   it.each([
     ["/console/ui/agents", { name: "forged-agent", credit: "5000" }, ["agents", "name", "forged-agent"]],
     ["/console/ui/users", { email: "forged-user@example.com" }, ["console_users", "email", "forged-user@example.com"]],
-    ["/console/ui/webhooks", { url: "https://forged.example.com/hook" }, ["webhook_endpoints", "url", "https://forged.example.com/hook"]],
-  ] as const)("POST %s without _csrf is 403 and writes nothing; with it, the row is written", async (path, fields, [table, column, value]) => {
-    const { cookie, csrf } = await session();
-    const res = await post(path, cookie, fields);
-    expect(res.status).toBe(403);
-    expect(res.body).toEqual({ error: "csrf_token_invalid" });
-    expect(await rowsWith(table, column, value)).toBe(0);
-    // The same form with its token is accepted (so the check above looks where the write would land).
-    const accepted = await post(path, cookie, { ...fields, _csrf: csrf });
-    expect([200, 303]).toContain(accepted.status);
-    expect(await rowsWith(table, column, value)).toBe(1);
-  });
+    [
+      "/console/ui/webhooks",
+      { url: "https://forged.example.com/hook" },
+      ["webhook_endpoints", "url", "https://forged.example.com/hook"],
+    ],
+  ] as const)(
+    "POST %s without _csrf is 403 and writes nothing; with it, the row is written",
+    async (path, fields, [table, column, value]) => {
+      const { cookie, csrf } = await session();
+      const res = await post(path, cookie, fields);
+      expect(res.status).toBe(403);
+      expect(res.body).toEqual({ error: "csrf_token_invalid" });
+      expect(await rowsWith(table, column, value)).toBe(0);
+      // The same form with its token is accepted (so the check above looks where the write would land).
+      const accepted = await post(path, cookie, { ...fields, _csrf: csrf });
+      expect([200, 303]).toContain(accepted.status);
+      expect(await rowsWith(table, column, value)).toBe(1);
+    },
+  );
 
   it("granting an approval without _csrf is 403 and the charge stays pending", async () => {
     const { cookie, csrf } = await session();
@@ -341,7 +393,11 @@ describe("CSRF on page forms", () => {
   it("with the right _csrf a merchant is created and its sk_mch_ key appears once, then never again", async () => {
     const { cookie } = await session();
     const form = await page("/console/ui/merchants", cookie);
-    const created = await post("/console/ui/merchants", cookie, { name: "Form Shop", category: "data", _csrf: csrfIn(form.text) });
+    const created = await post("/console/ui/merchants", cookie, {
+      name: "Form Shop",
+      category: "data",
+      _csrf: csrfIn(form.text),
+    });
     expect(created.status).toBe(200);
     expect(await rowsWith("merchants", "name", "Form Shop")).toBe(1);
     const keys = created.text.match(/sk_mch_[A-Za-z0-9_-]+/g) ?? [];
@@ -354,7 +410,9 @@ describe("CSRF on page forms", () => {
     expect(me.status).toBe(200);
     expect(me.body.merchant).toMatchObject({ name: "Form Shop" });
     expect(created.text).toContain(me.body.merchant.id);
-    expect(await env.DB.prepare("SELECT category FROM merchants WHERE id = ?").bind(me.body.merchant.id).first("category")).toBe("data");
+    expect(
+      await env.DB.prepare("SELECT category FROM merchants WHERE id = ?").bind(me.body.merchant.id).first("category"),
+    ).toBe("data");
 
     const again = await page("/console/ui/merchants", cookie);
     expect(again.text).toContain("Form Shop");
@@ -364,7 +422,12 @@ describe("CSRF on page forms", () => {
 
   it("with the right _csrf an agent is created with its policy and credit, and its key is shown once", async () => {
     const { cookie, csrf } = await session();
-    const created = await post("/console/ui/agents", cookie, { _csrf: csrf, name: "form-agent", approvalThresholdUsdCents: "1000", credit: "2500" });
+    const created = await post("/console/ui/agents", cookie, {
+      _csrf: csrf,
+      name: "form-agent",
+      approvalThresholdUsdCents: "1000",
+      credit: "2500",
+    });
     expect(created.status).toBe(200);
     const keys = created.text.match(/svc_sk_[A-Za-z0-9_-]+/g) ?? [];
     expect(keys).toHaveLength(1);
@@ -393,12 +456,19 @@ describe("CSRF on page forms", () => {
     expect((await api("GET", `/console/agents/${agent.agentId}`, { token })).body.policy).toEqual(policyBefore);
     expect((await api("GET", "/console/agents", { token })).status).toBe(200);
 
-    const credited = await post(`/console/ui/agents/${agent.agentId}/credit`, cookie, { _csrf: csrf, amount: "99999999999999999999" });
+    const credited = await post(`/console/ui/agents/${agent.agentId}/credit`, cookie, {
+      _csrf: csrf,
+      amount: "99999999999999999999",
+    });
     expect(decodeURIComponent(credited.headers.get("location")!)).toContain("Credit not applied");
     expect(await balanceOf(agent.apiKey)).toBe(1_000);
 
     const before = await rowsWith("agents", "name", "too-rich-agent");
-    const refused = await post("/console/ui/agents", cookie, { _csrf: csrf, name: "too-rich-agent", credit: "99999999999999999999" });
+    const refused = await post("/console/ui/agents", cookie, {
+      _csrf: csrf,
+      name: "too-rich-agent",
+      credit: "99999999999999999999",
+    });
     expect(refused.status).toBe(200);
     expect(refused.text).toContain("Check the form");
     expect(refused.text).not.toContain("svc_sk_");
@@ -409,26 +479,56 @@ describe("CSRF on page forms", () => {
     expect(merchant.text).toContain("A merchant needs a name");
     expect(await rowsWith("merchants", "name", longName)).toBe(0);
 
-    const endpoint = await post("/console/ui/webhooks", cookie, { _csrf: csrf, url: "http://127.0.0.1:9/hook", merchantId: "mch_nobody" });
+    const endpoint = await post("/console/ui/webhooks", cookie, {
+      _csrf: csrf,
+      url: "http://127.0.0.1:9/hook",
+      merchantId: "mch_nobody",
+    });
     expect(endpoint.text).toContain("No such merchant");
     expect(await rowsWith("webhook_endpoints", "merchant_id", "mch_nobody")).toBe(0);
   });
 
   it.each([
-    ["agents", "roll an agent's key", async () => (await createAgent()).agentId, (id: string) => `/console/ui/agents/${id}/keys`, { graceSeconds: "0" }],
-    ["merchants", "roll a merchant's key", async () => (await createMerchant()).merchantId, (id: string) => `/console/ui/merchants/${id}/keys`, { graceSeconds: "0" }],
-    ["agents", "freeze an agent", async () => (await createAgent()).agentId, (id: string) => `/console/ui/agents/${id}/freeze`, { reason: "forged" }],
+    [
+      "agents",
+      "roll an agent's key",
+      async () => (await createAgent()).agentId,
+      (id: string) => `/console/ui/agents/${id}/keys`,
+      { graceSeconds: "0" },
+    ],
+    [
+      "merchants",
+      "roll a merchant's key",
+      async () => (await createMerchant()).merchantId,
+      (id: string) => `/console/ui/merchants/${id}/keys`,
+      { graceSeconds: "0" },
+    ],
+    [
+      "agents",
+      "freeze an agent",
+      async () => (await createAgent()).agentId,
+      (id: string) => `/console/ui/agents/${id}/freeze`,
+      { reason: "forged" },
+    ],
   ] as const)("POST to %s without _csrf (%s) is 403 and changes nothing", async (table, _what, make, path, fields) => {
     const { cookie } = await session();
     const id = await make();
-    const before = await env.DB.prepare(`SELECT api_key_hash AS hash, previous_api_key_hash AS previous, ${table === "agents" ? "frozen_at" : "NULL"} AS frozenAt FROM ${table} WHERE id = ?`).bind(id).first();
+    const before = await env.DB.prepare(
+      `SELECT api_key_hash AS hash, previous_api_key_hash AS previous, ${table === "agents" ? "frozen_at" : "NULL"} AS frozenAt FROM ${table} WHERE id = ?`,
+    )
+      .bind(id)
+      .first();
     for (const forged of [fields, { ...fields, _csrf: "nope" }]) {
       const res = await post(path(id), cookie, forged);
       expect(res.status).toBe(403);
       expect(res.body).toEqual({ error: "csrf_token_invalid" });
       expect(res.text).not.toMatch(/svc_sk_|sk_mch_/);
     }
-    const after = await env.DB.prepare(`SELECT api_key_hash AS hash, previous_api_key_hash AS previous, ${table === "agents" ? "frozen_at" : "NULL"} AS frozenAt FROM ${table} WHERE id = ?`).bind(id).first();
+    const after = await env.DB.prepare(
+      `SELECT api_key_hash AS hash, previous_api_key_hash AS previous, ${table === "agents" ? "frozen_at" : "NULL"} AS frozenAt FROM ${table} WHERE id = ?`,
+    )
+      .bind(id)
+      .first();
     expect(after).toEqual(before);
   });
 
@@ -465,7 +565,8 @@ async function within5s(check: () => Promise<boolean>): Promise<boolean> {
   }
 }
 
-const keysIn = (html: string, prefix: "svc_sk_" | "sk_mch_") => html.match(new RegExp(`${prefix}[A-Za-z0-9_-]+`, "g")) ?? [];
+const keysIn = (html: string, prefix: "svc_sk_" | "sk_mch_") =>
+  html.match(new RegExp(`${prefix}[A-Za-z0-9_-]+`, "g")) ?? [];
 const noticeOf = (res: ApiResponse) => decodeURIComponent(res.headers.get("location") ?? "");
 /** The agent list's name cell of one agent: its link and what follows, up to the cell's end. */
 const listedName = async (cookie: string, agentId: string) => {
@@ -507,13 +608,17 @@ describe("keys and kill switches from the pages", () => {
     expect(rolled.text).toContain("The old key has stopped working");
     expect(Date.parse(expiresShown(rolled.text)!)).toBeLessThanOrEqual(Date.now());
 
-    expect(await within5s(async () => (await api("GET", "/balance", { token: agent.apiKey })).status === 401)).toBe(true);
+    expect(await within5s(async () => (await api("GET", "/balance", { token: agent.apiKey })).status === 401)).toBe(
+      true,
+    );
     const balance = await api("GET", "/balance", { token: newKey });
     expect(balance.status).toBe(200);
     expect(balance.body).toMatchObject({ agentId: agent.agentId, balanceMinor: 700 });
     // Shown once: the agent's page never shows it again.
     expect((await page(`/console/ui/agents/${agent.agentId}`, cookie)).text).not.toContain("svc_sk_");
-    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'agent.key_rolled' AND agent_id = ?").bind(agent.agentId).first<{ data: string }>();
+    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'agent.key_rolled' AND agent_id = ?")
+      .bind(agent.agentId)
+      .first<{ data: string }>();
     expect(JSON.parse(audit!.data)).toMatchObject({ by: OPS_EMAIL, graceSeconds: 0 });
   });
 
@@ -521,7 +626,10 @@ describe("keys and kill switches from the pages", () => {
     const { cookie, csrf } = await session();
     const agent = await createAgent();
     const before = Date.now();
-    const rolled = await post(`/console/ui/agents/${agent.agentId}/keys`, cookie, { _csrf: csrf, graceSeconds: "86400" });
+    const rolled = await post(`/console/ui/agents/${agent.agentId}/keys`, cookie, {
+      _csrf: csrf,
+      graceSeconds: "86400",
+    });
     expect(rolled.status).toBe(200);
     expect(rolled.text).toContain("The old key keeps working until");
     const until = Date.parse(expiresShown(rolled.text)!);
@@ -535,11 +643,14 @@ describe("keys and kill switches from the pages", () => {
   it("a grace the API refuses rolls nothing; an unknown agent or merchant is 404", async () => {
     const { cookie, csrf, token } = await session();
     const agent = await createAgent();
-    const hash = () => env.DB.prepare("SELECT api_key_hash FROM agents WHERE id = ?").bind(agent.agentId).first("api_key_hash");
+    const hash = () =>
+      env.DB.prepare("SELECT api_key_hash FROM agents WHERE id = ?").bind(agent.agentId).first("api_key_hash");
     const stored = await hash();
     for (const graceSeconds of ["604801", "-1", "1.5", "an hour"]) {
       const body = /^-?\d+(\.\d+)?$/.test(graceSeconds) ? { graceSeconds: Number(graceSeconds) } : { graceSeconds };
-      expect((await api("POST", `/console/agents/${agent.agentId}/keys`, { token, body })).status, graceSeconds).toBe(400);
+      expect((await api("POST", `/console/agents/${agent.agentId}/keys`, { token, body })).status, graceSeconds).toBe(
+        400,
+      );
       const res = await post(`/console/ui/agents/${agent.agentId}/keys`, cookie, { _csrf: csrf, graceSeconds });
       expect(res.status, graceSeconds).toBe(303);
       expect(noticeOf(res)).toContain("Key not rolled");
@@ -547,8 +658,12 @@ describe("keys and kill switches from the pages", () => {
     }
     expect(await hash()).toBe(stored);
     expect((await api("GET", "/balance", { token: agent.apiKey })).status).toBe(200);
-    expect((await post("/console/ui/agents/agent_doesnotexist/keys", cookie, { _csrf: csrf, graceSeconds: "0" })).status).toBe(404);
-    expect((await post("/console/ui/merchants/mch_doesnotexist/keys", cookie, { _csrf: csrf, graceSeconds: "0" })).status).toBe(404);
+    expect(
+      (await post("/console/ui/agents/agent_doesnotexist/keys", cookie, { _csrf: csrf, graceSeconds: "0" })).status,
+    ).toBe(404);
+    expect(
+      (await post("/console/ui/merchants/mch_doesnotexist/keys", cookie, { _csrf: csrf, graceSeconds: "0" })).status,
+    ).toBe(404);
     expect((await post("/console/ui/agents/agent_doesnotexist/freeze", cookie, { _csrf: csrf })).status).toBe(404);
     expect((await post("/console/ui/agents/agent_doesnotexist/unfreeze", cookie, { _csrf: csrf })).status).toBe(404);
   });
@@ -559,7 +674,10 @@ describe("keys and kill switches from the pages", () => {
     const agent = await createAgent({ name: "freeze-page-agent", credit: 1_000 });
     const charge = await createCharge(merchant.apiKey, 250);
 
-    const frozen = await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf, reason: "card <b>stolen</b>" });
+    const frozen = await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, {
+      _csrf: csrf,
+      reason: "card <b>stolen</b>",
+    });
     expect(frozen.status).toBe(303);
     expect(frozen.headers.get("location")).toMatch(new RegExp(`^/console/ui/agents/${agent.agentId}\\?notice=`));
     expect(noticeOf(frozen)).toContain("Frozen");
@@ -576,11 +694,15 @@ describe("keys and kill switches from the pages", () => {
     expect(refused.status).toBe(403);
     expect(refused.body).toEqual({ error: "agent_frozen" });
     expect(await balanceOf(agent.apiKey)).toBe(1_000);
-    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'agent.frozen' AND agent_id = ?").bind(agent.agentId).first<{ data: string }>();
+    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'agent.frozen' AND agent_id = ?")
+      .bind(agent.agentId)
+      .first<{ data: string }>();
     expect(JSON.parse(audit!.data)).toEqual({ by: OPS_EMAIL, reason: "card <b>stolen</b>" });
 
     // Freezing again changes nothing and says so.
-    expect(noticeOf(await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf }))).toContain("already frozen");
+    expect(noticeOf(await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf }))).toContain(
+      "already frozen",
+    );
 
     const unfrozen = await post(`/console/ui/agents/${agent.agentId}/unfreeze`, cookie, { _csrf: csrf });
     expect(unfrozen.status).toBe(303);
@@ -596,7 +718,10 @@ describe("keys and kill switches from the pages", () => {
   it("a freeze reason the API refuses (over 200 characters) freezes nothing", async () => {
     const { cookie, csrf } = await session();
     const agent = await createAgent();
-    const res = await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, { _csrf: csrf, reason: "r".repeat(201) });
+    const res = await post(`/console/ui/agents/${agent.agentId}/freeze`, cookie, {
+      _csrf: csrf,
+      reason: "r".repeat(201),
+    });
     expect(res.status).toBe(303);
     expect(noticeOf(res)).toContain("Not frozen");
     expect((await api("GET", "/balance", { token: agent.apiKey })).body.frozen).toBe(false);
@@ -608,13 +733,18 @@ describe("keys and kill switches from the pages", () => {
     const list = await page("/console/ui/merchants", cookie);
     expect(list.text).toContain(`action="/console/ui/merchants/${merchant.merchantId}/keys"`);
 
-    const rolled = await post(`/console/ui/merchants/${merchant.merchantId}/keys`, cookie, { _csrf: csrf, graceSeconds: "0" });
+    const rolled = await post(`/console/ui/merchants/${merchant.merchantId}/keys`, cookie, {
+      _csrf: csrf,
+      graceSeconds: "0",
+    });
     expect(rolled.status).toBe(200);
     expect(rolled.text).toContain(`New API key for Roll Page Shop (${merchant.merchantId})`);
     const keys = keysIn(rolled.text, "sk_mch_");
     expect(keys).toHaveLength(1);
     expect(rolled.text).toContain('id="old-key-expires"');
-    expect(await within5s(async () => (await api("GET", "/merchant/me", { token: merchant.apiKey })).status === 401)).toBe(true);
+    expect(
+      await within5s(async () => (await api("GET", "/merchant/me", { token: merchant.apiKey })).status === 401),
+    ).toBe(true);
     const me = await api("GET", "/merchant/me", { token: keys[0]! });
     expect(me.status).toBe(200);
     expect(me.body.merchant.id).toBe(merchant.merchantId);

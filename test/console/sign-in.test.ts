@@ -36,8 +36,10 @@ const codeFor = (email: string) => {
 /** A different 6-digit code than `code`. */
 const otherThan = (code: string) => String((Number(code) + 1) % 1_000_000).padStart(6, "0");
 
-const start = (email: string, ip: string) => api("POST", "/console/auth/email/start", { body: { email }, headers: { "cf-connecting-ip": ip } });
-const verify = (email: string, code: string, ip: string) => api("POST", "/console/auth/email/verify", { body: { email, code }, headers: { "cf-connecting-ip": ip } });
+const start = (email: string, ip: string) =>
+  api("POST", "/console/auth/email/start", { body: { email }, headers: { "cf-connecting-ip": ip } });
+const verify = (email: string, code: string, ip: string) =>
+  api("POST", "/console/auth/email/verify", { body: { email, code }, headers: { "cf-connecting-ip": ip } });
 
 /** Lets `email` sign in, as a signed-in console user would. */
 async function allow(email: string) {
@@ -52,7 +54,8 @@ const codeRows = (...emails: string[]) =>
     .then((r) => r.results);
 
 /** Decodes a JWT's payload (no verification: the Worker verifies; this only reads claims). */
-const claimsOf = (token: string) => JSON.parse(atob(token.split(".")[1]!.replace(/-/g, "+").replace(/_/g, "/"))) as Record<string, unknown>;
+const claimsOf = (token: string) =>
+  JSON.parse(atob(token.split(".")[1]!.replace(/-/g, "+").replace(/_/g, "/"))) as Record<string, unknown>;
 
 describe("POST /console/auth/email/start", () => {
   it("answers 202 {sent:true} alike for an allowed and a not allowed address; only the allowed one gets a code and a row", async () => {
@@ -77,11 +80,27 @@ describe("POST /console/auth/email/start", () => {
     const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
       // The configured transport is a mail API that answers 500 (the test receiver's fail hook).
-      const failingMail = { ...env, MAIL_TRANSPORT: "http", MAIL_FROM: "console@example.com", MAIL_HTTP_URL: `${receiverUrl()}/hooks/fail-mail-api` } as Env;
+      const failingMail = {
+        ...env,
+        MAIL_TRANSPORT: "http",
+        MAIL_FROM: "console@example.com",
+        MAIL_HTTP_URL: `${receiverUrl()}/hooks/fail-mail-api`,
+      } as Env;
       const startWith = async (email: string, ip: string) => {
         const ctx = createExecutionContext();
-        const init = { method: "POST", headers: { "content-type": "application/json", "cf-connecting-ip": ip }, body: JSON.stringify({ email }) };
-        const res = await worker.fetch!(new Request("http://service.test/console/auth/email/start", init) as Request<unknown, IncomingRequestCfProperties>, failingMail, ctx);
+        const init = {
+          method: "POST",
+          headers: { "content-type": "application/json", "cf-connecting-ip": ip },
+          body: JSON.stringify({ email }),
+        };
+        const res = await worker.fetch!(
+          new Request("http://service.test/console/auth/email/start", init) as Request<
+            unknown,
+            IncomingRequestCfProperties
+          >,
+          failingMail,
+          ctx,
+        );
         await waitOnExecutionContext(ctx);
         return { status: res.status, body: await res.json() };
       };
@@ -113,15 +132,21 @@ describe("POST /console/auth/email/start", () => {
     }
   });
 
-  it.each([["not-an-email"], [""], ["two@@example.com"]])("400 for a bad e-mail %j, and no code is sent", async (email) => {
-    const res = await start(email, "198.51.100.4");
-    expect(res.status).toBe(400);
-    expect(res.body).toMatchObject({ error: expect.any(String) });
-    expect(log.mock.calls.flat().join("\n")).not.toMatch(/sign-in code is/);
-  });
+  it.each([["not-an-email"], [""], ["two@@example.com"]])(
+    "400 for a bad e-mail %j, and no code is sent",
+    async (email) => {
+      const res = await start(email, "198.51.100.4");
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: expect.any(String) });
+      expect(log.mock.calls.flat().join("\n")).not.toMatch(/sign-in code is/);
+    },
+  );
 
   it("400 for a body without an e-mail", async () => {
-    const res = await api("POST", "/console/auth/email/start", { body: {}, headers: { "cf-connecting-ip": "198.51.100.4" } });
+    const res = await api("POST", "/console/auth/email/start", {
+      body: {},
+      headers: { "cf-connecting-ip": "198.51.100.4" },
+    });
     expect(res.status).toBe(400);
   });
 });
@@ -174,7 +199,8 @@ describe("POST /console/auth/email/verify", () => {
     await start(a, "198.51.100.13");
     const codeA = codeFor(a);
     // b's code must differ from a's for the check to mean anything (1 in 10^6 that it does not at once).
-    for (let i = 0; i < 3 && (printedCodes(b).length === 0 || codeFor(b) === codeA); i++) await start(b, "198.51.100.13");
+    for (let i = 0; i < 3 && (printedCodes(b).length === 0 || codeFor(b) === codeA); i++)
+      await start(b, "198.51.100.13");
     expect(codeFor(b)).not.toBe(codeA);
     expect((await verify(b, codeA, "198.51.100.13")).status).toBe(401);
     expect((await verify(a, codeA, "198.51.100.13")).status).toBe(200);
@@ -189,7 +215,8 @@ describe("POST /console/auth/email/verify", () => {
 
     await start(patient, "198.51.100.14");
     const patientCode = codeFor(patient);
-    for (let i = 0; i < 4; i++) expect((await verify(patient, otherThan(patientCode), "198.51.100.14")).status).toBe(401);
+    for (let i = 0; i < 4; i++)
+      expect((await verify(patient, otherThan(patientCode), "198.51.100.14")).status).toBe(401);
     expect((await verify(patient, patientCode, "198.51.100.14")).status).toBe(200);
 
     await start(careless, "198.51.100.15");
@@ -233,7 +260,9 @@ describe("POST /console/auth/email/verify", () => {
     const [row] = await codeRows(email);
     const ttl = Date.parse(String(row!.expires_at)) - Date.parse(String(row!.created_at));
     expect(ttl).toBe(10 * 60_000);
-    await env.DB.prepare("UPDATE console_login_codes SET expires_at = ? WHERE email = ?").bind(new Date(Date.now() - 1000).toISOString(), email).run();
+    await env.DB.prepare("UPDATE console_login_codes SET expires_at = ? WHERE email = ?")
+      .bind(new Date(Date.now() - 1000).toISOString(), email)
+      .run();
     const res = await verify(email, code, "198.51.100.18");
     expect(res.status).toBe(401);
     expect(res.body).toEqual({ error: "invalid_code" });
@@ -274,7 +303,10 @@ describe("POST /console/auth/email/verify", () => {
     ["no code", { email: OPS_EMAIL }],
     ["a bad e-mail", { email: "nope", code: "123456" }],
   ])("400 for %s", async (_name, body) => {
-    const res = await api("POST", "/console/auth/email/verify", { body, headers: { "cf-connecting-ip": "198.51.100.21" } });
+    const res = await api("POST", "/console/auth/email/verify", {
+      body,
+      headers: { "cf-connecting-ip": "198.51.100.21" },
+    });
     expect(res.status).toBe(400);
   });
 });
@@ -309,7 +341,8 @@ describe("rate limits", () => {
   it("the limit answers the same for an address that may not sign in (it reveals nothing)", async () => {
     await awayFromWindowEdge();
     const statuses: number[] = [];
-    for (let i = 0; i < 6; i++) statuses.push((await start("limited-stranger@example.com", `203.0.114.${i + 1}`)).status);
+    for (let i = 0; i < 6; i++)
+      statuses.push((await start("limited-stranger@example.com", `203.0.114.${i + 1}`)).status);
     expect(statuses).toEqual([202, 202, 202, 202, 202, 429]);
   });
 
@@ -377,7 +410,9 @@ describe("sessions and console users", () => {
     const stranger = await consoleToken("outsider@example.com");
     expect((await api("GET", "/console/agents", { token: stranger })).status).toBe(401);
     expect((await api("GET", "/console/users", { token: stranger })).status).toBe(401);
-    expect((await api("POST", "/console/users", { token: stranger, body: { email: "outsider@example.com" } })).status).toBe(401);
+    expect(
+      (await api("POST", "/console/users", { token: stranger, body: { email: "outsider@example.com" } })).status,
+    ).toBe(401);
     // ...and it did not add itself.
     expect((await api("GET", "/console/agents", { token: stranger })).status).toBe(401);
   });

@@ -29,7 +29,9 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
       // A spinning thread is always on a CPU or waiting for one, however loaded the machine is.
       expect(shares.service!.busy + shares.service!.waiting).toBeGreaterThan(0.8);
       expect(shares.proxy!.busy).toBeLessThan(0.1);
-      expect(describeUsage(shares)).toMatch(/^the service's thread \d+ % busy \(\+\d+ % waiting for a core\), the dev proxy's \d+ %$/);
+      expect(describeUsage(shares)).toMatch(
+        /^the service's thread \d+ % busy \(\+\d+ % waiting for a core\), the dev proxy's \d+ %$/,
+      );
     } finally {
       spinner.kill("SIGKILL");
       sleeper.kill("SIGKILL");
@@ -38,7 +40,9 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
 
   it("counts every thread of a pool (anvil's), or the main thread alone (workerd's)", async () => {
     // The main thread sleeps; a worker thread spins.
-    const pool = node("new (require('node:worker_threads').Worker)('for (;;) {}', { eval: true }); setTimeout(() => {}, 600_000)");
+    const pool = node(
+      "new (require('node:worker_threads').Worker)('for (;;) {}', { eval: true }); setTimeout(() => {}, 600_000)",
+    );
     try {
       await sleep(500);
       const shares = await overOneSecond([
@@ -80,7 +84,9 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
     // whose smaller counters would otherwise read as negative time.
     const at = (seconds: number, cpuNs: number, startTicks: string) => ({
       atNs: BigInt(seconds * 1e9),
-      readings: [{ role: "anvil" as const, pid: 1, allThreads: true, threads: { "7": { cpuNs, waitNs: 0, startTicks } } }],
+      readings: [
+        { role: "anvil" as const, pid: 1, allThreads: true, threads: { "7": { cpuNs, waitNs: 0, startTicks } } },
+      ],
     });
     expect(usage(at(10, 5e9, "100"), at(11, 5.5e9, "100"))!.anvil!.busy).toBeCloseTo(0.5);
     expect(usage(at(10, 5e9, "100"), at(11, 1e6, "900"))!.anvil).toEqual({ busy: 0, waiting: 0 });

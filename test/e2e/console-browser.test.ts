@@ -29,7 +29,17 @@ describe("the console in a browser", () => {
   let shots = 0;
 
   // What the steps hand on to each other.
-  const state = { merchantKey: "", merchantId: "", agentKey: "", agentId: "", heldChargeId: "", approvalId: "", webhookSecret: "", endpointId: "", triggerChargeId: "" };
+  const state = {
+    merchantKey: "",
+    merchantId: "",
+    agentKey: "",
+    agentId: "",
+    heldChargeId: "",
+    approvalId: "",
+    webhookSecret: "",
+    endpointId: "",
+    triggerChargeId: "",
+  };
 
   beforeAll(async () => {
     rmSync(SHOTS, { recursive: true, force: true });
@@ -51,7 +61,15 @@ describe("the console in a browser", () => {
       startDevServer(),
       chromium.launch({
         executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
-        args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+        args: [
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+          "--no-first-run",
+          "--disable-quic",
+        ],
       }),
     ]);
     context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } });
@@ -71,11 +89,15 @@ describe("the console in a browser", () => {
   });
 
   /** A full-page screenshot named by the page, numbered in the order visited. */
-  const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `${String(++shots).padStart(2, "0")}-${name}.png`), fullPage: true });
+  const shot = (name: string) =>
+    page.screenshot({ path: path.join(SHOTS, `${String(++shots).padStart(2, "0")}-${name}.png`), fullPage: true });
   const api = async (method: string, route: string, token?: string, body?: unknown) => {
     const res = await fetch(`${dev.url}${route}`, {
       method,
-      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { "content-type": "application/json" } : {}) },
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(body ? { "content-type": "application/json" } : {}),
+      },
       body: body ? JSON.stringify(body) : undefined,
     });
     return { status: res.status, body: (await res.json()) as any };
@@ -154,7 +176,10 @@ describe("the console in a browser", () => {
   });
 
   it("a charge above the threshold, paid by the agent through the API, waits for approval", async () => {
-    const charge = await api("POST", "/merchant/charges", state.merchantKey, { amountUsdCents: 2500, description: "big job" });
+    const charge = await api("POST", "/merchant/charges", state.merchantKey, {
+      amountUsdCents: 2500,
+      description: "big job",
+    });
     expect(charge.status).toBe(201);
     state.heldChargeId = charge.body.chargeId;
     const held = await api("POST", `/charges/${state.heldChargeId}/pay`, state.agentKey);
@@ -209,7 +234,11 @@ describe("the console in a browser", () => {
     expect(await text("#old-key-expires")).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
     await shot("agent-key-rolled");
 
-    await until(async () => (await api("GET", "/balance", state.agentKey)).status === 401, "the old key answering 401", 5_000);
+    await until(
+      async () => (await api("GET", "/balance", state.agentKey)).status === 401,
+      "the old key answering 401",
+      5_000,
+    );
     expect((await api("GET", "/balance", newKey)).body.balanceMinor).toBe(2500);
     state.agentKey = newKey;
     await page.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
@@ -230,7 +259,10 @@ describe("the console in a browser", () => {
     expect(await page.locator("#freeze").count()).toBe(0);
     await shot("agent-frozen");
 
-    const charge = await api("POST", "/merchant/charges", state.merchantKey, { amountUsdCents: 100, description: "while frozen" });
+    const charge = await api("POST", "/merchant/charges", state.merchantKey, {
+      amountUsdCents: 100,
+      description: "while frozen",
+    });
     const refused = await api("POST", `/charges/${charge.body.chargeId}/pay`, state.agentKey);
     expect(refused).toEqual({ status: 403, body: { error: "agent_frozen" } });
 
@@ -260,10 +292,16 @@ describe("the console in a browser", () => {
     await shot("webhooks-secret-shown");
 
     // An event: another charge created through the API.
-    const trigger = await api("POST", "/merchant/charges", state.merchantKey, { amountUsdCents: 100, description: "webhook trigger" });
+    const trigger = await api("POST", "/merchant/charges", state.merchantKey, {
+      amountUsdCents: 100,
+      description: "webhook trigger",
+    });
     expect(trigger.status).toBe(201);
     state.triggerChargeId = trigger.body.chargeId;
-    await until(async () => received.some((r) => r.body.includes(state.triggerChargeId)), "the webhook at the receiver");
+    await until(
+      async () => received.some((r) => r.body.includes(state.triggerChargeId)),
+      "the webhook at the receiver",
+    );
     const delivery = received.find((r) => r.body.includes(state.triggerChargeId))!;
     expect(delivery.headers["x-service-event"]).toBe("charge.created");
     // Signed with the secret the console showed.
@@ -339,7 +377,9 @@ describe("the console in a browser", () => {
     ] as const) {
       await page.goto(`${dev.url}${route}`);
       await shot(`phone-${name}`);
-      const { scrollWidth, innerWidth } = await page.evaluate<{ scrollWidth: number; innerWidth: number }>("({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })");
+      const { scrollWidth, innerWidth } = await page.evaluate<{ scrollWidth: number; innerWidth: number }>(
+        "({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })",
+      );
       expect(scrollWidth, route).toBeLessThanOrEqual(innerWidth);
     }
     await page.setViewportSize({ width: 1280, height: 800 });

@@ -11,7 +11,9 @@ async function freePort(): Promise<number> {
     const server = createServer();
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -34,8 +36,19 @@ export async function startDevServer(): Promise<DevServer> {
   const port = await freePort();
   const anvilPort = await freePort();
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
-  const env = { ...process.env, PORT: String(port), ANVIL_PORT: String(anvilPort), DEV_PERSIST_DIR: stateDir, DEV_CRON_SECONDS: "2" };
-  const child: ChildProcess = spawn("npm", ["run", "--silent", "dev"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const env = {
+    ...process.env,
+    PORT: String(port),
+    ANVIL_PORT: String(anvilPort),
+    DEV_PERSIST_DIR: stateDir,
+    DEV_CRON_SECONDS: "2",
+  };
+  const child: ChildProcess = spawn("npm", ["run", "--silent", "dev"], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   let output = "";
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -64,18 +77,26 @@ export async function startDevServer(): Promise<DevServer> {
       let result!: ReturnType<typeof spawnSync>;
       for (let attempt = 0; attempt < 3; attempt++) {
         if (attempt > 0) spawnSync("sleep", ["1"]);
-        result = spawnSync(path.join(ROOT, "node_modules/.bin/wrangler"), ["d1", "execute", "DB", "--local", "--persist-to", stateDir, "--command", sql], {
-          cwd: ROOT,
-          env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
-          encoding: "utf8",
-        });
+        result = spawnSync(
+          path.join(ROOT, "node_modules/.bin/wrangler"),
+          ["d1", "execute", "DB", "--local", "--persist-to", stateDir, "--command", sql],
+          {
+            cwd: ROOT,
+            env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+            encoding: "utf8",
+          },
+        );
         if (result.status === 0) break;
       }
       return { status: result.status, stdout: String(result.stdout), stderr: String(result.stderr) };
     },
     log: () => output,
     cli: (...args) => {
-      const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], { cwd: ROOT, env: { ...process.env, SERVICE_URL: url }, encoding: "utf8" });
+      const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], {
+        cwd: ROOT,
+        env: { ...process.env, SERVICE_URL: url },
+        encoding: "utf8",
+      });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
     },
     stop: async () => {

@@ -28,7 +28,15 @@ describe("the API reference page in a browser", () => {
       startDevServer(),
       chromium.launch({
         executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
-        args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+        args: [
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+          "--no-first-run",
+          "--disable-quic",
+        ],
       }),
     ]);
     const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
@@ -67,7 +75,8 @@ describe("the API reference page in a browser", () => {
     // The document's own words, rendered by Scalar.
     await page.getByRole("heading", { name: "agent-pay", exact: false }).first().waitFor();
     // The sidebar groups the interface's surface apart from what operations.md and the service add.
-    for (const group of ["Interface", "Operations", "Service extras", "Console pages"]) await page.getByText(group, { exact: true }).first().waitFor();
+    for (const group of ["Interface", "Operations", "Service extras", "Console pages"])
+      await page.getByText(group, { exact: true }).first().waitFor();
     await page.waitForLoadState("networkidle");
     await page.screenshot({ path: path.join(SHOTS, "01-docs.png") });
 
@@ -83,6 +92,9 @@ describe("the API reference page in a browser", () => {
     expect(requested).toContain(`${dev.url}/openapi.json`);
     expect(outside, "requests that left 127.0.0.1").toEqual([]);
     expect(pageErrors).toEqual([]);
-    expect(consoleErrors.filter((text) => /Content Security Policy/i.test(text)), "CSP violations").toEqual([]);
+    expect(
+      consoleErrors.filter((text) => /Content Security Policy/i.test(text)),
+      "CSP violations",
+    ).toEqual([]);
   });
 });

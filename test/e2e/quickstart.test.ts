@@ -16,7 +16,11 @@ describe("npm run dev and the CLI", () => {
   const call = async (method: string, path: string, token: string, body?: unknown) => {
     const res = await fetch(`${dev.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, connection: "close", ...(body ? { "content-type": "application/json" } : {}) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        connection: "close",
+        ...(body ? { "content-type": "application/json" } : {}),
+      },
       body: body ? JSON.stringify(body) : undefined,
     });
     const text = await res.text();
@@ -34,7 +38,20 @@ describe("npm run dev and the CLI", () => {
     expect(merchant.status).toBe(201);
     const merchantKey = merchant.json().apiKey as string;
 
-    const agentRun = dev.cli("agent", "create", "--name", "shopper", "--credit", "10000", "--max-per-tx", "5000", "--approval-threshold", "2000", "--categories", "data");
+    const agentRun = dev.cli(
+      "agent",
+      "create",
+      "--name",
+      "shopper",
+      "--credit",
+      "10000",
+      "--max-per-tx",
+      "5000",
+      "--approval-threshold",
+      "2000",
+      "--categories",
+      "data",
+    );
     expect(agentRun.status).toBe(0);
     const agent = JSON.parse(agentRun.stdout.trim()) as { agentId: string; apiKey: string };
     expect(agent.agentId).toMatch(/^agent_/);
@@ -49,7 +66,9 @@ describe("npm run dev and the CLI", () => {
     expect(paid.json().charge.reference).toMatch(/^PAY_/);
 
     const over = (await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 6000 })).json();
-    expect((await call("POST", `/charges/${over.chargeId}/pay`, agent.apiKey)).json()).toEqual({ error: "excede_tope_por_transaccion" });
+    expect((await call("POST", `/charges/${over.chargeId}/pay`, agent.apiKey)).json()).toEqual({
+      error: "excede_tope_por_transaccion",
+    });
 
     const held = (await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 2500 })).json();
     const hold = await call("POST", `/charges/${held.chargeId}/pay`, agent.apiKey);
@@ -62,7 +81,9 @@ describe("npm run dev and the CLI", () => {
     const csv = await call("GET", "/export/transactions.csv", token);
     expect(csv.status).toBe(200);
     const lines = csv.text.trim().split("\r\n");
-    expect(lines[0]).toBe("seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash");
+    expect(lines[0]).toBe(
+      "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash",
+    );
     expect(lines).toHaveLength(1 + 3); // the credit and two payments
 
     const verify = dev.cli("audit", "verify");
@@ -81,9 +102,17 @@ describe("npm run dev and the CLI", () => {
   it("rolls an agent's key, freezes and unfreezes it from the CLI, which prints the API's answers and exits 1 on a refusal", async () => {
     const token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
     const merchantKey = (await call("POST", "/merchants", token, { name: "Switch Shop" })).json().apiKey as string;
-    const agent = JSON.parse(dev.cli("agent", "create", "--name", "switched", "--credit", "1000").stdout.trim()) as { agentId: string; apiKey: string };
+    const agent = JSON.parse(dev.cli("agent", "create", "--name", "switched", "--credit", "1000").stdout.trim()) as {
+      agentId: string;
+      apiKey: string;
+    };
     const status = async (key: string) => (await call("GET", "/balance", key)).status;
-    const pay = async (key: string) => call("POST", `/charges/${(await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 100 })).json().chargeId}/pay`, key);
+    const pay = async (key: string) =>
+      call(
+        "POST",
+        `/charges/${(await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 100 })).json().chargeId}/pay`,
+        key,
+      );
 
     const rollRun = dev.cli("agent", "roll-key", agent.agentId, "--grace", "0");
     expect(rollRun.status, rollRun.stderr).toBe(0);
@@ -119,7 +148,10 @@ describe("npm run dev and the CLI", () => {
     const tooLong = dev.cli("agent", "roll-key", agent.agentId, "--grace", "604801");
     expect(tooLong.status).toBe(1);
     expect(tooLong.stderr).toContain("answered 400: ");
-    expect(JSON.parse(tooLong.stderr.slice(tooLong.stderr.indexOf("{")))).toMatchObject({ error: "invalid_request", issues: [{ path: "graceSeconds" }] });
+    expect(JSON.parse(tooLong.stderr.slice(tooLong.stderr.indexOf("{")))).toMatchObject({
+      error: "invalid_request",
+      issues: [{ path: "graceSeconds" }],
+    });
     expect(await status(rolled.apiKey)).toBe(200);
     expect(dev.cli("agent", "unfreeze").status).toBe(2);
   });

@@ -9,8 +9,23 @@ import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { startDevServer, type DevServer } from "./dev-server";
 
 const ERC20 = [
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
-  { type: "function", name: "transfer", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "v", type: "uint256" }], outputs: [{ type: "bool" }] },
+  {
+    type: "function",
+    name: "balanceOf",
+    stateMutability: "view",
+    inputs: [{ name: "a", type: "address" }],
+    outputs: [{ type: "uint256" }],
+  },
+  {
+    type: "function",
+    name: "transfer",
+    stateMutability: "nonpayable",
+    inputs: [
+      { name: "to", type: "address" },
+      { name: "v", type: "uint256" },
+    ],
+    outputs: [{ type: "bool" }],
+  },
 ] as const;
 
 // The official x402 clients, unchanged, paying the local service on its local chain.
@@ -43,7 +58,12 @@ describe("official x402 clients against npm run dev", () => {
     return ((await res.json()) as { chargeId: string }).chargeId;
   };
 
-  const chargeOf = async (chargeId: string) => (await (await fetch(`${dev.url}/charges/${chargeId}`)).json()) as { status: string; method: string; reference: string };
+  const chargeOf = async (chargeId: string) =>
+    (await (await fetch(`${dev.url}/charges/${chargeId}`)).json()) as {
+      status: string;
+      method: string;
+      reference: string;
+    };
 
   it("x402-fetch 1.x pays a charge with a v1 X-PAYMENT", async () => {
     const chargeId = await newCharge(150);
@@ -52,7 +72,11 @@ describe("official x402 clients against npm run dev", () => {
     expect(response.status).toBe(200);
     const settlement = decodeXPaymentResponse(response.headers.get("x-payment-response")!);
     expect(settlement.success).toBe(true);
-    expect(await chargeOf(chargeId)).toMatchObject({ status: "paid", method: "x402", reference: settlement.transaction });
+    expect(await chargeOf(chargeId)).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: settlement.transaction,
+    });
   });
 
   it("@x402/fetch 2.x pays a charge and a checkout link with PAYMENT-SIGNATURE", async () => {
@@ -66,7 +90,11 @@ describe("official x402 clients against npm run dev", () => {
     expect(response.status).toBe(200);
     const settlement = new x402HTTPClient(client).getPaymentSettleResponse((name) => response.headers.get(name));
     expect(settlement.success).toBe(true);
-    expect(await chargeOf(chargeId)).toMatchObject({ status: "paid", method: "x402", reference: settlement.transaction });
+    expect(await chargeOf(chargeId)).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: settlement.transaction,
+    });
 
     const link = await fetch(`${dev.url}/merchant/checkout`, {
       method: "POST",
@@ -76,7 +104,10 @@ describe("official x402 clients against npm run dev", () => {
     const { checkoutToken } = (await link.json()) as { checkoutToken: string };
     const paidLink = await pay(`${dev.url}/checkout/${checkoutToken}/x402`);
     expect(paidLink.status).toBe(200);
-    const view = (await (await fetch(`${dev.url}/checkout/${checkoutToken}`)).json()) as { paymentsCount: number; totalPaidMinor: number };
+    const view = (await (await fetch(`${dev.url}/checkout/${checkoutToken}`)).json()) as {
+      paymentsCount: number;
+      totalPaidMinor: number;
+    };
     expect(view).toMatchObject({ paymentsCount: 1, totalPaidMinor: 99 });
   });
 
@@ -108,7 +139,11 @@ describe("official x402 clients against npm run dev", () => {
     return ((await res.json()) as { chargeId: string }).chargeId;
   };
   const balanceOfMerchant = async (key: string) =>
-    ((await (await fetch(`${dev.url}/merchant/me`, { headers: { authorization: `Bearer ${key}` } })).json()) as { merchant: { balanceMinor: number } }).merchant.balanceMinor;
+    (
+      (await (await fetch(`${dev.url}/merchant/me`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+        merchant: { balanceMinor: number };
+      }
+    ).merchant.balanceMinor;
 
   /**
    * The X-PAYMENT header x402-fetch 1.x signs for `url`, captured instead of sent: a proxy, a
@@ -127,7 +162,8 @@ describe("official x402 clients against npm run dev", () => {
     expect(captured).toBeTruthy();
     return captured!;
   }
-  const sendHeader = (url: string, header: string, method = "GET") => fetch(url, { method, headers: { "X-PAYMENT": header } });
+  const sendHeader = (url: string, header: string, method = "GET") =>
+    fetch(url, { method, headers: { "X-PAYMENT": header } });
 
   it("a header x402-fetch 1.x signed for one merchant's charge is refused (402) on another's of the same amount, and still pays its own", async () => {
     const m1 = await otherMerchantKey();
@@ -138,7 +174,10 @@ describe("official x402 clients against npm run dev", () => {
     const elsewhere = await sendHeader(`${dev.url}/charges/${c2}/x402`, header);
     expect(elsewhere.status).toBe(402);
     const refused = (await elsewhere.json()) as { error: string; invalidReason: string };
-    expect(refused).toMatchObject({ error: "Pago inválido", invalidReason: "invalid_exact_evm_payload_recipient_mismatch" });
+    expect(refused).toMatchObject({
+      error: "Pago inválido",
+      invalidReason: "invalid_exact_evm_payload_recipient_mismatch",
+    });
     expect(JSON.stringify(refused)).not.toContain(c1);
     expect(await chargeOf(c2)).toMatchObject({ status: "pending" });
     expect(await balanceOfMerchant(m1)).toBe(0);
@@ -164,7 +203,8 @@ describe("official x402 clients against npm run dev", () => {
     const header = await captureV1Header(`${dev.url}/checkout/${own}/x402`, accounts[5]!.privateKey);
     expect((await sendHeader(`${dev.url}/checkout/${other}/x402`, header, "POST")).status).toBe(402);
     expect(await balanceOfMerchant(m1)).toBe(0);
-    const view = async (token: string) => (await (await fetch(`${dev.url}/checkout/${token}`)).json()) as { paymentsCount: number };
+    const view = async (token: string) =>
+      (await (await fetch(`${dev.url}/checkout/${token}`)).json()) as { paymentsCount: number };
     expect((await view(other)).paymentsCount).toBe(0);
     expect((await sendHeader(`${dev.url}/checkout/${own}/x402`, header, "POST")).status).toBe(200);
     expect((await view(own)).paymentsCount).toBe(1);
@@ -194,12 +234,25 @@ describe("official x402 clients against npm run dev", () => {
   it("tops up an agent wallet from its deposit address", async () => {
     const created = dev.cli("agent", "create", "--name", "depositor");
     const agent = JSON.parse(created.stdout.trim()) as { apiKey: string };
-    const balance = async () => (await (await fetch(`${dev.url}/balance`, { headers: { authorization: `Bearer ${agent.apiKey}` } })).json()) as { balanceMinor: number; depositAddress: Hex };
+    const balance = async () =>
+      (await (await fetch(`${dev.url}/balance`, { headers: { authorization: `Bearer ${agent.apiKey}` } })).json()) as {
+        balanceMinor: number;
+        depositAddress: Hex;
+      };
     const { depositAddress } = await balance();
     const terms = await fetch(`${dev.url}/charges/${await newCharge(1)}/x402`);
     const asset = ((await terms.json()) as { accepts: { asset: Hex }[] }).accepts[0]!.asset;
-    const wallet = createWalletClient({ account: privateKeyToAccount(accounts[3]!.privateKey), transport: http(dev.rpcUrl) });
-    const hash = await wallet.writeContract({ chain: null, address: asset, abi: ERC20, functionName: "transfer", args: [depositAddress, 5_000_000n] });
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(accounts[3]!.privateKey),
+      transport: http(dev.rpcUrl),
+    });
+    const hash = await wallet.writeContract({
+      chain: null,
+      address: asset,
+      abi: ERC20,
+      functionName: "transfer",
+      args: [depositAddress, 5_000_000n],
+    });
     await createPublicClient({ transport: http(dev.rpcUrl) }).waitForTransactionReceipt({ hash });
     const deadline = Date.now() + 30_000;
     let credited = 0;

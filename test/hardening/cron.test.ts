@@ -11,11 +11,21 @@ describe("the minute cron", () => {
     const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
       const unreachableChain = { ...env, RPC_URL: "http://127.0.0.1:9/" } as Env;
-      await env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, 0, 1)").bind(`cron-${crypto.randomUUID()}`).run();
+      await env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, 0, 1)")
+        .bind(`cron-${crypto.randomUUID()}`)
+        .run();
       const ctx = createExecutionContext();
-      await worker.scheduled!(createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }), unreachableChain, ctx);
+      await worker.scheduled!(
+        createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }),
+        unreachableChain,
+        ctx,
+      );
       await waitOnExecutionContext(ctx);
-      const logged = error.mock.calls.flat().map(String).filter((line) => line.includes('"where":"cron"')).map((line) => JSON.parse(line) as { job: string; level: string });
+      const logged = error.mock.calls
+        .flat()
+        .map(String)
+        .filter((line) => line.includes('"where":"cron"'))
+        .map((line) => JSON.parse(line) as { job: string; level: string });
       expect(logged).toContainEqual(expect.objectContaining({ level: "error", job: "deposit_watch" }));
       // The sweep ran all the same: the counter from 1970 is gone.
       expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM rate_limits WHERE window_start = 0").first("n")).toBe(0);

@@ -28,7 +28,9 @@ function injectOnce(point: FaultPoint, mode: Mode) {
 afterEach(() => setFaultHook(null));
 
 async function expectConsistentLedger() {
-  const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{ total: number }>();
+  const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{
+    total: number;
+  }>();
   expect(sum?.total).toBe(0);
   const mismatched = await env.DB.prepare(
     `SELECT a.id FROM agents a WHERE a.balance_minor != COALESCE((SELECT SUM(amount_minor) FROM ledger_entries WHERE account = 'agent:' || a.id), 0)
@@ -68,16 +70,27 @@ describe("faults in a wallet payment", () => {
       const first = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
       expect(fired()).toBe(true);
       expect(first.status).toBe(firstStatus(point));
-      if (first.status === 200) expect(first.body).toMatchObject({ paid: true, charge: { chargeId: charge.chargeId, status: "paid" }, merchantBalanceMinor: 250 });
+      if (first.status === 200)
+        expect(first.body).toMatchObject({
+          paid: true,
+          charge: { chargeId: charge.chargeId, status: "paid" },
+          merchantBalanceMinor: 250,
+        });
       await expectConsistentLedger();
       const retry = await api("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey, headers });
       // Before the commit the retry pays; after it, the answer stored in the payment's own batch is replayed.
       expect(retry.status).toBe(200);
       expect(retry.headers.get("idempotent-replayed")).toBe(COMMITTED.has(point) ? "true" : null);
-      expect(retry.body).toMatchObject({ paid: true, charge: { chargeId: charge.chargeId, status: "paid" }, merchantBalanceMinor: 250 });
+      expect(retry.body).toMatchObject({
+        paid: true,
+        charge: { chargeId: charge.chargeId, status: "paid" },
+        merchantBalanceMinor: 250,
+      });
       expect(await balanceOf(agent.apiKey)).toBe(750);
       expect(await merchantBalance(merchant.apiKey)).toBe(250);
-      const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ?").bind(`agent:${agent.agentId}`).first<{ n: number }>();
+      const entries = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ?")
+        .bind(`agent:${agent.agentId}`)
+        .first<{ n: number }>();
       expect(entries?.n).toBe(2); // the credit and exactly one payment
       await expectConsistentLedger();
     });
@@ -85,7 +98,10 @@ describe("faults in a wallet payment", () => {
 });
 
 describe("faults in an approval grant", () => {
-  for (const [point, mode] of [["payment.before_commit", "throw"], ["ledger.after_batch", "abort"]] as [FaultPoint, Mode][]) {
+  for (const [point, mode] of [
+    ["payment.before_commit", "throw"],
+    ["ledger.after_batch", "abort"],
+  ] as [FaultPoint, Mode][]) {
     it(`${mode} at ${point}: the approval is granted and the charge paid exactly once`, async () => {
       const merchant = await createMerchant();
       const agent = await createAgent({ credit: 1000, policy: { approvalThresholdUsdCents: 100 } });
@@ -101,9 +117,14 @@ describe("faults in an approval grant", () => {
       const retry = await api("POST", `/approvals/${hold.body.approvalId}/grant`, { token, headers });
       expect(retry.status).toBe(200);
       expect(retry.headers.get("idempotent-replayed")).toBe(COMMITTED.has(point) ? "true" : null);
-      expect(retry.body).toMatchObject({ approval: { approvalId: hold.body.approvalId, status: "granted" }, charge: { chargeId: charge.chargeId, status: "paid" } });
+      expect(retry.body).toMatchObject({
+        approval: { approvalId: hold.body.approvalId, status: "granted" },
+        charge: { chargeId: charge.chargeId, status: "paid" },
+      });
       expect(await balanceOf(agent.apiKey)).toBe(600);
-      const approval = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?").bind(hold.body.approvalId).first<{ status: string }>();
+      const approval = await env.DB.prepare("SELECT status FROM approvals WHERE id = ?")
+        .bind(hold.body.approvalId)
+        .first<{ status: string }>();
       expect(approval?.status).toBe("granted");
       await expectConsistentLedger();
     });
@@ -111,26 +132,49 @@ describe("faults in an approval grant", () => {
 });
 
 describe("faults in a PayLink draw", () => {
-  for (const [point, mode] of [["draw.before_wallet", "throw"], ["ledger.before_batch", "abort"], ["ledger.after_batch", "throw"], ["draw.after_commit", "throw"]] as [FaultPoint, Mode][]) {
+  for (const [point, mode] of [
+    ["draw.before_wallet", "throw"],
+    ["ledger.before_batch", "abort"],
+    ["ledger.after_batch", "throw"],
+    ["draw.after_commit", "throw"],
+  ] as [FaultPoint, Mode][]) {
     it(`${mode} at ${point}: the grant is drawn exactly once`, async () => {
       const merchant = await createMerchant();
       const agent = await createAgent({ credit: 1000 });
-      const paylink = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } });
+      const paylink = await api("POST", "/merchant/paylinks", {
+        token: merchant.apiKey,
+        body: { budgetUsdCents: 500 },
+      });
       await api("POST", `/pl/${paylink.body.code}/accept`, { token: agent.apiKey });
       injectOnce(point, mode);
       const headers = { "Idempotency-Key": `draw-${point}-${mode}` };
       const body = { agentId: agent.agentId, amountUsdCents: 200 };
-      const first = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body, headers });
+      const first = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, {
+        token: merchant.apiKey,
+        body,
+        headers,
+      });
       expect(first.status).toBe(firstStatus(point));
-      if (first.status === 200) expect(first.body).toMatchObject({ paid: true, spentMinor: 200, remainingMinor: 300, exhausted: false });
+      if (first.status === 200)
+        expect(first.body).toMatchObject({ paid: true, spentMinor: 200, remainingMinor: 300, exhausted: false });
       await expectConsistentLedger();
-      const retry = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body, headers });
+      const retry = await api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, {
+        token: merchant.apiKey,
+        body,
+        headers,
+      });
       // The draw that landed before the crash is answered from its own batch, never drawn twice.
       expect(retry.status).toBe(200);
       expect(retry.headers.get("idempotent-replayed")).toBe(COMMITTED.has(point) ? "true" : null);
       expect(retry.body).toMatchObject({ paid: true, spentMinor: 200, remainingMinor: 300, exhausted: false });
-      const grant = await env.DB.prepare("SELECT spent_minor AS spent, uses FROM paylink_grants WHERE agent_id = ?").bind(agent.agentId).first<{ spent: number; uses: number }>();
-      const paid = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE agent_id = ? AND status = 'paid'").bind(agent.agentId).first<{ total: number }>();
+      const grant = await env.DB.prepare("SELECT spent_minor AS spent, uses FROM paylink_grants WHERE agent_id = ?")
+        .bind(agent.agentId)
+        .first<{ spent: number; uses: number }>();
+      const paid = await env.DB.prepare(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE agent_id = ? AND status = 'paid'",
+      )
+        .bind(agent.agentId)
+        .first<{ total: number }>();
       expect(grant?.spent).toBe(paid?.total);
       expect(await balanceOf(agent.apiKey)).toBe(1000 - (paid?.total ?? 0));
       await expectConsistentLedger();
@@ -145,7 +189,11 @@ describe("a wallet object that crashes under a grant's draw", () => {
     const paylink = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } });
     await api("POST", `/pl/${paylink.body.code}/accept`, { token: agent.apiKey });
     const draw = (key: string) =>
-      api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, { token: merchant.apiKey, body: { agentId: agent.agentId, amountUsdCents: 100 }, headers: { "Idempotency-Key": key } });
+      api("POST", `/merchant/paylinks/${paylink.body.code}/charge`, {
+        token: merchant.apiKey,
+        body: { agentId: agent.agentId, amountUsdCents: 100 },
+        headers: { "Idempotency-Key": key },
+      });
     expect((await draw("wallet-crash-1")).status).toBe(200);
     const fired = injectOnce("payment.before_commit", "abort");
     expect((await draw("wallet-crash-2")).status).toBe(500);

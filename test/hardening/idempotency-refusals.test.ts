@@ -4,11 +4,19 @@ import { buildApp } from "../../src/app";
 import { api, consoleToken } from "../helpers/api";
 import { createMerchant } from "../helpers/factories";
 
-const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
+const ctx = {
+  waitUntil: () => undefined,
+  passThroughOnException: () => undefined,
+  props: {},
+} as unknown as ExecutionContext;
 const refusing = { limit: async () => ({ success: false }) } as unknown as RateLimit;
 const allowing = { limit: async () => ({ success: true }) } as unknown as RateLimit;
 
-const keyRows = (key: string) => env.DB.prepare("SELECT status, response_status AS responseStatus FROM idempotency_keys WHERE key = ?").bind(key).all().then((r) => r.results);
+const keyRows = (key: string) =>
+  env.DB.prepare("SELECT status, response_status AS responseStatus FROM idempotency_keys WHERE key = ?")
+    .bind(key)
+    .all()
+    .then((r) => r.results);
 
 /** Stripe keeps an answer only once the endpoint started running; a refusal before it keeps nothing. */
 describe("an Idempotency-Key refused before its endpoint ran", () => {
@@ -18,7 +26,11 @@ describe("an Idempotency-Key refused before its endpoint ran", () => {
     const request = () =>
       new Request("http://service.test/merchant/charges", {
         method: "POST",
-        headers: { authorization: `Bearer ${merchant.apiKey}`, "content-type": "application/json", "idempotency-key": "limited-then-clear" },
+        headers: {
+          authorization: `Bearer ${merchant.apiKey}`,
+          "content-type": "application/json",
+          "idempotency-key": "limited-then-clear",
+        },
         body: JSON.stringify({ amountUsdCents: 10 }),
       });
 
@@ -32,7 +44,11 @@ describe("an Idempotency-Key refused before its endpoint ran", () => {
     expect(cleared.status).toBe(201);
     expect(cleared.headers.get("idempotent-replayed")).toBeNull();
     const created = (await cleared.json()) as { chargeId: string };
-    expect((await api("GET", "/merchant/charges", { token: merchant.apiKey })).body.charges.map((c: { chargeId: string }) => c.chargeId)).toEqual([created.chargeId]);
+    expect(
+      (await api("GET", "/merchant/charges", { token: merchant.apiKey })).body.charges.map(
+        (c: { chargeId: string }) => c.chargeId,
+      ),
+    ).toEqual([created.chargeId]);
 
     const replay = await app.fetch(request(), { ...env, CREDENTIAL_RATE_LIMIT: allowing }, ctx);
     expect(replay.status).toBe(201);
@@ -42,12 +58,20 @@ describe("an Idempotency-Key refused before its endpoint ran", () => {
 
   it("a 401 (invalid credential) and a 403 (a credential of another kind) leave no row behind", async () => {
     const merchant = await createMerchant();
-    const unknown = await api("POST", "/merchant/charges", { token: `sk_mch_${"A".repeat(43)}`, body: { amountUsdCents: 10 }, headers: { "Idempotency-Key": "refused-401" } });
+    const unknown = await api("POST", "/merchant/charges", {
+      token: `sk_mch_${"A".repeat(43)}`,
+      body: { amountUsdCents: 10 },
+      headers: { "Idempotency-Key": "refused-401" },
+    });
     expect(unknown.status).toBe(401);
     expect(unknown.body).toEqual({ error: "merchant_api_key_required" });
     expect(await keyRows("refused-401")).toEqual([]);
 
-    const wrongKind = await api("POST", "/merchants", { token: merchant.apiKey, body: { name: "Not Mine" }, headers: { "Idempotency-Key": "refused-403" } });
+    const wrongKind = await api("POST", "/merchants", {
+      token: merchant.apiKey,
+      body: { name: "Not Mine" },
+      headers: { "Idempotency-Key": "refused-403" },
+    });
     expect(wrongKind.status).toBe(403);
     expect(wrongKind.body).toEqual({ error: "credential_not_allowed", expected: "console_session" });
     expect(await keyRows("refused-403")).toEqual([]);

@@ -12,24 +12,41 @@ import { registerEndpoint } from "../helpers/webhooks";
  * (operations.md section 5).
  */
 
-const LIMITS = { maxPerTransactionUsdCents: 777, dailyLimitUsdCents: 5000, allowedCategories: ["data"], approvalThresholdUsdCents: 300 };
-const JSON_BODY_REQUIRED = { error: "invalid_request", issues: [{ path: "", code: "json_body_required", message: expect.stringContaining("JSON body is required") }] };
+const LIMITS = {
+  maxPerTransactionUsdCents: 777,
+  dailyLimitUsdCents: 5000,
+  allowedCategories: ["data"],
+  approvalThresholdUsdCents: 300,
+};
+const JSON_BODY_REQUIRED = {
+  error: "invalid_request",
+  issues: [{ path: "", code: "json_body_required", message: expect.stringContaining("JSON body is required") }],
+};
 
 /** A PUT with exactly this body and Content-Type: bytes, so nothing is added (a string body would get text/plain). */
 async function putPolicy(agentId: string, body: string | undefined, contentType: string | undefined) {
   const headers: Record<string, string> = { authorization: `Bearer ${await consoleToken()}` };
   if (contentType !== undefined) headers["content-type"] = contentType;
-  const request = new Request(`${BASE}/console/agents/${agentId}/policy`, { method: "PUT", headers, body: body === undefined ? undefined : new TextEncoder().encode(body) });
+  const request = new Request(`${BASE}/console/agents/${agentId}/policy`, {
+    method: "PUT",
+    headers,
+    body: body === undefined ? undefined : new TextEncoder().encode(body),
+  });
   const response = await exports.default.fetch(request);
   const text = await response.text();
   return { status: response.status, body: JSON.parse(text), text };
 }
-const policyOf = async (agentId: string) => (await api("GET", `/console/agents/${agentId}`, { token: await consoleToken() })).body.policy;
+const policyOf = async (agentId: string) =>
+  (await api("GET", `/console/agents/${agentId}`, { token: await consoleToken() })).body.policy;
 
 describe("PUT /console/agents/:agentId/policy with a body that is not declared JSON", () => {
   it.each([
     ["text/plain (JSON text, but not declared so)", JSON.stringify({ maxPerTransactionUsdCents: 1 }), "text/plain"],
-    ["application/x-www-form-urlencoded (curl -d's default)", "maxPerTransactionUsdCents=1", "application/x-www-form-urlencoded"],
+    [
+      "application/x-www-form-urlencoded (curl -d's default)",
+      "maxPerTransactionUsdCents=1",
+      "application/x-www-form-urlencoded",
+    ],
     ["no body and no Content-Type", undefined, undefined],
     ["a body and no Content-Type", "{}", undefined],
     ["application/jsonx (not a JSON type)", "{}", "application/jsonx"],
@@ -41,24 +58,33 @@ describe("PUT /console/agents/:agentId/policy with a body that is not declared J
     expect(await policyOf(agent.agentId)).toEqual(LIMITS);
   });
 
-  it.each([
-    ["application/json; charset=utf-8"],
-    ["Application/JSON;charset=UTF-8"],
-    ["application/merge-patch+json"],
-  ])("%s is JSON: the policy is replaced", async (contentType) => {
-    const agent = await createAgent({ policy: LIMITS });
-    const res = await putPolicy(agent.agentId, JSON.stringify({ dailyLimitUsdCents: 900 }), contentType);
-    expect(res.status, res.text).toBe(200);
-    const expected = { maxPerTransactionUsdCents: null, dailyLimitUsdCents: 900, allowedCategories: null, approvalThresholdUsdCents: null };
-    expect(res.body).toEqual({ policy: expected });
-    expect(await policyOf(agent.agentId)).toEqual(expected);
-  });
+  it.each([["application/json; charset=utf-8"], ["Application/JSON;charset=UTF-8"], ["application/merge-patch+json"]])(
+    "%s is JSON: the policy is replaced",
+    async (contentType) => {
+      const agent = await createAgent({ policy: LIMITS });
+      const res = await putPolicy(agent.agentId, JSON.stringify({ dailyLimitUsdCents: 900 }), contentType);
+      expect(res.status, res.text).toBe(200);
+      const expected = {
+        maxPerTransactionUsdCents: null,
+        dailyLimitUsdCents: 900,
+        allowedCategories: null,
+        approvalThresholdUsdCents: null,
+      };
+      expect(res.body).toEqual({ policy: expected });
+      expect(await policyOf(agent.agentId)).toEqual(expected);
+    },
+  );
 
   it("an explicit {} still clears every limit: the client said so", async () => {
     const agent = await createAgent({ policy: LIMITS });
     const res = await putPolicy(agent.agentId, "{}", "application/json");
     expect(res.status, res.text).toBe(200);
-    expect(await policyOf(agent.agentId)).toEqual({ maxPerTransactionUsdCents: null, dailyLimitUsdCents: null, allowedCategories: null, approvalThresholdUsdCents: null });
+    expect(await policyOf(agent.agentId)).toEqual({
+      maxPerTransactionUsdCents: null,
+      dailyLimitUsdCents: null,
+      allowedCategories: null,
+      approvalThresholdUsdCents: null,
+    });
   });
 
   it("an empty body declared JSON stays the malformed-JSON 400", async () => {

@@ -21,7 +21,11 @@ import { receiverUrl } from "../helpers/webhooks";
  */
 
 const app = buildApp();
-const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
+const ctx = {
+  waitUntil: () => undefined,
+  passThroughOnException: () => undefined,
+  props: {},
+} as unknown as ExecutionContext;
 
 interface Reply {
   status: number;
@@ -50,7 +54,12 @@ async function call(method: string, path: string, token: string, body: unknown):
 }
 
 /** Rows as D1 returns them, for before/after comparisons. */
-const rows = async (sql: string, ...params: unknown[]) => (await env.DB.prepare(sql).bind(...params).all()).results;
+const rows = async (sql: string, ...params: unknown[]) =>
+  (
+    await env.DB.prepare(sql)
+      .bind(...params)
+      .all()
+  ).results;
 
 const RUN = crypto.randomUUID().slice(0, 8);
 
@@ -66,11 +75,17 @@ beforeAll(async () => {
   const db = dbOf(env.DB);
   a = await registerMerchant(db, { name: `mass-assign A ${RUN}`, category: "data" });
   b = await registerMerchant(db, { name: `mass-assign B ${RUN}`, category: "data" });
-  x = await createAgentRow(env, db, { name: `mass-assign X ${RUN}`, policy: normalizePolicy({ dailyLimitUsdCents: 5000 }) });
+  x = await createAgentRow(env, db, {
+    name: `mass-assign X ${RUN}`,
+    policy: normalizePolicy({ dailyLimitUsdCents: 5000 }),
+  });
   y = await createAgentRow(env, db, { name: `mass-assign Y ${RUN}`, policy: normalizePolicy(undefined) });
   const credited = await call("POST", `/console/agents/${x.agentId}/credits`, consoleKey, { amountUsdCents: 700 });
   if (credited.status !== 200) throw new Error(`credit: ${credited.status} ${credited.text}`);
-  const link = await call("POST", "/merchant/checkout", a.apiKey, { amountUsdCents: 250, description: "mass-assignment link" });
+  const link = await call("POST", "/merchant/checkout", a.apiKey, {
+    amountUsdCents: 250,
+    description: "mass-assignment link",
+  });
   if (link.status !== 201) throw new Error(`checkout link: ${link.status} ${link.text}`);
   linkToken = link.body.checkoutToken;
 });
@@ -99,8 +114,12 @@ async function expectRefusedThenControl(options: {
     const res = await call(options.method, options.path(), options.token(), { ...options.base, [field]: value });
     expect(res.status, `${label}: ${res.text}`).toBe(400);
     expect(res.body?.error, label).toBe("invalid_request");
-    expect(res.body.issues.some((i: { code: string }) => i.code === "unrecognized_keys"), `${label}: ${res.text}`).toBe(true);
-    if (typeof value === "string" && value.length >= 8) expect(res.text, `${label} echoes the rejected value`).not.toContain(value);
+    expect(
+      res.body.issues.some((i: { code: string }) => i.code === "unrecognized_keys"),
+      `${label}: ${res.text}`,
+    ).toBe(true);
+    if (typeof value === "string" && value.length >= 8)
+      expect(res.text, `${label} echoes the rejected value`).not.toContain(value);
     expect(await options.snapshot(), `${label} changed state`).toEqual(before);
   }
   const control = await call(options.method, options.path(), options.token(), options.base);
@@ -161,24 +180,46 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       okStatus: 201,
     });
     expect(control.body).toMatchObject({ merchantId: a.merchantId, status: "pending" });
-    expect(await rows("SELECT status, agent_id, method, reference, paid_at FROM charges WHERE id = ?", control.body.chargeId)).toEqual([
-      { status: "pending", agent_id: null, method: null, reference: null, paid_at: null },
-    ]);
+    expect(
+      await rows(
+        "SELECT status, agent_id, method, reference, paid_at FROM charges WHERE id = ?",
+        control.body.chargeId,
+      ),
+    ).toEqual([{ status: "pending", agent_id: null, method: null, reference: null, paid_at: null }]);
     expect(await rows("SELECT id FROM charges WHERE merchant_id = ?", b.merchantId)).toEqual([]);
   });
 
   for (const [key, text] of [
-    ["__proto__", () => `{"amountUsdCents":130,"__proto__":{"status":"paid","merchantId":"${b.merchantId}","agentId":"${x.agentId}"}}`],
-    ["constructor", () => `{"amountUsdCents":130,"constructor":{"prototype":{"status":"paid","merchantId":"${b.merchantId}"}}}`],
+    [
+      "__proto__",
+      () =>
+        `{"amountUsdCents":130,"__proto__":{"status":"paid","merchantId":"${b.merchantId}","agentId":"${x.agentId}"}}`,
+    ],
+    [
+      "constructor",
+      () => `{"amountUsdCents":130,"constructor":{"prototype":{"status":"paid","merchantId":"${b.merchantId}"}}}`,
+    ],
   ] as const) {
     it(`a ${key} key in a charge body is refused like any other unknown field, and sets nothing`, async () => {
-      const before = await rows("SELECT * FROM charges WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId);
+      const before = await rows(
+        "SELECT * FROM charges WHERE merchant_id IN (?, ?) ORDER BY id",
+        a.merchantId,
+        b.merchantId,
+      );
       const res = await call("POST", "/merchant/charges", a.apiKey, text());
       // Soft, so the state checks below still run and tell whether anything was actually assigned.
       expect.soft(res.status, `${text()}: ${res.text}`).toBe(400);
       expect.soft(res.body?.error).toBe("invalid_request");
-      expect(await rows("SELECT id FROM charges WHERE merchant_id = ? OR (merchant_id = ? AND (status != 'pending' OR agent_id IS NOT NULL))", b.merchantId, a.merchantId)).toEqual([]);
-      expect.soft(await rows("SELECT * FROM charges WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId)).toEqual(before);
+      expect(
+        await rows(
+          "SELECT id FROM charges WHERE merchant_id = ? OR (merchant_id = ? AND (status != 'pending' OR agent_id IS NOT NULL))",
+          b.merchantId,
+          a.merchantId,
+        ),
+      ).toEqual([]);
+      expect
+        .soft(await rows("SELECT * FROM charges WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId))
+        .toEqual(before);
     });
   }
 
@@ -199,7 +240,8 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
         checkoutLinkId: `cl_massassign${RUN}`,
         currency: "EUR",
       },
-      snapshot: () => rows("SELECT * FROM checkout_links WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId),
+      snapshot: () =>
+        rows("SELECT * FROM checkout_links WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId),
       okStatus: 201,
     });
     expect(await rows("SELECT id FROM checkout_links WHERE merchant_id = ?", b.merchantId)).toEqual([]);
@@ -242,7 +284,8 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
         code: `plc_massassign${RUN}`,
         expiresAt: "2999-01-01T00:00:00.000Z",
       },
-      snapshot: () => rows("SELECT * FROM paylinks WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId),
+      snapshot: () =>
+        rows("SELECT * FROM paylinks WHERE merchant_id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId),
       okStatus: 201,
     });
     expect(await rows("SELECT id FROM paylinks WHERE merchant_id = ?", b.merchantId)).toEqual([]);
@@ -252,7 +295,10 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
     const name = `mass-assign new agent ${RUN}`;
     const snapshot = () => rows("SELECT * FROM agents WHERE name = ?", name);
     const before = await snapshot();
-    const nested = await call("POST", "/console/agents", consoleKey, { name, policy: { dailyLimitUsdCents: 100, balanceMinor: 1_000_000 } });
+    const nested = await call("POST", "/console/agents", consoleKey, {
+      name,
+      policy: { dailyLimitUsdCents: 100, balanceMinor: 1_000_000 },
+    });
     expect(nested.status, nested.text).toBe(400);
     expect(nested.body?.error).toBe("invalid_request");
     expect(await snapshot()).toEqual(before);
@@ -294,7 +340,12 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       snapshot: () => rows("SELECT * FROM agents WHERE id = ?", x.agentId),
       okStatus: 200,
     });
-    expect(control.body.policy).toEqual({ maxPerTransactionUsdCents: null, dailyLimitUsdCents: 9000, allowedCategories: null, approvalThresholdUsdCents: null });
+    expect(control.body.policy).toEqual({
+      maxPerTransactionUsdCents: null,
+      dailyLimitUsdCents: 9000,
+      allowedCategories: null,
+      approvalThresholdUsdCents: null,
+    });
   });
 
   it("POST /console/agents/:id/credits cannot redirect the credit to another agent or set a balance", async () => {
@@ -315,8 +366,15 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       },
       snapshot: async () => ({
         agents: await rows("SELECT id, balance_minor FROM agents WHERE id IN (?, ?) ORDER BY id", ...agentsIds),
-        audit: await rows("SELECT seq, type, agent_id, amount_minor FROM audit_events WHERE agent_id IN (?, ?) ORDER BY seq", ...agentsIds),
-        ledger: await rows("SELECT COUNT(*) AS n FROM ledger_entries WHERE account LIKE ? OR account LIKE ?", `%${x.agentId}%`, `%${y.agentId}%`),
+        audit: await rows(
+          "SELECT seq, type, agent_id, amount_minor FROM audit_events WHERE agent_id IN (?, ?) ORDER BY seq",
+          ...agentsIds,
+        ),
+        ledger: await rows(
+          "SELECT COUNT(*) AS n FROM ledger_entries WHERE account LIKE ? OR account LIKE ?",
+          `%${x.agentId}%`,
+          `%${y.agentId}%`,
+        ),
       }),
       okStatus: 200,
     });
@@ -373,12 +431,23 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       path: () => "/merchant/payout-address",
       token: () => a.apiKey,
       base: { address: "0x1111111111111111111111111111111111111111" },
-      unknown: { merchantId: b.merchantId, merchant_id: b.merchantId, id: b.merchantId, kyt: { verdict: "pass" }, verdict: "pass" },
-      snapshot: () => rows("SELECT id, payout_address FROM merchants WHERE id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId),
+      unknown: {
+        merchantId: b.merchantId,
+        merchant_id: b.merchantId,
+        id: b.merchantId,
+        kyt: { verdict: "pass" },
+        verdict: "pass",
+      },
+      snapshot: () =>
+        rows("SELECT id, payout_address FROM merchants WHERE id IN (?, ?) ORDER BY id", a.merchantId, b.merchantId),
       okStatus: 200,
     });
-    expect(await rows("SELECT payout_address FROM merchants WHERE id = ?", b.merchantId)).toEqual([{ payout_address: null }]);
-    expect(await rows("SELECT payout_address FROM merchants WHERE id = ?", a.merchantId)).toEqual([{ payout_address: "0x1111111111111111111111111111111111111111" }]);
+    expect(await rows("SELECT payout_address FROM merchants WHERE id = ?", b.merchantId)).toEqual([
+      { payout_address: null },
+    ]);
+    expect(await rows("SELECT payout_address FROM merchants WHERE id = ?", a.merchantId)).toEqual([
+      { payout_address: "0x1111111111111111111111111111111111111111" },
+    ]);
   });
 
   it("POST /console/kyt/blocklist and POST /console/users cannot choose who added them", async () => {
@@ -392,7 +461,9 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       snapshot: () => rows("SELECT * FROM kyt_blocklist WHERE address = ?", address.toLowerCase()),
       okStatus: 201,
     });
-    expect(await rows("SELECT added_by FROM kyt_blocklist WHERE address = ?", address.toLowerCase())).toEqual([{ added_by: "ops@example.com" }]);
+    expect(await rows("SELECT added_by FROM kyt_blocklist WHERE address = ?", address.toLowerCase())).toEqual([
+      { added_by: "ops@example.com" },
+    ]);
     const email = `mass-assign-${RUN}@example.com`;
     await expectRefusedThenControl({
       method: "POST",
@@ -403,6 +474,8 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       snapshot: () => rows("SELECT * FROM console_users WHERE email = ?", email),
       okStatus: 201,
     });
-    expect(await rows("SELECT added_by FROM console_users WHERE email = ?", email)).toEqual([{ added_by: "ops@example.com" }]);
+    expect(await rows("SELECT added_by FROM console_users WHERE email = ?", email)).toEqual([
+      { added_by: "ops@example.com" },
+    ]);
   });
 });

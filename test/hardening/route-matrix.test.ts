@@ -33,7 +33,10 @@ const routes = buildApp()
   .map((r) => ({ method: r.method, path: r.path }))
   .filter((r, i, all) => all.findIndex((o) => o.method === r.method && o.path === r.path) === i);
 
-const concrete = (path: string) => path.replace(/:(\w+)(\{[^}]*\})?/g, (_m, name: string, pattern?: string) => (pattern ? pattern.slice(1, -1).split("|")[0]! : `${name}_doesnotexist`));
+const concrete = (path: string) =>
+  path.replace(/:(\w+)(\{[^}]*\})?/g, (_m, name: string, pattern?: string) =>
+    pattern ? pattern.slice(1, -1).split("|")[0]! : `${name}_doesnotexist`,
+  );
 
 const kindOf = (error: unknown): CredentialKind | null =>
   (Object.entries(REQUIRED_ERROR).find(([, message]) => message === error)?.[0] as CredentialKind | undefined) ?? null;

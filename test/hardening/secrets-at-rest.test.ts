@@ -56,7 +56,8 @@ function leakedIn(text: string, bySecretPart: Map<string, Issued>): Issued[] {
 function describeLeak(where: string, leaks: Issued[]): string {
   if (leaks.length === 0) return "";
   const counts = new Map<string, number>();
-  for (const l of leaks) counts.set(`${l.kind} secret issued via ${l.via}`, (counts.get(`${l.kind} secret issued via ${l.via}`) ?? 0) + 1);
+  for (const l of leaks)
+    counts.set(`${l.kind} secret issued via ${l.via}`, (counts.get(`${l.kind} secret issued via ${l.via}`) ?? 0) + 1);
   return `${where} holds ${leaks.length} plaintext secret(s): ${[...counts].map(([what, n]) => `${n} × ${what}`).join(", ")}`;
 }
 
@@ -98,58 +99,142 @@ beforeAll(async () => {
   const secretsKey = settingsOf(env).webhookSecretsKey;
 
   // The bulk: 1,000 keys and secrets through the service functions.
-  const merchants = await inBatches(SERVICE_COUNTS.merchant, 25, (i) => registerMerchant(db, { name: `secrets bulk merchant ${i}`, category: "data" }));
+  const merchants = await inBatches(SERVICE_COUNTS.merchant, 25, (i) =>
+    registerMerchant(db, { name: `secrets bulk merchant ${i}`, category: "data" }),
+  );
   for (const m of merchants) remember("merchant", "service", m.apiKey);
   sampleMerchants.push(...merchants.slice(0, 10));
-  const agents = await inBatches(SERVICE_COUNTS.agent, 25, (i) => createAgentRow(env, db, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }));
+  const agents = await inBatches(SERVICE_COUNTS.agent, 25, (i) =>
+    createAgentRow(env, db, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }),
+  );
   for (const a of agents) remember("agent", "service", a.apiKey);
   sampleAgents.push(...agents.slice(0, 10));
   // Scoped to a bulk merchant that never has events, so none of them is ever sent to.
   const quietMerchant = merchants[0]!.merchantId;
   const endpoints = await inBatches(SERVICE_COUNTS.webhook, 25, (i) =>
-    createEndpoint(db, secretsKey, { url: `https://hooks.example.com/secrets/${i}`, events: [], merchantId: quietMerchant, createdBy: "ops@example.com" }),
+    createEndpoint(db, secretsKey, {
+      url: `https://hooks.example.com/secrets/${i}`,
+      events: [],
+      merchantId: quietMerchant,
+      createdBy: "ops@example.com",
+    }),
   );
   for (const e of endpoints) remember("webhook", "service", e.secret);
 
   // A few more through the API, as clients get them; some with an Idempotency-Key.
   const token = await consoleToken();
   const idem = (name: string) => ({ "Idempotency-Key": `secrets-at-rest-${name}-${crypto.randomUUID()}` });
-  const merchant = await expectOk(await api("POST", "/merchants", { token, body: { name: "Secrets Shop", category: "data" }, headers: idem("merchant") }), 201, "POST /merchants");
+  const merchant = await expectOk(
+    await api("POST", "/merchants", {
+      token,
+      body: { name: "Secrets Shop", category: "data" },
+      headers: idem("merchant"),
+    }),
+    201,
+    "POST /merchants",
+  );
   remember("merchant", "api with Idempotency-Key", merchant.apiKey);
-  const other = await expectOk(await api("POST", "/merchants", { token, body: { name: "Secrets Shop 2" } }), 201, "POST /merchants");
+  const other = await expectOk(
+    await api("POST", "/merchants", { token, body: { name: "Secrets Shop 2" } }),
+    201,
+    "POST /merchants",
+  );
   remember("merchant", "api", other.apiKey);
-  const payer = await expectOk(await api("POST", "/console/agents", { token, body: { name: "secrets payer" }, headers: idem("agent") }), 201, "POST /console/agents");
+  const payer = await expectOk(
+    await api("POST", "/console/agents", { token, body: { name: "secrets payer" }, headers: idem("agent") }),
+    201,
+    "POST /console/agents",
+  );
   remember("agent", "api with Idempotency-Key", payer.apiKey);
-  const careful = await expectOk(await api("POST", "/console/agents", { token, body: { name: "secrets careful", policy: { approvalThresholdUsdCents: 50 } } }), 201, "POST /console/agents");
+  const careful = await expectOk(
+    await api("POST", "/console/agents", {
+      token,
+      body: { name: "secrets careful", policy: { approvalThresholdUsdCents: 50 } },
+    }),
+    201,
+    "POST /console/agents",
+  );
   remember("agent", "api", careful.apiKey);
-  const drawer = await expectOk(await api("POST", "/console/agents", { token, body: { name: "secrets drawer" } }), 201, "POST /console/agents");
+  const drawer = await expectOk(
+    await api("POST", "/console/agents", { token, body: { name: "secrets drawer" } }),
+    201,
+    "POST /console/agents",
+  );
   remember("agent", "api", drawer.apiKey);
   workAgents.push(payer.agentId, careful.agentId, drawer.agentId);
 
   hookName = `ok-secrets-${crypto.randomUUID()}`;
   const hook = await expectOk(
-    await api("POST", "/settings/webhooks", { token, body: { url: `${receiverUrl()}/hooks/${hookName}`, merchantId: merchant.merchantId }, headers: idem("webhook") }),
+    await api("POST", "/settings/webhooks", {
+      token,
+      body: { url: `${receiverUrl()}/hooks/${hookName}`, merchantId: merchant.merchantId },
+      headers: idem("webhook"),
+    }),
     201,
     "POST /settings/webhooks",
   );
   remember("webhook", "api with Idempotency-Key", hook.secret);
-  const rotated = await expectOk(await api("POST", `/settings/webhooks/${hook.id}/rotate-secret`, { token, body: { graceSeconds: 3600 }, headers: idem("rotate") }), 200, "rotate-secret");
+  const rotated = await expectOk(
+    await api("POST", `/settings/webhooks/${hook.id}/rotate-secret`, {
+      token,
+      body: { graceSeconds: 3600 },
+      headers: idem("rotate"),
+    }),
+    200,
+    "rotate-secret",
+  );
   remember("webhook", "api with Idempotency-Key", rotated.secret);
 
   // Work for the Durable Objects: credits, a payment, a payment held for approval, a PayLink draw.
   for (const agentId of workAgents) {
-    await expectOk(await api("POST", `/console/agents/${agentId}/credits`, { token, body: { amountUsdCents: 1000, reference: "secrets-at-rest" }, headers: idem(`credit-${agentId}`) }), 200, "credit");
+    await expectOk(
+      await api("POST", `/console/agents/${agentId}/credits`, {
+        token,
+        body: { amountUsdCents: 1000, reference: "secrets-at-rest" },
+        headers: idem(`credit-${agentId}`),
+      }),
+      200,
+      "credit",
+    );
   }
-  const charge = await expectOk(await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 300 }, headers: idem("charge") }), 201, "charge");
-  await expectOk(await api("POST", `/charges/${charge.chargeId}/pay`, { token: payer.apiKey, headers: idem("pay") }), 200, "pay");
-  const held = await expectOk(await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 200 } }), 201, "charge");
+  const charge = await expectOk(
+    await api("POST", "/merchant/charges", {
+      token: merchant.apiKey,
+      body: { amountUsdCents: 300 },
+      headers: idem("charge"),
+    }),
+    201,
+    "charge",
+  );
+  await expectOk(
+    await api("POST", `/charges/${charge.chargeId}/pay`, { token: payer.apiKey, headers: idem("pay") }),
+    200,
+    "pay",
+  );
+  const held = await expectOk(
+    await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 200 } }),
+    201,
+    "charge",
+  );
   const heldPay = await api("POST", `/charges/${held.chargeId}/pay`, { token: careful.apiKey });
-  if (heldPay.status !== 402 || heldPay.body.pendingApproval !== true) throw new Error(`a payment over the approval threshold should be held: ${heldPay.status} ${heldPay.text}`);
-  const paylink = await expectOk(await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } }), 201, "paylink");
+  if (heldPay.status !== 402 || heldPay.body.pendingApproval !== true)
+    throw new Error(`a payment over the approval threshold should be held: ${heldPay.status} ${heldPay.text}`);
+  const paylink = await expectOk(
+    await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } }),
+    201,
+    "paylink",
+  );
   const code = paylink.code as string;
   const accepted = await expectOk(await api("POST", `/pl/${code}/accept`, { token: drawer.apiKey }), 200, "accept");
   grantIds.push(accepted.grantId);
-  await expectOk(await api("POST", `/merchant/paylinks/${code}/charge`, { token: merchant.apiKey, body: { agentId: drawer.agentId, amountUsdCents: 100 } }), 200, "draw");
+  await expectOk(
+    await api("POST", `/merchant/paylinks/${code}/charge`, {
+      token: merchant.apiKey,
+      body: { agentId: drawer.agentId, amountUsdCents: 100 },
+    }),
+    200,
+    "draw",
+  );
 
   // Credentials that are refused are not logged either.
   await api("GET", "/merchant/me", { token: payer.apiKey });
@@ -157,7 +242,9 @@ beforeAll(async () => {
   await api("GET", "/balance", { token: `${payer.apiKey}x` });
 
   // The paid charge reaches the receiver signed with the endpoint's secret, so deliveries and attempts are stored too.
-  await waitForReceived(hookName, (list) => list.some((d) => d.body.includes(charge.chargeId) && d.body.includes("charge.succeeded")));
+  await waitForReceived(hookName, (list) =>
+    list.some((d) => d.body.includes(charge.chargeId) && d.body.includes("charge.succeeded")),
+  );
 }, 60_000);
 
 afterAll(() => {
@@ -171,11 +258,17 @@ async function dumpD1(): Promise<{ table: string; column: string; text: string }
   ).all<{ name: string }>();
   const out: { table: string; column: string; text: string }[] = [];
   for (const { name } of tables.results) {
-    const columns = (await env.DB.prepare(`PRAGMA table_info("${name}")`).all<{ name: string }>()).results.map((c) => c.name);
-    const select = columns.map((c, i) => `CAST("${c}" AS TEXT) AS c${i}, CASE WHEN typeof("${c}") = 'blob' THEN hex("${c}") END AS h${i}`).join(", ");
+    const columns = (await env.DB.prepare(`PRAGMA table_info("${name}")`).all<{ name: string }>()).results.map(
+      (c) => c.name,
+    );
+    const select = columns
+      .map((c, i) => `CAST("${c}" AS TEXT) AS c${i}, CASE WHEN typeof("${c}") = 'blob' THEN hex("${c}") END AS h${i}`)
+      .join(", ");
     const cells = columns.map(() => [] as string[]);
     for (let offset = 0; ; offset += 1000) {
-      const page = await env.DB.prepare(`SELECT ${select} FROM "${name}" LIMIT 1000 OFFSET ${offset}`).all<Record<string, string | null>>();
+      const page = await env.DB.prepare(`SELECT ${select} FROM "${name}" LIMIT 1000 OFFSET ${offset}`).all<
+        Record<string, string | null>
+      >();
       for (const row of page.results) {
         columns.forEach((_, i) => {
           cells[i]!.push(row[`c${i}`] ?? "", row[`h${i}`] ?? "");
@@ -209,7 +302,11 @@ describe("secrets at rest", () => {
 
   it("the scanner finds a key stored whole, without its prefix, or inside other text", () => {
     // Guards the guard: a scan that could never find anything would pass vacuously.
-    const [m, a, w] = [issued.find((s) => s.kind === "merchant")!, issued.find((s) => s.kind === "agent")!, issued.find((s) => s.kind === "webhook")!];
+    const [m, a, w] = [
+      issued.find((s) => s.kind === "merchant")!,
+      issued.find((s) => s.kind === "agent")!,
+      issued.find((s) => s.kind === "webhook")!,
+    ];
     expect(leakedIn(JSON.stringify({ authorization: `Bearer ${m.value}` }), bySecretPart)).toEqual([m]);
     expect(leakedIn(`x${secretPartOf(a)}y`, bySecretPart)).toEqual([a]);
     expect(leakedIn(`sig=${w.value}&other`, bySecretPart)).toEqual([w]);
@@ -219,14 +316,27 @@ describe("secrets at rest", () => {
   it("D1 really is read: every table, with the hashes and ciphertexts in it", async () => {
     const dump = await d1Dump();
     const tables = new Set(dump.map((d) => d.table));
-    for (const table of ["merchants", "agents", "webhook_endpoints", "webhook_deliveries", "webhook_attempts", "idempotency_keys", "audit_events", "outbox_events", "charges", "paylink_grants"]) {
+    for (const table of [
+      "merchants",
+      "agents",
+      "webhook_endpoints",
+      "webhook_deliveries",
+      "webhook_attempts",
+      "idempotency_keys",
+      "audit_events",
+      "outbox_events",
+      "charges",
+      "paylink_grants",
+    ]) {
       expect(tables.has(table), table).toBe(true);
     }
     expect(tables.has("d1_migrations")).toBe(false);
     const apiKeyHashes = dump.find((d) => d.table === "merchants" && d.column === "api_key_hash")!.text;
     expect(apiKeyHashes).toContain(await sha256Hex(sampleMerchants[0]!.apiKey));
     const ciphertexts = dump.find((d) => d.table === "webhook_endpoints" && d.column === "secret_ciphertext")!.text;
-    expect(ciphertexts.split("\n").filter((c) => c.startsWith("v1:")).length).toBeGreaterThanOrEqual(SERVICE_COUNTS.webhook);
+    expect(ciphertexts.split("\n").filter((c) => c.startsWith("v1:")).length).toBeGreaterThanOrEqual(
+      SERVICE_COUNTS.webhook,
+    );
   });
 
   it("no D1 table holds any of the 1,000 keys and secrets issued by the service functions, nor its random part", async () => {
@@ -250,12 +360,16 @@ describe("secrets at rest", () => {
 
   it("merchants.api_key_hash and agents.api_key_hash are the SHA-256 hex of the key", async () => {
     for (const m of sampleMerchants) {
-      const row = await env.DB.prepare("SELECT api_key_hash AS hash FROM merchants WHERE id = ?").bind(m.merchantId).first<{ hash: string }>();
+      const row = await env.DB.prepare("SELECT api_key_hash AS hash FROM merchants WHERE id = ?")
+        .bind(m.merchantId)
+        .first<{ hash: string }>();
       expect(row?.hash).toBe(await sha256Hex(m.apiKey));
       expect(row?.hash).toMatch(/^[0-9a-f]{64}$/);
     }
     for (const a of sampleAgents) {
-      const row = await env.DB.prepare("SELECT api_key_hash AS hash FROM agents WHERE id = ?").bind(a.agentId).first<{ hash: string }>();
+      const row = await env.DB.prepare("SELECT api_key_hash AS hash FROM agents WHERE id = ?")
+        .bind(a.agentId)
+        .first<{ hash: string }>();
       expect(row?.hash).toBe(await sha256Hex(a.apiKey));
     }
   });
@@ -263,7 +377,9 @@ describe("secrets at rest", () => {
   it("no Durable Object storage of the wallets, the ledger or a PayLink grant holds a key", async () => {
     const stubs = [
       ...workAgents.map((id) => ({ name: `wallet ${id}`, stub: env.WALLET.getByName(id) as DurableObjectStub })),
-      ...sampleAgents.slice(0, 2).map((a) => ({ name: `wallet ${a.agentId}`, stub: env.WALLET.getByName(a.agentId) as DurableObjectStub })),
+      ...sampleAgents
+        .slice(0, 2)
+        .map((a) => ({ name: `wallet ${a.agentId}`, stub: env.WALLET.getByName(a.agentId) as DurableObjectStub })),
       { name: "ledger", stub: env.LEDGER.getByName("ledger") as DurableObjectStub },
       ...grantIds.map((id) => ({ name: `grant ${id}`, stub: env.GRANT.getByName(id) as DurableObjectStub })),
     ];
@@ -273,7 +389,9 @@ describe("secrets at rest", () => {
       const contents = await runInDurableObject(stub, async (_instance, state) => {
         const kv = Object.fromEntries(await state.storage.list());
         const sql: Record<string, unknown[]> = {};
-        const tables = state.storage.sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").toArray();
+        const tables = state.storage.sql
+          .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
+          .toArray();
         for (const { name: table } of tables) {
           if (table.startsWith("_cf_") || table.startsWith("sqlite_")) continue;
           sql[table] = state.storage.sql.exec(`SELECT * FROM "${table}"`).toArray();
@@ -285,12 +403,20 @@ describe("secrets at rest", () => {
       if (leaks.length > 0) problems.push(describeLeak(`Durable Object ${name}`, leaks));
     }
     // The storage really was read: the wallet that holds a payment for approval keeps its agent id for the expiry alarm.
-    expect((listed[`wallet ${workAgents[1]}`] as { kv: Record<string, unknown> }).kv).toEqual({ agentId: workAgents[1] });
+    expect((listed[`wallet ${workAgents[1]}`] as { kv: Record<string, unknown> }).kv).toEqual({
+      agentId: workAgents[1],
+    });
     expect(problems).toEqual([]);
   });
 
   it("nothing logged while issuing and using them holds a key or secret", () => {
-    const logged = spies.map((spy) => spy.mock.calls.map((args) => args.map((a) => (typeof a === "string" ? a : JSON.stringify(a) ?? String(a))).join(" ")).join("\n")).join("\n");
+    const logged = spies
+      .map((spy) =>
+        spy.mock.calls
+          .map((args) => args.map((a) => (typeof a === "string" ? a : (JSON.stringify(a) ?? String(a)))).join(" "))
+          .join("\n"),
+      )
+      .join("\n");
     const leaks = leakedIn(logged, bySecretPart);
     expect(describeLeak("the log", leaks)).toBe("");
   });

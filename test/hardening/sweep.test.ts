@@ -6,7 +6,10 @@ import { sweepExpiredRows } from "../../src/lib/sweep";
 // The minute cron's sweep: tables that would otherwise grow without bound lose only rows nothing reads again.
 
 const iso = (ms: number) => new Date(ms).toISOString();
-const has = async (sql: string, ...params: unknown[]) => (await env.DB.prepare(sql).bind(...params).first()) !== null;
+const has = async (sql: string, ...params: unknown[]) =>
+  (await env.DB.prepare(sql)
+    .bind(...params)
+    .first()) !== null;
 
 describe("sweepExpiredRows", () => {
   it("deletes expired idempotent answers, finished rate-limit windows and revoked sessions past their expiry; keeps the rest", async () => {
@@ -14,13 +17,32 @@ describe("sweepExpiredRows", () => {
     const nowSeconds = Math.floor(now / 1000);
     const tag = crypto.randomUUID();
     await env.DB.batch([
-      ...[["old", now - 1000], ["live", now + 3_600_000]].map(([name, expires]) =>
-        env.DB.prepare("INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'done', ?, ?)").bind(`sweep-${tag}`, name, iso(now - 7_200_000), iso(expires as number)),
+      ...[
+        ["old", now - 1000],
+        ["live", now + 3_600_000],
+      ].map(([name, expires]) =>
+        env.DB.prepare(
+          "INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'done', ?, ?)",
+        ).bind(`sweep-${tag}`, name, iso(now - 7_200_000), iso(expires as number)),
       ),
-      env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 3)").bind(`sweep-${tag}-old`, nowSeconds - MAX_WINDOW_SECONDS - 1),
-      env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 3)").bind(`sweep-${tag}-live`, nowSeconds - 900),
-      env.DB.prepare("INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?)").bind(`sweep-${tag}-old`, iso(now - 1000), iso(now - 7_200_000)),
-      env.DB.prepare("INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?)").bind(`sweep-${tag}-live`, iso(now + 3_600_000), iso(now)),
+      env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 3)").bind(
+        `sweep-${tag}-old`,
+        nowSeconds - MAX_WINDOW_SECONDS - 1,
+      ),
+      env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 3)").bind(
+        `sweep-${tag}-live`,
+        nowSeconds - 900,
+      ),
+      env.DB.prepare("INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?)").bind(
+        `sweep-${tag}-old`,
+        iso(now - 1000),
+        iso(now - 7_200_000),
+      ),
+      env.DB.prepare("INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?)").bind(
+        `sweep-${tag}-live`,
+        iso(now + 3_600_000),
+        iso(now),
+      ),
     ]);
 
     await sweepExpiredRows(env.DB, now);

@@ -12,7 +12,11 @@ export interface ApiResponse<T = any> {
 }
 
 /** Calls the Worker's own fetch handler inside workerd, as a client would. */
-export async function api<T = any>(method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiResponse<T>> {
+export async function api<T = any>(
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<ApiResponse<T>> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
   let body: string | undefined;
@@ -21,7 +25,9 @@ export async function api<T = any>(method: string, path: string, options: { toke
     body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
   }
   // redirect: manual, so a test sees the redirect itself (the loopback binding would follow it).
-  const response = await exports.default.fetch(new Request(`${BASE}${path}`, { method, headers, body, redirect: "manual" }));
+  const response = await exports.default.fetch(
+    new Request(`${BASE}${path}`, { method, headers, body, redirect: "manual" }),
+  );
   const text = await response.text();
   let parsed: unknown = text;
   if ((response.headers.get("content-type") ?? "").includes("application/json")) parsed = JSON.parse(text);

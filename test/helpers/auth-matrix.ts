@@ -42,10 +42,16 @@ export const nowSeconds = () => Math.floor(Date.now() / 1000);
  * Builds a JWT by hand. `secret` null leaves the signature empty (for `alg: none`);
  * the signature is always HMAC-SHA256, whatever the header claims.
  */
-export async function makeJwt(header: Record<string, unknown>, payload: Record<string, unknown>, secret: string | null = consoleSecret()): Promise<string> {
+export async function makeJwt(
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+  secret: string | null = consoleSecret(),
+): Promise<string> {
   const signingInput = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(payload))}`;
   if (secret === null) return `${signingInput}.`;
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const signature = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(signingInput)));
   return `${signingInput}.${b64url(signature)}`;
 }
@@ -63,11 +69,17 @@ export async function invalidCredentials(): Promise<Record<string, string>> {
   return {
     "unknown merchant key": `sk_mch_${randomKeyBody()}`,
     "unknown agent key": `svc_sk_${randomKeyBody()}`,
-    "JWT signed with the wrong secret": await makeJwt(HS256, validClaims(), "not-the-console-session-secret-0123456789abcdef"),
+    "JWT signed with the wrong secret": await makeJwt(
+      HS256,
+      validClaims(),
+      "not-the-console-session-secret-0123456789abcdef",
+    ),
     "expired JWT": await makeJwt(HS256, validClaims({ iat: nowSeconds() - 7200, exp: nowSeconds() - 3600 })),
     "alg none JWT": await makeJwt({ alg: "none", typ: "JWT" }, validClaims(), null),
     "wrong-audience JWT": await makeJwt(HS256, validClaims({ aud: "merchant" })),
-    "console token for an e-mail not in CONSOLE_USERS": (await signConsoleToken(consoleSecret(), "intruder@example.com")).token,
+    "console token for an e-mail not in CONSOLE_USERS": (
+      await signConsoleToken(consoleSecret(), "intruder@example.com")
+    ).token,
   };
 }
 
@@ -121,7 +133,10 @@ export async function expectAuthMatrix(route: RouteDescriptor): Promise<void> {
   for (const kind of ["merchant", "agent", "console"] as const) {
     const res = await send({ authorization: `Bearer ${valid[kind]}` });
     if (kind === route.expects) {
-      expect([401, 403], `${describeRoute(route)} with a valid ${kind} credential must pass authentication: ${res.status} ${res.text}`).not.toContain(res.status);
+      expect(
+        [401, 403],
+        `${describeRoute(route)} with a valid ${kind} credential must pass authentication: ${res.status} ${res.text}`,
+      ).not.toContain(res.status);
       expect(res.status, `${describeRoute(route)} with a valid ${kind} credential: ${res.text}`).toBeLessThan(500);
     } else {
       expect(res.status, `${describeRoute(route)} with a valid ${kind} credential: ${res.text}`).toBe(403);

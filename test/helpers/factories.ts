@@ -2,14 +2,20 @@ import type { PolicyInput } from "../../src/agents/policy";
 import { api, consoleToken } from "./api";
 
 export async function createMerchant(options: { name?: string; category?: string } = {}) {
-  const res = await api("POST", "/merchants", { token: await consoleToken(), body: { name: options.name ?? "Acme Data", ...(options.category ? { category: options.category } : {}) } });
+  const res = await api("POST", "/merchants", {
+    token: await consoleToken(),
+    body: { name: options.name ?? "Acme Data", ...(options.category ? { category: options.category } : {}) },
+  });
   if (res.status !== 201) throw new Error(`createMerchant: ${res.status} ${res.text}`);
   return res.body as { merchantId: string; apiKey: string };
 }
 
 export async function createAgent(options: { name?: string; policy?: PolicyInput; credit?: number } = {}) {
   const token = await consoleToken();
-  const res = await api("POST", "/console/agents", { token, body: { name: options.name ?? "shopper", ...(options.policy ? { policy: options.policy } : {}) } });
+  const res = await api("POST", "/console/agents", {
+    token,
+    body: { name: options.name ?? "shopper", ...(options.policy ? { policy: options.policy } : {}) },
+  });
   if (res.status !== 201) throw new Error(`createAgent: ${res.status} ${res.text}`);
   const agent = res.body as { agentId: string; apiKey: string };
   if (options.credit) await creditAgent(agent.agentId, options.credit);
@@ -17,18 +23,26 @@ export async function createAgent(options: { name?: string; policy?: PolicyInput
 }
 
 export async function creditAgent(agentId: string, amountUsdCents: number) {
-  const res = await api("POST", `/console/agents/${agentId}/credits`, { token: await consoleToken(), body: { amountUsdCents } });
+  const res = await api("POST", `/console/agents/${agentId}/credits`, {
+    token: await consoleToken(),
+    body: { amountUsdCents },
+  });
   if (res.status !== 200) throw new Error(`creditAgent: ${res.status} ${res.text}`);
   return res.body as { balanceMinor: number };
 }
 
-export async function createCharge(merchantKey: string, amountUsdCents: number, extra: { description?: string; externalId?: string } = {}) {
+export async function createCharge(
+  merchantKey: string,
+  amountUsdCents: number,
+  extra: { description?: string; externalId?: string } = {},
+) {
   const res = await api("POST", "/merchant/charges", { token: merchantKey, body: { amountUsdCents, ...extra } });
   if (res.status !== 201) throw new Error(`createCharge: ${res.status} ${res.text}`);
   return res.body as { chargeId: string; amountMinor: number; merchantId: string };
 }
 
-export const payCharge = (agentKey: string, chargeId: string) => api("POST", `/charges/${chargeId}/pay`, { token: agentKey });
+export const payCharge = (agentKey: string, chargeId: string) =>
+  api("POST", `/charges/${chargeId}/pay`, { token: agentKey });
 
 export async function balanceOf(agentKey: string): Promise<number> {
   const res = await api("GET", "/balance", { token: agentKey });

@@ -16,7 +16,11 @@ export async function received(name: string): Promise<ReceivedDelivery[]> {
 }
 
 /** Polls until `check` passes on what hook `name` received (the queue delivers asynchronously). */
-export async function waitForReceived(name: string, check: (list: ReceivedDelivery[]) => boolean, timeoutMs = 20_000): Promise<ReceivedDelivery[]> {
+export async function waitForReceived(
+  name: string,
+  check: (list: ReceivedDelivery[]) => boolean,
+  timeoutMs = 20_000,
+): Promise<ReceivedDelivery[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const list = await received(name);
@@ -27,7 +31,10 @@ export async function waitForReceived(name: string, check: (list: ReceivedDelive
 }
 
 export async function registerEndpoint(name: string, options: { events?: string[]; merchantId?: string } = {}) {
-  const res = await api("POST", "/settings/webhooks", { token: await consoleToken(), body: { url: `${receiverUrl()}/hooks/${name}`, ...options } });
+  const res = await api("POST", "/settings/webhooks", {
+    token: await consoleToken(),
+    body: { url: `${receiverUrl()}/hooks/${name}`, ...options },
+  });
   if (res.status !== 201) throw new Error(`registerEndpoint: ${res.status} ${res.text}`);
   return res.body as { id: string; url: string; events: string[]; secret: string };
 }

@@ -16,15 +16,32 @@ export async function refuseAtRelay(refusal: Refusal) {
 export const relayedSends = async () => (await (await fetch(`${chain().relayUrl}/sends`)).json()) as RelayedSend[];
 
 export const TOKEN_ABI = [
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
-  { type: "function", name: "authorizationState", stateMutability: "view", inputs: [{ name: "a", type: "address" }, { name: "n", type: "bytes32" }], outputs: [{ type: "bool" }] },
+  {
+    type: "function",
+    name: "balanceOf",
+    stateMutability: "view",
+    inputs: [{ name: "a", type: "address" }],
+    outputs: [{ type: "uint256" }],
+  },
+  {
+    type: "function",
+    name: "authorizationState",
+    stateMutability: "view",
+    inputs: [
+      { name: "a", type: "address" },
+      { name: "n", type: "bytes32" },
+    ],
+    outputs: [{ type: "bool" }],
+  },
 ] as const;
 
 export const publicClient = () => createPublicClient({ transport: http(chain().rpcUrl) });
 
-export const tokenBalance = (address: Hex) => publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "balanceOf", args: [address] });
+export const tokenBalance = (address: Hex) =>
+  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "balanceOf", args: [address] });
 
-export const randomNonce = (): Hex => `0x${Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
+export const randomNonce = (): Hex =>
+  `0x${Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
 
 export interface AuthorizationOverrides {
   to?: Hex;
@@ -43,7 +60,8 @@ export interface AuthorizationOverrides {
  */
 export async function signAuthorization(payer: number | Hex, value: bigint, overrides: AuthorizationOverrides = {}) {
   const c = chain();
-  const from = typeof payer === "number" ? c.accounts[payer]! : { address: privateKeyToAccount(payer).address, privateKey: payer };
+  const from =
+    typeof payer === "number" ? c.accounts[payer]! : { address: privateKeyToAccount(payer).address, privateKey: payer };
   const signer = privateKeyToAccount(overrides.signerKey ?? from.privateKey);
   const now = BigInt(Math.floor(Date.now() / 1000));
   const authorization = {
@@ -55,11 +73,20 @@ export async function signAuthorization(payer: number | Hex, value: bigint, over
     nonce: overrides.nonce ?? randomNonce(),
   };
   const signature = await signer.signTypedData({
-    domain: { name: overrides.domainName ?? "USD Coin", version: "2", chainId: c.chainId, verifyingContract: overrides.verifyingContract ?? c.token },
+    domain: {
+      name: overrides.domainName ?? "USD Coin",
+      version: "2",
+      chainId: c.chainId,
+      verifyingContract: overrides.verifyingContract ?? c.token,
+    },
     types: {
       TransferWithAuthorization: [
-        { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
+        { name: "from", type: "address" },
+        { name: "to", type: "address" },
+        { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" },
+        { name: "validBefore", type: "uint256" },
+        { name: "nonce", type: "bytes32" },
       ],
     },
     primaryType: "TransferWithAuthorization",
@@ -81,9 +108,18 @@ export async function signAuthorization(payer: number | Hex, value: bigint, over
 const toBase64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
 
 /** A v1 X-PAYMENT header in standard base64 (what official clients send); `urlSafe` gives the spec's base64url. */
-export async function xPaymentHeader(payer: number | Hex, value: bigint, overrides: AuthorizationOverrides & { network?: string; urlSafe?: boolean } = {}) {
+export async function xPaymentHeader(
+  payer: number | Hex,
+  value: bigint,
+  overrides: AuthorizationOverrides & { network?: string; urlSafe?: boolean } = {},
+) {
   const payload = await signAuthorization(payer, value, overrides);
-  const json = JSON.stringify({ x402Version: 1, scheme: "exact", network: overrides.network ?? "base-sepolia", payload });
+  const json = JSON.stringify({
+    x402Version: 1,
+    scheme: "exact",
+    network: overrides.network ?? "base-sepolia",
+    payload,
+  });
   const b64 = toBase64(json);
   return { header: overrides.urlSafe ? b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") : b64, payload };
 }
@@ -99,7 +135,12 @@ export async function payToOf(path: string): Promise<Hex> {
 }
 
 /** A v1 X-PAYMENT header for the x402 resource at `path`, signed to its receiving address. */
-export async function xPaymentFor(path: string, payer: number | Hex, value: bigint, overrides: Parameters<typeof xPaymentHeader>[2] = {}) {
+export async function xPaymentFor(
+  path: string,
+  payer: number | Hex,
+  value: bigint,
+  overrides: Parameters<typeof xPaymentHeader>[2] = {},
+) {
   return xPaymentHeader(payer, value, { to: await payToOf(path), ...overrides });
 }
 
@@ -120,7 +161,10 @@ export async function freshPayer(tokens: bigint): Promise<Payer> {
   const key = generatePrivateKey();
   const address = privateKeyToAccount(key).address;
   const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [address, BALANCE_SLOT]));
-  await publicClient().request({ method: "anvil_setStorageAt" as never, params: [chain().token, slot, toHex(tokens, { size: 32 })] as never });
+  await publicClient().request({
+    method: "anvil_setStorageAt" as never,
+    params: [chain().token, slot, toHex(tokens, { size: 32 })] as never,
+  });
   expect(await tokenBalance(address)).toBe(tokens);
   return { key, address };
 }

@@ -5,7 +5,8 @@ import { api, consoleToken } from "../helpers/api";
 const OFAC_ADDRESS = "0x098B716B8Aaf21512996dC57EB0615e2383E2f96";
 const OFAC_ADDRESS_2 = "0x722122dF12D4e14e13Ac3b6895a86e84145b6967";
 
-const randomAddress = () => `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+const randomAddress = () =>
+  `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 const upperHex = (address: string) => `0x${address.slice(2).toUpperCase()}`;
 
 const screen = async (body: unknown) => api("POST", "/kyt/screen", { token: await consoleToken(), body });
@@ -37,7 +38,10 @@ describe("POST /kyt/screen", () => {
     const address = randomAddress();
     expect((await screen({ address, chain: "ethereum" })).body.verdict).toBe("pass");
 
-    const added = await api("POST", "/console/kyt/blocklist", { token, body: { address: upperHex(address), reason: "chargeback ring" } });
+    const added = await api("POST", "/console/kyt/blocklist", {
+      token,
+      body: { address: upperHex(address), reason: "chargeback ring" },
+    });
     expect(added.status).toBe(201);
 
     for (const variant of [address, upperHex(address)]) {
@@ -79,7 +83,10 @@ describe("POST /kyt/screen", () => {
   });
 
   it("the operator blocklist rejects an invalid address", async () => {
-    const res = await api("POST", "/console/kyt/blocklist", { token: await consoleToken(), body: { address: "0x123" } });
+    const res = await api("POST", "/console/kyt/blocklist", {
+      token: await consoleToken(),
+      body: { address: "0x123" },
+    });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe("invalid_request");
   });

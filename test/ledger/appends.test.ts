@@ -24,21 +24,40 @@ describe("appendable inserts", () => {
   it("merge rows of one insert in order, keep other inserts apart, and split at the parameter limit", async () => {
     const perInsert = Math.floor(MAX_PARAMS / 6);
     const statements = Array.from({ length: perInsert + 3 }, (_, n) => appendRows(INTO, 6, [row(n)]));
-    statements.splice(2, 0, appendRows(OTHER, 4, [[`t_${scope}`, "agent:a", -5, "t"], [`t_${scope}`, "merchant:m", 5, "t"]]));
+    statements.splice(
+      2,
+      0,
+      appendRows(OTHER, 4, [
+        [`t_${scope}`, "agent:a", -5, "t"],
+        [`t_${scope}`, "merchant:m", 5, "t"],
+      ]),
+    );
     const merged = mergeAppends(statements);
     expect(merged.map((s) => s.params.length)).toEqual([perInsert * 6, 3 * 6, 8]);
     expect(merged.every((s) => s.params.length <= MAX_PARAMS)).toBe(true);
-    expect(merged[0]!.params.filter((_, i) => i % 6 === 1)).toEqual(Array.from({ length: perInsert }, (_, n) => `k${n}`));
-    expect(merged[1]!.params.filter((_, i) => i % 6 === 1)).toEqual([perInsert, perInsert + 1, perInsert + 2].map((n) => `k${n}`));
+    expect(merged[0]!.params.filter((_, i) => i % 6 === 1)).toEqual(
+      Array.from({ length: perInsert }, (_, n) => `k${n}`),
+    );
+    expect(merged[1]!.params.filter((_, i) => i % 6 === 1)).toEqual(
+      [perInsert, perInsert + 1, perInsert + 2].map((n) => `k${n}`),
+    );
     // The merged statements write exactly the rows the separate ones would.
     await env.DB.batch(merged.map((s) => env.DB.prepare(s.sql).bind(...s.params)));
-    const keys = await env.DB.prepare("SELECT key FROM idempotency_keys WHERE scope = ? ORDER BY rowid").bind(scope).all<{ key: string }>();
+    const keys = await env.DB.prepare("SELECT key FROM idempotency_keys WHERE scope = ? ORDER BY rowid")
+      .bind(scope)
+      .all<{ key: string }>();
     expect(keys.results.map((r) => r.key)).toEqual(Array.from({ length: perInsert + 3 }, (_, n) => `k${n}`));
-    const entries = await env.DB.prepare("SELECT SUM(amount_minor) AS total, COUNT(*) AS n FROM ledger_entries WHERE transfer_id = ?").bind(`t_${scope}`).first();
+    const entries = await env.DB.prepare(
+      "SELECT SUM(amount_minor) AS total, COUNT(*) AS n FROM ledger_entries WHERE transfer_id = ?",
+    )
+      .bind(`t_${scope}`)
+      .first();
     expect(entries).toEqual({ total: 0, n: 2 });
   });
 
   it("take appendable inserts only", () => {
-    expect(() => mergeAppends([sqlStatement("DELETE FROM idempotency_keys WHERE scope = ?", scope)])).toThrow(/appendable/);
+    expect(() => mergeAppends([sqlStatement("DELETE FROM idempotency_keys WHERE scope = ?", scope)])).toThrow(
+      /appendable/,
+    );
   });
 });

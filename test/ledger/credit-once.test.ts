@@ -17,7 +17,14 @@ import { balanceOf, createAgent } from "../helpers/factories";
  * landed twice. A credit now refuses a transfer id already recorded.
  */
 const credit = (agentId: string, amountMinor: number) =>
-  agentCreditPlan({ agentId, amountMinor, transferId: `credit_${crypto.randomUUID()}`, reference: "credit-once", by: "test", createdAt: new Date().toISOString() });
+  agentCreditPlan({
+    agentId,
+    amountMinor,
+    transferId: `credit_${crypto.randomUUID()}`,
+    reference: "credit-once",
+    by: "test",
+    createdAt: new Date().toISOString(),
+  });
 
 afterEach(() => setFaultHook(null));
 
@@ -27,8 +34,14 @@ async function expectChainVerifies() {
 }
 
 async function recorded(transferId: string) {
-  const entries = await env.DB.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries WHERE transfer_id = ?").bind(transferId).first<{ n: number; total: number }>();
-  const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE reference = ?").bind(transferId).first<{ n: number }>();
+  const entries = await env.DB.prepare(
+    "SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries WHERE transfer_id = ?",
+  )
+    .bind(transferId)
+    .first<{ n: number; total: number }>();
+  const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE reference = ?")
+    .bind(transferId)
+    .first<{ n: number }>();
   return { entries: entries?.n, sum: entries?.total, auditRows: audit?.n };
 }
 
@@ -67,7 +80,8 @@ describe("a manual credit lands once", () => {
     expect(await balanceOf(warm!.apiKey)).toBe(10);
     expect(await balanceOf(a!.apiKey)).toBe(200);
     expect(await balanceOf(b!.apiKey)).toBe(300);
-    for (const plan of plans.slice(1)) expect(await recorded(transferOf(plan))).toEqual({ entries: 2, sum: 0, auditRows: 1 });
+    for (const plan of plans.slice(1))
+      expect(await recorded(transferOf(plan))).toEqual({ entries: 2, sum: 0, auditRows: 1 });
     await expectChainVerifies();
   });
 

@@ -13,7 +13,14 @@ import { balanceOf, createAgent, createCharge, createMerchant, payCharge } from 
  * guard refuses nothing else; the audit chain stays gap-free and verifies.
  */
 const credit = (agentId: string, amountMinor: number, i: number) =>
-  agentCreditPlan({ agentId, amountMinor, transferId: `grp_${crypto.randomUUID()}`, reference: `group-${i}`, by: "test", createdAt: new Date().toISOString() });
+  agentCreditPlan({
+    agentId,
+    amountMinor,
+    transferId: `grp_${crypto.randomUUID()}`,
+    reference: `group-${i}`,
+    by: "test",
+    createdAt: new Date().toISOString(),
+  });
 
 async function expectChainVerifies() {
   const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
@@ -32,7 +39,8 @@ describe("group commit", () => {
     // Each plan got its own results: its balance update answers with that agent's balance after it.
     results.forEach((result, i) => {
       expect(result.kind).toBe("committed");
-      if (result.kind === "committed") expect(balanceAfter(result.results, `agent:${agents[i]!.agentId}`)).toBe(100 + i);
+      if (result.kind === "committed")
+        expect(balanceAfter(result.results, `agent:${agents[i]!.agentId}`)).toBe(100 + i);
     });
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : []));
     expect(new Set(seqs).size).toBe(12);
@@ -59,13 +67,19 @@ describe("group commit", () => {
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : [])).sort((a, b) => a - b);
     expect(seqs).toHaveLength(33);
     expect(seqs.at(-1)! - seqs[0]!).toBe(32);
-    const rows = await env.DB.prepare("SELECT seq, agent_id AS agentId, amount_minor AS amountMinor FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq")
+    const rows = await env.DB.prepare(
+      "SELECT seq, agent_id AS agentId, amount_minor AS amountMinor FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq",
+    )
       .bind(seqs[0], seqs.at(-1))
       .all<{ seq: number; agentId: string; amountMinor: number }>();
     expect(rows.results.map((r) => r.seq)).toEqual(seqs);
     results.forEach((r, i) => {
       if (r.kind !== "committed") throw new Error(`plan ${i} was ${r.kind}`);
-      expect(rows.results.find((row) => row.seq === r.auditSeqs[0])).toEqual({ seq: r.auditSeqs[0], agentId: agents[i]!.agentId, amountMinor: 7 });
+      expect(rows.results.find((row) => row.seq === r.auditSeqs[0])).toEqual({
+        seq: r.auditSeqs[0],
+        agentId: agents[i]!.agentId,
+        amountMinor: 7,
+      });
     });
     await expectChainVerifies();
   });
@@ -76,10 +90,22 @@ describe("group commit", () => {
     const plans = agents.map((agent, i) => credit(agent.agentId, 50, i));
     plans.splice(3, 0, credit("agent_does_not_exist", 50, 99));
     const results = await Promise.all(plans.map((plan) => ledger.commit(plan)));
-    expect(results.map((r) => r.kind)).toEqual(["committed", "committed", "committed", "refused", "committed", "committed", "committed", "committed", "committed"]);
+    expect(results.map((r) => r.kind)).toEqual([
+      "committed",
+      "committed",
+      "committed",
+      "refused",
+      "committed",
+      "committed",
+      "committed",
+      "committed",
+      "committed",
+    ]);
     expect(results[3]).toEqual({ kind: "refused", reason: "agent_not_found" });
     for (const agent of agents) expect(await balanceOf(agent.apiKey)).toBe(50);
-    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{ total: number }>();
+    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{
+      total: number;
+    }>();
     expect(sum?.total).toBe(0);
     await expectChainVerifies();
   });
@@ -97,7 +123,9 @@ describe("group commit", () => {
     const race = responses.slice(10);
     expect(race.filter((r) => r.status === 200)).toHaveLength(1);
     expect(race.filter((r) => r.status === 409 && r.body.error === "charge_not_pending")).toHaveLength(4);
-    const paid = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE merchant_id = ? AND status = 'paid'").bind(merchant.merchantId).first<{ n: number }>();
+    const paid = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE merchant_id = ? AND status = 'paid'")
+      .bind(merchant.merchantId)
+      .first<{ n: number }>();
     expect(paid?.n).toBe(11);
     const total = (await Promise.all(agents.map((a) => balanceOf(a.apiKey)))).reduce((a, b) => a + b, 0);
     expect(total).toBe(10 * 1000 - 10 * 100 - 70);
@@ -105,14 +133,24 @@ describe("group commit", () => {
     // sum to zero, and payment.succeeded and charge.succeeded naming its charge.
     const entries = await env.DB.prepare(
       "SELECT c.id AS chargeId, COUNT(*) AS n, SUM(e.amount_minor) AS total FROM charges c JOIN ledger_entries e ON e.transfer_id = c.reference WHERE c.merchant_id = ? GROUP BY c.id",
-    ).bind(merchant.merchantId).all<{ chargeId: string; n: number; total: number }>();
+    )
+      .bind(merchant.merchantId)
+      .all<{ chargeId: string; n: number; total: number }>();
     expect(entries.results).toHaveLength(11);
     expect(entries.results.every((e) => e.n === 2 && e.total === 0)).toBe(true);
     const events = await env.DB.prepare(
       "SELECT json_extract(data, '$.chargeId') AS chargeId, type FROM outbox_events WHERE merchant_id = ? AND type IN ('payment.succeeded', 'charge.succeeded')",
-    ).bind(merchant.merchantId).all<{ chargeId: string; type: string }>();
+    )
+      .bind(merchant.merchantId)
+      .all<{ chargeId: string; type: string }>();
     const paidIds = entries.results.map((e) => e.chargeId).sort();
-    for (const type of ["payment.succeeded", "charge.succeeded"]) expect(events.results.filter((e) => e.type === type).map((e) => e.chargeId).sort()).toEqual(paidIds);
+    for (const type of ["payment.succeeded", "charge.succeeded"])
+      expect(
+        events.results
+          .filter((e) => e.type === type)
+          .map((e) => e.chargeId)
+          .sort(),
+      ).toEqual(paidIds);
     await expectChainVerifies();
   });
 });

@@ -17,8 +17,16 @@ const run = async (statements: SqlStatement[]) => {
   }
 };
 // A write after the guards, to see that a refused batch wrote nothing.
-const write = (n: number) => sqlStatement("INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'pending', 't', 't')", marker, `k${n}`);
-const written = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE scope = ?").bind(marker).first<{ n: number }>())!.n;
+const write = (n: number) =>
+  sqlStatement(
+    "INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'pending', 't', 't')",
+    marker,
+    `k${n}`,
+  );
+const written = async () =>
+  (await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE scope = ?")
+    .bind(marker)
+    .first<{ n: number }>())!.n;
 
 describe("guards", () => {
   const holds = (n: number): [string, string, number] => [`check_${n}`, "? = 1", 1];
@@ -46,12 +54,18 @@ describe("guards", () => {
     ];
     expect(await run([guards(...checks), write(1)])).toBe("committed");
     // Each check's parameters bind to its own condition: moving one check's value breaks only that check.
-    expect(await run([guards(checks[0]!, checks[1]!, ["row_exists", checks[2]![1], "never written", 3]), write(2)])).toBe("row_exists");
-    expect(await run([guards(["amount_in_range", "? BETWEEN ? AND ?", 11, 1, 10], checks[1]!, checks[2]!), write(3)])).toBe("amount_in_range");
+    expect(
+      await run([guards(checks[0]!, checks[1]!, ["row_exists", checks[2]![1], "never written", 3]), write(2)]),
+    ).toBe("row_exists");
+    expect(
+      await run([guards(["amount_in_range", "? BETWEEN ? AND ?", 11, 1, 10], checks[1]!, checks[2]!), write(3)]),
+    ).toBe("amount_in_range");
     expect(await run([guards(...checks, ["last_fails", "? = ?", "a", "b"]), write(4)])).toBe("last_fails");
     expect(await written()).toBe(1);
     // A check that is unknown (NULL) does not refuse, alone or beside others, as `guard` does not.
-    expect(await run([guard("unknown", "? = 1", null), guards(["unknown", "? = 1", null], checks[0]!), write(5)])).toBe("committed");
+    expect(await run([guard("unknown", "? = 1", null), guards(["unknown", "? = 1", null], checks[0]!), write(5)])).toBe(
+      "committed",
+    );
     expect(await run([guards(["unknown", "? = 1", null], ["then_false", "1 = 0"]), write(6)])).toBe("then_false");
     expect(await written()).toBe(2);
     // One check is the plain guard.

@@ -6,10 +6,21 @@ import { api, BASE, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { callTool, connectAgent, type Exchange } from "./client";
 
-const TOOL_NAMES = ["get_balance", "get_charge", "pay_charge", "pay_checkout_link", "view_paylink", "accept_paylink", "list_recent_payments"];
+const TOOL_NAMES = [
+  "get_balance",
+  "get_charge",
+  "pay_charge",
+  "pay_checkout_link",
+  "view_paylink",
+  "accept_paylink",
+  "list_recent_payments",
+];
 
 async function newCheckoutLink(merchantKey: string, amountUsdCents: number) {
-  const res = await api("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents, description: "one report" } });
+  const res = await api("POST", "/merchant/checkout", {
+    token: merchantKey,
+    body: { amountUsdCents, description: "one report" },
+  });
   expect(res.status).toBe(201);
   return res.body as { checkoutToken: string; checkoutLinkId: string };
 }
@@ -33,7 +44,12 @@ const rawMcp = (method: string, headers: Record<string, string>, body?: unknown)
     }),
   );
 
-const INITIALIZE = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } };
+const INITIALIZE = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+};
 
 describe("MCP endpoint: tools", () => {
   it("lists the tools, with strict input schemas that never take an agent id", async () => {
@@ -49,11 +65,18 @@ describe("MCP endpoint: tools", () => {
       expect(tool.description, tool.name).toBeTruthy();
     }
     const byName = new Map(tools.map((t) => [t.name, t]));
-    expect(byName.get("pay_charge")!.inputSchema).toMatchObject({ properties: { chargeId: { type: "string", minLength: 1, maxLength: 512 } }, required: ["chargeId"] });
+    expect(byName.get("pay_charge")!.inputSchema).toMatchObject({
+      properties: { chargeId: { type: "string", minLength: 1, maxLength: 512 } },
+      required: ["chargeId"],
+    });
     expect(byName.get("pay_checkout_link")!.inputSchema.required).toEqual(["token"]);
     expect(byName.get("accept_paylink")!.inputSchema.required).toEqual(["code"]);
     expect(byName.get("get_balance")!.annotations).toMatchObject({ readOnlyHint: true });
-    expect(byName.get("pay_charge")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, idempotentHint: true });
+    expect(byName.get("pay_charge")!.annotations).toMatchObject({
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: true,
+    });
     // Each call pays again: a client must not retry it blindly.
     expect(byName.get("pay_checkout_link")!.annotations).toMatchObject({ readOnlyHint: false, idempotentHint: false });
     await client.close();
@@ -82,7 +105,14 @@ describe("MCP endpoint: tools", () => {
     expect(paid.isError, paid.text).toBe(false);
     expect(paid.body).toEqual({
       paid: true,
-      charge: expect.objectContaining({ chargeId: charge.chargeId, agentId: agent.agentId, amountMinor: 2_500, status: "paid", method: "ledger", reference: expect.stringMatching(/^PAY_/) }),
+      charge: expect.objectContaining({
+        chargeId: charge.chargeId,
+        agentId: agent.agentId,
+        amountMinor: 2_500,
+        status: "paid",
+        method: "ledger",
+        reference: expect.stringMatching(/^PAY_/),
+      }),
       merchantBalanceMinor: 2_500,
     });
     expect(await balanceOf(agent.apiKey)).toBe(7_500);
@@ -114,7 +144,10 @@ describe("MCP endpoint: tools", () => {
 
   it("a policy limit is a tool error with the policy's reason, and nothing moves", async () => {
     const merchant = await createMerchant();
-    const agent = await createAgent({ credit: 100_000, policy: { maxPerTransactionUsdCents: 1_000, dailyLimitUsdCents: 1_500 } });
+    const agent = await createAgent({
+      credit: 100_000,
+      policy: { maxPerTransactionUsdCents: 1_000, dailyLimitUsdCents: 1_500 },
+    });
     const client = await connectAgent(agent.apiKey);
 
     const tooBig = await createCharge(merchant.apiKey, 1_001);
@@ -127,13 +160,17 @@ describe("MCP endpoint: tools", () => {
 
     // The daily limit counts what was paid through the API and through tools alike.
     expect((await payCharge(agent.apiKey, (await createCharge(merchant.apiKey, 1_000)).chargeId)).status).toBe(200);
-    const overDay = await callTool(client, "pay_charge", { chargeId: (await createCharge(merchant.apiKey, 600)).chargeId });
+    const overDay = await callTool(client, "pay_charge", {
+      chargeId: (await createCharge(merchant.apiKey, 600)).chargeId,
+    });
     expect(overDay.body).toEqual({ error: "excede_limite_diario", status: 402 });
 
     // An empty wallet is a 402 refusal too.
     const broke = await createAgent();
     const brokeClient = await connectAgent(broke.apiKey);
-    const noFunds = await callTool(brokeClient, "pay_charge", { chargeId: (await createCharge(merchant.apiKey, 50)).chargeId });
+    const noFunds = await callTool(brokeClient, "pay_charge", {
+      chargeId: (await createCharge(merchant.apiKey, 50)).chargeId,
+    });
     expect(noFunds.body).toEqual({ error: "saldo_insuficiente", status: 402 });
 
     // A category allowlist refuses a checkout link the same way.
@@ -141,7 +178,10 @@ describe("MCP endpoint: tools", () => {
     const travel = await createMerchant({ category: "travel" });
     const link = await newCheckoutLink(travel.apiKey, 100);
     const pickyClient = await connectAgent(picky.apiKey);
-    expect((await callTool(pickyClient, "pay_checkout_link", { token: link.checkoutToken })).body).toEqual({ error: "categoria_no_permitida", status: 402 });
+    expect((await callTool(pickyClient, "pay_checkout_link", { token: link.checkoutToken })).body).toEqual({
+      error: "categoria_no_permitida",
+      status: 402,
+    });
     expect(await balanceOf(picky.apiKey)).toBe(10_000);
   });
 
@@ -169,14 +209,23 @@ describe("MCP endpoint: tools", () => {
 
     const granted = await api("POST", `/approvals/${held.body.approvalId}/grant`, { token: await consoleToken() });
     expect(granted.status).toBe(200);
-    expect((await callTool(client, "get_charge", { chargeId: charge.chargeId })).body).toMatchObject({ status: "paid", agentId: agent.agentId });
-    expect((await callTool(client, "list_recent_payments")).body.charges[0]).toMatchObject({ chargeId: charge.chargeId, status: "paid" });
+    expect((await callTool(client, "get_charge", { chargeId: charge.chargeId })).body).toMatchObject({
+      status: "paid",
+      agentId: agent.agentId,
+    });
+    expect((await callTool(client, "list_recent_payments")).body.charges[0]).toMatchObject({
+      chargeId: charge.chargeId,
+      status: "paid",
+    });
     expect((await callTool(client, "get_balance")).body.balanceMinor).toBe(9_200);
 
     // A checkout link over the threshold is held the same way; the charge it was born with waits.
     const link = await newCheckoutLink(merchant.apiKey, 900);
     const linkHeld = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
-    expect(linkHeld).toMatchObject({ isError: false, body: { pendingApproval: true, reason: "requiere_aprobacion_humana", charge: { status: "pending" } } });
+    expect(linkHeld).toMatchObject({
+      isError: false,
+      body: { pendingApproval: true, reason: "requiere_aprobacion_humana", charge: { status: "pending" } },
+    });
     expect(await balanceOf(agent.apiKey)).toBe(9_200);
   });
 
@@ -189,7 +238,10 @@ describe("MCP endpoint: tools", () => {
     const first = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
     expect(first.isError, first.text).toBe(false);
     // As POST /checkout/:token/pay: the agent's charge, not the merchant's balance.
-    expect(first.body).toEqual({ paid: true, charge: expect.objectContaining({ status: "paid", method: "ledger", amountMinor: 300, agentId: agent.agentId }) });
+    expect(first.body).toEqual({
+      paid: true,
+      charge: expect.objectContaining({ status: "paid", method: "ledger", amountMinor: 300, agentId: agent.agentId }),
+    });
     const second = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
     expect(second.body.charge.chargeId).not.toBe(first.body.charge.chargeId);
     expect(await balanceOf(agent.apiKey)).toBe(400);
@@ -198,11 +250,28 @@ describe("MCP endpoint: tools", () => {
     expect(Object.keys(first.body).sort()).toEqual(Object.keys(http.body).sort());
 
     const list = await api("GET", "/merchant/checkout-links", { token: merchant.apiKey });
-    expect(list.body.links[0]).toMatchObject({ checkoutLinkId: link.checkoutLinkId, paymentsCount: 3, totalPaidMinor: 900 });
+    expect(list.body.links[0]).toMatchObject({
+      checkoutLinkId: link.checkoutLinkId,
+      paymentsCount: 3,
+      totalPaidMinor: 900,
+    });
 
-    expect((await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: false } })).status).toBe(200);
-    expect((await callTool(client, "pay_checkout_link", { token: link.checkoutToken })).body).toEqual({ error: "checkout_link_disabled", status: 409 });
-    expect((await callTool(client, "pay_checkout_link", { token: "cl_tok_unknown" })).body).toEqual({ error: "checkout_link_not_found", status: 404 });
+    expect(
+      (
+        await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+          token: merchant.apiKey,
+          body: { active: false },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await callTool(client, "pay_checkout_link", { token: link.checkoutToken })).body).toEqual({
+      error: "checkout_link_disabled",
+      status: 409,
+    });
+    expect((await callTool(client, "pay_checkout_link", { token: "cl_tok_unknown" })).body).toEqual({
+      error: "checkout_link_not_found",
+      status: 404,
+    });
     expect(await balanceOf(agent.apiKey)).toBe(100);
   });
 
@@ -215,22 +284,47 @@ describe("MCP endpoint: tools", () => {
     const view = await callTool(client, "view_paylink", { code: pl.code });
     expect(view.isError).toBe(false);
     expect(view.body).toEqual((await api("GET", `/pl/${pl.code}`)).body);
-    expect(view.body).toMatchObject({ paylinkId: pl.paylinkId, business: "Research Co", label: "research", budgetMinor: 2_000, remainingMinor: 2_000, status: "active" });
+    expect(view.body).toMatchObject({
+      paylinkId: pl.paylinkId,
+      business: "Research Co",
+      label: "research",
+      budgetMinor: 2_000,
+      remainingMinor: 2_000,
+      status: "active",
+    });
 
     const accepted = await callTool(client, "accept_paylink", { code: pl.code });
     expect(accepted.isError, accepted.text).toBe(false);
-    expect(accepted.body).toEqual({ grantId: expect.stringMatching(/^plg_/), paylink: expect.objectContaining({ paylinkId: pl.paylinkId, uses: 0, remainingMinor: 2_000 }) });
+    expect(accepted.body).toEqual({
+      grantId: expect.stringMatching(/^plg_/),
+      paylink: expect.objectContaining({ paylinkId: pl.paylinkId, uses: 0, remainingMinor: 2_000 }),
+    });
     // Idempotent per (PayLink, agent), through the tool and the route alike.
     expect((await callTool(client, "accept_paylink", { code: pl.code })).body.grantId).toBe(accepted.body.grantId);
-    expect((await api("POST", `/pl/${pl.code}/accept`, { token: agent.apiKey })).body.grantId).toBe(accepted.body.grantId);
+    expect((await api("POST", `/pl/${pl.code}/accept`, { token: agent.apiKey })).body.grantId).toBe(
+      accepted.body.grantId,
+    );
 
     const drawn = await draw(merchant.apiKey, pl.code, agent.agentId, 700);
     expect(drawn.status).toBe(200);
-    expect((await callTool(client, "list_recent_payments")).body.charges[0]).toMatchObject({ chargeId: drawn.body.charge.chargeId, method: "paylink", amountMinor: 700 });
-    expect((await callTool(client, "accept_paylink", { code: pl.code })).body.paylink).toMatchObject({ uses: 1, remainingMinor: 1_300 });
+    expect((await callTool(client, "list_recent_payments")).body.charges[0]).toMatchObject({
+      chargeId: drawn.body.charge.chargeId,
+      method: "paylink",
+      amountMinor: 700,
+    });
+    expect((await callTool(client, "accept_paylink", { code: pl.code })).body.paylink).toMatchObject({
+      uses: 1,
+      remainingMinor: 1_300,
+    });
 
-    expect((await callTool(client, "view_paylink", { code: "plc_unknown" })).body).toEqual({ error: "paylink_not_found", status: 404 });
-    expect((await callTool(client, "accept_paylink", { code: "plc_unknown" })).body).toEqual({ error: "paylink_not_found", status: 404 });
+    expect((await callTool(client, "view_paylink", { code: "plc_unknown" })).body).toEqual({
+      error: "paylink_not_found",
+      status: 404,
+    });
+    expect((await callTool(client, "accept_paylink", { code: "plc_unknown" })).body).toEqual({
+      error: "paylink_not_found",
+      status: 404,
+    });
   });
 
   it("list_recent_payments is the key's own paid charges, newest first, bounded by limit", async () => {
@@ -266,15 +360,28 @@ describe("MCP endpoint: bad input and other agents", () => {
 
     const missing = await callTool(client, "pay_charge", {});
     expect(missing.isError).toBe(true);
-    expect(missing.body).toMatchObject({ error: "invalid_request", status: 400, issues: [expect.objectContaining({ path: "chargeId" })] });
+    expect(missing.body).toMatchObject({
+      error: "invalid_request",
+      status: 400,
+      issues: [expect.objectContaining({ path: "chargeId" })],
+    });
     const wrongType = await callTool(client, "pay_charge", { chargeId: 42 });
-    expect(wrongType.body).toMatchObject({ error: "invalid_request", issues: [expect.objectContaining({ path: "chargeId", code: "invalid_type" })] });
+    expect(wrongType.body).toMatchObject({
+      error: "invalid_request",
+      issues: [expect.objectContaining({ path: "chargeId", code: "invalid_type" })],
+    });
     expect((await callTool(client, "get_charge", { chargeId: "c".repeat(513) })).body.error).toBe("invalid_request");
     // An unknown id of any sane length is the API's 404, as on GET /charges/:chargeId.
-    expect((await callTool(client, "get_charge", { chargeId: "c".repeat(65) })).body).toMatchObject({ error: "charge_not_found", status: 404 });
+    expect((await callTool(client, "get_charge", { chargeId: "c".repeat(65) })).body).toMatchObject({
+      error: "charge_not_found",
+      status: 404,
+    });
     expect((await callTool(client, "list_recent_payments", { limit: 0 })).body.error).toBe("invalid_request");
     expect((await callTool(client, "list_recent_payments", { limit: 101 })).body.error).toBe("invalid_request");
-    expect((await callTool(client, "get_balance", { verbose: true })).body).toMatchObject({ error: "invalid_request", issues: [expect.objectContaining({ code: "unrecognized_keys" })] });
+    expect((await callTool(client, "get_balance", { verbose: true })).body).toMatchObject({
+      error: "invalid_request",
+      issues: [expect.objectContaining({ code: "unrecognized_keys" })],
+    });
     expect(await balanceOf(agent.apiKey)).toBe(1_000);
     expect((await api("GET", `/charges/${charge.chargeId}`)).body.status).toBe("pending");
 
@@ -297,7 +404,11 @@ describe("MCP endpoint: bad input and other agents", () => {
       ["list_recent_payments", { agentId: victim.agentId }],
     ] as const) {
       const result = await callTool(client, tool, args);
-      expect(result.body, tool).toMatchObject({ error: "invalid_request", status: 400, issues: [expect.objectContaining({ code: "unrecognized_keys" })] });
+      expect(result.body, tool).toMatchObject({
+        error: "invalid_request",
+        status: 400,
+        issues: [expect.objectContaining({ code: "unrecognized_keys" })],
+      });
     }
     expect(await balanceOf(victim.apiKey)).toBe(50_000);
     expect((await api("GET", `/charges/${charge.chargeId}`)).body.status).toBe("pending");
@@ -319,7 +430,10 @@ describe("MCP endpoint: bad input and other agents", () => {
     // A charge Alice paid: Bob cannot pay it again.
     const paidByAlice = await createCharge(merchant.apiKey, 300);
     expect((await callTool(aliceClient, "pay_charge", { chargeId: paidByAlice.chargeId })).isError).toBe(false);
-    expect((await callTool(bobClient, "pay_charge", { chargeId: paidByAlice.chargeId })).body).toEqual({ error: "charge_not_pending", status: 409 });
+    expect((await callTool(bobClient, "pay_charge", { chargeId: paidByAlice.chargeId })).body).toEqual({
+      error: "charge_not_pending",
+      status: 409,
+    });
 
     // A charge held for Alice's approval: Bob's payment needs a human too, and gets an approval of his own, not hers.
     const heldForAlice = await createCharge(merchant.apiKey, 2_000);
@@ -341,8 +455,14 @@ describe("MCP endpoint: bad input and other agents", () => {
     expect(bobGrant.grantId).toMatch(/^plg_/);
     expect(bobGrant.grantId).not.toBe(aliceGrant.grantId);
     expect((await draw(merchant.apiKey, pl.code, alice.agentId, 600)).status).toBe(200);
-    expect((await callTool(bobClient, "accept_paylink", { code: pl.code })).body.paylink).toMatchObject({ uses: 0, remainingMinor: 1_000 });
-    expect((await callTool(aliceClient, "accept_paylink", { code: pl.code })).body.paylink).toMatchObject({ uses: 1, remainingMinor: 400 });
+    expect((await callTool(bobClient, "accept_paylink", { code: pl.code })).body.paylink).toMatchObject({
+      uses: 0,
+      remainingMinor: 1_000,
+    });
+    expect((await callTool(aliceClient, "accept_paylink", { code: pl.code })).body.paylink).toMatchObject({
+      uses: 1,
+      remainingMinor: 400,
+    });
     expect(await balanceOf(bob.apiKey)).toBe(10_000);
   });
 });
@@ -354,7 +474,9 @@ describe("MCP endpoint: failures", () => {
     const charge = await createCharge(merchant.apiKey, 100);
     const client = await connectAgent(agent.apiKey);
     const logged: string[] = [];
-    const errorLog = vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")));
+    const errorLog = vi
+      .spyOn(console, "error")
+      .mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")));
     setFaultHook((point) => {
       if (point === "payment.before_commit") throw new Error("injected fault at payment.before_commit");
     });
@@ -383,7 +505,11 @@ describe("MCP endpoint: HTTP", () => {
     const noKey = await rawMcp("POST", {}, INITIALIZE);
     expect(noKey.status).toBe(401);
     expect(await noKey.json()).toEqual({ error: "agent_api_key_required" });
-    const badKey = await rawMcp("POST", { authorization: "Bearer svc_sk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" }, INITIALIZE);
+    const badKey = await rawMcp(
+      "POST",
+      { authorization: "Bearer svc_sk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" },
+      INITIALIZE,
+    );
     expect(badKey.status).toBe(401);
     expect(await badKey.json()).toEqual({ error: "agent_api_key_required" });
     for (const token of [merchant.apiKey, await consoleToken()]) {
@@ -409,7 +535,11 @@ describe("MCP endpoint: HTTP", () => {
     expect(init.status).toBe(200);
     expect(init.headers.get("content-type")).toContain("application/json");
     expect(init.headers.get("mcp-session-id")).toBeNull();
-    expect(await init.json()).toMatchObject({ jsonrpc: "2.0", id: 1, result: { serverInfo: { name: "agent-pay" }, capabilities: { tools: {} } } });
+    expect(await init.json()).toMatchObject({
+      jsonrpc: "2.0",
+      id: 1,
+      result: { serverInfo: { name: "agent-pay" }, capabilities: { tools: {} } },
+    });
 
     for (const method of ["GET", "DELETE"]) {
       const res = await rawMcp(method, { authorization: `Bearer ${agent.apiKey}` });
@@ -423,21 +553,40 @@ describe("MCP endpoint: HTTP", () => {
   it("ignores Idempotency-Key: the same key and body run again, never a stored JSON-RPC answer", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 500 });
-    const link = (await api("POST", "/merchant/checkout", { token: merchant.apiKey, body: { amountUsdCents: 100, description: "one call" } })).body;
+    const link = (
+      await api("POST", "/merchant/checkout", {
+        token: merchant.apiKey,
+        body: { amountUsdCents: 100, description: "one call" },
+      })
+    ).body;
     const headers = { authorization: `Bearer ${agent.apiKey}`, "idempotency-key": `mcp-${crypto.randomUUID()}` };
-    const call = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "pay_checkout_link", arguments: { token: link.checkoutToken } } };
+    const call = {
+      jsonrpc: "2.0",
+      id: 7,
+      method: "tools/call",
+      params: { name: "pay_checkout_link", arguments: { token: link.checkoutToken } },
+    };
     for (const balance of [400, 300]) {
       const res = await rawMcp("POST", headers, call);
       expect(res.status).toBe(200);
       expect(res.headers.get("idempotent-replayed")).toBeNull();
       expect(await balanceOf(agent.apiKey)).toBe(balance);
     }
-    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE key = ?").bind(headers["idempotency-key"]).first("n")).toBe(0);
+    expect(
+      await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE key = ?")
+        .bind(headers["idempotency-key"])
+        .first("n"),
+    ).toBe(0);
   });
 
   it("a JSON-RPC batch is 400, and none of its calls runs", async () => {
     const agent = await createAgent({ credit: 500 });
-    const calls = [1, 2].map((id) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "get_balance", arguments: {} } }));
+    const calls = [1, 2].map((id) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "tools/call",
+      params: { name: "get_balance", arguments: {} },
+    }));
     const res = await rawMcp("POST", { authorization: `Bearer ${agent.apiKey}` }, calls);
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
@@ -448,9 +597,16 @@ describe("MCP endpoint: HTTP", () => {
     const auth = { authorization: `Bearer ${agent.apiKey}` };
     const notAcceptable = await rawMcp("POST", { ...auth, accept: "application/json" }, INITIALIZE);
     expect(notAcceptable.status).toBe(406);
-    expect(await notAcceptable.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32000, message: expect.any(String) } });
+    expect(await notAcceptable.json()).toMatchObject({
+      jsonrpc: "2.0",
+      error: { code: -32000, message: expect.any(String) },
+    });
     const broken = await exports.default.fetch(
-      new Request(`${BASE}/mcp`, { method: "POST", headers: { ...auth, accept: "application/json, text/event-stream", "content-type": "application/json" }, body: "{" }),
+      new Request(`${BASE}/mcp`, {
+        method: "POST",
+        headers: { ...auth, accept: "application/json, text/event-stream", "content-type": "application/json" },
+        body: "{",
+      }),
     );
     expect(broken.status).toBe(400);
     expect(await broken.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32700 } });

@@ -7,7 +7,8 @@ import { createMerchant } from "../helpers/factories";
 const OFAC_ADDRESS = "0x098B716B8Aaf21512996dC57EB0615e2383E2f96";
 const OFAC_ADDRESS_2 = "0x722122dF12D4e14e13Ac3b6895a86e84145b6967";
 
-const randomAddress = () => `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+const randomAddress = () =>
+  `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 const upperHex = (address: string) => `0x${address.slice(2).toUpperCase()}`;
 
 async function sha256Hex(text: string) {
@@ -18,7 +19,13 @@ async function sha256Hex(text: string) {
 const me = async (key: string) => {
   const res = await api("GET", "/merchant/me", { token: key });
   expect(res.status).toBe(200);
-  return res.body.merchant as { id: string; name: string; balanceMinor: number; currency: string; payoutAddress: string | null };
+  return res.body.merchant as {
+    id: string;
+    name: string;
+    balanceMinor: number;
+    currency: string;
+    payoutAddress: string | null;
+  };
 };
 
 const putPayout = (key: string, body: unknown) => api("PUT", "/merchant/payout-address", { token: key, body });
@@ -74,7 +81,11 @@ describe("POST /merchants", () => {
 
   it("400 invalid_request for a body that is not JSON", async () => {
     for (const body of ["{not json", "name=Acme", ""]) {
-      const res = await api("POST", "/merchants", { token: await consoleToken(), body, headers: { "content-type": "application/json" } });
+      const res = await api("POST", "/merchants", {
+        token: await consoleToken(),
+        body,
+        headers: { "content-type": "application/json" },
+      });
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.error).toBe("invalid_request");
       expect(Array.isArray(res.body.issues)).toBe(true);
@@ -86,13 +97,17 @@ describe("POST /merchants", () => {
 
   it("stores the API key only as its SHA-256 hash", async () => {
     const { merchantId, apiKey } = await createMerchant({ name: "Hash Check" });
-    const row = await env.DB.prepare("SELECT * FROM merchants WHERE id = ?").bind(merchantId).first<Record<string, unknown>>();
+    const row = await env.DB.prepare("SELECT * FROM merchants WHERE id = ?")
+      .bind(merchantId)
+      .first<Record<string, unknown>>();
     expect(row).not.toBeNull();
     expect(row!.api_key_hash).toBe(await sha256Hex(apiKey));
 
     // No cell of any table holds the key or its secret part.
     const secretPart = apiKey.slice("sk_mch_".length);
-    const tables = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'").all<{ name: string }>();
+    const tables = await env.DB.prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'",
+    ).all<{ name: string }>();
     expect(tables.results.map((t) => t.name)).toContain("merchants");
     for (const { name } of tables.results) {
       const rows = await env.DB.prepare(`SELECT * FROM "${name}"`).all();
@@ -108,7 +123,9 @@ describe("GET /merchant/me", () => {
     const { merchantId, apiKey } = await createMerchant({ name: "Shape Check", category: "compute" });
     const res = await api("GET", "/merchant/me", { token: apiKey });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ merchant: { id: merchantId, name: "Shape Check", balanceMinor: 0, currency: "USD", payoutAddress: null } });
+    expect(res.body).toEqual({
+      merchant: { id: merchantId, name: "Shape Check", balanceMinor: 0, currency: "USD", payoutAddress: null },
+    });
   });
 });
 
@@ -123,7 +140,13 @@ describe("GET /console/merchants", () => {
     expect(res.status).toBe(200);
     expect(Array.isArray(res.body.merchants)).toBe(true);
     const entry = res.body.merchants.find((m: { id: string }) => m.id === merchantId);
-    expect(entry).toMatchObject({ id: merchantId, name: "Listed Co", category: "data", balanceMinor: 0, payoutAddress: address });
+    expect(entry).toMatchObject({
+      id: merchantId,
+      name: "Listed Co",
+      category: "data",
+      balanceMinor: 0,
+      payoutAddress: address,
+    });
     expect(typeof entry.createdAt).toBe("string");
     expect(entry.createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
     expect(Date.parse(entry.createdAt)).toBeGreaterThanOrEqual(before - 1000);
@@ -197,10 +220,16 @@ describe("PUT /merchant/payout-address", () => {
     const { apiKey } = await createMerchant();
     const address = randomAddress();
     // Clean before it is listed.
-    const screen = await api("POST", "/kyt/screen", { token: await consoleToken(), body: { address, chain: "ethereum" } });
+    const screen = await api("POST", "/kyt/screen", {
+      token: await consoleToken(),
+      body: { address, chain: "ethereum" },
+    });
     expect(screen.body.verdict).toBe("pass");
 
-    const added = await api("POST", "/console/kyt/blocklist", { token: await consoleToken(), body: { address: upperHex(address), reason: "fraud report" } });
+    const added = await api("POST", "/console/kyt/blocklist", {
+      token: await consoleToken(),
+      body: { address: upperHex(address), reason: "fraud report" },
+    });
     expect(added.status).toBe(201);
 
     const res = await putPayout(apiKey, { address });

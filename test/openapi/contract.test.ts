@@ -22,7 +22,10 @@ import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 
 /** Documented statuses this file cannot provoke, and why. */
 const NOT_EXERCISED: Record<string, { statuses: number[]; why: string }> = {
-  "GET /charges/{chargeId}/x402": { statuses: [202, 503], why: "202 needs a settlement whose outcome is unknown (an RPC failure mid-settlement: test/x402/reconcile.test.ts); 503 needs a deployment without x402" },
+  "GET /charges/{chargeId}/x402": {
+    statuses: [202, 503],
+    why: "202 needs a settlement whose outcome is unknown (an RPC failure mid-settlement: test/x402/reconcile.test.ts); 503 needs a deployment without x402",
+  },
   "GET /checkout/{token}/x402": { statuses: [202, 503], why: "as for charges" },
   "POST /checkout/{token}/x402": { statuses: [202, 503], why: "as for charges" },
   "GET /console/x402/receiving-addresses": { statuses: [503], why: "503 needs a deployment without x402" },
@@ -44,7 +47,9 @@ beforeAll(async () => {
   rec = new ContractRecorder(doc);
   rec.check("GET", "/openapi.json", res);
   // The mail transport prints sign-in codes with console.log in this isolate.
-  log = vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => void printed.push(args.map(String).join(" ")));
+  log = vi
+    .spyOn(console, "log")
+    .mockImplementation((...args: unknown[]) => void printed.push(args.map(String).join(" ")));
 });
 afterAll(() => log.mockRestore());
 
@@ -58,8 +63,14 @@ const codeFor = (email: string) =>
 describe("the document", () => {
   it("is OpenAPI 3.1 with the three credential kinds, the error body and the spec surface tagged apart", () => {
     expect(doc.openapi).toBe("3.1.0");
-    expect(Object.keys(doc.components.securitySchemes)).toEqual(expect.arrayContaining(["merchantKey", "agentKey", "consoleSession"]));
-    expect(doc.components.schemas.Error).toMatchObject({ type: "object", properties: { error: { type: "string" } }, required: ["error"] });
+    expect(Object.keys(doc.components.securitySchemes)).toEqual(
+      expect.arrayContaining(["merchantKey", "agentKey", "consoleSession"]),
+    );
+    expect(doc.components.schemas.Error).toMatchObject({
+      type: "object",
+      properties: { error: { type: "string" } },
+      required: ["error"],
+    });
     const groups = Object.fromEntries(doc["x-tagGroups"].map((g) => [g.name, g.tags]));
     expect(groups.Interface).toContain("Charges");
     expect(groups.Operations).toContain("Console agents");
@@ -74,12 +85,20 @@ describe("the document", () => {
   it("documents every route of the app's route table, and nothing the app does not serve", () => {
     const routes = new Set(
       buildApp()
-        .routes.filter((r) => METHODS.includes(r.method.toLowerCase() as (typeof METHODS)[number]) && !r.path.includes("*"))
+        .routes.filter(
+          (r) => METHODS.includes(r.method.toLowerCase() as (typeof METHODS)[number]) && !r.path.includes("*"),
+        )
         .map((r) => `${r.method} ${openApiPath(r.path)}`),
     );
     const documented = new Set(operationsOf(doc).map(([key]) => key));
-    expect([...routes].filter((r) => !documented.has(r)), "routes missing from the document").toEqual([]);
-    expect([...documented].filter((d) => !routes.has(d)), "documented operations no route serves").toEqual([]);
+    expect(
+      [...routes].filter((r) => !documented.has(r)),
+      "routes missing from the document",
+    ).toEqual([]);
+    expect(
+      [...documented].filter((d) => !routes.has(d)),
+      "documented operations no route serves",
+    ).toEqual([]);
     expect(routes.size).toBeGreaterThan(60);
   });
 
@@ -117,7 +136,10 @@ describe("merchants, KYT and charges", () => {
 
   it("registers a merchant and reads it", async () => {
     state.console = await consoleToken();
-    const created = await rec.call("POST", "/merchants", { token: state.console, body: { name: "Contract Shop", category: "data" } });
+    const created = await rec.call("POST", "/merchants", {
+      token: state.console,
+      body: { name: "Contract Shop", category: "data" },
+    });
     expect(created.status).toBe(201);
     state.merchantKey = created.body.apiKey;
     state.merchantId = created.body.merchantId;
@@ -128,35 +150,78 @@ describe("merchants, KYT and charges", () => {
   });
 
   it("sets, refuses and flags payout addresses", async () => {
-    const ok = await rec.call("PUT", "/merchant/payout-address", { token: state.merchantKey, body: { address: "0x1111111111111111111111111111111111111111" } });
+    const ok = await rec.call("PUT", "/merchant/payout-address", {
+      token: state.merchantKey,
+      body: { address: "0x1111111111111111111111111111111111111111" },
+    });
     expect(ok.status).toBe(200);
-    expect((await rec.call("PUT", "/merchant/payout-address", { token: state.merchantKey, body: { address: "0x123" } })).status).toBe(400);
-    const flagged = await rec.call("PUT", "/merchant/payout-address", { token: state.merchantKey, body: { address: "0x098B716B8Aaf21512996dC57EB0615e2383E2f96" } });
+    expect(
+      (await rec.call("PUT", "/merchant/payout-address", { token: state.merchantKey, body: { address: "0x123" } }))
+        .status,
+    ).toBe(400);
+    const flagged = await rec.call("PUT", "/merchant/payout-address", {
+      token: state.merchantKey,
+      body: { address: "0x098B716B8Aaf21512996dC57EB0615e2383E2f96" },
+    });
     expect(flagged.status).toBe(403);
-    expect((await rec.call("GET", "/merchant/me", { token: state.merchantKey })).body.merchant.payoutAddress).toBe("0x1111111111111111111111111111111111111111");
+    expect((await rec.call("GET", "/merchant/me", { token: state.merchantKey })).body.merchant.payoutAddress).toBe(
+      "0x1111111111111111111111111111111111111111",
+    );
   });
 
   it("screens addresses and keeps the operators' blocklist", async () => {
-    expect((await rec.call("POST", "/kyt/screen", { token: state.console, body: { address: "0x2222222222222222222222222222222222222222", chain: "base" } })).status).toBe(200);
-    expect((await rec.call("POST", "/kyt/screen", { token: state.console, body: { address: "nope" } })).status).toBe(400);
-    expect((await rec.call("POST", "/console/kyt/blocklist", { token: state.console, body: { address: "0x3333333333333333333333333333333333333333", reason: "contract test" } })).status).toBe(201);
-    expect((await rec.call("POST", "/console/kyt/blocklist", { token: state.console, body: { address: "0x33" } })).status).toBe(400);
+    expect(
+      (
+        await rec.call("POST", "/kyt/screen", {
+          token: state.console,
+          body: { address: "0x2222222222222222222222222222222222222222", chain: "base" },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await rec.call("POST", "/kyt/screen", { token: state.console, body: { address: "nope" } })).status).toBe(
+      400,
+    );
+    expect(
+      (
+        await rec.call("POST", "/console/kyt/blocklist", {
+          token: state.console,
+          body: { address: "0x3333333333333333333333333333333333333333", reason: "contract test" },
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      (await rec.call("POST", "/console/kyt/blocklist", { token: state.console, body: { address: "0x33" } })).status,
+    ).toBe(400);
     const list = await rec.call("GET", "/console/kyt/blocklist", { token: state.console });
     expect(list.body.entries.length).toBeGreaterThan(0);
-    const screened = await rec.call("POST", "/kyt/screen", { token: state.console, body: { address: "0x3333333333333333333333333333333333333333", chain: "base" } });
+    const screened = await rec.call("POST", "/kyt/screen", {
+      token: state.console,
+      body: { address: "0x3333333333333333333333333333333333333333", chain: "base" },
+    });
     expect(screened.body.verdict).toBe("block");
   });
 
   it("creates, lists, reads and pays charges, with each refusal", async () => {
-    const created = await rec.call("POST", "/merchant/charges", { token: state.merchantKey, body: { amountUsdCents: 1500, description: "dataset", externalId: "order-1" } });
+    const created = await rec.call("POST", "/merchant/charges", {
+      token: state.merchantKey,
+      body: { amountUsdCents: 1500, description: "dataset", externalId: "order-1" },
+    });
     expect(created.status).toBe(201);
     state.chargeId = created.body.chargeId;
-    expect((await rec.call("POST", "/merchant/charges", { token: state.merchantKey, body: { amountUsdCents: 0 } })).status).toBe(400);
-    expect((await rec.call("GET", "/merchant/charges", { token: state.merchantKey })).body.charges.length).toBeGreaterThan(0);
+    expect(
+      (await rec.call("POST", "/merchant/charges", { token: state.merchantKey, body: { amountUsdCents: 0 } })).status,
+    ).toBe(400);
+    expect(
+      (await rec.call("GET", "/merchant/charges", { token: state.merchantKey })).body.charges.length,
+    ).toBeGreaterThan(0);
     expect((await rec.call("GET", `/charges/${state.chargeId}`)).status).toBe(200);
     expect((await rec.call("GET", "/charges/chg_doesnotexist")).status).toBe(404);
 
-    const agent = await createAgent({ name: "contract-payer", credit: 10_000, policy: { approvalThresholdUsdCents: 5000, maxPerTransactionUsdCents: 8000 } });
+    const agent = await createAgent({
+      name: "contract-payer",
+      credit: 10_000,
+      policy: { approvalThresholdUsdCents: 5000, maxPerTransactionUsdCents: 8000 },
+    });
     const paid = await rec.call("POST", `/charges/${state.chargeId}/pay`, { token: agent.apiKey });
     expect(paid.status).toBe(200);
     expect(paid.body.charge.reference).toMatch(/^PAY_/);
@@ -183,10 +248,14 @@ describe("x402", () => {
     const charge = await createCharge(merchantKey, 25);
     const terms = await rec.call("GET", `/charges/${charge.chargeId}/x402`);
     expect(terms.status).toBe(402);
-    const invalid = await rec.call("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 1n)).header } });
+    const invalid = await rec.call("GET", `/charges/${charge.chargeId}/x402`, {
+      headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 1n)).header },
+    });
     expect(invalid.status).toBe(402);
     expect(invalid.body.error).toBe("Pago inválido");
-    const settled = await rec.call("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 250_000n)).header } });
+    const settled = await rec.call("GET", `/charges/${charge.chargeId}/x402`, {
+      headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 250_000n)).header },
+    });
     expect(settled.status, settled.text).toBe(200);
     expect(settled.body.settlement.success).toBe(true);
     const again = await rec.call("GET", `/charges/${charge.chargeId}/x402`);
@@ -196,15 +265,26 @@ describe("x402", () => {
   });
 
   it("a checkout link: terms by GET and POST, payment by each, disabled and unknown links", async () => {
-    const link = (await rec.call("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents: 10, description: "x402 link" } })).body;
+    const link = (
+      await rec.call("POST", "/merchant/checkout", {
+        token: merchantKey,
+        body: { amountUsdCents: 10, description: "x402 link" },
+      })
+    ).body;
     for (const method of ["GET", "POST"]) {
       expect((await rec.call(method, `/checkout/${link.checkoutToken}/x402`)).status).toBe(402);
-      const paid = await rec.call(method, `/checkout/${link.checkoutToken}/x402`, { headers: { "X-PAYMENT": (await xPaymentFor(`/checkout/${link.checkoutToken}/x402`, PAYER, 100_000n)).header } });
+      const paid = await rec.call(method, `/checkout/${link.checkoutToken}/x402`, {
+        headers: { "X-PAYMENT": (await xPaymentFor(`/checkout/${link.checkoutToken}/x402`, PAYER, 100_000n)).header },
+      });
       expect(paid.status, paid.text).toBe(200);
       expect((await rec.call(method, "/checkout/ct_doesnotexist/x402")).status).toBe(404);
     }
-    await rec.call("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchantKey, body: { active: false } });
-    for (const method of ["GET", "POST"]) expect((await rec.call(method, `/checkout/${link.checkoutToken}/x402`)).status).toBe(409);
+    await rec.call("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+      token: merchantKey,
+      body: { active: false },
+    });
+    for (const method of ["GET", "POST"])
+      expect((await rec.call(method, `/checkout/${link.checkoutToken}/x402`)).status).toBe(409);
   });
 
   it("the receiving addresses those payments left tokens on (console)", async () => {
@@ -219,41 +299,78 @@ describe("x402", () => {
 describe("checkout links", () => {
   it("creates, lists, views, pays, holds, refuses, disables and enables", async () => {
     const { apiKey: merchantKey } = await createMerchant({ name: "Contract Checkout" });
-    const created = await rec.call("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents: 700, description: "a report", externalId: "sku-1" } });
+    const created = await rec.call("POST", "/merchant/checkout", {
+      token: merchantKey,
+      body: { amountUsdCents: 700, description: "a report", externalId: "sku-1" },
+    });
     expect(created.status).toBe(201);
     const token = created.body.checkoutToken as string;
-    expect((await rec.call("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents: 700 } })).status).toBe(400);
+    expect(
+      (await rec.call("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents: 700 } })).status,
+    ).toBe(400);
     expect((await rec.call("GET", "/merchant/checkout-links?limit=10", { token: merchantKey })).body.total).toBe(1);
     expect((await rec.call("GET", "/merchant/checkout-links?limit=1000", { token: merchantKey })).status).toBe(400);
     expect((await rec.call("GET", `/checkout/${token}`)).status).toBe(200);
     expect((await rec.call("GET", "/checkout/ct_doesnotexist")).status).toBe(404);
 
-    const agent = await createAgent({ name: "contract-checkout", credit: 5000, policy: { approvalThresholdUsdCents: 1000 } });
+    const agent = await createAgent({
+      name: "contract-checkout",
+      credit: 5000,
+      policy: { approvalThresholdUsdCents: 1000 },
+    });
     expect((await rec.call("POST", `/checkout/${token}/pay`, { token: agent.apiKey })).status).toBe(200);
     const poor = await createAgent({ name: "contract-poor" });
-    expect((await rec.call("POST", `/checkout/${token}/pay`, { token: poor.apiKey })).body).toEqual({ error: "saldo_insuficiente" });
-    const big = (await rec.call("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents: 2000, description: "a big report" } })).body;
+    expect((await rec.call("POST", `/checkout/${token}/pay`, { token: poor.apiKey })).body).toEqual({
+      error: "saldo_insuficiente",
+    });
+    const big = (
+      await rec.call("POST", "/merchant/checkout", {
+        token: merchantKey,
+        body: { amountUsdCents: 2000, description: "a big report" },
+      })
+    ).body;
     const hold = await rec.call("POST", `/checkout/${big.checkoutToken}/pay`, { token: agent.apiKey });
     expect(hold.status).toBe(402);
     expect(hold.body.pendingApproval).toBe(true);
     expect((await rec.call("POST", "/checkout/ct_doesnotexist/pay", { token: agent.apiKey })).status).toBe(404);
 
-    expect((await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: false } })).body.active).toBe(false);
+    expect(
+      (await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: false } }))
+        .body.active,
+    ).toBe(false);
     expect((await rec.call("POST", `/checkout/${token}/pay`, { token: agent.apiKey })).status).toBe(409);
     expect((await rec.call("GET", `/checkout/${token}`)).status).toBe(409);
-    expect((await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: "yes" } })).status).toBe(400);
-    expect((await rec.call("PATCH", "/merchant/checkout-links/ct_doesnotexist", { token: merchantKey, body: { active: true } })).status).toBe(404);
-    expect((await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: true } })).body.active).toBe(true);
+    expect(
+      (await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: "yes" } }))
+        .status,
+    ).toBe(400);
+    expect(
+      (
+        await rec.call("PATCH", "/merchant/checkout-links/ct_doesnotexist", {
+          token: merchantKey,
+          body: { active: true },
+        })
+      ).status,
+    ).toBe(404);
+    expect(
+      (await rec.call("PATCH", `/merchant/checkout-links/${token}`, { token: merchantKey, body: { active: true } }))
+        .body.active,
+    ).toBe(true);
   });
 });
 
 describe("PayLinks", () => {
   it("creates, views, accepts, draws, and refuses each way", async () => {
     const merchant = await createMerchant({ name: "Contract PayLinks" });
-    const created = await rec.call("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 1000, label: "monthly", perChargeUsdCents: 400, maxUses: 5, expiresInHours: 24 } });
+    const created = await rec.call("POST", "/merchant/paylinks", {
+      token: merchant.apiKey,
+      body: { budgetUsdCents: 1000, label: "monthly", perChargeUsdCents: 400, maxUses: 5, expiresInHours: 24 },
+    });
     expect(created.status).toBe(201);
     const code = created.body.code as string;
-    expect((await rec.call("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: -1 } })).status).toBe(400);
+    expect(
+      (await rec.call("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: -1 } })).status,
+    ).toBe(400);
     expect((await rec.call("GET", `/pl/${code}`)).status).toBe(200);
     expect((await rec.call("GET", "/pl/plc_doesnotexist")).status).toBe(404);
 
@@ -262,38 +379,79 @@ describe("PayLinks", () => {
     expect(accepted.status).toBe(200);
     expect((await rec.call("POST", "/pl/plc_doesnotexist/accept", { token: agent.apiKey })).status).toBe(404);
 
-    const draw = (body: unknown, at = code) => rec.call("POST", `/merchant/paylinks/${at}/charge`, { token: merchant.apiKey, body });
+    const draw = (body: unknown, at = code) =>
+      rec.call("POST", `/merchant/paylinks/${at}/charge`, { token: merchant.apiKey, body });
     expect((await draw({ agentId: agent.agentId, amountUsdCents: 300, description: "week 1" })).status).toBe(200);
-    expect((await draw({ agentId: agent.agentId, amountUsdCents: 500 })).body).toEqual({ error: "excede_tope_por_uso" });
+    expect((await draw({ agentId: agent.agentId, amountUsdCents: 500 })).body).toEqual({
+      error: "excede_tope_por_uso",
+    });
     expect((await draw({ agentId: agent.agentId })).status).toBe(400);
     expect((await draw({ agentId: agent.agentId, amountUsdCents: 100 }, "plc_doesnotexist")).status).toBe(404);
     const stranger = await createAgent({ name: "contract-stranger" });
-    expect((await draw({ agentId: stranger.agentId, amountUsdCents: 100 })).body).toEqual({ error: "sin_grant_del_agente" });
+    expect((await draw({ agentId: stranger.agentId, amountUsdCents: 100 })).body).toEqual({
+      error: "sin_grant_del_agente",
+    });
 
     // An expired PayLink refuses a new grant.
-    const short = (await rec.call("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 100, expiresInHours: 1 } })).body;
-    await env.DB.prepare("UPDATE paylinks SET expires_at = ? WHERE code = ?").bind(new Date(Date.now() - 60_000).toISOString(), short.code).run();
-    expect((await rec.call("POST", `/pl/${short.code}/accept`, { token: agent.apiKey })).body).toEqual({ error: "paylink_expired" });
+    const short = (
+      await rec.call("POST", "/merchant/paylinks", {
+        token: merchant.apiKey,
+        body: { budgetUsdCents: 100, expiresInHours: 1 },
+      })
+    ).body;
+    await env.DB.prepare("UPDATE paylinks SET expires_at = ? WHERE code = ?")
+      .bind(new Date(Date.now() - 60_000).toISOString(), short.code)
+      .run();
+    expect((await rec.call("POST", `/pl/${short.code}/accept`, { token: agent.apiKey })).body).toEqual({
+      error: "paylink_expired",
+    });
   });
 });
 
 describe("agents and approvals", () => {
   it("creates, lists, reads, sets the policy of and credits agents", async () => {
     const token = await consoleToken();
-    const created = await rec.call("POST", "/console/agents", { token, body: { name: "contract-agent", policy: { dailyLimitUsdCents: 10_000, allowedCategories: ["data"] } } });
+    const created = await rec.call("POST", "/console/agents", {
+      token,
+      body: { name: "contract-agent", policy: { dailyLimitUsdCents: 10_000, allowedCategories: ["data"] } },
+    });
     expect(created.status).toBe(201);
     const agentId = created.body.agentId as string;
-    expect((await rec.call("POST", "/console/agents", { token, body: { name: "x", balanceMinor: 5 } })).status).toBe(400);
+    expect((await rec.call("POST", "/console/agents", { token, body: { name: "x", balanceMinor: 5 } })).status).toBe(
+      400,
+    );
     expect((await rec.call("GET", "/console/agents?limit=3", { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/agents?limit=abc", { token })).status).toBe(400);
     expect((await rec.call("GET", `/console/agents/${agentId}`, { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/agents/agent_doesnotexist", { token })).status).toBe(404);
-    expect((await rec.call("PUT", `/console/agents/${agentId}/policy`, { token, body: { maxPerTransactionUsdCents: 500, approvalThresholdUsdCents: null } })).status).toBe(200);
-    expect((await rec.call("PUT", `/console/agents/${agentId}/policy`, { token, body: { maxPerTransactionUsdCents: -5 } })).status).toBe(400);
+    expect(
+      (
+        await rec.call("PUT", `/console/agents/${agentId}/policy`, {
+          token,
+          body: { maxPerTransactionUsdCents: 500, approvalThresholdUsdCents: null },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (await rec.call("PUT", `/console/agents/${agentId}/policy`, { token, body: { maxPerTransactionUsdCents: -5 } }))
+        .status,
+    ).toBe(400);
     expect((await rec.call("PUT", "/console/agents/agent_doesnotexist/policy", { token, body: {} })).status).toBe(404);
-    expect((await rec.call("POST", `/console/agents/${agentId}/credits`, { token, body: { amountUsdCents: 250, reference: "top-up" } })).body).toEqual({ balanceMinor: 250 });
-    expect((await rec.call("POST", `/console/agents/${agentId}/credits`, { token, body: { amountUsdCents: 0 } })).status).toBe(400);
-    expect((await rec.call("POST", "/console/agents/agent_doesnotexist/credits", { token, body: { amountUsdCents: 1 } })).status).toBe(404);
+    expect(
+      (
+        await rec.call("POST", `/console/agents/${agentId}/credits`, {
+          token,
+          body: { amountUsdCents: 250, reference: "top-up" },
+        })
+      ).body,
+    ).toEqual({ balanceMinor: 250 });
+    expect(
+      (await rec.call("POST", `/console/agents/${agentId}/credits`, { token, body: { amountUsdCents: 0 } })).status,
+    ).toBe(400);
+    expect(
+      (await rec.call("POST", "/console/agents/agent_doesnotexist/credits", { token, body: { amountUsdCents: 1 } }))
+        .status,
+    ).toBe(404);
     expect((await rec.call("GET", "/balance", { token: created.body.apiKey })).body.balanceMinor).toBe(250);
   });
 
@@ -301,24 +459,51 @@ describe("agents and approvals", () => {
     const token = await consoleToken();
     const agent = await createAgent({ name: "contract-keys" });
     const merchant = await createMerchant({ name: "Contract Keys Shop" });
-    for (const [kind, id] of [["agents", agent.agentId], ["merchants", merchant.merchantId]] as const) {
-      expect((await rec.call("POST", `/console/${kind}/${id}/keys`, { token, body: { graceSeconds: 60 } })).status).toBe(201);
+    for (const [kind, id] of [
+      ["agents", agent.agentId],
+      ["merchants", merchant.merchantId],
+    ] as const) {
+      expect(
+        (await rec.call("POST", `/console/${kind}/${id}/keys`, { token, body: { graceSeconds: 60 } })).status,
+      ).toBe(201);
       expect((await rec.call("POST", `/console/${kind}/${id}/keys`, { token })).status).toBe(201);
-      expect((await rec.call("POST", `/console/${kind}/${id}/keys`, { token, body: { graceSeconds: 604_801 } })).status).toBe(400);
-      expect((await rec.call("POST", `/console/${kind}/${kind === "agents" ? "agent" : "mch"}_doesnotexist/keys`, { token, body: {} })).status).toBe(404);
+      expect(
+        (await rec.call("POST", `/console/${kind}/${id}/keys`, { token, body: { graceSeconds: 604_801 } })).status,
+      ).toBe(400);
+      expect(
+        (
+          await rec.call("POST", `/console/${kind}/${kind === "agents" ? "agent" : "mch"}_doesnotexist/keys`, {
+            token,
+            body: {},
+          })
+        ).status,
+      ).toBe(404);
     }
-    expect((await rec.call("POST", `/console/agents/${agent.agentId}/freeze`, { token, body: { reason: "contract" } })).body).toEqual({ agentId: agent.agentId, frozen: true });
-    expect((await rec.call("POST", `/console/agents/${agent.agentId}/freeze`, { token, body: { reason: "" } })).status).toBe(400);
+    expect(
+      (await rec.call("POST", `/console/agents/${agent.agentId}/freeze`, { token, body: { reason: "contract" } })).body,
+    ).toEqual({ agentId: agent.agentId, frozen: true });
+    expect(
+      (await rec.call("POST", `/console/agents/${agent.agentId}/freeze`, { token, body: { reason: "" } })).status,
+    ).toBe(400);
     expect((await rec.call("POST", "/console/agents/agent_doesnotexist/freeze", { token })).status).toBe(404);
-    expect((await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token })).body).toEqual({ agentId: agent.agentId, frozen: false });
+    expect((await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token })).body).toEqual({
+      agentId: agent.agentId,
+      frozen: false,
+    });
     expect((await rec.call("POST", "/console/agents/agent_doesnotexist/unfreeze", { token })).status).toBe(404);
-    expect((await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token, body: { frozen: false } })).status).toBe(400);
+    expect(
+      (await rec.call("POST", `/console/agents/${agent.agentId}/unfreeze`, { token, body: { frozen: false } })).status,
+    ).toBe(400);
   });
 
   it("lists, grants, refuses and rejects approvals", async () => {
     const token = await consoleToken();
     const { apiKey: merchantKey } = await createMerchant({ name: "Contract Approvals" });
-    const agent = await createAgent({ name: "contract-approvals", credit: 10_000, policy: { approvalThresholdUsdCents: 100 } });
+    const agent = await createAgent({
+      name: "contract-approvals",
+      credit: 10_000,
+      policy: { approvalThresholdUsdCents: 100 },
+    });
     const hold = async (cents: number) => {
       const charge = await createCharge(merchantKey, cents);
       const res = await rec.call("POST", `/charges/${charge.chargeId}/pay`, { token: agent.apiKey });
@@ -326,7 +511,9 @@ describe("agents and approvals", () => {
       return res.body.approvalId as string;
     };
     const [first, second, third] = [await hold(200), await hold(300), await hold(400)];
-    expect((await rec.call("GET", "/console/approvals?status=pending", { token })).body.approvals.length).toBeGreaterThanOrEqual(3);
+    expect(
+      (await rec.call("GET", "/console/approvals?status=pending", { token })).body.approvals.length,
+    ).toBeGreaterThanOrEqual(3);
     expect((await rec.call("GET", "/console/approvals?status=maybe", { token })).status).toBe(400);
 
     expect((await rec.call("POST", `/approvals/${first}/grant`, { token })).body.charge.status).toBe("paid");
@@ -334,8 +521,13 @@ describe("agents and approvals", () => {
     expect((await rec.call("POST", "/approvals/apr_doesnotexist/grant", { token })).status).toBe(404);
 
     // The policy changed after the hold: the grant is refused and the approval stays pending.
-    await api("PUT", `/console/agents/${agent.agentId}/policy`, { token, body: { approvalThresholdUsdCents: 100, maxPerTransactionUsdCents: 250 } });
-    expect((await rec.call("POST", `/approvals/${second}/grant`, { token })).body).toEqual({ error: "excede_tope_por_transaccion" });
+    await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token,
+      body: { approvalThresholdUsdCents: 100, maxPerTransactionUsdCents: 250 },
+    });
+    expect((await rec.call("POST", `/approvals/${second}/grant`, { token })).body).toEqual({
+      error: "excede_tope_por_transaccion",
+    });
 
     expect((await rec.call("POST", `/approvals/${third}/reject`, { token })).status).toBe(200);
     expect((await rec.call("POST", `/approvals/${third}/reject`, { token })).status).toBe(409);
@@ -360,14 +552,23 @@ describe("webhook endpoints", () => {
     const token = await consoleToken();
     const merchant = await createMerchant({ name: "Contract Webhooks" });
     const hook = `ok-contract-${crypto.randomUUID().slice(0, 8)}`;
-    const created = await rec.call("POST", "/settings/webhooks", { token, body: { url: `${receiverUrl()}/hooks/${hook}`, events: ["charge.created"], merchantId: merchant.merchantId } });
+    const created = await rec.call("POST", "/settings/webhooks", {
+      token,
+      body: { url: `${receiverUrl()}/hooks/${hook}`, events: ["charge.created"], merchantId: merchant.merchantId },
+    });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
     expect((await rec.call("POST", "/settings/webhooks", { token, body: { url: "ftp://nowhere" } })).status).toBe(400);
     expect((await rec.call("GET", "/settings/webhooks", { token })).status).toBe(200);
-    expect((await rec.call("POST", `/settings/webhooks/${id}/rotate-secret`, { token, body: { graceSeconds: 60 } })).status).toBe(200);
-    expect((await rec.call("POST", `/settings/webhooks/${id}/rotate-secret`, { token, body: { graceSeconds: -1 } })).status).toBe(400);
-    expect((await rec.call("POST", "/settings/webhooks/wh_doesnotexist/rotate-secret", { token, body: {} })).status).toBe(404);
+    expect(
+      (await rec.call("POST", `/settings/webhooks/${id}/rotate-secret`, { token, body: { graceSeconds: 60 } })).status,
+    ).toBe(200);
+    expect(
+      (await rec.call("POST", `/settings/webhooks/${id}/rotate-secret`, { token, body: { graceSeconds: -1 } })).status,
+    ).toBe(400);
+    expect(
+      (await rec.call("POST", "/settings/webhooks/wh_doesnotexist/rotate-secret", { token, body: {} })).status,
+    ).toBe(404);
 
     await createCharge(merchant.apiKey, 100);
     let deliveries: { id: string; status: string }[] = [];
@@ -379,15 +580,21 @@ describe("webhook endpoints", () => {
     }
     expect((await rec.call("GET", `/settings/webhooks/${id}/deliveries?limit=0`, { token })).status).toBe(400);
     expect((await rec.call("GET", "/settings/webhooks/wh_doesnotexist/deliveries", { token })).status).toBe(404);
-    expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/${deliveries[0]!.id}/redeliver`, { token })).status).toBe(202);
+    expect(
+      (await rec.call("POST", `/settings/webhooks/${id}/deliveries/${deliveries[0]!.id}/redeliver`, { token })).status,
+    ).toBe(202);
     expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/nope/redeliver`, { token })).status).toBe(404);
     // A pending delivery (written directly, due far ahead, so no consumer takes it meanwhile) is not sent again.
     const pendingId = `whd_contract_pending_${crypto.randomUUID().slice(0, 8)}`;
     await env.DB.prepare(
       `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, type, status, attempts, next_attempt_at, created_at)
        VALUES (?, ?, ?, 'charge.created', 'pending', 0, '2999-01-01T00:00:00.000Z', ?)`,
-    ).bind(pendingId, `evt_wh_${pendingId}`, id, new Date().toISOString()).run();
-    expect((await rec.call("POST", `/settings/webhooks/${id}/deliveries/${pendingId}/redeliver`, { token })).status).toBe(409);
+    )
+      .bind(pendingId, `evt_wh_${pendingId}`, id, new Date().toISOString())
+      .run();
+    expect(
+      (await rec.call("POST", `/settings/webhooks/${id}/deliveries/${pendingId}/redeliver`, { token })).status,
+    ).toBe(409);
 
     expect((await rec.call("DELETE", `/settings/webhooks/${id}`, { token })).body).toEqual({ id, deleted: true });
     expect((await rec.call("DELETE", "/settings/webhooks/wh_doesnotexist", { token })).status).toBe(404);
@@ -397,17 +604,35 @@ describe("webhook endpoints", () => {
 describe("console sign-in and users", () => {
   it("e-mail sign-in: a code, a session, a wrong code, a malformed body, the rate limit", async () => {
     const ip = { "cf-connecting-ip": `contract-${crypto.randomUUID()}` };
-    expect((await rec.call("POST", "/console/auth/email/start", { body: { email: OPS_EMAIL }, headers: ip })).status).toBe(202);
+    expect(
+      (await rec.call("POST", "/console/auth/email/start", { body: { email: OPS_EMAIL }, headers: ip })).status,
+    ).toBe(202);
     const code = codeFor(OPS_EMAIL);
     expect(code, "a code was printed").toBeDefined();
-    const session = await rec.call("POST", "/console/auth/email/verify", { body: { email: OPS_EMAIL, code }, headers: ip });
+    const session = await rec.call("POST", "/console/auth/email/verify", {
+      body: { email: OPS_EMAIL, code },
+      headers: ip,
+    });
     expect(session.status).toBe(200);
-    expect((await rec.call("POST", "/console/auth/email/verify", { body: { email: OPS_EMAIL, code: "000000" }, headers: ip })).status).toBe(401);
-    expect((await rec.call("POST", "/console/auth/email/start", { body: { email: "not-an-email" }, headers: ip })).status).toBe(400);
-    expect((await rec.call("POST", "/console/auth/email/verify", { body: { email: OPS_EMAIL, code: "12" }, headers: ip })).status).toBe(400);
+    expect(
+      (
+        await rec.call("POST", "/console/auth/email/verify", {
+          body: { email: OPS_EMAIL, code: "000000" },
+          headers: ip,
+        })
+      ).status,
+    ).toBe(401);
+    expect(
+      (await rec.call("POST", "/console/auth/email/start", { body: { email: "not-an-email" }, headers: ip })).status,
+    ).toBe(400);
+    expect(
+      (await rec.call("POST", "/console/auth/email/verify", { body: { email: OPS_EMAIL, code: "12" }, headers: ip }))
+        .status,
+    ).toBe(400);
     const someone = `someone-${crypto.randomUUID().slice(0, 8)}@example.com`;
     let status = 0;
-    for (let i = 0; i < 7 && status !== 429; i++) status = (await rec.call("POST", "/console/auth/email/start", { body: { email: someone }, headers: ip })).status;
+    for (let i = 0; i < 7 && status !== 429; i++)
+      status = (await rec.call("POST", "/console/auth/email/start", { body: { email: someone }, headers: ip })).status;
     expect(status).toBe(429);
 
     // The session signs out like any other.
@@ -425,14 +650,33 @@ describe("console sign-in and users", () => {
         .setIssuedAt(now - 60)
         .setExpirationTime(now + 300)
         .sign(key);
-    expect((await rec.call("POST", "/console/auth/access", { headers: { "cf-access-jwt-assertion": await assertion(OPS_EMAIL) } })).status).toBe(200);
-    expect((await rec.call("POST", "/console/auth/access", { headers: { "cf-access-jwt-assertion": await assertion("stranger@example.com") } })).status).toBe(403);
+    expect(
+      (
+        await rec.call("POST", "/console/auth/access", {
+          headers: { "cf-access-jwt-assertion": await assertion(OPS_EMAIL) },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await rec.call("POST", "/console/auth/access", {
+          headers: { "cf-access-jwt-assertion": await assertion("stranger@example.com") },
+        })
+      ).status,
+    ).toBe(403);
     expect((await rec.call("POST", "/console/auth/access")).status).toBe(401);
   });
 
   it("lists and adds console users", async () => {
     const token = await consoleToken();
-    expect((await rec.call("POST", "/console/users", { token, body: { email: `added-${crypto.randomUUID().slice(0, 8)}@example.com` } })).status).toBe(201);
+    expect(
+      (
+        await rec.call("POST", "/console/users", {
+          token,
+          body: { email: `added-${crypto.randomUUID().slice(0, 8)}@example.com` },
+        })
+      ).status,
+    ).toBe(201);
     expect((await rec.call("POST", "/console/users", { token, body: { email: "nope" } })).status).toBe(400);
     expect((await rec.call("GET", "/console/users", { token })).body.users.length).toBeGreaterThan(1);
   });
@@ -441,8 +685,14 @@ describe("console sign-in and users", () => {
 describe("MCP", () => {
   it("answers JSON-RPC, accepts notifications, and refuses what the transport refuses", async () => {
     const agent = await createAgent({ name: "contract-mcp" });
-    const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "contract", version: "1" } } };
-    const post = (body: unknown, headers: Record<string, string> = {}) => rec.call("POST", "/mcp", { token: agent.apiKey, body, headers: { accept: JSON_RPC_ACCEPT, ...headers } });
+    const initialize = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "contract", version: "1" } },
+    };
+    const post = (body: unknown, headers: Record<string, string> = {}) =>
+      rec.call("POST", "/mcp", { token: agent.apiKey, body, headers: { accept: JSON_RPC_ACCEPT, ...headers } });
     const answered = await post(initialize);
     expect(answered.status, answered.text).toBe(200);
     expect((await post({ jsonrpc: "2.0", method: "notifications/initialized" })).status).toBe(202);
@@ -492,16 +742,38 @@ describe("console pages", () => {
     const preCsrf = csrfIn(signIn.text);
     const ip = { "cf-connecting-ip": `contract-pages-${crypto.randomUUID()}` };
     const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-    expect((await rec.call("POST", "/console/sign-in", { body: form({ _csrf: preCsrf, email: OPS_EMAIL }), headers: { ...FORM, ...ip, cookie: pre } })).status).toBe(200);
-    expect((await rec.call("POST", "/console/sign-in", { body: form({ _csrf: "wrong", email: OPS_EMAIL }), headers: { ...FORM, ...ip, cookie: pre } })).status).toBe(403);
-    expect((await rec.call("POST", "/console/sign-in/verify", { body: form({ _csrf: preCsrf, email: OPS_EMAIL, code: "000000" }), headers: { ...FORM, ...ip, cookie: pre } })).status).toBe(401);
+    expect(
+      (
+        await rec.call("POST", "/console/sign-in", {
+          body: form({ _csrf: preCsrf, email: OPS_EMAIL }),
+          headers: { ...FORM, ...ip, cookie: pre },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await rec.call("POST", "/console/sign-in", {
+          body: form({ _csrf: "wrong", email: OPS_EMAIL }),
+          headers: { ...FORM, ...ip, cookie: pre },
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await rec.call("POST", "/console/sign-in/verify", {
+          body: form({ _csrf: preCsrf, email: OPS_EMAIL, code: "000000" }),
+          headers: { ...FORM, ...ip, cookie: pre },
+        })
+      ).status,
+    ).toBe(401);
 
     const cookie = `console_session=${await consoleToken()}`;
     const get = (path: string) => rec.call("GET", path, { headers: { cookie } });
     const overview = await get("/console/ui");
     expect(overview.status).toBe(200);
     const csrf = csrfIn(overview.text);
-    const post = (path: string, fields: Record<string, string> = {}) => rec.call("POST", path, { body: form({ _csrf: csrf, ...fields }), headers: { ...FORM, cookie } });
+    const post = (path: string, fields: Record<string, string> = {}) =>
+      rec.call("POST", path, { body: form({ _csrf: csrf, ...fields }), headers: { ...FORM, cookie } });
 
     expect((await get("/console/ui/merchants")).status).toBe(200);
     expect((await post("/console/ui/merchants", { name: "Page Merchant" })).status).toBe(200);
@@ -510,7 +782,9 @@ describe("console pages", () => {
     const agent = await createAgent({ name: "page-agent-2" });
     expect((await get(`/console/ui/agents/${agent.agentId}`)).status).toBe(200);
     expect((await get("/console/ui/agents/agent_doesnotexist")).status).toBe(404);
-    expect((await post(`/console/ui/agents/${agent.agentId}/policy`, { maxPerTransactionUsdCents: "500" })).status).toBe(303);
+    expect(
+      (await post(`/console/ui/agents/${agent.agentId}/policy`, { maxPerTransactionUsdCents: "500" })).status,
+    ).toBe(303);
     expect((await post(`/console/ui/agents/${agent.agentId}/credit`, { amount: "100" })).status).toBe(303);
     expect((await post(`/console/ui/agents/${agent.agentId}/keys`, { graceSeconds: "3600" })).status).toBe(200);
     expect((await post(`/console/ui/agents/${agent.agentId}/keys`, { graceSeconds: "604801" })).status).toBe(303);
@@ -520,22 +794,31 @@ describe("console pages", () => {
     expect((await post(`/console/ui/agents/${agent.agentId}/unfreeze`)).status).toBe(303);
     expect((await post("/console/ui/agents/agent_doesnotexist/unfreeze")).status).toBe(404);
     const pageMerchant = await createMerchant({ name: "Page Merchant 2" });
-    expect((await post(`/console/ui/merchants/${pageMerchant.merchantId}/keys`, { graceSeconds: "0" })).status).toBe(200);
-    expect((await post(`/console/ui/merchants/${pageMerchant.merchantId}/keys`, { graceSeconds: "soon" })).status).toBe(303);
+    expect((await post(`/console/ui/merchants/${pageMerchant.merchantId}/keys`, { graceSeconds: "0" })).status).toBe(
+      200,
+    );
+    expect((await post(`/console/ui/merchants/${pageMerchant.merchantId}/keys`, { graceSeconds: "soon" })).status).toBe(
+      303,
+    );
     expect((await post("/console/ui/merchants/mch_doesnotexist/keys", { graceSeconds: "0" })).status).toBe(404);
     expect((await get("/console/ui/approvals")).status).toBe(200);
     expect((await post("/console/ui/approvals/apr_doesnotexist/reject")).status).toBe(404);
     expect((await get("/console/ui/webhooks")).status).toBe(200);
     expect((await post("/console/ui/webhooks", { url: `${receiverUrl()}/hooks/ok-pages` })).status).toBe(200);
-    const endpoint = (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints[0].id as string;
+    const endpoint = (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints[0]
+      .id as string;
     expect((await get(`/console/ui/webhooks/${endpoint}`)).status).toBe(200);
     expect((await get(`/console/ui/webhooks/${endpoint}/deliveries/nope`)).status).toBe(200);
     const redeliverNope = await post(`/console/ui/webhooks/${endpoint}/deliveries/nope/redeliver`);
     expect(redeliverNope.status).toBe(303);
-    expect(redeliverNope.headers.get("location")).toBe(`/console/ui/webhooks/${endpoint}?notice=${encodeURIComponent("No such delivery for this endpoint.")}`);
+    expect(redeliverNope.headers.get("location")).toBe(
+      `/console/ui/webhooks/${endpoint}?notice=${encodeURIComponent("No such delivery for this endpoint.")}`,
+    );
     const redeliverNoEndpoint = await post("/console/ui/webhooks/wh_doesnotexist/deliveries/nope/redeliver");
     expect(redeliverNoEndpoint.status).toBe(303);
-    expect(redeliverNoEndpoint.headers.get("location")).toBe(`/console/ui/webhooks?notice=${encodeURIComponent("No such webhook endpoint.")}`);
+    expect(redeliverNoEndpoint.headers.get("location")).toBe(
+      `/console/ui/webhooks?notice=${encodeURIComponent("No such webhook endpoint.")}`,
+    );
     expect((await get("/console/ui/kyt")).status).toBe(200);
     expect((await post("/console/ui/kyt", { address: "0x4444444444444444444444444444444444444444" })).status).toBe(200);
     expect((await get("/console/ui/transactions")).status).toBe(200);
@@ -543,7 +826,9 @@ describe("console pages", () => {
     expect((await get("/console/ui/transactions.csv?from=nope")).status).toBe(400);
     expect((await get("/console/ui/users")).status).toBe(200);
     expect((await get("/console/ui/receiving")).status).toBe(200);
-    expect((await post("/console/ui/users", { email: `page-${crypto.randomUUID().slice(0, 8)}@example.com` })).status).toBe(303);
+    expect(
+      (await post("/console/ui/users", { email: `page-${crypto.randomUUID().slice(0, 8)}@example.com` })).status,
+    ).toBe(303);
     expect((await post("/console/sign-out")).status).toBe(303);
   });
 });
@@ -562,7 +847,8 @@ describe("coverage", () => {
       const generic = genericStatuses(key);
       const exempt = NOT_EXERCISED[key]?.statuses ?? [];
       for (const status of Object.keys(op.responses).map(Number)) {
-        if (!seen.has(status) && !generic.has(status) && !exempt.includes(status)) missingStatuses.push(`${key} ${status}`);
+        if (!seen.has(status) && !generic.has(status) && !exempt.includes(status))
+          missingStatuses.push(`${key} ${status}`);
       }
     }
     expect(missingOps, "documented operations no test request reached").toEqual([]);

@@ -8,7 +8,8 @@ type Json = Record<string, unknown>;
 export const METHODS = ["get", "post", "put", "patch", "delete"] as const;
 
 /** `/charges/{chargeId}` as a matcher of concrete paths. */
-const matcherOf = (template: string) => new RegExp(`^${template.replace(/[.]/g, "\\.").replace(/\{[^}]+\}/g, "[^/]+")}$`);
+const matcherOf = (template: string) =>
+  new RegExp(`^${template.replace(/[.]/g, "\\.").replace(/\{[^}]+\}/g, "[^/]+")}$`);
 
 /**
  * Sends real requests through the Worker and checks each answer against the
@@ -49,7 +50,11 @@ export class ContractRecorder {
     let validator = this.validators.get(key);
     if (!validator) {
       // Each validator gets its own copy of the components: the library annotates the schemas it indexes.
-      validator = new Validator({ ...structuredClone(schema), components: structuredClone(this.doc.components) } as Schema, "2020-12", false);
+      validator = new Validator(
+        { ...structuredClone(schema), components: structuredClone(this.doc.components) } as Schema,
+        "2020-12",
+        false,
+      );
       this.validators.set(key, validator);
     }
     return validator;
@@ -70,23 +75,40 @@ export class ContractRecorder {
     const op = this.operation(method, template!);
     expect(op, `${method} ${template} is not documented`).toBeDefined();
     const documented = this.response(op!, res.status);
-    expect(documented, `${label}: status not documented for ${method} ${template}; body ${res.text.slice(0, 300)}`).toBeDefined();
+    expect(
+      documented,
+      `${label}: status not documented for ${method} ${template}; body ${res.text.slice(0, 300)}`,
+    ).toBeDefined();
 
     const contentType = res.headers.get("content-type") ?? "";
     if (documented!.content) {
       const [mediaType, media] = Object.entries(documented!.content)[0]!;
-      expect(contentType.startsWith(mediaType), `${label}: content type ${contentType}, documented ${mediaType}`).toBe(true);
+      expect(contentType.startsWith(mediaType), `${label}: content type ${contentType}, documented ${mediaType}`).toBe(
+        true,
+      );
       if (mediaType === "application/json") {
-        this.expectValid(`${method} ${template} ${res.status}`, media.schema, JSON.parse(res.text), `${label}: body does not match the documented schema`);
+        this.expectValid(
+          `${method} ${template} ${res.status}`,
+          media.schema,
+          JSON.parse(res.text),
+          `${label}: body does not match the documented schema`,
+        );
       }
     } else {
       expect(res.text, `${label}: documented without a body`).toBe("");
     }
 
     // What a client sent and the service took must be what the document says it takes.
-    const requestSchema = (op!.requestBody as { content?: Record<string, { schema: Json }> } | undefined)?.content?.["application/json"]?.schema;
+    const requestSchema = (op!.requestBody as { content?: Record<string, { schema: Json }> } | undefined)?.content?.[
+      "application/json"
+    ]?.schema;
     if (requestSchema && sentBody !== undefined && res.status < 300) {
-      this.expectValid(`${method} ${template} request`, requestSchema, sentBody, `${method} ${template}: an accepted request body does not match the documented request schema`);
+      this.expectValid(
+        `${method} ${template} request`,
+        requestSchema,
+        sentBody,
+        `${method} ${template}: an accepted request body does not match the documented request schema`,
+      );
     }
 
     const key = `${method.toUpperCase()} ${template}`;

@@ -11,13 +11,22 @@ const newPaylink = async (merchantKey: string, body: Record<string, unknown>) =>
 const accept = (agentKey: string, code: string) => api("POST", `/pl/${code}/accept`, { token: agentKey });
 const draw = (merchantKey: string, code: string, agentId: string, amountUsdCents: number) =>
   api("POST", `/merchant/paylinks/${code}/charge`, { token: merchantKey, body: { agentId, amountUsdCents } });
-const grantRow = (grantId: string) => env.DB.prepare("SELECT spent_minor AS spent, uses FROM paylink_grants WHERE id = ?").bind(grantId).first<{ spent: number; uses: number }>();
-const outboxOf = (type: string, needle: string) => env.DB.prepare("SELECT merchant_id AS merchantId, data FROM outbox_events WHERE type = ? AND data LIKE ?").bind(type, `%${needle}%`).all<{ merchantId: string; data: string }>();
+const grantRow = (grantId: string) =>
+  env.DB.prepare("SELECT spent_minor AS spent, uses FROM paylink_grants WHERE id = ?")
+    .bind(grantId)
+    .first<{ spent: number; uses: number }>();
+const outboxOf = (type: string, needle: string) =>
+  env.DB.prepare("SELECT merchant_id AS merchantId, data FROM outbox_events WHERE type = ? AND data LIKE ?")
+    .bind(type, `%${needle}%`)
+    .all<{ merchantId: string; data: string }>();
 
 describe("PayLinks", () => {
   it("POST /merchant/paylinks answers 201 with the PayLink and its acceptUrl", async () => {
     const merchant = await createMerchant();
-    const res = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 1000, label: "research", perChargeUsdCents: 400, maxUses: 5, expiresInHours: 2 } });
+    const res = await api("POST", "/merchant/paylinks", {
+      token: merchant.apiKey,
+      body: { budgetUsdCents: 1000, label: "research", perChargeUsdCents: 400, maxUses: 5, expiresInHours: 2 },
+    });
     expect(res.status).toBe(201);
     expect(res.body).toEqual({
       paylinkId: expect.stringMatching(/^pl_/),
@@ -46,7 +55,15 @@ describe("PayLinks", () => {
     const pl = await newPaylink(merchant.apiKey, { budgetUsdCents: 900 });
     const view = await api("GET", `/pl/${pl.code}`);
     expect(view.status).toBe(200);
-    expect(view.body).toMatchObject({ paylinkId: pl.paylinkId, code: pl.code, business: "Budget Shop", budgetMinor: 900, uses: 0, remainingMinor: 900, status: "active" });
+    expect(view.body).toMatchObject({
+      paylinkId: pl.paylinkId,
+      code: pl.code,
+      business: "Budget Shop",
+      budgetMinor: 900,
+      uses: 0,
+      remainingMinor: 900,
+      status: "active",
+    });
     expect(view.body).not.toHaveProperty("acceptUrl");
     const missing = await api("GET", "/pl/plc_unknown");
     expect(missing.status).toBe(404);
@@ -60,12 +77,19 @@ describe("PayLinks", () => {
     const first = await accept(agent.apiKey, pl.code);
     const second = await accept(agent.apiKey, pl.code);
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ grantId: expect.stringMatching(/^plg_/), paylink: { paylinkId: pl.paylinkId, remainingMinor: 900 } });
+    expect(first.body).toMatchObject({
+      grantId: expect.stringMatching(/^plg_/),
+      paylink: { paylinkId: pl.paylinkId, remainingMinor: 900 },
+    });
     expect(second.body.grantId).toBe(first.body.grantId);
     const events = await outboxOf("paylink.accepted", first.body.grantId);
     expect(events.results).toHaveLength(1);
     expect(events.results[0]!.merchantId).toBe(merchant.merchantId);
-    expect(JSON.parse(events.results[0]!.data)).toMatchObject({ grantId: first.body.grantId, paylinkId: pl.paylinkId, agentId: agent.agentId });
+    expect(JSON.parse(events.results[0]!.data)).toMatchObject({
+      grantId: first.body.grantId,
+      paylinkId: pl.paylinkId,
+      agentId: agent.agentId,
+    });
   });
 
   it("draws down to exhaustion with every error on the way, and budget.exhausted fires once", async () => {
@@ -81,7 +105,12 @@ describe("PayLinks", () => {
     expect(first.status).toBe(200);
     expect(first.body).toEqual({
       paid: true,
-      charge: { chargeId: expect.stringMatching(/^chg_/), status: "paid", method: "paylink", reference: expect.stringMatching(/^PAY_/) },
+      charge: {
+        chargeId: expect.stringMatching(/^chg_/),
+        status: "paid",
+        method: "paylink",
+        reference: expect.stringMatching(/^PAY_/),
+      },
       spentMinor: 600,
       remainingMinor: 400,
       exhausted: false,
@@ -100,7 +129,10 @@ describe("PayLinks", () => {
     expect(await grantRow(accepted.grantId)).toEqual({ spent: 1000, uses: 2 });
     expect(await balanceOf(agent.apiKey)).toBe(9000);
     // History stays readable.
-    expect((await api("GET", `/charges/${first.body.charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "paylink" });
+    expect((await api("GET", `/charges/${first.body.charge.chargeId}`)).body).toMatchObject({
+      status: "paid",
+      method: "paylink",
+    });
   });
 
   it("max_uses_alcanzado, paylink_expired, sin_grant_del_agente and another merchant's code", async () => {
@@ -122,7 +154,9 @@ describe("PayLinks", () => {
     expect(foreign.body).toEqual({ error: "paylink_not_found" });
     const expiring = await newPaylink(merchant.apiKey, { budgetUsdCents: 1000, expiresInHours: 1 });
     await accept(agent.apiKey, expiring.code);
-    await env.DB.prepare("UPDATE paylinks SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), expiring.paylinkId).run();
+    await env.DB.prepare("UPDATE paylinks SET expires_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 1000).toISOString(), expiring.paylinkId)
+      .run();
     const expired = await draw(merchant.apiKey, expiring.code, agent.agentId, 10);
     expect(expired.status).toBe(409);
     expect(expired.body).toEqual({ error: "paylink_expired" });
@@ -143,7 +177,9 @@ describe("PayLinks", () => {
     expect(short.status).toBe(402);
     expect(short.body).toEqual({ error: "saldo_insuficiente" });
     expect(await grantRow(accepted.grantId)).toEqual({ spent: 0, uses: 0 });
-    const charges = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE paylink_grant_id = ?").bind(accepted.grantId).first<{ n: number }>();
+    const charges = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE paylink_grant_id = ?")
+      .bind(accepted.grantId)
+      .first<{ n: number }>();
     expect(charges?.n).toBe(0);
     expect(await balanceOf(agent.apiKey)).toBe(300);
   });
@@ -164,7 +200,11 @@ describe("PayLinks", () => {
     expect(row.uses).toBe(ok.length);
     expect(row.uses).toBeLessThanOrEqual(8);
     for (const r of ok) expect(r.body.spentMinor + r.body.remainingMinor).toBe(1000);
-    const paid = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE paylink_grant_id = ? AND status = 'paid'").bind(accepted.grantId).first<{ total: number }>();
+    const paid = await env.DB.prepare(
+      "SELECT COALESCE(SUM(amount_minor), 0) AS total FROM charges WHERE paylink_grant_id = ? AND status = 'paid'",
+    )
+      .bind(accepted.grantId)
+      .first<{ total: number }>();
     expect(paid?.total).toBe(row.spent);
     expect(await balanceOf(agent.apiKey)).toBe(100_000 - row.spent);
   });
@@ -172,15 +212,22 @@ describe("PayLinks", () => {
   it("parallel draws on two grants of one agent never overdraw the wallet", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1000 });
-    const [p1, p2] = [await newPaylink(merchant.apiKey, { budgetUsdCents: 5000 }), await newPaylink(merchant.apiKey, { budgetUsdCents: 5000 })];
+    const [p1, p2] = [
+      await newPaylink(merchant.apiKey, { budgetUsdCents: 5000 }),
+      await newPaylink(merchant.apiKey, { budgetUsdCents: 5000 }),
+    ];
     await accept(agent.apiKey, p1.code);
     await accept(agent.apiKey, p2.code);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => draw(merchant.apiKey, i % 2 ? p1.code : p2.code, agent.agentId, 150)));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => draw(merchant.apiKey, i % 2 ? p1.code : p2.code, agent.agentId, 150)),
+    );
     const ok = results.filter((r) => r.status === 200).length;
     expect(ok).toBe(6); // 6 x 150 = 900 <= 1000 < 7 x 150
     expect(results.filter((r) => r.status === 402).every((r) => r.body.error === "saldo_insuficiente")).toBe(true);
     expect(await balanceOf(agent.apiKey)).toBe(1000 - ok * 150);
-    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{ total: number }>();
+    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{
+      total: number;
+    }>();
     expect(sum?.total).toBe(0);
   });
 });

@@ -23,7 +23,9 @@ async function acceptedGrant(budgetUsdCents: number, credit: number) {
 }
 
 const grantRow = (grantId: string) =>
-  env.DB.prepare("SELECT spent_minor AS spentMinor, uses FROM paylink_grants WHERE id = ?").bind(grantId).first<{ spentMinor: number; uses: number }>();
+  env.DB.prepare("SELECT spent_minor AS spentMinor, uses FROM paylink_grants WHERE id = ?")
+    .bind(grantId)
+    .first<{ spentMinor: number; uses: number }>();
 
 describe("draws on one grant in flight together", () => {
   it("share the ledger's batches, and each answer names the figures its own batch committed", async () => {
@@ -31,19 +33,33 @@ describe("draws on one grant in flight together", () => {
     const ledger = ledgerOf(env);
     const before = await ledger.stats();
     const responses = await Promise.all(
-      Array.from({ length: 12 }, () => api("POST", `/merchant/paylinks/${code}/charge`, { token: merchant.apiKey, body: { agentId: agent.agentId, amountUsdCents: 100 } })),
+      Array.from({ length: 12 }, () =>
+        api("POST", `/merchant/paylinks/${code}/charge`, {
+          token: merchant.apiKey,
+          body: { agentId: agent.agentId, amountUsdCents: 100 },
+        }),
+      ),
     );
     const after = await ledger.stats();
     const paid = responses.filter((r) => r.status === 200);
-    expect(paid.map((r) => r.body.spentMinor).sort((a, b) => a - b)).toEqual([100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]);
+    expect(paid.map((r) => r.body.spentMinor).sort((a, b) => a - b)).toEqual([
+      100, 200, 300, 400, 500, 600, 700, 800, 900, 1000,
+    ]);
     for (const r of paid) expect(r.body.remainingMinor).toBe(1000 - r.body.spentMinor);
     expect(paid.filter((r) => r.body.exhausted)).toHaveLength(1);
-    expect(responses.filter((r) => r.status === 409).map((r) => r.body.error)).toEqual(["paylink_exhausted", "paylink_exhausted"]);
+    expect(responses.filter((r) => r.status === 409).map((r) => r.body.error)).toEqual([
+      "paylink_exhausted",
+      "paylink_exhausted",
+    ]);
     expect(after.plans - before.plans).toBe(10);
     expect(after.batches - before.batches).toBeLessThan(10);
     expect(await grantRow(grantId)).toEqual({ spentMinor: 1000, uses: 10 });
     expect(await balanceOf(agent.apiKey)).toBe(4000);
-    const exhausted = await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'budget.exhausted' AND data LIKE ?").bind(`%${grantId}%`).first<{ n: number }>();
+    const exhausted = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'budget.exhausted' AND data LIKE ?",
+    )
+      .bind(`%${grantId}%`)
+      .first<{ n: number }>();
     expect(exhausted?.n).toBe(1);
   });
 
@@ -66,7 +82,11 @@ describe("draws on one grant in flight together", () => {
     const other = await createMerchant();
     const agent = await createAgent({ credit: 1000 });
     const created = await api("POST", "/merchant/paylinks", { token: merchant.apiKey, body: { budgetUsdCents: 500 } });
-    const drawBy = (key: string) => api("POST", `/merchant/paylinks/${created.body.code}/charge`, { token: key, body: { agentId: agent.agentId, amountUsdCents: 10 } });
+    const drawBy = (key: string) =>
+      api("POST", `/merchant/paylinks/${created.body.code}/charge`, {
+        token: key,
+        body: { agentId: agent.agentId, amountUsdCents: 10 },
+      });
     expect((await drawBy(merchant.apiKey)).body).toEqual({ error: "sin_grant_del_agente" });
     expect((await api("POST", `/pl/${created.body.code}/accept`, { token: agent.apiKey })).status).toBe(200);
     expect((await drawBy(merchant.apiKey)).body).toMatchObject({ spentMinor: 10, remainingMinor: 490 });

@@ -24,10 +24,33 @@ interface ModelPolicy {
   approvalThresholdUsdCents: number | null;
 }
 
-interface MAgent { id: string; key: string; policy: ModelPolicy; balance: number; spentToday: number }
-interface MMerchant { id: string; key: string; category: string | null; balance: number }
-interface MCharge { id: string; merchant: number; amount: number; status: "pending" | "paid"; agent: number | null; reference: string | null }
-interface MApproval { id: string; charge: number; agent: number; status: "pending" | "granted" | "rejected" | "expired" }
+interface MAgent {
+  id: string;
+  key: string;
+  policy: ModelPolicy;
+  balance: number;
+  spentToday: number;
+}
+interface MMerchant {
+  id: string;
+  key: string;
+  category: string | null;
+  balance: number;
+}
+interface MCharge {
+  id: string;
+  merchant: number;
+  amount: number;
+  status: "pending" | "paid";
+  agent: number | null;
+  reference: string | null;
+}
+interface MApproval {
+  id: string;
+  charge: number;
+  agent: number;
+  status: "pending" | "granted" | "rejected" | "expired";
+}
 
 interface Model {
   agents: MAgent[];
@@ -36,19 +59,28 @@ interface Model {
   approvals: MApproval[];
 }
 
-interface Real { token: string }
+interface Real {
+  token: string;
+}
 
 type Decision = { kind: "pay" } | { kind: "reject"; reason: string } | { kind: "approval" };
 
 /** The policy in the order operations section 2 fixes: per-tx cap, category, daily limit, approval threshold, balance. */
 function modelDecide(agent: MAgent, merchant: MMerchant, amount: number, skipThreshold: boolean): Decision {
   const p = agent.policy;
-  if (p.maxPerTransactionUsdCents !== null && amount > p.maxPerTransactionUsdCents) return { kind: "reject", reason: "excede_tope_por_transaccion" };
-  if (p.allowedCategories && p.allowedCategories.length > 0 && (merchant.category === null || !p.allowedCategories.includes(merchant.category))) {
+  if (p.maxPerTransactionUsdCents !== null && amount > p.maxPerTransactionUsdCents)
+    return { kind: "reject", reason: "excede_tope_por_transaccion" };
+  if (
+    p.allowedCategories &&
+    p.allowedCategories.length > 0 &&
+    (merchant.category === null || !p.allowedCategories.includes(merchant.category))
+  ) {
     return { kind: "reject", reason: "categoria_no_permitida" };
   }
-  if (p.dailyLimitUsdCents !== null && agent.spentToday + amount > p.dailyLimitUsdCents) return { kind: "reject", reason: "excede_limite_diario" };
-  if (!skipThreshold && p.approvalThresholdUsdCents !== null && amount > p.approvalThresholdUsdCents) return { kind: "approval" };
+  if (p.dailyLimitUsdCents !== null && agent.spentToday + amount > p.dailyLimitUsdCents)
+    return { kind: "reject", reason: "excede_limite_diario" };
+  if (!skipThreshold && p.approvalThresholdUsdCents !== null && amount > p.approvalThresholdUsdCents)
+    return { kind: "approval" };
   if (amount > agent.balance) return { kind: "reject", reason: "saldo_insuficiente" };
   return { kind: "pay" };
 }
@@ -69,16 +101,24 @@ function applyPaid(m: Model, chargeIndex: number, agentIndex: number, reference:
 
 /** How often each answer was seen across all runs, to show what the generators exercised. */
 const seen: Record<string, number> = {};
-const see = (what: string) => { seen[what] = (seen[what] ?? 0) + 1; };
+const see = (what: string) => {
+  seen[what] = (seen[what] ?? 0) + 1;
+};
 
 const pick = <T>(xs: T[], n: number) => xs[n % xs.length]!;
 
 class CreditCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly agent: number, readonly amount: number) {}
+  constructor(
+    readonly agent: number,
+    readonly amount: number,
+  ) {}
   check = () => true;
   async run(m: Model, r: Real) {
     const agent = m.agents[this.agent]!;
-    const res = await api("POST", `/console/agents/${agent.id}/credits`, { token: r.token, body: { amountUsdCents: this.amount } });
+    const res = await api("POST", `/console/agents/${agent.id}/credits`, {
+      token: r.token,
+      body: { amountUsdCents: this.amount },
+    });
     agent.balance += this.amount;
     expect(res.status, this.toString()).toBe(200);
     expect(res.body.balanceMinor).toBe(agent.balance);
@@ -87,25 +127,46 @@ class CreditCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 class CreateChargeCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly merchant: number, readonly amount: number) {}
+  constructor(
+    readonly merchant: number,
+    readonly amount: number,
+  ) {}
   check = () => true;
   async run(m: Model) {
     const merchant = m.merchants[this.merchant]!;
     const res = await api("POST", "/merchant/charges", { token: merchant.key, body: { amountUsdCents: this.amount } });
     expect(res.status, this.toString()).toBe(201);
-    expect(res.body).toMatchObject({ merchantId: merchant.id, amountMinor: this.amount, status: "pending", agentId: null, reference: null });
-    m.charges.push({ id: res.body.chargeId, merchant: this.merchant, amount: this.amount, status: "pending", agent: null, reference: null });
+    expect(res.body).toMatchObject({
+      merchantId: merchant.id,
+      amountMinor: this.amount,
+      status: "pending",
+      agentId: null,
+      reference: null,
+    });
+    m.charges.push({
+      id: res.body.chargeId,
+      merchant: this.merchant,
+      amount: this.amount,
+      status: "pending",
+      agent: null,
+      reference: null,
+    });
   }
   toString = () => `charge(merchant${this.merchant}, ${this.amount})`;
 }
 
 class PayCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly agent: number, readonly chargePick: number, readonly anyStatus: boolean) {}
+  constructor(
+    readonly agent: number,
+    readonly chargePick: number,
+    readonly anyStatus: boolean,
+  ) {}
   check = (m: Readonly<Model>) => m.charges.length > 0;
   async run(m: Model) {
     // Usually a pending charge; sometimes any charge, so paid ones are retried too.
     const pending = m.charges.flatMap((c, i) => (c.status === "pending" ? [i] : []));
-    const chargeIndex = this.anyStatus || pending.length === 0 ? this.chargePick % m.charges.length : pick(pending, this.chargePick);
+    const chargeIndex =
+      this.anyStatus || pending.length === 0 ? this.chargePick % m.charges.length : pick(pending, this.chargePick);
     const charge = m.charges[chargeIndex]!;
     const agent = m.agents[this.agent]!;
     const merchant = m.merchants[charge.merchant]!;
@@ -124,7 +185,9 @@ class PayCommand implements fc.AsyncCommand<Model, Real> {
     }
     if (decision.kind === "approval") {
       // One pending approval per charge and agent: another agent's is its own (docs/decisions.md).
-      const existing = m.approvals.find((a) => a.charge === chargeIndex && a.agent === this.agent && a.status === "pending");
+      const existing = m.approvals.find(
+        (a) => a.charge === chargeIndex && a.agent === this.agent && a.status === "pending",
+      );
       expect(res.status, label).toBe(402);
       expect(res.body.pendingApproval, label).toBe(true);
       expect(res.body.reason, label).toBe("requiere_aprobacion_humana");
@@ -133,14 +196,22 @@ class PayCommand implements fc.AsyncCommand<Model, Real> {
         expect(res.body.approvalId, label).toBe(existing.id);
       } else {
         expect(res.body.approvalId, label).toMatch(/^apr_/);
-        expect(m.approvals.some((a) => a.id === res.body.approvalId), label).toBe(false);
+        expect(
+          m.approvals.some((a) => a.id === res.body.approvalId),
+          label,
+        ).toBe(false);
         m.approvals.push({ id: res.body.approvalId, charge: chargeIndex, agent: this.agent, status: "pending" });
       }
       return;
     }
     expect(res.status, label).toBe(200);
     expect(res.body.paid, label).toBe(true);
-    expect(res.body.charge, label).toMatchObject({ chargeId: charge.id, status: "paid", method: "ledger", agentId: agent.id });
+    expect(res.body.charge, label).toMatchObject({
+      chargeId: charge.id,
+      status: "paid",
+      method: "ledger",
+      agentId: agent.id,
+    });
     applyPaid(m, chargeIndex, this.agent, res.body.charge.reference);
     expect(res.body.merchantBalanceMinor, label).toBe(merchant.balance);
   }
@@ -154,7 +225,10 @@ function pickApproval(m: Readonly<Model>, n: number, anyStatus: boolean): MAppro
 }
 
 class GrantCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly approvalPick: number, readonly anyStatus: boolean) {}
+  constructor(
+    readonly approvalPick: number,
+    readonly anyStatus: boolean,
+  ) {}
   check = (m: Readonly<Model>) => m.approvals.length > 0;
   async run(m: Model, r: Real) {
     const approval = pickApproval(m, this.approvalPick, this.anyStatus);
@@ -176,7 +250,12 @@ class GrantCommand implements fc.AsyncCommand<Model, Real> {
     }
     expect(res.status, label).toBe(200);
     expect(res.body.approval, label).toEqual({ approvalId: approval.id, status: "granted" });
-    expect(res.body.charge, label).toMatchObject({ chargeId: charge.id, status: "paid", method: "ledger", agentId: agent.id });
+    expect(res.body.charge, label).toMatchObject({
+      chargeId: charge.id,
+      status: "paid",
+      method: "ledger",
+      agentId: agent.id,
+    });
     applyPaid(m, approval.charge, approval.agent, res.body.charge.reference);
     approval.status = "granted";
   }
@@ -184,7 +263,10 @@ class GrantCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 class RejectCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly approvalPick: number, readonly anyStatus: boolean) {}
+  constructor(
+    readonly approvalPick: number,
+    readonly anyStatus: boolean,
+  ) {}
   check = (m: Readonly<Model>) => m.approvals.length > 0;
   async run(m: Model, r: Real) {
     const approval = pickApproval(m, this.approvalPick, this.anyStatus);
@@ -207,19 +289,28 @@ const optional = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: null, freq: 
 const policyArb: fc.Arbitrary<ModelPolicy> = fc.record({
   maxPerTransactionUsdCents: optional(fc.integer({ min: 150, max: 800 })),
   dailyLimitUsdCents: optional(fc.integer({ min: 300, max: 3_000 })),
-  allowedCategories: fc.constantFrom<string[] | null>(null, null, null, null, [], ["data"], ["compute"], ["data", "compute"], ["other"]),
+  allowedCategories: fc.constantFrom<string[] | null>(
+    null,
+    null,
+    null,
+    null,
+    [],
+    ["data"],
+    ["compute"],
+    ["data", "compute"],
+    ["other"],
+  ),
   approvalThresholdUsdCents: optional(fc.integer({ min: 0, max: 500 })),
 });
 
 const agentSpec = fc.record({ policy: policyArb, balance: fc.integer({ min: 0, max: 2_000 }) });
 
 const worldArb = fc.record({
-  merchantCategories: fc.tuple(fc.constantFrom<string | null>(...CATEGORIES, ...CATEGORIES, null), fc.constantFrom<string | null>(...CATEGORIES, ...CATEGORIES, null)),
-  agents: fc.tuple(
-    agentSpec,
-    agentSpec,
-    agentSpec,
+  merchantCategories: fc.tuple(
+    fc.constantFrom<string | null>(...CATEGORIES, ...CATEGORIES, null),
+    fc.constantFrom<string | null>(...CATEGORIES, ...CATEGORIES, null),
   ),
+  agents: fc.tuple(agentSpec, agentSpec, agentSpec),
 });
 
 const agentIndex = fc.integer({ min: 0, max: 2 });
@@ -227,8 +318,16 @@ const merchantIndex = fc.integer({ min: 0, max: 1 });
 const anyStatus = fc.boolean().chain((b) => (b ? fc.boolean() : fc.constant(false))); // true about a quarter of the time
 
 const commandArb: fc.Arbitrary<fc.AsyncCommand<Model, Real>> = fc.oneof(
-  { weight: 2, arbitrary: fc.tuple(agentIndex, fc.integer({ min: 1, max: 1_000 })).map(([a, n]) => new CreditCommand(a, n)) },
-  { weight: 3, arbitrary: fc.tuple(merchantIndex, fc.integer({ min: 1, max: 500 })).map(([mi, n]) => new CreateChargeCommand(mi, n)) },
+  {
+    weight: 2,
+    arbitrary: fc.tuple(agentIndex, fc.integer({ min: 1, max: 1_000 })).map(([a, n]) => new CreditCommand(a, n)),
+  },
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(merchantIndex, fc.integer({ min: 1, max: 500 }))
+      .map(([mi, n]) => new CreateChargeCommand(mi, n)),
+  },
   { weight: 6, arbitrary: fc.tuple(agentIndex, fc.nat(), anyStatus).map(([a, c, s]) => new PayCommand(a, c, s)) },
   { weight: 2, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new GrantCommand(p, s)) },
   { weight: 1, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new RejectCommand(p, s)) },
@@ -237,14 +336,26 @@ const commandArb: fc.Arbitrary<fc.AsyncCommand<Model, Real>> = fc.oneof(
 type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 
 async function buildWorld(world: World, run: number): Promise<Model> {
-  const merchants = await Promise.all(world.merchantCategories.map(async (category, i) => {
-    const created = await createMerchant({ name: `prop-r${run}-m${i}`, ...(category ? { category } : {}) });
-    return { id: created.merchantId, key: created.apiKey, category, balance: 0 };
-  }));
+  const merchants = await Promise.all(
+    world.merchantCategories.map(async (category, i) => {
+      const created = await createMerchant({ name: `prop-r${run}-m${i}`, ...(category ? { category } : {}) });
+      return { id: created.merchantId, key: created.apiKey, category, balance: 0 };
+    }),
+  );
   const agents: MAgent[] = [];
   for (const [i, spec] of world.agents.entries()) {
-    const created = await createAgent({ name: `prop-r${run}-a${i}`, policy: spec.policy, ...(spec.balance > 0 ? { credit: spec.balance } : {}) });
-    agents.push({ id: created.agentId, key: created.apiKey, policy: spec.policy, balance: spec.balance, spentToday: 0 });
+    const created = await createAgent({
+      name: `prop-r${run}-a${i}`,
+      policy: spec.policy,
+      ...(spec.balance > 0 ? { credit: spec.balance } : {}),
+    });
+    agents.push({
+      id: created.agentId,
+      key: created.apiKey,
+      policy: spec.policy,
+      balance: spec.balance,
+      spentToday: 0,
+    });
   }
   return { merchants, agents, charges: [], approvals: [] };
 }
@@ -252,14 +363,21 @@ async function buildWorld(world: World, run: number): Promise<Model> {
 const db = () => env.DB;
 
 async function scalar(sql: string, ...params: (string | number)[]): Promise<number> {
-  return (await db().prepare(sql).bind(...params).first<{ v: number }>())!.v;
+  return (await db()
+    .prepare(sql)
+    .bind(...params)
+    .first<{ v: number }>())!.v;
 }
 
 /** Everything the run must leave true: global ledger invariants, and the world agreeing with the model. */
 async function checkInvariants(m: Model, token: string) {
   // Global: the double-entry ledger sums to zero and the audit chain verifies.
   expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries")).toBe(0);
-  expect(await scalar("SELECT COUNT(*) AS v FROM (SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING SUM(amount_minor) != 0)")).toBe(0);
+  expect(
+    await scalar(
+      "SELECT COUNT(*) AS v FROM (SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING SUM(amount_minor) != 0)",
+    ),
+  ).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM agents WHERE balance_minor < 0")).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM merchants WHERE balance_minor < 0")).toBe(0);
   const verify = await api("GET", "/console/audit/verify", { token });
@@ -271,30 +389,72 @@ async function checkInvariants(m: Model, token: string) {
     const column = await scalar("SELECT balance_minor AS v FROM agents WHERE id = ?", agent.id);
     expect(column, `agent${i} balance`).toBe(agent.balance);
     expect(column, `agent${i} balance is non-negative`).toBeGreaterThanOrEqual(0);
-    expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE account = ?", `agent:${agent.id}`), `agent${i} ledger`).toBe(column);
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE account = ?",
+        `agent:${agent.id}`,
+      ),
+      `agent${i} ledger`,
+    ).toBe(column);
     const paidByAgent = m.charges.filter((c) => c.agent === i).reduce((s, c) => s + c.amount, 0);
-    expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE agent_id = ? AND status = 'paid'", agent.id), `agent${i} paid`).toBe(paidByAgent);
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE agent_id = ? AND status = 'paid'",
+        agent.id,
+      ),
+      `agent${i} paid`,
+    ).toBe(paidByAgent);
   }
   for (const [i, merchant] of m.merchants.entries()) {
     const column = await scalar("SELECT balance_minor AS v FROM merchants WHERE id = ?", merchant.id);
     expect(column, `merchant${i} balance`).toBe(merchant.balance);
     expect(column).toBeGreaterThanOrEqual(0);
-    expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE account = ?", `merchant:${merchant.id}`), `merchant${i} ledger`).toBe(column);
-    expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE merchant_id = ? AND status = 'paid'", merchant.id), `merchant${i} paid charges`).toBe(column);
-    expect(await scalar("SELECT COUNT(*) AS v FROM charges WHERE merchant_id = ?", merchant.id)).toBe(m.charges.filter((c) => c.merchant === i).length);
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE account = ?",
+        `merchant:${merchant.id}`,
+      ),
+      `merchant${i} ledger`,
+    ).toBe(column);
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE merchant_id = ? AND status = 'paid'",
+        merchant.id,
+      ),
+      `merchant${i} paid charges`,
+    ).toBe(column);
+    expect(await scalar("SELECT COUNT(*) AS v FROM charges WHERE merchant_id = ?", merchant.id)).toBe(
+      m.charges.filter((c) => c.merchant === i).length,
+    );
   }
 
   // World: each charge is where the model says; a paid one has exactly one charge.paid audit row and one balanced transfer.
   for (const charge of m.charges) {
-    const row = await db().prepare("SELECT status, agent_id AS agentId, reference FROM charges WHERE id = ?").bind(charge.id)
+    const row = await db()
+      .prepare("SELECT status, agent_id AS agentId, reference FROM charges WHERE id = ?")
+      .bind(charge.id)
       .first<{ status: string; agentId: string | null; reference: string | null }>();
-    expect(row, charge.id).toEqual({ status: charge.status, agentId: charge.agent === null ? null : m.agents[charge.agent]!.id, reference: charge.reference });
-    const audits = await db().prepare("SELECT agent_id AS agentId, amount_minor AS amountMinor, reference FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'")
-      .bind(charge.id).all<{ agentId: string; amountMinor: number; reference: string }>();
+    expect(row, charge.id).toEqual({
+      status: charge.status,
+      agentId: charge.agent === null ? null : m.agents[charge.agent]!.id,
+      reference: charge.reference,
+    });
+    const audits = await db()
+      .prepare(
+        "SELECT agent_id AS agentId, amount_minor AS amountMinor, reference FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
+      )
+      .bind(charge.id)
+      .all<{ agentId: string; amountMinor: number; reference: string }>();
     if (charge.status === "paid") {
-      expect(audits.results, `${charge.id} charge.paid audit`).toEqual([{ agentId: m.agents[charge.agent!]!.id, amountMinor: charge.amount, reference: charge.reference }]);
-      const entries = await db().prepare("SELECT account, amount_minor AS amountMinor FROM ledger_entries WHERE transfer_id = ? ORDER BY amount_minor")
-        .bind(charge.reference!).all<{ account: string; amountMinor: number }>();
+      expect(audits.results, `${charge.id} charge.paid audit`).toEqual([
+        { agentId: m.agents[charge.agent!]!.id, amountMinor: charge.amount, reference: charge.reference },
+      ]);
+      const entries = await db()
+        .prepare(
+          "SELECT account, amount_minor AS amountMinor FROM ledger_entries WHERE transfer_id = ? ORDER BY amount_minor",
+        )
+        .bind(charge.reference!)
+        .all<{ account: string; amountMinor: number }>();
       expect(entries.results).toEqual([
         { account: `agent:${m.agents[charge.agent!]!.id}`, amountMinor: -charge.amount },
         { account: `merchant:${m.merchants[charge.merchant]!.id}`, amountMinor: charge.amount },
@@ -306,9 +466,13 @@ async function checkInvariants(m: Model, token: string) {
 
   // World: approvals are exactly the model's, in the model's states (at most one pending per charge and agent).
   const agentIds = m.agents.map((a) => a.id);
-  const approvals = await db().prepare(`SELECT id, status FROM approvals WHERE agent_id IN (?, ?, ?) ORDER BY id`).bind(...agentIds)
+  const approvals = await db()
+    .prepare(`SELECT id, status FROM approvals WHERE agent_id IN (?, ?, ?) ORDER BY id`)
+    .bind(...agentIds)
     .all<{ id: string; status: string }>();
-  expect(approvals.results).toEqual(m.approvals.map((a) => ({ id: a.id, status: a.status })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)));
+  expect(approvals.results).toEqual(
+    m.approvals.map((a) => ({ id: a.id, status: a.status })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+  );
 }
 
 describe("ledger properties", () => {

@@ -8,4 +8,6 @@ await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
 // file's receiving-address indexes at a random base, so two files never receive on the same address.
 await env.DB.prepare(
   "INSERT INTO receiving_addresses (idx, owner_id, owner_kind, merchant_id, address, created_at) VALUES (?, 'test-index-base', 'test', 'none', NULL, '') ON CONFLICT DO NOTHING",
-).bind(Math.floor(Math.random() * 2 ** 30)).run();
+)
+  .bind(Math.floor(Math.random() * 2 ** 30))
+  .run();

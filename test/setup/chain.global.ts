@@ -46,7 +46,6 @@ declare module "vitest" {
   }
 }
 
-
 let chain: { stop: () => Promise<void> } | undefined;
 let facilitator: Server | undefined;
 let relay: Server | undefined;
@@ -104,30 +103,46 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
       .filter((c) => c?.method === "eth_sendRawTransaction" && typeof c.params?.[0] === "string")
       .map((c) => {
         const raw = c.params![0] as Hex;
-        const send: RelayedSend = { hash: keccak256(raw), nonce: parseTransaction(raw).nonce ?? -1, arrived: ++step, answered: 0 };
+        const send: RelayedSend = {
+          hash: keccak256(raw),
+          nonce: parseTransaction(raw).nonce ?? -1,
+          arrived: ++step,
+          answered: 0,
+        };
         sends.push(send);
         return send;
       });
     const lowered = body.toLowerCase();
-    const refusal = refusals.find((r) => r.times > 0 && calls.some((c) => c?.method === r.method) && lowered.includes(r.containing));
+    const refusal = refusals.find(
+      (r) => r.times > 0 && calls.some((c) => c?.method === r.method) && lowered.includes(r.containing),
+    );
     if (refusal) {
       refusal.times--;
-      if (refusal.forwardFirst) await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+      if (refusal.forwardFirst)
+        await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
       await new Promise((resolve) => setTimeout(resolve, refusal.afterMs ?? 0));
       for (const send of recorded) send.answered = ++step;
       if (refusal.httpStatus) {
         res.writeHead(refusal.httpStatus).end("refused by the test relay");
         return;
       }
-      const answers = calls.map((c) => ({ jsonrpc: "2.0", id: (c as { id?: unknown }).id ?? null, error: { code: -32000, message: refusal.message ?? "the relay refused this request" } }));
-      res.writeHead(refusal.rpcErrorStatus ?? 200, { "content-type": "application/json" }).end(JSON.stringify(body.trimStart().startsWith("[") ? answers : answers[0]));
+      const answers = calls.map((c) => ({
+        jsonrpc: "2.0",
+        id: (c as { id?: unknown }).id ?? null,
+        error: { code: -32000, message: refusal.message ?? "the relay refused this request" },
+      }));
+      res
+        .writeHead(refusal.rpcErrorStatus ?? 200, { "content-type": "application/json" })
+        .end(JSON.stringify(body.trimStart().startsWith("[") ? answers : answers[0]));
       return;
     }
     try {
       const answer = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
       const text = await answer.text();
       for (const send of recorded) send.answered = ++step;
-      res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" }).end(text);
+      res
+        .writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" })
+        .end(text);
     } catch (error) {
       res.writeHead(502).end(String(error));
     }
@@ -166,7 +181,17 @@ export async function setup(project: TestProject) {
           // The token's own compiled ABI, as the chain set-up deployed it.
           abi: started.abi,
           functionName: "transferWithAuthorization",
-          args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, Number(v ?? BigInt((yParity ?? 0) + 27)), r, s],
+          args: [
+            a.from,
+            a.to,
+            BigInt(a.value),
+            BigInt(a.validAfter),
+            BigInt(a.validBefore),
+            a.nonce,
+            Number(v ?? BigInt((yParity ?? 0) + 27)),
+            r,
+            s,
+          ],
         });
         return; // broadcast, then never answer
       }

@@ -62,7 +62,12 @@ function answerDns(url: URL, res: import("node:http").ServerResponse) {
   }
   const data = record?.[type] ?? [];
   res.writeHead(200, { "content-type": "application/dns-json" });
-  res.end(JSON.stringify({ Status: record ? 0 : 3, Answer: data.map((address) => ({ name, type: type === "A" ? 1 : 28, TTL: 30, data: address })) }));
+  res.end(
+    JSON.stringify({
+      Status: record ? 0 : 3,
+      Answer: data.map((address) => ({ name, type: type === "A" ? 1 : 28, TTL: 30, data: address })),
+    }),
+  );
 }
 
 export async function setup(project: TestProject) {
@@ -93,7 +98,11 @@ export async function setup(project: TestProject) {
     }
     const body = await readBody(req);
     const list = received.get(name) ?? [];
-    list.push({ headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])), body, receivedAt: Date.now() });
+    list.push({
+      headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
+      body,
+      receivedAt: Date.now(),
+    });
     received.set(name, list);
     const behaviour = name.split("-")[0];
     if (behaviour === "fail2") res.writeHead(list.length <= 2 ? 500 : 200).end();

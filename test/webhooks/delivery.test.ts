@@ -15,7 +15,8 @@ import { waitFor } from "../helpers/wait";
 
 /** Hook names unique to this run of this file. */
 const RUN = crypto.randomUUID().slice(0, 8);
-const hook = (behaviour: "ok" | "fail2" | "fail" | "slow" | "redirect", name: string) => `${behaviour}-dl-${name}-${RUN}`;
+const hook = (behaviour: "ok" | "fail2" | "fail" | "slow" | "redirect", name: string) =>
+  `${behaviour}-dl-${name}-${RUN}`;
 
 // ---------------------------------------------------------------------------
 // An independent verifier, written from interface.md section 6 only (not the
@@ -26,7 +27,9 @@ const hook = (behaviour: "ok" | "fail2" | "fail" | "slow" | "redirect", name: st
 const utf8 = new TextEncoder();
 
 async function hmacSha256LowerHex(key: string, message: string): Promise<string> {
-  const cryptoKey = await crypto.subtle.importKey("raw", utf8.encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const cryptoKey = await crypto.subtle.importKey("raw", utf8.encode(key), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", cryptoKey, utf8.encode(message)));
   let hex = "";
   for (const byte of mac) hex += byte.toString(16).padStart(2, "0");
@@ -106,7 +109,11 @@ interface DeliveryView {
 }
 
 /** Polls the deliveries list of an endpoint until `done` holds; fails with the last list at the deadline. */
-async function waitForDeliveries(endpointId: string, done: (list: DeliveryView[]) => boolean, timeoutMs = 30_000): Promise<DeliveryView[]> {
+async function waitForDeliveries(
+  endpointId: string,
+  done: (list: DeliveryView[]) => boolean,
+  timeoutMs = 30_000,
+): Promise<DeliveryView[]> {
   const token = await consoleToken();
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -114,14 +121,16 @@ async function waitForDeliveries(endpointId: string, done: (list: DeliveryView[]
     expect(res.status).toBe(200);
     const list = res.body.deliveries as DeliveryView[];
     if (done(list)) return list;
-    if (Date.now() > deadline) throw new Error(`deliveries of ${endpointId}: condition not met: ${JSON.stringify(list)}`);
+    if (Date.now() > deadline)
+      throw new Error(`deliveries of ${endpointId}: condition not met: ${JSON.stringify(list)}`);
     await new Promise((r) => setTimeout(r, 150));
   }
 }
 
-
 async function attemptRows(deliveryId: string) {
-  const { results } = await env.DB.prepare("SELECT attempt, status_code AS statusCode, error FROM webhook_attempts WHERE delivery_id = ? ORDER BY id")
+  const { results } = await env.DB.prepare(
+    "SELECT attempt, status_code AS statusCode, error FROM webhook_attempts WHERE delivery_id = ? ORDER BY id",
+  )
     .bind(deliveryId)
     .all<{ attempt: number; statusCode: number | null; error: string | null }>();
   return results;
@@ -151,7 +160,10 @@ describe("every emitted event kind reaches a local receiver, signed per spec", (
     expect(pl.status).toBe(201);
     const accepted = await api("POST", `/pl/${pl.body.code}/accept`, { token: agent.apiKey });
     expect(accepted.status).toBe(200);
-    const draw = await api("POST", `/merchant/paylinks/${pl.body.code}/charge`, { token: merchant.apiKey, body: { agentId: agent.agentId, amountUsdCents: 150 } });
+    const draw = await api("POST", `/merchant/paylinks/${pl.body.code}/charge`, {
+      token: merchant.apiKey,
+      body: { agentId: agent.agentId, amountUsdCents: 150 },
+    });
     expect(draw.status).toBe(200);
     expect(draw.body.exhausted).toBe(true);
     const drawnChargeId = draw.body.charge.chargeId as string;
@@ -160,7 +172,8 @@ describe("every emitted event kind reaches a local receiver, signed per spec", (
     const granted = await api("POST", `/approvals/${approvalId}/grant`, { token: await consoleToken() });
     expect(granted.status).toBe(200);
 
-    const has = (list: Envelope[], type: string, key: string, value: unknown) => list.some((e) => e.type === type && e.data[key] === value);
+    const has = (list: Envelope[], type: string, key: string, value: unknown) =>
+      list.some((e) => e.type === type && e.data[key] === value);
     const got = await waitForReceived(name, (list) => {
       const e = envelopes(list);
       return (
@@ -194,16 +207,34 @@ describe("every emitted event kind reaches a local receiver, signed per spec", (
       expect(await verifiesPerSpec(endpoint.secret, delivery)).toBe(true);
       // The verifier can fail: another secret, or one changed byte of the body.
       expect(await verifiesPerSpec(`${endpoint.secret}x`, delivery)).toBe(false);
-      expect(await verifiesPerSpec(endpoint.secret, { ...delivery, body: delivery.body.replace(envelope.id, `${envelope.id}0`) })).toBe(false);
+      expect(
+        await verifiesPerSpec(endpoint.secret, {
+          ...delivery,
+          body: delivery.body.replace(envelope.id, `${envelope.id}0`),
+        }),
+      ).toBe(false);
     }
     // Distinct events carry distinct envelope ids, and all are this merchant's.
     const all = envelopes(got);
     expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
 
-    const find = (type: string, key: string, value: unknown) => all.find((e) => e.type === type && e.data[key] === value)!.data;
-    expect(find("charge.created", "chargeId", paid.chargeId)).toMatchObject({ chargeId: paid.chargeId, amountMinor: 300, merchantName });
-    expect(find("charge.created", "chargeId", held.chargeId)).toMatchObject({ chargeId: held.chargeId, amountMinor: 2000, merchantName });
-    expect(find("charge.created", "chargeId", drawnChargeId)).toMatchObject({ chargeId: drawnChargeId, amountMinor: 150, merchantName });
+    const find = (type: string, key: string, value: unknown) =>
+      all.find((e) => e.type === type && e.data[key] === value)!.data;
+    expect(find("charge.created", "chargeId", paid.chargeId)).toMatchObject({
+      chargeId: paid.chargeId,
+      amountMinor: 300,
+      merchantName,
+    });
+    expect(find("charge.created", "chargeId", held.chargeId)).toMatchObject({
+      chargeId: held.chargeId,
+      amountMinor: 2000,
+      merchantName,
+    });
+    expect(find("charge.created", "chargeId", drawnChargeId)).toMatchObject({
+      chargeId: drawnChargeId,
+      amountMinor: 150,
+      merchantName,
+    });
 
     const payment = find("payment.succeeded", "chargeId", paid.chargeId);
     expect(payment).toMatchObject({
@@ -220,7 +251,15 @@ describe("every emitted event kind reaches a local receiver, signed per spec", (
 
     // After a granted approval.
     const afterGrant = find("payment.succeeded", "chargeId", held.chargeId);
-    expect(afterGrant).toMatchObject({ chargeId: held.chargeId, merchantId: merchant.merchantId, agentId: agent.agentId, amountMinor: 2000, currency: "USD", method: expect.any(String), reference: expect.any(String) });
+    expect(afterGrant).toMatchObject({
+      chargeId: held.chargeId,
+      merchantId: merchant.merchantId,
+      agentId: agent.agentId,
+      amountMinor: 2000,
+      currency: "USD",
+      method: expect.any(String),
+      reference: expect.any(String),
+    });
     expect(find("charge.succeeded", "chargeId", held.chargeId)).toMatchObject(afterGrant);
 
     // A PayLink draw is a payment by another method.
@@ -235,17 +274,39 @@ describe("every emitted event kind reaches a local receiver, signed per spec", (
     });
 
     const approval = find("approval.required", "approvalId", approvalId);
-    expect(approval).toMatchObject({ approvalId, reason: hold.body.reason ?? expect.any(String), expiresAt: expect.stringMatching(ISO) });
+    expect(approval).toMatchObject({
+      approvalId,
+      reason: hold.body.reason ?? expect.any(String),
+      expiresAt: expect.stringMatching(ISO),
+    });
     expect(approval.reason).toEqual(expect.any(String));
     expect(Date.parse(approval.expiresAt as string)).toBeGreaterThan(Date.now());
 
-    expect(find("paylink.accepted", "grantId", accepted.body.grantId)).toMatchObject({ grantId: accepted.body.grantId, paylinkId: pl.body.paylinkId, agentId: agent.agentId });
-    expect(find("budget.exhausted", "paylinkId", pl.body.paylinkId)).toMatchObject({ paylinkId: pl.body.paylinkId, spentMinor: 150 });
+    expect(find("paylink.accepted", "grantId", accepted.body.grantId)).toMatchObject({
+      grantId: accepted.body.grantId,
+      paylinkId: pl.body.paylinkId,
+      agentId: agent.agentId,
+    });
+    expect(find("budget.exhausted", "paylinkId", pl.body.paylinkId)).toMatchObject({
+      paylinkId: pl.body.paylinkId,
+      spentMinor: 150,
+    });
 
     // The deliveries list agrees: every one delivered at the first attempt.
-    const deliveries = await waitForDeliveries(endpoint.id, (list) => list.length >= got.length && list.every((d) => d.status === "delivered"));
+    const deliveries = await waitForDeliveries(
+      endpoint.id,
+      (list) => list.length >= got.length && list.every((d) => d.status === "delivered"),
+    );
     expect(new Set(deliveries.map((d) => d.eventId))).toEqual(new Set(all.map((e) => e.id)));
-    for (const d of deliveries) expect(d).toMatchObject({ status: "delivered", attempts: 1, lastStatusCode: 200, lastError: null, nextAttemptAt: null, deliveredAt: expect.stringMatching(ISO) });
+    for (const d of deliveries)
+      expect(d).toMatchObject({
+        status: "delivered",
+        attempts: 1,
+        lastStatusCode: 200,
+        lastError: null,
+        nextAttemptAt: null,
+        deliveredAt: expect.stringMatching(ISO),
+      });
   });
 });
 
@@ -253,9 +314,15 @@ describe("filtering", () => {
   it("by kind and by merchant: a merchant's endpoint gets none of another merchant's events; a service-wide one gets both", async () => {
     const a = await createMerchant({ name: `Filter A ${RUN}` });
     const b = await createMerchant({ name: `Filter B ${RUN}` });
-    const onlyCreatedA = await registerEndpoint(hook("ok", "created-a"), { merchantId: a.merchantId, events: ["charge.created"] });
+    const onlyCreatedA = await registerEndpoint(hook("ok", "created-a"), {
+      merchantId: a.merchantId,
+      events: ["charge.created"],
+    });
     const allOfA = await registerEndpoint(hook("ok", "all-a"), { merchantId: a.merchantId });
-    const succeededOfB = await registerEndpoint(hook("ok", "succeeded-b"), { merchantId: b.merchantId, events: ["charge.succeeded", "payment.succeeded"] });
+    const succeededOfB = await registerEndpoint(hook("ok", "succeeded-b"), {
+      merchantId: b.merchantId,
+      events: ["charge.succeeded", "payment.succeeded"],
+    });
     const wideName = hook("ok", "wide");
     const wide = await registerEndpoint(wideName);
     try {
@@ -268,9 +335,16 @@ describe("filtering", () => {
       // The service-wide endpoint gets both merchants' events: it is the control that fan-out has happened.
       const wideGot = await waitForReceived(wideName, (list) => {
         const e = envelopes(list);
-        return [ca.chargeId, cb.chargeId].every((id) => ["charge.created", "payment.succeeded", "charge.succeeded"].every((t) => e.some((x) => x.type === t && x.data.chargeId === id)));
+        return [ca.chargeId, cb.chargeId].every((id) =>
+          ["charge.created", "payment.succeeded", "charge.succeeded"].every((t) =>
+            e.some((x) => x.type === t && x.data.chargeId === id),
+          ),
+        );
       });
-      const eventIdsOf = (chargeId: string) => envelopes(wideGot).filter((e) => e.data.chargeId === chargeId).map((e) => ({ id: e.id, type: e.type }));
+      const eventIdsOf = (chargeId: string) =>
+        envelopes(wideGot)
+          .filter((e) => e.data.chargeId === chargeId)
+          .map((e) => ({ id: e.id, type: e.type }));
       const eventsA = eventIdsOf(ca.chargeId);
       const eventsB = eventIdsOf(cb.chargeId);
       expect(eventsA).toHaveLength(3);
@@ -278,11 +352,19 @@ describe("filtering", () => {
 
       // Fan-out writes every endpoint's delivery of one event in one batch, so the rows are final now.
       const rowsOf = async (endpointId: string) =>
-        (await env.DB.prepare("SELECT event_id AS eventId, type FROM webhook_deliveries WHERE endpoint_id = ?").bind(endpointId).all<{ eventId: string; type: string }>()).results;
+        (
+          await env.DB.prepare("SELECT event_id AS eventId, type FROM webhook_deliveries WHERE endpoint_id = ?")
+            .bind(endpointId)
+            .all<{ eventId: string; type: string }>()
+        ).results;
       const sortIds = (list: { id?: string; eventId?: string }[]) => list.map((x) => x.id ?? x.eventId).sort();
       expect(sortIds(await rowsOf(allOfA.id))).toEqual(sortIds(eventsA));
-      expect(sortIds(await rowsOf(onlyCreatedA.id))).toEqual(sortIds(eventsA.filter((e) => e.type === "charge.created")));
-      expect(sortIds(await rowsOf(succeededOfB.id))).toEqual(sortIds(eventsB.filter((e) => e.type !== "charge.created")));
+      expect(sortIds(await rowsOf(onlyCreatedA.id))).toEqual(
+        sortIds(eventsA.filter((e) => e.type === "charge.created")),
+      );
+      expect(sortIds(await rowsOf(succeededOfB.id))).toEqual(
+        sortIds(eventsB.filter((e) => e.type !== "charge.created")),
+      );
 
       // And what the receivers actually got.
       const gotAllA = await waitForReceived(hook("ok", "all-a"), (list) => list.length >= 3);
@@ -291,7 +373,11 @@ describe("filtering", () => {
       const gotCreatedA = await waitForReceived(hook("ok", "created-a"), (list) => list.length >= 1);
       expect(envelopes(gotCreatedA).map((e) => [e.type, e.data.chargeId])).toEqual([["charge.created", ca.chargeId]]);
       const gotB = await waitForReceived(hook("ok", "succeeded-b"), (list) => list.length >= 2);
-      expect(envelopes(gotB).map((e) => e.type).sort()).toEqual(["charge.succeeded", "payment.succeeded"]);
+      expect(
+        envelopes(gotB)
+          .map((e) => e.type)
+          .sort(),
+      ).toEqual(["charge.succeeded", "payment.succeeded"]);
       expect(envelopes(gotB).every((e) => e.data.chargeId === cb.chargeId)).toBe(true);
     } finally {
       // A service-wide endpoint would receive every later event of this file.
@@ -317,7 +403,18 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
 
     const [delivery, ...others] = await waitForDeliveries(endpoint.id, (list) => list[0]?.status === "delivered");
     expect(others).toEqual([]);
-    expect(Object.keys(delivery!).sort()).toEqual(["attempts", "createdAt", "deliveredAt", "eventId", "id", "lastError", "lastStatusCode", "nextAttemptAt", "status", "type"]);
+    expect(Object.keys(delivery!).sort()).toEqual([
+      "attempts",
+      "createdAt",
+      "deliveredAt",
+      "eventId",
+      "id",
+      "lastError",
+      "lastStatusCode",
+      "nextAttemptAt",
+      "status",
+      "type",
+    ]);
     expect(delivery).toMatchObject({
       eventId: ids[0],
       type: "charge.created",
@@ -344,7 +441,15 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
     await createCharge(merchant.apiKey, 10);
     const [delivery] = await waitForDeliveries(endpoint.id, (list) => list[0]?.status === "failed");
-    expect(delivery).toMatchObject({ type: "charge.created", status: "failed", attempts: 5, lastStatusCode: 500, lastError: "http_500", nextAttemptAt: null, deliveredAt: null });
+    expect(delivery).toMatchObject({
+      type: "charge.created",
+      status: "failed",
+      attempts: 5,
+      lastStatusCode: 500,
+      lastError: "http_500",
+      nextAttemptAt: null,
+      deliveredAt: null,
+    });
     const rows = await attemptRows(delivery!.id);
     expect(rows).toEqual([1, 2, 3, 4, 5].map((attempt) => ({ attempt, statusCode: 500, error: "http_500" })));
     const got = await received(name);
@@ -357,10 +462,17 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     expect(res.body).toMatchObject({ id: delivery!.id, status: "pending" });
     const again = await waitForReceived(name, (list) => list.length >= 6);
     expect(new Set(envelopes(again).map((e) => e.id))).toEqual(new Set([delivery!.eventId]));
-    const grown = await waitFor("attempt rows after redelivery", () => attemptRows(delivery!.id), (r) => r.length === 10);
+    const grown = await waitFor(
+      "attempt rows after redelivery",
+      () => attemptRows(delivery!.id),
+      (r) => r.length === 10,
+    );
     expect(grown.every((r) => r.statusCode === 500)).toBe(true);
     // It runs its schedule again and ends failed again (not flipped by the dead-letter consumer midway).
-    const [final] = await waitForDeliveries(endpoint.id, (list) => list[0]?.status === "failed" && (list[0]?.attempts ?? 0) >= 5);
+    const [final] = await waitForDeliveries(
+      endpoint.id,
+      (list) => list[0]?.status === "failed" && (list[0]?.attempts ?? 0) >= 5,
+    );
     expect(final).toMatchObject({ id: delivery!.id, status: "failed", lastStatusCode: 500 });
   });
 
@@ -368,7 +480,10 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     const merchant = await createMerchant();
     const name = hook("ok", "redeliver");
     const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
-    const other = await registerEndpoint(hook("ok", "redeliver-other"), { merchantId: merchant.merchantId, events: ["deposit.confirmed"] });
+    const other = await registerEndpoint(hook("ok", "redeliver-other"), {
+      merchantId: merchant.merchantId,
+      events: ["deposit.confirmed"],
+    });
     await createCharge(merchant.apiKey, 10);
     const [delivered] = await waitForDeliveries(endpoint.id, (list) => list[0]?.status === "delivered");
 
@@ -377,11 +492,15 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     await env.DB.prepare(
       `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, type, status, attempts, next_attempt_at, created_at)
        VALUES (?, ?, ?, 'charge.created', 'pending', 0, '2999-01-01T00:00:00.000Z', ?)`,
-    ).bind(pendingId, `evt_wh_test_pending_${RUN}`, endpoint.id, new Date().toISOString()).run();
+    )
+      .bind(pendingId, `evt_wh_test_pending_${RUN}`, endpoint.id, new Date().toISOString())
+      .run();
     const pending = await redeliver(endpoint.id, pendingId);
     expect(pending.status).toBe(409);
     expect(pending.body.error).toBe("delivery_not_redeliverable");
-    const stillPending = await env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(pendingId).first();
+    const stillPending = await env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?")
+      .bind(pendingId)
+      .first();
     expect(stillPending).toEqual({ status: "pending", attempts: 0 });
 
     // The contract: 404 for an unknown delivery or one of another endpoint (was 409 delivery_not_redeliverable).
@@ -395,7 +514,9 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     expect(unknownEndpoint.status, unknownEndpoint.text).toBe(404);
     expect(unknownEndpoint.body).toEqual({ error: "webhook_endpoint_not_found" });
     // None of them touched the delivered one.
-    expect(await env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(delivered!.id).first()).toEqual({ status: "delivered", attempts: 1 });
+    expect(
+      await env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(delivered!.id).first(),
+    ).toEqual({ status: "delivered", attempts: 1 });
 
     // A delivered one can be sent again: the same envelope id arrives a second time.
     const res = await redeliver(endpoint.id, delivered!.id);
@@ -418,7 +539,9 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     // The receiver did get the request (it just answered too late).
     expect((await received(name)).length).toBeGreaterThanOrEqual(1);
     // Stop the remaining attempts of this test's endpoint.
-    expect((await api("DELETE", `/settings/webhooks/${endpoint.id}`, { token: await consoleToken() })).status).toBe(200);
+    expect((await api("DELETE", `/settings/webhooks/${endpoint.id}`, { token: await consoleToken() })).status).toBe(
+      200,
+    );
   });
 
   it("a redirect is never followed: the target gets nothing, lastStatusCode 302, and the delivery ends failed", async () => {
@@ -427,7 +550,13 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
     const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
     await createCharge(merchant.apiKey, 10);
     const [delivery] = await waitForDeliveries(endpoint.id, (list) => list[0]?.status === "failed");
-    expect(delivery).toMatchObject({ status: "failed", attempts: 5, lastStatusCode: 302, lastError: "http_302", deliveredAt: null });
+    expect(delivery).toMatchObject({
+      status: "failed",
+      attempts: 5,
+      lastStatusCode: 302,
+      lastError: "http_302",
+      deliveredAt: null,
+    });
     expect((await attemptRows(delivery!.id)).map((r) => r.statusCode)).toEqual([302, 302, 302, 302, 302]);
     expect(await received(name)).toHaveLength(5);
     // The redirect target (/hooks/ok-redirected on the same receiver) was never requested.
@@ -441,9 +570,15 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
       const name = hook("ok", "secret-check");
       const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId });
       const token = await consoleToken();
-      const rotated = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { token, body: { graceSeconds: 600 } });
+      const rotated = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, {
+        token,
+        body: { graceSeconds: 600 },
+      });
       expect(rotated.status).toBe(200);
-      const failing = await registerEndpoint(hook("fail", "secret-check"), { merchantId: merchant.merchantId, events: ["charge.created"] });
+      const failing = await registerEndpoint(hook("fail", "secret-check"), {
+        merchantId: merchant.merchantId,
+        events: ["charge.created"],
+      });
       await createCharge(merchant.apiKey, 10);
       const got = await waitForReceived(name, (list) => list.length >= 1);
       await waitForDeliveries(failing.id, (list) => list[0]?.status === "failed");
@@ -451,10 +586,17 @@ describe.concurrent("retries, failures, redelivery, and secrets on every path", 
       const deliveries = await api("GET", `/settings/webhooks/${endpoint.id}/deliveries`, { token });
       const failedDeliveries = await api("GET", `/settings/webhooks/${failing.id}/deliveries`, { token });
       const logs = JSON.stringify(spies.flatMap((spy) => spy.mock.calls));
-      const texts = { list: list.text, deliveries: deliveries.text, failedDeliveries: failedDeliveries.text, received: JSON.stringify(got), logs };
+      const texts = {
+        list: list.text,
+        deliveries: deliveries.text,
+        failedDeliveries: failedDeliveries.text,
+        received: JSON.stringify(got),
+        logs,
+      };
       for (const secret of [endpoint.secret, rotated.body.secret, failing.secret]) {
         const body = secret.slice("whsec_".length);
-        for (const [where, text] of Object.entries(texts)) expect(text.includes(body), `secret in ${where}`).toBe(false);
+        for (const [where, text] of Object.entries(texts))
+          expect(text.includes(body), `secret in ${where}`).toBe(false);
       }
       expect(list.text).not.toContain("whsec_");
       expect(list.body.endpoints.find((e: { id: string }) => e.id === endpoint.id)).toEqual({
@@ -476,7 +618,10 @@ describe.concurrent("secret rotation", () => {
     const name = hook("ok", "rotation");
     const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
     const before = Date.now();
-    const rotated = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { token: await consoleToken(), body: { graceSeconds: 3600 } });
+    const rotated = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, {
+      token: await consoleToken(),
+      body: { graceSeconds: 3600 },
+    });
     expect(rotated.status).toBe(200);
     expect(rotated.body.id).toBe(endpoint.id);
     expect(rotated.body.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43,}$/);
@@ -503,9 +648,15 @@ describe.concurrent("secret rotation", () => {
     const name = hook("ok", "rotation-now");
     const endpoint = await registerEndpoint(name, { merchantId: merchant.merchantId, events: ["charge.created"] });
     const token = await consoleToken();
-    const first = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { token, body: { graceSeconds: 3600 } });
+    const first = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, {
+      token,
+      body: { graceSeconds: 3600 },
+    });
     expect(first.status).toBe(200);
-    const second = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { token, body: { graceSeconds: 0 } });
+    const second = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, {
+      token,
+      body: { graceSeconds: 0 },
+    });
     expect(second.status).toBe(200);
     expect(second.body.previousSecretExpiresAt).toBeNull();
     expect(new Set([endpoint.secret, first.body.secret, second.body.secret]).size).toBe(3);
@@ -520,10 +671,19 @@ describe.concurrent("secret rotation", () => {
 
   it("rotating an unknown endpoint is 404; a negative grace is 400", async () => {
     const token = await consoleToken();
-    expect((await api("POST", `/settings/webhooks/wh_nope_${RUN}/rotate-secret`, { token, body: { graceSeconds: 0 } })).status).toBe(404);
+    expect(
+      (await api("POST", `/settings/webhooks/wh_nope_${RUN}/rotate-secret`, { token, body: { graceSeconds: 0 } }))
+        .status,
+    ).toBe(404);
     const merchant = await createMerchant();
-    const endpoint = await registerEndpoint(hook("ok", "rotation-bad"), { merchantId: merchant.merchantId, events: ["deposit.confirmed"] });
-    const bad = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { token, body: { graceSeconds: -1 } });
+    const endpoint = await registerEndpoint(hook("ok", "rotation-bad"), {
+      merchantId: merchant.merchantId,
+      events: ["deposit.confirmed"],
+    });
+    const bad = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, {
+      token,
+      body: { graceSeconds: -1 },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toBe("invalid_request");
   });
@@ -539,13 +699,21 @@ describe("exactly-once fan-out", () => {
     const ids = Array.from({ length: 150 }, (_, i) => `evt_wh_backlog_${RUN}_${String(i).padStart(3, "0")}`);
     await env.DB.batch(
       ids.map((id, i) =>
-        env.DB.prepare("INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, 'charge.created', ?, ?, ?)").bind(id, merchant.merchantId, JSON.stringify({ chargeId: `chg_backlog_${RUN}_${i}` }), createdAt),
+        env.DB.prepare(
+          "INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, 'charge.created', ?, ?, ?)",
+        ).bind(id, merchant.merchantId, JSON.stringify({ chargeId: `chg_backlog_${RUN}_${i}` }), createdAt),
       ),
     );
     await dispatchOutbox(env);
-    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?").bind(endpoint.id).first<{ n: number }>();
+    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?")
+      .bind(endpoint.id)
+      .first<{ n: number }>();
     expect(rows!.n).toBe(ids.length);
-    const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL").bind(JSON.stringify(ids)).first<{ n: number }>();
+    const left = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM outbox_events WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL",
+    )
+      .bind(JSON.stringify(ids))
+      .first<{ n: number }>();
     expect(left!.n).toBe(0);
   });
 
@@ -554,17 +722,29 @@ describe("exactly-once fan-out", () => {
     const other = await createMerchant();
     const allName = hook("ok", "fanout-all");
     const all = await registerEndpoint(allName, { merchantId: merchant.merchantId });
-    const createdOnly = await registerEndpoint(hook("ok", "fanout-created"), { merchantId: merchant.merchantId, events: ["charge.created"] });
+    const createdOnly = await registerEndpoint(hook("ok", "fanout-created"), {
+      merchantId: merchant.merchantId,
+      events: ["charge.created"],
+    });
     const otherMerchant = await registerEndpoint(hook("ok", "fanout-other"), { merchantId: other.merchantId });
 
     // Outbox events written directly, as a write would, then raced for by several dispatchers.
     const N = 24;
     const createdAt = new Date().toISOString();
-    const events = Array.from({ length: N }, (_, i) => ({ id: `evt_wh_fanout_${RUN}_${String(i).padStart(2, "0")}`, type: i % 3 === 0 ? "charge.succeeded" : "charge.created" }));
+    const events = Array.from({ length: N }, (_, i) => ({
+      id: `evt_wh_fanout_${RUN}_${String(i).padStart(2, "0")}`,
+      type: i % 3 === 0 ? "charge.succeeded" : "charge.created",
+    }));
     await env.DB.batch(
       events.map((e, i) =>
-        env.DB.prepare("INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, ?, ?, ?, ?)").bind(
-          e.id, e.type, merchant.merchantId, JSON.stringify({ chargeId: `chg_fanout_${RUN}_${i}`, amountMinor: i + 1 }), createdAt,
+        env.DB.prepare(
+          "INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, ?, ?, ?, ?)",
+        ).bind(
+          e.id,
+          e.type,
+          merchant.merchantId,
+          JSON.stringify({ chargeId: `chg_fanout_${RUN}_${i}`, amountMinor: i + 1 }),
+          createdAt,
         ),
       ),
     );
@@ -586,7 +766,9 @@ describe("exactly-once fan-out", () => {
     const placeholders = events.map(() => "?").join(", ");
     const { results: rows } = await env.DB.prepare(
       `SELECT id, event_id AS eventId, endpoint_id AS endpointId FROM webhook_deliveries WHERE event_id IN (${placeholders})`,
-    ).bind(...events.map((e) => e.id)).all<{ id: string; eventId: string; endpointId: string }>();
+    )
+      .bind(...events.map((e) => e.id))
+      .all<{ id: string; eventId: string; endpointId: string }>();
     const pairs = rows.map((r) => `${r.eventId}|${r.endpointId}`);
     expect(new Set(pairs).size).toBe(pairs.length);
     const expected = [
@@ -599,15 +781,27 @@ describe("exactly-once fan-out", () => {
     const rowIds = new Set(rows.map((r) => r.id));
     for (const id of fannedOut) expect(rowIds.has(id)).toBe(true);
     // All events are marked dispatched.
-    const undispatched = await env.DB.prepare(`SELECT COUNT(*) AS n FROM outbox_events WHERE id IN (${placeholders}) AND dispatched_at IS NULL`).bind(...events.map((e) => e.id)).first<{ n: number }>();
+    const undispatched = await env.DB.prepare(
+      `SELECT COUNT(*) AS n FROM outbox_events WHERE id IN (${placeholders}) AND dispatched_at IS NULL`,
+    )
+      .bind(...events.map((e) => e.id))
+      .first<{ n: number }>();
     expect(undispatched!.n).toBe(0);
 
     // And each event reaches the receiver once.
     const got = await waitForReceived(allName, (list) => new Set(envelopes(list).map((e) => e.id)).size >= N);
-    expect(envelopes(got).map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort());
+    expect(
+      envelopes(got)
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual(events.map((e) => e.id).sort());
     // Another round of dispatching adds nothing for these events.
     await dispatchOutbox(env);
-    const { results: again } = await env.DB.prepare(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE event_id IN (${placeholders})`).bind(...events.map((e) => e.id)).all<{ n: number }>();
+    const { results: again } = await env.DB.prepare(
+      `SELECT COUNT(*) AS n FROM webhook_deliveries WHERE event_id IN (${placeholders})`,
+    )
+      .bind(...events.map((e) => e.id))
+      .all<{ n: number }>();
     expect(again[0]!.n).toBe(expected.length);
   });
 });

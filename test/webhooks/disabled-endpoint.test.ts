@@ -16,10 +16,15 @@ import { waitFor } from "../helpers/wait";
 const RUN = crypto.randomUUID().slice(0, 8);
 const DAY_MS = 86_400_000;
 
-const deliveries = async (id: string, token?: string) => api("GET", `/settings/webhooks/${id}/deliveries`, { token: token ?? (await consoleToken()) });
-const redeliver = async (id: string, deliveryId: string) => api("POST", `/settings/webhooks/${id}/deliveries/${deliveryId}/redeliver`, { token: await consoleToken() });
+const deliveries = async (id: string, token?: string) =>
+  api("GET", `/settings/webhooks/${id}/deliveries`, { token: token ?? (await consoleToken()) });
+const redeliver = async (id: string, deliveryId: string) =>
+  api("POST", `/settings/webhooks/${id}/deliveries/${deliveryId}/redeliver`, { token: await consoleToken() });
 const remove = async (id: string) => api("DELETE", `/settings/webhooks/${id}`, { token: await consoleToken() });
-const listedIds = async () => (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints.map((e: { id: string }) => e.id) as string[];
+const listedIds = async () =>
+  (await api("GET", "/settings/webhooks", { token: await consoleToken() })).body.endpoints.map(
+    (e: { id: string }) => e.id,
+  ) as string[];
 
 /** A merchant with an endpoint for `charge.created` at the receiver's hook `<prefix>-RUN`, and one charge that makes a delivery to it. */
 async function endpointWithOneDelivery(prefix: string) {
@@ -32,20 +37,41 @@ async function endpointWithOneDelivery(prefix: string) {
 
 /** The endpoint's first delivery, once it has reached `status`. */
 const firstDeliveryOnce = async (endpointId: string, status: string) =>
-  ((await waitFor(`first delivery ${status}`, async () => (await deliveries(endpointId)).body.deliveries, (list) => list[0]?.status === status)) as { id: string }[])[0]!;
+  (
+    (await waitFor(
+      `first delivery ${status}`,
+      async () => (await deliveries(endpointId)).body.deliveries,
+      (list) => list[0]?.status === status,
+    )) as { id: string }[]
+  )[0]!;
 
 const disabledAtOf = async (endpointId: string) =>
-  (await env.DB.prepare("SELECT disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?").bind(endpointId).first<{ disabledAt: string | null }>())?.disabledAt ?? null;
+  (
+    await env.DB.prepare("SELECT disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?")
+      .bind(endpointId)
+      .first<{ disabledAt: string | null }>()
+  )?.disabledAt ?? null;
 
-const waitDisabled = (endpointId: string) => waitFor(`endpoint ${endpointId} disabled`, () => disabledAtOf(endpointId), (at) => at !== null);
+const waitDisabled = (endpointId: string) =>
+  waitFor(
+    `endpoint ${endpointId} disabled`,
+    () => disabledAtOf(endpointId),
+    (at) => at !== null,
+  );
 
 const disabledEventOf = async (endpointId: string) => {
-  const row = await env.DB.prepare("SELECT data FROM outbox_events WHERE type = 'endpoint.disabled' AND json_extract(data, '$.endpointId') = ?").bind(endpointId).first<{ data: string }>();
+  const row = await env.DB.prepare(
+    "SELECT data FROM outbox_events WHERE type = 'endpoint.disabled' AND json_extract(data, '$.endpointId') = ?",
+  )
+    .bind(endpointId)
+    .first<{ data: string }>();
   return row ? (JSON.parse(row.data) as { endpointId: string; reason: string }) : null;
 };
 
 const deliveryRow = (id: string) =>
-  env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?").bind(id).first<{ status: string; attempts: number }>();
+  env.DB.prepare("SELECT status, attempts FROM webhook_deliveries WHERE id = ?")
+    .bind(id)
+    .first<{ status: string; attempts: number }>();
 
 describe("an endpoint disabled by the service", () => {
   it("after 410 Gone: its deliveries are still listed, not redeliverable, and DELETE then removes it (404)", async () => {
@@ -58,9 +84,20 @@ describe("an endpoint disabled by the service", () => {
     expect(res.status, res.text).toBe(200);
     expect(res.body.deliveries).toHaveLength(1);
     const [failed] = res.body.deliveries;
-    expect(failed).toMatchObject({ type: "charge.created", status: "failed", attempts: 1, lastStatusCode: 410, lastError: "http_410", deliveredAt: null });
+    expect(failed).toMatchObject({
+      type: "charge.created",
+      status: "failed",
+      attempts: 1,
+      lastStatusCode: 410,
+      lastError: "http_410",
+      deliveredAt: null,
+    });
     // The console's attempt page reads by delivery id: the failed attempt is there to look at.
-    const attempts = await env.DB.prepare("SELECT status_code AS statusCode, error FROM webhook_attempts WHERE delivery_id = ?").bind(failed.id).all();
+    const attempts = await env.DB.prepare(
+      "SELECT status_code AS statusCode, error FROM webhook_attempts WHERE delivery_id = ?",
+    )
+      .bind(failed.id)
+      .all();
     expect(attempts.results).toEqual([{ statusCode: 410, error: "http_410" }]);
 
     // Still out of the list, as before.
@@ -93,7 +130,9 @@ describe("an endpoint disabled by the service", () => {
     const first = await firstDeliveryOnce(endpoint.id, "failed");
     expect(await disabledAtOf(endpoint.id)).toBeNull();
     // The first failure happened four days ago: the next delivery that fails for good disables the endpoint.
-    await env.DB.prepare("UPDATE webhook_deliveries SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - 4 * DAY_MS).toISOString(), first.id).run();
+    await env.DB.prepare("UPDATE webhook_deliveries SET created_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 4 * DAY_MS).toISOString(), first.id)
+      .run();
 
     await createCharge(merchant.apiKey, 20);
     await waitDisabled(endpoint.id);
@@ -102,7 +141,8 @@ describe("an endpoint disabled by the service", () => {
     const res = await deliveries(endpoint.id);
     expect(res.status, res.text).toBe(200);
     expect(res.body.deliveries).toHaveLength(2);
-    for (const delivery of res.body.deliveries) expect(delivery).toMatchObject({ status: "failed", lastStatusCode: 500, lastError: "http_500" });
+    for (const delivery of res.body.deliveries)
+      expect(delivery).toMatchObject({ status: "failed", lastStatusCode: 500, lastError: "http_500" });
     expect(await listedIds()).not.toContain(endpoint.id);
   });
 });

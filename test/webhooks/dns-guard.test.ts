@@ -12,7 +12,11 @@ import { receiverUrl } from "../helpers/webhooks";
  * test/setup/receiver.global.ts), and a name that resolves to any address we
  * never call gets no POST, however it looked when it was registered.
  */
-const production = () => ({ environment: "production" as const, webhookDnsResolverUrl: `${receiverUrl()}/dns-query`, webhookTimeoutMs: 2000 });
+const production = () => ({
+  environment: "production" as const,
+  webhookDnsResolverUrl: `${receiverUrl()}/dns-query`,
+  webhookTimeoutMs: 2000,
+});
 
 describe("checkDestination in production", () => {
   const refused: [string, string][] = [
@@ -31,7 +35,10 @@ describe("checkDestination in production", () => {
   }
 
   it("fails closed when the name does not resolve or the resolver fails", async () => {
-    expect(await checkDestination("https://nowhere.example.test/hook", production())).toEqual({ ok: false, reason: "dns_no_address" });
+    expect(await checkDestination("https://nowhere.example.test/hook", production())).toEqual({
+      ok: false,
+      reason: "dns_no_address",
+    });
     const broken = await checkDestination("https://broken.example.test/hook", production());
     expect(broken.ok).toBe(false);
     if (!broken.ok) expect(broken.reason).toMatch(/^dns_resolution_failed/);
@@ -39,23 +46,54 @@ describe("checkDestination in production", () => {
 
   it("allows a name whose every address is public, and address literals without a lookup", async () => {
     expect(await checkDestination("https://public.example.test/hook", production())).toEqual({ ok: true });
-    expect(await checkDestination("https://93.184.216.34/hook", { ...production(), webhookDnsResolverUrl: "http://127.0.0.1:9/never-called" })).toEqual({ ok: true });
+    expect(
+      await checkDestination("https://93.184.216.34/hook", {
+        ...production(),
+        webhookDnsResolverUrl: "http://127.0.0.1:9/never-called",
+      }),
+    ).toEqual({ ok: true });
   });
 
   it("still applies the registration rules (a URL stored before a rule tightened)", async () => {
-    expect(await checkDestination("http://public.example.test/hook", production())).toEqual({ ok: false, reason: "https_required" });
-    expect(await checkDestination("https://10.0.0.1/hook", production())).toEqual({ ok: false, reason: "forbidden_address" });
+    expect(await checkDestination("http://public.example.test/hook", production())).toEqual({
+      ok: false,
+      reason: "https_required",
+    });
+    expect(await checkDestination("https://10.0.0.1/hook", production())).toEqual({
+      ok: false,
+      reason: "forbidden_address",
+    });
   });
 
   it("judges resolved addresses in every family", () => {
-    expect(["10.0.0.1", "127.0.0.1", "169.254.169.254", "::1", "::ffff:10.0.0.1", "fe80::1", "64:ff9b::7f00:1", "not-an-address"].map(isForbiddenAddress)).toEqual([true, true, true, true, true, true, true, true]);
+    expect(
+      [
+        "10.0.0.1",
+        "127.0.0.1",
+        "169.254.169.254",
+        "::1",
+        "::ffff:10.0.0.1",
+        "fe80::1",
+        "64:ff9b::7f00:1",
+        "not-an-address",
+      ].map(isForbiddenAddress),
+    ).toEqual([true, true, true, true, true, true, true, true]);
     expect(["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"].map(isForbiddenAddress)).toEqual([false, false]);
   });
 });
 
 describe("production resolves by default", () => {
   it("uses Cloudflare's resolver unless told otherwise, and 'off' turns it off", () => {
-    const base = { ...env, ENVIRONMENT: "production", CONSOLE_SESSION_SECRET: "x".repeat(40), WEBHOOK_SECRETS_KEY: "y".repeat(40), CONSOLE_USERS: "", WEBHOOK_DNS_RESOLVER_URL: undefined, ACCESS_CERTS_URL: undefined, X402_PAY_TO: undefined };
+    const base = {
+      ...env,
+      ENVIRONMENT: "production",
+      CONSOLE_SESSION_SECRET: "x".repeat(40),
+      WEBHOOK_SECRETS_KEY: "y".repeat(40),
+      CONSOLE_USERS: "",
+      WEBHOOK_DNS_RESOLVER_URL: undefined,
+      ACCESS_CERTS_URL: undefined,
+      X402_PAY_TO: undefined,
+    };
     expect(settingsOf(base).webhookDnsResolverUrl).toBe("https://cloudflare-dns.com/dns-query");
     expect(settingsOf({ ...base, WEBHOOK_DNS_RESOLVER_URL: "off" }).webhookDnsResolverUrl).toBeNull();
     expect(settingsOf({ ...env, WEBHOOK_DNS_RESOLVER_URL: undefined }).webhookDnsResolverUrl).toBeNull();
@@ -66,7 +104,10 @@ describe("a delivery to a name that resolves to a private address", () => {
   it("is never POSTed: the attempt records why, and is retried on the schedule", async () => {
     const token = await consoleToken();
     const merchant = await createMerchant();
-    const endpoint = await api("POST", "/settings/webhooks", { token, body: { url: "https://rebind.example.test/hooks/x", merchantId: merchant.merchantId, events: ["charge.created"] } });
+    const endpoint = await api("POST", "/settings/webhooks", {
+      token,
+      body: { url: "https://rebind.example.test/hooks/x", merchantId: merchant.merchantId, events: ["charge.created"] },
+    });
     expect(endpoint.status).toBe(201);
     await createCharge(merchant.apiKey, 10);
     const deadline = Date.now() + 20_000;
@@ -74,7 +115,11 @@ describe("a delivery to a name that resolves to a private address", () => {
     while (attempts.length === 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));
       attempts = (
-        await env.DB.prepare("SELECT a.error, a.status_code FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ?").bind(endpoint.body.id).all<{ error: string | null; status_code: number | null }>()
+        await env.DB.prepare(
+          "SELECT a.error, a.status_code FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ?",
+        )
+          .bind(endpoint.body.id)
+          .all<{ error: string | null; status_code: number | null }>()
       ).results;
     }
     expect(attempts.length).toBeGreaterThan(0);

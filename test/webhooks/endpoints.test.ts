@@ -19,9 +19,9 @@ const SECRET = /^whsec_[A-Za-z0-9_-]{43,}$/;
 
 const create = async (body: unknown) => api("POST", "/settings/webhooks", { token: await consoleToken(), body });
 const list = async () => api("GET", "/settings/webhooks", { token: await consoleToken() });
-const deliveries = async (id: string, query = "") => api("GET", `/settings/webhooks/${id}/deliveries${query}`, { token: await consoleToken() });
+const deliveries = async (id: string, query = "") =>
+  api("GET", `/settings/webhooks/${id}/deliveries${query}`, { token: await consoleToken() });
 const remove = async (id: string) => api("DELETE", `/settings/webhooks/${id}`, { token: await consoleToken() });
-
 
 describe("POST /settings/webhooks", () => {
   it("201 { id wh_, url, events, secret whsec_ } with the secret shown once", async () => {
@@ -29,7 +29,12 @@ describe("POST /settings/webhooks", () => {
     const url = hookUrl("create");
     const res = await create({ url, events: ["charge.created", "charge.succeeded"], merchantId: merchant.merchantId });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ id: expect.stringMatching(/^wh_/), url, events: ["charge.created", "charge.succeeded"], secret: expect.stringMatching(SECRET) });
+    expect(res.body).toMatchObject({
+      id: expect.stringMatching(/^wh_/),
+      url,
+      events: ["charge.created", "charge.succeeded"],
+      secret: expect.stringMatching(SECRET),
+    });
     expect(res.body.secret.length - "whsec_".length).toBeGreaterThanOrEqual(43);
     // Each endpoint gets its own id and secret.
     const second = await create({ url, events: ["charge.created"], merchantId: merchant.merchantId });
@@ -80,11 +85,16 @@ describe("POST /settings/webhooks", () => {
     const merchant = await createMerchant();
     const res = await create({ url: hookUrl("at-rest"), merchantId: merchant.merchantId });
     expect(res.status).toBe(201);
-    const rotated = await api("POST", `/settings/webhooks/${res.body.id}/rotate-secret`, { token: await consoleToken(), body: { graceSeconds: 600 } });
+    const rotated = await api("POST", `/settings/webhooks/${res.body.id}/rotate-secret`, {
+      token: await consoleToken(),
+      body: { graceSeconds: 600 },
+    });
     expect(rotated.status).toBe(200);
     const secrets = [res.body.secret as string, rotated.body.secret as string];
 
-    const row = await env.DB.prepare("SELECT * FROM webhook_endpoints WHERE id = ?").bind(res.body.id).first<Record<string, unknown>>();
+    const row = await env.DB.prepare("SELECT * FROM webhook_endpoints WHERE id = ?")
+      .bind(res.body.id)
+      .first<Record<string, unknown>>();
     expect(row).not.toBeNull();
     // Both secrets are kept (the old one signs during the grace period), so there is something to find if it were plain.
     expect(row!.secret_ciphertext).toEqual(expect.any(String));
@@ -108,7 +118,11 @@ describe("POST /settings/webhooks", () => {
 describe("GET /settings/webhooks", () => {
   it("200 { endpoints: [{ id, url, events, merchantId, createdAt }] } and no secret anywhere in the response", async () => {
     const merchant = await createMerchant();
-    const scoped = await create({ url: hookUrl("list-scoped"), events: ["payment.succeeded"], merchantId: merchant.merchantId });
+    const scoped = await create({
+      url: hookUrl("list-scoped"),
+      events: ["payment.succeeded"],
+      merchantId: merchant.merchantId,
+    });
     const wide = await create({ url: hookUrl("list-wide"), events: ["deposit.confirmed"] });
     expect(scoped.status).toBe(201);
     expect(wide.status).toBe(201);
@@ -116,7 +130,8 @@ describe("GET /settings/webhooks", () => {
     expect(res.status).toBe(200);
     expect(Object.keys(res.body)).toEqual(["endpoints"]);
     const endpoints = res.body.endpoints as Record<string, unknown>[];
-    for (const e of endpoints) expect(Object.keys(e).sort()).toEqual(["createdAt", "events", "id", "merchantId", "url"]);
+    for (const e of endpoints)
+      expect(Object.keys(e).sort()).toEqual(["createdAt", "events", "id", "merchantId", "url"]);
     expect(endpoints.find((e) => e.id === scoped.body.id)).toEqual({
       id: scoped.body.id,
       url: hookUrl("list-scoped"),
@@ -124,7 +139,13 @@ describe("GET /settings/webhooks", () => {
       merchantId: merchant.merchantId,
       createdAt: expect.stringMatching(ISO),
     });
-    expect(endpoints.find((e) => e.id === wide.body.id)).toEqual({ id: wide.body.id, url: hookUrl("list-wide"), events: ["deposit.confirmed"], merchantId: null, createdAt: expect.stringMatching(ISO) });
+    expect(endpoints.find((e) => e.id === wide.body.id)).toEqual({
+      id: wide.body.id,
+      url: hookUrl("list-wide"),
+      events: ["deposit.confirmed"],
+      merchantId: null,
+      createdAt: expect.stringMatching(ISO),
+    });
     expect(res.text).not.toContain("whsec_");
     expect(res.text).not.toContain(scoped.body.secret.slice("whsec_".length));
     expect(res.text).not.toContain(wide.body.secret.slice("whsec_".length));
@@ -146,14 +167,41 @@ describe("GET /settings/webhooks/:id/deliveries", () => {
     await waitForReceived(name, (l) => l.length >= 1);
     const second = await createCharge(merchant.apiKey, 20);
     const got = await waitForReceived(name, (l) => l.length >= 2);
-    const eventOf = (chargeId: string) => got.map((d) => JSON.parse(d.body)).find((e) => e.data.chargeId === chargeId)!.id as string;
+    const eventOf = (chargeId: string) =>
+      got.map((d) => JSON.parse(d.body)).find((e) => e.data.chargeId === chargeId)!.id as string;
 
-    const res = await waitFor("both delivered", () => deliveries(endpoint.id), (r) => r.body.deliveries.length === 2 && r.body.deliveries.every((d: { status: string }) => d.status === "delivered"));
+    const res = await waitFor(
+      "both delivered",
+      () => deliveries(endpoint.id),
+      (r) =>
+        r.body.deliveries.length === 2 && r.body.deliveries.every((d: { status: string }) => d.status === "delivered"),
+    );
     expect(Object.keys(res.body)).toEqual(["deliveries"]);
     const [newest, oldest] = res.body.deliveries;
     for (const d of res.body.deliveries) {
-      expect(Object.keys(d).sort()).toEqual(["attempts", "createdAt", "deliveredAt", "eventId", "id", "lastError", "lastStatusCode", "nextAttemptAt", "status", "type"]);
-      expect(d).toMatchObject({ id: expect.any(String), type: "charge.created", status: "delivered", attempts: 1, lastStatusCode: 200, lastError: null, nextAttemptAt: null, createdAt: expect.stringMatching(ISO), deliveredAt: expect.stringMatching(ISO) });
+      expect(Object.keys(d).sort()).toEqual([
+        "attempts",
+        "createdAt",
+        "deliveredAt",
+        "eventId",
+        "id",
+        "lastError",
+        "lastStatusCode",
+        "nextAttemptAt",
+        "status",
+        "type",
+      ]);
+      expect(d).toMatchObject({
+        id: expect.any(String),
+        type: "charge.created",
+        status: "delivered",
+        attempts: 1,
+        lastStatusCode: 200,
+        lastError: null,
+        nextAttemptAt: null,
+        createdAt: expect.stringMatching(ISO),
+        deliveredAt: expect.stringMatching(ISO),
+      });
     }
     expect(newest.eventId).toBe(eventOf(second.chargeId));
     expect(oldest.eventId).toBe(eventOf(first.chargeId));
@@ -198,9 +246,14 @@ describe("DELETE /settings/webhooks/:id", () => {
     // The next event reaches the kept endpoint (the control) and not the deleted one.
     const after = await createCharge(merchant.apiKey, 20);
     const keptGot = await waitForReceived(keptName, (l) => l.some((d) => d.body.includes(after.chargeId)));
-    const afterEvent = keptGot.map((d) => JSON.parse(d.body)).find((e) => e.data.chargeId === after.chargeId)!.id as string;
+    const afterEvent = keptGot.map((d) => JSON.parse(d.body)).find((e) => e.data.chargeId === after.chargeId)!
+      .id as string;
     // Fan-out writes every endpoint's delivery of an event in one batch: none was written for the deleted one.
-    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?").bind(gone.id, afterEvent).first<{ n: number }>();
+    const rows = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?",
+    )
+      .bind(gone.id, afterEvent)
+      .first<{ n: number }>();
     expect(rows!.n).toBe(0);
     const goneGot = await waitForReceived(goneName, () => true);
     expect(goneGot.some((d) => d.body.includes(after.chargeId))).toBe(false);
@@ -216,16 +269,24 @@ describe("console authentication on every webhook route", () => {
   it("401 without a credential, 403 with a merchant key or an agent key", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent();
-    const endpoint = await registerEndpoint(`ok-ep-auth-${RUN}`, { merchantId: merchant.merchantId, events: ["deposit.confirmed"] });
+    const endpoint = await registerEndpoint(`ok-ep-auth-${RUN}`, {
+      merchantId: merchant.merchantId,
+      events: ["deposit.confirmed"],
+    });
     const routes: [string, string, unknown?][] = [
-      ["POST", "/settings/webhooks", { url: hookUrl("auth-post"), merchantId: merchant.merchantId, events: ["deposit.confirmed"] }],
+      [
+        "POST",
+        "/settings/webhooks",
+        { url: hookUrl("auth-post"), merchantId: merchant.merchantId, events: ["deposit.confirmed"] },
+      ],
       ["GET", "/settings/webhooks"],
       ["GET", `/settings/webhooks/${endpoint.id}/deliveries`],
       ["POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { graceSeconds: 0 }],
       ["POST", `/settings/webhooks/${endpoint.id}/deliveries/whd_x/redeliver`],
       ["DELETE", `/settings/webhooks/${endpoint.id}`],
     ];
-    const count = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_endpoints").first<{ n: number }>())!.n;
+    const count = async () =>
+      (await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_endpoints").first<{ n: number }>())!.n;
     const endpointsBefore = await count();
     for (const [method, path, body] of routes) {
       const none = await api(method, path, { body });
@@ -240,7 +301,11 @@ describe("console authentication on every webhook route", () => {
     // Nothing was created, rotated or deleted by the refused requests.
     expect(await count()).toBe(endpointsBefore);
     expect((await list()).body.endpoints.map((e: { id: string }) => e.id)).toContain(endpoint.id);
-    const row = await env.DB.prepare("SELECT previous_secret_ciphertext AS previous, disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?").bind(endpoint.id).first();
+    const row = await env.DB.prepare(
+      "SELECT previous_secret_ciphertext AS previous, disabled_at AS disabledAt FROM webhook_endpoints WHERE id = ?",
+    )
+      .bind(endpoint.id)
+      .first();
     expect(row).toEqual({ previous: null, disabledAt: null });
   });
 
@@ -253,7 +318,12 @@ describe("console authentication on every webhook route", () => {
     ["POST", "/settings/webhooks/wh_matrix/deliveries/whd_matrix/redeliver"],
   ])("%s %s: the full credential matrix (invalid credentials 401, other kinds 403)", async (method, path) => {
     // The POST body registers an endpoint for a kind this file never emits, on the local receiver.
-    const body = method === "POST" && path === "/settings/webhooks" ? { url: hookUrl("matrix"), events: ["deposit.confirmed"] } : method === "POST" && path.endsWith("rotate-secret") ? { graceSeconds: 0 } : undefined;
+    const body =
+      method === "POST" && path === "/settings/webhooks"
+        ? { url: hookUrl("matrix"), events: ["deposit.confirmed"] }
+        : method === "POST" && path.endsWith("rotate-secret")
+          ? { graceSeconds: 0 }
+          : undefined;
     await expectAuthMatrix({ method, path, expects: "console", body });
   });
 });

@@ -8,7 +8,10 @@ describe("webhook smoke", () => {
   it("delivers signed events and retries a failing receiver", async () => {
     const merchant = await createMerchant();
     const ok = await registerEndpoint("ok-smoke", { merchantId: merchant.merchantId });
-    const flaky = await registerEndpoint("fail2-smoke", { events: ["charge.created"], merchantId: merchant.merchantId });
+    const flaky = await registerEndpoint("fail2-smoke", {
+      events: ["charge.created"],
+      merchantId: merchant.merchantId,
+    });
     const agent = await createAgent({ credit: 1000 });
     const charge = await createCharge(merchant.apiKey, 100);
     expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
@@ -16,7 +19,9 @@ describe("webhook smoke", () => {
     const types = got.map((d) => JSON.parse(d.body).type).sort();
     expect(types).toEqual(["charge.created", "charge.succeeded", "payment.succeeded"]);
     for (const d of got) {
-      expect(await verifyWebhook({ secret: ok.secret, header: d.headers["x-service-signature"], rawBody: d.body })).toMatchObject({ ok: true });
+      expect(
+        await verifyWebhook({ secret: ok.secret, header: d.headers["x-service-signature"], rawBody: d.body }),
+      ).toMatchObject({ ok: true });
     }
     const retried = await waitForReceived("fail2-smoke", (l) => l.length >= 3);
     expect(new Set(retried.map((d) => JSON.parse(d.body).id)).size).toBe(1);

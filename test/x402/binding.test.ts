@@ -4,7 +4,16 @@ import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, type ApiResponse } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, freshPayer, payToOf, publicClient, TOKEN_ABI, tokenBalance, xPaymentHeader, type Payer } from "../helpers/x402";
+import {
+  chain,
+  freshPayer,
+  payToOf,
+  publicClient,
+  TOKEN_ABI,
+  tokenBalance,
+  xPaymentHeader,
+  type Payer,
+} from "../helpers/x402";
 
 /*
  * An x402 authorization pays only the charge (or the one checkout-link payment) it was made for:
@@ -19,10 +28,18 @@ const chargePath = (chargeId: string) => `/charges/${chargeId}/x402`;
 const linkPath = (token: string) => `/checkout/${token}/x402`;
 const send = (path: string, header: string) => api("GET", path, { headers: { "X-PAYMENT": header } });
 const authorizationUsed = (from: Hex, nonce: Hex) =>
-  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [from, nonce] });
+  publicClient().readContract({
+    address: chain().token,
+    abi: TOKEN_ABI,
+    functionName: "authorizationState",
+    args: [from, nonce],
+  });
 
 async function createLink(merchantKey: string, amountUsdCents: number) {
-  const res = await api("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents, description: "bound link" } });
+  const res = await api("POST", "/merchant/checkout", {
+    token: merchantKey,
+    body: { amountUsdCents, description: "bound link" },
+  });
   expect(res.status).toBe(201);
   return res.body as { checkoutLinkId: string; checkoutToken: string };
 }
@@ -50,9 +67,19 @@ beforeAll(async () => {
 
 describe("receiving addresses", () => {
   it("each charge and each checkout link has its own payTo, the same in every 402 and in both versions, derived from the receiving key", async () => {
-    const [c1, c2, c3] = await Promise.all([createCharge(m0.apiKey, CENTS), createCharge(m0.apiKey, CENTS), createCharge(m1.apiKey, CENTS)]);
+    const [c1, c2, c3] = await Promise.all([
+      createCharge(m0.apiKey, CENTS),
+      createCharge(m0.apiKey, CENTS),
+      createCharge(m1.apiKey, CENTS),
+    ]);
     const [l1, l2] = await Promise.all([createLink(m0.apiKey, CENTS), createLink(m1.apiKey, CENTS)]);
-    const paths = [chargePath(c1.chargeId), chargePath(c2.chargeId), chargePath(c3.chargeId), linkPath(l1.checkoutToken), linkPath(l2.checkoutToken)];
+    const paths = [
+      chargePath(c1.chargeId),
+      chargePath(c2.chargeId),
+      chargePath(c3.chargeId),
+      linkPath(l1.checkoutToken),
+      linkPath(l2.checkoutToken),
+    ];
     // First asked for all at once: concurrent first uses get distinct addresses.
     const first = await Promise.all(paths.map(payToOf));
     expect(new Set(first.map((a) => a.toLowerCase())).size).toBe(5);
@@ -64,7 +91,9 @@ describe("receiving addresses", () => {
       expect(v2.accepts[0].payTo).toBe(first[i]);
     }
     // Recorded with its owner and merchant, at a BIP-44 index of account 1 of the receiving key.
-    const rows = await env.DB.prepare("SELECT idx, owner_id AS ownerId, owner_kind AS kind, merchant_id AS merchantId, address FROM receiving_addresses WHERE owner_id IN (?, ?, ?, ?, ?)")
+    const rows = await env.DB.prepare(
+      "SELECT idx, owner_id AS ownerId, owner_kind AS kind, merchant_id AS merchantId, address FROM receiving_addresses WHERE owner_id IN (?, ?, ?, ?, ?)",
+    )
       .bind(c1.chargeId, c2.chargeId, c3.chargeId, l1.checkoutLinkId, l2.checkoutLinkId)
       .all<{ idx: number; ownerId: string; kind: string; merchantId: string; address: string }>();
     const byOwner = new Map(rows.results.map((r) => [r.ownerId, r]));
@@ -74,7 +103,9 @@ describe("receiving addresses", () => {
     for (const [i, owner] of owners.entries()) {
       const row = byOwner.get(owner)!;
       expect(row.address).toBe(first[i]!.toLowerCase());
-      expect(mnemonicToAccount(env.DEPOSIT_MNEMONIC!, { accountIndex: 1, addressIndex: row.idx }).address).toBe(first[i]);
+      expect(mnemonicToAccount(env.DEPOSIT_MNEMONIC!, { accountIndex: 1, addressIndex: row.idx }).address).toBe(
+        first[i],
+      );
     }
   });
 });
@@ -90,14 +121,22 @@ describe("an authorization made for one charge or link", () => {
     const c2 = await createCharge(m1.apiKey, CENTS);
     const [payTo1, payTo2] = [await payToOf(chargePath(c1.chargeId)), await payToOf(chargePath(c2.chargeId))];
     const { header, payload } = await xPaymentHeader(payer.key, VALUE, { to: payTo1 });
-    const before = { m0: await merchantBalance(m0.apiKey), m1: await merchantBalance(m1.apiKey), payer: await tokenBalance(payer.address) };
+    const before = {
+      m0: await merchantBalance(m0.apiKey),
+      m1: await merchantBalance(m1.apiKey),
+      payer: await tokenBalance(payer.address),
+    };
 
     expectRefusedElsewhere(await send(chargePath(c2.chargeId), header), payTo2, [c1.chargeId]);
     expect((await api("GET", `/charges/${c2.chargeId}`)).body).toMatchObject({ status: "pending", reference: null });
     expect(await merchantBalance(m1.apiKey)).toBe(before.m1);
     expect(await tokenBalance(payer.address)).toBe(before.payer);
     expect(await authorizationUsed(payer.address, payload.authorization.nonce)).toBe(false);
-    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE nonce = ?").bind(payload.authorization.nonce.toLowerCase()).first()).toEqual({ n: 0 });
+    expect(
+      await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE nonce = ?")
+        .bind(payload.authorization.nonce.toLowerCase())
+        .first(),
+    ).toEqual({ n: 0 });
 
     const paid = await send(chargePath(c1.chargeId), header);
     expect(paid.status).toBe(200);
@@ -107,7 +146,10 @@ describe("an authorization made for one charge or link", () => {
     expect(await tokenBalance(payTo1)).toBe(VALUE);
     expect(await tokenBalance(payTo2)).toBe(0n);
     // Settled, it is refused on the other charge too, still naming nothing of the first.
-    expectRefusedElsewhere(await send(chargePath(c2.chargeId), header), payTo2, [c1.chargeId, paid.body.settlement.transaction]);
+    expectRefusedElsewhere(await send(chargePath(c2.chargeId), header), payTo2, [
+      c1.chargeId,
+      paid.body.settlement.transaction,
+    ]);
     expect((await api("GET", `/charges/${c2.chargeId}`)).body.status).toBe("pending");
   });
 
@@ -124,7 +166,11 @@ describe("an authorization made for one charge or link", () => {
       expectRefusedElsewhere(res, payTo1, [l0.checkoutLinkId, l0.checkoutToken]);
     }
     expect(await linkPayments(m1.apiKey, l1.checkoutToken)).toBe(0);
-    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?").bind(l1.checkoutLinkId).first()).toEqual({ n: 0 });
+    expect(
+      await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?")
+        .bind(l1.checkoutLinkId)
+        .first(),
+    ).toEqual({ n: 0 });
     expect(await merchantBalance(m1.apiKey)).toBe(before);
 
     const paid = await api("POST", linkPath(l0.checkoutToken), { headers: { "X-PAYMENT": header } });
@@ -141,10 +187,16 @@ describe("an authorization made for one charge or link", () => {
     const forCharge = await xPaymentHeader(payer.key, VALUE, { to: chargePayTo });
     const forLink = await xPaymentHeader(payer.key, VALUE, { to: linkPayTo });
 
-    expectRefusedElsewhere(await api("POST", linkPath(link.checkoutToken), { headers: { "X-PAYMENT": forCharge.header } }), linkPayTo, [charge.chargeId]);
+    expectRefusedElsewhere(
+      await api("POST", linkPath(link.checkoutToken), { headers: { "X-PAYMENT": forCharge.header } }),
+      linkPayTo,
+      [charge.chargeId],
+    );
     expectRefusedElsewhere(await send(chargePath(charge.chargeId), forLink.header), chargePayTo, [link.checkoutLinkId]);
     expect((await send(chargePath(charge.chargeId), forCharge.header)).status).toBe(200);
-    expect((await api("POST", linkPath(link.checkoutToken), { headers: { "X-PAYMENT": forLink.header } })).status).toBe(200);
+    expect((await api("POST", linkPath(link.checkoutToken), { headers: { "X-PAYMENT": forLink.header } })).status).toBe(
+      200,
+    );
   });
 
   it("a charge born from a link (held for approval) has its own address: the link's authorization does not pay it", async () => {
@@ -168,7 +220,9 @@ describe("an authorization made for one charge or link", () => {
     const offer2 = await api("GET", chargePath(c2.chargeId));
     const required2 = JSON.parse(atob(offer2.headers.get("PAYMENT-REQUIRED")!));
     const payload = (await xPaymentHeader(payer.key, VALUE, { to: offer1.body.accepts[0].payTo })).payload;
-    const forged = btoa(JSON.stringify({ x402Version: 2, resource: required2.resource, accepted: required2.accepts[0], payload }));
+    const forged = btoa(
+      JSON.stringify({ x402Version: 2, resource: required2.resource, accepted: required2.accepts[0], payload }),
+    );
     const res = await api("GET", chargePath(c2.chargeId), { headers: { "PAYMENT-SIGNATURE": forged } });
     expectRefusedElsewhere(res, required2.accepts[0].payTo, [c1.chargeId]);
     expect(await authorizationUsed(payer.address, payload.authorization.nonce as Hex)).toBe(false);
@@ -182,10 +236,20 @@ describe("how the payment header is read", () => {
     const payTo = await payToOf(chargePath(charge.chargeId));
     const { payload } = await xPaymentHeader(payer.key, VALUE, { to: payTo });
     const upper = (a: string) => `0x${a.slice(2).toUpperCase()}`;
-    const shouting = { ...payload, authorization: { ...payload.authorization, from: upper(payload.authorization.from), to: upper(payload.authorization.to) } };
+    const shouting = {
+      ...payload,
+      authorization: {
+        ...payload.authorization,
+        from: upper(payload.authorization.from),
+        to: upper(payload.authorization.to),
+      },
+    };
     const envelope = (p: unknown) => ({ x402Version: 1, scheme: "exact", network: "base-sepolia", payload: p });
     // The same payload with `value` given twice, the second a cent more: one reader could see either.
-    const twice = JSON.stringify(envelope(shouting)).replace(`"value":"${VALUE}"`, `"value":"${VALUE}","value":"${VALUE + 10_000n}"`);
+    const twice = JSON.stringify(envelope(shouting)).replace(
+      `"value":"${VALUE}"`,
+      `"value":"${VALUE}","value":"${VALUE + 10_000n}"`,
+    );
     expect(twice).toContain(`"value":"${VALUE + 10_000n}"`);
     const refused = await send(chargePath(charge.chargeId), btoa(twice));
     expect(refused.status).toBe(402);
@@ -218,7 +282,9 @@ describe("one header sent to two charges", () => {
     expect((await api("GET", `/charges/${p.c2.chargeId}`)).body).toMatchObject({ status: "pending", reference: null });
     expect(await tokenBalance(p.payTo1)).toBe(VALUE);
     expect(await tokenBalance(p.payTo2)).toBe(0n);
-    const rows = await env.DB.prepare("SELECT charge_id AS chargeId, status FROM x402_payments WHERE nonce = ?").bind(p.nonce.toLowerCase()).all();
+    const rows = await env.DB.prepare("SELECT charge_id AS chargeId, status FROM x402_payments WHERE nonce = ?")
+      .bind(p.nonce.toLowerCase())
+      .all();
     expect(rows.results).toEqual([{ chargeId: p.c1.chargeId, status: "settled" }]);
   }
 
@@ -231,8 +297,16 @@ describe("one header sent to two charges", () => {
         round === 0
           ? await Promise.all([send(chargePath(p.c1.chargeId), p.header), send(chargePath(p.c2.chargeId), p.header)])
           : round === 1
-            ? (await Promise.all([send(chargePath(p.c2.chargeId), p.header), send(chargePath(p.c1.chargeId), p.header)])).reverse()
-            : await Promise.all([send(chargePath(p.c1.chargeId), p.header), new Promise((r) => setTimeout(r, 5)).then(() => send(chargePath(p.c2.chargeId), p.header))]);
+            ? (
+                await Promise.all([
+                  send(chargePath(p.c2.chargeId), p.header),
+                  send(chargePath(p.c1.chargeId), p.header),
+                ])
+              ).reverse()
+            : await Promise.all([
+                send(chargePath(p.c1.chargeId), p.header),
+                new Promise((r) => setTimeout(r, 5)).then(() => send(chargePath(p.c2.chargeId), p.header)),
+              ]);
       expect(own!.status).toBe(200);
       expect(own!.body).toMatchObject({ chargeId: p.c1.chargeId, status: "paid" });
       expectRefusedElsewhere(other!, p.payTo2, [p.c1.chargeId]);
@@ -249,7 +323,9 @@ describe("one header sent to two charges", () => {
 
     const second = await pair();
     expect((await send(chargePath(second.c1.chargeId), second.header)).status).toBe(200);
-    expectRefusedElsewhere(await send(chargePath(second.c2.chargeId), second.header), second.payTo2, [second.c1.chargeId]);
+    expectRefusedElsewhere(await send(chargePath(second.c2.chargeId), second.header), second.payTo2, [
+      second.c1.chargeId,
+    ]);
     await expectPaidOnceOnFirst(second);
   });
 });

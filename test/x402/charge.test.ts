@@ -4,7 +4,16 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { chain, payToOf, publicClient, signAuthorization, tokenBalance, TOKEN_ABI, xPaymentFor, xPaymentHeader } from "../helpers/x402";
+import {
+  chain,
+  payToOf,
+  publicClient,
+  signAuthorization,
+  tokenBalance,
+  TOKEN_ABI,
+  xPaymentFor,
+  xPaymentHeader,
+} from "../helpers/x402";
 
 /*
  * x402 on a charge, against the real local chain with the built-in facilitator.
@@ -104,7 +113,9 @@ describe("GET /charges/:id/x402 terms (402)", () => {
       const res = await api("GET", x402Path(charge.chargeId));
       expect(res.status).toBe(402);
       expect(res.body.accepts[0].maxAmountRequired).toBe((BigInt(cents) * UNITS_PER_CENT).toString());
-      expect(decodeHeader(res.headers.get("PAYMENT-REQUIRED")).accepts[0].amount).toBe((BigInt(cents) * UNITS_PER_CENT).toString());
+      expect(decodeHeader(res.headers.get("PAYMENT-REQUIRED")).accepts[0].amount).toBe(
+        (BigInt(cents) * UNITS_PER_CENT).toString(),
+      );
     }
   });
 
@@ -122,22 +133,34 @@ describe("GET /charges/:id/x402 terms (402)", () => {
     const res = await api("GET", x402Path("chg_doesnotexist000000"));
     expect(res.status).toBe(404);
     expect(res.body.error).toBeTruthy();
-    const withPayment = await api("GET", x402Path("chg_doesnotexist000000"), { headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 10_000n, { to: chain().payTo })).header } });
+    const withPayment = await api("GET", x402Path("chg_doesnotexist000000"), {
+      headers: { "X-PAYMENT": (await xPaymentHeader(PAYER, 10_000n, { to: chain().payTo })).header },
+    });
     expect(withPayment.status).toBe(404);
   });
 
   it("CORS preflight allows the payment headers and exposes the response headers", async () => {
     const charge = await createCharge(merchant.apiKey, 100);
     const res = await api("OPTIONS", x402Path(charge.chargeId), {
-      headers: { Origin: "https://agent.example", "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "x-payment,payment-signature,access-control-expose-headers" },
+      headers: {
+        Origin: "https://agent.example",
+        "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "x-payment,payment-signature,access-control-expose-headers",
+      },
     });
     expect(res.status).toBeLessThan(300);
     expect(res.headers.get("Access-Control-Allow-Origin")).toBeTruthy();
-    const allowed = (res.headers.get("Access-Control-Allow-Headers") ?? "").toLowerCase().split(",").map((h) => h.trim());
+    const allowed = (res.headers.get("Access-Control-Allow-Headers") ?? "")
+      .toLowerCase()
+      .split(",")
+      .map((h) => h.trim());
     expect(allowed).toContain("x-payment");
     expect(allowed).toContain("payment-signature");
     expect((res.headers.get("Access-Control-Allow-Methods") ?? "").toUpperCase()).toContain("GET");
-    const exposed = (res.headers.get("Access-Control-Expose-Headers") ?? "").toLowerCase().split(",").map((h) => h.trim());
+    const exposed = (res.headers.get("Access-Control-Expose-Headers") ?? "")
+      .toLowerCase()
+      .split(",")
+      .map((h) => h.trim());
     expect(exposed).toContain("payment-response");
     expect(exposed).toContain("x-payment-response");
   });
@@ -153,11 +176,20 @@ describe("paying a charge with x402", () => {
   });
 
   it("parallel settlements each see their own receipt and answer 200", async () => {
-    const charges = await Promise.all(Array.from({ length: 6 }, (_, i) => createCharge(merchant.apiKey, 11 + i, { description: `parallel ${i}` })));
-    const headers = await Promise.all(charges.map((charge, i) => xPaymentFor(x402Path(charge.chargeId), PAYER, BigInt(11 + i) * UNITS_PER_CENT)));
-    const responses = await Promise.all(charges.map((charge, i) => api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": headers[i]!.header } })));
+    const charges = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => createCharge(merchant.apiKey, 11 + i, { description: `parallel ${i}` })),
+    );
+    const headers = await Promise.all(
+      charges.map((charge, i) => xPaymentFor(x402Path(charge.chargeId), PAYER, BigInt(11 + i) * UNITS_PER_CENT)),
+    );
+    const responses = await Promise.all(
+      charges.map((charge, i) =>
+        api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": headers[i]!.header } }),
+      ),
+    );
     expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
-    for (const [i, res] of responses.entries()) expect(res.body).toMatchObject({ chargeId: charges[i]!.chargeId, status: "paid", settlement: { success: true } });
+    for (const [i, res] of responses.entries())
+      expect(res.body).toMatchObject({ chargeId: charges[i]!.chargeId, status: "paid", settlement: { success: true } });
     expect(new Set(responses.map((r) => r.body.settlement.transaction)).size).toBe(6);
   });
 
@@ -174,10 +206,17 @@ describe("paying a charge with x402", () => {
 
     const res = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ chargeId: charge.chargeId, status: "paid", settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) } });
+    expect(res.body).toEqual({
+      chargeId: charge.chargeId,
+      status: "paid",
+      settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) },
+    });
     const transaction = res.body.settlement.transaction as Hex;
     // v1 names the network; v2 gives its CAIP-2 id.
-    for (const [name, network] of [["X-PAYMENT-RESPONSE", "base-sepolia"], ["PAYMENT-RESPONSE", "eip155:84532"]] as const) {
+    for (const [name, network] of [
+      ["X-PAYMENT-RESPONSE", "base-sepolia"],
+      ["PAYMENT-RESPONSE", "eip155:84532"],
+    ] as const) {
       const settlement = decodeHeader(res.headers.get(name));
       expect(settlement).toMatchObject({ success: true, transaction, network });
       expect(String(settlement.payer).toLowerCase()).toBe(payer().toLowerCase());
@@ -188,22 +227,46 @@ describe("paying a charge with x402", () => {
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
     expect(payToBefore).toBe(0n);
     expect(await tokenBalance(payTo)).toBe(value);
-    expect(await publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [payer(), payload.authorization.nonce] })).toBe(true);
+    expect(
+      await publicClient().readContract({
+        address: chain().token,
+        abi: TOKEN_ABI,
+        functionName: "authorizationState",
+        args: [payer(), payload.authorization.nonce],
+      }),
+    ).toBe(true);
 
     // The charge and the merchant.
     const read = await getCharge(charge.chargeId);
-    expect(read).toMatchObject({ chargeId: charge.chargeId, status: "paid", method: "x402", reference: transaction, agentId: null });
+    expect(read).toMatchObject({
+      chargeId: charge.chargeId,
+      status: "paid",
+      method: "x402",
+      reference: transaction,
+      agentId: null,
+    });
     expect(read.paidAt).toBeTruthy();
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
 
     // The ledger and the audit chain.
-    const audit = await env.DB.prepare("SELECT type, charge_id AS chargeId, merchant_id AS merchantId, amount_minor AS amountMinor, data FROM audit_events WHERE reference = ?")
+    const audit = await env.DB.prepare(
+      "SELECT type, charge_id AS chargeId, merchant_id AS merchantId, amount_minor AS amountMinor, data FROM audit_events WHERE reference = ?",
+    )
       .bind(transaction)
       .all<{ type: string; chargeId: string; merchantId: string; amountMinor: number; data: string }>();
     expect(audit.results).toHaveLength(1);
-    expect(audit.results[0]).toMatchObject({ type: "charge.paid", chargeId: charge.chargeId, merchantId: merchant.merchantId, amountMinor: cents });
+    expect(audit.results[0]).toMatchObject({
+      type: "charge.paid",
+      chargeId: charge.chargeId,
+      merchantId: merchant.merchantId,
+      amountMinor: cents,
+    });
     expect(JSON.parse(audit.results[0]!.data)).toMatchObject({ method: "x402" });
-    const postings = await env.DB.prepare("SELECT account, amount_minor AS amountMinor FROM ledger_entries WHERE transfer_id = ?").bind(transaction).all<{ account: string; amountMinor: number }>();
+    const postings = await env.DB.prepare(
+      "SELECT account, amount_minor AS amountMinor FROM ledger_entries WHERE transfer_id = ?",
+    )
+      .bind(transaction)
+      .all<{ account: string; amountMinor: number }>();
     expect(postings.results.find((p) => p.account === `merchant:${merchant.merchantId}`)?.amountMinor).toBe(cents);
     expect(postings.results.reduce((sum, p) => sum + p.amountMinor, 0)).toBe(0);
     expect((await auditVerify()).ok).toBe(true);
@@ -211,7 +274,12 @@ describe("paying a charge with x402", () => {
     // Paid: the GET without a payment answers 200 with the charge.
     const again = await api("GET", x402Path(charge.chargeId));
     expect(again.status).toBe(200);
-    expect(again.body).toMatchObject({ chargeId: charge.chargeId, status: "paid", method: "x402", reference: transaction });
+    expect(again.body).toMatchObject({
+      chargeId: charge.chargeId,
+      status: "paid",
+      method: "x402",
+      reference: transaction,
+    });
 
     // The same X-PAYMENT again: the same settlement, nothing more moves.
     const payerAfter = await tokenBalance(payer());
@@ -220,7 +288,9 @@ describe("paying a charge with x402", () => {
     expect(resent.body.settlement?.transaction ?? resent.body.reference).toBe(transaction);
     expect(await tokenBalance(payer())).toBe(payerAfter);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    const rows = await env.DB.prepare("SELECT status FROM x402_payments WHERE charge_id = ?").bind(charge.chargeId).all<{ status: string }>();
+    const rows = await env.DB.prepare("SELECT status FROM x402_payments WHERE charge_id = ?")
+      .bind(charge.chargeId)
+      .all<{ status: string }>();
     expect(rows.results).toEqual([{ status: "settled" }]);
     expect((await getCharge(charge.chargeId)).reference).toBe(transaction);
   });
@@ -233,15 +303,28 @@ describe("paying a charge with x402", () => {
     expect(res.status).toBe(200);
     const transaction = res.body.settlement.transaction as Hex;
     // The event is written with the payment, in the same batch.
-    const outbox = await env.DB.prepare("SELECT type FROM outbox_events WHERE type = 'charge.succeeded' AND data LIKE ?").bind(`%${charge.chargeId}%`).all<{ type: string }>();
+    const outbox = await env.DB.prepare(
+      "SELECT type FROM outbox_events WHERE type = 'charge.succeeded' AND data LIKE ?",
+    )
+      .bind(`%${charge.chargeId}%`)
+      .all<{ type: string }>();
     expect(outbox.results).toHaveLength(1);
     // Nothing else happens after the payment: the event must reach the receiver on its own.
-    const got = await waitForReceived(hook, (list) => list.some((d) => JSON.parse(d.body).data?.chargeId === charge.chargeId));
+    const got = await waitForReceived(hook, (list) =>
+      list.some((d) => JSON.parse(d.body).data?.chargeId === charge.chargeId),
+    );
     const delivery = got.find((d) => JSON.parse(d.body).data?.chargeId === charge.chargeId)!;
     const event = JSON.parse(delivery.body);
     expect(event.type).toBe("charge.succeeded");
     expect(delivery.headers["x-service-event"]).toBe("charge.succeeded");
-    expect(event.data).toMatchObject({ chargeId: charge.chargeId, merchantId: merchant.merchantId, amountMinor: cents, currency: "USD", method: "x402", reference: transaction });
+    expect(event.data).toMatchObject({
+      chargeId: charge.chargeId,
+      merchantId: merchant.merchantId,
+      amountMinor: cents,
+      currency: "USD",
+      method: "x402",
+      reference: transaction,
+    });
   });
 
   it("X-PAYMENT in base64url (the spec's encoding) settles", async () => {

@@ -45,9 +45,9 @@ async function expectTransferOnChain(transaction: Hex, from: Hex, value: bigint,
   const receipt = await publicClient().getTransactionReceipt({ hash: transaction });
   expect(receipt.status).toBe("success");
   const transfers = parseEventLogs({ abi: TRANSFER_EVENT, eventName: "Transfer", logs: receipt.logs });
-  expect(transfers.map((t) => ({ from: t.args.from.toLowerCase(), to: t.args.to.toLowerCase(), value: t.args.value }))).toEqual([
-    { from: from.toLowerCase(), to: to.toLowerCase(), value },
-  ]);
+  expect(
+    transfers.map((t) => ({ from: t.args.from.toLowerCase(), to: t.args.to.toLowerCase(), value: t.args.value })),
+  ).toEqual([{ from: from.toLowerCase(), to: to.toLowerCase(), value }]);
 }
 
 describe("x402 on a checkout link", () => {
@@ -82,14 +82,19 @@ describe("x402 on a checkout link", () => {
     // The link's own receiving address, in both versions' terms: not the settlement address.
     const payTo = res.body.accepts[0].payTo as string;
     expect(payTo.toLowerCase()).not.toBe(chain().payTo.toLowerCase());
-    expect(v2).toMatchObject({ x402Version: 2, accepts: [{ scheme: "exact", network: "eip155:84532", amount: "3450000", payTo, asset: chain().token }] });
+    expect(v2).toMatchObject({
+      x402Version: 2,
+      accepts: [{ scheme: "exact", network: "eip155:84532", amount: "3450000", payTo, asset: chain().token }],
+    });
     expect(res.headers.get("Cache-Control") ?? "").toContain("no-store");
     expect(res.headers.get("Access-Control-Allow-Origin")).toBeTruthy();
     // Asking for terms creates no charge and moves no counter.
     const again = await api("GET", path);
     expect(again.body).toEqual(res.body);
     expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 0, totalPaidMinor: 0 });
-    const charges = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?").bind(link.checkoutLinkId).first<{ n: number }>();
+    const charges = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?")
+      .bind(link.checkoutLinkId)
+      .first<{ n: number }>();
     expect(charges?.n).toBe(0);
   });
 
@@ -105,7 +110,11 @@ describe("x402 on a checkout link", () => {
     const first = await xPaymentHeader(PAYER_A, value, { to: payTo });
     const posted = await api("POST", path, { headers: { "X-PAYMENT": first.header } });
     expect(posted.status).toBe(200);
-    expect(posted.body).toMatchObject({ chargeId: expect.stringMatching(/^chg_/), status: "paid", settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) } });
+    expect(posted.body).toMatchObject({
+      chargeId: expect.stringMatching(/^chg_/),
+      status: "paid",
+      settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) },
+    });
     const tx1 = posted.body.settlement.transaction as Hex;
     const settlement = decodeHeader(posted.headers.get("X-PAYMENT-RESPONSE"));
     expect(settlement).toMatchObject({ success: true, transaction: tx1, network: "base-sepolia" });
@@ -115,9 +124,19 @@ describe("x402 on a checkout link", () => {
 
     const charge1 = await api("GET", `/charges/${posted.body.chargeId}`);
     expect(charge1.status).toBe(200);
-    expect(charge1.body).toMatchObject({ merchantId: merchant.merchantId, amountMinor: cents, description: "checkout by x402", status: "paid", method: "x402", reference: tx1 });
+    expect(charge1.body).toMatchObject({
+      merchantId: merchant.merchantId,
+      amountMinor: cents,
+      description: "checkout by x402",
+      status: "paid",
+      method: "x402",
+      reference: tx1,
+    });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 1, totalPaidMinor: cents });
+    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({
+      paymentsCount: 1,
+      totalPaidMinor: cents,
+    });
 
     // Official clients retry with their first request's method: GET with a payment settles too.
     const second = await xPaymentHeader(PAYER_A, value, { urlSafe: true, to: payTo });
@@ -129,12 +148,23 @@ describe("x402 on a checkout link", () => {
     expect(tx2).not.toBe(tx1);
     await expectTransferOnChain(tx2, addressOf(PAYER_A), value, payTo);
     expect(await tokenBalance(addressOf(PAYER_A))).toBe(payerBefore - 2n * value);
-    expect((await api("GET", `/charges/${got.body.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: tx2 });
+    expect((await api("GET", `/charges/${got.body.chargeId}`)).body).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: tx2,
+    });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + 2 * cents);
-    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 2, totalPaidMinor: 2 * cents });
+    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({
+      paymentsCount: 2,
+      totalPaidMinor: 2 * cents,
+    });
 
     // The charges belong to the link and are listed for the merchant.
-    const linked = await env.DB.prepare("SELECT id, status, method FROM charges WHERE checkout_link_id = ? ORDER BY created_at").bind(link.checkoutLinkId).all<{ id: string; status: string; method: string }>();
+    const linked = await env.DB.prepare(
+      "SELECT id, status, method FROM charges WHERE checkout_link_id = ? ORDER BY created_at",
+    )
+      .bind(link.checkoutLinkId)
+      .all<{ id: string; status: string; method: string }>();
     expect(linked.results.map((r) => r.id).sort()).toEqual([posted.body.chargeId, got.body.chargeId].sort());
     expect(linked.results.every((r) => r.status === "paid" && r.method === "x402")).toBe(true);
     const listed = await api("GET", "/merchant/charges", { token: merchant.apiKey });
@@ -148,7 +178,10 @@ describe("x402 on a checkout link", () => {
     expect(resent.status).toBe(200);
     expect(resent.body).toMatchObject({ chargeId: posted.body.chargeId, settlement: { transaction: tx1 } });
     expect(await tokenBalance(addressOf(PAYER_A))).toBe(payerNow);
-    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 2, totalPaidMinor: 2 * cents });
+    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({
+      paymentsCount: 2,
+      totalPaidMinor: 2 * cents,
+    });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + 2 * cents);
   });
 
@@ -160,23 +193,41 @@ describe("x402 on a checkout link", () => {
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const before = { a: await tokenBalance(addressOf(PAYER_A)), b: await tokenBalance(addressOf(PAYER_B)) };
     const payTo = await payToOf(path);
-    const [a, b] = await Promise.all([xPaymentHeader(PAYER_A, value, { to: payTo }), xPaymentHeader(PAYER_B, value, { to: payTo })]);
+    const [a, b] = await Promise.all([
+      xPaymentHeader(PAYER_A, value, { to: payTo }),
+      xPaymentHeader(PAYER_B, value, { to: payTo }),
+    ]);
 
-    const [ra, rb] = await Promise.all([api("POST", path, { headers: { "X-PAYMENT": a.header } }), api("POST", path, { headers: { "X-PAYMENT": b.header } })]);
+    const [ra, rb] = await Promise.all([
+      api("POST", path, { headers: { "X-PAYMENT": a.header } }),
+      api("POST", path, { headers: { "X-PAYMENT": b.header } }),
+    ]);
     expect(ra.status).toBe(200);
     expect(rb.status).toBe(200);
     expect(ra.body.chargeId).not.toBe(rb.body.chargeId);
-    expect(decodeHeader(ra.headers.get("X-PAYMENT-RESPONSE")).payer.toLowerCase()).toBe(addressOf(PAYER_A).toLowerCase());
-    expect(decodeHeader(rb.headers.get("X-PAYMENT-RESPONSE")).payer.toLowerCase()).toBe(addressOf(PAYER_B).toLowerCase());
+    expect(decodeHeader(ra.headers.get("X-PAYMENT-RESPONSE")).payer.toLowerCase()).toBe(
+      addressOf(PAYER_A).toLowerCase(),
+    );
+    expect(decodeHeader(rb.headers.get("X-PAYMENT-RESPONSE")).payer.toLowerCase()).toBe(
+      addressOf(PAYER_B).toLowerCase(),
+    );
     await expectTransferOnChain(ra.body.settlement.transaction, addressOf(PAYER_A), value, payTo);
     await expectTransferOnChain(rb.body.settlement.transaction, addressOf(PAYER_B), value, payTo);
     expect(await tokenBalance(addressOf(PAYER_A))).toBe(before.a - value);
     expect(await tokenBalance(addressOf(PAYER_B))).toBe(before.b - value);
     for (const r of [ra, rb]) {
-      expect((await api("GET", `/charges/${r.body.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: r.body.settlement.transaction, amountMinor: cents });
+      expect((await api("GET", `/charges/${r.body.chargeId}`)).body).toMatchObject({
+        status: "paid",
+        method: "x402",
+        reference: r.body.settlement.transaction,
+        amountMinor: cents,
+      });
     }
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + 2 * cents);
-    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 2, totalPaidMinor: 2 * cents });
+    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({
+      paymentsCount: 2,
+      totalPaidMinor: 2 * cents,
+    });
   });
 
   it("a disabled link answers 409 to terms and to payments, and no tokens move", async () => {
@@ -186,7 +237,10 @@ describe("x402 on a checkout link", () => {
     const path = `/checkout/${link.checkoutToken}/x402`;
     // Signed while the link was active (its terms name its address), sent after it was disabled.
     const { header, payload } = await xPaymentFor(path, PAYER_B, value);
-    const disabled = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: false } });
+    const disabled = await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+      token: merchant.apiKey,
+      body: { active: false },
+    });
     expect(disabled.status).toBe(200);
     const payerBefore = await tokenBalance(addressOf(PAYER_B));
 
@@ -202,15 +256,27 @@ describe("x402 on a checkout link", () => {
     });
     expect(used).toBe(false);
     expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 0, totalPaidMinor: 0 });
-    const charges = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?").bind(link.checkoutLinkId).first<{ n: number }>();
+    const charges = await env.DB.prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?")
+      .bind(link.checkoutLinkId)
+      .first<{ n: number }>();
     expect(charges?.n).toBe(0);
 
     // Enabled again, the same payment goes through.
-    expect((await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, { token: merchant.apiKey, body: { active: true } })).status).toBe(200);
+    expect(
+      (
+        await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+          token: merchant.apiKey,
+          body: { active: true },
+        })
+      ).status,
+    ).toBe(200);
     const paid = await api("POST", path, { headers: { "X-PAYMENT": header } });
     expect(paid.status).toBe(200);
     expect(await tokenBalance(addressOf(PAYER_B))).toBe(payerBefore - value);
-    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({ paymentsCount: 1, totalPaidMinor: cents });
+    expect(await linkCounters(merchant.apiKey, link.checkoutToken)).toEqual({
+      paymentsCount: 1,
+      totalPaidMinor: cents,
+    });
   });
 
   it("an unknown token answers 404, with or without a payment", async () => {

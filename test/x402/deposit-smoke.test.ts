@@ -7,7 +7,18 @@ import { api } from "../helpers/api";
 import { balanceOf, createAgent } from "../helpers/factories";
 import { chain, publicClient } from "../helpers/x402";
 
-const TRANSFER_ABI = [{ type: "function", name: "transfer", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [{ type: "bool" }] }] as const;
+const TRANSFER_ABI = [
+  {
+    type: "function",
+    name: "transfer",
+    stateMutability: "nonpayable",
+    inputs: [
+      { name: "to", type: "address" },
+      { name: "value", type: "uint256" },
+    ],
+    outputs: [{ type: "bool" }],
+  },
+] as const;
 
 describe("deposit smoke", () => {
   it("credits a transfer to the agent's deposit address once, after confirmations", async () => {
@@ -16,8 +27,17 @@ describe("deposit smoke", () => {
     const depositAddress = bal.body.depositAddress as Hex;
     expect(depositAddress).toMatch(/^0x[0-9a-f]{40}$/);
     const c = chain();
-    const wallet = createWalletClient({ account: privateKeyToAccount(c.accounts[2]!.privateKey), transport: http(c.rpcUrl) });
-    const hash = await wallet.writeContract({ chain: null, address: c.token, abi: TRANSFER_ABI, functionName: "transfer", args: [depositAddress, 1_230_000n] });
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(c.accounts[2]!.privateKey),
+      transport: http(c.rpcUrl),
+    });
+    const hash = await wallet.writeContract({
+      chain: null,
+      address: c.token,
+      abi: TRANSFER_ABI,
+      functionName: "transfer",
+      args: [depositAddress, 1_230_000n],
+    });
     await publicClient().waitForTransactionReceipt({ hash });
     // One confirmation so far; two are required.
     await watchDeposits(env);
@@ -38,8 +58,17 @@ describe("deposit watcher after a chain reset", () => {
     await watchDeposits(env);
     const cursor = await env.DB.prepare("SELECT name FROM chain_cursors").first<{ name: string }>();
     await env.DB.prepare("UPDATE chain_cursors SET block_number = 1000000 WHERE name = ?").bind(cursor!.name).run();
-    const wallet = createWalletClient({ account: privateKeyToAccount(c.accounts[2]!.privateKey), transport: http(c.rpcUrl) });
-    const hash = await wallet.writeContract({ chain: null, address: c.token, abi: TRANSFER_ABI, functionName: "transfer", args: [depositAddress, 700_000n] });
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(c.accounts[2]!.privateKey),
+      transport: http(c.rpcUrl),
+    });
+    const hash = await wallet.writeContract({
+      chain: null,
+      address: c.token,
+      abi: TRANSFER_ABI,
+      functionName: "transfer",
+      args: [depositAddress, 700_000n],
+    });
     await publicClient().waitForTransactionReceipt({ hash });
     await publicClient().request({ method: "evm_mine" as never, params: [] as never });
     await watchDeposits(env);

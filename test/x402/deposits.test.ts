@@ -1,6 +1,15 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { createWalletClient, encodeAbiParameters, http, keccak256, parseAbi, parseEventLogs, toHex, type Hex } from "viem";
+import {
+  createWalletClient,
+  encodeAbiParameters,
+  http,
+  keccak256,
+  parseAbi,
+  parseEventLogs,
+  toHex,
+  type Hex,
+} from "viem";
 import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
@@ -28,9 +37,17 @@ const BALANCE_SLOT = 1n;
 async function freshSender(tokens: bigint) {
   const key = generatePrivateKey();
   const account = privateKeyToAccount(key);
-  const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [account.address, BALANCE_SLOT]));
-  await publicClient().request({ method: "anvil_setStorageAt" as never, params: [chain().token, slot, toHex(tokens, { size: 32 })] as never });
-  await publicClient().request({ method: "anvil_setBalance" as never, params: [account.address, toHex(10n ** 18n)] as never });
+  const slot = keccak256(
+    encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [account.address, BALANCE_SLOT]),
+  );
+  await publicClient().request({
+    method: "anvil_setStorageAt" as never,
+    params: [chain().token, slot, toHex(tokens, { size: 32 })] as never,
+  });
+  await publicClient().request({
+    method: "anvil_setBalance" as never,
+    params: [account.address, toHex(10n ** 18n)] as never,
+  });
   expect(await tokenBalance(account.address)).toBe(tokens);
   return { account, wallet: createWalletClient({ account, transport: http(chain().rpcUrl) }) };
 }
@@ -39,14 +56,21 @@ type Sender = Awaited<ReturnType<typeof freshSender>>;
 
 /** Sends `value` token units to `to` and returns where the Transfer landed. */
 async function send(sender: Sender, to: Hex, value: bigint) {
-  const hash = await sender.wallet.writeContract({ chain: null, address: chain().token, abi: TOKEN, functionName: "transfer", args: [to, value] });
+  const hash = await sender.wallet.writeContract({
+    chain: null,
+    address: chain().token,
+    abi: TOKEN,
+    functionName: "transfer",
+    args: [to, value],
+  });
   const receipt = await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 100 });
   expect(receipt.status).toBe("success");
   const [log] = parseEventLogs({ abi: TOKEN, eventName: "Transfer", logs: receipt.logs });
   return { hash, blockNumber: receipt.blockNumber, logIndex: log!.logIndex };
 }
 
-const mine = (blocks = 1) => publicClient().request({ method: "anvil_mine" as never, params: [toHex(blocks)] as never });
+const mine = (blocks = 1) =>
+  publicClient().request({ method: "anvil_mine" as never, params: [toHex(blocks)] as never });
 
 async function depositAddressOf(agentKey: string): Promise<Hex> {
   const res = await api("GET", "/balance", { token: agentKey });
@@ -83,9 +107,15 @@ describe("deposits to agent wallets", () => {
     expect(new Set(addresses.map((a) => a.toLowerCase())).size).toBe(agents.length);
     for (const [i, agent] of agents.entries()) {
       expect((agent as { depositAddress?: string }).depositAddress?.toLowerCase()).toBe(addresses[i]!.toLowerCase());
-      const row = await env.DB.prepare("SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?").bind(agent.agentId).first<{ depositIndex: number; address: string }>();
+      const row = await env.DB.prepare(
+        "SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?",
+      )
+        .bind(agent.agentId)
+        .first<{ depositIndex: number; address: string }>();
       expect(row!.address.toLowerCase()).toBe(addresses[i]!.toLowerCase());
-      expect(mnemonicToAccount(env.DEPOSIT_MNEMONIC!, { addressIndex: row!.depositIndex }).address.toLowerCase()).toBe(addresses[i]!.toLowerCase());
+      expect(mnemonicToAccount(env.DEPOSIT_MNEMONIC!, { addressIndex: row!.depositIndex }).address.toLowerCase()).toBe(
+        addresses[i]!.toLowerCase(),
+      );
       // Asking again gives the same address.
       expect((await depositAddressOf(agent.apiKey)).toLowerCase()).toBe(addresses[i]!.toLowerCase());
     }
@@ -118,28 +148,51 @@ describe("deposits to agent wallets", () => {
     // Re-running, and re-reading blocks already seen, credits nothing twice.
     const again = await watchDeposits(env);
     expect(again.credited).toBe(0);
-    await env.DB.prepare("UPDATE chain_cursors SET block_number = ?").bind(Number(sent.blockNumber) - 3).run();
+    await env.DB.prepare("UPDATE chain_cursors SET block_number = ?")
+      .bind(Number(sent.blockNumber) - 3)
+      .run();
     const reread = await watchDeposits(env);
     expect(reread.fromBlock).toBeLessThanOrEqual(Number(sent.blockNumber));
     expect(reread.credited).toBe(0);
     expect(await balanceOf(agent.apiKey)).toBe(123);
 
-    const rows = await env.DB.prepare("SELECT agent_id AS agentId, address, sender, value, amount_minor AS amountMinor, status, log_index AS logIndex FROM deposits WHERE tx_hash = ?")
+    const rows = await env.DB.prepare(
+      "SELECT agent_id AS agentId, address, sender, value, amount_minor AS amountMinor, status, log_index AS logIndex FROM deposits WHERE tx_hash = ?",
+    )
       .bind(sent.hash.toLowerCase())
       .all();
     expect(rows.results).toEqual([
-      { agentId: agent.agentId, address: address.toLowerCase(), sender: sender.account.address.toLowerCase(), value: value.toString(), amountMinor: 123, status: "credited", logIndex: sent.logIndex },
+      {
+        agentId: agent.agentId,
+        address: address.toLowerCase(),
+        sender: sender.account.address.toLowerCase(),
+        value: value.toString(),
+        amountMinor: 123,
+        status: "credited",
+        logIndex: sent.logIndex,
+      },
     ]);
-    const audit = await env.DB.prepare("SELECT type, agent_id AS agentId, amount_minor AS amountMinor, reference FROM audit_events WHERE agent_id = ? AND type = 'deposit.confirmed'")
+    const audit = await env.DB.prepare(
+      "SELECT type, agent_id AS agentId, amount_minor AS amountMinor, reference FROM audit_events WHERE agent_id = ? AND type = 'deposit.confirmed'",
+    )
       .bind(agent.agentId)
       .all();
-    expect(audit.results).toEqual([{ type: "deposit.confirmed", agentId: agent.agentId, amountMinor: 123, reference: `${sent.hash.toLowerCase()}:${sent.logIndex}` }]);
+    expect(audit.results).toEqual([
+      {
+        type: "deposit.confirmed",
+        agentId: agent.agentId,
+        amountMinor: 123,
+        reference: `${sent.hash.toLowerCase()}:${sent.logIndex}`,
+      },
+    ]);
     const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
     expect(verify.body.ok).toBe(true);
 
     // The next cron tick fans the event out; the endpoint without merchantId receives it.
     await cronTick();
-    const got = await waitForReceived(hook, (list) => list.some((d) => JSON.parse(d.body).data?.agentId === agent.agentId));
+    const got = await waitForReceived(hook, (list) =>
+      list.some((d) => JSON.parse(d.body).data?.agentId === agent.agentId),
+    );
     const deliveries = got.filter((d) => JSON.parse(d.body).data?.agentId === agent.agentId);
     expect(deliveries).toHaveLength(1);
     const event = JSON.parse(deliveries[0]!.body);
@@ -161,7 +214,11 @@ describe("deposits to agent wallets", () => {
     expect(await balanceOf(agent.apiKey)).toBe(201);
     await watchDeposits(env);
     expect(await balanceOf(agent.apiKey)).toBe(201);
-    const rows = await env.DB.prepare("SELECT amount_minor AS amountMinor FROM deposits WHERE agent_id = ? ORDER BY amount_minor").bind(agent.agentId).all();
+    const rows = await env.DB.prepare(
+      "SELECT amount_minor AS amountMinor FROM deposits WHERE agent_id = ? ORDER BY amount_minor",
+    )
+      .bind(agent.agentId)
+      .all();
     expect(rows.results).toEqual([{ amountMinor: 1 }, { amountMinor: 200 }]);
   });
 
@@ -169,7 +226,10 @@ describe("deposits to agent wallets", () => {
     const agent = await createAgent({ name: "flagged deposit" });
     const address = await depositAddressOf(agent.apiKey);
     const sender = await freshSender(100_000_000n);
-    const listed = await api("POST", "/console/kyt/blocklist", { token: await consoleToken(), body: { address: sender.account.address, reason: "test: flagged sender" } });
+    const listed = await api("POST", "/console/kyt/blocklist", {
+      token: await consoleToken(),
+      body: { address: sender.account.address, reason: "test: flagged sender" },
+    });
     expect(listed.status).toBe(201);
 
     const sent = await send(sender, address, 5_000_000n);
@@ -177,11 +237,21 @@ describe("deposits to agent wallets", () => {
     await catchUp();
     await watchDeposits(env);
     expect(await balanceOf(agent.apiKey)).toBe(0);
-    const rows = await env.DB.prepare("SELECT status, amount_minor AS amountMinor FROM deposits WHERE tx_hash = ?").bind(sent.hash.toLowerCase()).all();
+    const rows = await env.DB.prepare("SELECT status, amount_minor AS amountMinor FROM deposits WHERE tx_hash = ?")
+      .bind(sent.hash.toLowerCase())
+      .all();
     expect(rows.results).toEqual([{ status: "blocked", amountMinor: 500 }]);
-    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE agent_id = ? AND type = 'deposit.confirmed'").bind(agent.agentId).first<{ n: number }>();
+    const audit = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM audit_events WHERE agent_id = ? AND type = 'deposit.confirmed'",
+    )
+      .bind(agent.agentId)
+      .first<{ n: number }>();
     expect(audit?.n).toBe(0);
-    const events = await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'deposit.confirmed' AND data LIKE ?").bind(`%${agent.agentId}%`).first<{ n: number }>();
+    const events = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'deposit.confirmed' AND data LIKE ?",
+    )
+      .bind(`%${agent.agentId}%`)
+      .first<{ n: number }>();
     expect(events?.n).toBe(0);
   });
 });

@@ -16,19 +16,30 @@ import { freshPayer, publicClient, relayedSends, tokenBalance, xPaymentFor } fro
  */
 describe("settlement lanes", () => {
   it("16 settlements at once go out over every gas key in turn, each key's nonces gap-free and in order, each credited once", async () => {
-    const lanes = settingsOf(env).x402!.facilitatorPrivateKeys.map((key) => privateKeyToAccount(key).address.toLowerCase());
+    const lanes = settingsOf(env).x402!.facilitatorPrivateKeys.map((key) =>
+      privateKeyToAccount(key).address.toLowerCase(),
+    );
     expect(lanes.length).toBeGreaterThanOrEqual(3);
     const merchant = await createMerchant();
     const cents = 100;
     const count = lanes.length * 4;
     const payer = await freshPayer(BigInt(count * cents) * 10_000n);
     const charges = await Promise.all(Array.from({ length: count }, () => createCharge(merchant.apiKey, cents)));
-    const headers = await Promise.all(charges.map(async (c) => (await xPaymentFor(`/charges/${c.chargeId}/x402`, payer.key, BigInt(cents) * 10_000n)).header));
+    const headers = await Promise.all(
+      charges.map(
+        async (c) => (await xPaymentFor(`/charges/${c.chargeId}/x402`, payer.key, BigInt(cents) * 10_000n)).header,
+      ),
+    );
     const before = await merchantBalance(merchant.apiKey);
 
-    const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": headers[i]! } })));
+    const responses = await Promise.all(
+      charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": headers[i]! } })),
+    );
 
-    expect(responses.map((r) => r.status), JSON.stringify(responses.map((r) => r.body.invalidReason ?? r.body.error))).toEqual(Array(count).fill(200));
+    expect(
+      responses.map((r) => r.status),
+      JSON.stringify(responses.map((r) => r.body.invalidReason ?? r.body.error)),
+    ).toEqual(Array(count).fill(200));
     const hashes = responses.map((r) => r.body.settlement.transaction as Hex);
     expect(new Set(hashes).size).toBe(count);
     const sent = await Promise.all(hashes.map((hash) => publicClient().getTransaction({ hash })));
@@ -71,12 +82,19 @@ describe("settlement lanes", () => {
         responses.push(await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": header } }));
       }
       expect(responses.map((r) => r.status).sort()).toEqual([...Array(7).fill(200), 202]);
-      const settled = await Promise.all(responses.filter((r) => r.status === 200).map((r) => publicClient().getTransaction({ hash: r.body.settlement.transaction as Hex })));
+      const settled = await Promise.all(
+        responses
+          .filter((r) => r.status === 200)
+          .map((r) => publicClient().getTransaction({ hash: r.body.settlement.transaction as Hex })),
+      );
       expect(settled.map((t) => t.from.toLowerCase())).not.toContain(broken.toLowerCase());
       expect(responses.find((r) => r.status === 202)!.body).toMatchObject({ status: "pending" });
       expect(await tokenBalance(payer.address)).toBe(BigInt(cents) * 10_000n);
     } finally {
-      await publicClient().request({ method: "anvil_setBalance" as never, params: [broken, `0x${gas.toString(16)}`] as never });
+      await publicClient().request({
+        method: "anvil_setBalance" as never,
+        params: [broken, `0x${gas.toString(16)}`] as never,
+      });
     }
   });
 
@@ -89,7 +107,10 @@ describe("settlement lanes", () => {
     expect(await settlerOf(env).broadcast(prepared, a!)).toEqual(mismatch);
     // A key that is not configured is no lane at all.
     const stranger = privateKeyToAccount(`0x${"7".repeat(64)}`).address;
-    expect(await laneOf(env, stranger).broadcast(prepared, stranger)).toEqual({ kind: "rejected", reason: "facilitator_not_configured" });
+    expect(await laneOf(env, stranger).broadcast(prepared, stranger)).toEqual({
+      kind: "rejected",
+      reason: "facilitator_not_configured",
+    });
     expect((await relayedSends()).length).toBe(relayedBefore);
   });
 });

@@ -5,7 +5,17 @@ import { privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, freshPayer, publicClient, refuseAtRelay, relayedSends, TOKEN_ABI, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
+import {
+  chain,
+  freshPayer,
+  publicClient,
+  refuseAtRelay,
+  relayedSends,
+  TOKEN_ABI,
+  tokenBalance,
+  xPaymentFor,
+  type Payer,
+} from "../helpers/x402";
 
 /*
  * Races on one charge. The payers are fresh keys whose token balances this file
@@ -31,11 +41,22 @@ async function paymentHeader(chargeId: string, payer: Payer, value: bigint) {
 }
 
 const authorizationUsed = (from: Hex, nonce: Hex) =>
-  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [from, nonce] });
+  publicClient().readContract({
+    address: chain().token,
+    abi: TOKEN_ABI,
+    functionName: "authorizationState",
+    args: [from, nonce],
+  });
 
 /** Transfers from `payers` (fresh keys that only ever pay these tests' charges) since `fromBlock`, read from the chain's logs. */
 async function transfersFrom(payers: Hex[], fromBlock: bigint) {
-  const logs = await publicClient().getLogs({ address: chain().token, event: TRANSFER, args: { from: payers }, fromBlock, toBlock: "latest" });
+  const logs = await publicClient().getLogs({
+    address: chain().token,
+    event: TRANSFER,
+    args: { from: payers },
+    fromBlock,
+    toBlock: "latest",
+  });
   return logs.map((l) => ({ from: l.args.from!.toLowerCase(), value: l.args.value!, transaction: l.transactionHash }));
 }
 
@@ -50,7 +71,9 @@ function expectLoserShape(r: ApiResponse) {
 }
 
 async function openPayments(chargeId: string) {
-  const rows = await env.DB.prepare("SELECT status FROM x402_payments WHERE charge_id = ?").bind(chargeId).all<{ status: string }>();
+  const rows = await env.DB.prepare("SELECT status FROM x402_payments WHERE charge_id = ?")
+    .bind(chargeId)
+    .all<{ status: string }>();
   return rows.results.map((r) => r.status);
 }
 
@@ -71,12 +94,16 @@ describe("x402 races", () => {
     const payers = await Promise.all(Array.from({ length: 5 }, () => freshPayer(4n * value)));
     const charge = await createCharge(merchant.apiKey, cents);
     // Four distinct authorizations (nonces) per payer: 20 valid payments.
-    const payments = await Promise.all(payers.flatMap((p) => Array.from({ length: 4 }, () => paymentHeader(charge.chargeId, p, value))));
+    const payments = await Promise.all(
+      payers.flatMap((p) => Array.from({ length: 4 }, () => paymentHeader(charge.chargeId, p, value))),
+    );
     expect(new Set(payments.map((p) => p.nonce)).size).toBe(20);
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
 
-    const responses = await Promise.all(payments.map((p) => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": p.header } })));
+    const responses = await Promise.all(
+      payments.map((p) => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": p.header } })),
+    );
 
     expect(responses.filter((r) => r.status >= 500)).toEqual([]);
     const winners = responses.filter(isSettled);
@@ -87,16 +114,27 @@ describe("x402 races", () => {
     // On chain: exactly one of the 20 authorizations was used, one transfer reached the charge's address.
     const used = await Promise.all(payments.map((p) => authorizationUsed(p.from, p.nonce)));
     expect(used.filter(Boolean)).toHaveLength(1);
-    const transfers = await transfersFrom(payers.map((p) => p.address), startBlock);
+    const transfers = await transfersFrom(
+      payers.map((p) => p.address),
+      startBlock,
+    );
     expect(transfers).toEqual([{ from: expect.any(String), value, transaction }]);
     const balances = await Promise.all(payers.map((p) => tokenBalance(p.address)));
     expect(balances.reduce((a, b) => a + b, 0n)).toBe(5n * 4n * value - value);
 
     // The service: paid once, credited once, nothing left open.
-    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: transaction });
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: transaction,
+    });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
     expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
-    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'").bind(charge.chargeId).first<{ n: number }>();
+    const audit = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
+    )
+      .bind(charge.chargeId)
+      .first<{ n: number }>();
     expect(audit?.n).toBe(1);
     await expectAuditOk();
   });
@@ -106,7 +144,11 @@ describe("x402 races", () => {
     const { payer, charges, payments } = await chargesWithPayments(12, cents);
     const merchantBefore = await merchantBalance(merchant.apiKey);
 
-    const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } })));
+    const responses = await Promise.all(
+      charges.map((c, i) =>
+        api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } }),
+      ),
+    );
 
     expect(responses.map((r) => r.status)).toEqual(Array(12).fill(200));
     expect(responses.every(isSettled)).toBe(true);
@@ -135,7 +177,11 @@ describe("x402 races", () => {
     // answered late enough for the others to be signed behind it.
     await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, afterMs: 300 });
 
-    const responses = await Promise.all(charges.map((c, i) => api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } })));
+    const responses = await Promise.all(
+      charges.map((c, i) =>
+        api("GET", `/charges/${c.chargeId}/x402`, { headers: { "X-PAYMENT": payments[i]!.header } }),
+      ),
+    );
 
     // The failed send's outcome is unknown to the service (a node may fail a send it took): pending,
     // watched by reconciliation. All the others settle: none waits behind a nonce the node never got.
@@ -147,29 +193,43 @@ describe("x402 races", () => {
     expect(await tokenBalance(payer.address)).toBe(value);
     const refusedNonce = payments[charges.indexOf(pending[0]!)]!.nonce;
     expect(await authorizationUsed(payer.address, refusedNonce)).toBe(false);
-    const mined = await Promise.all(settled.map((r) => publicClient().getTransactionReceipt({ hash: r.body.settlement.transaction as Hex })));
+    const mined = await Promise.all(
+      settled.map((r) => publicClient().getTransactionReceipt({ hash: r.body.settlement.transaction as Hex })),
+    );
     expect(mined.map((r) => r.status)).toEqual(Array(5).fill("success"));
   });
 
-  for (const rpcErrorStatus of [200, 400]) it(`a send the node took but whose answer was lost ('nonce too low' on the way back, HTTP ${rpcErrorStatus}): found by its hash, settled once, never sent twice`, async () => {
-    const cents = 100;
-    const value = BigInt(cents) * 10_000n;
-    const payer = await freshPayer(2n * value);
-    const charge = await createCharge(merchant.apiKey, cents);
-    const merchantBefore = await merchantBalance(merchant.apiKey);
-    const startBlock = await publicClient().getBlockNumber();
-    const payment = await paymentHeader(charge.chargeId, payer, value);
-    await refuseAtRelay({ containing: payer.address, method: "eth_sendRawTransaction", times: 1, forwardFirst: true, message: "nonce too low: next nonce 999, tx nonce 1", rpcErrorStatus });
+  for (const rpcErrorStatus of [200, 400])
+    it(`a send the node took but whose answer was lost ('nonce too low' on the way back, HTTP ${rpcErrorStatus}): found by its hash, settled once, never sent twice`, async () => {
+      const cents = 100;
+      const value = BigInt(cents) * 10_000n;
+      const payer = await freshPayer(2n * value);
+      const charge = await createCharge(merchant.apiKey, cents);
+      const merchantBefore = await merchantBalance(merchant.apiKey);
+      const startBlock = await publicClient().getBlockNumber();
+      const payment = await paymentHeader(charge.chargeId, payer, value);
+      await refuseAtRelay({
+        containing: payer.address,
+        method: "eth_sendRawTransaction",
+        times: 1,
+        forwardFirst: true,
+        message: "nonce too low: next nonce 999, tx nonce 1",
+        rpcErrorStatus,
+      });
 
-    const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } });
+      const response = await api("GET", `/charges/${charge.chargeId}/x402`, {
+        headers: { "X-PAYMENT": payment.header },
+      });
 
-    expect(isSettled(response)).toBe(true);
-    const transaction = response.body.settlement.transaction as Hex;
-    expect(await transfersFrom([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
-    expect(await tokenBalance(payer.address)).toBe(value);
-    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
-  });
+      expect(isSettled(response)).toBe(true);
+      const transaction = response.body.settlement.transaction as Hex;
+      expect(await transfersFrom([payer.address], startBlock)).toEqual([
+        { from: payer.address.toLowerCase(), value, transaction },
+      ]);
+      expect(await tokenBalance(payer.address)).toBe(value);
+      expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+      expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
+    });
 
   it("a gas nonce another sender took meanwhile: the settler's send is refused by the node, sent again with a fresh nonce, and settles", async () => {
     const cents = 100;
@@ -177,7 +237,9 @@ describe("x402 races", () => {
     const payer = await freshPayer(2n * value);
     const settle = async () => {
       const charge = await createCharge(merchant.apiKey, cents);
-      const response = await api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": (await paymentHeader(charge.chargeId, payer, value)).header } });
+      const response = await api("GET", `/charges/${charge.chargeId}/x402`, {
+        headers: { "X-PAYMENT": (await paymentHeader(charge.chargeId, payer, value)).header },
+      });
       expect(isSettled(response)).toBe(true);
       return response.body.settlement.transaction as Hex;
     };
@@ -202,7 +264,11 @@ describe("x402 races", () => {
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const startBlock = await publicClient().getBlockNumber();
 
-    const responses = await Promise.all(Array.from({ length: 20 }, () => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } })));
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } }),
+      ),
+    );
 
     expect(responses.filter((r) => r.status >= 500)).toEqual([]);
     const settled = responses.filter(isSettled);
@@ -213,8 +279,14 @@ describe("x402 races", () => {
     const [transaction] = [...transactions] as Hex[];
 
     expect(await tokenBalance(payer.address)).toBe(2n * value - value);
-    expect(await transfersFrom([payer.address], startBlock)).toEqual([{ from: payer.address.toLowerCase(), value, transaction }]);
-    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: transaction });
+    expect(await transfersFrom([payer.address], startBlock)).toEqual([
+      { from: payer.address.toLowerCase(), value, transaction },
+    ]);
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: transaction,
+    });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
     expect(await openPayments(charge.chargeId)).toEqual(["settled"]);
 
@@ -250,7 +322,9 @@ describe("x402 races", () => {
 
       const [wallet, onChain] = await Promise.all([
         new Promise((r) => setTimeout(r, walletDelayMs)).then(() => payCharge(agent.apiKey, charge.chargeId)),
-        new Promise((r) => setTimeout(r, x402DelayMs)).then(() => api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } })),
+        new Promise((r) => setTimeout(r, x402DelayMs)).then(() =>
+          api("GET", `/charges/${charge.chargeId}/x402`, { headers: { "X-PAYMENT": payment.header } }),
+        ),
       ]);
       expect(wallet.status).toBeLessThan(500);
       expect(onChain.status).toBeLessThan(500);
@@ -258,7 +332,9 @@ describe("x402 races", () => {
       const read = (await api("GET", `/charges/${charge.chargeId}`)).body;
       expect(read.status).toBe("paid");
       expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-      const postings = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ? AND amount_minor > 0 AND transfer_id = ?")
+      const postings = await env.DB.prepare(
+        "SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ? AND amount_minor > 0 AND transfer_id = ?",
+      )
         .bind(`merchant:${merchant.merchantId}`, read.reference)
         .first<{ n: number }>();
       expect(postings?.n).toBe(1);

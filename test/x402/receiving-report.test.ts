@@ -8,7 +8,8 @@ import { freshPayer, payToOf, publicClient, refuseAtRelay, xPaymentHeader, type 
  * says was settled to each, and what the chain says each holds, side by side. Every test file has
  * its own database, so the totals here are this file's payments alone.
  */
-const report = async (query = "") => api("GET", `/console/x402/receiving-addresses${query}`, { token: await consoleToken() });
+const report = async (query = "") =>
+  api("GET", `/console/x402/receiving-addresses${query}`, { token: await consoleToken() });
 
 describe("GET /console/x402/receiving-addresses", () => {
   let merchant: { merchantId: string; apiKey: string };
@@ -22,7 +23,11 @@ describe("GET /console/x402/receiving-addresses", () => {
   it("lists each address paid, newest first, with what was settled to it and what it holds on chain; totals over all", async () => {
     const empty = await report();
     expect(empty.status).toBe(200);
-    expect(empty.body).toEqual({ asOfBlock: expect.any(Number), totals: { addresses: 0, payments: 0, receivedBaseUnits: "0" }, addresses: [] });
+    expect(empty.body).toEqual({
+      asOfBlock: expect.any(Number),
+      totals: { addresses: 0, payments: 0, receivedBaseUnits: "0" },
+      addresses: [],
+    });
 
     for (const cents of [12, 34]) {
       const charge = await createCharge(merchant.apiKey, cents);
@@ -52,11 +57,15 @@ describe("GET /console/x402/receiving-addresses", () => {
         lastPaymentAt: expect.any(String),
       })),
     );
-    expect((await report("?limit=1")).body.addresses.map((a: { ownerId: string }) => a.ownerId)).toEqual([paid[1]!.chargeId]);
+    expect((await report("?limit=1")).body.addresses.map((a: { ownerId: string }) => a.ownerId)).toEqual([
+      paid[1]!.chargeId,
+    ]);
   });
 
   it("the console page shows the same addresses, what was settled and what each holds", async () => {
-    const page = await api("GET", "/console/ui/receiving", { headers: { cookie: `console_session=${await consoleToken()}` } });
+    const page = await api("GET", "/console/ui/receiving", {
+      headers: { cookie: `console_session=${await consoleToken()}` },
+    });
     expect(page.status).toBe(200);
     expect(page.text).toContain('id="receiving-table"');
     for (const p of paid) expect(page.text).toContain(p.payTo.toLowerCase());

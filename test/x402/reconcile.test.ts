@@ -26,7 +26,12 @@ const AUTHORIZATION_USED = parseAbiItem("event AuthorizationUsed(address indexed
 const payer = () => chain().accounts[PAYER]!.address;
 const x402Path = (chargeId: string) => `/charges/${chargeId}/x402`;
 const authorizationUsed = (nonce: Hex) =>
-  publicClient().readContract({ address: chain().token, abi: TOKEN_ABI, functionName: "authorizationState", args: [payer(), nonce] });
+  publicClient().readContract({
+    address: chain().token,
+    abi: TOKEN_ABI,
+    functionName: "authorizationState",
+    args: [payer(), nonce],
+  });
 
 async function chargeTarget(chargeId: string) {
   const row = await readChargeRow(dbOf(env.DB), chargeId);
@@ -35,12 +40,19 @@ async function chargeTarget(chargeId: string) {
 }
 
 async function paymentRow(chargeId: string) {
-  return env.DB.prepare("SELECT id, status, tx_hash AS txHash, valid_before AS validBefore FROM x402_payments WHERE charge_id = ?")
+  return env.DB.prepare(
+    "SELECT id, status, tx_hash AS txHash, valid_before AS validBefore FROM x402_payments WHERE charge_id = ?",
+  )
     .bind(chargeId)
     .all<{ id: string; status: string; txHash: string | null; validBefore: number }>();
 }
 
-async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
+async function until<T>(
+  what: string,
+  read: () => Promise<T>,
+  ok: (value: T) => boolean,
+  timeoutMs = 15_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
@@ -67,20 +79,40 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     const nonce = payload.authorization.nonce;
 
-    const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, remoteFacilitator(x, chain().facilitatorUrl));
+    const outcome = await payWithX402(
+      env,
+      await chargeTarget(charge.chargeId),
+      `${BASE}${x402Path(charge.chargeId)}`,
+      header,
+      remoteFacilitator(x, chain().facilitatorUrl),
+    );
     expect(outcome.kind).toBe("pending");
     if (outcome.kind !== "pending") throw new Error("unreachable");
     expect(outcome.chargeId).toBe(charge.chargeId);
 
     // The transfer happened on chain, but the service does not know it yet.
-    await until("authorization used on chain", () => authorizationUsed(nonce), (used) => used === true);
+    await until(
+      "authorization used on chain",
+      () => authorizationUsed(nonce),
+      (used) => used === true,
+    );
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
-    const logs = await publicClient().getLogs({ address: chain().token, event: AUTHORIZATION_USED, args: { authorizer: payer(), nonce }, fromBlock: 0n, toBlock: "latest" });
+    const logs = await publicClient().getLogs({
+      address: chain().token,
+      event: AUTHORIZATION_USED,
+      args: { authorizer: payer(), nonce },
+      fromBlock: 0n,
+      toBlock: "latest",
+    });
     expect(logs).toHaveLength(1);
     const transaction = logs[0]!.transactionHash;
     expect((await publicClient().getTransactionReceipt({ hash: transaction })).status).toBe("success");
 
-    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "pending", method: null, reference: null });
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({
+      status: "pending",
+      method: null,
+      reference: null,
+    });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore);
     expect((await paymentRow(charge.chargeId)).results.map((r) => r.status)).toEqual(["unknown"]);
 
@@ -104,15 +136,25 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     expect(paid).toMatchObject({ status: "paid", method: "x402", reference: transaction });
     expect(paid.paidAt).toBeTruthy();
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    expect((await paymentRow(charge.chargeId)).results).toEqual([expect.objectContaining({ status: "settled", txHash: transaction })]);
-    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE type = 'charge.paid' AND reference = ?").bind(transaction).first<{ n: number }>();
+    expect((await paymentRow(charge.chargeId)).results).toEqual([
+      expect.objectContaining({ status: "settled", txHash: transaction }),
+    ]);
+    const audit = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM audit_events WHERE type = 'charge.paid' AND reference = ?",
+    )
+      .bind(transaction)
+      .first<{ n: number }>();
     expect(audit?.n).toBe(1);
 
     // Again: nothing more is credited.
     const second = await reconcileOpenPayments(env);
     expect(second.credited).toBe(0);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    const postings = await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ? AND transfer_id = ?").bind(`merchant:${merchant.merchantId}`, transaction).first<{ n: number }>();
+    const postings = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM ledger_entries WHERE account = ? AND transfer_id = ?",
+    )
+      .bind(`merchant:${merchant.merchantId}`, transaction)
+      .first<{ n: number }>();
     expect(postings?.n).toBe(1);
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
 
@@ -131,29 +173,48 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const charge = await createCharge(merchant.apiKey, cents, { description: "alarm reconciled" });
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
-    const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, remoteFacilitator(x, chain().facilitatorUrl));
+    const outcome = await payWithX402(
+      env,
+      await chargeTarget(charge.chargeId),
+      `${BASE}${x402Path(charge.chargeId)}`,
+      header,
+      remoteFacilitator(x, chain().facilitatorUrl),
+    );
     expect(outcome.kind).toBe("pending");
     const [payment] = (await paymentRow(charge.chargeId)).results;
     expect(payment?.status).toBe("unknown");
 
     // The unknown outcome is watched by the settler object, with an alarm set.
     const settler = settlerOf(env);
-    const watched = await runInDurableObject(settler, async (_instance, state) => ({ alarm: await state.storage.getAlarm(), keys: [...(await state.storage.list({ prefix: "pending:" })).keys()] }));
+    const watched = await runInDurableObject(settler, async (_instance, state) => ({
+      alarm: await state.storage.getAlarm(),
+      keys: [...(await state.storage.list({ prefix: "pending:" })).keys()],
+    }));
     expect(watched.alarm).not.toBeNull();
     expect(watched.keys).toContain(`pending:${payment!.id}`);
 
-    await until("authorization used on chain", () => authorizationUsed(payload.authorization.nonce), (used) => used === true);
+    await until(
+      "authorization used on chain",
+      () => authorizationUsed(payload.authorization.nonce),
+      (used) => used === true,
+    );
     expect(await runDurableObjectAlarm(settler)).toBe(true);
     expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402" });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    const after = await runInDurableObject(settler, async (_instance, state) => [...(await state.storage.list({ prefix: "pending:" })).keys()]);
+    const after = await runInDurableObject(settler, async (_instance, state) => [
+      ...(await state.storage.list({ prefix: "pending:" })).keys(),
+    ]);
     expect(after).not.toContain(`pending:${payment!.id}`);
 
     // The same alarm again (a platform retry, or the payment watched twice): nothing more moves.
     await settler.watch(payment!.id, Date.now() + 60_000);
     expect(await runDurableObjectAlarm(settler)).toBe(true);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE type = 'charge.paid' AND charge_id = ?").bind(charge.chargeId).first<{ n: number }>();
+    const audit = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM audit_events WHERE type = 'charge.paid' AND charge_id = ?",
+    )
+      .bind(charge.chargeId)
+      .first<{ n: number }>();
     expect(audit?.n).toBe(1);
     // And the cron, behind it, finds nothing of this payment left to do.
     await reconcileOpenPayments(env);
@@ -168,13 +229,24 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const payerBefore = await tokenBalance(payer());
     const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     // A facilitator that loses the outcome without ever broadcasting.
-    const silent: Facilitator = { verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "x", transaction: null }) };
+    const silent: Facilitator = {
+      verify: async () => ({ isValid: true }),
+      settle: async () => ({ kind: "unknown", reason: "x", transaction: null }),
+    };
 
-    const outcome = await payWithX402(env, await chargeTarget(charge.chargeId), `${BASE}${x402Path(charge.chargeId)}`, header, silent);
+    const outcome = await payWithX402(
+      env,
+      await chargeTarget(charge.chargeId),
+      `${BASE}${x402Path(charge.chargeId)}`,
+      header,
+      silent,
+    );
     expect(outcome.kind).toBe("pending");
     const [row] = (await paymentRow(charge.chargeId)).results;
     expect(row).toMatchObject({ status: "unknown", txHash: null });
-    const claimed = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first<{ status: string; claim: string | null }>();
+    const claimed = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?")
+      .bind(charge.chargeId)
+      .first<{ status: string; claim: string | null }>();
     expect(claimed).toEqual({ status: "pending", claim: row!.id });
 
     // Still within its window and unused: reconciliation waits, nothing changes.
@@ -188,7 +260,9 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const released = await reconcileOpenPayments(env);
     expect(released.failed).toBeGreaterThanOrEqual(1);
     expect((await paymentRow(charge.chargeId)).results[0]!.status).toBe("failed");
-    const open = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?").bind(charge.chargeId).first();
+    const open = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?")
+      .bind(charge.chargeId)
+      .first();
     expect(open).toEqual({ status: "pending", claim: null });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore);
     expect(await tokenBalance(payer())).toBe(payerBefore);
@@ -201,7 +275,11 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     expect(paid.body).toMatchObject({ chargeId: charge.chargeId, status: "paid", settlement: { success: true } });
     expect(await tokenBalance(payer())).toBe(payerBefore - value);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
-    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402", reference: paid.body.settlement.transaction });
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: paid.body.settlement.transaction,
+    });
     const again = await reconcileOpenPayments(env);
     expect(again.credited).toBe(0);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);

@@ -22,16 +22,28 @@ describe("rpcCall", () => {
   it("without retry (a send) the same failure is thrown as it came, and only one request was made", async () => {
     const address = freshAddress();
     await refuseAtRelay({ containing: address, method: "eth_getTransactionCount", times: 2, httpStatus: 503 });
-    await expect(rpcCall(x(), "eth_getTransactionCount", [address, "pending"])).rejects.toThrow("RPC answered HTTP 503");
+    await expect(rpcCall(x(), "eth_getTransactionCount", [address, "pending"])).rejects.toThrow(
+      "RPC answered HTTP 503",
+    );
     // The second refusal is still there: the call above was made once.
-    await expect(rpcCall(x(), "eth_getTransactionCount", [address, "pending"])).rejects.toThrow("RPC answered HTTP 503");
+    await expect(rpcCall(x(), "eth_getTransactionCount", [address, "pending"])).rejects.toThrow(
+      "RPC answered HTTP 503",
+    );
     expect(await rpcCall(x(), "eth_getTransactionCount", [address, "pending"])).toBe("0x0");
   });
 
   it("a JSON-RPC error is the node's answer, with its message whatever the HTTP status, and is never retried", async () => {
     const address = freshAddress();
-    await refuseAtRelay({ containing: address, method: "eth_getBalance", times: 1, message: "nonce too low: next nonce 7, tx nonce 3", rpcErrorStatus: 400 });
-    await expect(rpcCall(x(), "eth_getBalance", [address, "latest"], { retry: true })).rejects.toThrow("eth_getBalance: nonce too low: next nonce 7, tx nonce 3");
+    await refuseAtRelay({
+      containing: address,
+      method: "eth_getBalance",
+      times: 1,
+      message: "nonce too low: next nonce 7, tx nonce 3",
+      rpcErrorStatus: 400,
+    });
+    await expect(rpcCall(x(), "eth_getBalance", [address, "latest"], { retry: true })).rejects.toThrow(
+      "eth_getBalance: nonce too low: next nonce 7, tx nonce 3",
+    );
     expect(await rpcCall(x(), "eth_getBalance", [address, "latest"], { retry: true })).toBe("0x0");
   });
 

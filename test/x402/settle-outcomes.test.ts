@@ -12,7 +12,15 @@ import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor, xPaymentHeader, type Payer } from "../helpers/x402";
+import {
+  chain,
+  freshPayer,
+  publicClient,
+  tokenBalance,
+  xPaymentFor,
+  xPaymentHeader,
+  type Payer,
+} from "../helpers/x402";
 
 /*
  * A settlement reported failed, or credited with an error, after the money
@@ -28,7 +36,10 @@ const x = () => settingsOf(env).x402!;
 /** A gas account of this file's own (fresh key, ETH set on the chain), so no other file shares its nonces. */
 async function gasWallet() {
   const account = privateKeyToAccount(generatePrivateKey());
-  await publicClient().request({ method: "anvil_setBalance" as never, params: [account.address, toHex(10n ** 19n)] as never });
+  await publicClient().request({
+    method: "anvil_setBalance" as never,
+    params: [account.address, toHex(10n ** 19n)] as never,
+  });
   return createWalletClient({ account, transport: http(chain().rpcUrl) });
 }
 
@@ -44,7 +55,17 @@ async function submitAuthorization({ authorization: a, signature }: Authorizatio
     abi: EIP3009_ABI,
     functionName: "transferWithAuthorization",
     gas,
-    args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, Number(v ?? BigInt((yParity ?? 0) + 27)), r, s],
+    args: [
+      a.from,
+      a.to,
+      BigInt(a.value),
+      BigInt(a.validAfter),
+      BigInt(a.validBefore),
+      a.nonce,
+      Number(v ?? BigInt((yParity ?? 0) + 27)),
+      r,
+      s,
+    ],
   });
   return publicClient().waitForTransactionReceipt({ hash });
 }
@@ -53,7 +74,12 @@ async function submitAuthorization({ authorization: a, signature }: Authorizatio
 async function cancelAuthorization(payer: Payer, nonce: Hex) {
   const signature = await privateKeyToAccount(payer.key).signTypedData({
     domain: { name: "USD Coin", version: "2", chainId: chain().chainId, verifyingContract: chain().token },
-    types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+    types: {
+      CancelAuthorization: [
+        { name: "authorizer", type: "address" },
+        { name: "nonce", type: "bytes32" },
+      ],
+    },
     primaryType: "CancelAuthorization",
     message: { authorizer: payer.address, nonce },
   });
@@ -62,7 +88,21 @@ async function cancelAuthorization(payer: Payer, nonce: Hex) {
   const hash = await wallet.writeContract({
     chain: null,
     address: chain().token,
-    abi: [{ type: "function", name: "cancelAuthorization", stateMutability: "nonpayable", inputs: [{ name: "a", type: "address" }, { name: "n", type: "bytes32" }, { name: "v", type: "uint8" }, { name: "r", type: "bytes32" }, { name: "s", type: "bytes32" }], outputs: [] }],
+    abi: [
+      {
+        type: "function",
+        name: "cancelAuthorization",
+        stateMutability: "nonpayable",
+        inputs: [
+          { name: "a", type: "address" },
+          { name: "n", type: "bytes32" },
+          { name: "v", type: "uint8" },
+          { name: "r", type: "bytes32" },
+          { name: "s", type: "bytes32" },
+        ],
+        outputs: [],
+      },
+    ],
     functionName: "cancelAuthorization",
     args: [payer.address, nonce, Number(v), r, s],
   });
@@ -93,7 +133,8 @@ function broadcastingThen(reply: () => Response) {
   });
   return { facilitator, sent };
 }
-const settleReply = (errorReason: string) => Response.json({ success: false, errorReason, transaction: "", network: "base-sepolia", payer: "" });
+const settleReply = (errorReason: string) =>
+  Response.json({ success: false, errorReason, transaction: "", network: "base-sepolia", payer: "" });
 afterEach(() => {
   restore();
   setFaultHook(null);
@@ -105,10 +146,23 @@ async function setUp() {
   const payer = await freshPayer(10_000_000n);
   const payment = await xPaymentFor(`/charges/${charge.chargeId}/x402`, payer.key, VALUE);
   const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
-  const pay = (facilitator?: Facilitator) => payWithX402(env, { kind: "charge", charge: row! }, `${BASE}/charges/${charge.chargeId}/x402`, payment.header, facilitator);
+  const pay = (facilitator?: Facilitator) =>
+    payWithX402(
+      env,
+      { kind: "charge", charge: row! },
+      `${BASE}/charges/${charge.chargeId}/x402`,
+      payment.header,
+      facilitator,
+    );
   const state = async () => ({
-    payment: await env.DB.prepare("SELECT status, tx_hash AS txHash, error FROM x402_payments WHERE charge_id = ?").bind(charge.chargeId).first<{ status: string; txHash: string | null; error: string }>(),
-    charge: await env.DB.prepare("SELECT status, x402_claim IS NOT NULL AS claimed, reference FROM charges WHERE id = ?").bind(charge.chargeId).first<{ status: string; claimed: number; reference: string | null }>(),
+    payment: await env.DB.prepare("SELECT status, tx_hash AS txHash, error FROM x402_payments WHERE charge_id = ?")
+      .bind(charge.chargeId)
+      .first<{ status: string; txHash: string | null; error: string }>(),
+    charge: await env.DB.prepare(
+      "SELECT status, x402_claim IS NOT NULL AS claimed, reference FROM charges WHERE id = ?",
+    )
+      .bind(charge.chargeId)
+      .first<{ status: string; claimed: number; reference: string | null }>(),
     merchantBalance: await merchantBalance(merchant.apiKey),
   });
   return { merchant, charge, payer, payment, pay, state };
@@ -134,9 +188,14 @@ async function expectCreditedOnce(s: Awaited<ReturnType<typeof setUp>>, transact
 describe("a settlement reported failed after the money moved", () => {
   it("a facilitator that broadcasts, then answers a gateway's 504: pending, not a failure, then credited once", async () => {
     const s = await setUp();
-    const { facilitator, sent } = broadcastingThen(() => Response.json({ message: "upstream request timeout" }, { status: 504 }));
+    const { facilitator, sent } = broadcastingThen(() =>
+      Response.json({ message: "upstream request timeout" }, { status: 504 }),
+    );
     expect(await s.pay(facilitator)).toMatchObject({ kind: "pending", chargeId: s.charge.chargeId });
-    expect(await s.state()).toMatchObject({ payment: { status: "unknown" }, charge: { status: "pending", claimed: 1 } });
+    expect(await s.state()).toMatchObject({
+      payment: { status: "unknown" },
+      charge: { status: "pending", claimed: 1 },
+    });
     await expectCreditedOnce(s, sent.transaction);
   });
 
@@ -151,7 +210,10 @@ describe("a settlement reported failed after the money moved", () => {
     const s = await setUp();
     const { facilitator, sent } = broadcastingThen(() => settleReply("invalid_transaction_state"));
     expect((await s.pay(facilitator)).kind).toBe("pending");
-    expect((await s.state()).payment).toMatchObject({ status: "unknown", error: "invalid_transaction_state; authorization used on chain" });
+    expect((await s.state()).payment).toMatchObject({
+      status: "unknown",
+      error: "invalid_transaction_state; authorization used on chain",
+    });
     await expectCreditedOnce(s, sent.transaction);
   });
 
@@ -168,7 +230,10 @@ describe("a settlement reported failed after the money moved", () => {
     };
     const outcome = await s.pay(frontRunning);
     expect(outcome.kind).toBe("pending");
-    expect((await s.state()).payment).toMatchObject({ status: "unknown", error: "transaction_reverted; authorization used on chain" });
+    expect((await s.state()).payment).toMatchObject({
+      status: "unknown",
+      error: "transaction_reverted; authorization used on chain",
+    });
     await expectCreditedOnce(s, theirs);
   });
 
@@ -178,7 +243,10 @@ describe("a settlement reported failed after the money moved", () => {
     // Our own later send of the same authorization: mined, reverted. The facilitator loses the outcome and names it.
     const ours = await submitAuthorization(s.payment.payload);
     expect([theirs.status, ours.status]).toEqual(["success", "reverted"]);
-    const outcome = await s.pay({ verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "receipt_unavailable", transaction: ours.transactionHash }) });
+    const outcome = await s.pay({
+      verify: async () => ({ isValid: true }),
+      settle: async () => ({ kind: "unknown", reason: "receipt_unavailable", transaction: ours.transactionHash }),
+    });
     expect(outcome.kind).toBe("pending");
     expect((await s.state()).payment).toMatchObject({ status: "unknown", txHash: ours.transactionHash });
     await expectCreditedOnce(s, theirs.transactionHash);
@@ -204,16 +272,27 @@ describe("a settlement that can never pay", () => {
     const s = await setUp();
     const outcome = await s.pay(withRemoteFacilitator(async () => settleReply("insufficient_funds")));
     expect(outcome).toMatchObject({ kind: "settle_failed", reason: "insufficient_funds" });
-    expect(await s.state()).toMatchObject({ payment: { status: "failed" }, charge: { status: "pending", claimed: 0 }, merchantBalance: 0 });
+    expect(await s.state()).toMatchObject({
+      payment: { status: "failed" },
+      charge: { status: "pending", claimed: 0 },
+      merchantBalance: 0,
+    });
   });
 
   it("an authorization the payer cancelled while the outcome was unknown: released once reconciliation sees the cancellation", async () => {
     const s = await setUp();
-    const outcome = await s.pay({ verify: async () => ({ isValid: true }), settle: async () => ({ kind: "unknown", reason: "facilitator_timeout", transaction: null }) });
+    const outcome = await s.pay({
+      verify: async () => ({ isValid: true }),
+      settle: async () => ({ kind: "unknown", reason: "facilitator_timeout", transaction: null }),
+    });
     expect(outcome.kind).toBe("pending");
     await cancelAuthorization(s.payer, s.payment.payload.authorization.nonce as Hex);
     await reconcileOpenPayments(env);
-    expect(await s.state()).toMatchObject({ payment: { status: "failed", error: "authorization_canceled" }, charge: { status: "pending", claimed: 0 }, merchantBalance: 0 });
+    expect(await s.state()).toMatchObject({
+      payment: { status: "failed", error: "authorization_canceled" },
+      charge: { status: "pending", claimed: 0 },
+      merchantBalance: 0,
+    });
     expect(await tokenBalance(s.payer.address)).toBe(10_000_000n);
   });
 });

@@ -10,7 +10,12 @@ describe("x402 smoke", () => {
     const charge = await createCharge(merchant.apiKey, 250);
     const terms = await api("GET", `/charges/${charge.chargeId}/x402`);
     expect(terms.status).toBe(402);
-    expect(terms.body.accepts[0]).toMatchObject({ scheme: "exact", network: "base-sepolia", maxAmountRequired: "2500000", asset: chain().token });
+    expect(terms.body.accepts[0]).toMatchObject({
+      scheme: "exact",
+      network: "base-sepolia",
+      maxAmountRequired: "2500000",
+      asset: chain().token,
+    });
     // The charge's own receiving address, not the settlement address: what the payer signs names what it pays.
     const payTo = terms.body.accepts[0].payTo as Hex;
     expect(payTo.toLowerCase()).not.toBe(chain().payTo.toLowerCase());

@@ -47,7 +47,15 @@ const NAV = [
   ["/console/ui/users", "Users"],
 ] as const;
 
-export function Page(props: { title: string; path?: string; email?: string; csrf?: string; notice?: string | null; error?: string | null; children?: Child }) {
+export function Page(props: {
+  title: string;
+  path?: string;
+  email?: string;
+  csrf?: string;
+  notice?: string | null;
+  error?: string | null;
+  children?: Child;
+}) {
   return (
     <html lang="en">
       <head>
@@ -91,7 +99,8 @@ export function Page(props: { title: string; path?: string; email?: string; csrf
 export const Csrf = (props: { token: string }) => <input type="hidden" name="_csrf" value={props.token} />;
 
 /** Cents as dollars for people; the API keeps integer cents. */
-export const usd = (cents: number) => `$${(cents / 100).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+export const usd = (cents: number) =>
+  `$${(cents / 100).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 
 /** A secret shown once, with a copy button (progressive enhancement: the text is selectable without script); `children` say more below it. */
 export function ShownOnce(props: { label: string; value: string; id: string; children?: Child }) {
@@ -103,7 +112,11 @@ export function ShownOnce(props: { label: string; value: string; id: string; chi
       <code id={props.id}>{props.value}</code>
       {props.children}
       <div>
-        <button type="button" class="secondary" onclick={`navigator.clipboard&&navigator.clipboard.writeText(document.getElementById('${props.id}').textContent)`}>
+        <button
+          type="button"
+          class="secondary"
+          onclick={`navigator.clipboard&&navigator.clipboard.writeText(document.getElementById('${props.id}').textContent)`}
+        >
           Copy
         </button>
       </div>

@@ -21,7 +21,15 @@ import { nowIso, utcDayStart } from "../../lib/time";
 import { RegisterBody } from "../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../merchants/service";
 import { redeliver, type RedeliverOutcome } from "../../webhooks/dispatch";
-import { createEndpoint, deliveryView, endpointView, getUndeletedEndpoint, listAttempts, listDeliveries, listEndpoints } from "../../webhooks/endpoints";
+import {
+  createEndpoint,
+  deliveryView,
+  endpointView,
+  getUndeletedEndpoint,
+  listAttempts,
+  listDeliveries,
+  listEndpoints,
+} from "../../webhooks/endpoints";
 import { EVENT_TYPES } from "../../webhooks/outbox";
 import { CreateBody as CreateEndpointBody } from "../../webhooks/routes";
 import { checkWebhookUrl } from "../../webhooks/url-guard";
@@ -30,22 +38,44 @@ import { consoleUsers } from "../../db/schema";
 import { clientAddressOf, limitSignIn, SignInEmail } from "../auth-routes";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "../sign-in";
 import { Csrf, HourlyChart, Page, ShownOnce, usd } from "./layout";
-import { checkPreSessionCsrf, clearSessionCookie, CSRF_REFUSED, parseForm, preSessionCsrf, requirePageSession, setSessionCookie } from "./session";
+import {
+  checkPreSessionCsrf,
+  clearSessionCookie,
+  CSRF_REFUSED,
+  parseForm,
+  preSessionCsrf,
+  requirePageSession,
+  setSessionCookie,
+} from "./session";
 import { issuesOf } from "../../lib/validation";
 
 type Ui = Context<AppEnv>;
 const csrfOf = (c: Ui) => c.get("csrf") ?? "";
 
 const form = async (c: Ui) => (await parseForm(c)) as Record<string, string | File>;
-const field = (body: Record<string, string | File>, name: string) => (typeof body[name] === "string" ? (body[name] as string).trim() : "");
+const field = (body: Record<string, string | File>, name: string) =>
+  typeof body[name] === "string" ? (body[name] as string).trim() : "";
 const optionalCents = (text: string) => (text === "" ? null : /^\d+$/.test(text) ? Number(text) : Number.NaN);
 const emailOf = (c: Ui) => actorOf(c.get("actor"), "console").email;
 const noticeOf = (c: Ui) => c.req.query("notice") ?? null;
 
 /** Renders a page with the session's e-mail and CSRF token. */
-const render = (c: Ui, title: string, path: string, body: unknown, extra: { notice?: string | null; error?: string | null } = {}) =>
+const render = (
+  c: Ui,
+  title: string,
+  path: string,
+  body: unknown,
+  extra: { notice?: string | null; error?: string | null } = {},
+) =>
   c.html(
-    <Page title={title} path={path} email={emailOf(c)} csrf={csrfOf(c)} notice={extra.notice ?? noticeOf(c)} error={extra.error ?? null}>
+    <Page
+      title={title}
+      path={path}
+      email={emailOf(c)}
+      csrf={csrfOf(c)}
+      notice={extra.notice ?? noticeOf(c)}
+      error={extra.error ?? null}
+    >
       {body as never}
     </Page>,
   );
@@ -74,9 +104,19 @@ const SignInForm = (props: { csrf: string; email?: string; step: "email" | "code
       <input type="hidden" name="email" value={props.email ?? ""} />
       <p>If {props.email} may use the console, a 6-digit code is on its way. It is valid for 10 minutes.</p>
       <label for="code">Code</label>
-      <input id="code" name="code" inputmode="numeric" pattern="\d{6}" maxlength={6} required autocomplete="one-time-code" />
+      <input
+        id="code"
+        name="code"
+        inputmode="numeric"
+        pattern="\d{6}"
+        maxlength={6}
+        required
+        autocomplete="one-time-code"
+      />
       <button type="submit">Sign in</button>
-      <p class="muted"><a href="/console/sign-in">Use another address, or ask for a new code</a></p>
+      <p class="muted">
+        <a href="/console/sign-in">Use another address, or ask for a new code</a>
+      </p>
     </form>
   );
 
@@ -93,7 +133,12 @@ async function signInLimited(c: Ui, email: string, kind: "start" | "verify", csr
     const retryAfter = error.headers?.["Retry-After"] ?? "60";
     const minutes = Math.max(1, Math.ceil(Number(retryAfter) / 60));
     c.header("Retry-After", retryAfter);
-    return c.html(<Page title="Sign in" error={`Too many attempts; try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`}>{<SignInForm csrf={csrf} step="email" />}</Page>, 429);
+    return c.html(
+      <Page title="Sign in" error={`Too many attempts; try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`}>
+        {<SignInForm csrf={csrf} step="email" />}
+      </Page>,
+      429,
+    );
   }
 }
 
@@ -108,11 +153,19 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     if (!(await checkPreSessionCsrf(c, body._csrf))) throw CSRF_REFUSED;
     const email = SignInEmail.safeParse(body.email);
     const csrf = await preSessionCsrf(c);
-    if (!email.success) return c.html(<Page title="Sign in" error="Enter a valid e-mail address.">{<SignInForm csrf={csrf} step="email" />}</Page>, 400);
+    if (!email.success)
+      return c.html(
+        <Page title="Sign in" error="Enter a valid e-mail address.">
+          {<SignInForm csrf={csrf} step="email" />}
+        </Page>,
+        400,
+      );
     const limited = await signInLimited(c, email.data, "start", csrf);
     if (limited) return limited;
     await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, (work) => c.executionCtx.waitUntil(work));
-    return c.html(<Page title="Sign in">{<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}</Page>);
+    return c.html(
+      <Page title="Sign in">{<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}</Page>,
+    );
   })
   .post("/console/sign-in/verify", async (c) => {
     const body = await form(c);
@@ -121,11 +174,25 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const code = field(body, "code");
     const csrf = await preSessionCsrf(c);
     // The address keys a stored rate-limit counter: only a valid one (at most 254 characters) gets that far.
-    if (!email.success) return c.html(<Page title="Sign in" error="Enter a valid e-mail address.">{<SignInForm csrf={csrf} step="email" />}</Page>, 400);
+    if (!email.success)
+      return c.html(
+        <Page title="Sign in" error="Enter a valid e-mail address.">
+          {<SignInForm csrf={csrf} step="email" />}
+        </Page>,
+        400,
+      );
     const limited = await signInLimited(c, email.data, "verify", csrf);
     if (limited) return limited;
-    const session = /^\d{6}$/.test(code) ? await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, code) : null;
-    if (!session) return c.html(<Page title="Sign in" error="That code is not valid. Ask for a new one if it expired.">{<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}</Page>, 401);
+    const session = /^\d{6}$/.test(code)
+      ? await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, code)
+      : null;
+    if (!session)
+      return c.html(
+        <Page title="Sign in" error="That code is not valid. Ask for a new one if it expired.">
+          {<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}
+        </Page>,
+        401,
+      );
     setSessionCookie(c, session.token, session.expiresAt);
     return c.redirect("/console/ui", 303);
   })
@@ -142,10 +209,22 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const db = c.env.DB;
     const dayStart = utcDayStart();
     const [totals, byHour, pending, counts] = await db.batch([
-      db.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ?").bind(dayStart),
-      db.prepare("SELECT CAST(substr(paid_at, 12, 2) AS INTEGER) AS hour, SUM(amount_minor) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ? GROUP BY hour").bind(dayStart),
+      db
+        .prepare(
+          "SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ?",
+        )
+        .bind(dayStart),
+      db
+        .prepare(
+          "SELECT CAST(substr(paid_at, 12, 2) AS INTEGER) AS hour, SUM(amount_minor) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ? GROUP BY hour",
+        )
+        .bind(dayStart),
       db.prepare("SELECT COUNT(*) AS n FROM approvals WHERE status = 'pending' AND expires_at > ?").bind(nowIso()),
-      db.prepare("SELECT (SELECT COUNT(*) FROM merchants) AS merchants, (SELECT COUNT(*) FROM agents) AS agents, (SELECT COUNT(*) FROM charges WHERE created_at >= ?) AS created").bind(dayStart),
+      db
+        .prepare(
+          "SELECT (SELECT COUNT(*) FROM merchants) AS merchants, (SELECT COUNT(*) FROM agents) AS agents, (SELECT COUNT(*) FROM charges WHERE created_at >= ?) AS created",
+        )
+        .bind(dayStart),
     ]);
     const t = totals!.results[0] as { n: number; cents: number };
     const hours = Array<number>(24).fill(0);
@@ -158,13 +237,28 @@ export const consoleUiRoutes = new Hono<AppEnv>()
       "/console/ui",
       <>
         <div class="grid">
-          <div class="stat">Paid today<b>{usd(t.cents)}</b><span class="muted">{t.n} payments</span></div>
-          <div class="stat">Charges created today<b>{k.created}</b></div>
-          <div class="stat">Pending approvals<b class={pendingCount > 0 ? "warn" : ""}>{pendingCount}</b><a href="/console/ui/approvals">Review</a></div>
-          <div class="stat">Merchants / agents<b>{k.merchants} / {k.agents}</b></div>
+          <div class="stat">
+            Paid today<b>{usd(t.cents)}</b>
+            <span class="muted">{t.n} payments</span>
+          </div>
+          <div class="stat">
+            Charges created today<b>{k.created}</b>
+          </div>
+          <div class="stat">
+            Pending approvals<b class={pendingCount > 0 ? "warn" : ""}>{pendingCount}</b>
+            <a href="/console/ui/approvals">Review</a>
+          </div>
+          <div class="stat">
+            Merchants / agents
+            <b>
+              {k.merchants} / {k.agents}
+            </b>
+          </div>
         </div>
         <h2>Paid volume by hour (UTC, today)</h2>
-        <div class="card"><HourlyChart cents={hours} /></div>
+        <div class="card">
+          <HourlyChart cents={hours} />
+        </div>
       </>,
     );
   })
@@ -179,9 +273,15 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const input = RegisterBody.safeParse({ name: field(body, "name"), category: field(body, "category") || undefined });
     const merchants = () => listMerchants(c.get("db"), 200).then((rows) => rows.map(consoleMerchantView));
     if (!input.success) {
-      return render(c, "Merchants", "/console/ui/merchants", <MerchantsPage csrf={csrfOf(c)} merchants={await merchants()} />, {
-        error: "A merchant needs a name (up to 200 characters); a category is up to 64.",
-      });
+      return render(
+        c,
+        "Merchants",
+        "/console/ui/merchants",
+        <MerchantsPage csrf={csrfOf(c)} merchants={await merchants()} />,
+        {
+          error: "A merchant needs a name (up to 200 characters); a category is up to 64.",
+        },
+      );
     }
     const { name } = input.data;
     const created = await registerMerchant(c.get("db"), input.data);
@@ -203,7 +303,9 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const input = RollKeyBody.safeParse(graceFromForm(await form(c)));
     if (!input.success) return back(c, ["merchants"], `Key not rolled: ${GRACE_RULE}.`);
     const merchant = await getMerchant(c.get("db"), merchantId);
-    const rolled = merchant && (await rollKey(c.env, { kind: "merchant", id: merchantId }, input.data.graceSeconds, emailOf(c), async () => []));
+    const rolled =
+      merchant &&
+      (await rollKey(c.env, { kind: "merchant", id: merchantId }, input.data.graceSeconds, emailOf(c), async () => []));
     if (!merchant || !rolled) return c.notFound();
     const merchants = (await listMerchants(c.get("db"), 200)).map(consoleMerchantView);
     return render(
@@ -231,7 +333,9 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const credit = optionalCents(field(body, "credit"));
     const agents = () => listAgents(c.get("db"), 200).then((rows) => rows.map(agentView));
     if (!input.success || !policy || (credit !== null && !amountMinor.safeParse(credit).success)) {
-      return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agents()} />, { error: `Check the form: a name (up to 200 characters), and ${AMOUNT_RULE}.` });
+      return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agents()} />, {
+        error: `Check the form: a name (up to 200 characters), and ${AMOUNT_RULE}.`,
+      });
     }
     const { name } = input.data;
     const created = await createAgent(c.env, c.get("db"), { name, policy });
@@ -258,8 +362,16 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .post("/console/ui/agents/:agentId/credit", async (c) => {
     const agentId = c.req.param("agentId");
     const body = await form(c);
-    const input = CreditBody.safeParse({ amountUsdCents: optionalCents(field(body, "amount")), reference: field(body, "reference") || undefined });
-    if (!input.success) return back(c, ["agents", agentId], "Credit not applied: enter whole cents above 0 (up to $1,000,000,000), and a reference of up to 200 characters.");
+    const input = CreditBody.safeParse({
+      amountUsdCents: optionalCents(field(body, "amount")),
+      reference: field(body, "reference") || undefined,
+    });
+    if (!input.success)
+      return back(
+        c,
+        ["agents", agentId],
+        "Credit not applied: enter whole cents above 0 (up to $1,000,000,000), and a reference of up to 200 characters.",
+      );
     const cents = input.data.amountUsdCents;
     const result = await walletOf(c.env, agentId).credit(agentId, cents, input.data.reference ?? null, emailOf(c));
     if (!result.ok) return c.notFound();
@@ -270,7 +382,13 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     const agentId = c.req.param("agentId");
     const input = RollKeyBody.safeParse(graceFromForm(await form(c)));
     if (!input.success) return back(c, ["agents", agentId], `Key not rolled: ${GRACE_RULE}.`);
-    const rolled = await rollKey(c.env, { kind: "agent", id: agentId }, input.data.graceSeconds, emailOf(c), async () => []);
+    const rolled = await rollKey(
+      c.env,
+      { kind: "agent", id: agentId },
+      input.data.graceSeconds,
+      emailOf(c),
+      async () => [],
+    );
     if (!rolled) return c.notFound();
     const shown = (name: string) => (
       <ShownOnce label={`New API key for agent ${name} (${agentId})`} value={rolled.apiKey} id="agent-key">
@@ -286,13 +404,23 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     if (!input.success) return back(c, ["agents", agentId], "Not frozen: a reason is up to 200 characters.");
     const outcome = await walletOf(c.env, agentId).setFrozen(agentId, true, input.data.reason ?? null, emailOf(c));
     if (outcome === "not_found") return c.notFound();
-    return back(c, ["agents", agentId], outcome === "done" ? "Frozen: its payments are refused until it is unfrozen." : "It was already frozen; nothing changed.");
+    return back(
+      c,
+      ["agents", agentId],
+      outcome === "done"
+        ? "Frozen: its payments are refused until it is unfrozen."
+        : "It was already frozen; nothing changed.",
+    );
   })
   .post("/console/ui/agents/:agentId/unfreeze", async (c) => {
     const agentId = c.req.param("agentId");
     const outcome = await walletOf(c.env, agentId).setFrozen(agentId, false, null, emailOf(c));
     if (outcome === "not_found") return c.notFound();
-    return back(c, ["agents", agentId], outcome === "done" ? "Unfrozen: its policy decides its payments again." : "It was not frozen; nothing changed.");
+    return back(
+      c,
+      ["agents", agentId],
+      outcome === "done" ? "Unfrozen: its policy decides its payments again." : "It was not frozen; nothing changed.",
+    );
   })
 
   .get("/console/ui/approvals", async (c) => {
@@ -304,41 +432,98 @@ export const consoleUiRoutes = new Hono<AppEnv>()
     if (!approval) return c.notFound();
     if (c.req.param("decision") === "grant") {
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, emailOf(c));
-      return back(c, ["approvals"], outcome.kind === "paid" ? `Granted: charge ${outcome.charge.chargeId} is paid.` : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.kind === "frozen" ? "the agent is frozen" : outcome.reason}.`);
+      return back(
+        c,
+        ["approvals"],
+        outcome.kind === "paid"
+          ? `Granted: charge ${outcome.charge.chargeId} is paid.`
+          : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.kind === "frozen" ? "the agent is frozen" : outcome.reason}.`,
+      );
     }
     const closed = await checkApprovalOpen(c.env, approval, Date.now());
     const rejected = !closed && (await rejectApproval(c.get("db"), approval.id, emailOf(c)));
-    return back(c, ["approvals"], rejected ? `Rejected; charge ${approval.chargeId} stays pending.` : "That approval was already decided or expired.");
+    return back(
+      c,
+      ["approvals"],
+      rejected
+        ? `Rejected; charge ${approval.chargeId} stays pending.`
+        : "That approval was already decided or expired.",
+    );
   })
 
   .get("/console/ui/webhooks", async (c) => {
     const [endpoints, merchants] = await Promise.all([listEndpoints(c.get("db")), listMerchants(c.get("db"), 500)]);
-    return render(c, "Webhooks", "/console/ui/webhooks", <WebhooksPage csrf={csrfOf(c)} endpoints={endpoints.map(endpointView)} merchants={merchants.map(consoleMerchantView)} />);
+    return render(
+      c,
+      "Webhooks",
+      "/console/ui/webhooks",
+      <WebhooksPage
+        csrf={csrfOf(c)}
+        endpoints={endpoints.map(endpointView)}
+        merchants={merchants.map(consoleMerchantView)}
+      />,
+    );
   })
   .post("/console/ui/webhooks", async (c) => {
     const body = await parseForm(c, { all: true });
     const url = typeof body.url === "string" ? body.url.trim() : "";
-    const events = [...new Set([body.events ?? []].flat().filter((e): e is (typeof EVENT_TYPES)[number] => typeof e === "string" && (EVENT_TYPES as readonly string[]).includes(e)))];
+    const events = [
+      ...new Set(
+        [body.events ?? []]
+          .flat()
+          .filter(
+            (e): e is (typeof EVENT_TYPES)[number] =>
+              typeof e === "string" && (EVENT_TYPES as readonly string[]).includes(e),
+          ),
+      ),
+    ];
     const merchantId = typeof body.merchantId === "string" && body.merchantId ? body.merchantId : null;
     const settings = c.get("settings");
     const input = CreateEndpointBody.safeParse({ url, events, merchantId: merchantId ?? undefined });
     const verdict = checkWebhookUrl(url, settings.environment);
     const page = async (extra: { notice?: string; error?: string }, shown?: unknown) => {
       const [endpoints, merchants] = await Promise.all([listEndpoints(c.get("db")), listMerchants(c.get("db"), 500)]);
-      return render(c, "Webhooks", "/console/ui/webhooks", <>{shown as never}<WebhooksPage csrf={csrfOf(c)} endpoints={endpoints.map(endpointView)} merchants={merchants.map(consoleMerchantView)} /></>, extra);
+      return render(
+        c,
+        "Webhooks",
+        "/console/ui/webhooks",
+        <>
+          {shown as never}
+          <WebhooksPage
+            csrf={csrfOf(c)}
+            endpoints={endpoints.map(endpointView)}
+            merchants={merchants.map(consoleMerchantView)}
+          />
+        </>,
+        extra,
+      );
     };
-    if (!input.success) return page({ error: "Check the form: a URL of up to 2,048 characters, and a merchant from the list." });
+    if (!input.success)
+      return page({ error: "Check the form: a URL of up to 2,048 characters, and a merchant from the list." });
     if (!verdict.ok) return page({ error: `That URL is refused (${verdict.reason}).` });
     if (merchantId && !(await getMerchant(c.get("db"), merchantId))) return page({ error: "No such merchant." });
-    const { row, secret } = await createEndpoint(c.get("db"), settings.webhookSecretsKey, { url: verdict.url.toString(), events, merchantId, createdBy: emailOf(c) });
-    return page({ notice: `Endpoint ${row.id} created.` }, <ShownOnce label={`Signing secret for ${row.url}`} value={secret} id="webhook-secret" />);
+    const { row, secret } = await createEndpoint(c.get("db"), settings.webhookSecretsKey, {
+      url: verdict.url.toString(),
+      events,
+      merchantId,
+      createdBy: emailOf(c),
+    });
+    return page(
+      { notice: `Endpoint ${row.id} created.` },
+      <ShownOnce label={`Signing secret for ${row.url}`} value={secret} id="webhook-secret" />,
+    );
   })
   .get("/console/ui/webhooks/:id", async (c) => {
     // As the deliveries API: an endpoint the service disabled keeps its deliveries readable.
     const endpoint = await getUndeletedEndpoint(c.get("db"), c.req.param("id"));
     if (!endpoint) return c.notFound();
     const deliveries = (await listDeliveries(c.get("db"), endpoint.id, 100)).map(deliveryView);
-    return render(c, `Deliveries to ${endpoint.url}`, "/console/ui/webhooks", <DeliveriesPage csrf={csrfOf(c)} endpointId={endpoint.id} deliveries={deliveries} />);
+    return render(
+      c,
+      `Deliveries to ${endpoint.url}`,
+      "/console/ui/webhooks",
+      <DeliveriesPage csrf={csrfOf(c)} endpointId={endpoint.id} deliveries={deliveries} />,
+    );
   })
   .get("/console/ui/webhooks/:id/deliveries/:deliveryId", async (c) => {
     const attempts = await listAttempts(c.get("db"), c.req.param("deliveryId"));
@@ -348,8 +533,26 @@ export const consoleUiRoutes = new Hono<AppEnv>()
       "/console/ui/webhooks",
       <div class="card">
         <table>
-          <thead><tr><th>#</th><th>When</th><th>Status code</th><th>Error</th><th class="num">ms</th></tr></thead>
-          <tbody>{attempts.map((a) => <tr><td>{a.attempt}</td><td>{a.createdAt}</td><td>{a.statusCode ?? "—"}</td><td>{a.error ?? ""}</td><td class="num">{a.durationMs}</td></tr>)}</tbody>
+          <thead>
+            <tr>
+              <th>#</th>
+              <th>When</th>
+              <th>Status code</th>
+              <th>Error</th>
+              <th class="num">ms</th>
+            </tr>
+          </thead>
+          <tbody>
+            {attempts.map((a) => (
+              <tr>
+                <td>{a.attempt}</td>
+                <td>{a.createdAt}</td>
+                <td>{a.statusCode ?? "—"}</td>
+                <td>{a.error ?? ""}</td>
+                <td class="num">{a.durationMs}</td>
+              </tr>
+            ))}
+          </tbody>
         </table>
       </div>,
     );
@@ -365,7 +568,10 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .get("/console/ui/kyt", (c) => render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />))
   .post("/console/ui/kyt", async (c) => {
     const address = field(await form(c), "address");
-    if (!EVM_ADDRESS.test(address)) return render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />, { error: "Enter an EVM address: 0x and 40 hex digits." });
+    if (!EVM_ADDRESS.test(address))
+      return render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />, {
+        error: "Enter an EVM address: 0x and 40 hex digits.",
+      });
     const result = await screenAddress(c.get("db"), address);
     return render(
       c,
@@ -375,7 +581,11 @@ export const consoleUiRoutes = new Hono<AppEnv>()
         <div class="card">
           <p class="mono">{address}</p>
           <p>
-            Verdict: <span id="kyt-verdict" class={`badge ${result.verdict === "pass" ? "ok" : "bad"}`}>{result.verdict}</span> <span class="muted">{result.reason}</span>
+            Verdict:{" "}
+            <span id="kyt-verdict" class={`badge ${result.verdict === "pass" ? "ok" : "bad"}`}>
+              {result.verdict}
+            </span>{" "}
+            <span class="muted">{result.reason}</span>
           </p>
         </div>
         <KytForm csrf={csrfOf(c)} />
@@ -392,7 +602,10 @@ export const consoleUiRoutes = new Hono<AppEnv>()
       range = exportRange(undefined, undefined);
     }
     const db = c.get("db");
-    const [rows, verdict] = await Promise.all([auditPage(db, 0, 500, range).then((r) => r.map(auditRowOf)), verifyChain(auditRows(db))]);
+    const [rows, verdict] = await Promise.all([
+      auditPage(db, 0, 500, range).then((r) => r.map(auditRowOf)),
+      verifyChain(auditRows(db)),
+    ]);
     const csvHref = `/console/ui/transactions.csv?from=${range.fromDay}&to=${range.toDay}`;
     return render(
       c,
@@ -400,19 +613,55 @@ export const consoleUiRoutes = new Hono<AppEnv>()
       "/console/ui/transactions",
       <>
         <form method="get" class="card row">
-          <div><label for="from">From</label><input id="from" name="from" type="date" value={range.fromDay} /></div>
-          <div><label for="to">To</label><input id="to" name="to" type="date" value={range.toDay} /></div>
-          <div><button type="submit">Show</button> <a id="csv-download" href={csvHref} download>Download CSV</a></div>
+          <div>
+            <label for="from">From</label>
+            <input id="from" name="from" type="date" value={range.fromDay} />
+          </div>
+          <div>
+            <label for="to">To</label>
+            <input id="to" name="to" type="date" value={range.toDay} />
+          </div>
+          <div>
+            <button type="submit">Show</button>{" "}
+            <a id="csv-download" href={csvHref} download>
+              Download CSV
+            </a>
+          </div>
         </form>
         <p>
-          Audit chain: {verdict.ok ? <span id="chain-badge" class="badge ok">verified · {verdict.rows} events</span> : <span id="chain-badge" class="badge bad">broken at seq {verdict.brokenSeq} ({verdict.problem})</span>}
+          Audit chain:{" "}
+          {verdict.ok ? (
+            <span id="chain-badge" class="badge ok">
+              verified · {verdict.rows} events
+            </span>
+          ) : (
+            <span id="chain-badge" class="badge bad">
+              broken at seq {verdict.brokenSeq} ({verdict.problem})
+            </span>
+          )}
         </p>
         <div class="card">
           <table>
-            <thead><tr><th class="num">Seq</th><th>When</th><th>Type</th><th>Reference</th><th class="num">Amount</th><th>Hash</th></tr></thead>
+            <thead>
+              <tr>
+                <th class="num">Seq</th>
+                <th>When</th>
+                <th>Type</th>
+                <th>Reference</th>
+                <th class="num">Amount</th>
+                <th>Hash</th>
+              </tr>
+            </thead>
             <tbody>
               {rows.map((r) => (
-                <tr><td class="num">{r.seq}</td><td>{r.createdAt}</td><td>{r.type}</td><td class="mono">{r.reference}</td><td class="num">{usd(r.amountMinor)}</td><td class="mono">{r.hash.slice(0, 16)}…</td></tr>
+                <tr>
+                  <td class="num">{r.seq}</td>
+                  <td>{r.createdAt}</td>
+                  <td>{r.type}</td>
+                  <td class="mono">{r.reference}</td>
+                  <td class="num">{usd(r.amountMinor)}</td>
+                  <td class="mono">{r.hash.slice(0, 16)}…</td>
+                </tr>
               ))}
             </tbody>
           </table>
@@ -423,7 +672,11 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   })
   .get("/console/ui/receiving", async (c) => {
     const x = c.get("settings").x402;
-    const body = x ? <ReceivingPage report={await receivingReport(c.env, x, 200)} /> : <p class="muted">x402 is not configured on this deployment.</p>;
+    const body = x ? (
+      <ReceivingPage report={await receivingReport(c.env, x, 200)} />
+    ) : (
+      <p class="muted">x402 is not configured on this deployment.</p>
+    );
     return render(c, "Receiving addresses", "/console/ui/receiving", body);
   })
   .get("/console/ui/transactions.csv", (c) => {
@@ -434,12 +687,25 @@ export const consoleUiRoutes = new Hono<AppEnv>()
 
   .get("/console/ui/users", async (c) => {
     const added = await c.get("db").select().from(consoleUsers).all();
-    return render(c, "Console users", "/console/ui/users", <UsersPage csrf={csrfOf(c)} configured={c.get("settings").consoleUsers} added={added} />);
+    return render(
+      c,
+      "Console users",
+      "/console/ui/users",
+      <UsersPage csrf={csrfOf(c)} configured={c.get("settings").consoleUsers} added={added} />,
+    );
   })
   .post("/console/ui/users", async (c) => {
-    const email = z.string().trim().email().safeParse(field(await form(c), "email"));
+    const email = z
+      .string()
+      .trim()
+      .email()
+      .safeParse(field(await form(c), "email"));
     if (!email.success) return back(c, ["users"], "Enter a valid e-mail address.");
-    await c.get("db").insert(consoleUsers).values({ email: normalizeEmail(email.data), addedBy: emailOf(c), createdAt: nowIso() }).onConflictDoNothing();
+    await c
+      .get("db")
+      .insert(consoleUsers)
+      .values({ email: normalizeEmail(email.data), addedBy: emailOf(c), createdAt: nowIso() })
+      .onConflictDoNothing();
     return back(c, ["users"], `${normalizeEmail(email.data)} may now sign in.`);
   });
 
@@ -453,9 +719,27 @@ async function agentPage(c: Ui, agentId: string, extra: { notice?: string; shown
   const payments = await c.env.DB.prepare(
     `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
      status, method, reference, created_at AS createdAt, paid_at AS paidAt FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT 20`,
-  ).bind(agent.id).all();
-  const page = <AgentPage csrf={csrfOf(c)} agent={agentView(agent)} frozenAt={agent.frozenAt} payments={(payments.results as never[]).map(chargeView)} />;
-  return render(c, `Agent ${agent.name}`, "/console/ui/agents", <>{extra.shown?.(agent.name) as never}{page}</>, { notice: extra.notice });
+  )
+    .bind(agent.id)
+    .all();
+  const page = (
+    <AgentPage
+      csrf={csrfOf(c)}
+      agent={agentView(agent)}
+      frozenAt={agent.frozenAt}
+      payments={(payments.results as never[]).map(chargeView)}
+    />
+  );
+  return render(
+    c,
+    `Agent ${agent.name}`,
+    "/console/ui/agents",
+    <>
+      {extra.shown?.(agent.name) as never}
+      {page}
+    </>,
+    { notice: extra.notice },
+  );
 }
 
 /** The grace of a key roll from its form: the select's seconds, or RollKeyBody's default when the field is absent. */
@@ -489,11 +773,16 @@ const GraceSelect = (props: { id: string }) => (
 const OldKeyEnds = (props: { rolled: RolledKey }) => {
   const at = props.rolled.previousKeyExpiresAt;
   const when = <time id="old-key-expires" datetime={at}>{`${at.slice(0, 10)} ${at.slice(11, 19)} UTC`}</time>;
-  return Date.parse(at) <= Date.now() ? <p>The old key has stopped working ({when}).</p> : <p>The old key keeps working until {when}, then answers 401.</p>;
+  return Date.parse(at) <= Date.now() ? (
+    <p>The old key has stopped working ({when}).</p>
+  ) : (
+    <p>The old key keeps working until {when}, then answers 401.</p>
+  );
 };
 
 /** What the policy and credit forms accept, as PolicySchema and CreditBody do. */
-const AMOUNT_RULE = "amounts as whole cents up to $1,000,000,000 (limits above 0), and up to 100 categories of up to 64 characters";
+const AMOUNT_RULE =
+  "amounts as whole cents up to $1,000,000,000 (limits above 0), and up to 100 categories of up to 64 characters";
 
 /**
  * A policy from form fields (empty = no limit), checked by the API's own PolicySchema: every
@@ -501,7 +790,10 @@ const AMOUNT_RULE = "amounts as whole cents up to $1,000,000,000 (limits above 0
  * Null when the form breaks a rule.
  */
 function policyFromForm(body: Record<string, string | File>) {
-  const categories = field(body, "allowedCategories").split(",").map((s) => s.trim()).filter(Boolean);
+  const categories = field(body, "allowedCategories")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const parsed = PolicySchema.safeParse({
     maxPerTransactionUsdCents: optionalCents(field(body, "maxPerTransactionUsdCents")),
     dailyLimitUsdCents: optionalCents(field(body, "dailyLimitUsdCents")),
@@ -519,22 +811,48 @@ const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }) => (
     <form method="post" action="/console/ui/merchants" class="card">
       <Csrf token={props.csrf} />
       <h2>Register a merchant</h2>
-      <label for="m-name">Name</label><input id="m-name" name="name" required maxlength={200} />
-      <label for="m-category">Category (optional)</label><input id="m-category" name="category" maxlength={64} />
+      <label for="m-name">Name</label>
+      <input id="m-name" name="name" required maxlength={200} />
+      <label for="m-category">Category (optional)</label>
+      <input id="m-category" name="category" maxlength={64} />
       <button type="submit">Register</button>
     </form>
     <div class="card">
       <table>
-        <thead><tr><th>Merchant</th><th>Category</th><th class="num">Balance</th><th>Payout address</th><th>Created</th><th>API key</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Merchant</th>
+            <th>Category</th>
+            <th class="num">Balance</th>
+            <th>Payout address</th>
+            <th>Created</th>
+            <th>API key</th>
+          </tr>
+        </thead>
         <tbody>
           {props.merchants.map((m) => (
             <tr id={`merchant-${m.id}`}>
-              <td>{m.name}<br /><code>{m.id}</code></td><td>{m.category ?? "—"}</td><td class="num">{usd(m.balanceMinor)}</td><td class="mono">{m.payoutAddress ?? "—"}</td><td>{m.createdAt.slice(0, 10)}</td>
               <td>
-                <form method="post" action={`/console/ui/merchants/${m.id}/keys`} class="roll-key" onsubmit={`return confirm('Roll the API key of ${m.id}?')`}>
+                {m.name}
+                <br />
+                <code>{m.id}</code>
+              </td>
+              <td>{m.category ?? "—"}</td>
+              <td class="num">{usd(m.balanceMinor)}</td>
+              <td class="mono">{m.payoutAddress ?? "—"}</td>
+              <td>{m.createdAt.slice(0, 10)}</td>
+              <td>
+                <form
+                  method="post"
+                  action={`/console/ui/merchants/${m.id}/keys`}
+                  class="roll-key"
+                  onsubmit={`return confirm('Roll the API key of ${m.id}?')`}
+                >
                   <Csrf token={props.csrf} />
                   <GraceSelect id={`grace-${m.id}`} />
-                  <button type="submit" class="secondary">Roll API key</button>
+                  <button type="submit" class="secondary">
+                    Roll API key
+                  </button>
                 </form>
               </td>
             </tr>
@@ -547,10 +865,30 @@ const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }) => (
 
 const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
   <div class="row fields">
-    <div><label>Max per transaction (cents)</label><input name="maxPerTransactionUsdCents" inputmode="numeric" value={props.policy?.maxPerTransactionUsdCents?.toString() ?? ""} /></div>
-    <div><label>Daily limit (cents)</label><input name="dailyLimitUsdCents" inputmode="numeric" value={props.policy?.dailyLimitUsdCents?.toString() ?? ""} /></div>
-    <div><label>Approval threshold (cents)</label><input name="approvalThresholdUsdCents" inputmode="numeric" value={props.policy?.approvalThresholdUsdCents?.toString() ?? ""} /></div>
-    <div><label>Allowed categories (comma-separated)</label><input name="allowedCategories" value={props.policy?.allowedCategories?.join(", ") ?? ""} /></div>
+    <div>
+      <label>Max per transaction (cents)</label>
+      <input
+        name="maxPerTransactionUsdCents"
+        inputmode="numeric"
+        value={props.policy?.maxPerTransactionUsdCents?.toString() ?? ""}
+      />
+    </div>
+    <div>
+      <label>Daily limit (cents)</label>
+      <input name="dailyLimitUsdCents" inputmode="numeric" value={props.policy?.dailyLimitUsdCents?.toString() ?? ""} />
+    </div>
+    <div>
+      <label>Approval threshold (cents)</label>
+      <input
+        name="approvalThresholdUsdCents"
+        inputmode="numeric"
+        value={props.policy?.approvalThresholdUsdCents?.toString() ?? ""}
+      />
+    </div>
+    <div>
+      <label>Allowed categories (comma-separated)</label>
+      <input name="allowedCategories" value={props.policy?.allowedCategories?.join(", ") ?? ""} />
+    </div>
   </div>
 );
 
@@ -559,21 +897,35 @@ const AgentsPage = (props: { csrf: string; agents: AgentItem[] }) => (
     <form method="post" action="/console/ui/agents" class="card">
       <Csrf token={props.csrf} />
       <h2>Create an agent</h2>
-      <label for="a-name">Name</label><input id="a-name" name="name" required maxlength={200} />
+      <label for="a-name">Name</label>
+      <input id="a-name" name="name" required maxlength={200} />
       <PolicyFields />
-      <label for="a-credit">Initial credit (cents, optional)</label><input id="a-credit" name="credit" inputmode="numeric" />
+      <label for="a-credit">Initial credit (cents, optional)</label>
+      <input id="a-credit" name="credit" inputmode="numeric" />
       <button type="submit">Create agent</button>
     </form>
     <div class="card">
       <table>
-        <thead><tr><th>Agent</th><th class="num">Balance</th><th>Policy</th><th>Created</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Agent</th>
+            <th class="num">Balance</th>
+            <th>Policy</th>
+            <th>Created</th>
+          </tr>
+        </thead>
         <tbody>
           {props.agents.map((a) => (
             <tr class={a.frozen ? "frozen" : undefined}>
               <td>
                 <a href={`/console/ui/agents/${a.agentId}`}>{a.name}</a>
-                {a.frozen ? <span class="badge frozen" title={a.frozenReason ?? "no reason given"}>frozen</span> : null}
-                <br /><code>{a.agentId}</code>
+                {a.frozen ? (
+                  <span class="badge frozen" title={a.frozenReason ?? "no reason given"}>
+                    frozen
+                  </span>
+                ) : null}
+                <br />
+                <code>{a.agentId}</code>
               </td>
               <td class="num">{usd(a.balanceMinor)}</td>
               <td class="muted">{policySummary(a.policy)}</td>
@@ -596,13 +948,33 @@ const policySummary = (p: AgentItem["policy"]) =>
     .filter(Boolean)
     .join(" · ") || "no limits";
 
-const AgentPage = (props: { csrf: string; agent: AgentItem; frozenAt: string | null; payments: ReturnType<typeof chargeView>[] }) => (
+const AgentPage = (props: {
+  csrf: string;
+  agent: AgentItem;
+  frozenAt: string | null;
+  payments: ReturnType<typeof chargeView>[];
+}) => (
   <>
     {props.agent.frozen ? <FrozenBanner csrf={props.csrf} agent={props.agent} frozenAt={props.frozenAt} /> : null}
     <div class="grid">
-      <div class="stat">Balance<b id="agent-balance">{usd(props.agent.balanceMinor)}</b></div>
-      <div class="stat">Status{props.agent.frozen ? <b id="agent-status" class="bad">Frozen</b> : <b id="agent-status" class="ok">Active</b>}</div>
-      <div class="stat">Deposit address<span class="mono">{props.agent.depositAddress ?? "not configured"}</span></div>
+      <div class="stat">
+        Balance<b id="agent-balance">{usd(props.agent.balanceMinor)}</b>
+      </div>
+      <div class="stat">
+        Status
+        {props.agent.frozen ? (
+          <b id="agent-status" class="bad">
+            Frozen
+          </b>
+        ) : (
+          <b id="agent-status" class="ok">
+            Active
+          </b>
+        )}
+      </div>
+      <div class="stat">
+        Deposit address<span class="mono">{props.agent.depositAddress ?? "not configured"}</span>
+      </div>
     </div>
     <form method="post" action={`/console/ui/agents/${props.agent.agentId}/policy`} class="card">
       <Csrf token={props.csrf} />
@@ -614,34 +986,73 @@ const AgentPage = (props: { csrf: string; agent: AgentItem; frozenAt: string | n
       <form method="post" action={`/console/ui/agents/${props.agent.agentId}/credit`} class="card">
         <Csrf token={props.csrf} />
         <h2>Credit the wallet</h2>
-        <label for="c-amount">Amount (cents)</label><input id="c-amount" name="amount" inputmode="numeric" required />
-        <label for="c-reference">Reference (optional)</label><input id="c-reference" name="reference" maxlength={200} />
-        <div class="actions"><button type="submit">Credit</button></div>
+        <label for="c-amount">Amount (cents)</label>
+        <input id="c-amount" name="amount" inputmode="numeric" required />
+        <label for="c-reference">Reference (optional)</label>
+        <input id="c-reference" name="reference" maxlength={200} />
+        <div class="actions">
+          <button type="submit">Credit</button>
+        </div>
       </form>
-      <form method="post" action={`/console/ui/agents/${props.agent.agentId}/keys`} class="card" onsubmit={`return confirm('Roll the API key of ${props.agent.agentId}?')`}>
+      <form
+        method="post"
+        action={`/console/ui/agents/${props.agent.agentId}/keys`}
+        class="card"
+        onsubmit={`return confirm('Roll the API key of ${props.agent.agentId}?')`}
+      >
         <Csrf token={props.csrf} />
         <h2>Roll API key</h2>
         <p class="muted">A new key, shown once. The agent must switch to it before the old one ends.</p>
-        <label for="k-grace">The old key</label><GraceSelect id="k-grace" />
-        <div class="actions"><button type="submit" id="roll-key">Roll API key</button></div>
+        <label for="k-grace">The old key</label>
+        <GraceSelect id="k-grace" />
+        <div class="actions">
+          <button type="submit" id="roll-key">
+            Roll API key
+          </button>
+        </div>
       </form>
       {props.agent.frozen ? null : (
         <form method="post" action={`/console/ui/agents/${props.agent.agentId}/freeze`} class="card">
           <Csrf token={props.csrf} />
           <h2>Freeze</h2>
           <p class="muted">Refuses every payment of this agent until it is unfrozen; reads keep working.</p>
-          <label for="f-reason">Reason (optional)</label><input id="f-reason" name="reason" maxlength={200} />
-          <div class="actions"><button type="submit" class="danger" id="freeze">Freeze agent</button></div>
+          <label for="f-reason">Reason (optional)</label>
+          <input id="f-reason" name="reason" maxlength={200} />
+          <div class="actions">
+            <button type="submit" class="danger" id="freeze">
+              Freeze agent
+            </button>
+          </div>
         </form>
       )}
     </div>
     <h2>Recent payments</h2>
     <div class="card">
       <table>
-        <thead><tr><th>Charge</th><th>Merchant</th><th class="num">Amount</th><th>Method</th><th>Reference</th><th>Paid</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Charge</th>
+            <th>Merchant</th>
+            <th class="num">Amount</th>
+            <th>Method</th>
+            <th>Reference</th>
+            <th>Paid</th>
+          </tr>
+        </thead>
         <tbody>
           {props.payments.map((p) => (
-            <tr><td><code>{p.chargeId}</code></td><td><code>{p.merchantId}</code></td><td class="num">{usd(p.amountMinor)}</td><td>{p.method}</td><td class="mono">{p.reference}</td><td>{p.paidAt}</td></tr>
+            <tr>
+              <td>
+                <code>{p.chargeId}</code>
+              </td>
+              <td>
+                <code>{p.merchantId}</code>
+              </td>
+              <td class="num">{usd(p.amountMinor)}</td>
+              <td>{p.method}</td>
+              <td class="mono">{p.reference}</td>
+              <td>{p.paidAt}</td>
+            </tr>
           ))}
         </tbody>
       </table>
@@ -654,13 +1065,16 @@ const FrozenBanner = (props: { csrf: string; agent: AgentItem; frozenAt: string 
   <div class="frozen-banner" id="frozen-banner" role="alert">
     <strong>FROZEN</strong>
     <span>
-      Every payment of this agent is refused{props.frozenAt ? ` since ${props.frozenAt.slice(0, 10)} ${props.frozenAt.slice(11, 19)} UTC` : ""}.
+      Every payment of this agent is refused
+      {props.frozenAt ? ` since ${props.frozenAt.slice(0, 10)} ${props.frozenAt.slice(11, 19)} UTC` : ""}.
       <br />
       Reason: <span id="frozen-reason">{props.agent.frozenReason ?? "none given"}</span>
     </span>
     <form method="post" action={`/console/ui/agents/${props.agent.agentId}/unfreeze`} class="inline">
       <Csrf token={props.csrf} />
-      <button type="submit" id="unfreeze">Unfreeze</button>
+      <button type="submit" id="unfreeze">
+        Unfreeze
+      </button>
     </form>
   </div>
 );
@@ -669,24 +1083,60 @@ const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeof appro
   <div class="card">
     {props.approvals.length === 0 ? <p class="muted">Nothing is waiting for a human.</p> : null}
     <table>
-      <thead><tr><th>Approval</th><th class="num">Amount</th><th>Agent</th><th>Merchant</th><th>Reason</th><th>Expires</th><th></th></tr></thead>
+      <thead>
+        <tr>
+          <th>Approval</th>
+          <th class="num">Amount</th>
+          <th>Agent</th>
+          <th>Merchant</th>
+          <th>Reason</th>
+          <th>Expires</th>
+          <th></th>
+        </tr>
+      </thead>
       <tbody>
         {props.approvals.map((a) => (
           <tr id={`approval-${a.approvalId}`}>
-            <td><code>{a.approvalId}</code><br /><span class="muted">charge <code>{a.chargeId}</code></span></td>
+            <td>
+              <code>{a.approvalId}</code>
+              <br />
+              <span class="muted">
+                charge <code>{a.chargeId}</code>
+              </span>
+            </td>
             <td class="num">{usd(a.amountMinor)}</td>
-            <td><a href={`/console/ui/agents/${a.agentId}`}><code>{a.agentId}</code></a></td>
-            <td><code>{a.merchantId}</code></td>
+            <td>
+              <a href={`/console/ui/agents/${a.agentId}`}>
+                <code>{a.agentId}</code>
+              </a>
+            </td>
+            <td>
+              <code>{a.merchantId}</code>
+            </td>
             <td>{a.reason}</td>
             <td>{a.expiresAt}</td>
             <td>
-              <form method="post" action={`/console/ui/approvals/${a.approvalId}/grant`} class="inline" onsubmit={`return confirm('Grant ${usd(a.amountMinor)} from ${a.agentId}?')`}>
+              <form
+                method="post"
+                action={`/console/ui/approvals/${a.approvalId}/grant`}
+                class="inline"
+                onsubmit={`return confirm('Grant ${usd(a.amountMinor)} from ${a.agentId}?')`}
+              >
                 <Csrf token={props.csrf} />
-                <button type="submit" name="grant">Grant</button>
+                <button type="submit" name="grant">
+                  Grant
+                </button>
               </form>{" "}
-              <form method="post" action={`/console/ui/approvals/${a.approvalId}/reject`} class="inline" onsubmit="return confirm('Reject this payment?')">
+              <form
+                method="post"
+                action={`/console/ui/approvals/${a.approvalId}/reject`}
+                class="inline"
+                onsubmit="return confirm('Reject this payment?')"
+              >
                 <Csrf token={props.csrf} />
-                <button type="submit" class="danger" name="reject">Reject</button>
+                <button type="submit" class="danger" name="reject">
+                  Reject
+                </button>
               </form>
             </td>
           </tr>
@@ -696,27 +1146,58 @@ const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeof appro
   </div>
 );
 
-const WebhooksPage = (props: { csrf: string; endpoints: ReturnType<typeof endpointView>[]; merchants: MerchantItem[] }) => (
+const WebhooksPage = (props: {
+  csrf: string;
+  endpoints: ReturnType<typeof endpointView>[];
+  merchants: MerchantItem[];
+}) => (
   <>
     <form method="post" action="/console/ui/webhooks" class="card">
       <Csrf token={props.csrf} />
       <h2>Add an endpoint</h2>
-      <label for="w-url">URL</label><input id="w-url" name="url" type="url" required />
+      <label for="w-url">URL</label>
+      <input id="w-url" name="url" type="url" required />
       <label>Events (none checked = all)</label>
-      <div class="row">{EVENT_TYPES.map((e) => <label><input type="checkbox" name="events" value={e} /> {e}</label>)}</div>
+      <div class="row">
+        {EVENT_TYPES.map((e) => (
+          <label>
+            <input type="checkbox" name="events" value={e} /> {e}
+          </label>
+        ))}
+      </div>
       <label for="w-merchant">Only this merchant's events (optional)</label>
       <select id="w-merchant" name="merchantId">
         <option value="">Every event of the service</option>
-        {props.merchants.map((m) => <option value={m.id}>{m.name} ({m.id})</option>)}
+        {props.merchants.map((m) => (
+          <option value={m.id}>
+            {m.name} ({m.id})
+          </option>
+        ))}
       </select>
       <button type="submit">Add endpoint</button>
     </form>
     <div class="card">
       <table>
-        <thead><tr><th>Endpoint</th><th>Events</th><th>Merchant</th><th>Created</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Endpoint</th>
+            <th>Events</th>
+            <th>Merchant</th>
+            <th>Created</th>
+          </tr>
+        </thead>
         <tbody>
           {props.endpoints.map((e) => (
-            <tr><td><a href={`/console/ui/webhooks/${e.id}`}>{e.url}</a><br /><code>{e.id}</code></td><td>{e.events.length ? e.events.join(", ") : "all"}</td><td>{e.merchantId ?? "all"}</td><td>{e.createdAt.slice(0, 10)}</td></tr>
+            <tr>
+              <td>
+                <a href={`/console/ui/webhooks/${e.id}`}>{e.url}</a>
+                <br />
+                <code>{e.id}</code>
+              </td>
+              <td>{e.events.length ? e.events.join(", ") : "all"}</td>
+              <td>{e.merchantId ?? "all"}</td>
+              <td>{e.createdAt.slice(0, 10)}</td>
+            </tr>
           ))}
         </tbody>
       </table>
@@ -728,20 +1209,47 @@ const DeliveriesPage = (props: { csrf: string; endpointId: string; deliveries: R
   <div class="card">
     {props.deliveries.length === 0 ? <p class="muted">No deliveries yet.</p> : null}
     <table>
-      <thead><tr><th>Event</th><th>Status</th><th class="num">Attempts</th><th>Last</th><th>Next attempt</th><th></th></tr></thead>
+      <thead>
+        <tr>
+          <th>Event</th>
+          <th>Status</th>
+          <th class="num">Attempts</th>
+          <th>Last</th>
+          <th>Next attempt</th>
+          <th></th>
+        </tr>
+      </thead>
       <tbody>
         {props.deliveries.map((d) => (
           <tr class="delivery">
-            <td>{d.type}<br /><code>{d.eventId}</code></td>
-            <td><span class={`badge ${d.status === "delivered" ? "ok" : d.status === "failed" ? "bad" : "warn"}`}>{d.status}</span></td>
-            <td class="num"><a href={`/console/ui/webhooks/${props.endpointId}/deliveries/${d.id}`}>{d.attempts}</a></td>
-            <td>{d.lastStatusCode ?? ""} {d.lastError ?? ""}</td>
+            <td>
+              {d.type}
+              <br />
+              <code>{d.eventId}</code>
+            </td>
+            <td>
+              <span class={`badge ${d.status === "delivered" ? "ok" : d.status === "failed" ? "bad" : "warn"}`}>
+                {d.status}
+              </span>
+            </td>
+            <td class="num">
+              <a href={`/console/ui/webhooks/${props.endpointId}/deliveries/${d.id}`}>{d.attempts}</a>
+            </td>
+            <td>
+              {d.lastStatusCode ?? ""} {d.lastError ?? ""}
+            </td>
             <td>{d.nextAttemptAt ?? "—"}</td>
             <td>
               {d.status !== "pending" ? (
-                <form method="post" action={`/console/ui/webhooks/${props.endpointId}/deliveries/${d.id}/redeliver`} class="inline">
+                <form
+                  method="post"
+                  action={`/console/ui/webhooks/${props.endpointId}/deliveries/${d.id}/redeliver`}
+                  class="inline"
+                >
                   <Csrf token={props.csrf} />
-                  <button type="submit" class="secondary">Redeliver</button>
+                  <button type="submit" class="secondary">
+                    Redeliver
+                  </button>
                 </form>
               ) : null}
             </td>
@@ -755,24 +1263,47 @@ const DeliveriesPage = (props: { csrf: string; endpointId: string; deliveries: R
 const KytForm = (props: { csrf: string }) => (
   <form method="post" action="/console/ui/kyt" class="card">
     <Csrf token={props.csrf} />
-    <label for="k-address">Address</label><input id="k-address" name="address" required placeholder="0x…" />
+    <label for="k-address">Address</label>
+    <input id="k-address" name="address" required placeholder="0x…" />
     <button type="submit">Screen</button>
   </form>
 );
 
-const UsersPage = (props: { csrf: string; configured: string[]; added: { email: string; addedBy: string; createdAt: string }[] }) => (
+const UsersPage = (props: {
+  csrf: string;
+  configured: string[];
+  added: { email: string; addedBy: string; createdAt: string }[];
+}) => (
   <>
     <form method="post" action="/console/ui/users" class="card">
       <Csrf token={props.csrf} />
-      <label for="u-email">Allow another e-mail to sign in</label><input id="u-email" name="email" type="email" required />
+      <label for="u-email">Allow another e-mail to sign in</label>
+      <input id="u-email" name="email" type="email" required />
       <button type="submit">Add user</button>
     </form>
     <div class="card">
       <table>
-        <thead><tr><th>E-mail</th><th>Source</th></tr></thead>
+        <thead>
+          <tr>
+            <th>E-mail</th>
+            <th>Source</th>
+          </tr>
+        </thead>
         <tbody>
-          {props.configured.map((e) => <tr><td>{e}</td><td class="muted">CONSOLE_USERS</td></tr>)}
-          {props.added.map((u) => <tr><td>{u.email}</td><td class="muted">added by {u.addedBy} on {u.createdAt.slice(0, 10)}</td></tr>)}
+          {props.configured.map((e) => (
+            <tr>
+              <td>{e}</td>
+              <td class="muted">CONSOLE_USERS</td>
+            </tr>
+          ))}
+          {props.added.map((u) => (
+            <tr>
+              <td>{u.email}</td>
+              <td class="muted">
+                added by {u.addedBy} on {u.createdAt.slice(0, 10)}
+              </td>
+            </tr>
+          ))}
         </tbody>
       </table>
     </div>
@@ -791,32 +1322,61 @@ function ReceivingPage(props: { report: ReceivingReport }) {
   return (
     <>
       <p class="muted">
-        Each charge and checkout link offered for x402 has a receiving address of its own, so an authorization pays only what it was made for. The service holds their keys; nothing moves
-        these tokens yet.
+        Each charge and checkout link offered for x402 has a receiving address of its own, so an authorization pays only
+        what it was made for. The service holds their keys; nothing moves these tokens yet.
       </p>
       <div class="grid">
-        <div class="stat">Settled to receiving addresses<b id="receiving-total">{usdOfUnits(report.totals.receivedBaseUnits)}</b><span class="muted">{report.totals.payments} payments, {report.totals.addresses} addresses</span></div>
-        <div class="stat">Chain read at block<b>{report.asOfBlock ?? "unavailable"}</b></div>
+        <div class="stat">
+          Settled to receiving addresses<b id="receiving-total">{usdOfUnits(report.totals.receivedBaseUnits)}</b>
+          <span class="muted">
+            {report.totals.payments} payments, {report.totals.addresses} addresses
+          </span>
+        </div>
+        <div class="stat">
+          Chain read at block<b>{report.asOfBlock ?? "unavailable"}</b>
+        </div>
       </div>
       <div class="card">
         <table id="receiving-table">
-          <thead><tr><th>Address</th><th>For</th><th>Merchant</th><th class="num">Payments</th><th class="num">Settled</th><th class="num">Held now</th><th>Last payment</th></tr></thead>
+          <thead>
+            <tr>
+              <th>Address</th>
+              <th>For</th>
+              <th>Merchant</th>
+              <th class="num">Payments</th>
+              <th class="num">Settled</th>
+              <th class="num">Held now</th>
+              <th>Last payment</th>
+            </tr>
+          </thead>
           <tbody>
             {report.addresses.map((a) => (
               <tr>
                 <td class="mono">{a.address}</td>
-                <td>{a.ownerKind === "charge" ? "charge" : "checkout link"}<br /><code>{a.ownerId}</code></td>
-                <td><code>{a.merchantId}</code></td>
+                <td>
+                  {a.ownerKind === "charge" ? "charge" : "checkout link"}
+                  <br />
+                  <code>{a.ownerId}</code>
+                </td>
+                <td>
+                  <code>{a.merchantId}</code>
+                </td>
                 <td class="num">{a.payments}</td>
                 <td class="num">{usdOfUnits(a.receivedBaseUnits)}</td>
-                <td class={`num ${a.balanceBaseUnits !== null && a.balanceBaseUnits !== a.receivedBaseUnits ? "warn" : ""}`}>{a.balanceBaseUnits === null ? "—" : usdOfUnits(a.balanceBaseUnits)}</td>
+                <td
+                  class={`num ${a.balanceBaseUnits !== null && a.balanceBaseUnits !== a.receivedBaseUnits ? "warn" : ""}`}
+                >
+                  {a.balanceBaseUnits === null ? "—" : usdOfUnits(a.balanceBaseUnits)}
+                </td>
                 <td>{a.lastPaymentAt}</td>
               </tr>
             ))}
           </tbody>
         </table>
         {report.addresses.length === 0 ? <p class="muted">No x402 payment yet.</p> : null}
-        {report.addresses.length === 200 ? <p class="muted">The 200 most recently paid; the API lists the same.</p> : null}
+        {report.addresses.length === 200 ? (
+          <p class="muted">The 200 most recently paid; the API lists the same.</p>
+        ) : null}
       </div>
     </>
   );

@@ -57,11 +57,16 @@ export async function preSessionCsrf(c: Context<AppEnv>): Promise<string> {
 export const CSRF_REFUSED = new ApiError(403, "csrf_token_invalid");
 
 /** A form body; a malformed one (a multipart body without its boundary, say) is a 400, not a crash. */
-export async function parseForm(c: Context<AppEnv>, options?: { all: boolean }): Promise<Record<string, string | File | (string | File)[]>> {
+export async function parseForm(
+  c: Context<AppEnv>,
+  options?: { all: boolean },
+): Promise<Record<string, string | File | (string | File)[]>> {
   try {
     return await c.req.parseBody(options);
   } catch {
-    throw new ApiError(400, "invalid_request", { issues: [{ path: "", code: "malformed", message: "the form body could not be read" }] });
+    throw new ApiError(400, "invalid_request", {
+      issues: [{ path: "", code: "malformed", message: "the form body could not be read" }],
+    });
   }
 }
 
