@@ -211,7 +211,7 @@ async function main() {
     seconds: SECONDS,
     meter: threadMeter(service.pgid, service.port),
   };
-  const perRun = WARMUP + SECONDS;
+  const _perRun = WARMUP + SECONDS;
 
   // --- Floors --------------------------------------------------------------------------------
   const floor = {};

@@ -100,7 +100,7 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
   return {
     balanceMinor: row.balanceMinor,
     policy: parseStoredPolicy(row.policy),
-    spentTodayMinor: (spent?.results[0] as { spent: number }).spent,
+    spentTodayMinor: (spent?.results[0] as { spent: number } | undefined)?.spent ?? 0,
     frozen: row.frozenAt !== null,
   };
 }

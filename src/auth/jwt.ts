@@ -64,7 +64,7 @@ export async function verifyConsoleToken(
   if (parts.length !== 3) return null;
   const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
   const header = decodeJson(headerPart);
-  if (!header || header.alg !== "HS256" || (header.typ !== undefined && header.typ !== "JWT")) return null;
+  if (header?.alg !== "HS256" || (header.typ !== undefined && header.typ !== "JWT")) return null;
   let signature: Uint8Array;
   try {
     signature = base64urlDecode(signaturePart);

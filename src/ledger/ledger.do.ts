@@ -77,7 +77,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
     if (group.length > 1) {
       try {
         const results = await this.apply(group.map((p) => p.plan));
-        group.forEach((p, i) => (p.outcome = { ok: true, result: results[i]! }));
+        for (const [i, p] of group.entries()) p.outcome = { ok: true, result: results[i]! };
         return;
       } catch (error) {
         // Refused or failed as a whole: nothing was written. Each plan alone decides its own outcome.

@@ -12,7 +12,7 @@ export const issuesOf = (error: {
 /** JSON.parse keeps a `__proto__` key as an own property, and zod's strict objects skip it: refuse it here. */
 function hasProtoKey(value: unknown, depth = 0): boolean {
   if (value === null || typeof value !== "object" || depth > 32) return false;
-  if (Object.prototype.hasOwnProperty.call(value, "__proto__")) return true;
+  if (Object.hasOwn(value, "__proto__")) return true;
   return Object.values(value as Record<string, unknown>).some((v) => hasProtoKey(v, depth + 1));
 }
 

@@ -38,15 +38,13 @@ export async function registerMerchant(
   const apiKey = newSecret("merchantKey");
   const created = { merchantId, apiKey };
   await writeTogether(db, [
-    db
-      .insert(merchants)
-      .values({
-        id: merchantId,
-        name: input.name,
-        category: input.category ?? null,
-        apiKeyHash: await hashApiKey(apiKey),
-        createdAt: nowIso(),
-      }),
+    db.insert(merchants).values({
+      id: merchantId,
+      name: input.name,
+      category: input.category ?? null,
+      apiKeyHash: await hashApiKey(apiKey),
+      createdAt: nowIso(),
+    }),
     ...(await withCreated(created)),
   ]);
   return created;

@@ -180,7 +180,9 @@ function build(): OpenApiDocument {
   const paths: OpenApiDocument["paths"] = {};
   const shared: Record<string, ResponseObject> = {};
   for (const op of OPERATIONS) {
-    const item = (paths[openApiPath(op.path)] ??= {});
+    const path = openApiPath(op.path);
+    paths[path] ??= {};
+    const item = paths[path];
     if (item[op.method]) throw new Error(`openapi: ${op.method} ${op.path} is listed twice`);
     item[op.method] = operationObject(op, shared);
   }

@@ -1,6 +1,6 @@
 import type { Env } from "../env";
-import { walletOf } from "../agents/wallet.do";
-import { HeldFigures } from "../lib/held-figures";
+import type { walletOf } from "../agents/wallet.do";
+import type { HeldFigures } from "../lib/held-figures";
 import type { PayOutcome } from "../agents/wallet";
 import { newPendingCharge, type ChargeView } from "../charges/service";
 import { guard, sqlStatement } from "../ledger/plan";

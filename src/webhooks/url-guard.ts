@@ -83,7 +83,7 @@ const isLoopbackHost = (host: string) => {
   if (v4) return v4[0] === 127;
   if (host.startsWith("[")) {
     const groups = ipv6Groups(host.slice(1, -1));
-    return groups !== null && groups.slice(0, 7).every((g) => g === 0) && groups[7] === 1;
+    return groups?.slice(0, 7).every((g) => g === 0) && groups[7] === 1;
   }
   return host === "localhost";
 };

@@ -23,7 +23,12 @@ import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance }
 /** `env` whose ledger commits every plan, loses the answer, and commits it again (what the sequencer does after a lost group answer). */
 function lossyEnv() {
   const real = ledgerOf(env);
-  const ledger = { commit: async (plan: CommitPlan) => (await real.commit(plan), real.commit(plan)) };
+  const ledger = {
+    commit: async (plan: CommitPlan) => {
+      await real.commit(plan);
+      return real.commit(plan);
+    },
+  };
   return { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
 }
 
@@ -128,7 +133,7 @@ async function checkoutPayment() {
 
 describe("a payment whose batch creates its charge, committed but answer lost", () => {
   it("a checkout-link payment is answered as paid, once (its second try fails on the charge it created)", async () => {
-    const { merchant, agent, link, charge } = await checkoutPayment();
+    const { merchant, agent, charge } = await checkoutPayment();
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
 
     const outcome = await payNewCharge(lossyEnv(), agent.agentId, charge, [], turn);
@@ -165,7 +170,10 @@ describe("a payment batch that reaches D1 after its request gave up", () => {
       ...env,
       LEDGER: {
         getByName: () => ({
-          commit: async (plan: CommitPlan) => ((late = plan), Promise.reject(new Error("Network connection lost."))),
+          commit: async (plan: CommitPlan) => {
+            late = plan;
+            throw new Error("Network connection lost.");
+          },
         }),
       },
     } as unknown as typeof env;

@@ -97,9 +97,9 @@ describe("wallet races", () => {
     const agentsAfter = await Promise.all(agents.map((a) => balanceOf(a.apiKey)));
     const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
     expect(sum(agentsBefore) - sum(agentsAfter)).toBe(amount);
-    agents.forEach((a, i) =>
-      expect(agentsAfter[i]).toBe(a.agentId === winner.agentId ? agentsBefore[i]! - amount : agentsBefore[i]),
-    );
+    for (const [i, a] of agents.entries()) {
+      expect(agentsAfter[i]).toBe(a.agentId === winner.agentId ? agentsBefore[i]! - amount : agentsBefore[i]);
+    }
 
     const row = await chargeRow(charge.chargeId);
     expect(row).toMatchObject({ status: "paid", agentId: winner.agentId, method: "ledger" });

@@ -14,7 +14,7 @@ const README = read("client/README.md");
 
 /** The fenced block of the README whose info string is `lang` (the first such). */
 function block(lang: string): string {
-  const match = new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```$", "m").exec(README);
+  const match = new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\`$`, "m").exec(README);
   expect(match, `a \`\`\`${lang} block in client/README.md`).not.toBeNull();
   return match![1]!;
 }

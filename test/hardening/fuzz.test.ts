@@ -158,7 +158,7 @@ const NASTY_SEGMENTS = [
   "constructor",
   "x".repeat(65),
   "y".repeat(3000),
-  "chg_" + "0".repeat(200),
+  `chg_${"0".repeat(200)}`,
 ];
 
 /** Percent-encodes as UTF-8; a lone surrogate (which has no UTF-8 form) becomes U+FFFD, as a browser would send it. */
@@ -227,7 +227,7 @@ const queryValue = fc.oneof(
 const query = fc.option(
   fc
     .array(fc.tuple(fc.constantFrom(...QUERY_KEYS), queryValue), { minLength: 1, maxLength: 4 })
-    .map((pairs) => "?" + pairs.map(([k, v]) => `${k}=${v}`).join("&")),
+    .map((pairs) => `?${pairs.map(([k, v]) => `${k}=${v}`).join("&")}`),
   { nil: "" },
 );
 
@@ -385,9 +385,9 @@ const credential: fc.Arbitrary<CredentialChoice> = fc.oneof(
           "Bearer whsec_x",
           `Bearer ${"x".repeat(8000)}`,
           "Bearer eyJhbGciOiJub25lIn0.e30.",
-          "Bearer sk_mch_" + "A".repeat(43),
-          "Bearer svc_sk_" + "A".repeat(43),
-          "Bearer sk_mch_" + "A".repeat(44),
+          `Bearer sk_mch_${"A".repeat(43)}`,
+          `Bearer svc_sk_${"A".repeat(43)}`,
+          `Bearer sk_mch_${"A".repeat(44)}`,
         ),
         headerText(100).filter(noErrorWord),
         headerText(100)

@@ -112,7 +112,10 @@ describe("rate limits", () => {
     const refusing = { limit: async () => ({ success: false }) } as unknown as RateLimit;
     const seen: string[] = [];
     const counting = {
-      limit: async ({ key }: { key: string }) => (seen.push(key), { success: true }),
+      limit: async ({ key }: { key: string }) => {
+        seen.push(key);
+        return { success: true };
+      },
     } as unknown as RateLimit;
     const app = buildApp();
     const request = () =>

@@ -276,7 +276,7 @@ async function dumpD1(): Promise<{ table: string; column: string; text: string }
       }
       if (page.results.length < 1000) break;
     }
-    columns.forEach((column, i) => out.push({ table: name, column, text: cells[i]!.join("\n") }));
+    for (const [i, column] of columns.entries()) out.push({ table: name, column, text: cells[i]!.join("\n") });
   }
   return out;
 }

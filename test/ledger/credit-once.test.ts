@@ -89,7 +89,12 @@ describe("a manual credit lands once", () => {
     const agent = await createAgent();
     const real = ledgerOf(env);
     // A sequencer that commits the plan, loses the answer and commits it again (what commitGroup does after a lost answer).
-    const ledger = { commit: async (plan: CommitPlan) => (await real.commit(plan), real.commit(plan)) };
+    const ledger = {
+      commit: async (plan: CommitPlan) => {
+        await real.commit(plan);
+        return real.commit(plan);
+      },
+    };
     const lossy = { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
     const result = await creditWallet(lossy, agent.agentId, 450, "lost-answer", "test");
     expect(result).toEqual({ ok: true, balanceMinor: 450 });

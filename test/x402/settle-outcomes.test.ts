@@ -18,7 +18,7 @@ import {
   publicClient,
   tokenBalance,
   xPaymentFor,
-  xPaymentHeader,
+  type xPaymentHeader,
   type Payer,
 } from "../helpers/x402";
 

@@ -13,7 +13,7 @@ h1{font-size:1.35rem;margin:.5rem 0 1rem}h2{font-size:1.1rem;margin:1.5rem 0 .5r
 table{border-collapse:collapse;width:100%;font-size:.9rem}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
 th{color:var(--muted);font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em;word-break:break-all}
-form.inline{display:inline}label{display:block;margin:.4rem 0 .15rem;color:var(--muted);font-size:.85rem}
+form.inline{display:inline}label,.group-label{display:block;margin:.4rem 0 .15rem;color:var(--muted);font-size:.85rem}
 input,select{font:inherit;padding:.4rem .5rem;border:1px solid #c8ccd1;border-radius:6px;width:100%;max-width:420px}
 input[type=checkbox]{width:auto}button{font:inherit;padding:.4rem .9rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer;margin-top:.5rem}
 button.secondary{background:#fff;color:var(--accent)}button.danger{background:var(--bad);border-color:var(--bad)}

@@ -866,28 +866,39 @@ const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }) => (
 const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
   <div class="row fields">
     <div>
-      <label>Max per transaction (cents)</label>
+      <label for="policy-maxPerTransactionUsdCents">Max per transaction (cents)</label>
       <input
+        id="policy-maxPerTransactionUsdCents"
         name="maxPerTransactionUsdCents"
         inputmode="numeric"
         value={props.policy?.maxPerTransactionUsdCents?.toString() ?? ""}
       />
     </div>
     <div>
-      <label>Daily limit (cents)</label>
-      <input name="dailyLimitUsdCents" inputmode="numeric" value={props.policy?.dailyLimitUsdCents?.toString() ?? ""} />
+      <label for="policy-dailyLimitUsdCents">Daily limit (cents)</label>
+      <input
+        id="policy-dailyLimitUsdCents"
+        name="dailyLimitUsdCents"
+        inputmode="numeric"
+        value={props.policy?.dailyLimitUsdCents?.toString() ?? ""}
+      />
     </div>
     <div>
-      <label>Approval threshold (cents)</label>
+      <label for="policy-approvalThresholdUsdCents">Approval threshold (cents)</label>
       <input
+        id="policy-approvalThresholdUsdCents"
         name="approvalThresholdUsdCents"
         inputmode="numeric"
         value={props.policy?.approvalThresholdUsdCents?.toString() ?? ""}
       />
     </div>
     <div>
-      <label>Allowed categories (comma-separated)</label>
-      <input name="allowedCategories" value={props.policy?.allowedCategories?.join(", ") ?? ""} />
+      <label for="policy-allowedCategories">Allowed categories (comma-separated)</label>
+      <input
+        id="policy-allowedCategories"
+        name="allowedCategories"
+        value={props.policy?.allowedCategories?.join(", ") ?? ""}
+      />
     </div>
   </div>
 );
@@ -1157,7 +1168,7 @@ const WebhooksPage = (props: {
       <h2>Add an endpoint</h2>
       <label for="w-url">URL</label>
       <input id="w-url" name="url" type="url" required />
-      <label>Events (none checked = all)</label>
+      <span class="group-label">Events (none checked = all)</span>
       <div class="row">
         {EVENT_TYPES.map((e) => (
           <label>

@@ -26,7 +26,7 @@ const csrfFor = (secret: string, binding: string) => hmacSha256Hex(secret, `cons
 export const requirePageSession = createMiddleware<AppEnv>(async (c, next) => {
   const token = getCookie(c, SESSION_COOKIE);
   const actor = token ? await resolveCredential(c.get("db"), c.get("settings"), token) : null;
-  if (!actor || actor.kind !== "console") {
+  if (actor?.kind !== "console") {
     clearSessionCookie(c);
     return c.redirect("/console/sign-in", 303);
   }
