@@ -1,6 +1,6 @@
 // `npm run dev`: the whole service at http://127.0.0.1:8787 on local workerd,
 // with the D1 migrations applied, local secrets in place, and the local chain
-// of operations §7 (anvil on 127.0.0.1:8545, chain id 84532, the test
+// of docs/operations.md#local (anvil on 127.0.0.1:8545, chain id 84532, the test
 // stablecoin). No account or network is needed. PORT, ANVIL_PORT and
 // DEV_PERSIST_DIR move it aside (tests run their own instance).
 import { spawnSync } from "node:child_process";

@@ -1,4 +1,4 @@
-// The local EVM chain of operations §7: anvil with chain id 84532 (standing in
+// The local EVM chain (docs/operations.md#local): anvil with chain id 84532 (standing in
 // for Base Sepolia), the EIP-3009 test stablecoin deployed, 1,000 tokens minted
 // to default accounts 1-9, and accounts 0 and 11-13 as the facilitator's gas payers.
 import { spawn } from "node:child_process";
