@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevServer, type DevServer } from "./dev-server";
 
-// The README's curl walkthrough against `npm run dev`, with the operator CLI.
+// The first section of docs/walkthrough.md ("Try it with curl") against `npm run dev`, with the operator CLI;
+// when the walkthrough's commands or answers change, this test changes with them.
 describe("npm run dev and the CLI", () => {
   let dev: DevServer;
   beforeAll(async () => {
