@@ -7,9 +7,15 @@ export default defineConfig(async () => {
   return {
     test: {
       projects: [
-        workersProject("workers", { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", LANES_TEST] }, migrations),
+        workersProject(
+          "workers",
+          { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS] },
+          migrations,
+        ),
         // The same, with every gas key of the local chain: settlements spread over several lanes.
         workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: "all" }, migrations),
+        // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
+        workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
         {
           // `npm run dev` and the CLI exactly as a person runs them, from Node.
           test: {
@@ -27,17 +33,19 @@ export default defineConfig(async () => {
 
 /** The settlement lanes test runs in a project of its own: its Worker has every gas key. */
 const LANES_TEST = "test/x402/lanes.test.ts";
+/** The runtime floors' tests run against the bench's own Worker, which the service's bundle does not hold. */
+const BENCH_TESTS = "test/bench/**";
 
 /** The Worker itself inside workerd, with real D1, Durable Objects and Queues, and a real local chain. */
 function workersProject(
   name: string,
-  options: { include: string[]; exclude?: string[]; gasKeys?: "all" },
+  options: { include: string[]; exclude?: string[]; gasKeys?: "all"; configPath?: string },
   migrations: Awaited<ReturnType<typeof readD1Migrations>>,
 ) {
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
-        wrangler: { configPath: "./wrangler.toml" },
+        wrangler: { configPath: options.configPath ?? "./wrangler.toml" },
         miniflare: {
           bindings: {
             ENVIRONMENT: "test",

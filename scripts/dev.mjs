@@ -2,7 +2,8 @@
 // with the D1 migrations applied, local secrets in place, and the local chain
 // of docs/operations.md#local (anvil on 127.0.0.1:8545, chain id 84532, the test
 // stablecoin). No account or network is needed. PORT, ANVIL_PORT and
-// DEV_PERSIST_DIR move it aside (tests run their own instance).
+// DEV_PERSIST_DIR move it aside (tests run their own instance); DEV_CONFIG runs
+// another Worker configuration (`npm run bench`'s, bench/wrangler.toml).
 import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { unstable_startWorker } from "wrangler";
@@ -18,12 +19,15 @@ const env = process.env;
 const port = process.env.PORT ?? "8787";
 // Tests run their own instance beside a developer's, with separate state.
 const persist = process.env.DEV_PERSIST_DIR ? ["--persist-to", process.env.DEV_PERSIST_DIR] : [];
+const config = process.env.DEV_CONFIG ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url));
+// wrangler reads .dev.vars beside the configuration; another one still uses the local secrets here.
+const envFiles = process.env.DEV_CONFIG ? [fileURLToPath(new URL("../.dev.vars", import.meta.url))] : undefined;
 
 const step = (message) => console.log(`[dev] ${message}`);
 
 ensureDevVars();
 step("applying D1 migrations to the local database");
-const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", ...persist], {
+const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--config", config, ...persist], {
   cwd: root,
   env,
   stdio: "inherit",
@@ -36,8 +40,6 @@ if (migrate.status !== 0) {
 const chain = await startLocalChain({ port: Number(process.env.ANVIL_PORT ?? 8545), log: step });
 // The chain's settings (token address, RPC, the facilitator's gas keys: public accounts of anvil's mnemonic) are local-only.
 const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
-// `npm run bench` (scripts/bench) asks for its runtime-floor routes; nothing else sets this.
-if (process.env.BENCH_ROUTES === "true") chainVars.BENCH_ROUTES = "true";
 
 /**
  * The mode `wrangler dev` derives from the compatibility date and flags, by the same function of
@@ -55,7 +57,8 @@ step(`starting the service at http://127.0.0.1:${port}`);
 // DEV_INSPECTOR=<port> attaches it there (Chrome DevTools, breakpoints). Everything else is `wrangler dev
 // --local`: the same workerd, bindings, .dev.vars, state directory, file watching and reloads.
 const worker = await unstable_startWorker({
-  config: fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
+  config,
+  envFiles,
   bindings: Object.fromEntries(Object.entries(chainVars).map(([name, value]) => [name, { type: "plain_text", value }])),
   // `wrangler dev` tells its bundler the Node.js compatibility mode from wrangler.toml's flags; the
   // API leaves it unset, and the bundle then treats node: imports as missing (the runtime has them).

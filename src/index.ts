@@ -7,27 +7,17 @@ import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
 import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webhooks/dispatch";
 import { reconcileOpenPayments } from "./x402/reconcile";
 import { watchDeposits } from "./deposits/watcher";
-import { benchFetch } from "./bench/routes";
 import { sweepExpiredRows } from "./lib/sweep";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
 export { GrantDurableObject } from "./paylinks/grant.do";
 export { X402SettlerDurableObject } from "./x402/settler.do";
-// Bound only in the development configuration, for `npm run bench` (src/bench).
-export { BenchFloorDurableObject } from "./bench/floor.do";
 
 const app = buildApp();
 
 export default {
   async fetch(request, env, ctx) {
-    // The benchmark's runtime floors (src/bench), beside the app rather than in its route table; only
-    // when BENCH_ROUTES is on, which settings refuse in production (the cheap string check keeps
-    // every other request on the app's own path, where a bad configuration is its 500).
-    if (env.BENCH_ROUTES === "true" && settingsOf(env).benchRoutes) {
-      const response = await benchFetch(request, env);
-      if (response) return response;
-    }
     return app.fetch(request, env, ctx);
   },
 

@@ -1,18 +1,11 @@
 import type { D1Migration } from "cloudflare:test";
-import type { Env as ServiceEnv } from "../src/env";
+import type { OptionalBindings, SettingsVars } from "../src/env";
 
+// `env` in tests: the generated bindings (worker-types.d.ts), what the settings read, and the migrations.
 declare global {
   namespace Cloudflare {
-    interface Env extends ServiceEnv {
+    interface Env extends OptionalBindings, SettingsVars {
       TEST_MIGRATIONS: D1Migration[];
-    }
-    interface GlobalProps {
-      mainModule: typeof import("../src/index");
-      durableNamespaces:
-        | "WalletDurableObject"
-        | "LedgerDurableObject"
-        | "GrantDurableObject"
-        | "X402SettlerDurableObject";
     }
   }
 }

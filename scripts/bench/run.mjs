@@ -28,7 +28,7 @@ const GRANTS = 50;
 const WEBHOOK_EVENTS_PER_SECOND = 100;
 const WEBHOOK_PAYMENTS_PER_SECOND = WEBHOOK_EVENTS_PER_SECOND / 2;
 const WEBHOOK_SECONDS = 8;
-/** The steps `POST /__bench/step` times (src/bench/routes.ts), as the progress names them. */
+/** The steps `POST /__bench/step` times (bench/routes.ts), as the progress names them. */
 const STEPS = [
   ["d1_read", "one D1 round trip (a one-statement read)"],
   ["do_rpc", "one Durable Object RPC"],
@@ -88,12 +88,11 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 
 const json = (body) => ({ "content-type": "application/json", ...body });
 
-async function main() {
-  log(`${SECONDS} s per scenario after a ${WARMUP} s warm-up, ${CONNECTIONS} concurrent requests`);
-  receiver = await startReceiver();
-  service = await startService({ log });
-  const B = service.url;
-  const rows = [];
+/**
+ * The measuring helpers every scenario uses: `quiet` waits for the service's queued work, `measure`
+ * runs one row and keeps its full result in `raw` (the JSON file's results), `perStep` times one step.
+ */
+function meter(B) {
   const raw = {};
   let reloadsSeen = service.reloads();
 
@@ -173,8 +172,11 @@ async function main() {
     for (let k = 0; k < 5; k++) samples.push(((await timed(n + 1)) - (await timed(1))) / n);
     return samples.sort((a, b) => a - b)[2];
   };
+  return { raw, quiet, measure, perStep };
+}
 
-  // --- Seeding, all through the public API ---------------------------------------------------
+/** Seeds the merchants, agents, checkout link, PayLinks and grants the scenarios use; returns them with the load settings. */
+async function seed(B) {
   log("seeding: console token, merchants, agents, a checkout link, PayLinks and grants");
   const consoleKey = consoleToken(B);
   const [shop, links, budgets, hooks, onchain] = await inParallel(
@@ -211,13 +213,30 @@ async function main() {
     seconds: SECONDS,
     meter: threadMeter(service.pgid, service.port),
   };
-  const _perRun = WARMUP + SECONDS;
+  return {
+    consoleKey,
+    shop,
+    links,
+    budgets,
+    hooks,
+    onchain,
+    crowd,
+    hot,
+    drawer,
+    link,
+    oneGrant,
+    manyGrants,
+    template,
+    base,
+  };
+}
 
-  // --- Floors --------------------------------------------------------------------------------
-  const floor = {};
+/** The runtime floors (bench/routes.ts), into `run.floor`; returns the payment batch's statement count. */
+async function measureFloors(run) {
+  const { B, base, floor, measure, raw, template } = run;
   let statements = null;
   if (selected("floor_do_rpc_d1_batch")) {
-    // Scratch copies of the payment's tables with a pool of pending charges (src/bench/batch.ts).
+    // Scratch copies of the payment's tables with a pool of pending charges (bench/batch.ts).
     const poolSize = 120_000;
     const scratch = await call(B, "POST", "/__bench/setup", {
       body: { templateChargeId: template, charges: poolSize },
@@ -261,8 +280,12 @@ async function main() {
       : null;
     await call(B, "POST", "/__bench/teardown");
   }
+  return statements;
+}
 
-  // --- What each step of a payment costs, one at a time (docs/benchmarks.md) ------------------
+/** What each step of a payment costs, one at a time (docs/benchmarks.md). */
+async function measureSteps(run) {
+  const { perStep } = run;
   let steps = null;
   if (selected("steps")) {
     log("step costs, one at a time on an idle service ...");
@@ -272,8 +295,12 @@ async function main() {
       log(`  ${label}: ${steps[step].toFixed(2)} ms`);
     }
   }
+  return steps;
+}
 
-  // --- Charge creation, which also makes the charges the wallet scenarios pay -----------------
+/** Charge creation, which also makes the charges the wallet scenarios pay. */
+async function measureChargeCreation(run) {
+  const { base, measure, shop } = run;
   const pending = [];
   const chargeCreation = await measure("charge_creation", "charge creation", "scenario", () =>
     load({
@@ -289,6 +316,12 @@ async function main() {
       },
     }),
   );
+  return { chargeCreation, pending };
+}
+
+/** Wallet payments across the agents and from one hot agent, each paying its own pending charge. */
+async function measureWalletPayments(run, chargeCreation, pending) {
+  const { B, base, crowd, floor, hot, measure, quiet, raw, shop } = run;
   /** Inputs for `rate` successful requests a second over `seconds`, with a margin for a faster run. */
   const inputsFor = (rate, seconds) => Math.ceil(rate * seconds * 1.6) + CONNECTIONS * 2;
   /** Fills `list` up to `want` with `make(n)`; preparing inputs is never part of a measured window. */
@@ -343,11 +376,10 @@ async function main() {
   // --- Wallet payments --------------------------------------------------------------------------
   // A payment does strictly more than a charge creation or the floor, so neither rate is exceeded.
   const payGuess = Math.min(floor.rpcBatch?.okRps ?? 200, chargeCreation?.okRps ?? 200);
-  let turn = 0;
   const across = await payScenario(
     "wallet_pay_across_agents",
     `wallet pay, ${AGENTS} agents`,
-    () => crowd[turn++ % crowd.length],
+    () => crowd[run.turn++ % crowd.length],
     payGuess,
   );
   const hotAgent = await payScenario(
@@ -356,18 +388,27 @@ async function main() {
     () => hot,
     across?.okRps ?? payGuess,
   );
+  return { across, hotAgent, payGuess };
+}
 
-  // --- Checkout link and PayLinks -----------------------------------------------------------------
-  const checkout = await measure("checkout_link_pay", "checkout-link pay", "scenario", () =>
+/** Checkout-link payments by the crowd of agents. */
+function measureCheckout(run) {
+  const { base, crowd, link, measure } = run;
+  return measure("checkout_link_pay", "checkout-link pay", "scenario", () =>
     load({
       ...base,
       next: () => ({
         method: "POST",
         path: `/checkout/${link.checkoutToken}/pay`,
-        headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` },
+        headers: { authorization: `Bearer ${crowd[run.turn++ % crowd.length].apiKey}` },
       }),
     }),
   );
+}
+
+/** PayLink draws on one grant, and across many. */
+async function measurePaylinks(run) {
+  const { base, budgets, crowd, drawer, manyGrants, measure, oneGrant } = run;
   const draw = (code, agentId) => ({
     method: "POST",
     path: `/merchant/paylinks/${code}/charge`,
@@ -378,179 +419,194 @@ async function main() {
     load({ ...base, next: () => draw(oneGrant.code, drawer.agentId) }),
   );
   const drawMany = await measure("paylink_draw_many_grants", `PayLink draw, ${GRANTS} grants`, "scenario", () =>
-    load({ ...base, next: () => draw(manyGrants.code, crowd[turn++ % GRANTS].agentId) }),
+    load({ ...base, next: () => draw(manyGrants.code, crowd[run.turn++ % GRANTS].agentId) }),
   );
+  return { drawOne, drawMany };
+}
 
-  // --- x402 --------------------------------------------------------------------------------------
-  const { verify, verifyCpuMs, settle } = !selected("x402_settle")
-    ? { verify: null, verifyCpuMs: null, settle: null }
-    : await (async () => {
-        const [x402Probe] = await createCharges(B, onchain.apiKey, 1);
-        const termsOf = async (chargeId) =>
-          (await call(B, "GET", `/charges/${chargeId}/x402`, { expected: [402] })).accepts[0];
-        const terms = await termsOf(x402Probe);
-        const verifySamples = await signPayments(Array(64).fill(terms));
-        const verifyBody = (header, iterations) =>
-          JSON.stringify({ header, amountMinor: 1, payTo: terms.payTo, iterations });
-        let v = 0;
-        const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
-          load({
-            ...base,
-            next: () => ({
-              method: "POST",
-              path: "/__bench/x402-verify",
-              headers: json(),
-              body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1),
-            }),
-          }),
-        );
-        // CPU per verification: pure computation, so the step's time is its CPU.
-        const verifyCpuMs = await perStep(
-          "/__bench/x402-verify",
-          { header: verifySamples[0].header, amountMinor: 1, payTo: terms.payTo },
-          100,
-        );
-        raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
-        log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
+/** x402: verification alone (and its CPU), then settlement against the chain's own floor. */
+async function measureX402(run) {
+  if (!selected("x402_settle")) return { verify: null, verifyCpuMs: null, settle: null };
+  const { B, base, floor, measure, onchain, perStep, quiet, raw } = run;
+  const [x402Probe] = await createCharges(B, onchain.apiKey, 1);
+  const termsOf = async (chargeId) =>
+    (await call(B, "GET", `/charges/${chargeId}/x402`, { expected: [402] })).accepts[0];
+  const terms = await termsOf(x402Probe);
+  const verifySamples = await signPayments(Array(64).fill(terms));
+  const verifyBody = (header, iterations) => JSON.stringify({ header, amountMinor: 1, payTo: terms.payTo, iterations });
+  let v = 0;
+  const verify = await measure("x402_verify", "x402 verify (signature and checks)", "scenario", () =>
+    load({
+      ...base,
+      next: () => ({
+        method: "POST",
+        path: "/__bench/x402-verify",
+        headers: json(),
+        body: verifyBody(verifySamples[v++ % verifySamples.length].header, 1),
+      }),
+    }),
+  );
+  // CPU per verification: pure computation, so the step's time is its CPU.
+  const verifyCpuMs = await perStep(
+    "/__bench/x402-verify",
+    { header: verifySamples[0].header, amountMinor: 1, payTo: terms.payTo },
+    100,
+  );
+  raw.x402_verify.cpuMsPerVerification = verifyCpuMs;
+  log(`  ${verifyCpuMs.toFixed(2)} ms of CPU per verification (median of 5 batches of 100)`);
 
-        // Each settlement takes its own pending charge and an authorization signed to that charge's
-        // receiving address (and a margin of one per connection). The charges and their terms are made
-        // first: they live in D1, which the chain snapshot below does not touch.
-        const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
-        log(`  preparing ${inputs} x402 charges and their terms`);
-        const x402Charges = await createCharges(B, onchain.apiKey, inputs, CONNECTIONS);
-        const x402Terms = await inParallel(x402Charges, CONNECTIONS, termsOf);
+  // Each settlement takes its own pending charge and an authorization signed to that charge's
+  // receiving address (and a margin of one per connection). The charges and their terms are made
+  // first: they live in D1, which the chain snapshot below does not touch.
+  const inputs = X402_WARMUP + X402_MEASURED + CONNECTIONS;
+  log(`  preparing ${inputs} x402 charges and their terms`);
+  const x402Charges = await createCharges(B, onchain.apiKey, inputs, CONNECTIONS);
+  const x402Terms = await inParallel(x402Charges, CONNECTIONS, termsOf);
 
-        // Settlement: the chain's own floor, then the service, each `X402_WARMUP` settlements of
-        // warm-up and `X402_MEASURED` measured ones, both from the same chain state (the floor's
-        // settlements, to the same fresh receiving addresses, are reverted before the service runs;
-        // see chainSnapshot).
-        const revert = await chainSnapshot(service.rpcUrl);
-        const chainSigned = await signPayments(x402Terms.slice(0, X402_WARMUP + X402_MEASURED));
-        floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
-          chainSettleFloor({
-            rpcUrl: service.rpcUrl,
-            terms,
-            concurrency: CONNECTIONS,
-            warmup: X402_WARMUP,
-            count: X402_MEASURED,
-            signed: chainSigned,
-          }),
-        );
-        if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
-        await revert();
-        const x402Signed = await signPayments(x402Terms);
-        const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
-        let x402Dry = 0;
-        const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>
-          load({
-            ...base,
-            warmupSeconds: 0,
-            warmupRequests: X402_WARMUP,
-            requests: X402_MEASURED,
-            next: () => {
-              const input = x402Inputs.pop();
-              if (!input) x402Dry++;
-              return {
-                path: `/charges/${input?.chargeId ?? "chg_x402_ran_dry"}/x402`,
-                headers: { "x-payment": input?.header ?? "none" },
-              };
-            },
-            expect: (status) => status === 200,
-            afterWarmup: async () => {
-              await quiet();
-              x402Dry = 0;
-            },
-          }),
-        );
-        if (x402Dry > 0) {
-          raw.x402_settle.exhausted = true;
-          log(`  warning: ${x402Dry} requests found no prepared payment left (counted as errors)`);
-        }
-        return { verify, verifyCpuMs, settle };
-      })();
-
-  // --- Webhook fan-out ------------------------------------------------------------------------------
-  const webhooks = !selected("webhook_payments")
-    ? null
-    : await (async () => {
-        // Charges first, and their charge.created events fanned out, so the endpoint sees payment events only.
-        const webhookRate = Math.min(WEBHOOK_PAYMENTS_PER_SECOND, (across?.okRps ?? payGuess) * 1.5 + 5);
-        const webhookCharges = await createCharges(
-          B,
-          hooks.apiKey,
-          Math.ceil(webhookRate * WEBHOOK_SECONDS) + CONNECTIONS * 2,
-          CONNECTIONS,
-        );
-        await quiet();
-        const endpoint = await call(B, "POST", "/settings/webhooks", {
-          token: consoleKey,
-          body: { url: receiver.url, events: ["payment.succeeded", "charge.succeeded"], merchantId: hooks.merchantId },
-        });
-        receiver.setSecret(endpoint.secret);
-        let wc = 0;
-        let hookStarted = Date.now();
-        const webhookLoad = await measure(
-          "webhook_payments",
-          `payments offered at ${WEBHOOK_PAYMENTS_PER_SECOND}/s (${WEBHOOK_EVENTS_PER_SECOND} events/s)`,
-          "scenario",
-          () => {
-            hookStarted = Date.now();
-            return load({
-              ...base,
-              warmupSeconds: 0,
-              seconds: WEBHOOK_SECONDS,
-              overallRate: WEBHOOK_PAYMENTS_PER_SECOND,
-              next: () => ({
-                method: "POST",
-                path: `/charges/${webhookCharges[wc++] ?? "chg_pool_ran_dry"}/pay`,
-                headers: { authorization: `Bearer ${crowd[turn++ % crowd.length].apiKey}` },
-              }),
-            });
-          },
-        );
-        const hookEnded = Date.now();
-        const expected = webhookLoad.ok * 2;
-        const drainDeadline = Date.now() + 60_000;
-        while (receiver.events.size < expected && Date.now() < drainDeadline)
-          await new Promise((r) => setTimeout(r, 200));
-        const lags = [...receiver.events.values()].map((e) => e.receivedAt - e.createdAt).sort((a, b) => a - b);
-        const pct = (p) => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? 0;
-        // The delivery rate is taken over the span in which deliveries arrived (first to last), so the
-        // lag before the first one does not read as a slower pipeline; the lag has its own columns.
-        const arrivals = [...receiver.events.values()].map((e) => e.receivedAt).sort((a, b) => a - b);
-        const firstArrival = arrivals[0] ?? hookEnded;
-        const lastArrival = arrivals.at(-1) ?? hookEnded;
-        const deliveryRate = arrivals.length > 1 ? (arrivals.length - 1) / ((lastArrival - firstArrival) / 1000) : 0;
-        const webhooks = {
-          requests: receiver.stats.posts,
-          ok: receiver.events.size,
-          errors: Math.max(0, expected - receiver.events.size) + receiver.stats.badSignatures,
-          rps: deliveryRate,
-          okRps: deliveryRate,
-          offeredEventsPerSecond: expected / ((hookEnded - hookStarted) / 1000),
-          p50: pct(50),
-          p90: pct(90),
-          p99: pct(99),
-          max: lags.at(-1) ?? 0,
-          mean: lags.reduce((a, b) => a + b, 0) / Math.max(1, lags.length),
-          expected,
-          delivered: receiver.events.size,
-          duplicates: receiver.stats.duplicates,
-          badSignatures: receiver.stats.badSignatures,
-          drainSeconds: (lastArrival - hookEnded) / 1000,
-          threads: webhookLoad.threads,
+  // Settlement: the chain's own floor, then the service, each `X402_WARMUP` settlements of
+  // warm-up and `X402_MEASURED` measured ones, both from the same chain state (the floor's
+  // settlements, to the same fresh receiving addresses, are reverted before the service runs;
+  // see chainSnapshot).
+  const revert = await chainSnapshot(service.rpcUrl);
+  const chainSigned = await signPayments(x402Terms.slice(0, X402_WARMUP + X402_MEASURED));
+  floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
+    chainSettleFloor({
+      rpcUrl: service.rpcUrl,
+      terms,
+      concurrency: CONNECTIONS,
+      warmup: X402_WARMUP,
+      count: X402_MEASURED,
+      signed: chainSigned,
+    }),
+  );
+  if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
+  await revert();
+  const x402Signed = await signPayments(x402Terms);
+  const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
+  let x402Dry = 0;
+  const settle = await measure("x402_settle", "x402 settle on the local chain", "scenario", () =>
+    load({
+      ...base,
+      warmupSeconds: 0,
+      warmupRequests: X402_WARMUP,
+      requests: X402_MEASURED,
+      next: () => {
+        const input = x402Inputs.pop();
+        if (!input) x402Dry++;
+        return {
+          path: `/charges/${input?.chargeId ?? "chg_x402_ran_dry"}/x402`,
+          headers: { "x-payment": input?.header ?? "none" },
         };
-        raw.webhook_delivery = { name: "webhook delivery (lag)", kind: "scenario", ...webhooks };
-        log(
-          `  webhooks: ${webhooks.delivered}/${expected} delivered at ${webhooks.okRps.toFixed(0)} events/s (payments made ${webhooks.offeredEventsPerSecond.toFixed(0)}/s), ` +
-            `lag p50 ${webhooks.p50} ms, p99 ${webhooks.p99} ms, ` +
-            `last one ${webhooks.drainSeconds.toFixed(1)} s after the load`,
-        );
-        return webhooks;
-      })();
+      },
+      expect: (status) => status === 200,
+      afterWarmup: async () => {
+        await quiet();
+        x402Dry = 0;
+      },
+    }),
+  );
+  if (x402Dry > 0) {
+    raw.x402_settle.exhausted = true;
+    log(`  warning: ${x402Dry} requests found no prepared payment left (counted as errors)`);
+  }
+  return { verify, verifyCpuMs, settle };
+}
 
-  // --- The table ----------------------------------------------------------------------------------
+/** Webhook fan-out: payments offered at a fixed rate, and the delivery of their events to the receiver. */
+async function measureWebhooks(run, payRate) {
+  if (!selected("webhook_payments")) return null;
+  const { B, base, consoleKey, crowd, hooks, measure, quiet, raw } = run;
+  // Charges first, and their charge.created events fanned out, so the endpoint sees payment events only.
+  const webhookRate = Math.min(WEBHOOK_PAYMENTS_PER_SECOND, payRate * 1.5 + 5);
+  const webhookCharges = await createCharges(
+    B,
+    hooks.apiKey,
+    Math.ceil(webhookRate * WEBHOOK_SECONDS) + CONNECTIONS * 2,
+    CONNECTIONS,
+  );
+  await quiet();
+  const endpoint = await call(B, "POST", "/settings/webhooks", {
+    token: consoleKey,
+    body: { url: receiver.url, events: ["payment.succeeded", "charge.succeeded"], merchantId: hooks.merchantId },
+  });
+  receiver.setSecret(endpoint.secret);
+  let wc = 0;
+  let hookStarted = Date.now();
+  const webhookLoad = await measure(
+    "webhook_payments",
+    `payments offered at ${WEBHOOK_PAYMENTS_PER_SECOND}/s (${WEBHOOK_EVENTS_PER_SECOND} events/s)`,
+    "scenario",
+    () => {
+      hookStarted = Date.now();
+      return load({
+        ...base,
+        warmupSeconds: 0,
+        seconds: WEBHOOK_SECONDS,
+        overallRate: WEBHOOK_PAYMENTS_PER_SECOND,
+        next: () => ({
+          method: "POST",
+          path: `/charges/${webhookCharges[wc++] ?? "chg_pool_ran_dry"}/pay`,
+          headers: { authorization: `Bearer ${crowd[run.turn++ % crowd.length].apiKey}` },
+        }),
+      });
+    },
+  );
+  const hookEnded = Date.now();
+  const expected = webhookLoad.ok * 2;
+  const drainDeadline = Date.now() + 60_000;
+  while (receiver.events.size < expected && Date.now() < drainDeadline) await new Promise((r) => setTimeout(r, 200));
+  const lags = [...receiver.events.values()].map((e) => e.receivedAt - e.createdAt).sort((a, b) => a - b);
+  const pct = (p) => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? 0;
+  // The delivery rate is taken over the span in which deliveries arrived (first to last), so the
+  // lag before the first one does not read as a slower pipeline; the lag has its own columns.
+  const arrivals = [...receiver.events.values()].map((e) => e.receivedAt).sort((a, b) => a - b);
+  const firstArrival = arrivals[0] ?? hookEnded;
+  const lastArrival = arrivals.at(-1) ?? hookEnded;
+  const deliveryRate = arrivals.length > 1 ? (arrivals.length - 1) / ((lastArrival - firstArrival) / 1000) : 0;
+  const webhooks = {
+    requests: receiver.stats.posts,
+    ok: receiver.events.size,
+    errors: Math.max(0, expected - receiver.events.size) + receiver.stats.badSignatures,
+    rps: deliveryRate,
+    okRps: deliveryRate,
+    offeredEventsPerSecond: expected / ((hookEnded - hookStarted) / 1000),
+    p50: pct(50),
+    p90: pct(90),
+    p99: pct(99),
+    max: lags.at(-1) ?? 0,
+    mean: lags.reduce((a, b) => a + b, 0) / Math.max(1, lags.length),
+    expected,
+    delivered: receiver.events.size,
+    duplicates: receiver.stats.duplicates,
+    badSignatures: receiver.stats.badSignatures,
+    drainSeconds: (lastArrival - hookEnded) / 1000,
+    threads: webhookLoad.threads,
+  };
+  raw.webhook_delivery = { name: "webhook delivery (lag)", kind: "scenario", ...webhooks };
+  log(
+    `  webhooks: ${webhooks.delivered}/${expected} delivered at ${webhooks.okRps.toFixed(0)} events/s (payments made ${webhooks.offeredEventsPerSecond.toFixed(0)}/s), ` +
+      `lag p50 ${webhooks.p50} ms, p99 ${webhooks.p99} ms, ` +
+      `last one ${webhooks.drainSeconds.toFixed(1)} s after the load`,
+  );
+  return webhooks;
+}
+
+/** The table's rows: each result beside its floor, and whether it met its target. */
+function tableRows(floor, results) {
+  const {
+    statements,
+    chargeCreation,
+    across,
+    hotAgent,
+    checkout,
+    drawOne,
+    drawMany,
+    verify,
+    verifyCpuMs,
+    settle,
+    webhooks,
+  } = results;
+  const rows = [];
   const ratio = (r, f) => (r && f && f.okRps > 0 ? r.okRps / f.okRps : null);
   const F_RPC_BATCH = "DO RPC + batch";
   const payTarget = (r, min, extra) => {
@@ -641,6 +697,11 @@ async function main() {
   );
   // Rows BENCH_ONLY left out show "-", neither met nor missed.
   for (const r of rows) if (!r.result) Object.assign(r, { ratio: null, met: null });
+  return rows;
+}
+
+/** Prints the table and writes it, with every row's full result, to bench/results/. */
+async function report(rows, raw, { statements, steps }) {
   const text = table(rows);
   console.log(`\n${text}\n`);
   console.log(
@@ -678,6 +739,38 @@ async function main() {
     elapsedSeconds: (Date.now() - t0) / 1000,
   });
   log(`results written to ${file}`);
+}
+
+async function main() {
+  log(`${SECONDS} s per scenario after a ${WARMUP} s warm-up, ${CONNECTIONS} concurrent requests`);
+  receiver = await startReceiver();
+  service = await startService({ log });
+  const B = service.url;
+  const m = meter(B);
+  // `turn` picks the next agent of the crowd; the scenarios share it, as they share `floor`.
+  const run = { B, ...m, ...(await seed(B)), floor: {}, turn: 0 };
+  const statements = await measureFloors(run);
+  const steps = await measureSteps(run);
+  const { chargeCreation, pending } = await measureChargeCreation(run);
+  const { across, hotAgent, payGuess } = await measureWalletPayments(run, chargeCreation, pending);
+  const checkout = await measureCheckout(run);
+  const { drawOne, drawMany } = await measurePaylinks(run);
+  const { verify, verifyCpuMs, settle } = await measureX402(run);
+  const webhooks = await measureWebhooks(run, across?.okRps ?? payGuess);
+  const results = {
+    statements,
+    chargeCreation,
+    across,
+    hotAgent,
+    checkout,
+    drawOne,
+    drawMany,
+    verify,
+    verifyCpuMs,
+    settle,
+    webhooks,
+  };
+  await report(tableRows(run.floor, results), m.raw, { statements, steps });
 }
 
 async function machine() {

@@ -1,13 +1,15 @@
 // Starts `npm run dev` (scripts/dev.mjs: local D1 migrated, Durable Objects, Queues and the local
 // chain, all on workerd) for the benchmark: on free ports, with its own throw-away state
-// directory, and with the runtime-floor routes on (BENCH_ROUTES). A developer's own `npm run dev`
-// is never touched. `stop()` ends the whole process group it started.
+// directory, and running the bench's Worker (bench/worker.ts: the service plus the runtime-floor
+// routes). A developer's own `npm run dev` is never touched. `stop()` ends the whole process group
+// it started.
 import { spawn } from "node:child_process";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { BENCH_CONFIG, checkBenchConfig } from "./config.mjs";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -30,6 +32,7 @@ export function freePort() {
  * @returns {Promise<{ url: string, rpcUrl: string, output: () => string, reloads: () => number, stop: () => Promise<void> }>}
  */
 export async function startService({ log }) {
+  checkBenchConfig();
   const port = await freePort();
   const anvilPort = await freePort();
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-bench-"));
@@ -38,7 +41,7 @@ export async function startService({ log }) {
     PORT: String(port),
     ANVIL_PORT: String(anvilPort),
     DEV_PERSIST_DIR: stateDir,
-    BENCH_ROUTES: "true",
+    DEV_CONFIG: BENCH_CONFIG,
   };
   // Its own process group (detached), so stop() reaches wrangler, workerd and anvil too.
   const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], {

@@ -1,72 +1,73 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { paymentShapedBatch, SCRATCH_TABLES } from "../../src/bench/batch";
-import { BENCH_STEPS } from "../../src/bench/routes";
-import { settingsOf, type Env } from "../../src/env";
-import worker from "../../src/index";
+import { paymentShapedBatch, SCRATCH_TABLES } from "../../bench/batch";
+import type { BenchEnv } from "../../bench/env";
+import { BENCH_STEPS } from "../../bench/routes";
+import benchWorker from "../../bench/worker";
+import type { Env } from "../../src/env";
+import service from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
-import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { chain, xPaymentHeader } from "../helpers/x402";
 
-// The runtime floors of `npm run bench` (src/bench): off unless BENCH_ROUTES is set, refused in
-// production, and writing only to their own scratch tables. No timing is asserted here.
+// The runtime floors of `npm run bench` (bench/): served by the bench's own Worker (bench/worker.ts,
+// bench/wrangler.toml; this file runs in the vitest project of that Worker), never by the service,
+// refused with production settings, and writing only to their own scratch tables. No timing is asserted here.
 
-const benchEnv = (vars: Partial<Env> = {}): Env => ({ ...env, BENCH_ROUTES: "true", ...vars }) as Env;
+const benchEnv = (vars: Partial<Env> = {}): BenchEnv => ({ ...env, ...vars }) as BenchEnv;
+
+/** One request to a handler with the test env (plus `vars`), as workerd would deliver it. */
+async function fetchOf(handler: ExportedHandler<BenchEnv>, path: string, init: RequestInit, vars: Partial<Env> = {}) {
+  const ctx = createExecutionContext();
+  const response = await handler.fetch!(
+    new Request(`http://service.test${path}`, init) as Request<unknown, IncomingRequestCfProperties>,
+    benchEnv(vars),
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  return response;
+}
 
 async function bench(method: string, path: string, body?: unknown, vars: Partial<Env> = {}) {
-  const ctx = createExecutionContext();
   const init: RequestInit = {
     method,
     headers: body === undefined ? {} : { "content-type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
   };
-  const response = await worker.fetch!(
-    new Request(`http://service.test/__bench/${path}`, init) as Request<unknown, IncomingRequestCfProperties>,
-    benchEnv(vars),
-    ctx,
-  );
-  await waitOnExecutionContext(ctx);
+  const response = await fetchOf(benchWorker, `/__bench/${path}`, init, vars);
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
 const count = async (sql: string) => (await env.DB.prepare(sql).first<{ n: number }>())?.n ?? 0;
 
 describe("bench routes", () => {
-  it("are not served without BENCH_ROUTES: the app answers 404, so nothing can make scratch tables", async () => {
-    expect((await api("GET", "/__bench/noop")).status).toBe(404);
-    const setup = await api("POST", "/__bench/setup", { body: { templateChargeId: "chg_x", charges: 1 } });
+  it("are not served by the service itself: its Worker answers 404, so nothing can make scratch tables", async () => {
+    const noop = await fetchOf(service, "/__bench/noop", { method: "GET" });
+    expect(noop.status).toBe(404);
+    const setup = await fetchOf(service, "/__bench/setup", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ templateChargeId: "chg_x", charges: 1 }),
+    });
     expect(setup.status).toBe(404);
-    expect(setup.body).toEqual({ error: "not_found" });
-    expect(settingsOf(env).benchRoutes).toBe(false);
+    expect(await setup.json()).toEqual({ error: "not_found" });
   });
 
-  it("cannot be turned on in production: the settings refuse to start", async () => {
+  it("are refused with production settings: the bench Worker fails closed rather than serving a floor", async () => {
     const production = {
       ENVIRONMENT: "production",
       CONSOLE_SESSION_SECRET: "a-real-production-secret-with-enough-entropy-0123456789",
       WEBHOOK_SECRETS_KEY: "another-real-production-secret-with-entropy-0123456789",
     };
-    expect(() => settingsOf({ ...production, BENCH_ROUTES: "true" } as Env)).toThrow(
-      /BENCH_ROUTES cannot be true in production/,
-    );
-    expect(settingsOf(production as Env).benchRoutes).toBe(false);
-    // The Worker itself fails closed rather than serving a floor.
-    await expect(bench("GET", "noop", undefined, production as Partial<Env>)).rejects.toThrow(/BENCH_ROUTES/);
+    await expect(bench("GET", "noop", undefined, production)).rejects.toThrow(/never runs in production/);
   });
 
   it("serve the trivial route and the Durable Object RPC when on, and pass other paths to the app", async () => {
     expect(await bench("GET", "noop")).toEqual({ status: 200, body: { ok: true } });
     expect(await bench("POST", "do-rpc")).toEqual({ status: 200, body: { ok: true } });
     expect((await bench("GET", "no-such-floor")).status).toBe(404);
-    const ctx = createExecutionContext();
-    const app = await worker.fetch!(
-      new Request("http://service.test/no-such-route") as Request<unknown, IncomingRequestCfProperties>,
-      benchEnv(),
-      ctx,
-    );
-    await waitOnExecutionContext(ctx);
+    const app = await fetchOf(benchWorker, "/no-such-route", { method: "GET" });
     expect(app.status).toBe(404);
     expect(await app.json()).toEqual({ error: "not_found" });
   });

@@ -1,20 +1,18 @@
 import { z } from "zod";
-import type { Env } from "../env";
-import { settingsOf } from "../env";
-import { publicClientOf, rpcCall } from "../x402/chain";
-import { decodePaymentHeader } from "../x402/payload";
-import { gasAccountOf } from "../x402/transfer";
-import { termsFor } from "../x402/terms";
-import { verifyOffline } from "../x402/verify";
-import { ledgerOf } from "../ledger/ledger.do";
+import { settingsOf } from "../src/env";
+import { publicClientOf, rpcCall } from "../src/x402/chain";
+import { decodePaymentHeader } from "../src/x402/payload";
+import { gasAccountOf } from "../src/x402/transfer";
+import { termsFor } from "../src/x402/terms";
+import { verifyOffline } from "../src/x402/verify";
+import { ledgerOf } from "../src/ledger/ledger.do";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
+import type { BenchEnv as Env } from "./env";
 
 /**
- * The runtime floors of `npm run bench` (docs/benchmarks.md). They sit beside
- * the Hono app, not in it (so the app's route table, which the security tests
- * read, has no trace of them), and src/index.ts dispatches here only when
- * settings say BENCH_ROUTES is on, which production refuses at start-up.
- * Every path is under /__bench/; anything else falls through to the app.
+ * The runtime floors of `npm run bench` (docs/benchmarks.md), served by the bench's own Worker
+ * (bench/worker.ts) beside the service, never by the service itself. Every path is under
+ * /__bench/; anything else goes to the service.
  */
 export const BENCH_PREFIX = "/__bench/";
 
@@ -51,10 +49,7 @@ async function bodyOf<T>(request: Request, schema: z.ZodType<T>): Promise<T | Re
   return parsed.success ? parsed.data : json({ error: "invalid_request", issues: parsed.error.issues }, 400);
 }
 
-const floorObject = (env: Env) => {
-  if (!env.BENCH_FLOOR) throw new Error("BENCH_FLOOR is not bound (development configuration only)");
-  return env.BENCH_FLOOR.getByName("floor");
-};
+const floorObject = (env: Env) => env.BENCH_FLOOR.getByName("floor");
 
 /**
  * What one step does: a one-statement D1 read (the round trip every payment's lookups pay), a
@@ -169,7 +164,7 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
     case "GET ledger":
       return json(await ledgerOf(env).stats());
 
-    // Scratch tables for the batch floors (src/bench/batch.ts).
+    // Scratch tables for the batch floors (bench/batch.ts).
     case "POST setup": {
       const body = await bodyOf(request, SetupBody);
       if (body instanceof Response) return body;

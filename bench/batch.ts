@@ -1,6 +1,6 @@
-import { auditInserts } from "../ledger/audit";
-import { walletPaymentPlan } from "../ledger/movements";
-import type { SqlStatement } from "../ledger/plan";
+import { auditInserts } from "../src/ledger/audit";
+import { walletPaymentPlan } from "../src/ledger/movements";
+import type { SqlStatement } from "../src/ledger/plan";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md) write a batch of

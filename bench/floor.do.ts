@@ -1,13 +1,12 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env";
-import type { SqlStatement } from "../ledger/plan";
-import { serialQueue } from "../lib/serial";
+import type { Env } from "../src/env";
+import type { SqlStatement } from "../src/ledger/plan";
+import { serialQueue } from "../src/lib/serial";
 
 /**
  * The Durable Object floors of `npm run bench`: an RPC that does nothing, and
- * an RPC that runs one payment-sized D1 batch. Bound only in the development
- * configuration (wrangler.toml top level) and reached only through the bench
- * routes, which production never serves.
+ * an RPC that runs one payment-sized D1 batch. Bound only by the bench's own
+ * Worker (bench/wrangler.toml); the service never knows it.
  */
 export class BenchFloorDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();

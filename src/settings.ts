@@ -1,0 +1,84 @@
+import { z } from "zod";
+import { approvalSettings, approvalsShape } from "./approvals/settings";
+import {
+  type AuthSettings,
+  authHttpsUrls,
+  authSecrets,
+  credentialSettings,
+  credentialsShape,
+  refineAuth,
+  signInSettings,
+  signInShape,
+} from "./auth/settings";
+import { type Environment, isHttps, issuesOf, type VarsOf } from "./lib/settings";
+import {
+  type WebhookSettings,
+  webhookHttpsUrls,
+  webhookSecrets,
+  webhookSettings,
+  webhooksShape,
+} from "./webhooks/settings";
+import { type X402Settings, type X402Vars, x402Settings } from "./x402/settings";
+
+// The service's settings, parsed from its vars and secrets. Each group sits beside its domain
+// (auth, approvals, webhooks, x402); this module puts them together and adds the rules across groups.
+
+const environmentShape = {
+  ENVIRONMENT: z.enum(["development", "test", "production"]).default("production"),
+};
+
+const SettingsSchema = z
+  .object({
+    ...environmentShape,
+    ...credentialsShape,
+    ...approvalsShape,
+    ...webhooksShape,
+    ...signInShape,
+  })
+  .superRefine((settings, ctx) => {
+    refineAuth(settings, ctx);
+    // URLs that carry a secret or decide who signs in: never cleartext in production.
+    for (const name of [...authHttpsUrls, ...webhookHttpsUrls]) {
+      const url = settings[name];
+      if (settings.ENVIRONMENT === "production" && url && url !== "off" && !isHttps(url)) {
+        ctx.addIssue({ code: "custom", message: `${name} must be https in production` });
+      }
+    }
+    for (const name of [...authSecrets, ...webhookSecrets]) {
+      if (settings.ENVIRONMENT === "production" && /^(dev|test)-only/.test(settings[name])) {
+        ctx.addIssue({ code: "custom", message: `${name} holds a development value` });
+      }
+    }
+  });
+
+/** Every var and secret the settings read; all optional to the type, the schemas decide what is required. */
+export type SettingsVars = VarsOf<typeof SettingsSchema.shape> & X402Vars;
+
+export type Settings = { environment: Environment } & AuthSettings & { approvalTtlMs: number } & WebhookSettings & {
+    /** Null when this deployment takes no on-chain payments. */
+    x402: X402Settings | null;
+  };
+
+const cache = new WeakMap<object, Settings>();
+
+/**
+ * Parses the settings once per env object and fails closed: a missing or
+ * insecure secret throws instead of running with a default.
+ */
+export function settingsOf(env: SettingsVars): Settings {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const parsed = SettingsSchema.safeParse(env);
+  if (!parsed.success) throw new Error(`Invalid configuration: ${issuesOf(parsed.error)}`);
+  const s = parsed.data;
+  const settings: Settings = {
+    environment: s.ENVIRONMENT,
+    ...credentialSettings(s),
+    ...approvalSettings(s),
+    ...webhookSettings(s, s.ENVIRONMENT),
+    x402: x402Settings(env),
+    ...signInSettings(s),
+  };
+  cache.set(env, settings);
+  return settings;
+}

@@ -1,0 +1,48 @@
+import { z } from "zod";
+import type { Environment } from "../lib/settings";
+
+/** The longest `retry({ delaySeconds })` Cloudflare Queues allows (12 h): no retry schedule entry, jitter included, goes past it. */
+export const MAX_QUEUE_DELAY_SECONDS = 43_200;
+
+/** Seconds between delivery attempts: 10 s, 30 s, 2 min, 10 min, 1 h, 6 h, then 12 h (the queue's longest delay) to about 3 days. */
+export const DEFAULT_RETRY_SCHEDULE = "10,30,120,600,3600,21600,43200,43200,43200,43200,43200";
+
+export const webhooksShape = {
+  WEBHOOK_SECRETS_KEY: z.string().min(32, "WEBHOOK_SECRETS_KEY must be at least 32 characters"),
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .default(DEFAULT_RETRY_SCHEDULE)
+    .transform((text) => text.split(",").map((n) => Number(n.trim())))
+    .pipe(z.array(z.number().int().min(0).max(MAX_QUEUE_DELAY_SECONDS)).min(1).max(30)),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
+  WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
+};
+
+/** Settings of this group that carry a secret, and URLs that must be https in production. */
+export const webhookSecrets = ["WEBHOOK_SECRETS_KEY"] as const;
+export const webhookHttpsUrls = ["WEBHOOK_DNS_RESOLVER_URL"] as const;
+
+export interface WebhookSettings {
+  webhookSecretsKey: string;
+  /** Delay in seconds before retry n (0-based); its length is the number of retries. */
+  webhookRetrySchedule: number[];
+  webhookTimeoutMs: number;
+  /** DNS-over-HTTPS resolver that webhook hosts are resolved with before each POST (src/webhooks/dns-guard.ts); null: not resolved. */
+  webhookDnsResolverUrl: string | null;
+}
+
+type Parsed = z.output<z.ZodObject<typeof webhooksShape>>;
+
+export function webhookSettings(s: Parsed, environment: Environment): WebhookSettings {
+  return {
+    webhookSecretsKey: s.WEBHOOK_SECRETS_KEY,
+    webhookRetrySchedule: s.WEBHOOK_RETRY_SCHEDULE,
+    webhookTimeoutMs: s.WEBHOOK_TIMEOUT_MS,
+    // Production resolves by default (Cloudflare's resolver); locally names are not resolved unless asked.
+    webhookDnsResolverUrl:
+      s.WEBHOOK_DNS_RESOLVER_URL === "off"
+        ? null
+        : (s.WEBHOOK_DNS_RESOLVER_URL ??
+          (environment === "production" ? "https://cloudflare-dns.com/dns-query" : null)),
+  };
+}
