@@ -7,7 +7,15 @@ import type { DepositTransfer } from "../ledger/movements";
 import { nowIso } from "../lib/time";
 import type { IdempotencySlot } from "../lib/idempotency";
 import type { PayOutcome } from "./outcomes";
-import { drawFromWallet, payCharge, payNewCharge, type NewChargePayment, type WalletDraw } from "./wallet";
+import type { SqlStatement } from "../ledger/plan";
+import {
+  drawFromWallet,
+  payCharge,
+  payNewCharge,
+  writeUnlessFrozen,
+  type NewChargePayment,
+  type WalletDraw,
+} from "./wallet";
 import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
 import { grantApproval } from "./wallet-hold";
 import { AgentStateCache, readCharge, type WalletTurnCall } from "./wallet-state";
@@ -89,6 +97,11 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   grantApproval(agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot) {
     return this.serialize((endTurn) => grantApproval(this.call(agentId, endTurn, slot), approvalId, decidedBy));
+  }
+
+  /** A write that must not land for a frozen agent (a PayLink grant): decided and written in one turn, so no freeze lands between. */
+  writeUnlessFrozen(agentId: string, statements: SqlStatement[]) {
+    return this.serialize((endTurn) => writeUnlessFrozen(this.call(agentId, endTurn, undefined), statements));
   }
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {

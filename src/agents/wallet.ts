@@ -1,5 +1,7 @@
 import { chargeCreationStatements } from "../charges/service";
-import type { SqlStatement } from "../ledger/plan";
+import { executeBatch } from "../db/batch";
+import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
+import { guard, guardReasonOf, type SqlStatement } from "../ledger/plan";
 import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
@@ -127,4 +129,25 @@ export async function drawFromWallet(
     extraStatements: grantStatements,
     auditData,
   });
+}
+
+/**
+ * Writes `statements` in one batch unless the agent is frozen, as the wallet object already knows
+ * it (every freeze takes its turn there); the batch guards it too. With no statements, only tells
+ * whether the agent is frozen. An agent that does not exist is not frozen, and its batch is refused.
+ */
+export async function writeUnlessFrozen(
+  { env, agentId, turn }: WalletTurnCall,
+  statements: SqlStatement[],
+): Promise<"written" | "frozen"> {
+  const agent = await turn.cache.read(env, agentId, Date.now());
+  if (agent?.frozen) return "frozen";
+  if (statements.length === 0) return "written";
+  try {
+    await executeBatch(env.DB, [guard(...agentNotFrozenCheck(agentId)), ...statements]);
+  } catch (error) {
+    if (guardReasonOf(error) === AGENT_FROZEN) return "frozen";
+    throw error;
+  }
+  return "written";
 }

@@ -143,7 +143,7 @@ const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
   input: PaylinkInput,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
-    const accepted = await acceptPaylinkByCode(ctx.env.DB, ctx.db, input.code, ctx.agentId);
+    const accepted = await acceptPaylinkByCode(ctx.env, ctx.db, input.code, ctx.agentId);
     if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     const { grantId, paylink } = accepted;
     return {

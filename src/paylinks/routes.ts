@@ -67,7 +67,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
   })
   .post("/pl/:code/accept", requireActor("agent"), validate("param", CodeParam), async (c) => {
     const accepted = await acceptPaylinkByCode(
-      c.env.DB,
+      c.env,
       c.get("db"),
       c.req.valid("param").code,
       actorOf(c.get("actor"), "agent").agentId,
