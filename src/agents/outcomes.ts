@@ -1,6 +1,16 @@
 import type { Context } from "hono";
+import type { ChargeView } from "../charges/service";
 import { ApiError } from "../lib/errors";
-import type { PayOutcome } from "./wallet";
+
+/** Outcomes of a wallet operation; routes map each to a status in one table (`outcomeReply`). */
+export type PayOutcome =
+  | { kind: "paid"; charge: ChargeView; merchantBalanceMinor: number }
+  | { kind: "approval"; approvalId: string; reason: string; expiresAt: string; charge: ChargeView }
+  | { kind: "rejected"; reason: string }
+  | { kind: "conflict"; reason: string }
+  | { kind: "not_found"; reason: string }
+  /** The agent is frozen: nothing of its money moves (403 to the agent, 409 to a merchant's draw or a grant). */
+  | { kind: "frozen" };
 
 type Paid = Extract<PayOutcome, { kind: "paid" }>;
 type Held = Extract<PayOutcome, { kind: "approval" }>;
@@ -40,7 +50,7 @@ export function paidBody(view: PaidView, paid: Pick<Paid, "charge" | "merchantBa
   }
 }
 
-/** A payment held for a human: 402 with `pendingApproval` (operations section 5). */
+/** A payment held for a human: 402 with `pendingApproval`, the approval and the charge it holds. */
 export const heldBody = (held: Omit<Held, "kind">) => ({
   pendingApproval: true,
   reason: held.reason,
@@ -50,32 +60,50 @@ export const heldBody = (held: Omit<Held, "kind">) => ({
 });
 
 /**
+ * Whose request a payment answers. It decides only what a frozen agent is told: the paying agent
+ * may not pay (403); a merchant drawing on its PayLink grant, or a console user granting its held
+ * payment, meets a state of its wallet (409).
+ */
+export type PaymentRequester = "agent" | "merchant" | "console";
+
+/** A payment that did not happen, as the error the route throws: policy refusal 402, state conflicts 409, unknown objects 404. */
+export function refusalError(
+  outcome: Exclude<PayOutcome, { kind: "paid" } | { kind: "approval" }>,
+  requester: PaymentRequester,
+): ApiError {
+  switch (outcome.kind) {
+    case "rejected":
+      return new ApiError(402, outcome.reason);
+    case "conflict":
+      return new ApiError(409, outcome.reason);
+    case "not_found":
+      return new ApiError(404, outcome.reason);
+    case "frozen":
+      return new ApiError(requester === "agent" ? 403 : 409, "agent_frozen");
+  }
+}
+
+/**
  * The one table from wallet outcomes to answers, for HTTP and MCP alike: paid
- * 200; held for a human 402 with `pendingApproval`; policy refusal 402 (thrown);
- * state conflicts 409; unknown objects 404.
+ * 200; held for a human 402 with `pendingApproval`; anything else thrown as
+ * its `refusalError`.
  */
 export function outcomeReply(
   outcome: PayOutcome,
   view: PaidView,
+  requester: PaymentRequester,
 ): { status: 200 | 402; body: Record<string, unknown> } {
   switch (outcome.kind) {
     case "paid":
       return { status: 200, body: paidBody(view, outcome) };
     case "approval":
       return { status: 402, body: heldBody(outcome) };
-    case "rejected":
-      throw new ApiError(402, outcome.reason);
-    case "conflict":
-      throw new ApiError(409, outcome.reason);
-    case "not_found":
-      throw new ApiError(404, outcome.reason);
-    case "frozen":
-      // The agent is told it may not pay (403); a merchant's draw or a console grant meets a state (409).
-      throw new ApiError(view.kind === "draw" || view.kind === "approval" ? 409 : 403, "agent_frozen");
+    default:
+      throw refusalError(outcome, requester);
   }
 }
 
-export function payOutcomeResponse(c: Context, outcome: PayOutcome, view: PaidView = { kind: "charge" }) {
-  const reply = outcomeReply(outcome, view);
+export function payOutcomeResponse(c: Context, outcome: PayOutcome, view: PaidView, requester: PaymentRequester) {
+  const reply = outcomeReply(outcome, view, requester);
   return c.json(reply.body, reply.status);
 }

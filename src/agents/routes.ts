@@ -8,7 +8,7 @@ import { validate, pathId } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
-import { creditBody } from "./wallet";
+import { creditBody } from "./wallet-credit";
 import { answerInBatch } from "../lib/idempotency";
 import { RollKeyBody } from "../auth/keys";
 import { rollKeyResponse } from "../auth/key-routes";

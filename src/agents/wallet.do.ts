@@ -4,24 +4,21 @@ import { serialQueue } from "../lib/serial";
 import { setFrozen } from "./freeze";
 import type { Policy } from "./policy";
 import type { DepositTransfer } from "../ledger/movements";
-import type { SqlStatement } from "../ledger/plan";
 import { nowIso } from "../lib/time";
 import type { IdempotencySlot } from "../lib/idempotency";
+import type { PayOutcome } from "./outcomes";
+import type { SqlStatement } from "../ledger/plan";
 import {
-  AgentStateCache,
-  creditDeposit,
-  creditWallet,
   drawFromWallet,
-  grantApproval,
   payCharge,
   payNewCharge,
-  readCharge,
-  setPolicy,
-  type PayableSnapshot,
-  type PayOutcome,
-  type ResponseSlot,
-  type WalletTurn,
+  writeUnlessFrozen,
+  type NewChargePayment,
+  type WalletDraw,
 } from "./wallet";
+import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
+import { grantApproval } from "./wallet-hold";
+import { AgentStateCache, readCharge, type WalletTurnCall } from "./wallet-state";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -37,25 +34,27 @@ export class WalletDurableObject extends DurableObject<Env> {
   /** This agent's balance, policy and spend today, kept between operations (see AgentStateCache). */
   private readonly cache = new AgentStateCache();
 
-  payCharge(agentId: string, chargeId: string, respond?: ResponseSlot) {
+  payCharge(agentId: string, chargeId: string, slot?: IdempotencySlot) {
     // The charge is read while earlier payments of this agent are still in their turn.
     const ahead = readCharge(this.env, chargeId);
     ahead.catch(() => undefined);
     return this.expiringHolds(
       agentId,
-      this.serialize((endTurn) => payCharge(this.env, agentId, chargeId, this.turn(endTurn), ahead, respond)),
+      this.serialize((endTurn) => payCharge(this.call(agentId, endTurn, slot), chargeId, ahead)),
     );
   }
 
-  payNewCharge(agentId: string, charge: PayableSnapshot, birthGuards: SqlStatement[], respond?: ResponseSlot) {
+  payNewCharge(agentId: string, payment: NewChargePayment, slot?: IdempotencySlot) {
     return this.expiringHolds(
       agentId,
-      this.serialize((endTurn) => payNewCharge(this.env, agentId, charge, birthGuards, this.turn(endTurn), respond)),
+      this.serialize((endTurn) => payNewCharge(this.call(agentId, endTurn, slot), payment)),
     );
   }
 
-  private turn(endTurn: () => void): WalletTurn {
-    return { cache: this.cache, endTurn, abort: () => this.ctx.abort("fault injection") };
+  /** An operation's call in its turn: this object's remembered figures, and how it lets the next operation start. */
+  private call(agentId: string, endTurn: () => void, slot: IdempotencySlot | undefined): WalletTurnCall {
+    const turn = { cache: this.cache, endTurn, abort: () => this.ctx.abort("fault injection") };
+    return { env: this.env, agentId, turn, slot };
   }
 
   /** A payment held for a human gets an alarm at its approval's expiry. */
@@ -92,26 +91,22 @@ export class WalletDurableObject extends DurableObject<Env> {
     if (next?.next) await this.ctx.storage.setAlarm(Date.parse(next.next));
   }
 
-  drawFromWallet(
-    agentId: string,
-    charge: PayableSnapshot,
-    grantStatements: SqlStatement[],
-    auditData: Record<string, string | number | null>,
-    respond?: ResponseSlot,
-  ) {
-    return this.serialize((endTurn) =>
-      drawFromWallet(this.env, agentId, charge, grantStatements, auditData, this.turn(endTurn), respond),
-    );
+  drawFromWallet(agentId: string, draw: WalletDraw, slot?: IdempotencySlot) {
+    return this.serialize((endTurn) => drawFromWallet(this.call(agentId, endTurn, slot), draw));
   }
 
   grantApproval(agentId: string, approvalId: string, decidedBy: string, slot?: IdempotencySlot) {
-    return this.serialize((endTurn) =>
-      grantApproval(this.env, agentId, approvalId, decidedBy, this.turn(endTurn), slot),
-    );
+    return this.serialize((endTurn) => grantApproval(this.call(agentId, endTurn, slot), approvalId, decidedBy));
+  }
+
+  /** A write that must not land for a frozen agent (a PayLink grant): decided and written in one turn, so no freeze lands between. */
+  writeUnlessFrozen(agentId: string, statements: SqlStatement[]) {
+    return this.serialize((endTurn) => writeUnlessFrozen(this.call(agentId, endTurn, undefined), statements));
   }
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {
-    return this.serialize(() => this.forgetting(creditWallet(this.env, agentId, amountMinor, reference, by, slot)));
+    const credit: WalletCredit = { amountMinor, reference, by };
+    return this.serialize(() => this.forgetting(creditWallet({ env: this.env, agentId, slot }, credit)));
   }
 
   creditDeposit(transfer: DepositTransfer, credit: boolean) {

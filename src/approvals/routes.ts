@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { walletOf } from "../agents/wallet.do";
-import { checkApprovalOpen } from "../agents/wallet";
+import { checkApprovalOpen } from "../agents/wallet-hold";
 import { payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
@@ -31,7 +31,7 @@ export const approvalRoutes = new Hono<AppEnv>()
       email,
       c.get("idempotency"),
     );
-    return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id });
+    return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id }, "console");
   })
   .post("/approvals/:id/reject", requireActor("console"), validate("param", ApprovalParam), async (c) => {
     const db = c.get("db");

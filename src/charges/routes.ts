@@ -41,11 +41,10 @@ export const chargeRoutes = new Hono<AppEnv>()
   })
   .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
     const { agentId } = actorOf(c.get("actor"), "agent");
-    const slot = c.get("idempotency");
     const outcome = await walletOf(c.env, agentId).payCharge(
       agentId,
       c.req.valid("param").chargeId,
-      slot && { ...slot, view: { kind: "charge" } },
+      c.get("idempotency"),
     );
-    return payOutcomeResponse(c, outcome);
+    return payOutcomeResponse(c, outcome, { kind: "charge" }, "agent");
   });

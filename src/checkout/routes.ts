@@ -86,5 +86,5 @@ export const checkoutRoutes = new Hono<AppEnv>()
       c.req.valid("param").token,
       c.get("idempotency"),
     );
-    return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW);
+    return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW, "agent");
   });

@@ -6,7 +6,7 @@ import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 import type { Env } from "../env";
 import { walletOf } from "../agents/wallet.do";
-import type { PayOutcome } from "../agents/wallet";
+import type { PayOutcome } from "../agents/outcomes";
 import { newPendingCharge } from "../charges/service";
 import { guard } from "../ledger/plan";
 import { linkActiveCheck } from "../ledger/movements";
@@ -158,8 +158,7 @@ export async function payCheckoutLink(
   const linkStillActive = guard(...linkActiveCheck(link.id));
   return walletOf(env, agentId).payNewCharge(
     agentId,
-    charge,
-    [linkStillActive],
-    slot && { ...slot, view: CHECKOUT_PAID_VIEW },
+    { charge, birthGuards: [linkStillActive], view: CHECKOUT_PAID_VIEW },
+    slot,
   );
 }

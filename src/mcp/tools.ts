@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { outcomeReply, type PaidView } from "../agents/outcomes";
+import { outcomeReply, type PaidView, type PayOutcome } from "../agents/outcomes";
 import { balanceView } from "../agents/service";
 import { walletOf } from "../agents/wallet.do";
-import type { PayOutcome } from "../agents/wallet";
 import { ChargeIdParam } from "../charges/routes";
 import { chargeView, getCharge, listAgentPayments } from "../charges/service";
 import { TokenParam } from "../checkout/routes";
@@ -34,7 +33,7 @@ export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed
  * unknown objects 404.
  */
 function outcomeAnswer(outcome: PayOutcome, view: PaidView): ToolAnswer {
-  const { body } = outcomeReply(outcome, view);
+  const { body } = outcomeReply(outcome, view, "agent");
   if (outcome.kind === "approval") {
     return {
       body,
@@ -144,7 +143,7 @@ const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
   input: PaylinkInput,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
-    const accepted = await acceptPaylinkByCode(ctx.env.DB, ctx.db, input.code, ctx.agentId);
+    const accepted = await acceptPaylinkByCode(ctx.env, ctx.db, input.code, ctx.agentId);
     if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     const { grantId, paylink } = accepted;
     return {

@@ -1,7 +1,7 @@
 import type { Env } from "../env";
 import type { walletOf } from "../agents/wallet.do";
 import type { HeldFigures } from "../lib/held-figures";
-import type { PayOutcome } from "../agents/wallet";
+import type { PayOutcome } from "../agents/outcomes";
 import { newPendingCharge, type ChargeView } from "../charges/service";
 import { guard, sqlStatement } from "../ledger/plan";
 import { faultPoint } from "../lib/faults";
@@ -154,15 +154,16 @@ export async function drawOnGrant(
   let outcome: PayOutcome;
   try {
     faultPoint("draw.before_wallet");
-    const drawing = turn
-      .wallet(grant.agentId)
-      .drawFromWallet(
-        grant.agentId,
+    const drawing = turn.wallet(grant.agentId).drawFromWallet(
+      grant.agentId,
+      {
         charge,
         grantStatements,
-        { paylinkId: grant.paylinkId, grantId: grant.id },
-        slot && { ...slot, view: { kind: "draw", ...result } },
-      );
+        auditData: { paylinkId: grant.paylinkId, grantId: grant.id },
+        view: { kind: "draw", ...result },
+      },
+      slot,
+    );
     turn.endTurn();
     outcome = await drawing;
   } catch (error) {

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { paidBody, payOutcomeResponse } from "../agents/outcomes";
+import { paidBody, refusalError } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -67,7 +67,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
   })
   .post("/pl/:code/accept", requireActor("agent"), validate("param", CodeParam), async (c) => {
     const accepted = await acceptPaylinkByCode(
-      c.env.DB,
+      c.env,
       c.get("db"),
       c.req.valid("param").code,
       actorOf(c.get("actor"), "agent").agentId,
@@ -93,8 +93,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
         c.get("idempotency"),
       );
       // Refused: a frozen agent is a state of the grant's wallet to the merchant (409), not a 403 of its own.
-      if (outcome.kind !== "paid")
-        return payOutcomeResponse(c, outcome, { kind: "draw", spentMinor: 0, remainingMinor: 0, exhausted: false });
+      if (outcome.kind !== "paid") throw refusalError(outcome, "merchant");
       const { spentMinor, remainingMinor, exhausted } = outcome;
       return c.json(
         paidBody(

@@ -1,9 +1,10 @@
 import { and, eq, sql } from "drizzle-orm";
+import type { Env } from "../env";
 import type { Db } from "../db/client";
-import { executeBatch } from "../db/batch";
-import { agents, merchants, paylinkGrants, paylinks } from "../db/schema";
-import { guard, guardReasonOf, sqlStatement } from "../ledger/plan";
-import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
+import { merchants, paylinkGrants, paylinks } from "../db/schema";
+import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import { AGENT_FROZEN } from "../ledger/movements";
+import { walletOf } from "../agents/wallet.do";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
@@ -131,15 +132,14 @@ export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
     .get();
 
 /**
- * Accepts a PayLink for an agent, idempotently: the first call creates the
- * grant and its `paylink.accepted` event in one batch; later calls find the
- * same grant and fire nothing.
+ * The statements that accept a PayLink for an agent, idempotently: the first
+ * batch creates the grant and its `paylink.accepted` event; a later one finds
+ * the same grant and fires nothing.
  */
-export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow, agentId: string): Promise<GrantRow> {
+function acceptStatements(paylink: PaylinkRow, agentId: string): SqlStatement[] {
   const grantId = newId("grant");
   const createdAt = nowIso();
-  await executeBatch(d1, [
-    guard(...agentNotFrozenCheck(agentId)),
+  return [
     sqlStatement(
       `INSERT INTO paylink_grants (id, paylink_id, agent_id, merchant_id, spent_minor, uses, budget_minor, created_at)
        VALUES (?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (paylink_id, agent_id) DO NOTHING`,
@@ -158,10 +158,7 @@ export async function acceptPaylink(d1: D1Database, db: Db, paylink: PaylinkRow,
       "EXISTS (SELECT 1 FROM paylink_grants WHERE id = ?)",
       grantId,
     ),
-  ]);
-  const grant = await grantOfAgent(db, paylink.id, agentId);
-  if (!grant) throw new Error("grant missing right after its insert");
-  return grant;
+  ];
 }
 
 /** A refused accept, as the route and the MCP tool both answer it. */
@@ -177,26 +174,20 @@ export type AcceptOutcome =
  * accepting again returns the same grant, which outlives the link's expiry;
  * an expired link cannot be newly accepted.
  */
-export async function acceptPaylinkByCode(
-  d1: D1Database,
-  db: Db,
-  code: string,
-  agentId: string,
-): Promise<AcceptOutcome> {
+export async function acceptPaylinkByCode(env: Env, db: Db, code: string, agentId: string): Promise<AcceptOutcome> {
   const found = await paylinkByCode(db, code);
   if (!found) return { kind: "not_found", reason: "paylink_not_found" };
-  const frozen = { kind: "frozen", reason: AGENT_FROZEN } as const;
-  const agent = await db.select({ frozenAt: agents.frozenAt }).from(agents).where(eq(agents.id, agentId)).get();
-  if (agent?.frozenAt) return frozen;
   const existing = await grantOfAgent(db, found.paylink.id, agentId);
-  if (!existing && isExpired(found.paylink)) return { kind: "conflict", reason: "paylink_expired" };
-  let grant = existing;
-  try {
-    grant ??= await acceptPaylink(d1, db, found.paylink, agentId);
-  } catch (error) {
-    // Frozen between the read above and the grant's batch.
-    if (guardReasonOf(error) === AGENT_FROZEN) return frozen;
-    throw error;
-  }
+  const expired = !existing && isExpired(found.paylink);
+  // A frozen agent is refused first, whether or not it has a grant or the link expired. The agent's
+  // wallet object knows whether it is frozen, and writes a new grant in the same turn.
+  const written = await walletOf(env, agentId).writeUnlessFrozen(
+    agentId,
+    existing || expired ? [] : acceptStatements(found.paylink, agentId),
+  );
+  if (written === "frozen") return { kind: "frozen", reason: AGENT_FROZEN };
+  if (expired) return { kind: "conflict", reason: "paylink_expired" };
+  const grant = existing ?? (await grantOfAgent(db, found.paylink.id, agentId));
+  if (!grant) throw new Error("grant missing right after its insert");
   return { kind: "accepted", grantId: grant.id, paylink: paylinkPublicView(found.paylink, found.merchantName, grant) };
 }

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { AgentStateCache, payCharge as payFromWallet, payNewCharge, readCharge } from "../../src/agents/wallet";
+import { payCharge as payFromWallet, payNewCharge } from "../../src/agents/wallet";
+import { AgentStateCache, readCharge } from "../../src/agents/wallet-state";
 import { newPendingCharge } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
@@ -40,7 +41,11 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
     const lossy = lossyEnv();
 
-    const outcome = await payFromWallet(lossy, agent.agentId, charge.chargeId, turn, readCharge(env, charge.chargeId));
+    const outcome = await payFromWallet(
+      { env: lossy, agentId: agent.agentId, turn },
+      charge.chargeId,
+      readCharge(env, charge.chargeId),
+    );
     expect(outcome).toMatchObject({
       kind: "paid",
       charge: { chargeId: charge.chargeId, status: "paid" },
@@ -57,7 +62,11 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
 
     // The same wallet's next decision sees the 300 spent today: 300 more would pass the 500 daily limit.
     const next = await createCharge(merchant.apiKey, 300);
-    const refused = await payFromWallet(lossy, agent.agentId, next.chargeId, turn, readCharge(env, next.chargeId));
+    const refused = await payFromWallet(
+      { env: lossy, agentId: agent.agentId, turn },
+      next.chargeId,
+      readCharge(env, next.chargeId),
+    );
     expect(refused).toEqual({ kind: "rejected", reason: "excede_limite_diario" });
     expect((await api("GET", "/console/audit/verify", { token: await consoleToken() })).body.ok).toBe(true);
   });
@@ -77,10 +86,8 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     };
     const lossy = { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
     const outcome = await payFromWallet(
-      lossy,
-      agent.agentId,
+      { env: lossy, agentId: agent.agentId, turn: { cache: new AgentStateCache(), endTurn: () => {} } },
       charge.chargeId,
-      { cache: new AgentStateCache(), endTurn: () => {} },
       readCharge(env, charge.chargeId),
     );
     expect(outcome).toMatchObject({ kind: "paid", merchantBalanceMinor: 300 });
@@ -102,7 +109,7 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
       method: null,
       paidAt: null,
     });
-    const outcome = await payFromWallet(lossyEnv(), second.agentId, charge.chargeId, turn, stale);
+    const outcome = await payFromWallet({ env: lossyEnv(), agentId: second.agentId, turn }, charge.chargeId, stale);
     expect(outcome).toEqual({ kind: "conflict", reason: "charge_not_pending" });
     expect(await balanceOf(second.apiKey)).toBe(1000);
   });
@@ -136,7 +143,10 @@ describe("a payment whose batch creates its charge, committed but answer lost", 
     const { merchant, agent, charge } = await checkoutPayment();
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
 
-    const outcome = await payNewCharge(lossyEnv(), agent.agentId, charge, [], turn);
+    const outcome = await payNewCharge(
+      { env: lossyEnv(), agentId: agent.agentId, turn },
+      { charge, birthGuards: [], view: CHECKOUT_PAID_VIEW },
+    );
     expect(outcome).toMatchObject({
       kind: "paid",
       charge: { chargeId: charge.id, status: "paid" },
@@ -179,7 +189,10 @@ describe("a payment batch that reaches D1 after its request gave up", () => {
     } as unknown as typeof env;
     const turn = { cache: new AgentStateCache(), endTurn: () => {} };
     await expect(
-      payNewCharge(dropped, agent.agentId, charge, [], turn, { scope, key, reservedAt, view: CHECKOUT_PAID_VIEW }),
+      payNewCharge(
+        { env: dropped, agentId: agent.agentId, turn, slot: { scope, key, reservedAt } },
+        { charge, birthGuards: [], view: CHECKOUT_PAID_VIEW },
+      ),
     ).rejects.toThrow(/connection lost/);
     // The middleware frees the key of a request that failed (5xx) ...
     await releaseReservation(env.DB, { scope, key, reservedAt });

@@ -50,11 +50,17 @@ describe("one agent's payments in flight together", () => {
     expect((await payCharge(agent.apiKey, (await createCharge(merchant.apiKey, 100)).chargeId)).status).toBe(200);
     const wallet = walletOf(env, agent.agentId);
     // The first is decided (holding 100) and handed over; its batch is then refused by a guard.
-    const refusedInFlight = wallet.payNewCharge(agent.agentId, pendingCharge(merchant.merchantId, 100), [
-      guard("test_refused", "0"),
-    ]);
+    const refusedInFlight = wallet.payNewCharge(agent.agentId, {
+      charge: pendingCharge(merchant.merchantId, 100),
+      birthGuards: [guard("test_refused", "0")],
+      view: { kind: "checkout" },
+    });
     // Decided while the first is in flight: the hold leaves nothing, so it waits for that batch and decides again.
-    const later = wallet.payNewCharge(agent.agentId, pendingCharge(merchant.merchantId, 100), []);
+    const later = wallet.payNewCharge(agent.agentId, {
+      charge: pendingCharge(merchant.merchantId, 100),
+      birthGuards: [],
+      view: { kind: "checkout" },
+    });
     expect(await refusedInFlight).toEqual({ kind: "conflict", reason: "test_refused" });
     expect((await later).kind).toBe("paid");
     expect(await balanceOf(agent.apiKey)).toBe(0);

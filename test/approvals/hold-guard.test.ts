@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { AgentStateCache, payCharge as payFromWallet, readCharge } from "../../src/agents/wallet";
+import { payCharge as payFromWallet } from "../../src/agents/wallet";
+import { AgentStateCache, readCharge } from "../../src/agents/wallet-state";
 import { outcomeReply } from "../../src/agents/outcomes";
 import { ApiError } from "../../src/lib/errors";
 import { api } from "../helpers/api";
@@ -55,10 +56,8 @@ async function holdWithInterference(interfere: (chargeId: string) => Promise<voi
   const wrapped = envInterferingAfterRead(() => interfere(charge.chargeId));
   const turn = { cache: new AgentStateCache(), endTurn: () => {} };
   const outcome = await payFromWallet(
-    wrapped.env,
-    agentA.agentId,
+    { env: wrapped.env, agentId: agentA.agentId, turn },
     charge.chargeId,
-    turn,
     readCharge(env, charge.chargeId),
   );
   expect(wrapped.interfered()).toBe(true);
@@ -89,7 +88,7 @@ describe("a hold re-checks the charge in its batch", () => {
     // What the route answers, as for any payment of a charge no longer pending.
     let thrown: unknown;
     try {
-      outcomeReply(outcome, { kind: "charge" });
+      outcomeReply(outcome, { kind: "charge" }, "agent");
     } catch (error) {
       thrown = error;
     }

@@ -4,7 +4,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { ledgerOf, type CommitResult, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import type { CommitPlan } from "../../src/ledger/plan";
-import { creditWallet } from "../../src/agents/wallet";
+import { creditWallet } from "../../src/agents/wallet-credit";
 import { setFaultHook } from "../../src/lib/faults";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent } from "../helpers/factories";
@@ -96,7 +96,10 @@ describe("a manual credit lands once", () => {
       },
     };
     const lossy = { ...env, LEDGER: { getByName: () => ledger } } as unknown as typeof env;
-    const result = await creditWallet(lossy, agent.agentId, 450, "lost-answer", "test");
+    const result = await creditWallet(
+      { env: lossy, agentId: agent.agentId },
+      { amountMinor: 450, reference: "lost-answer", by: "test" },
+    );
     expect(result).toEqual({ ok: true, balanceMinor: 450 });
     expect(await balanceOf(agent.apiKey)).toBe(450);
     await expectChainVerifies();

@@ -7,7 +7,7 @@ import { CreateAgentBody, CreditBody, FreezeBody } from "../../agents/routes";
 import { agentView, createAgent, getAgent, listAgents } from "../../agents/service";
 import { normalizePolicy, PolicySchema } from "../../agents/policy";
 import { walletOf } from "../../agents/wallet.do";
-import { checkApprovalOpen } from "../../agents/wallet";
+import { checkApprovalOpen } from "../../agents/wallet-hold";
 import { approvalView, getApproval, listApprovals, rejectApproval } from "../../approvals/service";
 import { csvExportResponse } from "../../audit/csv";
 import { ExportQuery, exportRange } from "../../audit/routes";

@@ -1,0 +1,86 @@
+import type { Env } from "../env";
+import { canonicalJson } from "../ledger/audit";
+import { ledgerOf } from "../ledger/ledger.do";
+import { agentCreditPlan, depositPlan, type DepositTransfer } from "../ledger/movements";
+import { balanceAfter } from "../ledger/postings";
+import { PENDING_FIGURE, storeTemplateStatements } from "../lib/idempotency";
+import { newId } from "../lib/ids";
+import { USDC_UNITS_PER_CENT } from "../lib/money";
+import { nowIso } from "../lib/time";
+import type { Policy } from "./policy";
+import type { WalletCall } from "./wallet-state";
+
+/** A manual top-up: how much, the operator's reference, and who made it. */
+export interface WalletCredit {
+  amountMinor: number;
+  reference: string | null;
+  by: string;
+}
+
+/** Credits the wallet from outside (a manual top-up), recorded in the ledger and the audit chain. */
+export async function creditWallet(
+  { env, agentId, slot }: WalletCall,
+  { amountMinor, reference, by }: WalletCredit,
+): Promise<{ ok: true; balanceMinor: number } | { ok: false; reason: string }> {
+  // The answer names the balance after the credit; the batch writes it in (see storeTemplateStatements).
+  const epilogue = slot
+    ? storeTemplateStatements(
+        slot,
+        200,
+        JSON.stringify(creditBody(PENDING_FIGURE)),
+        "balanceMinor",
+        "SELECT balance_minor FROM agents WHERE id = ?",
+        agentId,
+      )
+    : [];
+  const result = await ledgerOf(env).commit(
+    agentCreditPlan({
+      agentId,
+      amountMinor,
+      transferId: newId("credit"),
+      reference,
+      by,
+      createdAt: nowIso(),
+      epilogue,
+    }),
+  );
+  if (result.kind === "refused") {
+    if (result.reason !== "credit_already_recorded") return { ok: false, reason: result.reason };
+    // This very credit landed in a batch whose answer was lost, and the sequencer committed it again:
+    // it is done once. Its exact balance after is in the answer that batch stored (with a key); this is the balance now.
+    const row = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?")
+      .bind(agentId)
+      .first<{ balanceMinor: number }>();
+    if (!row) return { ok: false, reason: "agent_not_found" };
+    return { ok: true, balanceMinor: row.balanceMinor };
+  }
+  return { ok: true, balanceMinor: balanceAfter(result.results, `agent:${agentId}`)! };
+}
+
+/** The answer to a credit. */
+export const creditBody = (balanceMinor: number) => ({ balanceMinor });
+
+/** Replaces the agent's policy; returns false if the agent does not exist. */
+export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
+  const result = await env.DB.prepare("UPDATE agents SET policy = ? WHERE id = ?")
+    .bind(canonicalJson(policy), agentId)
+    .run();
+  return result.meta.changes > 0;
+}
+
+/**
+ * Credits an on-chain deposit (or records it as blocked when the sender
+ * failed screening). "duplicate" when this transfer was already recorded.
+ */
+export async function creditDeposit(
+  env: Env,
+  transfer: DepositTransfer,
+  credit: boolean,
+): Promise<"credited" | "blocked" | "duplicate"> {
+  const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
+  const result = await ledgerOf(env).commit(
+    depositPlan({ ...transfer, depositId: newId("deposit"), amountMinor, createdAt: nowIso() }, credit),
+  );
+  if (result.kind === "refused") return "duplicate";
+  return credit ? "credited" : "blocked";
+}

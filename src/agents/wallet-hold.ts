@@ -1,0 +1,169 @@
+import type { Env } from "../env";
+import { settingsOf } from "../env";
+import { chargeView } from "../charges/service";
+import { executeBatch } from "../db/batch";
+import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";
+import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
+import { storeResponseStatements } from "../lib/idempotency";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { outboxEvent } from "../webhooks/outbox";
+import { heldBody, type PayOutcome } from "./outcomes";
+import { commitPayment, decide } from "./wallet-payment";
+import {
+  APPROVAL_SELECT,
+  readChargeState,
+  type ApprovalSnapshot,
+  type PayableSnapshot,
+  type WalletCall,
+  type WalletTurnCall,
+} from "./wallet-state";
+
+/** Why and when a payment is held: `existing` is this agent's pending approval of the charge, `prelude` runs first in the hold's batch. */
+export interface HoldRequest {
+  reason: string;
+  existing: ApprovalSnapshot | undefined;
+  now: number;
+  prelude: SqlStatement[];
+}
+
+/**
+ * Holds a payment for a human. Paying again while this agent's approval is
+ * pending returns that same approval; an expired one is replaced. The hold's
+ * batch re-checks that the charge is still payable, as a payment's does: the
+ * charge was read before (another agent's wallet may pay it meanwhile), so a
+ * hold never lands on a charge that is paid or being settled by x402.
+ */
+export async function requestApproval(
+  { env, agentId, slot }: WalletCall,
+  charge: PayableSnapshot,
+  { reason, existing, now, prelude }: HoldRequest,
+): Promise<PayOutcome> {
+  const view = chargeView(charge);
+  const createdAt = nowIso(now);
+  const expireStale: SqlStatement[] = [];
+  if (existing) {
+    // This agent's own pending approval of the charge (one per charge and agent; another agent's is its own affair).
+    if (existing.expiresAt > createdAt)
+      return {
+        kind: "approval",
+        approvalId: existing.id,
+        reason: existing.reason,
+        expiresAt: existing.expiresAt,
+        charge: view,
+      };
+    expireStale.push(
+      sqlStatement(
+        "UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'",
+        createdAt,
+        existing.id,
+      ),
+    );
+  }
+  const approvalId = newId("approval");
+  const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
+  const data = {
+    approvalId,
+    reason,
+    expiresAt,
+    chargeId: charge.id,
+    agentId,
+    merchantId: charge.merchantId,
+    amountMinor: charge.amountMinor,
+  };
+  const held = { approvalId, reason, expiresAt, charge: view };
+  try {
+    await executeBatch(env.DB, [
+      ...prelude,
+      // After the prelude, so a charge born in this batch is checked as created.
+      guards(agentNotFrozenCheck(agentId), ...payableChecks(charge)),
+      ...expireStale,
+      sqlStatement(
+        `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+        approvalId,
+        charge.id,
+        agentId,
+        charge.merchantId,
+        charge.amountMinor,
+        reason,
+        expiresAt,
+        createdAt,
+      ),
+      outboxEvent("approval.required", charge.merchantId, data, createdAt),
+      ...(slot ? storeResponseStatements(slot, 402, JSON.stringify(heldBody(held))) : []),
+    ]);
+  } catch (error) {
+    const message = String(error);
+    // The partial unique index (one pending approval per charge and agent): this agent's wallet object
+    // decides one operation at a time, so only a second object for the same agent (during a restart) gets here.
+    if (message.includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
+    const guarded = guardReasonOf(error);
+    if (guarded === AGENT_FROZEN) return { kind: "frozen" };
+    if (guarded) return { kind: "conflict", reason: guarded };
+    throw error;
+  }
+  return { kind: "approval", ...held };
+}
+
+/**
+ * Grants a held payment: the approval flips to granted in the same batch that
+ * pays the charge. Hard limits and the balance still apply; if they no longer
+ * allow it the approval stays pending (402). As every payment of a charge born
+ * from a checkout link, it is paid only while the link is active (409
+ * `checkout_link_disabled`, the approval stays pending).
+ */
+export async function grantApproval(call: WalletTurnCall, approvalId: string, decidedBy: string): Promise<PayOutcome> {
+  const { env, agentId, turn } = call;
+  // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
+  await turn.cache.settled();
+  const now = Date.now();
+  const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`)
+    .bind(approvalId)
+    .first()) as ApprovalSnapshot | null;
+  if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
+  const closed = await checkApprovalOpen(env, approval, now);
+  if (closed) return closed;
+  const { charge, agent } = await readChargeState(env, agentId, approval.chargeId, now);
+  if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
+  if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
+  const decision = decide(agent, charge, true);
+  if (decision.kind === "frozen") return { kind: "frozen" };
+  if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
+  const decidedAt = nowIso(now);
+  return commitPayment(call, charge, {
+    view: { kind: "approval", approvalId },
+    extraStatements: [
+      guard(
+        "approval_not_pending",
+        "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)",
+        approvalId,
+        decidedAt,
+      ),
+      sqlStatement(
+        "UPDATE approvals SET status = 'granted', decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'",
+        decidedAt,
+        decidedBy,
+        approvalId,
+      ),
+    ],
+    auditData: { approvalId, approvedBy: decidedBy },
+  });
+}
+
+/** Null when the approval can still be decided; otherwise the conflict, marking an overdue one expired. */
+export async function checkApprovalOpen(
+  env: Env,
+  approval: { id: string; status: string; expiresAt: string },
+  now: number,
+): Promise<PayOutcome | null> {
+  if (approval.status !== "pending") return { kind: "conflict", reason: "approval_not_pending" };
+  const at = nowIso(now);
+  if (approval.expiresAt <= at) {
+    await env.DB.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
+      .bind(at, approval.id)
+      .run();
+    return { kind: "conflict", reason: "approval_expired" };
+  }
+  return null;
+}

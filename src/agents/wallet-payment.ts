@@ -1,0 +1,156 @@
+import type { Env } from "../env";
+import { chargeView } from "../charges/service";
+import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
+import { AGENT_FROZEN, walletPaymentPlan } from "../ledger/movements";
+import type { SqlStatement } from "../ledger/plan";
+import { balanceAfter } from "../ledger/postings";
+import { faultPoint } from "../lib/faults";
+import { PENDING_FIGURE, storeTemplateStatements } from "../lib/idempotency";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
+import { evaluatePolicy, POLICY_REASONS } from "./policy";
+import type { AgentState, PayableSnapshot, WalletTurnCall } from "./wallet-state";
+
+/** A frozen agent's wallet decides nothing; otherwise its policy decides. */
+export function decide(
+  agent: AgentState,
+  charge: PayableSnapshot,
+  skipApprovalThreshold: boolean,
+): ReturnType<typeof evaluatePolicy> | { kind: "frozen" } {
+  if (agent.frozen) return { kind: "frozen" };
+  return evaluatePolicy(agent.policy, {
+    amountMinor: charge.amountMinor,
+    merchantCategory: charge.merchantCategory,
+    spentTodayMinor: agent.spentTodayMinor,
+    balanceMinor: agent.balanceMinor,
+    skipApprovalThreshold,
+  });
+}
+
+/** The policy's decision on a charge not stored yet, from the wallet object's figures; undefined when the agent does not exist. */
+export const decideOnCharge = (
+  { env, agentId, turn }: WalletTurnCall,
+  charge: PayableSnapshot,
+  { now, skipApprovalThreshold }: { now: number; skipApprovalThreshold: boolean },
+) =>
+  turn.cache.decide(
+    env,
+    agentId,
+    now,
+    (agent) => agent && decide(agent, charge, skipApprovalThreshold),
+    (d) => d?.kind === "pay",
+  );
+
+/** How a payment is committed, beyond the charge: `view` is how its route answers it (stored under the call's slot). */
+export interface PaymentOptions {
+  view: PaidView;
+  method?: "ledger" | "paylink";
+  prelude?: SqlStatement[];
+  extraStatements?: SqlStatement[];
+  auditData?: Record<string, unknown>;
+}
+
+/**
+ * Whether the charge was paid with this reference (the payment's batch landed), and if so the
+ * merchant's balance right after it, as the batch's own answer has it: the merchant's postings up
+ * to this payment's (a group's entries are appended in its plans' order, and balances are their
+ * sums). Undefined when it did not land; throws when D1 cannot tell.
+ */
+async function landedPayment(
+  env: Env,
+  charge: { id: string; merchantId: string },
+  reference: string,
+): Promise<{ balanceMinor: number } | undefined> {
+  const account = `merchant:${charge.merchantId}`;
+  const row = await env.DB.prepare(
+    `SELECT (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
+               AND rowid <= (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
+     FROM charges WHERE id = ?3 AND reference = ?2`,
+  )
+    .bind(account, reference, charge.id)
+    .first<{ balanceMinor: number }>();
+  return row ?? undefined;
+}
+
+/** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
+export async function commitPayment(
+  { env, agentId, turn, slot }: WalletTurnCall,
+  charge: PayableSnapshot,
+  options: PaymentOptions,
+): Promise<PayOutcome> {
+  const paidAt = nowIso();
+  const reference = newId("payment");
+  const method = options.method ?? "ledger";
+  const paidCharge = chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt });
+  // The answer, with the merchant's balance after this payment written in by the batch itself.
+  const epilogue = slot
+    ? storeTemplateStatements(
+        slot,
+        200,
+        JSON.stringify(paidBody(options.view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })),
+        "merchantBalanceMinor",
+        "SELECT balance_minor FROM merchants WHERE id = ?",
+        charge.merchantId,
+      )
+    : [];
+  // Held until the batch ends, so the next decision (which may start once the batch is handed over) cannot spend it too.
+  const end = turn.cache.hold(charge.amountMinor);
+  let result: CommitResult | undefined;
+  let failure: unknown;
+  try {
+    faultPoint("payment.before_commit", { abort: turn.abort });
+    const committing = ledgerOf(env).commit(
+      walletPaymentPlan({
+        charge,
+        agentId,
+        method,
+        reference,
+        paidAt,
+        prelude: options.prelude,
+        extraStatements: options.extraStatements,
+        epilogue,
+        auditData: options.auditData,
+      }),
+    );
+    turn.endTurn();
+    result = await committing;
+  } catch (error) {
+    failure = error;
+  }
+  if (!result || result.kind === "refused") {
+    // The batch may have landed though this call did not hear so: an answer lost after the commit,
+    // or a group commit re-applied one plan at a time after it had in fact committed (this plan's
+    // second try is then refused by its own write, or fails on the charge it creates). The
+    // reference is this attempt's own, so a charge that carries it was paid by this payment.
+    let landed: { balanceMinor: number } | undefined;
+    try {
+      landed = await landedPayment(env, charge, reference);
+    } catch (lookupError) {
+      // Cannot tell whether it landed: nothing definite to answer, and the wallet's figures are unsure.
+      end("unsure");
+      throw failure ?? lookupError;
+    }
+    if (landed) {
+      end("committed");
+      return { kind: "paid", charge: paidCharge, merchantBalanceMinor: landed.balanceMinor };
+    }
+  }
+  if (!result) {
+    end("unsure");
+    throw failure;
+  }
+  if (result.kind === "refused") {
+    // A refused balance means the remembered figures were wrong; a freeze that landed first, that
+    // they are (the next read sees it); any other refusal changed nothing of this agent.
+    const balance = result.reason === POLICY_REASONS.balance;
+    const frozen = result.reason === AGENT_FROZEN;
+    end(balance || frozen ? "unsure" : "unchanged");
+    if (frozen) return { kind: "frozen" };
+    return balance ? { kind: "rejected", reason: result.reason } : { kind: "conflict", reason: result.reason };
+  }
+  end("committed");
+  faultPoint("payment.after_commit");
+  const merchantBalanceMinor = balanceAfter(result.results, `merchant:${charge.merchantId}`) ?? 0;
+  return { kind: "paid", charge: paidCharge, merchantBalanceMinor };
+}

@@ -1,0 +1,182 @@
+import type { Env } from "../env";
+import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
+import { HeldFigures, type BatchEnd } from "../lib/held-figures";
+import type { IdempotencySlot } from "../lib/idempotency";
+import { utcDayStart } from "../lib/time";
+import { parseStoredPolicy, type Policy } from "./policy";
+
+/** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
+export interface PayableSnapshot extends ChargeRow {
+  merchantName: string;
+  merchantCategory: string | null;
+}
+
+export interface ApprovalSnapshot {
+  id: string;
+  chargeId: string;
+  agentId: string;
+  status: string;
+  reason: string;
+  expiresAt: string;
+}
+
+export interface AgentState {
+  balanceMinor: number;
+  policy: Policy;
+  spentTodayMinor: number;
+  frozen: boolean;
+}
+
+const CHARGE_SELECT = `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName, m.category AS merchantCategory
+  FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`;
+
+export const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS agentId, status, reason, expires_at AS expiresAt FROM approvals`;
+
+const agentStatements = (db: D1Database, agentId: string, now: number) => [
+  db
+    .prepare("SELECT balance_minor AS balanceMinor, policy, frozen_at AS frozenAt FROM agents WHERE id = ?")
+    .bind(agentId),
+  db
+    .prepare(
+      `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
+     WHERE agent_id = ? AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?`,
+    )
+    .bind(agentId, utcDayStart(now)),
+];
+
+function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined): AgentState | undefined {
+  const row = agent?.results[0] as { balanceMinor: number; policy: string; frozenAt: string | null } | undefined;
+  if (!row) return undefined;
+  return {
+    balanceMinor: row.balanceMinor,
+    policy: parseStoredPolicy(row.policy),
+    spentTodayMinor: (spent?.results[0] as { spent: number } | undefined)?.spent ?? 0,
+    frozen: row.frozenAt !== null,
+  };
+}
+
+/** The agent and an existing charge (with this agent's pending approval of it), read in one batch: one consistent snapshot. */
+export async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
+  const db = env.DB;
+  const [charge, approval, agent, spent] = await db.batch([
+    db.prepare(CHARGE_SELECT).bind(chargeId),
+    db
+      .prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`)
+      .bind(chargeId, agentId),
+    ...agentStatements(db, agentId, now),
+  ]);
+  return {
+    charge: charge?.results[0] as PayableSnapshot | undefined,
+    pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
+    agent: agentStateOf(agent, spent),
+  };
+}
+
+/** The agent's balance, policy and today's spend, read from D1. */
+export async function readAgentState(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
+  const [agent, spent] = await env.DB.batch(agentStatements(env.DB, agentId, now));
+  return agentStateOf(agent, spent);
+}
+
+/**
+ * A charge with its merchant, read ahead of the agent's turn (it does not depend on it). One
+ * statement: only a hold needs the charge's pending approval, and a hold reads everything again.
+ */
+export async function readCharge(env: Env, chargeId: string): Promise<PayableSnapshot | undefined> {
+  return (await env.DB.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
+}
+
+/**
+ * The agent's balance, policy and today's spend as its wallet object last
+ * saw them committed. Every change to them goes through that one object
+ * (payments, credits, deposits, policy changes), so it can keep them in
+ * memory: a payment updates them after its batch committed, anything else (an
+ * unexpected refusal, an error, a credit, a new policy, a new UTC day) makes
+ * the next read go to D1, once no batch of this agent is in flight. Payments
+ * whose batch is in flight are held back (HeldFigures), so a decision never
+ * spends what an earlier one already has. The batch still guards the balance,
+ * so a wrong figure here could only refuse.
+ */
+interface CachedAgent {
+  agentId: string;
+  day: string;
+  state: AgentState;
+}
+
+export class AgentStateCache {
+  private readonly figures = new HeldFigures<CachedAgent>();
+
+  /** The figures a decision sees: the committed ones less what payments in flight hold. */
+  async read(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
+    const day = utcDayStart(now);
+    const load = async () => {
+      const state = await readAgentState(env, agentId, now);
+      return state && { agentId, day, state };
+    };
+    const view = await this.figures.read(load, (c) => c.agentId === agentId && c.day === day);
+    if (!view) return undefined;
+    const { state } = view.committed;
+    return {
+      ...state,
+      balanceMinor: state.balanceMinor - view.heldMinor,
+      spentTodayMinor: state.spentTodayMinor + view.heldMinor,
+    };
+  }
+
+  /**
+   * The decision `judge` makes on this agent's figures; one that would not
+   * pay is made again once nothing is in flight (HeldFigures.decide).
+   */
+  decide<D>(
+    env: Env,
+    agentId: string,
+    now: number,
+    judge: (agent: AgentState | undefined) => D,
+    pays: (decision: D) => boolean,
+  ): Promise<D> {
+    return this.figures.decide(async () => judge(await this.read(env, agentId, now)), pays);
+  }
+
+  /** Waits until no batch of this agent is in flight, for operations that read D1 themselves. */
+  settled(): Promise<void> {
+    return this.figures.settled();
+  }
+
+  /** Holds a payment's amount while its batch is in flight; call the result once with how the batch ended. */
+  hold(amountMinor: number): (end: BatchEnd) => void {
+    return this.figures.hold(amountMinor, ({ state }) => {
+      state.balanceMinor -= amountMinor;
+      state.spentTodayMinor += amountMinor;
+    });
+  }
+
+  forget(): void {
+    this.figures.forget();
+  }
+}
+
+/** A wallet operation's turn in its object: the remembered figures, and how to let the next operation start. */
+export interface WalletTurn {
+  cache: AgentStateCache;
+  /** Ends the turn before the operation finishes: called once its batch is handed to the ledger. */
+  endTurn: () => void;
+  /** Ends the wallet object as a crash would (fault-injection tests only). */
+  abort?: () => void;
+}
+
+/**
+ * What one wallet operation runs with: the Worker's bindings, the agent whose
+ * wallet it is, and the request's reserved Idempotency-Key when it carries
+ * one (the answer is then stored in the operation's own batch, so the effect
+ * and its answer commit together).
+ */
+export interface WalletCall {
+  env: Env;
+  agentId: string;
+  slot?: IdempotencySlot;
+}
+
+/** A wallet operation that decides on the agent's figures: it runs in its turn in the agent's wallet object. */
+export interface WalletTurnCall extends WalletCall {
+  turn: WalletTurn;
+}
