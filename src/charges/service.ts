@@ -143,3 +143,18 @@ export const listAgentPayments = (db: Db, agentId: string, limit: number) =>
     .orderBy(desc(charges.paidAt), desc(sql`rowid`))
     .limit(limit)
     .all();
+
+/**
+ * The agent's charges, most recently paid first, as the console's agent page lists them
+ * (every status; a charge not paid yet sorts last).
+ */
+export async function listAgentChargesByPaidAt(d1: D1Database, agentId: string, limit: number) {
+  const { results } = await d1
+    .prepare(
+      `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
+     status, method, reference, created_at AS createdAt, paid_at AS paidAt FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
+    )
+    .bind(agentId, limit)
+    .all<ChargeFields>();
+  return results;
+}

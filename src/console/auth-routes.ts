@@ -4,7 +4,7 @@ import type { AppEnv } from "../app-env";
 import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import { actorOf, requireActor } from "../auth/middleware";
-import { consoleUsers } from "../db/schema";
+import { addConsoleUser, listAddedConsoleUsers } from "./users";
 import { ApiError } from "../lib/errors";
 import { hitRateLimit } from "../lib/rate-limit";
 import { nowIso } from "../lib/time";
@@ -68,7 +68,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
     return c.json({ signedOut: true });
   })
   .get("/console/users", requireActor("console"), async (c) => {
-    const added = await c.get("db").select().from(consoleUsers).all();
+    const added = await listAddedConsoleUsers(c.get("db"));
     return c.json({
       users: [
         ...c
@@ -81,6 +81,6 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/users", requireActor("console"), validate("json", UserBody), async (c) => {
     const email = normalizeEmail(c.req.valid("json").email);
     const user = { email, addedBy: actorOf(c.get("actor"), "console").email, createdAt: nowIso() };
-    await c.get("db").insert(consoleUsers).values(user).onConflictDoNothing();
+    await addConsoleUser(c.get("db"), user);
     return c.json({ user }, 201);
   });

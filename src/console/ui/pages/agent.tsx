@@ -1,0 +1,136 @@
+import type { ChargeView } from "../../../charges/service";
+import { Csrf, usd } from "../layout";
+import { type AgentItem, PolicyFields } from "./agents";
+import { GraceSelect } from "./key-roll";
+
+/** One agent: its balance and state, its policy, credit, key roll and freeze forms, and its recent payments. */
+export const AgentPage = (props: {
+  csrf: string;
+  agent: AgentItem;
+  frozenAt: string | null;
+  payments: ChargeView[];
+}) => (
+  <>
+    {props.agent.frozen ? <FrozenBanner csrf={props.csrf} agent={props.agent} frozenAt={props.frozenAt} /> : null}
+    <div class="grid">
+      <div class="stat">
+        Balance<b id="agent-balance">{usd(props.agent.balanceMinor)}</b>
+      </div>
+      <div class="stat">
+        Status
+        {props.agent.frozen ? (
+          <b id="agent-status" class="bad">
+            Frozen
+          </b>
+        ) : (
+          <b id="agent-status" class="ok">
+            Active
+          </b>
+        )}
+      </div>
+      <div class="stat">
+        Deposit address<span class="mono">{props.agent.depositAddress ?? "not configured"}</span>
+      </div>
+    </div>
+    <form method="post" action={`/console/ui/agents/${props.agent.agentId}/policy`} class="card">
+      <Csrf token={props.csrf} />
+      <h2>Policy</h2>
+      <PolicyFields policy={props.agent.policy} />
+      <button type="submit">Save policy</button>
+    </form>
+    <div class="cards">
+      <form method="post" action={`/console/ui/agents/${props.agent.agentId}/credit`} class="card">
+        <Csrf token={props.csrf} />
+        <h2>Credit the wallet</h2>
+        <label for="c-amount">Amount (cents)</label>
+        <input id="c-amount" name="amount" inputmode="numeric" required />
+        <label for="c-reference">Reference (optional)</label>
+        <input id="c-reference" name="reference" maxlength={200} />
+        <div class="actions">
+          <button type="submit">Credit</button>
+        </div>
+      </form>
+      <form
+        method="post"
+        action={`/console/ui/agents/${props.agent.agentId}/keys`}
+        class="card"
+        onsubmit={`return confirm('Roll the API key of ${props.agent.agentId}?')`}
+      >
+        <Csrf token={props.csrf} />
+        <h2>Roll API key</h2>
+        <p class="muted">A new key, shown once. The agent must switch to it before the old one ends.</p>
+        <label for="k-grace">The old key</label>
+        <GraceSelect id="k-grace" />
+        <div class="actions">
+          <button type="submit" id="roll-key">
+            Roll API key
+          </button>
+        </div>
+      </form>
+      {props.agent.frozen ? null : (
+        <form method="post" action={`/console/ui/agents/${props.agent.agentId}/freeze`} class="card">
+          <Csrf token={props.csrf} />
+          <h2>Freeze</h2>
+          <p class="muted">Refuses every payment of this agent until it is unfrozen; reads keep working.</p>
+          <label for="f-reason">Reason (optional)</label>
+          <input id="f-reason" name="reason" maxlength={200} />
+          <div class="actions">
+            <button type="submit" class="danger" id="freeze">
+              Freeze agent
+            </button>
+          </div>
+        </form>
+      )}
+    </div>
+    <h2>Recent payments</h2>
+    <div class="card">
+      <table>
+        <thead>
+          <tr>
+            <th>Charge</th>
+            <th>Merchant</th>
+            <th class="num">Amount</th>
+            <th>Method</th>
+            <th>Reference</th>
+            <th>Paid</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.payments.map((p) => (
+            <tr>
+              <td>
+                <code>{p.chargeId}</code>
+              </td>
+              <td>
+                <code>{p.merchantId}</code>
+              </td>
+              <td class="num">{usd(p.amountMinor)}</td>
+              <td>{p.method}</td>
+              <td class="mono">{p.reference}</td>
+              <td>{p.paidAt}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  </>
+);
+
+/** A frozen agent, plain at the top of its page: since when, why, and the way back. */
+const FrozenBanner = (props: { csrf: string; agent: AgentItem; frozenAt: string | null }) => (
+  <div class="frozen-banner" id="frozen-banner" role="alert">
+    <strong>FROZEN</strong>
+    <span>
+      Every payment of this agent is refused
+      {props.frozenAt ? ` since ${props.frozenAt.slice(0, 10)} ${props.frozenAt.slice(11, 19)} UTC` : ""}.
+      <br />
+      Reason: <span id="frozen-reason">{props.agent.frozenReason ?? "none given"}</span>
+    </span>
+    <form method="post" action={`/console/ui/agents/${props.agent.agentId}/unfreeze`} class="inline">
+      <Csrf token={props.csrf} />
+      <button type="submit" id="unfreeze">
+        Unfreeze
+      </button>
+    </form>
+  </div>
+);

@@ -1,0 +1,103 @@
+import type { agentView } from "../../../agents/service";
+import { Csrf, usd } from "../layout";
+
+export type AgentItem = ReturnType<typeof agentView>;
+
+/** The policy's limits as form fields, empty for no limit. */
+export const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
+  <div class="row fields">
+    <div>
+      <label for="policy-maxPerTransactionUsdCents">Max per transaction (cents)</label>
+      <input
+        id="policy-maxPerTransactionUsdCents"
+        name="maxPerTransactionUsdCents"
+        inputmode="numeric"
+        value={props.policy?.maxPerTransactionUsdCents?.toString() ?? ""}
+      />
+    </div>
+    <div>
+      <label for="policy-dailyLimitUsdCents">Daily limit (cents)</label>
+      <input
+        id="policy-dailyLimitUsdCents"
+        name="dailyLimitUsdCents"
+        inputmode="numeric"
+        value={props.policy?.dailyLimitUsdCents?.toString() ?? ""}
+      />
+    </div>
+    <div>
+      <label for="policy-approvalThresholdUsdCents">Approval threshold (cents)</label>
+      <input
+        id="policy-approvalThresholdUsdCents"
+        name="approvalThresholdUsdCents"
+        inputmode="numeric"
+        value={props.policy?.approvalThresholdUsdCents?.toString() ?? ""}
+      />
+    </div>
+    <div>
+      <label for="policy-allowedCategories">Allowed categories (comma-separated)</label>
+      <input
+        id="policy-allowedCategories"
+        name="allowedCategories"
+        value={props.policy?.allowedCategories?.join(", ") ?? ""}
+      />
+    </div>
+  </div>
+);
+
+/** The agent list and the form that creates one. */
+export const AgentsPage = (props: { csrf: string; agents: AgentItem[] }) => (
+  <>
+    <form method="post" action="/console/ui/agents" class="card">
+      <Csrf token={props.csrf} />
+      <h2>Create an agent</h2>
+      <label for="a-name">Name</label>
+      <input id="a-name" name="name" required maxlength={200} />
+      <PolicyFields />
+      <label for="a-credit">Initial credit (cents, optional)</label>
+      <input id="a-credit" name="credit" inputmode="numeric" />
+      <button type="submit">Create agent</button>
+    </form>
+    <div class="card">
+      <table>
+        <thead>
+          <tr>
+            <th>Agent</th>
+            <th class="num">Balance</th>
+            <th>Policy</th>
+            <th>Created</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.agents.map((a) => (
+            <tr class={a.frozen ? "frozen" : undefined}>
+              <td>
+                <a href={`/console/ui/agents/${a.agentId}`}>{a.name}</a>
+                {a.frozen ? (
+                  <span class="badge frozen" title={a.frozenReason ?? "no reason given"}>
+                    frozen
+                  </span>
+                ) : null}
+                <br />
+                <code>{a.agentId}</code>
+              </td>
+              <td class="num">{usd(a.balanceMinor)}</td>
+              <td class="muted">{policySummary(a.policy)}</td>
+              <td>{a.createdAt.slice(0, 10)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  </>
+);
+
+/** A policy in a few words for the list. */
+const policySummary = (p: AgentItem["policy"]) =>
+  [
+    p.maxPerTransactionUsdCents !== null ? `≤ ${usd(p.maxPerTransactionUsdCents)} each` : null,
+    p.dailyLimitUsdCents !== null ? `${usd(p.dailyLimitUsdCents)}/day` : null,
+    p.approvalThresholdUsdCents !== null ? `approval over ${usd(p.approvalThresholdUsdCents)}` : null,
+    p.allowedCategories?.length ? `only ${p.allowedCategories.join(", ")}` : null,
+  ]
+    .filter(Boolean)
+    .join(" · ") || "no limits";

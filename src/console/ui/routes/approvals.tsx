@@ -1,0 +1,37 @@
+import { Hono } from "hono";
+import type { AppEnv } from "../../../app-env";
+import { checkApprovalOpen } from "../../../agents/wallet-hold";
+import { walletOf } from "../../../agents/wallet.do";
+import { approvalView, getApproval, listApprovals, rejectApproval } from "../../../approvals/service";
+import { ApprovalsPage } from "../pages/approvals";
+import { back, csrfOf, emailOf, render } from "../render";
+
+/** Approvals: the pending ones; granting one pays it through the agent's wallet object, rejecting leaves it pending. */
+export const approvalRoutes = new Hono<AppEnv>()
+  .get("/console/ui/approvals", async (c) => {
+    const approvals = (await listApprovals(c.get("db"), "pending", 200)).map(approvalView);
+    return render(c, "Approvals", "/console/ui/approvals", <ApprovalsPage csrf={csrfOf(c)} approvals={approvals} />);
+  })
+  .post("/console/ui/approvals/:id/:decision{grant|reject}", async (c) => {
+    const approval = await getApproval(c.get("db"), c.req.param("id"));
+    if (!approval) return c.notFound();
+    if (c.req.param("decision") === "grant") {
+      const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, emailOf(c));
+      return back(
+        c,
+        ["approvals"],
+        outcome.kind === "paid"
+          ? `Granted: charge ${outcome.charge.chargeId} is paid.`
+          : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.kind === "frozen" ? "the agent is frozen" : outcome.reason}.`,
+      );
+    }
+    const closed = await checkApprovalOpen(c.env, approval, Date.now());
+    const rejected = !closed && (await rejectApproval(c.get("db"), approval.id, emailOf(c)));
+    return back(
+      c,
+      ["approvals"],
+      rejected
+        ? `Rejected; charge ${approval.chargeId} stays pending.`
+        : "That approval was already decided or expired.",
+    );
+  });

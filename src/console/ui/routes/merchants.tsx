@@ -1,0 +1,73 @@
+import { Hono } from "hono";
+import type { AppEnv } from "../../../app-env";
+import { RollKeyBody, rollKey } from "../../../auth/keys";
+import { RegisterBody } from "../../../merchants/routes";
+import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../../merchants/service";
+import { field, form, GRACE_RULE, graceFromForm } from "../forms";
+import { ShownOnce } from "../layout";
+import { OldKeyEnds } from "../pages/key-roll";
+import { MerchantsPage } from "../pages/merchants";
+import { back, csrfOf, emailOf, render, type Ui } from "../render";
+
+/** The merchants the page lists. */
+const merchantsOf = async (c: Ui) => (await listMerchants(c.get("db"), 200)).map(consoleMerchantView);
+
+/** Merchants: the list, registering one, rolling one's API key. */
+export const merchantRoutes = new Hono<AppEnv>()
+  .get("/console/ui/merchants", async (c) => {
+    const merchants = await merchantsOf(c);
+    return render(c, "Merchants", "/console/ui/merchants", <MerchantsPage csrf={csrfOf(c)} merchants={merchants} />);
+  })
+  .post("/console/ui/merchants", async (c) => {
+    const body = await form(c);
+    // The API's own rules (RegisterBody), so the page stores nothing the API would refuse.
+    const input = RegisterBody.safeParse({ name: field(body, "name"), category: field(body, "category") || undefined });
+    if (!input.success) {
+      return render(
+        c,
+        "Merchants",
+        "/console/ui/merchants",
+        <MerchantsPage csrf={csrfOf(c)} merchants={await merchantsOf(c)} />,
+        {
+          error: "A merchant needs a name (up to 200 characters); a category is up to 64.",
+        },
+      );
+    }
+    const { name } = input.data;
+    const created = await registerMerchant(c.get("db"), input.data);
+    return render(
+      c,
+      "Merchants",
+      "/console/ui/merchants",
+      <>
+        <ShownOnce label={`API key for ${name} (${created.merchantId})`} value={created.apiKey} id="merchant-key" />
+        <MerchantsPage csrf={csrfOf(c)} merchants={await merchantsOf(c)} />
+      </>,
+      { notice: `Merchant ${created.merchantId} registered.` },
+    );
+  })
+
+  // As POST /console/merchants/:merchantId/keys; the new key is shown on this answer only.
+  .post("/console/ui/merchants/:merchantId/keys", async (c) => {
+    const merchantId = c.req.param("merchantId");
+    const input = RollKeyBody.safeParse(graceFromForm(await form(c)));
+    if (!input.success) return back(c, ["merchants"], `Key not rolled: ${GRACE_RULE}.`);
+    const merchant = await getMerchant(c.get("db"), merchantId);
+    const rolled =
+      merchant &&
+      (await rollKey(c.env, { kind: "merchant", id: merchantId }, input.data.graceSeconds, emailOf(c), async () => []));
+    if (!merchant || !rolled) return c.notFound();
+    const merchants = await merchantsOf(c);
+    return render(
+      c,
+      "Merchants",
+      "/console/ui/merchants",
+      <>
+        <ShownOnce label={`New API key for ${merchant.name} (${merchantId})`} value={rolled.apiKey} id="merchant-key">
+          <OldKeyEnds rolled={rolled} />
+        </ShownOnce>
+        <MerchantsPage csrf={csrfOf(c)} merchants={merchants} />
+      </>,
+      { notice: `API key of ${merchantId} rolled.` },
+    );
+  });
