@@ -8,6 +8,7 @@ import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webho
 import { reconcileOpenPayments } from "./x402/reconcile";
 import { watchDeposits } from "./deposits/watcher";
 import { benchFetch } from "./bench/routes";
+import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
@@ -50,10 +51,7 @@ export default {
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {
           const outcome = settled[i]!;
-          if (outcome.status === "rejected")
-            console.error(
-              JSON.stringify({ level: "error", where: "cron", job, error: String(outcome.reason).slice(0, 300) }),
-            );
+          if (outcome.status === "rejected") log.error("cron", { job, error: outcome.reason });
         });
         await dispatchOutbox(env);
         await enqueueDeliveries(env, await redriveDueDeliveries(env));
