@@ -13,6 +13,7 @@ import { dbOf } from "./db/client";
 import { settingsOf } from "./env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
+import { log } from "./lib/log";
 import { enforceRateLimit } from "./lib/rate-limit";
 import { mcpRoutes } from "./mcp/routes";
 import { merchantRoutes } from "./merchants/routes";
@@ -30,7 +31,7 @@ async function dispatchInBackground(env: AppEnv["Bindings"]) {
     await dispatchAfterWrite(env);
   } catch (error) {
     // The cron picks up whatever this missed; nothing is lost.
-    console.error(JSON.stringify({ level: "warn", where: "dispatch_after_request", error: String(error) }));
+    log.warn("dispatch_after_request", { error });
   }
 }
 
@@ -95,13 +96,7 @@ export function buildApp() {
     }
     const requestId = c.get("requestId") ?? "unknown";
     // Only the error itself is logged; requests carry credentials and are never logged.
-    console.error(
-      JSON.stringify({
-        level: "error",
-        requestId,
-        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-      }),
-    );
+    log.error("request_failed", { requestId, error });
     return c.json({ error: "internal_error", requestId }, 500);
   });
 

@@ -7,6 +7,7 @@ import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
 import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webhooks/dispatch";
 import { reconcileOpenPayments } from "./x402/reconcile";
 import { watchDeposits } from "./deposits/watcher";
+import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
@@ -40,10 +41,7 @@ export default {
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {
           const outcome = settled[i]!;
-          if (outcome.status === "rejected")
-            console.error(
-              JSON.stringify({ level: "error", where: "cron", job, error: String(outcome.reason).slice(0, 300) }),
-            );
+          if (outcome.status === "rejected") log.error("cron", { job, error: outcome.reason });
         });
         await dispatchOutbox(env);
         await enqueueDeliveries(env, await redriveDueDeliveries(env));

@@ -1,6 +1,6 @@
 import createClient, { type Client } from "openapi-fetch";
-import { verifyWebhook as verifySignature, type VerifyResult } from "../../src/webhooks/receiver";
 import type { components, paths } from "./schema";
+import { type VerifyResult, verifyWebhook } from "./webhooks";
 
 /**
  * A typed client for agent-pay, generated from its OpenAPI document
@@ -151,15 +151,7 @@ export function agentPay(options: ClientOptions & { apiKey: string }) {
   };
 }
 
-export type { VerifyResult };
-
-/**
- * Verifies a webhook delivery: HMAC-SHA256 with the endpoint's `whsec_` secret
- * over `<t>.<raw body>`, any `v1` signature matching, constant-time, within
- * `toleranceSeconds` (default 300). Pass the raw body exactly as received.
- * The service's own receiver logic (src/webhooks/receiver.ts).
- */
-export const verifyWebhook = verifySignature;
+export { type VerifyResult, verifyWebhook } from "./webhooks";
 
 /** `verifyWebhook`, then the parsed event (deduplicate by `event.id`). */
 export async function parseWebhook(input: {
@@ -168,7 +160,7 @@ export async function parseWebhook(input: {
   rawBody: string;
   toleranceSeconds?: number;
 }): Promise<{ ok: true; event: WebhookEvent } | { ok: false; reason: Extract<VerifyResult, { ok: false }>["reason"] }> {
-  const verdict = await verifySignature(input);
+  const verdict = await verifyWebhook(input);
   if (!verdict.ok) return verdict;
   return { ok: true, event: JSON.parse(input.rawBody) as WebhookEvent };
 }

@@ -1,5 +1,5 @@
 // A healthy local webhook receiver for the fan-out scenario: it verifies every signature (as
-// src/webhooks/receiver.ts does: HMAC-SHA256 over "<t>.<raw body>", constant-time compare),
+// client/src/webhooks.ts does: HMAC-SHA256 over "<t>.<raw body>", constant-time compare),
 // answers 200 at once, and records when each event arrived.
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";

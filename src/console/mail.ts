@@ -15,6 +15,7 @@ export async function sendMail(env: Env, settings: Settings, mail: Mail): Promis
   const { transport, from, httpUrl, httpToken } = settings.mail;
   if (transport === "none") return;
   if (transport === "log") {
+    // The mail itself is this transport's output (a developer reads the code here), not a log line: never lib/log.
     console.log(`[console mail] to=${mail.to} subject="${mail.subject}"\n${mail.text}`);
     return;
   }

@@ -3,6 +3,7 @@ import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import type { Db } from "../db/client";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../lib/crypto";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { sendMail } from "./mail";
 
@@ -54,11 +55,7 @@ export async function startEmailSignIn(
     text: `Your sign-in code is ${code}. It is valid for 10 minutes and can be used once.`,
   });
   // Never the mail itself (it holds the code): only that it failed.
-  afterAnswer(
-    mailing.catch((error) =>
-      console.error(JSON.stringify({ level: "error", where: "console_mail", error: String(error).slice(0, 200) })),
-    ),
-  );
+  afterAnswer(mailing.catch((error) => log.error("console_mail", { error })));
 }
 
 /**

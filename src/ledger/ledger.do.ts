@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
+import { log } from "../lib/log";
 import { auditInserts, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
 import { guardReasonOf, mergeAppends, type CommitPlan, type SqlStatement } from "./plan";
 
@@ -81,15 +82,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
         return;
       } catch (error) {
         // Refused or failed as a whole: nothing was written. Each plan alone decides its own outcome.
-        if (!(error instanceof GroupRefused))
-          console.error(
-            JSON.stringify({
-              level: "warn",
-              where: "ledger_group_commit",
-              plans: group.length,
-              error: String(error).slice(0, 200),
-            }),
-          );
+        if (!(error instanceof GroupRefused)) log.warn("ledger_group_commit", { plans: group.length, error });
       }
     }
     for (const pending of group) {

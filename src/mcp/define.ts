@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { Db } from "../db/client";
 import type { Env } from "../env";
 import { ApiError } from "../lib/errors";
+import { log } from "../lib/log";
 import { issuesOf } from "../lib/validation";
 
 /**
@@ -67,14 +68,7 @@ function failureResult(error: unknown, requestId: string): CallToolResult {
     // A Durable Object shedding load; the agent may call again shortly.
     return errorResult(503, "overloaded");
   }
-  console.error(
-    JSON.stringify({
-      level: "error",
-      requestId,
-      where: "mcp_tool",
-      error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-    }),
-  );
+  log.error("mcp_tool", { requestId, error });
   return errorResult(500, "internal_error", { requestId });
 }
 

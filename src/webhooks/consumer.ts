@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Env } from "../env";
 import { MAX_QUEUE_DELAY_SECONDS, settingsOf } from "../env";
 import { faultPoint } from "../lib/faults";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { executeBatch } from "../db/batch";
 import { sqlStatement } from "../ledger/plan";
@@ -201,14 +202,7 @@ async function consumeDelivery(message: Message<unknown>, env: Env): Promise<voi
       message.ack();
     }
   } catch (error) {
-    console.error(
-      JSON.stringify({
-        level: "error",
-        where: "webhook_consumer",
-        deliveryId: parsed.data.deliveryId,
-        error: String(error),
-      }),
-    );
+    log.error("webhook_consumer", { deliveryId: parsed.data.deliveryId, error });
     message.retry({ delaySeconds: 5 });
   }
 }

@@ -1,7 +1,8 @@
 import type { Env, X402Settings } from "../env";
 import { hdAddressAt } from "../lib/hd";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { rpcBatch, rpcCall, shortError, tokenCall } from "./chain";
+import { rpcBatch, rpcCall, tokenCall } from "./chain";
 
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;
@@ -143,7 +144,7 @@ async function balancesAt(x: X402Settings, addresses: string[]): Promise<{ block
     });
     return { block: Number(block), balances };
   } catch (error) {
-    console.error(JSON.stringify({ level: "warn", where: "receiving_report", error: shortError(error) }));
+    log.warn("receiving_report", { error });
     return null;
   }
 }

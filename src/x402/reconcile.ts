@@ -3,6 +3,7 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "./chain";
 import { CLOCK_SKEW_SECONDS } from "./verify";
@@ -147,14 +148,7 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
       counts[await reconcilePayment(env, x, payment)]++;
     } catch (error) {
       counts.waiting++;
-      console.error(
-        JSON.stringify({
-          level: "warn",
-          where: "x402_reconcile",
-          paymentId: payment.id,
-          error: String(error).slice(0, 300),
-        }),
-      );
+      log.warn("x402_reconcile", { paymentId: payment.id, error });
     }
   }
   return counts;

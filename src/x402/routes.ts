@@ -5,6 +5,7 @@ import type { AppEnv } from "../app-env";
 import { checkoutLinkForPayment } from "../checkout/service";
 import { chargeView, getCharge } from "../charges/service";
 import { ApiError } from "../lib/errors";
+import { log } from "../lib/log";
 import { validate, pathId } from "../lib/validation";
 import { requireActor } from "../auth/middleware";
 import { receivingReport } from "./receiving";
@@ -94,9 +95,7 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
       );
     case "unavailable":
       // Nothing was reserved and nothing sent: the same payment can simply be sent again. The cause stays in the log.
-      console.error(
-        JSON.stringify({ level: "warn", where: "x402_verify", error: outcome.error, reason: outcome.reason }),
-      );
+      log.warn("x402_verify", { error: outcome.error, reason: outcome.reason });
       c.header("Retry-After", "5");
       return c.json({ error: outcome.error }, 503);
     case "charge_not_found":

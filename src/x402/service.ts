@@ -15,6 +15,7 @@ import { linkActiveCheck, x402PaymentPlan } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
 import { newId } from "../lib/ids";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { isAddressEqual } from "viem";
 import { authorizationUsed } from "./chain";
@@ -204,9 +205,7 @@ export async function payWithX402(
       await credit(env, x, charge, paymentId, payer, settled.transaction);
     } catch (error) {
       // The money moved: the payer must not be told otherwise, and reconciliation credits it from the chain.
-      console.error(
-        JSON.stringify({ level: "error", where: "x402_credit", paymentId, error: String(error).slice(0, 300) }),
-      );
+      log.error("x402_credit", { paymentId, error });
       return pending(settled.transaction, "credit_failed");
     }
     return { kind: "settled", chargeId: charge.id, transaction: settled.transaction, payer };
@@ -244,9 +243,7 @@ async function leaveToReconciliation(
     await settlerOf(env).watch(paymentId);
   } catch (error) {
     // The minute cron reconciles whatever no alarm watches.
-    console.error(
-      JSON.stringify({ level: "warn", where: "x402_watch", paymentId, error: String(error).slice(0, 200) }),
-    );
+    log.warn("x402_watch", { paymentId, error });
   }
 }
 

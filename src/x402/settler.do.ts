@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { keccak256, type Hex } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
+import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
 import { rpcCall, shortError } from "./chain";
 import { gasAccountOf, type PreparedTransfer } from "./transfer";
@@ -53,13 +54,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
     // This object's nonce count is its own key's (its name says which): a call for another key, or to
     // the watcher, is a bug and never a send, since two senders for one key would reuse its nonces.
     if (this.ctx.id.name !== laneName(gasAddress)) {
-      console.error(
-        JSON.stringify({
-          level: "error",
-          where: "x402_settler",
-          error: `${this.ctx.id.name ?? "(unnamed)"} asked to send for ${gasAddress}`,
-        }),
-      );
+      log.error("x402_settler", { error: `${this.ctx.id.name ?? "(unnamed)"} asked to send for ${gasAddress}` });
       return { kind: "rejected", reason: "settler_lane_mismatch" };
     }
     const ready: Ready = { x, account: gasAccountOf(key), ...prepared };
@@ -108,15 +103,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         if ((await reconcilePayment(this.env, x, payment)) === "waiting") stillOpen.add(payment.id);
       } catch (error) {
         stillOpen.add(payment.id);
-        console.error(
-          JSON.stringify({
-            level: "warn",
-            where: "x402_settler_alarm",
-            paymentId: payment.id,
-            at: nowIso(),
-            error: String(error).slice(0, 300),
-          }),
-        );
+        log.warn("x402_settler_alarm", { paymentId: payment.id, at: nowIso(), error });
       }
     }
     await this.ctx.storage.delete(watched.filter((id) => !stillOpen.has(id)).map((id) => `${PENDING}${id}`));

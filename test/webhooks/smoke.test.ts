@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { verifyWebhook } from "../../src/webhooks/receiver";
+import { verifyWebhook } from "../../client/src/webhooks";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { verifyWebhook } from "../../src/webhooks/receiver";
+import { verifyWebhook } from "../../client/src/webhooks";
 import { signatureHeader } from "../../src/webhooks/signing";
 
 /*
- * The verification helper shipped for receivers (src/webhooks/receiver.ts).
+ * The verification helper the client ships for receivers (client/src/webhooks.ts).
  * The headers here are signed by the test itself, from interface.md section 6
  * (lowercase hex HMAC-SHA256 with the secret over "<t>.<raw body>"), not by
  * the service's signer, so a shared mistake cannot hide.
