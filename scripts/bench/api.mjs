@@ -1,5 +1,5 @@
 // The benchmark seeds everything through the public API, as a merchant, an agent and a console
-// user would (README "Try it with curl"); only the console token comes from the CLI.
+// user would (docs/walkthrough.md, "Try it with curl"); only the console token comes from the CLI.
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 

@@ -3,7 +3,7 @@ import { amountMinor } from "../lib/money";
 
 const limit = amountMinor.nullable().optional();
 
-/** The spending policy (operations section 2). Absent or null means no limit. */
+/** The spending policy (docs/api.md, Agents and policies). Absent or null means no limit. */
 export const PolicySchema = z
   .object({
     maxPerTransactionUsdCents: limit,
@@ -59,7 +59,7 @@ export type PolicyDecision =
   | { kind: "approval"; reason: string };
 
 /**
- * Evaluates a wallet payment in the order operations section 2 fixes: hard
+ * Evaluates a wallet payment in the order docs/api.md (Agents and policies) gives: hard
  * limits (per-transaction cap, category, daily limit) reject first; then the
  * approval threshold; then the balance.
  */

@@ -13,7 +13,7 @@ import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 
 export type AgentRow = typeof agents.$inferSelect;
 
-/** The console's agent object (operations section 2). */
+/** The console's agent object (docs/api.md, Agents and policies). */
 export const agentView = (a: AgentRow) => ({
   agentId: a.id,
   name: a.name,

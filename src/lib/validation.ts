@@ -36,7 +36,7 @@ export interface JsonValidationOptions {
 
 /**
  * `zValidator` whose failures all look the same:
- * 400 `{ error: "invalid_request", issues }` (operations section 5).
+ * 400 `{ error: "invalid_request", issues }` (docs/api.md, Errors and status codes).
  *
  * For "json", a body that is not declared JSON is refused rather than read:
  * hono hands the schema `{}` for any other Content-Type (or none), which an

@@ -17,7 +17,7 @@ export const merchantView = (m: MerchantRow) => ({
   payoutAddress: m.payoutAddress,
 });
 
-/** The console's merchant list entry (operations section 3). */
+/** The console's merchant list entry (docs/api.md, Console merchants). */
 export const consoleMerchantView = (m: MerchantRow) => ({
   id: m.id,
   name: m.name,

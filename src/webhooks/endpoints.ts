@@ -9,7 +9,7 @@ import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 
-/** The list shape (operations §5): never a secret. */
+/** The list shape (docs/api.md, Webhooks): never a secret. */
 export const endpointView = (e: EndpointRow) => ({
   id: e.id,
   url: e.url,

@@ -10,7 +10,7 @@ export const EVENT_TYPES = [
   "paylink.accepted",
   "budget.exhausted",
   "deposit.confirmed",
-  // Operator event (beyond the spec's kinds): an endpoint was disabled for failing.
+  // Operator event (beyond the merchant-facing kinds of docs/api.md): an endpoint was disabled for failing.
   "endpoint.disabled",
 ] as const;
 

@@ -96,7 +96,7 @@ export const webhookRoutes = new Hono<AppEnv>()
       throw new ApiError(404, "webhook_endpoint_not_found");
     return c.json({ id: c.req.valid("param").id, deleted: true });
   })
-  // The body may be left out (README: `curl -X POST .../rotate-secret`): every field has a default.
+  // The body may be left out (docs/walkthrough.md: `curl -X POST .../rotate-secret`): every field has a default.
   .post(
     "/settings/webhooks/:id/rotate-secret",
     validate("param", IdParam),

@@ -7,7 +7,7 @@ import { createAgent, createMerchant } from "../helpers/factories";
 /**
  * A stored Idempotency-Key answer is replayed only to a credential that is
  * valid now and of the kind the route expects: the credential is checked
- * first, exactly as without the key (interface section 5, rule 5).
+ * first, exactly as without the key (docs/api.md, Credentials).
  */
 describe("Idempotency-Key replays only to a valid credential (regression)", () => {
   const register = (token: string, key: string, name = "Replay Shop") =>

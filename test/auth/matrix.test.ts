@@ -7,7 +7,7 @@ import { createAgent, createCharge, createMerchant } from "../helpers/factories"
 const randomAddress = () =>
   `0x${[...crypto.getRandomValues(new Uint8Array(20))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 
-/** Every authenticated route of the app (interface section 4, operations sections 2 to 4). */
+/** Every authenticated route of the app (docs/api.md: Endpoints, Agents, Console merchants, Approvals). */
 const ROUTES: RouteDescriptor[] = [
   { method: "POST", path: "/merchants", expects: "console", body: { name: "Matrix Co" } },
   { method: "GET", path: "/console/merchants", expects: "console" },

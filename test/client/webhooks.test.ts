@@ -4,7 +4,7 @@ import { signatureHeader } from "../../src/webhooks/signing";
 
 /*
  * The verification helper the client ships for receivers (client/src/webhooks.ts).
- * The headers here are signed by the test itself, from interface.md section 6
+ * The headers here are signed by the test itself, from docs/api.md (Webhooks)
  * (lowercase hex HMAC-SHA256 with the secret over "<t>.<raw body>"), not by
  * the service's signer, so a shared mistake cannot hide.
  */

@@ -2,7 +2,7 @@ import { base64url, generateKeyPair, importJWK, SignJWT, UnsecuredJWT, type JWTP
 import { describe, expect, inject, it } from "vitest";
 import { api, OPS_EMAIL } from "../helpers/api";
 
-// Cloudflare Access sign-in (operations section 1): the Worker verifies the
+// Cloudflare Access sign-in (docs/api.md, Console sign-in): the Worker verifies the
 // Cf-Access-Jwt-Assertion against the team's key set, which the test receiver
 // serves at /access/certs (test/setup/receiver.global.ts); its private key is
 // provided to the tests as accessPrivateJwk.

@@ -6,7 +6,7 @@ import { receiverUrl } from "../helpers/webhooks";
 import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 
-// E-mail code sign-in (operations section 1) through the Worker in workerd.
+// E-mail code sign-in (docs/api.md, Console sign-in) through the Worker in workerd.
 // The test mail transport is "log": the Worker prints "Your sign-in code is
 // NNNNNN" with console.log in this same isolate, so a spy reads the code.
 // Each test uses its own address and client address, so per-address and

@@ -9,7 +9,7 @@ import { registerEndpoint } from "../helpers/webhooks";
  * for any other Content-Type (or none), and the spending policy, whose every
  * field is optional, took that as "no limits": a form post or an empty PUT
  * wiped them with a 200. Now it is the 400 of any invalid body
- * (operations.md section 5).
+ * (docs/api.md, Errors and status codes).
  */
 
 const LIMITS = {
@@ -104,7 +104,7 @@ describe("other JSON routes", () => {
     expect(res.body).toEqual(JSON_BODY_REQUIRED);
   });
 
-  it("rotate-secret may leave its body out (every field has a default): 24 h of grace, as the README's curl does", async () => {
+  it("rotate-secret may leave its body out (every field has a default): 24 h of grace, as the walkthrough's curl does", async () => {
     const endpoint = await registerEndpoint(`json-body-rotate-${crypto.randomUUID().slice(0, 8)}`);
     const before = Date.now();
     const res = await api("POST", `/settings/webhooks/${endpoint.id}/rotate-secret`, { token: await consoleToken() });

@@ -13,7 +13,7 @@ export interface RouteDescriptor {
   body?: unknown;
 }
 
-/** The 401 body's `error` for each expected credential kind (interface section 5, rule 5). */
+/** The 401 body's `error` for each expected credential kind (docs/api.md, Credentials). */
 export const REQUIRED_ERROR: Record<CredentialKind, string> = {
   merchant: "merchant_api_key_required",
   agent: "agent_api_key_required",

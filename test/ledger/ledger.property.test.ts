@@ -65,7 +65,7 @@ interface Real {
 
 type Decision = { kind: "pay" } | { kind: "reject"; reason: string } | { kind: "approval" };
 
-/** The policy in the order operations section 2 fixes: per-tx cap, category, daily limit, approval threshold, balance. */
+/** The policy in the order docs/api.md (Agents and policies) gives: per-tx cap, category, daily limit, approval threshold, balance. */
 function modelDecide(agent: MAgent, merchant: MMerchant, amount: number, skipThreshold: boolean): Decision {
   const p = agent.policy;
   if (p.maxPerTransactionUsdCents !== null && amount > p.maxPerTransactionUsdCents)

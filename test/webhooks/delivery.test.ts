@@ -19,7 +19,7 @@ const hook = (behaviour: "ok" | "fail2" | "fail" | "slow" | "redirect", name: st
   `${behaviour}-dl-${name}-${RUN}`;
 
 // ---------------------------------------------------------------------------
-// An independent verifier, written from interface.md section 6 only (not the
+// An independent verifier, written from docs/api.md (Webhooks) only (not the
 // client's client/src/webhooks.ts): header `t=<unix>,v1=<hex>[,v1=...]`;
 // v1 = lowercase hex HMAC-SHA256, key = the endpoint secret, message =
 // "<t>.<raw body>"; constant-time comparison; t within about 5 minutes.

@@ -7,8 +7,8 @@ import { receiverUrl, registerEndpoint, waitForReceived } from "../helpers/webho
 import { waitFor } from "../helpers/wait";
 
 /*
- * The console's webhook endpoints API (interface.md section 4, operations.md
- * sections 5 and 6, and the operators' extras of issue 4: delete, deliveries).
+ * The console's webhook endpoints API (docs/api.md, Webhooks), with the
+ * operators' extras: delete and the deliveries list.
  */
 
 const RUN = crypto.randomUUID().slice(0, 8);

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { checkWebhookUrl } from "../../src/webhooks/url-guard";
 
 /*
- * The SSRF guard on webhook URLs (issue 4; operations.md section 8): in
+ * The SSRF guard on webhook URLs (docs/decisions.md, Webhooks): in
  * production only https to public hosts; loopback, private, link-local, CGNAT,
  * unspecified, multicast and metadata addresses are refused in every spelling
  * a URL parser accepts. In development and tests, plain http to loopback is
