@@ -9,7 +9,7 @@ import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
 import { creditBody } from "./wallet";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { RollKeyBody } from "../auth/keys";
 import { rollKeyResponse } from "../auth/key-routes";
 

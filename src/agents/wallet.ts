@@ -1,6 +1,6 @@
 import type { Env } from "../env";
 import { settingsOf } from "../env";
-import { executeBatch } from "../db/batch";
+import { executeBatch } from "../db/statements";
 import {
   CHARGE_ROW_COLUMNS,
   chargeCreationStatements,
@@ -19,8 +19,8 @@ import {
   walletPaymentPlan,
   type DepositTransfer,
 } from "../ledger/movements";
-import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
-import { canonicalJson } from "../ledger/audit";
+import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../db/statements";
+import { canonicalJson } from "../lib/canonical-json";
 import { faultPoint } from "../lib/faults";
 import { newId } from "../lib/ids";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
@@ -33,7 +33,7 @@ import {
   storeResponseStatements,
   storeTemplateStatements,
   type IdempotencySlot,
-} from "../lib/idempotency";
+} from "../db/idempotency";
 import { heldBody, paidBody, type PaidView } from "./outcomes";
 
 /**

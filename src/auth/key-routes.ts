@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../lib/errors";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "./idempotency";
 import { rollKey, type KeyHolder, type RolledKey } from "./keys";
 import { actorOf } from "./middleware";
 

@@ -1,6 +1,6 @@
-import { auditInserts } from "../ledger/audit";
+import { auditInserts } from "../audit/chain";
 import { walletPaymentPlan } from "../ledger/movements";
-import type { SqlStatement } from "../ledger/plan";
+import type { SqlStatement } from "../db/statements";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md) write a batch of

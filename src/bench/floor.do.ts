@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
-import type { SqlStatement } from "../ledger/plan";
+import type { SqlStatement } from "../db/statements";
 import { serialQueue } from "../lib/serial";
 
 /**

@@ -8,7 +8,7 @@ import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { chargeView, createCharge, getCharge, listMerchantCharges } from "./service";
 
 export const CreateChargeBody = z

@@ -6,7 +6,7 @@ import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
 import { RollKeyBody } from "../auth/keys";
 import { rollKeyResponse } from "../auth/key-routes";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import {
   consoleMerchantView,

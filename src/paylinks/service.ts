@@ -1,15 +1,15 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { executeBatch } from "../db/batch";
+import { executeBatch } from "../db/statements";
 import { agents, merchants, paylinkGrants, paylinks } from "../db/schema";
-import { guard, guardReasonOf, sqlStatement } from "../ledger/plan";
+import { guard, guardReasonOf, sqlStatement } from "../db/statements";
 import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
 import { ApiError } from "../lib/errors";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
 export type GrantRow = typeof paylinkGrants.$inferSelect;

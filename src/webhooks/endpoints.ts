@@ -4,7 +4,7 @@ import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/sche
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { decryptSecret, encryptSecret } from "../lib/encryption";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;

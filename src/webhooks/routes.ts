@@ -5,7 +5,7 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { redeliver, type RedeliverOutcome } from "./dispatch";
 import {
   createEndpoint,

@@ -1,7 +1,7 @@
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { dbOf } from "../db/client";
-import { executeBatch } from "../db/batch";
+import { executeBatch } from "../db/statements";
 import {
   chargeCreationStatements,
   chargeRowStatement,
@@ -12,8 +12,8 @@ import {
 } from "../charges/service";
 import { ledgerOf } from "../ledger/ledger.do";
 import { linkActiveCheck, x402PaymentPlan } from "../ledger/movements";
-import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
-import { canonicalJson } from "../ledger/audit";
+import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
+import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { isAddressEqual } from "viem";

@@ -14,7 +14,7 @@ import { ExportQuery, exportRange } from "../../audit/routes";
 import { auditPage, auditRowOf, auditRows } from "../../audit/service";
 import { chargeView } from "../../charges/service";
 import { screenAddress, EVM_ADDRESS } from "../../kyt/screening";
-import { verifyChain } from "../../ledger/audit";
+import { verifyChain } from "../../audit/chain";
 import { ApiError } from "../../lib/errors";
 import { amountMinor } from "../../lib/money";
 import { nowIso, utcDayStart } from "../../lib/time";
