@@ -9,7 +9,7 @@
  *   app.ts, index.ts   wire everything together
  */
 const DOMAINS =
-  "(ledger|audit|auth|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|settings)";
+  "(ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|settings)";
 
 module.exports = {
   forbidden: [

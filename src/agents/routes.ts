@@ -10,8 +10,8 @@ import { agentView, balanceView, createAgent, getAgent, listAgents } from "./ser
 import { walletOf } from "./wallet.do";
 import { creditBody } from "./wallet";
 import { answerInBatch } from "../auth/idempotency";
-import { RollKeyBody } from "../auth/keys";
-import { rollKeyResponse } from "../auth/key-routes";
+import { RollKeyBody } from "../keys/roll";
+import { rollKeyResponse } from "../keys/roll-response";
 
 export const CreateAgentBody = z
   .object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() })

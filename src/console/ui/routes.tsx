@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../app-env";
-import { rollKey, RollKeyBody, type RolledKey } from "../../auth/keys";
+import { rollKey, RollKeyBody, type RolledKey } from "../../keys/roll";
 import { actorOf } from "../../auth/middleware";
 import { CreateAgentBody, CreditBody, FreezeBody } from "../../agents/routes";
 import { agentView, createAgent, getAgent, listAgents } from "../../agents/service";

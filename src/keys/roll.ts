@@ -5,7 +5,7 @@ import { guards, sqlStatement, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";
 import { newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { hashApiKey } from "./credentials";
+import { hashApiKey } from "../auth/credentials";
 
 /** Whose key is rolled: an agent's (`svc_sk_`) or a merchant's (`sk_mch_`). */
 export interface KeyHolder {
