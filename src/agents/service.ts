@@ -7,7 +7,7 @@ import { nowIso } from "../lib/time";
 import { canonicalJson } from "../lib/canonical-json";
 import { parseStoredPolicy, type Policy } from "./policy";
 import type { Env } from "../env";
-import { depositAddressAt, ensureDepositAddress } from "../deposits/addresses";
+import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { settingsOf } from "../env";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
-import { publicClientOf, rpcCall } from "../x402/chain";
+import { publicClientOf, rpcCall } from "../chain/client";
 import { decodePaymentHeader } from "../x402/payload";
 import { gasAccountOf } from "../x402/transfer";
 import { termsFor } from "../x402/terms";

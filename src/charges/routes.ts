@@ -2,8 +2,6 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { walletOf } from "../agents/wallet.do";
-import { payOutcomeResponse } from "../agents/outcomes";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
@@ -38,14 +36,4 @@ export const chargeRoutes = new Hono<AppEnv>()
     const charge = await getCharge(c.get("db"), c.req.valid("param").chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
     return c.json(chargeView(charge));
-  })
-  .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
-    const { agentId } = actorOf(c.get("actor"), "agent");
-    const slot = c.get("idempotency");
-    const outcome = await walletOf(c.env, agentId).payCharge(
-      agentId,
-      c.req.valid("param").chargeId,
-      slot && { ...slot, view: { kind: "charge" } },
-    );
-    return payOutcomeResponse(c, outcome);
   });

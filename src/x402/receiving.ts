@@ -1,7 +1,7 @@
 import type { Env, X402Settings } from "../env";
 import { hdAddressAt } from "../lib/hd";
 import { nowIso } from "../lib/time";
-import { rpcBatch, rpcCall, shortError, tokenCall } from "./chain";
+import { rpcBatch, rpcCall, shortError, tokenCall } from "../chain/client";
 
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;

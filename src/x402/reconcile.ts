@@ -4,7 +4,7 @@ import { settingsOf } from "../env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
-import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "./chain";
+import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "../chain/client";
 import { CLOCK_SKEW_SECONDS } from "./verify";
 import { credit, release } from "./service";
 

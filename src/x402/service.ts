@@ -17,7 +17,7 @@ import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { isAddressEqual } from "viem";
-import { authorizationUsed } from "./chain";
+import { authorizationUsed } from "../chain/client";
 import { facilitatorOf, type Facilitator } from "./facilitator";
 import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
