@@ -10,8 +10,7 @@ import {
   type ChargeRow,
   type ChargeView,
 } from "../charges/service";
-import { ledgerOf } from "../ledger/ledger.do";
-import { linkActiveCheck, x402PaymentPlan } from "../ledger/movements";
+import { linkActiveCheck } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
 import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
@@ -24,6 +23,7 @@ import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { ensureReceivingAddress, receivingAddressStatement, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { termsFor, type Terms } from "./terms";
 import { verifyPayment } from "./verify";
+import { credit, release } from "./settlement";
 import { blocklistStatement } from "../kyt/screening";
 
 /** Outcomes of an x402 request; routes.ts maps each to a response. */
@@ -377,42 +377,4 @@ async function reserve(
     if (reason) return { kind: "refused", reason };
     throw error;
   }
-}
-
-/** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
-export async function credit(
-  env: Env,
-  x: X402Settings,
-  charge: ChargeRow,
-  paymentId: string,
-  payer: string,
-  transaction: string,
-): Promise<boolean> {
-  const result = await ledgerOf(env).commit(
-    x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
-  );
-  return result.kind === "committed";
-}
-
-/** A definitive failure: the reservation is marked failed and the charge is open to other payments again. */
-export async function release(
-  env: Env,
-  paymentId: string,
-  chargeId: string,
-  reason: string,
-  at: string,
-): Promise<void> {
-  await executeBatch(env.DB, [
-    sqlStatement(
-      "UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')",
-      reason.slice(0, 300),
-      at,
-      paymentId,
-    ),
-    sqlStatement(
-      "UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?",
-      chargeId,
-      paymentId,
-    ),
-  ]);
 }
