@@ -2,7 +2,7 @@ import { appendRows, mergeAppends, type SqlStatement } from "../db/statements";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256HexSync } from "../lib/crypto";
 
-/**
+/*
  * The audit chain: every row names its predecessor's hash, so a changed,
  * dropped or inserted row breaks it. The ledger's sequencer appends the rows
  * (ledger/ledger.do.ts); the export and verification read them back.
