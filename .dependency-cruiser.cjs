@@ -3,13 +3,14 @@
  *
  *   lib        helpers that know no domain
  *   db         D1 access, statements and batches; knows lib only
- *   domains    ledger, audit, auth, merchants, agents, approvals, charges, checkout, paylinks,
- *              deposits, kyt, webhooks, x402: import lib, db and each other, never in a circle
+ *   chain      the EVM chain client (token ABI, JSON-RPC, receipts); knows lib and the settings' types only
+ *   domains    ledger, audit, auth, keys, merchants, agents, approvals, charges, checkout, paylinks,
+ *              deposits, kyt, webhooks, x402: import lib, db, chain and each other, never in a circle
  *   surfaces   console, openapi, mcp: import domains; no domain imports them
  *   app.ts, index.ts   wire everything together
  */
 const DOMAINS =
-  "(ledger|audit|auth|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|settings)";
+  "(chain|ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|settings)";
 
 module.exports = {
   forbidden: [
@@ -34,6 +35,13 @@ module.exports = {
       severity: "error",
       from: { path: "^src/db/" },
       to: { path: "^src/", pathNot: "^src/(db|lib)/" },
+    },
+    {
+      name: "chain-knows-no-domain",
+      comment: "src/chain/ talks to the EVM chain: it imports only src/lib/ and the settings' types (src/env.ts).",
+      severity: "error",
+      from: { path: "^src/chain/" },
+      to: { path: "^src/", pathNot: "^src/(chain|lib)/|^src/env\\.ts$" },
     },
     {
       name: "domains-know-no-surface",

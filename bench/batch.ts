@@ -1,6 +1,6 @@
-import { auditInserts } from "../src/ledger/audit";
+import { auditInserts } from "../src/audit/chain";
 import { walletPaymentPlan } from "../src/ledger/movements";
-import type { SqlStatement } from "../src/ledger/plan";
+import type { SqlStatement } from "../src/db/statements";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md) write a batch of

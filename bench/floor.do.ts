@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../src/env";
-import type { SqlStatement } from "../src/ledger/plan";
+import type { SqlStatement } from "../src/db/statements";
 import { serialQueue } from "../src/lib/serial";
 
 /**

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { settingsOf } from "../src/env";
-import { publicClientOf, rpcCall } from "../src/x402/chain";
+import { publicClientOf, rpcCall } from "../src/chain/client";
 import { decodePaymentHeader } from "../src/x402/payload";
 import { gasAccountOf } from "../src/x402/transfer";
 import { termsFor } from "../src/x402/terms";

@@ -15,7 +15,7 @@
 // (default: the one `npm run dev` wrote to .dev.vars).
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { signConsoleToken } from "../src/auth/jwt";
-import { verifyChain, type AuditRow } from "../src/ledger/audit";
+import { verifyChain, type AuditRow } from "../src/audit/chain";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const SERVICE_URL = (process.env.SERVICE_URL ?? "http://127.0.0.1:8787").replace(/\/$/, "");

@@ -1,7 +1,7 @@
 import type { Actor } from "./auth/credentials";
 import type { Db } from "./db/client";
 import type { Env, Settings } from "./env";
-import type { IdempotencySlot } from "./lib/idempotency";
+import type { IdempotencySlot } from "./db/idempotency";
 
 /** Hono's environment: bindings plus per-request variables set by middleware. */
 export interface AppEnv {
@@ -13,7 +13,7 @@ export interface AppEnv {
     actor?: Actor;
     /** The console page session's CSRF token (console pages only). */
     csrf?: string;
-    /** The reserved Idempotency-Key of this request, if it has one (lib/idempotency.ts). */
+    /** The reserved Idempotency-Key of this request, if it has one (auth/idempotency.ts). */
     idempotency?: IdempotencySlot;
   };
 }

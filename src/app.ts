@@ -58,7 +58,7 @@ export function buildApp() {
 
   // Bodies are small JSON; anything larger is refused before it is read.
   app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.json({ error: "payload_too_large" }, 413) }));
-  // Idempotency-Key is handled by each route's requireActor, after the credential is admitted (lib/idempotency.ts).
+  // Idempotency-Key is handled by each route's requireActor, after the credential is admitted (auth/idempotency.ts).
 
   app.route("/", consoleAuthRoutes);
   app.route("/", consoleUiRoutes);

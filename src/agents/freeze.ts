@@ -1,6 +1,7 @@
 import type { Env } from "../env";
 import { ledgerOf } from "../ledger/ledger.do";
-import { guards, sqlStatement, type CommitPlan } from "../ledger/plan";
+import { guards, sqlStatement } from "../db/statements";
+import type { CommitPlan } from "../ledger/plan";
 import { nowIso } from "../lib/time";
 
 export type FreezeOutcome = "done" | "unchanged" | "not_found";

@@ -8,10 +8,12 @@ import { validate, pathId } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
+import { payOutcomeResponse } from "./outcomes";
+import { ChargeIdParam } from "../charges/routes";
 import { creditBody } from "./wallet-credit";
-import { answerInBatch } from "../lib/idempotency";
-import { RollKeyBody } from "../auth/keys";
-import { rollKeyResponse } from "../auth/key-routes";
+import { answerInBatch } from "../auth/idempotency";
+import { RollKeyBody } from "../keys/roll";
+import { rollKeyResponse } from "../keys/roll-response";
 
 export const CreateAgentBody = z
   .object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() })
@@ -126,4 +128,14 @@ export const agentRoutes = new Hono<AppEnv>()
     const balance = await balanceView(c.env, c.get("db"), actorOf(c.get("actor"), "agent").agentId);
     if (!balance) throw new ApiError(404, "agent_not_found");
     return c.json(balance);
+  })
+  // An agent pays a charge from its wallet: the wallet, not the charge, decides (policy, balance, approval).
+  .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
+    const { agentId } = actorOf(c.get("actor"), "agent");
+    const outcome = await walletOf(c.env, agentId).payCharge(
+      agentId,
+      c.req.valid("param").chargeId,
+      c.get("idempotency"),
+    );
+    return payOutcomeResponse(c, outcome, { kind: "charge" }, "agent");
   });

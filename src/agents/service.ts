@@ -4,12 +4,12 @@ import type { Db } from "../db/client";
 import { agents } from "../db/schema";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { canonicalJson } from "../ledger/audit";
+import { canonicalJson } from "../lib/canonical-json";
 import { parseStoredPolicy, type Policy } from "./policy";
 import type { Env } from "../env";
-import { depositAddressAt, ensureDepositAddress } from "../deposits/addresses";
+import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { settingsOf } from "../env";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type AgentRow = typeof agents.$inferSelect;
 

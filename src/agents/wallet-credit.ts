@@ -1,9 +1,9 @@
 import type { Env } from "../env";
-import { canonicalJson } from "../ledger/audit";
+import { canonicalJson } from "../lib/canonical-json";
 import { ledgerOf } from "../ledger/ledger.do";
 import { agentCreditPlan, depositPlan, type DepositTransfer } from "../ledger/movements";
 import { balanceAfter } from "../ledger/postings";
-import { PENDING_FIGURE, storeTemplateStatements } from "../lib/idempotency";
+import { PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
 import { newId } from "../lib/ids";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";

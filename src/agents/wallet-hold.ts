@@ -1,10 +1,10 @@
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { chargeView } from "../charges/service";
-import { executeBatch } from "../db/batch";
+import { executeBatch } from "../db/statements";
 import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";
-import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
-import { storeResponseStatements } from "../lib/idempotency";
+import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../db/statements";
+import { storeResponseStatements } from "../db/idempotency";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";

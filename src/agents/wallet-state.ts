@@ -1,7 +1,7 @@
 import type { Env } from "../env";
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
-import type { IdempotencySlot } from "../lib/idempotency";
+import type { IdempotencySlot } from "../db/idempotency";
 import { utcDayStart } from "../lib/time";
 import { parseStoredPolicy, type Policy } from "./policy";
 

@@ -4,10 +4,10 @@ import { serialQueue } from "../lib/serial";
 import { setFrozen } from "./freeze";
 import type { Policy } from "./policy";
 import type { DepositTransfer } from "../ledger/movements";
+import type { SqlStatement } from "../db/statements";
 import { nowIso } from "../lib/time";
-import type { IdempotencySlot } from "../lib/idempotency";
+import type { IdempotencySlot } from "../db/idempotency";
 import type { PayOutcome } from "./outcomes";
-import type { SqlStatement } from "../ledger/plan";
 import {
   drawFromWallet,
   payCharge,

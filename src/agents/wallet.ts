@@ -1,7 +1,6 @@
 import { chargeCreationStatements } from "../charges/service";
-import { executeBatch } from "../db/batch";
+import { executeBatch, guard, guardReasonOf, type SqlStatement } from "../db/statements";
 import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
-import { guard, guardReasonOf, type SqlStatement } from "../ledger/plan";
 import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";

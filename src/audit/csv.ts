@@ -1,6 +1,6 @@
 import type { Db } from "../db/client";
-import type { AuditRow } from "../ledger/audit";
-import { canonicalJson } from "../ledger/audit";
+import type { AuditRow } from "./chain";
+import { canonicalJson } from "../lib/canonical-json";
 import { auditRows } from "./service";
 
 export const CSV_COLUMNS = [

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { requireActor } from "../auth/middleware";
-import { verifyChain } from "../ledger/audit";
+import { verifyChain } from "./chain";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";

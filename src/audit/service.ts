@@ -1,7 +1,7 @@
 import { and, asc, gt, gte, lt, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { auditEvents } from "../db/schema";
-import type { AuditRow } from "../ledger/audit";
+import type { AuditRow } from "./chain";
 
 type AuditRecord = typeof auditEvents.$inferSelect;
 

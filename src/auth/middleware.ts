@@ -1,7 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../lib/errors";
-import { idempotent } from "../lib/idempotency";
+import { idempotent } from "./idempotency";
 import { enforceRateLimit } from "../lib/rate-limit";
 import { resolveCredential, type Actor, type ActorKind } from "./credentials";
 

@@ -2,13 +2,11 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { walletOf } from "../agents/wallet.do";
-import { payOutcomeResponse } from "../agents/outcomes";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { chargeView, createCharge, getCharge, listMerchantCharges } from "./service";
 
 export const CreateChargeBody = z
@@ -38,13 +36,4 @@ export const chargeRoutes = new Hono<AppEnv>()
     const charge = await getCharge(c.get("db"), c.req.valid("param").chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
     return c.json(chargeView(charge));
-  })
-  .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
-    const { agentId } = actorOf(c.get("actor"), "agent");
-    const outcome = await walletOf(c.env, agentId).payCharge(
-      agentId,
-      c.req.valid("param").chargeId,
-      c.get("idempotency"),
-    );
-    return payOutcomeResponse(c, outcome, { kind: "charge" }, "agent");
   });

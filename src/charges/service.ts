@@ -1,8 +1,8 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { executeBatch, nothingMore, type WithCreated } from "../db/batch";
+import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
 import { charges } from "../db/schema";
-import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import { sqlStatement, type SqlStatement } from "../db/statements";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";

@@ -6,7 +6,7 @@ import { payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import {
   CHECKOUT_PAID_VIEW,
   checkoutLinkCreatedView,

@@ -3,14 +3,14 @@ import type { Db } from "../db/client";
 import { checkoutLinks, merchants } from "../db/schema";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import type { Env } from "../env";
 import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/outcomes";
 import { newPendingCharge } from "../charges/service";
-import { guard } from "../ledger/plan";
+import { guard } from "../db/statements";
 import { linkActiveCheck } from "../ledger/movements";
-import type { IdempotencySlot } from "../lib/idempotency";
+import type { IdempotencySlot } from "../db/idempotency";
 
 export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;
 

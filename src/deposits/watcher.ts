@@ -5,7 +5,7 @@ import { screenAddress } from "../kyt/screening";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
 import type { DepositTransfer } from "../ledger/movements";
-import { EIP3009_ABI, publicClientOf } from "../x402/chain";
+import { EIP3009_ABI, publicClientOf } from "../chain/client";
 
 /** Blocks read per pass; a long backlog is caught up over several cron runs. */
 const MAX_RANGE = 2_000n;

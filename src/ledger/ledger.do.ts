@@ -2,8 +2,9 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
-import { auditInserts, chainHash, GENESIS_HASH, type AuditRow } from "./audit";
-import { guardReasonOf, mergeAppends, type CommitPlan, type SqlStatement } from "./plan";
+import { auditInserts, chainHash, GENESIS_HASH, type AuditRow } from "../audit/chain";
+import { guardReasonOf, mergeAppends, type SqlStatement } from "../db/statements";
+import type { CommitPlan } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */
 export type SqlRow = Record<string, string | number | null>;

@@ -1,5 +1,6 @@
 import { outboxEvent, outboxEvents } from "../webhooks/outbox";
-import { guard, guards, sqlStatement, type CommitPlan, type GuardCheck, type SqlStatement } from "./plan";
+import { guard, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../db/statements";
+import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
 
 export interface PayableCharge {

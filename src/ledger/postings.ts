@@ -1,4 +1,4 @@
-import { appendRows, sqlStatement, type SqlStatement } from "./plan";
+import { appendRows, sqlStatement, type SqlStatement } from "../db/statements";
 
 /** Ledger accounts: wallets and merchant balances, and the outside world money enters from. */
 export type Account = `agent:${string}` | `merchant:${string}` | `external:${string}`;

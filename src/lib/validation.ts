@@ -62,7 +62,7 @@ export const validate = <Target extends keyof ValidationTargets, T extends z.Zod
       throw jsonBodyRequired();
     }
     // The bytes as sent. hono caches them, so the inner validator's c.req.json() parses these same bytes, which
-    // once accepted here decode to the same text. Nothing before this may read the body as text (lib/idempotency.ts
+    // once accepted here decode to the same text. Nothing before this may read the body as text (auth/idempotency.ts
     // reads bytes): hono would then rebuild the bytes from that text, with the BOM dropped and bad UTF-8 as U+FFFD.
     const read = readStrictJson(new Uint8Array(await c.req.arrayBuffer()), contentType);
     if (!read.ok && read.reason === "unsupported_encoding") throw new ApiError(415, "unsupported_media_type");

@@ -4,9 +4,9 @@ import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
-import { RollKeyBody } from "../auth/keys";
-import { rollKeyResponse } from "../auth/key-routes";
-import { answerInBatch } from "../lib/idempotency";
+import { RollKeyBody } from "../keys/roll";
+import { rollKeyResponse } from "../keys/roll-response";
+import { answerInBatch } from "../auth/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import {
   consoleMerchantView,

@@ -4,7 +4,7 @@ import { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type MerchantRow = typeof merchants.$inferSelect;
 

@@ -12,7 +12,7 @@ import * as paylinks from "../paylinks/routes";
 import * as webhooks from "../webhooks/routes";
 import * as x402 from "../x402/routes";
 import * as r from "./schemas";
-import { RollKeyBody } from "../auth/keys";
+import { RollKeyBody } from "../keys/roll";
 
 /**
  * Every operation the app serves, listed once by hand. Request schemas are the

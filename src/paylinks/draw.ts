@@ -3,11 +3,11 @@ import type { walletOf } from "../agents/wallet.do";
 import type { HeldFigures } from "../lib/held-figures";
 import type { PayOutcome } from "../agents/outcomes";
 import { newPendingCharge, type ChargeView } from "../charges/service";
-import { guard, sqlStatement } from "../ledger/plan";
+import { guard, sqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
-import type { IdempotencySlot } from "../lib/idempotency";
+import type { IdempotencySlot } from "../db/idempotency";
 
 export interface DrawRequest {
   grantId: string;

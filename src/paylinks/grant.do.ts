@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { IdempotencySlot } from "../lib/idempotency";
+import type { IdempotencySlot } from "../db/idempotency";
 import type { Env } from "../env";
 import { serialQueue } from "../lib/serial";
 import { HeldFigures } from "../lib/held-figures";

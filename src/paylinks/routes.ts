@@ -6,7 +6,7 @@ import { paidBody, refusalError } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { grantObjectOf } from "./grant.do";
 import {
   acceptPaylinkByCode,

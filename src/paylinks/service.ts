@@ -2,7 +2,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { Env } from "../env";
 import type { Db } from "../db/client";
 import { merchants, paylinkGrants, paylinks } from "../db/schema";
-import { sqlStatement, type SqlStatement } from "../ledger/plan";
+import { sqlStatement, type SqlStatement } from "../db/statements";
 import { AGENT_FROZEN } from "../ledger/movements";
 import { walletOf } from "../agents/wallet.do";
 import { newId } from "../lib/ids";
@@ -10,7 +10,7 @@ import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
 import { ApiError } from "../lib/errors";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
 export type GrantRow = typeof paylinkGrants.$inferSelect;

@@ -1,10 +1,10 @@
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { merchants, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { decryptSecret, encryptSecret } from "../lib/encryption";
-import { nothingMore, writeTogether, type WithCreated } from "../db/batch";
+import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
@@ -30,6 +30,13 @@ export const deliveryView = (d: DeliveryRow) => ({
   createdAt: d.createdAt,
   deliveredAt: d.deliveredAt,
 });
+
+/**
+ * Whether the merchant an endpoint is scoped to exists. Read here rather than through merchants/: the
+ * outbox is written by the ledger, which the merchants' key rolls commit through, so webhooks sits below both.
+ */
+export const merchantExists = async (db: Db, merchantId: string) =>
+  Boolean(await db.select({ id: merchants.id }).from(merchants).where(eq(merchants.id, merchantId)).get());
 
 /** Registers an endpoint; its `whsec_` secret is returned here once and stored encrypted. */
 export async function createEndpoint(

@@ -1,6 +1,6 @@
 import { newId } from "../lib/ids";
-import { canonicalJson } from "../ledger/audit";
-import { appendRows, sqlStatement, type SqlStatement } from "../ledger/plan";
+import { canonicalJson } from "../lib/canonical-json";
+import { appendRows, sqlStatement, type SqlStatement } from "../db/statements";
 
 export const EVENT_TYPES = [
   "charge.created",

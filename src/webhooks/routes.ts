@@ -2,10 +2,9 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../lib/idempotency";
+import { answerInBatch } from "../auth/idempotency";
 import { redeliver, type RedeliverOutcome } from "./dispatch";
 import {
   createEndpoint,
@@ -16,6 +15,7 @@ import {
   getUndeletedEndpoint,
   listDeliveries,
   listEndpoints,
+  merchantExists,
   rotateEndpointSecret,
   type EndpointRow,
 } from "./endpoints";
@@ -62,7 +62,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     const verdict = checkWebhookUrl(body.url, settings.environment);
     if (!verdict.ok) throw urlIssue(verdict.reason);
     const db = c.get("db");
-    if (body.merchantId && !(await getMerchant(db, body.merchantId))) {
+    if (body.merchantId && !(await merchantExists(db, body.merchantId))) {
       throw new ApiError(400, "invalid_request", {
         issues: [{ path: "merchantId", code: "unknown_merchant", message: "no such merchant" }],
       });

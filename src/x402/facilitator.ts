@@ -1,5 +1,5 @@
 import type { Env, X402Settings } from "../env";
-import { receiptWithin, shortError } from "./chain";
+import { receiptWithin, shortError } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import { laneOf } from "./settler.do";
 import type { Terms } from "./terms";

@@ -2,7 +2,7 @@ import type { Env, X402Settings } from "../env";
 import { hdAddressAt } from "../lib/hd";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { rpcBatch, rpcCall, tokenCall } from "./chain";
+import { rpcBatch, rpcCall, tokenCall } from "../chain/client";
 
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;

@@ -5,9 +5,9 @@ import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "./chain";
+import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "../chain/client";
 import { CLOCK_SKEW_SECONDS } from "./verify";
-import { credit, release } from "./service";
+import { credit, release } from "./settlement";
 
 /** How far back to look for the transaction that used an authorization when we never learned its hash. */
 const LOG_LOOKBACK_BLOCKS = 50_000n;

@@ -1,7 +1,7 @@
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { dbOf } from "../db/client";
-import { executeBatch } from "../db/batch";
+import { executeBatch } from "../db/statements";
 import {
   chargeCreationStatements,
   chargeRowStatement,
@@ -10,21 +10,21 @@ import {
   type ChargeRow,
   type ChargeView,
 } from "../charges/service";
-import { ledgerOf } from "../ledger/ledger.do";
-import { linkActiveCheck, x402PaymentPlan } from "../ledger/movements";
-import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../ledger/plan";
-import { canonicalJson } from "../ledger/audit";
+import { linkActiveCheck } from "../ledger/movements";
+import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
+import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { isAddressEqual } from "viem";
-import { authorizationUsed } from "./chain";
+import { authorizationUsed } from "../chain/client";
 import { facilitatorOf, type Facilitator } from "./facilitator";
 import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { ensureReceivingAddress, receivingAddressStatement, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { termsFor, type Terms } from "./terms";
 import { verifyPayment } from "./verify";
+import { credit, release } from "./settlement";
 import { blocklistStatement } from "../kyt/screening";
 
 /** Outcomes of an x402 request; routes.ts maps each to a response. */
@@ -374,42 +374,4 @@ async function reserve(
     if (reason) return { kind: "refused", reason };
     throw error;
   }
-}
-
-/** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
-export async function credit(
-  env: Env,
-  x: X402Settings,
-  charge: ChargeRow,
-  paymentId: string,
-  payer: string,
-  transaction: string,
-): Promise<boolean> {
-  const result = await ledgerOf(env).commit(
-    x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
-  );
-  return result.kind === "committed";
-}
-
-/** A definitive failure: the reservation is marked failed and the charge is open to other payments again. */
-export async function release(
-  env: Env,
-  paymentId: string,
-  chargeId: string,
-  reason: string,
-  at: string,
-): Promise<void> {
-  await executeBatch(env.DB, [
-    sqlStatement(
-      "UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')",
-      reason.slice(0, 300),
-      at,
-      paymentId,
-    ),
-    sqlStatement(
-      "UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?",
-      chargeId,
-      paymentId,
-    ),
-  ]);
 }

@@ -4,7 +4,7 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
-import { rpcCall, shortError } from "./chain";
+import { rpcCall, shortError } from "../chain/client";
 import { gasAccountOf, type PreparedTransfer } from "./transfer";
 import { nowIso } from "../lib/time";
 import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";

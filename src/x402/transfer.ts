@@ -1,7 +1,7 @@
 import { encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { X402Settings } from "../env";
-import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type RpcAnswer } from "./chain";
+import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type RpcAnswer } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 

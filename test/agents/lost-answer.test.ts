@@ -6,7 +6,7 @@ import { newPendingCharge } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
 import { sha256Hex } from "../../src/lib/crypto";
-import { IDEMPOTENCY_TTL_MS, releaseReservation } from "../../src/lib/idempotency";
+import { IDEMPOTENCY_TTL_MS, releaseReservation } from "../../src/db/idempotency";
 import type { CommitResult } from "../../src/ledger/ledger.do";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import type { CommitPlan } from "../../src/ledger/plan";

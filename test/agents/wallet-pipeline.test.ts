@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { walletOf } from "../../src/agents/wallet.do";
 import { newPendingCharge } from "../../src/charges/service";
 import { ledgerOf } from "../../src/ledger/ledger.do";
-import { guard } from "../../src/ledger/plan";
+import { guard } from "../../src/db/statements";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 

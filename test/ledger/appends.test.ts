@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { appendRows, MAX_PARAMS, mergeAppends, sqlStatement } from "../../src/ledger/plan";
+import { appendRows, MAX_PARAMS, mergeAppends, sqlStatement } from "../../src/db/statements";
 
 /*
  * Appendable inserts (ledger entries, outbox events, audit rows): the ledger

@@ -1,6 +1,13 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { guard, guardReasonOf, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../../src/ledger/plan";
+import {
+  guard,
+  guardReasonOf,
+  guards,
+  sqlStatement,
+  type GuardCheck,
+  type SqlStatement,
+} from "../../src/db/statements";
 
 /*
  * Guards in one statement (`guards`) abort a batch exactly as the same guards

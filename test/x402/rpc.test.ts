@@ -2,11 +2,11 @@ import { env } from "cloudflare:workers";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/env";
-import { rpcCall } from "../../src/x402/chain";
+import { rpcCall } from "../../src/chain/client";
 import { refuseAtRelay } from "../helpers/x402";
 
 /*
- * The settlement path's own JSON-RPC calls (src/x402/chain.ts), through the test relay in front of
+ * The settlement path's own JSON-RPC calls (src/chain/client.ts), through the test relay in front of
  * the chain. Each case reads a fresh random address, so its refusal meets no other file's calls.
  */
 const x = () => settingsOf(env).x402!;

@@ -6,7 +6,7 @@ import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/env";
 import { setFaultHook } from "../../src/lib/faults";
-import { EIP3009_ABI } from "../../src/x402/chain";
+import { EIP3009_ABI } from "../../src/chain/client";
 import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";

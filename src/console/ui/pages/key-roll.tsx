@@ -1,4 +1,4 @@
-import type { RolledKey } from "../../../auth/keys";
+import type { RolledKey } from "../../../keys/roll";
 
 /** The choices of grace the pages offer; the API takes any number of seconds up to 7 days. */
 const GRACE_CHOICES = [

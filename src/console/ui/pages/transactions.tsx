@@ -1,4 +1,4 @@
-import type { AuditRow, ChainVerdict } from "../../../ledger/audit";
+import type { AuditRow, ChainVerdict } from "../../../audit/chain";
 import { usd } from "../layout";
 
 /** The page shows this many rows; the CSV has them all. */

@@ -3,7 +3,7 @@ import type { AppEnv } from "../../../app-env";
 import { CreateAgentBody, CreditBody, FreezeBody } from "../../../agents/routes";
 import { agentView, createAgent, getAgent, listAgents } from "../../../agents/service";
 import { walletOf } from "../../../agents/wallet.do";
-import { RollKeyBody, rollKey } from "../../../auth/keys";
+import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { chargeView, listAgentChargesByPaidAt } from "../../../charges/service";
 import { amountMinor } from "../../../lib/money";
 import { AMOUNT_RULE, field, form, GRACE_RULE, graceFromForm, optionalCents, policyFromForm } from "../forms";

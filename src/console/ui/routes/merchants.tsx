@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../app-env";
-import { RollKeyBody, rollKey } from "../../../auth/keys";
+import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { RegisterBody } from "../../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../../merchants/service";
 import { field, form, GRACE_RULE, graceFromForm } from "../forms";

@@ -4,7 +4,7 @@ import type { AppEnv } from "../../../app-env";
 import { csvExportResponse } from "../../../audit/csv";
 import { ExportQuery, exportRange } from "../../../audit/routes";
 import { auditPage, auditRowOf, auditRows } from "../../../audit/service";
-import { verifyChain } from "../../../ledger/audit";
+import { verifyChain } from "../../../audit/chain";
 import { ApiError } from "../../../lib/errors";
 import { issuesOf } from "../../../lib/validation";
 import { receivingReport } from "../../../x402/receiving";

@@ -1,85 +1,21 @@
 import type { Context, Next } from "hono";
 import type { AppEnv } from "../app-env";
-import { ApiError } from "./errors";
-import { sha256Hex } from "./crypto";
-import { nowIso } from "./time";
-import { decryptSecret, encryptSecret } from "./encryption";
-import { guard, sqlStatement, type SqlStatement } from "../ledger/plan";
-import { faultPoint } from "./faults";
+import {
+  ABANDONED_AFTER_MS,
+  IDEMPOTENCY_TTL_MS,
+  releaseReservation,
+  storeAnswer,
+  storeResponseStatements,
+  type IdempotencySlot,
+} from "../db/idempotency";
+import type { SqlStatement } from "../db/statements";
+import { sha256Hex } from "../lib/crypto";
+import { decryptSecret, encryptSecret } from "../lib/encryption";
+import { ApiError } from "../lib/errors";
+import { faultPoint } from "../lib/faults";
+import { nowIso } from "../lib/time";
 
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
-export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
-/**
- * A reservation still `in_progress` after this long lost its request (a crash
- * between the effect and storing the response). The same request may then
- * take it over and run again: every money path is guarded in its batch, so
- * running again ends in the one effect that already happened (or makes it).
- */
-export const ABANDONED_AFTER_MS = 60_000;
-
-/** The reserved key of the request being run, for storing its response in the batch of its effect. */
-export interface IdempotencySlot {
-  scope: string;
-  key: string;
-  /** This reservation's `created_at`: a key freed and reserved again, or taken over, is another reservation. */
-  reservedAt: string;
-}
-
-const STORE_RESPONSE = `UPDATE idempotency_keys SET status = 'done', response_status = ?, response_content_type = 'application/json', response_body = `;
-const STILL_RESERVED = " WHERE scope = ? AND key = ? AND status = 'in_progress' AND created_at = ?";
-const reservationOf = (slot: IdempotencySlot) => [slot.scope, slot.key, slot.reservedAt];
-
-/**
- * Aborts the batch unless this request still holds its reservation. A request
- * that failed (5xx) frees its key for a retry; a batch of its that reaches D1
- * only afterwards (its caller gave up on an answer that was still coming) must
- * not land: the retry runs the effect again, and a checkout payment or a draw
- * makes a new charge each time, so both would. D1 orders the two writes, so
- * either the batch landed first (the key is done and the retry replays it) or
- * it is refused here.
- */
-const reservationHeld = (slot: IdempotencySlot): SqlStatement =>
-  guard("idempotency_key_released", `EXISTS (SELECT 1 FROM idempotency_keys${STILL_RESERVED})`, ...reservationOf(slot));
-
-/**
- * The statements that store a JSON response for `slot` inside the batch of the
- * effect it reports, so the effect and its answer commit together: a crash
- * after the batch still replays this exact answer; and that refuse the whole
- * batch if the key was freed meanwhile (`reservationHeld`). `body` is stored as
- * given: encrypt it first (`encryptSecret`) when it carries a key shown once.
- */
-export const storeResponseStatements = (slot: IdempotencySlot, status: number, body: string): SqlStatement[] => [
-  reservationHeld(slot),
-  sqlStatement(`${STORE_RESPONSE}?${STILL_RESERVED}`, status, body, ...reservationOf(slot)),
-];
-
-/**
- * As `storeResponseStatements`, for an answer that names a figure only the batch
- * itself knows (a balance after the payment): `template` is the JSON answer with
- * `"<field>":<PENDING_FIGURE>` in that place, and the batch writes in the value
- * of `figureSql` (a scalar subquery run after the batch's own writes). The token
- * carries raw quotes, which JSON never leaves unescaped inside a string, so no
- * text a user supplied can be mistaken for it.
- */
-export const storeTemplateStatements = (
-  slot: IdempotencySlot,
-  status: number,
-  template: string,
-  field: string,
-  figureSql: string,
-  ...figureParams: SqlStatement["params"]
-): SqlStatement[] => [
-  reservationHeld(slot),
-  sqlStatement(
-    `${STORE_RESPONSE}replace(?, ?, ? || (${figureSql}))${STILL_RESERVED}`,
-    status,
-    template,
-    `"${field}":${PENDING_FIGURE}`,
-    `"${field}":`,
-    ...figureParams,
-    ...reservationOf(slot),
-  ),
-];
 
 /**
  * The statements that store a create's answer in the create's own batch,
@@ -94,16 +30,6 @@ export async function answerInBatch(c: Context<AppEnv>, status: number, body: ob
     await encryptSecret(c.get("settings").webhookSecretsKey, JSON.stringify(body)),
   );
 }
-
-/** Frees a reservation that keeps no answer: this one only (another request may have taken the key over). */
-export const releaseReservation = (db: D1Database, slot: IdempotencySlot) =>
-  db
-    .prepare(`DELETE FROM idempotency_keys${STILL_RESERVED}`)
-    .bind(...reservationOf(slot))
-    .run();
-
-/** Stands in the template for the figure the batch writes (see `storeTemplateStatements`). */
-export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
 
 /**
  * Answers never kept under a key: the request failed validation (400, or 415
@@ -205,12 +131,7 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
       // Encrypted at rest: a first response may carry a key shown once (a new merchant's, agent's or endpoint's).
       // An answer already stored in its effect's batch is left as it is.
       const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
-      await db
-        .prepare(
-          `UPDATE idempotency_keys SET status = 'done', response_status = ?, response_body = ?, response_content_type = ?${STILL_RESERVED}`,
-        )
-        .bind(status, body, c.res.headers.get("content-type"), ...reservationOf(slot))
-        .run();
+      await storeAnswer(db, slot, status, body, c.res.headers.get("content-type"));
       stored = true;
     }
   } finally {

@@ -1,10 +1,11 @@
 import { z } from "zod";
 import type { Env } from "../env";
 import { ledgerOf } from "../ledger/ledger.do";
-import { guards, sqlStatement, type CommitPlan, type SqlStatement } from "../ledger/plan";
+import { guards, sqlStatement, type SqlStatement } from "../db/statements";
+import type { CommitPlan } from "../ledger/plan";
 import { newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { hashApiKey } from "./credentials";
+import { hashApiKey } from "../auth/credentials";
 
 /** Whose key is rolled: an agent's (`svc_sk_`) or a merchant's (`sk_mch_`). */
 export interface KeyHolder {

@@ -1,5 +1,25 @@
+import { appendRows, mergeAppends, type SqlStatement } from "../db/statements";
+import { canonicalJson } from "../lib/canonical-json";
 import { sha256HexSync } from "../lib/crypto";
-import { appendRows, mergeAppends, type AuditDraft, type SqlStatement } from "./plan";
+
+/*
+ * The audit chain: every row names its predecessor's hash, so a changed,
+ * dropped or inserted row breaks it. The ledger's sequencer appends the rows
+ * (ledger/ledger.do.ts); the export and verification read them back.
+ */
+
+/** An audit event a commit plan asks the sequencer to append, before it has a place in the chain. */
+export interface AuditDraft {
+  type: string;
+  reference: string | null;
+  chargeId: string | null;
+  agentId: string | null;
+  merchantId: string | null;
+  amountMinor: number;
+  currency: string;
+  data: Record<string, unknown>;
+  createdAt: string;
+}
 
 export const GENESIS_HASH = "0".repeat(64);
 
@@ -8,16 +28,6 @@ export interface AuditRow extends AuditDraft {
   seq: number;
   prevHash: string;
   hash: string;
-}
-
-/** JSON with object keys sorted at every depth, so equal content hashes equally. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== "object") return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
 }
 
 /** The content a row's hash covers: everything but the hashes themselves. */

@@ -1,0 +1,50 @@
+import type { ChargeRow } from "../charges/service";
+import { executeBatch, sqlStatement } from "../db/statements";
+import type { Env, X402Settings } from "../env";
+import { ledgerOf } from "../ledger/ledger.do";
+import { x402PaymentPlan } from "../ledger/movements";
+import { nowIso } from "../lib/time";
+
+/*
+ * How a settlement ends, whoever learns it: the request that settled (service.ts) or the
+ * reconciliation that asked the chain later (reconcile.ts). Kept apart from both so the
+ * settler, which reconciles, never reaches back into the request path.
+ */
+
+/** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
+export async function credit(
+  env: Env,
+  x: X402Settings,
+  charge: ChargeRow,
+  paymentId: string,
+  payer: string,
+  transaction: string,
+): Promise<boolean> {
+  const result = await ledgerOf(env).commit(
+    x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
+  );
+  return result.kind === "committed";
+}
+
+/** A definitive failure: the reservation is marked failed and the charge is open to other payments again. */
+export async function release(
+  env: Env,
+  paymentId: string,
+  chargeId: string,
+  reason: string,
+  at: string,
+): Promise<void> {
+  await executeBatch(env.DB, [
+    sqlStatement(
+      "UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')",
+      reason.slice(0, 300),
+      at,
+      paymentId,
+    ),
+    sqlStatement(
+      "UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?",
+      chargeId,
+      paymentId,
+    ),
+  ]);
+}
