@@ -21,6 +21,7 @@ import {
 } from "../ledger/movements";
 import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../ledger/plan";
 import { canonicalJson } from "../ledger/audit";
+import { codeWith, type CodeWith } from "../lib/error-codes";
 import { faultPoint } from "../lib/faults";
 import { newId } from "../lib/ids";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
@@ -49,9 +50,9 @@ export interface ResponseSlot extends IdempotencySlot {
 export type PayOutcome =
   | { kind: "paid"; charge: ChargeView; merchantBalanceMinor: number }
   | { kind: "approval"; approvalId: string; reason: string; expiresAt: string; charge: ChargeView }
-  | { kind: "rejected"; reason: string }
-  | { kind: "conflict"; reason: string }
-  | { kind: "not_found"; reason: string }
+  | { kind: "rejected"; reason: CodeWith<402> }
+  | { kind: "conflict"; reason: CodeWith<409> }
+  | { kind: "not_found"; reason: CodeWith<404> }
   /** The agent is frozen: nothing of its money moves (403 to the agent, 409 to a merchant's draw or a grant). */
   | { kind: "frozen" };
 
@@ -355,7 +356,9 @@ async function commitPayment(
     const frozen = result.reason === AGENT_FROZEN;
     end(balance || frozen ? "unsure" : "unchanged");
     if (frozen) return { kind: "frozen" };
-    return balance ? { kind: "rejected", reason: result.reason } : { kind: "conflict", reason: result.reason };
+    return balance
+      ? { kind: "rejected", reason: POLICY_REASONS.balance }
+      : { kind: "conflict", reason: codeWith(409, result.reason) };
   }
   end("committed");
   faultPoint("payment.after_commit");
@@ -552,7 +555,7 @@ async function requestApproval(
     if (message.includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
     const guarded = guardReasonOf(error);
     if (guarded === AGENT_FROZEN) return { kind: "frozen" };
-    if (guarded) return { kind: "conflict", reason: guarded };
+    if (guarded) return { kind: "conflict", reason: codeWith(409, guarded) };
     throw error;
   }
   return { kind: "approval", ...held };
