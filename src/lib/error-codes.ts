@@ -89,10 +89,12 @@ export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 
 export type BudgetLeftCode = `excede_presupuesto_restante_${number}`;
 const BUDGET_LEFT = /^excede_presupuesto_restante_\d+$/;
 /** How the document names the budget code, its figure left open. */
-export const BUDGET_LEFT_PATTERN = "excede_presupuesto_restante_<N>";
+export const BUDGET_LEFT_PATTERN = "excede_presupuesto_restante_<N>" as const;
 
 export type FixedErrorCode = keyof typeof ERROR_CODES;
 export type ErrorCode = FixedErrorCode | BudgetLeftCode;
+/** A code as the document lists it: the budget code with its figure left open. */
+export type DocumentedCode = FixedErrorCode | typeof BUDGET_LEFT_PATTERN;
 
 type StatusesOf<E> = E extends readonly (infer S)[] ? S : E;
 /** The status (or statuses) a code is answered with. */
@@ -128,7 +130,7 @@ export function codeWith<S extends ErrorStatus>(status: S, reason: string): Code
 }
 
 /** Every status a code may be answered with. */
-export function knownStatuses(code: ErrorCode): readonly ErrorStatus[] {
+export function knownStatuses(code: ErrorCode | DocumentedCode): readonly ErrorStatus[] {
   if (!Object.hasOwn(ERROR_CODES, code)) return [402];
   const entry: ErrorStatus | readonly ErrorStatus[] = ERROR_CODES[code as FixedErrorCode];
   return typeof entry === "number" ? [entry] : entry;
