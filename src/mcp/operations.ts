@@ -44,7 +44,9 @@ export const MCP_OPERATIONS: Operation[] = [
       summary: method === "get" ? "No server-to-client stream (stateless)" : "No session to end (stateless)",
       tag: "MCP",
       auth: "agent",
-      responses: { 405: { ...error("`method_not_allowed`: only POST."), headers: { Allow: "POST" } } },
+      responses: {
+        405: { ...error("`method_not_allowed`: only POST.", "method_not_allowed"), headers: { Allow: "POST" } },
+      },
     }),
   ),
 ];
