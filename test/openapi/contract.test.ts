@@ -102,18 +102,6 @@ describe("the document", () => {
     expect(routes.size).toBeGreaterThan(60);
   });
 
-  it("lists the error codes of every JSON refusal, each answered with that status (src/lib/error-codes.ts)", () => {
-    for (const [key, op] of operationsOf(doc)) {
-      for (const status of Object.keys(op.responses).filter((s) => Number(s) >= 400)) {
-        const response = rec.response(op, Number(status))!;
-        const media = response.content?.["application/json"];
-        // JSON-RPC transport refusals carry an error object, not a code.
-        if (!media || JSON.stringify(media.schema).endsWith('JsonRpcTransportError"}')) continue;
-        expect(response["x-error-codes"]?.length, `${key} ${status}`).toBeGreaterThan(0);
-      }
-    }
-  });
-
   it("documents each path parameter of each operation", () => {
     for (const [key, op] of operationsOf(doc)) {
       const names = [...key.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
