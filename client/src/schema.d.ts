@@ -1393,6 +1393,19 @@ export interface components {
             verdict: "pass" | "block";
             reason: string;
         };
+        BlocklistEntry: {
+            address: string;
+            reason: string;
+            addedBy: string;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        BlocklistList: {
+            entries: components["schemas"]["BlocklistEntry"][];
+        };
+        BlocklistAdded: {
+            entry: components["schemas"]["BlocklistEntry"];
+        };
         MerchantRegistered: {
             merchantId: string;
             /** @description Shown exactly once; only its SHA-256 hash is stored. */
@@ -1435,18 +1448,15 @@ export interface components {
             verdict: "block";
             reason: string;
         };
-        BlocklistEntry: {
-            address: string;
-            reason: string;
-            addedBy: string;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        BlocklistList: {
-            entries: components["schemas"]["BlocklistEntry"][];
-        };
-        BlocklistAdded: {
-            entry: components["schemas"]["BlocklistEntry"];
+        MerchantKeyRolled: {
+            merchantId: string;
+            /** @description Shown exactly once. */
+            apiKey: string;
+            /**
+             * Format: date-time
+             * @description Until then the key this one replaces still works (now, for a grace of 0); after it, 401.
+             */
+            previousKeyExpiresAt: string;
         };
         Charge: {
             chargeId: string;
@@ -1607,16 +1617,6 @@ export interface components {
         };
         AgentKeyRolled: {
             agentId: string;
-            /** @description Shown exactly once. */
-            apiKey: string;
-            /**
-             * Format: date-time
-             * @description Until then the key this one replaces still works (now, for a grace of 0); after it, 401.
-             */
-            previousKeyExpiresAt: string;
-        };
-        MerchantKeyRolled: {
-            merchantId: string;
             /** @description Shown exactly once. */
             apiKey: string;
             /**
@@ -1914,12 +1914,6 @@ export interface components {
                 data?: unknown;
             };
         };
-        PolicyInput: {
-            maxPerTransactionUsdCents?: number | null;
-            dailyLimitUsdCents?: number | null;
-            allowedCategories?: string[] | null;
-            approvalThresholdUsdCents?: number | null;
-        };
         RegisterMerchantRequest: {
             name: string;
             category?: string;
@@ -1964,6 +1958,12 @@ export interface components {
             agentId: string;
             amountUsdCents: number;
             description?: string;
+        };
+        PolicyInput: {
+            maxPerTransactionUsdCents?: number | null;
+            dailyLimitUsdCents?: number | null;
+            allowedCategories?: string[] | null;
+            approvalThresholdUsdCents?: number | null;
         };
         CreateAgentRequest: {
             name: string;

@@ -1,14 +1,15 @@
 import type { Context } from "hono";
 import type { ChargeView } from "../charges/service";
+import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 
 /** Outcomes of a wallet operation; routes map each to a status in one table (`outcomeReply`). */
 export type PayOutcome =
   | { kind: "paid"; charge: ChargeView; merchantBalanceMinor: number }
   | { kind: "approval"; approvalId: string; reason: string; expiresAt: string; charge: ChargeView }
-  | { kind: "rejected"; reason: string }
-  | { kind: "conflict"; reason: string }
-  | { kind: "not_found"; reason: string }
+  | { kind: "rejected"; reason: CodeWith<402> }
+  | { kind: "conflict"; reason: CodeWith<409> }
+  | { kind: "not_found"; reason: CodeWith<404> }
   /** The agent is frozen: nothing of its money moves (403 to the agent, 409 to a merchant's draw or a grant). */
   | { kind: "frozen" };
 

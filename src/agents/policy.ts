@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { INSUFFICIENT_BALANCE, type CodeWith } from "../lib/error-codes";
 import { amountMinor } from "../lib/money";
 
 const limit = amountMinor.nullable().optional();
@@ -39,7 +40,7 @@ export const POLICY_REASONS = {
   perTransaction: "excede_tope_por_transaccion",
   category: "categoria_no_permitida",
   daily: "excede_limite_diario",
-  balance: "saldo_insuficiente",
+  balance: INSUFFICIENT_BALANCE,
   approval: "requiere_aprobacion_humana",
 } as const;
 
@@ -55,7 +56,7 @@ export interface PaymentContext {
 
 export type PolicyDecision =
   | { kind: "pay" }
-  | { kind: "reject"; reason: string }
+  | { kind: "reject"; reason: CodeWith<402> }
   | { kind: "approval"; reason: string };
 
 /**

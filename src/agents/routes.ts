@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
+import { codeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -77,7 +78,7 @@ export const agentRoutes = new Hono<AppEnv>()
       if (!result.ok)
         throw result.reason === "agent_not_found"
           ? new ApiError(404, "agent_not_found")
-          : new ApiError(409, result.reason);
+          : new ApiError(409, codeWith(409, result.reason));
       return c.json(creditBody(result.balanceMinor));
     },
   )

@@ -1,3 +1,4 @@
+import { codeWith } from "../lib/error-codes";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { chargeView } from "../charges/service";
@@ -100,7 +101,7 @@ export async function requestApproval(
     if (message.includes("UNIQUE constraint failed")) return { kind: "conflict", reason: "charge_awaiting_approval" };
     const guarded = guardReasonOf(error);
     if (guarded === AGENT_FROZEN) return { kind: "frozen" };
-    if (guarded) return { kind: "conflict", reason: guarded };
+    if (guarded) return { kind: "conflict", reason: codeWith(409, guarded) };
     throw error;
   }
   return { kind: "approval", ...held };

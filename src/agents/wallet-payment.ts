@@ -1,3 +1,4 @@
+import { codeWith } from "../lib/error-codes";
 import type { Env } from "../env";
 import { chargeView } from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
@@ -147,7 +148,9 @@ export async function commitPayment(
     const frozen = result.reason === AGENT_FROZEN;
     end(balance || frozen ? "unsure" : "unchanged");
     if (frozen) return { kind: "frozen" };
-    return balance ? { kind: "rejected", reason: result.reason } : { kind: "conflict", reason: result.reason };
+    return balance
+      ? { kind: "rejected", reason: POLICY_REASONS.balance }
+      : { kind: "conflict", reason: codeWith(409, result.reason) };
   }
   end("committed");
   faultPoint("payment.after_commit");

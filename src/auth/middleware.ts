@@ -1,12 +1,13 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
+import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { idempotent } from "./idempotency";
 import { enforceRateLimit } from "../lib/rate-limit";
 import { resolveCredential, type Actor, type ActorKind } from "./credentials";
 
 /** The 401 message names the credential the route expects. */
-export const CREDENTIAL_REQUIRED: Record<ActorKind, string> = {
+export const CREDENTIAL_REQUIRED: Record<ActorKind, CodeWith<401>> = {
   merchant: "merchant_api_key_required",
   agent: "agent_api_key_required",
   console: "console_session_required",
@@ -37,11 +38,11 @@ export const requireActor = <K extends ActorKind>(expected: K, options: { idempo
         c.set("actor", { kind: "console", email: DEV_CONSOLE_USER });
         return next();
       }
-      throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
+      throw new ApiError(401, CREDENTIAL_REQUIRED[expected as ActorKind]);
     }
-    if (token === null) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
+    if (token === null) throw new ApiError(401, CREDENTIAL_REQUIRED[expected as ActorKind]);
     const actor = await resolveCredential(c.get("db"), c.get("settings"), token);
-    if (!actor) throw new ApiError(401, CREDENTIAL_REQUIRED[expected]);
+    if (!actor) throw new ApiError(401, CREDENTIAL_REQUIRED[expected as ActorKind]);
     if (actor.kind !== expected)
       throw new ApiError(403, "credential_not_allowed", {
         expected: CREDENTIAL_REQUIRED[expected].replace(/_required$/, ""),

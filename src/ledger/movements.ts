@@ -2,6 +2,7 @@ import { outboxEvent, outboxEvents } from "../webhooks/outbox";
 import { guard, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
+import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 
 export interface PayableCharge {
   id: string;
@@ -130,7 +131,7 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
     statements: [
       ...(p.prelude ?? []),
       guards(...payableChecks(charge), agentNotFrozenCheck(p.agentId), [
-        "saldo_insuficiente",
+        INSUFFICIENT_BALANCE,
         "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)",
         p.agentId,
         charge.amountMinor,

@@ -1,6 +1,9 @@
 import { z } from "zod";
-import { OPERATIONS, requestSchemas, TAGS, type Auth, type Operation, type ResponseSpec } from "./operations";
-import { responseSchemas } from "./schemas";
+import type { Auth, Operation, ResponseSpec } from "../lib/api-operation";
+import { requestSchemas, responseSchemas } from "../lib/api-shapes";
+import { knownStatuses } from "../lib/error-codes";
+import { OPERATIONS } from "./operations";
+import { TAGS } from "./tags";
 
 type Json = Record<string, unknown>;
 
@@ -24,6 +27,8 @@ export interface ResponseObject {
   description: string;
   headers?: Json;
   content?: Record<string, { schema: Json }>;
+  /** The `error` codes this answer may carry (src/lib/error-codes.ts). */
+  "x-error-codes"?: string[];
 }
 
 export interface OperationObject {
@@ -107,7 +112,7 @@ function parametersOf(op: Operation): Json[] {
   return parameters;
 }
 
-function responseOf(spec: ResponseSpec): ResponseObject {
+function responseOf(spec: ResponseSpec, status: number): ResponseObject {
   const out: ResponseObject = { description: spec.description };
   if (spec.headers) {
     out.headers = Object.fromEntries(
@@ -125,13 +130,25 @@ function responseOf(spec: ResponseSpec): ResponseObject {
       [spec.contentType]: { schema: spec.contentType === "application/json" ? { type: "object" } : { type: "string" } },
     };
   }
+  if (spec.errors?.length) {
+    for (const code of spec.errors)
+      if (!knownStatuses(code).includes(status as never))
+        throw new Error(
+          `openapi: ${code} is listed under ${status}, but ERROR_CODES answers it with ${knownStatuses(code)}`,
+        );
+    out["x-error-codes"] = [...spec.errors];
+  }
   return out;
 }
 
 /** A shared response once under components.responses, referred to from each operation. */
-function responseRefOf(spec: ResponseSpec, shared: Record<string, ResponseObject>): ResponseObject | { $ref: string } {
-  if (!spec.component) return responseOf(spec);
-  const object = responseOf(spec);
+function responseRefOf(
+  spec: ResponseSpec,
+  status: number,
+  shared: Record<string, ResponseObject>,
+): ResponseObject | { $ref: string } {
+  const object = responseOf(spec, status);
+  if (!spec.component) return object;
   const existing = shared[spec.component];
   if (existing && JSON.stringify(existing) !== JSON.stringify(object))
     throw new Error(`openapi: two responses named ${spec.component}`);
@@ -167,7 +184,7 @@ function operationObject(op: Operation, shared: Record<string, ResponseObject>):
   for (const status of Object.keys(op.responses)
     .map(Number)
     .sort((a, b) => a - b))
-    out.responses[String(status)] = responseRefOf(op.responses[status]!, shared);
+    out.responses[String(status)] = responseRefOf(op.responses[status]!, status, shared);
   return out;
 }
 
@@ -179,7 +196,9 @@ function build(): OpenApiDocument {
 
   const paths: OpenApiDocument["paths"] = {};
   const shared: Record<string, ResponseObject> = {};
+  const tags = new Set<string>(TAGS.map((t) => t.name));
   for (const op of OPERATIONS) {
+    if (!tags.has(op.tag)) throw new Error(`openapi: ${op.operationId} has an unknown tag ${op.tag}`);
     const path = openApiPath(op.path);
     paths[path] ??= {};
     const item = paths[path];
@@ -200,11 +219,11 @@ function build(): OpenApiDocument {
         "",
         "**Credentials.** `Authorization: Bearer <credential>`: a merchant key (`sk_mch_...`), an agent key (`svc_sk_...`) or a console session token (a JWT). A missing or invalid credential is 401 naming the one expected; a valid one of another kind is 403.",
         "",
-        '**Errors.** Every failure is `{ "error": <string> }`; an invalid request is 400 `invalid_request` with `issues`. Amounts are integer USD cents.',
+        '**Errors.** Every failure is `{ "error": <string> }`; an invalid request is 400 `invalid_request` with `issues`. Each response lists the codes it may carry in `x-error-codes`; a code is answered with one status, except `agent_frozen`: 403 to the agent itself, 409 to a merchant\'s draw or a console grant. Amounts are integer USD cents.',
         "",
         "**JSON bodies.** UTF-8 without a byte-order mark (RFC 8259): another `charset` in `Content-Type`, or a byte-order mark, is 415 `unsupported_media_type`. Bytes that are not UTF-8, a key twice in one object (at any depth), or a string or key with a lone UTF-16 surrogate (`\\ud800`): each is 400 `invalid_request`, and nothing is created. `POST /mcp` refuses the same bodies as JSON-RPC errors (415, or 400 with code -32700).",
         "",
-        "**Tags.** *Interface* is the contract's surface (interface.md); *Operations* are the operations operations.md adds; *Service extras* and *Console pages* are what the service adds beyond both.",
+        "**Tags.** *Interface* is the service's API for merchants and agents; *Operations* is the console's API for operators; *Service extras* are what the service adds for operators and agents beside them; *Console pages* are the web console.",
       ].join("\n"),
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",

@@ -9,6 +9,7 @@ import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
+import type { ErrorCode } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
@@ -167,7 +168,7 @@ export const acceptRefusal = (o: Exclude<AcceptOutcome, { kind: "accepted" }>) =
 
 export type AcceptOutcome =
   | { kind: "accepted"; grantId: string; paylink: ReturnType<typeof paylinkPublicView> }
-  | { kind: "not_found" | "conflict" | "frozen"; reason: string };
+  | { kind: "not_found" | "conflict" | "frozen"; reason: ErrorCode };
 
 /**
  * The agent accepts a PayLink by its code: idempotent per (PayLink, agent), so

@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { checkoutLinkForPayment } from "../checkout/service";
 import { chargeView, getCharge } from "../charges/service";
+import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { validate, pathId } from "../lib/validation";
@@ -47,7 +48,7 @@ function settlementHeaders(c: Context<AppEnv>, settlement: Record<string, unknow
 function paymentRequired(
   c: Context<AppEnv>,
   terms: Terms,
-  error: string,
+  error: CodeWith<402>,
   extra: Record<string, unknown> = {},
   settlement?: Record<string, unknown>,
 ) {

@@ -87,12 +87,21 @@ export class ContractRecorder {
         true,
       );
       if (mediaType === "application/json") {
+        const body = JSON.parse(res.text);
         this.expectValid(
           `${method} ${template} ${res.status}`,
           media.schema,
-          JSON.parse(res.text),
+          body,
           `${label}: body does not match the documented schema`,
         );
+        // A refusal's code is one the response lists (src/lib/error-codes.ts), the budget code by its pattern.
+        if (res.status >= 400 && typeof body?.error === "string") {
+          const listed = (documented!["x-error-codes"] ?? []).map((code) => code.replace("<N>", "\\d+"));
+          expect(
+            listed.some((code) => new RegExp(`^${code}$`).test(body.error)),
+            `${label}: error ${body.error} is not among the documented codes ${listed.join(", ")}`,
+          ).toBe(true);
+        }
       }
     } else {
       expect(res.text, `${label}: documented without a body`).toBe("");

@@ -1,0 +1,63 @@
+import { json, error, INVALID, OVERLOADED, type Operation } from "../lib/api-operation";
+import { ApprovalGranted, ApprovalList, ApprovalRejected } from "./responses";
+import { ApprovalParam, ListQuery } from "./routes";
+
+/** Approvals held for a human. */
+export const APPROVAL_OPERATIONS: Operation[] = [
+  {
+    method: "get",
+    path: "/console/approvals",
+    operationId: "listApprovals",
+    summary: "List approvals",
+    tag: "Console approvals",
+    auth: "console",
+    query: ListQuery,
+    responses: { 200: json(ApprovalList, "Approvals, newest first."), 400: INVALID },
+  },
+  {
+    method: "post",
+    path: "/approvals/:id/grant",
+    operationId: "grantApproval",
+    summary: "Grant an approval",
+    description:
+      "Pays the held charge; 402 if the balance or hard limits no longer allow it (the approval stays pending).",
+    tag: "Approvals",
+    auth: "console",
+    params: ApprovalParam,
+    responses: {
+      200: json(ApprovalGranted, "Granted; the charge is paid."),
+      402: error(
+        "The policy or balance refuses it now.",
+        "excede_tope_por_transaccion",
+        "categoria_no_permitida",
+        "excede_limite_diario",
+        "saldo_insuficiente",
+      ),
+      404: error("`approval_not_found`.", "approval_not_found"),
+      409: error(
+        "The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), the checkout link it was born from is disabled (`checkout_link_disabled`), or the agent is frozen (`agent_frozen`; the approval stays pending).",
+        "approval_not_pending",
+        "approval_expired",
+        "charge_not_pending",
+        "checkout_link_disabled",
+        "agent_frozen",
+      ),
+      503: OVERLOADED,
+    },
+  },
+  {
+    method: "post",
+    path: "/approvals/:id/reject",
+    operationId: "rejectApproval",
+    summary: "Reject an approval",
+    description: "The charge stays pending.",
+    tag: "Approvals",
+    auth: "console",
+    params: ApprovalParam,
+    responses: {
+      200: json(ApprovalRejected, "Rejected."),
+      404: error("`approval_not_found`.", "approval_not_found"),
+      409: error("Not pending (`approval_not_pending`), or expired.", "approval_not_pending", "approval_expired"),
+    },
+  },
+];

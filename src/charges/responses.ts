@@ -1,0 +1,46 @@
+import { z } from "zod";
+import { named, prefixed, Timestamp, Cents, Usd } from "../lib/api-shapes";
+
+/** Response bodies: Charges, and paying one from an agent wallet. */
+
+export const Charge = named(
+  "Charge",
+  z.strictObject({
+    chargeId: prefixed("charge"),
+    merchantId: prefixed("merchant"),
+    agentId: prefixed("agent")
+      .nullable()
+      .describe("Null while unpaid, and for an x402 payment (the payer is an address)."),
+    amountMinor: z.number().int().positive(),
+    currency: Usd,
+    description: z.string().nullable(),
+    externalId: z.string().nullable(),
+    status: z.enum(["pending", "paid"]),
+    method: z.enum(["ledger", "x402", "paylink"]).nullable(),
+    reference: z
+      .string()
+      .nullable()
+      .describe("`PAY_...` for ledger and PayLink payments; the transaction hash for x402."),
+    createdAt: Timestamp,
+    paidAt: Timestamp.nullable(),
+  }),
+);
+
+export const ChargeList = named("ChargeList", z.strictObject({ charges: z.array(Charge) }));
+
+export const ChargePaid = named(
+  "ChargePaid",
+  z.strictObject({ paid: z.literal(true), charge: Charge, merchantBalanceMinor: Cents }),
+);
+
+export const PendingApproval = named(
+  "PendingApproval",
+  z.strictObject({
+    pendingApproval: z.literal(true),
+    reason: z.string(),
+    approvalId: prefixed("approval"),
+    expiresAt: Timestamp,
+    charge: Charge,
+  }),
+  "The payment is held for a human (status 402): nothing was charged. Paying again while it is pending returns the same approval.",
+);

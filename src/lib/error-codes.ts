@@ -1,0 +1,137 @@
+/**
+ * Every `error` the service answers, and the HTTP status it is answered with.
+ * `ApiError` takes only these codes (a typo is a type error) and the OpenAPI
+ * document lists each operation's codes from here. The Spanish codes are part
+ * of the contract and stay as they are.
+ */
+export const ERROR_CODES = {
+  // The request itself
+  invalid_request: 400,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  not_found: 404,
+  method_not_allowed: 405,
+  too_many_requests: 429,
+  internal_error: 500,
+  overloaded: 503,
+  csrf_token_invalid: 403,
+  idempotency_key_reused: 409,
+  idempotency_key_in_use: 409,
+  /** The payment's batch found its Idempotency-Key reservation gone. */
+  idempotency_key_released: 409,
+
+  // Credentials and console sign-in
+  merchant_api_key_required: 401,
+  agent_api_key_required: 401,
+  console_session_required: 401,
+  credential_not_allowed: 403,
+  invalid_code: 401,
+  access_assertion_required: 401,
+  access_assertion_invalid: 401,
+  not_a_console_user: 403,
+  access_sign_in_not_configured: 404,
+
+  // Unknown objects
+  merchant_not_found: 404,
+  agent_not_found: 404,
+  charge_not_found: 404,
+  checkout_link_not_found: 404,
+  paylink_not_found: 404,
+  approval_not_found: 404,
+  webhook_endpoint_not_found: 404,
+  delivery_not_found: 404,
+
+  // A wallet's policy and balance (402)
+  excede_tope_por_transaccion: 402,
+  categoria_no_permitida: 402,
+  excede_limite_diario: 402,
+  saldo_insuficiente: 402,
+  /**
+   * Frozen by an operator: the agent itself is refused its payments (403); a merchant's draw on
+   * its grant or a console grant of its approval meets a state of the agent (409).
+   */
+  agent_frozen: [403, 409],
+
+  // States of charges, links and approvals (409)
+  charge_not_pending: 409,
+  charge_awaiting_approval: 409,
+  checkout_link_disabled: 409,
+  approval_not_pending: 409,
+  approval_expired: 409,
+  delivery_not_redeliverable: 409,
+
+  // PayLinks
+  paylink_expired: 409,
+  paylink_exhausted: 409,
+  max_uses_alcanzado: 409,
+  sin_grant_del_agente: 409,
+  /** A draw decided on figures that kept changing under it. */
+  paylink_grant_changed: 409,
+  /** A draw the wallet wanted to hold for a human: draws are already a human's decision. */
+  unexpected_approval: 409,
+  excede_tope_por_uso: 402,
+
+  // Merchants and KYT
+  payout_address_flagged: 403,
+
+  // x402: the `error` of the 402 terms body, and what keeps a payment from being tried
+  "X-PAYMENT header is required": 402,
+  "Pago inválido": 402,
+  "Liquidación fallida": 402,
+  x402_not_configured: 503,
+  chain_unavailable: 503,
+  facilitator_unavailable: 503,
+} as const satisfies Record<string, ErrorStatus | readonly ErrorStatus[]>;
+
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503;
+
+/** The one code that carries a figure: the cents left on a PayLink grant (402). */
+export type BudgetLeftCode = `excede_presupuesto_restante_${number}`;
+const BUDGET_LEFT = /^excede_presupuesto_restante_\d+$/;
+/** How the document names the budget code, its figure left open. */
+export const BUDGET_LEFT_PATTERN = "excede_presupuesto_restante_<N>" as const;
+
+export type FixedErrorCode = keyof typeof ERROR_CODES;
+export type ErrorCode = FixedErrorCode | BudgetLeftCode;
+/** A code as the document lists it: the budget code with its figure left open. */
+export type DocumentedCode = FixedErrorCode | typeof BUDGET_LEFT_PATTERN;
+
+type StatusesOf<E> = E extends readonly (infer S)[] ? S : E;
+/** The status (or statuses) a code is answered with. */
+export type StatusOf<C extends ErrorCode> = C extends FixedErrorCode ? StatusesOf<(typeof ERROR_CODES)[C]> : 402;
+
+/** The codes answered with status `S`. */
+export type CodeWith<S extends ErrorStatus> =
+  | { [C in FixedErrorCode]: S extends StatusesOf<(typeof ERROR_CODES)[C]> ? C : never }[FixedErrorCode]
+  | (S extends 402 ? BudgetLeftCode : never);
+
+/** A refusal two modules decide and compare (a policy and a batch guard): one spelling for both. */
+export const INSUFFICIENT_BALANCE = "saldo_insuficiente" satisfies ErrorCode;
+
+export const budgetLeftCode = (centsLeft: number): BudgetLeftCode => `excede_presupuesto_restante_${centsLeft}`;
+
+export const isErrorCode = (value: string): value is ErrorCode =>
+  Object.hasOwn(ERROR_CODES, value) || BUDGET_LEFT.test(value);
+
+/**
+ * A reason a service computed at run time (a batch guard's, a wallet outcome's) as the code it
+ * is: every such reason is in the map, so an unknown one is a bug, not an answer.
+ */
+export function knownErrorCode(reason: string): ErrorCode {
+  if (!isErrorCode(reason)) throw new Error(`not a known error code: ${reason}`);
+  return reason;
+}
+
+/** A run-time reason as a code answered with `status`; anything else is a bug. */
+export function codeWith<S extends ErrorStatus>(status: S, reason: string): CodeWith<S> {
+  if (!knownStatuses(knownErrorCode(reason)).includes(status))
+    throw new Error(`error code ${reason} is not answered with ${status}`);
+  return reason as CodeWith<S>;
+}
+
+/** Every status a code may be answered with. */
+export function knownStatuses(code: ErrorCode | DocumentedCode): readonly ErrorStatus[] {
+  if (!Object.hasOwn(ERROR_CODES, code)) return [402];
+  const entry: ErrorStatus | readonly ErrorStatus[] = ERROR_CODES[code as FixedErrorCode];
+  return typeof entry === "number" ? [entry] : entry;
+}

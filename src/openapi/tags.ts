@@ -1,0 +1,82 @@
+/**
+ * The document's tags, and the group each belongs to: the service's core API
+ * (Interface), the console's operator API (Operations), what the service adds
+ * for operators and agents (Service extras), and the web console's pages.
+ */
+export const TAGS = [
+  {
+    name: "Merchants",
+    group: "Interface",
+    description: "Merchant registration, the merchant's own record and payout address.",
+  },
+  {
+    name: "Charges",
+    group: "Interface",
+    description: "Charges and paying them from an agent wallet.",
+  },
+  {
+    name: "x402",
+    group: "Interface",
+    description:
+      "On-chain payment by x402 for charges and checkout links; no credential, the payer is the signature. Each charge and link has a receiving address of its own.",
+  },
+  {
+    name: "Checkout links",
+    group: "Interface",
+    description: "Reusable links; each payment materializes its own charge.",
+  },
+  {
+    name: "PayLinks",
+    group: "Interface",
+    description: "Budgets an agent pre-authorizes once, drawn down by the merchant.",
+  },
+  {
+    name: "Approvals",
+    group: "Interface",
+    description: "Grant or reject a payment held for a human because it is over the agent's approval threshold.",
+  },
+  {
+    name: "Webhook endpoints",
+    group: "Interface",
+    description: "Signed webhook endpoints and their deliveries (HMAC-SHA256 in `X-Service-Signature`).",
+  },
+  {
+    name: "Agent wallet",
+    group: "Interface",
+    description: "The agent's balance, deposit address and whether an operator froze the wallet.",
+  },
+  { name: "KYT", group: "Interface", description: "Address screening." },
+  { name: "Export", group: "Interface", description: "The audit chain as CSV." },
+  {
+    name: "Console sign-in",
+    group: "Operations",
+    description: "E-mail code and Cloudflare Access sign-in for console sessions.",
+  },
+  {
+    name: "Console agents",
+    group: "Operations",
+    description: "Agents, their policies, keys, freezes and manual top-ups.",
+  },
+  { name: "Console merchants", group: "Operations", description: "The console's merchant list and key rolls." },
+  { name: "Console approvals", group: "Operations", description: "Approvals waiting for a human." },
+  {
+    name: "Operator extras",
+    group: "Service extras",
+    description:
+      "What the service adds for operators: the audit chain, the KYT blocklist, console users, sign-out, endpoint removal, secret rotation and redelivery.",
+  },
+  {
+    name: "MCP",
+    group: "Service extras",
+    description: "The Model Context Protocol endpoint for agents (streamable HTTP, stateless JSON answers).",
+  },
+  { name: "Documentation", group: "Service extras", description: "This document and its reference page." },
+  {
+    name: "Console pages",
+    group: "Console pages",
+    description:
+      "The server-rendered web console (text/html). A page session is the console token in the `console_session` cookie; every POST carries the page's `_csrf` field.",
+  },
+] as const;
+
+export type TagName = (typeof TAGS)[number]["name"];

@@ -1,0 +1,104 @@
+import { json, error, INVALID, NOT_FOUND, X402_HEADERS, type Operation } from "../lib/api-operation";
+import { Charge } from "../charges/responses";
+import { ReceivingAddressReport, X402PaymentRequired, X402Settled, X402SettlementPending } from "./responses";
+import { ChargeParam, ReceivingQuery, TokenParam } from "./routes";
+
+/** x402: paying charges and checkout links on chain, and the receiving addresses. */
+export const X402_OPERATIONS: Operation[] = [
+  {
+    method: "get",
+    path: "/charges/:chargeId/x402",
+    operationId: "payChargeX402",
+    summary: "Pay a charge by x402",
+    description:
+      "Without a payment header: 402 with the terms (also base64 in `PAYMENT-REQUIRED`), or 200 with the charge if it is already paid. With `X-PAYMENT` (or `PAYMENT-SIGNATURE`): verified and settled, 200 with the settlement (also in `X-PAYMENT-RESPONSE` and `PAYMENT-RESPONSE`).",
+    tag: "x402",
+    auth: "public",
+    params: ChargeParam,
+    headers: X402_HEADERS,
+    responses: {
+      200: json([Charge, X402Settled], "The charge, already paid; or the settlement of this payment.", {
+        headers: {
+          "X-PAYMENT-RESPONSE": "base64 JSON settlement (v1).",
+          "PAYMENT-RESPONSE": "base64 JSON settlement (v2).",
+        },
+      }),
+      202: {
+        ...json(X402SettlementPending, "Settlement outcome not known yet; ask again after `Retry-After`."),
+        headers: { "Retry-After": "Seconds." },
+      },
+      402: json(
+        X402PaymentRequired,
+        "Payment required: the terms; or `Pago inválido` / `Liquidación fallida` with the reason.",
+        {
+          headers: { "PAYMENT-REQUIRED": "base64 JSON of the x402 version 2 PaymentRequired." },
+          errors: ["X-PAYMENT header is required", "Pago inválido", "Liquidación fallida"],
+        },
+      ),
+      404: NOT_FOUND("charge", "charge_not_found"),
+      503: error(
+        "x402 is not configured on this deployment (`x402_not_configured`); or the chain or the remote facilitator could not be asked before anything was reserved (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`: send the same payment again).",
+        "x402_not_configured",
+        "chain_unavailable",
+        "facilitator_unavailable",
+      ),
+    },
+  },
+  {
+    method: "get",
+    path: "/console/x402/receiving-addresses",
+    operationId: "listReceivingAddresses",
+    summary: "What x402 payments left on the receiving addresses",
+    description:
+      "Each charge and checkout link offered for x402 has a receiving address of its own (its `payTo`), so an authorization pays only what it was made for. This lists the addresses that were paid, most recently paid first, with what was settled to each and what the chain says each holds now; the totals cover all of them.",
+    tag: "x402",
+    auth: "console",
+    query: ReceivingQuery,
+    responses: {
+      200: json(ReceivingAddressReport, "The report."),
+      400: INVALID,
+      503: error("x402 is not configured on this deployment (`x402_not_configured`).", "x402_not_configured"),
+    },
+  },
+  ...(["get", "post"] as const).map(
+    (method): Operation => ({
+      method,
+      path: "/checkout/:token/x402",
+      operationId: method === "get" ? "payCheckoutX402Get" : "payCheckoutX402",
+      summary:
+        method === "get"
+          ? "Checkout link x402 terms (or pay, as official clients retry)"
+          : "Pay a checkout link by x402",
+      description:
+        "Each paid call creates a new charge against the link. Official x402 clients retry with their first method, so a GET with a payment header settles exactly as the POST does.",
+      tag: "x402",
+      auth: "public",
+      params: TokenParam,
+      headers: X402_HEADERS,
+      responses: {
+        200: json(X402Settled, "Settled: a new paid charge.", {
+          headers: {
+            "X-PAYMENT-RESPONSE": "base64 JSON settlement (v1).",
+            "PAYMENT-RESPONSE": "base64 JSON settlement (v2).",
+          },
+        }),
+        202: {
+          ...json(X402SettlementPending, "Settlement outcome not known yet."),
+          headers: { "Retry-After": "Seconds." },
+        },
+        402: json(X402PaymentRequired, "The terms; or `Pago inválido` / `Liquidación fallida`.", {
+          headers: { "PAYMENT-REQUIRED": "base64 JSON of the x402 version 2 PaymentRequired." },
+          errors: ["X-PAYMENT header is required", "Pago inválido", "Liquidación fallida"],
+        }),
+        404: NOT_FOUND("checkout token", "checkout_link_not_found"),
+        409: error("The link is disabled (`checkout_link_disabled`).", "checkout_link_disabled"),
+        503: error(
+          "x402 is not configured (`x402_not_configured`); or the chain or the remote facilitator could not be asked (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`).",
+          "x402_not_configured",
+          "chain_unavailable",
+          "facilitator_unavailable",
+        ),
+      },
+    }),
+  ),
+];

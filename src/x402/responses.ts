@@ -1,0 +1,91 @@
+import { z } from "zod";
+import { named, prefixed, Timestamp, EvmAddress } from "../lib/api-shapes";
+
+/** Response bodies: x402 payments and the receiving addresses they leave tokens on. */
+
+export const X402Requirements = named(
+  "X402Requirements",
+  z.strictObject({
+    scheme: z.literal("exact"),
+    network: z.string(),
+    maxAmountRequired: z
+      .string()
+      .regex(/^\d+$/)
+      .describe("Token base units: amountMinor x 10,000 (USDC has 6 decimals)."),
+    resource: z.string().describe("The full URL of this path."),
+    description: z.string(),
+    mimeType: z.string(),
+    payTo: EvmAddress.describe(
+      "The receiving address of this one charge or checkout link: an authorization (which signs its `to`) made for it pays nothing else.",
+    ),
+    maxTimeoutSeconds: z.number().int().positive(),
+    asset: EvmAddress,
+    extra: z.strictObject({ name: z.string(), version: z.string() }),
+  }),
+);
+
+export const X402PaymentRequired = named(
+  "X402PaymentRequired",
+  z.strictObject({
+    x402Version: z.literal(1),
+    error: z.string().describe("`X-PAYMENT header is required`, `Pago inválido` or `Liquidación fallida`."),
+    accepts: z.array(X402Requirements).min(1),
+    invalidReason: z.string().optional(),
+    errorReason: z.string().optional(),
+  }),
+);
+
+export const X402Settled = named(
+  "X402Settled",
+  z.strictObject({
+    chargeId: prefixed("charge"),
+    status: z.literal("paid"),
+    settlement: z.strictObject({ success: z.literal(true), transaction: z.string().regex(/^0x[0-9a-fA-F]{64}$/) }),
+  }),
+);
+
+export const X402SettlementPending = named(
+  "X402SettlementPending",
+  z.strictObject({
+    chargeId: prefixed("charge"),
+    status: z.literal("pending"),
+    settlement: z.strictObject({
+      success: z.literal(false),
+      pending: z.literal(true),
+      transaction: z.string().nullable(),
+    }),
+  }),
+  "A settlement whose outcome is not known yet (202, Retry-After): the client asks again; it never gets a fresh 402 meanwhile.",
+);
+
+const BaseUnits = z.string().regex(/^\d+$/).describe("Token base units as a decimal string (they can pass 2^53).");
+
+export const ReceivingAddressReport = named(
+  "ReceivingAddressReport",
+  z.strictObject({
+    asOfBlock: z
+      .number()
+      .int()
+      .nonnegative()
+      .nullable()
+      .describe("The block the balances were read at; null when the chain could not be read."),
+    totals: z.strictObject({
+      addresses: z.number().int().nonnegative(),
+      payments: z.number().int().nonnegative(),
+      receivedBaseUnits: BaseUnits,
+    }),
+    addresses: z.array(
+      z.strictObject({
+        address: EvmAddress,
+        ownerKind: z.enum(["charge", "checkout_link"]),
+        ownerId: z.string(),
+        merchantId: prefixed("merchant"),
+        payments: z.number().int().positive(),
+        receivedBaseUnits: BaseUnits,
+        balanceBaseUnits: BaseUnits.nullable(),
+        lastPaymentAt: Timestamp,
+      }),
+    ),
+  }),
+  "What x402 payments left on the charges' and checkout links' receiving addresses: settled to each per the ledger, held by each per the chain.",
+);
