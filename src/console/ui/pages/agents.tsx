@@ -3,36 +3,22 @@ import { Csrf, usd } from "../layout";
 
 export type AgentItem = ReturnType<typeof agentView>;
 
+/** The policy's numeric limits, in the order the form shows them. */
+const LIMIT_FIELDS = [
+  ["maxPerTransactionUsdCents", "Max per transaction (cents)"],
+  ["dailyLimitUsdCents", "Daily limit (cents)"],
+  ["approvalThresholdUsdCents", "Approval threshold (cents)"],
+] as const;
+
 /** The policy's limits as form fields, empty for no limit. */
 export const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
   <div class="row fields">
-    <div>
-      <label for="policy-maxPerTransactionUsdCents">Max per transaction (cents)</label>
-      <input
-        id="policy-maxPerTransactionUsdCents"
-        name="maxPerTransactionUsdCents"
-        inputmode="numeric"
-        value={props.policy?.maxPerTransactionUsdCents?.toString() ?? ""}
-      />
-    </div>
-    <div>
-      <label for="policy-dailyLimitUsdCents">Daily limit (cents)</label>
-      <input
-        id="policy-dailyLimitUsdCents"
-        name="dailyLimitUsdCents"
-        inputmode="numeric"
-        value={props.policy?.dailyLimitUsdCents?.toString() ?? ""}
-      />
-    </div>
-    <div>
-      <label for="policy-approvalThresholdUsdCents">Approval threshold (cents)</label>
-      <input
-        id="policy-approvalThresholdUsdCents"
-        name="approvalThresholdUsdCents"
-        inputmode="numeric"
-        value={props.policy?.approvalThresholdUsdCents?.toString() ?? ""}
-      />
-    </div>
+    {LIMIT_FIELDS.map(([name, label]) => (
+      <div>
+        <label for={`policy-${name}`}>{label}</label>
+        <input id={`policy-${name}`} name={name} inputmode="numeric" value={props.policy?.[name]?.toString() ?? ""} />
+      </div>
+    ))}
     <div>
       <label for="policy-allowedCategories">Allowed categories (comma-separated)</label>
       <input

@@ -17,6 +17,15 @@ import {
   setSessionCookie,
 } from "../session";
 
+/** Back at the e-mail step: 400, the address is not one. */
+const invalidEmailPage = (c: Ui, csrf: string) =>
+  c.html(
+    <Page title="Sign in" error="Enter a valid e-mail address.">
+      {<SignInForm csrf={csrf} step="email" />}
+    </Page>,
+    400,
+  );
+
 /**
  * The sign-in pages' rate limits, as the JSON routes': a page answering 429 with Retry-After,
  * back at the e-mail step (a new code starts there), or null when the attempt may go on.
@@ -51,13 +60,7 @@ export const signInRoutes = new Hono<AppEnv>()
     if (!(await checkPreSessionCsrf(c, body._csrf))) throw CSRF_REFUSED;
     const email = SignInEmail.safeParse(body.email);
     const csrf = await preSessionCsrf(c);
-    if (!email.success)
-      return c.html(
-        <Page title="Sign in" error="Enter a valid e-mail address.">
-          {<SignInForm csrf={csrf} step="email" />}
-        </Page>,
-        400,
-      );
+    if (!email.success) return invalidEmailPage(c, csrf);
     const limited = await signInLimited(c, email.data, "start", csrf);
     if (limited) return limited;
     await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, (work) => c.executionCtx.waitUntil(work));
@@ -72,13 +75,7 @@ export const signInRoutes = new Hono<AppEnv>()
     const code = field(body, "code");
     const csrf = await preSessionCsrf(c);
     // The address keys a stored rate-limit counter: only a valid one (at most 254 characters) gets that far.
-    if (!email.success)
-      return c.html(
-        <Page title="Sign in" error="Enter a valid e-mail address.">
-          {<SignInForm csrf={csrf} step="email" />}
-        </Page>,
-        400,
-      );
+    if (!email.success) return invalidEmailPage(c, csrf);
     const limited = await signInLimited(c, email.data, "verify", csrf);
     if (limited) return limited;
     const session = /^\d{6}$/.test(code)
