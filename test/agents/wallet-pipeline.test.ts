@@ -49,10 +49,11 @@ describe("one agent's payments in flight together", () => {
     // Warm the object's figures (balance 100 after this), so both decisions below are made from memory.
     expect((await payCharge(agent.apiKey, (await createCharge(merchant.apiKey, 100)).chargeId)).status).toBe(200);
     const wallet = walletOf(env, agent.agentId);
-    // The first is decided (holding 100) and handed over; its batch is then refused by a guard.
+    // The first is decided (holding 100) and handed over; its batch is then refused by a guard (a
+    // known 409 code: guard reasons are answered to clients, so only codes of the closed list pass).
     const refusedInFlight = wallet.payNewCharge(agent.agentId, {
       charge: pendingCharge(merchant.merchantId, 100),
-      birthGuards: [guard("test_refused", "0")],
+      birthGuards: [guard("charge_not_pending", "0")],
       view: { kind: "checkout" },
     });
     // Decided while the first is in flight: the hold leaves nothing, so it waits for that batch and decides again.
@@ -61,7 +62,7 @@ describe("one agent's payments in flight together", () => {
       birthGuards: [],
       view: { kind: "checkout" },
     });
-    expect(await refusedInFlight).toEqual({ kind: "conflict", reason: "test_refused" });
+    expect(await refusedInFlight).toEqual({ kind: "conflict", reason: "charge_not_pending" });
     expect((await later).kind).toBe("paid");
     expect(await balanceOf(agent.apiKey)).toBe(0);
   });
