@@ -301,6 +301,7 @@ describe("signed-in pages", () => {
     const overview = await page("/console/ui", cookie);
     expect(overview.text).toContain("<svg");
     expect(overview.text).toContain("$12.34");
+    expect(overview.text).toContain('<span class="muted">1 payment</span>');
   });
 
   it("what users typed, and the notice in the address, is escaped, never markup", async () => {

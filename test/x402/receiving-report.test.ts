@@ -73,6 +73,7 @@ describe("GET /console/x402/receiving-addresses", () => {
     // $0.12 + $0.34 settled in all, each address holding what was settled to it.
     expect(/id="receiving-total">([^<]*)</.exec(page.text)?.[1]).toBe("$0.46");
     expect(page.text).toContain("$0.34");
+    expect(page.text).toContain("2 payments, 2 addresses");
   });
 
   it("a chain that cannot be read: the ledger's figures still, the chain's null", async () => {

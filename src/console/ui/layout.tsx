@@ -96,6 +96,9 @@ export function Page(props: {
 }
 
 /** A hidden CSRF field for a session form. */
+/** "1 payment", "2 payments": a count with its noun. */
+export const counted = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
 export const Csrf = (props: { token: string }) => <input type="hidden" name="_csrf" value={props.token} />;
 
 /** Cents as dollars for people; the API keeps integer cents. */

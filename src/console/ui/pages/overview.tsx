@@ -1,4 +1,4 @@
-import { HourlyChart, usd } from "../layout";
+import { counted, HourlyChart, usd } from "../layout";
 import type { Overview } from "../queries";
 
 /** The overview: today's totals and paid volume by hour. */
@@ -9,7 +9,7 @@ export const OverviewPage = (props: { overview: Overview }) => {
       <div class="grid">
         <div class="stat">
           Paid today<b>{usd(paid.cents)}</b>
-          <span class="muted">{paid.n} payments</span>
+          <span class="muted">{counted(paid.n, "payment")}</span>
         </div>
         <div class="stat">
           Charges created today<b>{createdToday}</b>

@@ -1,5 +1,5 @@
 import type { ReceivingReport } from "../../../x402/receiving";
-import { usd } from "../layout";
+import { counted, usd } from "../layout";
 
 /** Token base units (6 decimals) as dollars, exactly: they are bigints. */
 const usdOfUnits = (units: string) => {
@@ -21,7 +21,7 @@ export function ReceivingPage(props: { report: ReceivingReport }) {
         <div class="stat">
           Settled to receiving addresses<b id="receiving-total">{usdOfUnits(report.totals.receivedBaseUnits)}</b>
           <span class="muted">
-            {report.totals.payments} payments, {report.totals.addresses} addresses
+            {counted(report.totals.payments, "payment")}, {counted(report.totals.addresses, "address", "addresses")}
           </span>
         </div>
         <div class="stat">
