@@ -10,6 +10,8 @@ import { compileTestUsdc } from "./contracts.mjs";
 export const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
 export const LOCAL_CHAIN_ID = 84532;
 export const MINT_PER_ACCOUNT = 1_000_000_000n; // 1,000 tokens of 6 decimals
+/** What the settlement address starts with, so payouts of ledger-funded balances work offline. */
+export const SETTLEMENT_FLOAT = 100_000_000_000n; // 100,000 tokens
 
 // The Linux x64 build from npm (the wrapper package @foundry-rs/anvil lists platform builds this registry does
 // not carry, which breaks `npm ci`); the project's machines and CI are Linux x64.
@@ -108,14 +110,23 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
   }
   log("minted 1,000 tokens to accounts 1-9");
+  // The service's settlement address: an account of the same mnemonic that no payer uses. It starts
+  // with a float, as a funded treasury would: money the ledger owes merchants can leave from it.
+  const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
+  const floatHash = await wallet.writeContract({
+    address: contractAddress,
+    abi,
+    functionName: "mint",
+    args: [payTo, SETTLEMENT_FLOAT],
+  });
+  await client.waitForTransactionReceipt({ hash: floatHash, pollingInterval: 50 });
+  log(`minted 100,000 tokens to the settlement address ${payTo}`);
   // The built-in facilitator's gas keys beyond account 0 get gas of their own (anvil funds only accounts 0-9).
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
   for (const key of facilitatorKeys.slice(1)) await giveGas(client, privateKeyToAccount(key).address);
   log(
     `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
   );
-  // The service's settlement address: an account of the same mnemonic that no payer uses.
-  const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
   return {
     rpcUrl,
     chainId: LOCAL_CHAIN_ID,

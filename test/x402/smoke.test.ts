@@ -5,6 +5,11 @@ import { chain, tokenBalance, xPaymentHeader } from "../helpers/x402";
 import type { Hex } from "viem";
 
 describe("x402 smoke", () => {
+  it("the local chain's settlement address starts with a float of at least 100,000 test tokens", async () => {
+    // No payout has moved any yet in the tests; payouts of ledger-funded balances leave from here.
+    expect(await tokenBalance(chain().payTo)).toBeGreaterThanOrEqual(100_000_000_000n);
+  });
+
   it("402 terms, then a signed payment settles on the local chain", async () => {
     const merchant = await createMerchant();
     const charge = await createCharge(merchant.apiKey, 250);
