@@ -294,6 +294,8 @@ describe("signed-in pages", () => {
     expect(detail.status).toBe(200);
     expect(detail.text).toContain("<h1>Agent pages-data-agent</h1>");
     expect(detail.text).toMatch(/id="agent-balance">\$87\.66</);
+    // The policy's form shows its limits in dollars.
+    expect(detail.text).toMatch(/name="approvalThresholdUsd"[^>]*value="20\.00"/);
     expect(detail.text).toContain(paid.chargeId);
     const approvals = await page("/console/ui/approvals", cookie);
     expect(approvals.text).toContain(`id="approval-${hold.body.approvalId}"`);
@@ -345,7 +347,7 @@ describe("CSRF on page forms", () => {
   });
 
   it.each([
-    ["/console/ui/agents", { name: "forged-agent", credit: "5000" }, ["agents", "name", "forged-agent"]],
+    ["/console/ui/agents", { name: "forged-agent", credit: "50" }, ["agents", "name", "forged-agent"]],
     ["/console/ui/users", { email: "forged-user@example.com" }, ["console_users", "email", "forged-user@example.com"]],
     [
       "/console/ui/webhooks",
@@ -426,8 +428,8 @@ describe("CSRF on page forms", () => {
     const created = await post("/console/ui/agents", cookie, {
       _csrf: csrf,
       name: "form-agent",
-      approvalThresholdUsdCents: "1000",
-      credit: "2500",
+      approvalThresholdUsd: "10",
+      credit: "25.00",
     });
     expect(created.status).toBe(200);
     const keys = created.text.match(/svc_sk_[A-Za-z0-9_-]+/g) ?? [];
@@ -444,8 +446,8 @@ describe("CSRF on page forms", () => {
     const policyBefore = (await api("GET", `/console/agents/${agent.agentId}`, { token })).body.policy;
     // Over the API's largest amount, a zero limit, a category over 64 characters: PUT /console/agents/:id/policy answers 400 to each.
     const refusedByApi: [Record<string, string>, Record<string, unknown>][] = [
-      [{ dailyLimitUsdCents: "100000000001" }, { dailyLimitUsdCents: 100_000_000_001 }],
-      [{ maxPerTransactionUsdCents: "0" }, { maxPerTransactionUsdCents: 0 }],
+      [{ dailyLimitUsd: "1000000000.01" }, { dailyLimitUsdCents: 100_000_000_001 }],
+      [{ maxPerTransactionUsd: "0" }, { maxPerTransactionUsdCents: 0 }],
       [{ allowedCategories: "x".repeat(65) }, { allowedCategories: ["x".repeat(65)] }],
     ];
     for (const [fields, json] of refusedByApi) {

@@ -161,8 +161,8 @@ describe("the console in a browser", () => {
   it("creates an agent with an approval threshold and an initial credit; its key is shown once", async () => {
     await page.goto(`${dev.url}/console/ui/agents`);
     await page.fill("#a-name", "browser-agent");
-    await page.fill("form[action='/console/ui/agents'] input[name=approvalThresholdUsdCents]", "1000");
-    await page.fill("#a-credit", "5000");
+    await page.fill("form[action='/console/ui/agents'] input[name=approvalThresholdUsd]", "10");
+    await page.fill("#a-credit", "50.00");
     await page.click("form[action='/console/ui/agents'] button[type=submit]");
     state.agentKey = await text("#agent-key");
     expect(state.agentKey).toMatch(/^svc_sk_[A-Za-z0-9_-]{43}$/);

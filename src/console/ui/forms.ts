@@ -11,8 +11,23 @@ export const form = async (c: Ui) => (await parseForm(c)) as FormBody;
 export const field = (body: FormBody, name: string) =>
   typeof body[name] === "string" ? (body[name] as string).trim() : "";
 
-/** Cents typed in a field: null when empty, NaN (refused by every schema) when not whole digits. */
-export const optionalCents = (text: string) => (text === "" ? null : /^\d+$/.test(text) ? Number(text) : Number.NaN);
+/**
+ * Dollars typed in a field ("12", "12.5", "$1,250.00") as integer cents, read as text and never
+ * through a float: null when empty, NaN (refused by every schema) when not an amount of at most
+ * two decimals. The API keeps cents; people type dollars.
+ */
+export function optionalDollars(text: string): number | null {
+  if (text === "") return null;
+  const amount = /^\$?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?$/.exec(text);
+  const whole = amount?.[1]?.replaceAll(",", "");
+  // Twelve digits of dollars is past any amount the API takes, and keeps the cents exact in a number.
+  if (!amount || !whole || whole.length > 12) return Number.NaN;
+  return Number(whole) * 100 + Number((amount[2] ?? "").padEnd(2, "0"));
+}
+
+/** Cents as a form field's dollars ("1250.00"): what optionalDollars reads back as the same cents. */
+export const dollarsField = (cents: number | null | undefined) =>
+  cents == null ? "" : `${Math.trunc(cents / 100)}.${String(cents % 100).padStart(2, "0")}`;
 
 /** The grace of a key roll from its form: the select's seconds, or RollKeyBody's default when the field is absent. */
 export const graceFromForm = (body: FormBody) => {
@@ -25,7 +40,7 @@ export const GRACE_RULE = "the old key's grace is whole seconds from 0 to 604,80
 
 /** What the policy and credit forms accept, as PolicySchema and CreditBody do. */
 export const AMOUNT_RULE =
-  "amounts as whole cents up to $1,000,000,000 (limits above 0), and up to 100 categories of up to 64 characters";
+  "amounts in dollars with at most two decimals, up to $1,000,000,000 (limits above $0), and up to 100 categories of up to 64 characters";
 
 /**
  * A policy from form fields (empty = no limit), checked by the API's own PolicySchema: every
@@ -38,9 +53,9 @@ export function policyFromForm(body: FormBody) {
     .map((s) => s.trim())
     .filter(Boolean);
   const parsed = PolicySchema.safeParse({
-    maxPerTransactionUsdCents: optionalCents(field(body, "maxPerTransactionUsdCents")),
-    dailyLimitUsdCents: optionalCents(field(body, "dailyLimitUsdCents")),
-    approvalThresholdUsdCents: optionalCents(field(body, "approvalThresholdUsdCents")),
+    maxPerTransactionUsdCents: optionalDollars(field(body, "maxPerTransactionUsd")),
+    dailyLimitUsdCents: optionalDollars(field(body, "dailyLimitUsd")),
+    approvalThresholdUsdCents: optionalDollars(field(body, "approvalThresholdUsd")),
     allowedCategories: categories.length > 0 ? categories : null,
   });
   return parsed.success ? normalizePolicy(parsed.data) : null;

@@ -42,8 +42,8 @@ export const AgentPage = (props: {
       <form method="post" action={`/console/ui/agents/${props.agent.agentId}/credit`} class="card">
         <Csrf token={props.csrf} />
         <h2>Credit the wallet</h2>
-        <label for="c-amount">Amount (cents)</label>
-        <input id="c-amount" name="amount" inputmode="numeric" required />
+        <label for="c-amount">Amount ($)</label>
+        <input id="c-amount" name="amount" inputmode="decimal" required />
         <label for="c-reference">Reference (optional)</label>
         <input id="c-reference" name="reference" maxlength={200} />
         <div class="actions">

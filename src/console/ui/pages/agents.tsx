@@ -1,22 +1,23 @@
 import type { agentView } from "../../../agents/service";
+import { dollarsField } from "../forms";
 import { Csrf, usd } from "../layout";
 
 export type AgentItem = ReturnType<typeof agentView>;
 
-/** The policy's numeric limits, in the order the form shows them. */
+/** The policy's limits: the form's field (in dollars) and the policy's own (in cents), in the order shown. */
 const LIMIT_FIELDS = [
-  ["maxPerTransactionUsdCents", "Max per transaction (cents)"],
-  ["dailyLimitUsdCents", "Daily limit (cents)"],
-  ["approvalThresholdUsdCents", "Approval threshold (cents)"],
+  ["maxPerTransactionUsd", "maxPerTransactionUsdCents", "Max per transaction ($)"],
+  ["dailyLimitUsd", "dailyLimitUsdCents", "Daily limit ($)"],
+  ["approvalThresholdUsd", "approvalThresholdUsdCents", "Approval threshold ($)"],
 ] as const;
 
-/** The policy's limits as form fields, empty for no limit. */
+/** The policy's limits as form fields in dollars, empty for no limit. */
 export const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
   <div class="row fields">
-    {LIMIT_FIELDS.map(([name, label]) => (
+    {LIMIT_FIELDS.map(([name, limit, label]) => (
       <div>
         <label for={`policy-${name}`}>{label}</label>
-        <input id={`policy-${name}`} name={name} inputmode="numeric" value={props.policy?.[name]?.toString() ?? ""} />
+        <input id={`policy-${name}`} name={name} inputmode="decimal" value={dollarsField(props.policy?.[limit])} />
       </div>
     ))}
     <div>
@@ -39,8 +40,8 @@ export const AgentsPage = (props: { csrf: string; agents: AgentItem[] }) => (
       <label for="a-name">Name</label>
       <input id="a-name" name="name" required maxlength={200} />
       <PolicyFields />
-      <label for="a-credit">Initial credit (cents, optional)</label>
-      <input id="a-credit" name="credit" inputmode="numeric" />
+      <label for="a-credit">Initial credit ($, optional)</label>
+      <input id="a-credit" name="credit" inputmode="decimal" />
       <button type="submit">Create agent</button>
     </form>
     <div class="card">

@@ -6,7 +6,7 @@ import { walletOf } from "../../../agents/wallet.do";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { chargeView, listAgentChargesByPaidAt } from "../../../charges/service";
 import { amountMinor } from "../../../lib/money";
-import { AMOUNT_RULE, field, form, GRACE_RULE, graceFromForm, optionalCents, policyFromForm } from "../forms";
+import { AMOUNT_RULE, field, form, GRACE_RULE, graceFromForm, optionalDollars, policyFromForm } from "../forms";
 import { ShownOnce, usd } from "../layout";
 import { AgentPage } from "../pages/agent";
 import { AgentsPage } from "../pages/agents";
@@ -54,7 +54,7 @@ export const agentRoutes = new Hono<AppEnv>()
     const body = await form(c);
     const policy = policyFromForm(body);
     const input = CreateAgentBody.safeParse({ name: field(body, "name"), policy: policy ?? undefined });
-    const credit = optionalCents(field(body, "credit"));
+    const credit = optionalDollars(field(body, "credit"));
     if (!input.success || !policy || (credit !== null && !amountMinor.safeParse(credit).success)) {
       return render(c, "Agents", "/console/ui/agents", <AgentsPage csrf={csrfOf(c)} agents={await agentsOf(c)} />, {
         error: `Check the form: a name (up to 200 characters), and ${AMOUNT_RULE}.`,
@@ -86,7 +86,7 @@ export const agentRoutes = new Hono<AppEnv>()
     const agentId = c.req.param("agentId");
     const body = await form(c);
     const input = CreditBody.safeParse({
-      amountUsdCents: optionalCents(field(body, "amount")),
+      amountUsdCents: optionalDollars(field(body, "amount")),
       reference: field(body, "reference") || undefined,
     });
     if (!input.success)
