@@ -294,6 +294,10 @@ describe("signed-in pages", () => {
     expect(detail.status).toBe(200);
     expect(detail.text).toContain("<h1>Agent pages-data-agent</h1>");
     expect(detail.text).toMatch(/id="agent-balance">\$87\.66</);
+    // Its payment's time in UTC, readable, with the exact value on hover (the page's script shows the viewer's zone).
+    expect(detail.text).toMatch(
+      /<time datetime="\d{4}-\d\d-\d\dT[\d:.]+Z" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC" data-local="datetime">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/time>/,
+    );
     // The policy's form shows its limits in dollars.
     expect(detail.text).toMatch(/name="approvalThresholdUsd"[^>]*value="20\.00"/);
     expect(detail.text).toContain(paid.chargeId);

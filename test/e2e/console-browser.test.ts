@@ -385,6 +385,31 @@ describe("the console in a browser", () => {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  it("shows times in the viewer's zone, with the UTC value on hover", async () => {
+    // A viewer in Tokyo (UTC+9), signed in with the same session.
+    const tokyo = await browser.newContext({ timezoneId: "Asia/Tokyo", locale: "en-US" });
+    await tokyo.addCookies(await context.cookies());
+    const there = await tokyo.newPage();
+    try {
+      await there.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
+      const paid = there.locator("table time[data-local=datetime]").first();
+      const iso = (await paid.getAttribute("datetime"))!;
+      expect(iso).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/);
+      const shown = ((await paid.textContent()) ?? "").replace(/\s+/g, " ");
+      const local = new Date(iso)
+        .toLocaleString("en-US", { timeZone: "Asia/Tokyo", dateStyle: "medium", timeStyle: "short" })
+        .replace(/\s+/g, " ");
+      expect(shown).toBe(local);
+      expect(await paid.getAttribute("title")).toBe(`${iso.slice(0, 19).replace("T", " ")} UTC`);
+      await there.screenshot({
+        path: path.join(SHOTS, `${String(++shots).padStart(2, "0")}-agent-tokyo.png`),
+        fullPage: true,
+      });
+    } finally {
+      await tokyo.close();
+    }
+  });
+
   it("signs out: the console sends you back to sign in", async () => {
     await page.goto(`${dev.url}/console/ui`);
     await page.click("header button[type=submit]");

@@ -90,15 +90,46 @@ export function Page(props: {
           {props.error ? <div class="error">{props.error}</div> : null}
           {props.children}
         </main>
+        <script>{raw(LOCAL_TIMES)}</script>
       </body>
     </html>
   );
 }
 
-/** A hidden CSRF field for a session form. */
 /** "1 payment", "2 payments": a count with its noun. */
 export const counted = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
+/** A moment in UTC, readable: "2026-11-26 02:54 UTC" (or the date alone). */
+const utcText = (iso: string, dateOnly: boolean) =>
+  dateOnly ? iso.slice(0, 10) : `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
+
+/**
+ * A moment as the viewer reads it: the page says it in UTC, with the exact UTC value on hover,
+ * and LOCAL_TIMES rewrites it in the viewer's own zone once the page has loaded.
+ */
+export const When = (props: { iso: string | null; dateOnly?: boolean }) =>
+  props.iso ? (
+    <time
+      datetime={props.iso}
+      title={`${props.iso.slice(0, 19).replace("T", " ")} UTC`}
+      data-local={props.dateOnly ? "date" : "datetime"}
+    >
+      {utcText(props.iso, props.dateOnly ?? false)}
+    </time>
+  ) : (
+    <span class="muted">-</span>
+  );
+
+/** The one script of the pages: every <time data-local> in the viewer's zone and language. */
+const LOCAL_TIMES = `for (const t of document.querySelectorAll("time[data-local]")) {
+  const d = new Date(t.dateTime);
+  if (Number.isNaN(d.getTime())) continue;
+  t.textContent = t.dataset.local === "date"
+    ? d.toLocaleDateString(undefined, { dateStyle: "medium" })
+    : d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}`;
+
+/** A hidden CSRF field for a session form. */
 export const Csrf = (props: { token: string }) => <input type="hidden" name="_csrf" value={props.token} />;
 
 /** Cents as dollars for people; the API keeps integer cents. */

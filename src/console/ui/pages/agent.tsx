@@ -1,5 +1,5 @@
 import type { ChargeView } from "../../../charges/service";
-import { Csrf, usd } from "../layout";
+import { Csrf, usd, When } from "../layout";
 import { type AgentItem, PolicyFields } from "./agents";
 import { GraceSelect } from "./key-roll";
 
@@ -107,7 +107,9 @@ export const AgentPage = (props: {
               <td class="num">{usd(p.amountMinor)}</td>
               <td>{p.method}</td>
               <td class="mono">{p.reference}</td>
-              <td>{p.paidAt}</td>
+              <td>
+                <When iso={p.paidAt} />
+              </td>
             </tr>
           ))}
         </tbody>

@@ -1,6 +1,6 @@
 import type { agentView } from "../../../agents/service";
 import { dollarsField } from "../forms";
-import { Csrf, usd } from "../layout";
+import { Csrf, usd, When } from "../layout";
 
 export type AgentItem = ReturnType<typeof agentView>;
 
@@ -69,7 +69,9 @@ export const AgentsPage = (props: { csrf: string; agents: AgentItem[] }) => (
               </td>
               <td class="num">{usd(a.balanceMinor)}</td>
               <td class="muted">{policySummary(a.policy)}</td>
-              <td>{a.createdAt.slice(0, 10)}</td>
+              <td>
+                <When iso={a.createdAt} dateOnly />
+              </td>
             </tr>
           ))}
         </tbody>

@@ -1,5 +1,5 @@
 import type { approvalView } from "../../../approvals/service";
-import { Csrf, usd } from "../layout";
+import { Csrf, usd, When } from "../layout";
 
 /** The pending approvals, each with its grant and reject forms. */
 export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeof approvalView>[] }) => (
@@ -37,7 +37,9 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
               <code>{a.merchantId}</code>
             </td>
             <td>{a.reason}</td>
-            <td>{a.expiresAt}</td>
+            <td>
+              <When iso={a.expiresAt} />
+            </td>
             <td>
               <form
                 method="post"

@@ -1,5 +1,5 @@
 import type { consoleMerchantView } from "../../../merchants/service";
-import { Csrf, usd } from "../layout";
+import { Csrf, usd, When } from "../layout";
 import { GraceSelect } from "./key-roll";
 
 export type MerchantItem = ReturnType<typeof consoleMerchantView>;
@@ -39,7 +39,9 @@ export const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }
               <td>{m.category ?? "—"}</td>
               <td class="num">{usd(m.balanceMinor)}</td>
               <td class="mono">{m.payoutAddress ?? "—"}</td>
-              <td>{m.createdAt.slice(0, 10)}</td>
+              <td>
+                <When iso={m.createdAt} dateOnly />
+              </td>
               <td>
                 <form
                   method="post"

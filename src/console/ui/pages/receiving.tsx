@@ -1,5 +1,5 @@
 import type { ReceivingReport } from "../../../x402/receiving";
-import { counted, usd } from "../layout";
+import { counted, usd, When } from "../layout";
 
 /** Token base units (6 decimals) as dollars, exactly: they are bigints. */
 const usdOfUnits = (units: string) => {
@@ -60,7 +60,9 @@ export function ReceivingPage(props: { report: ReceivingReport }) {
                 >
                   {a.balanceBaseUnits === null ? "—" : usdOfUnits(a.balanceBaseUnits)}
                 </td>
-                <td>{a.lastPaymentAt}</td>
+                <td>
+                  <When iso={a.lastPaymentAt} />
+                </td>
               </tr>
             ))}
           </tbody>

@@ -1,5 +1,5 @@
 import type { AuditRow, ChainVerdict } from "../../../audit/chain";
-import { usd } from "../layout";
+import { usd, When } from "../layout";
 
 /** The page shows this many rows; the CSV has them all. */
 export const TRANSACTIONS_SHOWN = 500;
@@ -58,7 +58,9 @@ export const TransactionsPage = (props: {
             {rows.map((r) => (
               <tr>
                 <td class="num">{r.seq}</td>
-                <td>{r.createdAt}</td>
+                <td>
+                  <When iso={r.createdAt} />
+                </td>
                 <td>{r.type}</td>
                 <td class="mono">{r.reference}</td>
                 <td class="num">{usd(r.amountMinor)}</td>

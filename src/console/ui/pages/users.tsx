@@ -1,4 +1,4 @@
-import { Csrf } from "../layout";
+import { Csrf, When } from "../layout";
 
 /** Who may sign in: the configured CONSOLE_USERS, then those added here. */
 export const UsersPage = (props: {
@@ -32,7 +32,7 @@ export const UsersPage = (props: {
             <tr>
               <td>{u.email}</td>
               <td class="muted">
-                added by {u.addedBy} on {u.createdAt.slice(0, 10)}
+                added by {u.addedBy} on <When iso={u.createdAt} dateOnly />
               </td>
             </tr>
           ))}

@@ -1,6 +1,6 @@
 import type { deliveryView, endpointView, listAttempts } from "../../../webhooks/endpoints";
 import { EVENT_TYPES } from "../../../webhooks/outbox";
-import { Csrf } from "../layout";
+import { Csrf, When } from "../layout";
 import type { MerchantItem } from "./merchants";
 
 /** The endpoints and the form that adds one. */
@@ -54,7 +54,9 @@ export const WebhooksPage = (props: {
               </td>
               <td>{e.events.length ? e.events.join(", ") : "all"}</td>
               <td>{e.merchantId ?? "all"}</td>
-              <td>{e.createdAt.slice(0, 10)}</td>
+              <td>
+                <When iso={e.createdAt} dateOnly />
+              </td>
             </tr>
           ))}
         </tbody>
@@ -140,7 +142,9 @@ export const AttemptsPage = (props: { attempts: Awaited<ReturnType<typeof listAt
         {props.attempts.map((a) => (
           <tr>
             <td>{a.attempt}</td>
-            <td>{a.createdAt}</td>
+            <td>
+              <When iso={a.createdAt} />
+            </td>
             <td>{a.statusCode ?? "—"}</td>
             <td>{a.error ?? ""}</td>
             <td class="num">{a.durationMs}</td>
