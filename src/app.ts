@@ -19,6 +19,7 @@ import { mcpRoutes } from "./mcp/routes";
 import { merchantRoutes } from "./merchants/routes";
 import { openApiRoutes } from "./openapi/routes";
 import { paylinkRoutes } from "./paylinks/routes";
+import { payoutRoutes } from "./payouts/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { x402Routes } from "./x402/routes";
@@ -63,6 +64,7 @@ export function buildApp() {
   app.route("/", consoleAuthRoutes);
   app.route("/", consoleUiRoutes);
   app.route("/", merchantRoutes);
+  app.route("/", payoutRoutes);
   app.route("/", kytRoutes);
   app.route("/", x402Routes);
   app.route("/", chargeRoutes);

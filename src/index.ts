@@ -9,6 +9,7 @@ import { reconcileOpenPayments } from "./x402/reconcile";
 import { watchDeposits } from "./deposits/watcher";
 import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
+import { moneyOutJobs } from "./money-out";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -24,7 +25,8 @@ export default {
 
   /**
    * Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose
-   * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits.
+   * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
+   * sweeps whose transfers nobody has moved for a while.
    */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
@@ -37,6 +39,7 @@ export default {
           x402_reconcile: reconcileOpenPayments(env),
           deposit_watch: watchDeposits(env),
           sweep: sweepExpiredRows(env.DB),
+          ...moneyOutJobs(env),
         };
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {

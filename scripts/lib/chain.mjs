@@ -133,6 +133,8 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
     token: contractAddress,
     abi,
     payTo,
+    /** The settlement address's key: it signs payouts and x402 refunds (anvil's account 10). */
+    settlementKey: mnemonicKey(10),
     /** One settlement lane each (FACILITATOR_PRIVATE_KEY takes them separated by commas). */
     facilitatorKeys,
     accounts,
@@ -158,6 +160,7 @@ export function x402Vars(chain) {
     X402_ASSET_NAME: "USD Coin",
     X402_ASSET_VERSION: "2",
     X402_PAY_TO: chain.payTo,
+    SETTLEMENT_PRIVATE_KEY: chain.settlementKey,
     RPC_URL: chain.rpcUrl,
     FACILITATOR_PRIVATE_KEY: chain.facilitatorKeys.join(","),
   };

@@ -2,9 +2,13 @@ import {
   createPublicClient,
   decodeFunctionResult,
   defineChain,
+  encodeEventTopics,
   encodeFunctionData,
   formatTransactionReceipt,
   http,
+  isAddressEqual,
+  parseEventLogs,
+  toHex,
   type Hex,
   type PublicClient,
   type RpcTransactionReceipt,
@@ -253,4 +257,71 @@ export function shortError(error: unknown): string {
   const text =
     error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
   return text.split("\n")[0]!.slice(0, 200);
+}
+
+/** How far back to look for the transaction that used an authorization when we never learned its hash. */
+const LOG_LOOKBACK_BLOCKS = 50_000n;
+
+export type AuthorizationFate =
+  | { kind: "used"; transaction: `0x${string}` }
+  | { kind: "canceled" }
+  /** Nothing in reach yet (a node whose logs lag its state). */
+  | { kind: "unseen" };
+
+/**
+ * What the token's logs say became of a used authorization: the transaction that used it
+ * (AuthorizationUsed), a cancellation by its signer (AuthorizationCanceled, USDC's
+ * `cancelAuthorization`), or nothing in reach yet.
+ */
+export async function authorizationFate(
+  x: X402Settings,
+  authorizer: `0x${string}`,
+  nonce: `0x${string}`,
+): Promise<AuthorizationFate> {
+  const [usedTopic, authorizerTopic, nonceTopic] = encodeEventTopics({
+    abi: EIP3009_ABI,
+    eventName: "AuthorizationUsed",
+    args: { authorizer, nonce },
+  });
+  const [canceledTopic] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationCanceled" });
+  const head = BigInt(await rpcCall<string>(x, "eth_blockNumber", [], { retry: true }));
+  const fromBlock = head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n;
+  const logs = await rpcCall<{ topics: string[]; transactionHash: `0x${string}` }[]>(
+    x,
+    "eth_getLogs",
+    [
+      {
+        address: x.asset,
+        fromBlock: toHex(fromBlock),
+        toBlock: toHex(head),
+        topics: [[usedTopic, canceledTopic], authorizerTopic, nonceTopic],
+      },
+    ],
+    { retry: true },
+  );
+  const used = logs.find((log) => log.topics[0] === usedTopic);
+  if (used) return { kind: "used", transaction: used.transactionHash };
+  return logs.length > 0 ? { kind: "canceled" } : { kind: "unseen" };
+}
+
+export type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
+
+/** Did this mined transaction move exactly `value` of the token from `from` to `to`? */
+export function movedBy(
+  x: X402Settings,
+  receipt: Receipt,
+  transfer: { from: `0x${string}`; to: `0x${string}`; value: bigint },
+): boolean {
+  if (receipt.status !== "success") return false;
+  const transfers = parseEventLogs({
+    abi: EIP3009_ABI,
+    eventName: "Transfer",
+    logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)),
+  });
+  return transfers.some(
+    (t) =>
+      isAddressEqual(t.args.from, transfer.from) &&
+      isAddressEqual(t.args.to, transfer.to) &&
+      t.args.value === transfer.value,
+  );
 }

@@ -23,6 +23,7 @@ export const Charge = named(
       .describe("`PAY_...` for ledger and PayLink payments; the transaction hash for x402."),
     createdAt: Timestamp,
     paidAt: Timestamp.nullable(),
+    refundedMinor: Cents.describe("The sum of the charge's refunds that are not `failed`; 0 when none."),
   }),
 );
 

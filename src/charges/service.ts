@@ -26,6 +26,7 @@ export const chargeView = (c: ChargeFields) => ({
   reference: c.reference,
   createdAt: c.createdAt,
   paidAt: c.paidAt,
+  refundedMinor: c.refundedMinor,
 });
 
 export type ChargeView = ReturnType<typeof chargeView>;
@@ -59,6 +60,7 @@ export function newPendingCharge(
     checkoutLinkId: input.checkoutLinkId ?? null,
     paylinkGrantId: input.paylinkGrantId ?? null,
     x402Claim: input.x402Claim ?? null,
+    refundedMinor: 0,
   };
 }
 
@@ -108,7 +110,8 @@ export const getCharge = (db: Db, id: string) => db.select().from(charges).where
 /** A charge's columns (table alias `c`) named as in ChargeRow, for raw statements batched with other reads. */
 export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
-  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim`;
+  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
+  c.refunded_minor AS refundedMinor`;
 
 /** `getCharge` as one raw statement, for a caller that batches it with its own reads; its row is a ChargeRow. */
 export const chargeRowStatement = (d1: D1Database, id: string) =>

@@ -23,6 +23,8 @@ export const charges = sqliteTable(
     paylinkGrantId: text("paylink_grant_id"),
     /** The x402 payment settling this charge; while set, no other payment may take the charge. */
     x402Claim: text("x402_claim"),
+    /** The sum of its refunds that are not `failed` (never above `amount_minor`: a trigger aborts the batch). */
+    refundedMinor: integer("refunded_minor").notNull().default(0),
   },
   (t) => [
     index("charges_merchant_created").on(t.merchantId, t.createdAt),

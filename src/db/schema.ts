@@ -8,3 +8,4 @@ export * from "./console";
 export * from "./checkout-links";
 export * from "./paylinks";
 export * from "./x402";
+export * from "./money-out";

@@ -45,7 +45,8 @@ export const ERROR_CODES = {
   excede_tope_por_transaccion: 402,
   categoria_no_permitida: 402,
   excede_limite_diario: 402,
-  saldo_insuficiente: 402,
+  /** A wallet's balance (402); a merchant's balance for a payout or a refund (409). */
+  saldo_insuficiente: [402, 409],
   /**
    * Frozen by an operator: the agent itself is refused its payments (403); a merchant's draw on
    * its grant or a console grant of its approval meets a state of the agent (409).
@@ -73,6 +74,15 @@ export const ERROR_CODES = {
 
   // Merchants and KYT
   payout_address_flagged: 403,
+
+  // Money out: payouts and refunds
+  payout_not_found: 404,
+  payout_address_missing: 409,
+  charge_not_paid: 409,
+  refund_exceeds_remaining: 409,
+  refund_destination_flagged: 403,
+  /** Payouts and on-chain refunds need the settlement key, a gas key and the chain (docs/operations.md). */
+  treasury_not_configured: 503,
 
   // x402: the `error` of the 402 terms body, and what keeps a payment from being tried
   "X-PAYMENT header is required": 402,

@@ -14,7 +14,8 @@ export type FaultPoint =
   | "draw.after_commit"
   | "delivery.before_post"
   | "delivery.after_post"
-  | "idempotency.before_store";
+  | "idempotency.before_store"
+  | "outbound.after_send";
 
 export interface FaultContext {
   /** Present inside a Durable Object: ends the object as a crash would. */

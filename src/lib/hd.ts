@@ -27,6 +27,10 @@ function branchOf(mnemonic: string, account: number): HDKey {
  * shows for that path, so each key can be recovered from the mnemonic and its index alone.
  */
 export function hdAddressAt(mnemonic: string, account: number, index: number): `0x${string}` {
-  const child = branchOf(mnemonic, account).deriveChild(index);
-  return privateKeyToAddress(toHex(child.privateKey!));
+  return privateKeyToAddress(hdPrivateKeyAt(mnemonic, account, index));
+}
+
+/** The private key at that path: what the service signs with to move tokens off one of its addresses. */
+export function hdPrivateKeyAt(mnemonic: string, account: number, index: number): `0x${string}` {
+  return toHex(branchOf(mnemonic, account).deriveChild(index).privateKey!);
 }

@@ -10,6 +10,10 @@ export const EVENT_TYPES = [
   "paylink.accepted",
   "budget.exhausted",
   "deposit.confirmed",
+  "payout.paid",
+  "payout.failed",
+  "charge.refunded",
+  "refund.failed",
   // Operator event (beyond the merchant-facing kinds of docs/api.md): an endpoint was disabled for failing.
   "endpoint.disabled",
 ] as const;

@@ -1,16 +1,13 @@
-import { encodeEventTopics, isAddressEqual, parseEventLogs, toHex } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { authorizationUsed, EIP3009_ABI, receiptNow, rpcCall } from "../chain/client";
+import { authorizationFate, authorizationUsed, movedBy, receiptNow, type Receipt } from "../chain/client";
 import { CLOCK_SKEW_SECONDS } from "./verify";
 import { credit, release } from "./settlement";
 
-/** How far back to look for the transaction that used an authorization when we never learned its hash. */
-const LOG_LOOKBACK_BLOCKS = 50_000n;
 /** A payment still `settling` this long after its last update lost its worker (a crash mid-settlement). */
 const STALE_SETTLING_MS = 5 * 60_000;
 
@@ -58,7 +55,7 @@ export async function reconcilePayment(
   }
   let receipt = p.txHash ? await receiptNow(x, p.txHash) : null;
   if (!receipt || !paysUs(x, p, receipt)) {
-    const fate = await fateOnChain(x, p);
+    const fate = await authorizationFate(x, p.payer, p.nonce);
     if (fate.kind === "canceled") {
       await release(env, p.id, p.chargeId, "authorization_canceled", nowIso());
       return "failed";
@@ -79,58 +76,9 @@ export async function reconcilePayment(
   return "credited";
 }
 
-type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
-
 /** Did this transaction move the payment's value from its payer to the address it pays? */
-function paysUs(x: X402Settings, p: OpenPayment, receipt: Receipt): boolean {
-  if (receipt.status !== "success") return false;
-  const transfers = parseEventLogs({
-    abi: EIP3009_ABI,
-    eventName: "Transfer",
-    logs: receipt.logs.filter((l) => isAddressEqual(l.address, x.asset)),
-  });
-  return transfers.some(
-    (t) =>
-      isAddressEqual(t.args.from, p.payer) &&
-      isAddressEqual(t.args.to, p.payTo ?? x.payTo) &&
-      t.args.value === BigInt(p.value),
-  );
-}
-
-/**
- * What the token's logs say became of a used authorization: the transaction that used it
- * (AuthorizationUsed), a cancellation by the payer (AuthorizationCanceled, USDC's
- * `cancelAuthorization`), or nothing in reach yet (a node whose logs lag its state).
- */
-async function fateOnChain(
-  x: X402Settings,
-  p: OpenPayment,
-): Promise<{ kind: "used"; transaction: `0x${string}` } | { kind: "canceled" } | { kind: "unseen" }> {
-  const [usedTopic, authorizer, nonce] = encodeEventTopics({
-    abi: EIP3009_ABI,
-    eventName: "AuthorizationUsed",
-    args: { authorizer: p.payer, nonce: p.nonce },
-  });
-  const [canceledTopic] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationCanceled" });
-  const head = BigInt(await rpcCall<string>(x, "eth_blockNumber", [], { retry: true }));
-  const fromBlock = head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n;
-  const logs = await rpcCall<{ topics: string[]; transactionHash: `0x${string}` }[]>(
-    x,
-    "eth_getLogs",
-    [
-      {
-        address: x.asset,
-        fromBlock: toHex(fromBlock),
-        toBlock: toHex(head),
-        topics: [[usedTopic, canceledTopic], authorizer, nonce],
-      },
-    ],
-    { retry: true },
-  );
-  const used = logs.find((log) => log.topics[0] === usedTopic);
-  if (used) return { kind: "used", transaction: used.transactionHash };
-  return logs.length > 0 ? { kind: "canceled" } : { kind: "unseen" };
-}
+const paysUs = (x: X402Settings, p: OpenPayment, receipt: Receipt) =>
+  movedBy(x, receipt, { from: p.payer, to: p.payTo ?? x.payTo, value: BigInt(p.value) });
 
 /** The cron's sweep over payments whose outcome is unknown or whose worker vanished. */
 export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise<Record<Reconciliation, number>> {

@@ -1,3 +1,4 @@
+import { privateKeyToAddress } from "viem/accounts";
 import { z } from "zod";
 import { issuesOf, isHttps, type VarsOf } from "../lib/settings";
 
@@ -42,6 +43,13 @@ export const x402Shape = {
     .trim()
     .refine((m) => m.split(/\s+/).length >= 12, "must be a BIP-39 mnemonic of 12 or more words"),
   DEPOSIT_CONFIRMATIONS: z.coerce.number().int().min(0).max(1000).default(3),
+  // The key of X402_PAY_TO, the settlement address: it signs the authorizations of payouts and x402
+  // refunds (a gas key sends them). Without it the service takes money in but sends none out.
+  SETTLEMENT_PRIVATE_KEY: z
+    .string()
+    .trim()
+    .regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key")
+    .optional(),
 };
 
 const X402Schema = z.object(x402Shape).superRefine((x, ctx) => {
@@ -50,6 +58,12 @@ const X402Schema = z.object(x402Shape).superRefine((x, ctx) => {
       code: "custom",
       message: "the built-in facilitator needs FACILITATOR_PRIVATE_KEY (or set X402_FACILITATOR_URL)",
     });
+  }
+  if (
+    x.SETTLEMENT_PRIVATE_KEY &&
+    privateKeyToAddress(x.SETTLEMENT_PRIVATE_KEY as `0x${string}`).toLowerCase() !== x.X402_PAY_TO.toLowerCase()
+  ) {
+    ctx.addIssue({ code: "custom", message: "SETTLEMENT_PRIVATE_KEY must be the key of X402_PAY_TO" });
   }
 });
 
@@ -70,6 +84,8 @@ export interface X402Settings {
   /** The receiving key (BIP-39): deposit addresses on account 0, charges' and links' receiving addresses on account 1. */
   receivingMnemonic: string;
   depositConfirmations: number;
+  /** The settlement address's key (payouts and x402 refunds); null: nothing is sent out. */
+  settlementPrivateKey: `0x${string}` | null;
 }
 
 /** Null when X402_PAY_TO is unset: this deployment takes no on-chain payments. */
@@ -115,6 +131,7 @@ export function x402Settings(env: X402Vars & { ENVIRONMENT?: string }): X402Sett
     facilitatorPrivateKeys: (x.FACILITATOR_PRIVATE_KEY ?? []) as `0x${string}`[],
     receivingMnemonic: x.DEPOSIT_MNEMONIC,
     depositConfirmations: x.DEPOSIT_CONFIRMATIONS,
+    settlementPrivateKey: (x.SETTLEMENT_PRIVATE_KEY ?? null) as `0x${string}` | null,
   };
 }
 

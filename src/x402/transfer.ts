@@ -66,12 +66,12 @@ export function transferCallData(payment: DecodedPayment): Hex | null {
 
 /** One fee estimate per RPC URL and isolate, shared for FEES_FRESH_MS. */
 const feeCache = new Map<string, { at: number; fees: Fees }>();
-const feeCalls: { method: string; params: unknown[] }[] = [
+export const feeCalls: { method: string; params: unknown[] }[] = [
   { method: "eth_getBlockByNumber", params: ["latest", false] },
   { method: "eth_maxPriorityFeePerGas", params: [] },
 ];
 /** viem's estimate: 1.2x the latest base fee plus the node's suggested tip. */
-function feesFrom(block: RpcAnswer, tip: RpcAnswer): Fees {
+export function feesFrom(block: RpcAnswer, tip: RpcAnswer): Fees {
   const baseFee = BigInt((block.result as { baseFeePerGas?: string } | null)?.baseFeePerGas ?? "0x0");
   const maxPriorityFeePerGas = BigInt((tip.result as string | undefined) ?? "0x0");
   return { maxFeePerGas: (baseFee * 12n + 9n) / 10n + maxPriorityFeePerGas, maxPriorityFeePerGas };

@@ -1,0 +1,232 @@
+import type { Hex } from "viem";
+import {
+  authorizationFate,
+  movedBy,
+  receiptNow,
+  receiptWithin,
+  rpcBatch,
+  rpcErrorMessage,
+  shortError,
+  tokenCall,
+  type RpcAnswer,
+} from "../chain/client";
+import { guard, sqlStatement, type SqlStatement } from "../db/statements";
+import type { Env, X402Settings } from "../env";
+import { faultPoint } from "../lib/faults";
+import { nowIso } from "../lib/time";
+import { laneOf } from "../x402/settler.do";
+import { feeCalls, feesFrom, gasAccountOf, type PreparedTransfer } from "../x402/transfer";
+import { CLOCK_SKEW_SECONDS } from "../x402/verify";
+import { OUTBOUND_SELECT, signedTransferCall, type OutboundPurpose, type OutboundTransfer } from "./authorization";
+
+/** Where an outbound transfer stands after one step. */
+export type Advance =
+  | { kind: "confirmed"; transaction: Hex }
+  /**
+   * Definitive: nothing moved and nothing ever will. `unsent`: decided before the authorization was
+   * ever handed to the chain (its failure is recorded only while that still holds); otherwise
+   * the chain showed it expired unused.
+   */
+  | { kind: "failed"; reason: string; unsent: boolean }
+  /** Not decided: sent and not yet seen, the chain unreachable, or another worker on it. */
+  | { kind: "waiting"; reason: string };
+
+/** How long a sent transfer rests before a worker looks at the chain and may hand it over again. */
+export const RESEND_AFTER_MS = 30_000;
+
+const waiting = (reason: string): Advance => ({ kind: "waiting", reason });
+
+/**
+ * Takes one step with an outbound transfer. The first time (never handed over): reads the
+ * sender's balance and runs the transfer (its gas estimate executes it) and, if it would not go
+ * through, fails it unsent; otherwise marks it handed over, then a gas key's settler lane sends
+ * it and the receipt is awaited. Later times (a lost answer, a crash, a revert): the chain
+ * decides: the token marks the authorization used (confirmed with the transaction that used it)
+ * or expired unused (failed); still valid and unused, the same signed authorization is handed over
+ * again, which can move the money at most once, since the token refuses a used nonce.
+ */
+export async function advanceOutbound(
+  env: Env,
+  x: X402Settings,
+  t: OutboundTransfer,
+  now = Date.now(),
+): Promise<Advance> {
+  if (t.status !== "pending") return waiting(`already ${t.status}`);
+  const lanes = x.facilitatorPrivateKeys.map((key) => gasAccountOf(key).address);
+  if (lanes.length === 0) return waiting("no_gas_key");
+  if (t.broadcastAt !== null) {
+    const decided = await decidedOnChain(x, t, now);
+    if (decided) return decided;
+    // Unused and still valid: this worker hands it over again, if no other took the turn.
+    if (!(await claimTurn(env, t, now))) return waiting("another worker has it");
+  }
+  const data = await signedTransferCall(x, t);
+  if (!data) return waiting("signer_key_missing");
+  const check = await checkOutbound(x, t, data, lanes[0]!);
+  if (check.kind === "unavailable") return waiting(check.reason);
+  if (check.kind === "used") return (await decidedOnChain(x, t, now)) ?? waiting("authorization used, not yet seen");
+  if (check.kind === "refused") {
+    return t.broadcastAt === null ? { kind: "failed", reason: check.reason, unsent: true } : waiting(check.reason);
+  }
+  if (t.broadcastAt === null && !(await markHandedOver(env, t, now))) return waiting("another worker has it");
+  const lane = lanes[laneIndex(t.id, lanes.length)]!;
+  const sent = await laneOf(env, lane).broadcast(check.prepared, lane);
+  faultPoint("outbound.after_send");
+  if (sent.kind !== "sent") return waiting(sent.reason);
+  try {
+    const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
+    if (movedBy(x, receipt, transferOf(t))) return { kind: "confirmed", transaction: sent.transaction };
+    // Reverted (the balance went between the check and the block): the authorization is unused and can go again.
+    return waiting("transaction_reverted");
+  } catch (error) {
+    return waiting(`receipt_unavailable: ${shortError(error)}`);
+  }
+}
+
+const transferOf = (t: OutboundTransfer) => ({ from: t.fromAddress, to: t.toAddress, value: BigInt(t.value) });
+
+/** Which gas key's lane sends a transfer: fixed by its id, so its resends queue behind each other. */
+function laneIndex(id: string, lanes: number): number {
+  let h = 0;
+  for (const ch of id) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+  return h % lanes;
+}
+
+/**
+ * What the chain has decided about a transfer that was handed over: used by a transaction that
+ * moved its value (confirmed), expired unused or canceled (failed), or null while undecided.
+ */
+async function decidedOnChain(x: X402Settings, t: OutboundTransfer, now: number): Promise<Advance | null> {
+  const fate = await authorizationFate(x, t.fromAddress, t.nonce).catch(() => null);
+  if (fate === null) return waiting("chain_unavailable");
+  if (fate.kind === "canceled") return { kind: "failed", reason: "authorization_canceled", unsent: false };
+  if (fate.kind === "used") {
+    const receipt = await receiptNow(x, fate.transaction).catch(() => null);
+    if (!receipt) return waiting("receipt_unavailable");
+    if (movedBy(x, receipt, transferOf(t))) return { kind: "confirmed", transaction: fate.transaction };
+    // Used without moving the value: a token that behaves otherwise than EIP-3009 says; an operator must look.
+    return waiting("authorization_used_without_transfer");
+  }
+  // Our clock may run ahead of the chain's: expiry waits out the skew the x402 checks tolerate.
+  if (t.validBefore + CLOCK_SKEW_SECONDS <= Math.floor(now / 1000)) {
+    const { method, params } = tokenCall(x, "authorizationState", [t.fromAddress, t.nonce]);
+    const [state] = await rpcBatch(x, [{ method, params }]).catch(() => [undefined]);
+    // The logs are behind the state on some nodes: only a state that says unused ends it.
+    if (state && !state.error && BigInt((state.result as string) || "0x0") === 0n)
+      return { kind: "failed", reason: "authorization_expired", unsent: false };
+  }
+  return null;
+}
+
+type OutboundCheck =
+  | { kind: "ready"; prepared: PreparedTransfer }
+  | { kind: "used" }
+  | { kind: "refused"; reason: string }
+  | { kind: "unavailable"; reason: string };
+
+const errorOf = (answer: RpcAnswer | undefined) => shortError(rpcErrorMessage(answer) ?? "no answer");
+
+/**
+ * In one JSON-RPC batch: the authorization still unused, the sender's balance, the transfer run
+ * against the latest state (its gas estimate), and the fees. A sender holding too little is
+ * `treasury_insufficient_funds`.
+ */
+async function checkOutbound(x: X402Settings, t: OutboundTransfer, data: Hex, gasFrom: Hex): Promise<OutboundCheck> {
+  let answers: RpcAnswer[];
+  try {
+    answers = await rpcBatch(x, [
+      tokenCall(x, "authorizationState", [t.fromAddress, t.nonce]),
+      tokenCall(x, "balanceOf", [t.fromAddress]),
+      { method: "eth_estimateGas", params: [{ from: gasFrom, to: x.asset, data }, "latest"] },
+      ...feeCalls,
+    ]);
+  } catch (error) {
+    return { kind: "unavailable", reason: `rpc_unavailable: ${shortError(error)}` };
+  }
+  const [used, balance, estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer, RpcAnswer, RpcAnswer];
+  for (const answer of [used, balance, block, tip])
+    if (answer.error) return { kind: "unavailable", reason: `rpc_error: ${errorOf(answer)}` };
+  if (BigInt(used.result as string) !== 0n) return { kind: "used" };
+  if (BigInt((balance.result as string) || "0x0") < BigInt(t.value))
+    return { kind: "refused", reason: "treasury_insufficient_funds" };
+  if (estimate.error) return { kind: "refused", reason: `simulation_failed: ${errorOf(estimate)}` };
+  return {
+    kind: "ready",
+    prepared: { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) },
+  };
+}
+
+/** Marks the first hand-over; only one worker's mark lands, and a failed or confirmed row takes none. */
+async function markHandedOver(env: Env, t: OutboundTransfer, now: number): Promise<boolean> {
+  const at = nowIso(now);
+  const result = await env.DB.prepare(
+    "UPDATE outbound_transfers SET broadcast_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL",
+  )
+    .bind(at, at, t.id)
+    .run();
+  return result.meta.changes === 1;
+}
+
+/** A resend's turn: the row unchanged since this worker read it. */
+async function claimTurn(env: Env, t: OutboundTransfer, now: number): Promise<boolean> {
+  const result = await env.DB.prepare(
+    "UPDATE outbound_transfers SET updated_at = ? WHERE id = ? AND status = 'pending' AND updated_at = ?",
+  )
+    .bind(nowIso(now), t.id, t.updatedAt)
+    .run();
+  return result.meta.changes === 1;
+}
+
+/**
+ * The guard and update that record a decided outcome, for the batch that also does what the
+ * outcome means (a payout marked paid, a reversal): only a row still pending changes, and an
+ * unsent failure only while the row was never handed over, so a worker that sent it meanwhile wins.
+ */
+export function outboundOutcomeStatements(t: OutboundTransfer, outcome: Advance, at: string): SqlStatement[] {
+  if (outcome.kind === "waiting") throw new Error("a waiting transfer has no outcome to record");
+  const stillOpen =
+    outcome.kind === "failed" && outcome.unsent
+      ? "EXISTS (SELECT 1 FROM outbound_transfers WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL)"
+      : "EXISTS (SELECT 1 FROM outbound_transfers WHERE id = ? AND status = 'pending')";
+  return [
+    guard("outbound_transfer_decided", stillOpen, t.id),
+    outcome.kind === "confirmed"
+      ? sqlStatement(
+          "UPDATE outbound_transfers SET status = 'confirmed', tx_hash = ?, updated_at = ? WHERE id = ?",
+          outcome.transaction,
+          at,
+          t.id,
+        )
+      : sqlStatement(
+          "UPDATE outbound_transfers SET status = 'failed', failure_reason = ?, updated_at = ? WHERE id = ?",
+          outcome.reason.slice(0, 300),
+          at,
+          t.id,
+        ),
+  ];
+}
+
+/**
+ * The pending transfers of one purpose a worker should look at now: not touched for
+ * `RESEND_AFTER_MS` (never handed over because the request that made it stopped, or handed over
+ * and not yet seen decided), oldest first.
+ */
+export async function dueOutbound(
+  env: Env,
+  purpose: OutboundPurpose,
+  now = Date.now(),
+  limit = 25,
+): Promise<OutboundTransfer[]> {
+  const rows = await env.DB.prepare(
+    `${OUTBOUND_SELECT} WHERE status = 'pending' AND purpose = ? AND updated_at <= ? ORDER BY updated_at LIMIT ?`,
+  )
+    .bind(purpose, nowIso(now - RESEND_AFTER_MS), limit)
+    .all<OutboundTransfer>();
+  return rows.results;
+}
+
+/** The transfer of one owner (a payout, a refund, a deposit), if it has one. */
+export const outboundOf = (env: Env, purpose: OutboundPurpose, ownerId: string) =>
+  env.DB.prepare(`${OUTBOUND_SELECT} WHERE purpose = ? AND owner_id = ?`)
+    .bind(purpose, ownerId)
+    .first<OutboundTransfer>();

@@ -1,0 +1,57 @@
+import type { Env, X402Settings } from "../env";
+import { log } from "../lib/log";
+import { dispatchAfterWrite } from "../webhooks/dispatch";
+import { advanceOutbound, dueOutbound, outboundOf, type Advance } from "./advance";
+import type { OutboundPurpose, OutboundTransfer } from "./authorization";
+
+/** Records a decided outcome for the owner (a payout paid, a refund reversed); must be idempotent. */
+export type Completion = (
+  env: Env,
+  x: X402Settings,
+  t: OutboundTransfer,
+  outcome: Exclude<Advance, { kind: "waiting" }>,
+) => Promise<void>;
+
+/** One step with the transfer of one owner, and its outcome recorded once it is decided. */
+export async function runOutbound(
+  env: Env,
+  x: X402Settings,
+  purpose: OutboundPurpose,
+  ownerId: string,
+  complete: Completion,
+): Promise<Advance["kind"] | "missing"> {
+  const t = await outboundOf(env, purpose, ownerId);
+  if (!t) return "missing";
+  return step(env, x, t, complete);
+}
+
+async function step(env: Env, x: X402Settings, t: OutboundTransfer, complete: Completion): Promise<Advance["kind"]> {
+  const outcome = await advanceOutbound(env, x, t);
+  if (outcome.kind === "waiting") {
+    log.info("outbound_waiting", { purpose: t.purpose, id: t.id, reason: outcome.reason });
+    return "waiting";
+  }
+  await complete(env, x, t, outcome);
+  // The outcome's event is in the outbox: out now, rather than at the next cron tick.
+  await dispatchAfterWrite(env).catch((error) => log.warn("outbound_dispatch", { error }));
+  return outcome.kind;
+}
+
+/** The cron's pass over one purpose's transfers that nobody has moved for a while. */
+export async function advanceDue(
+  env: Env,
+  x: X402Settings,
+  purpose: OutboundPurpose,
+  complete: Completion,
+): Promise<Record<Advance["kind"], number>> {
+  const counts: Record<Advance["kind"], number> = { confirmed: 0, failed: 0, waiting: 0 };
+  for (const t of await dueOutbound(env, purpose)) {
+    try {
+      counts[await step(env, x, t, complete)]++;
+    } catch (error) {
+      counts.waiting++;
+      log.warn("outbound_advance", { purpose, id: t.id, error });
+    }
+  }
+  return counts;
+}

@@ -1,0 +1,278 @@
+import type { Hex } from "viem";
+import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
+import { guard, sqlStatement, type SqlStatement } from "../db/statements";
+import type { Env, X402Settings } from "../env";
+import { screenAddress } from "../kyt/screening";
+import { ledgerOf } from "../ledger/ledger.do";
+import { balanceAfter, postingStatements, type Account } from "../ledger/postings";
+import { dbOf } from "../db/client";
+import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
+import { ApiError } from "../lib/errors";
+import { newId } from "../lib/ids";
+import { centsToUsdcUnits } from "../lib/money";
+import { nowIso } from "../lib/time";
+import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
+import { outboundInsert, type OutboundTransfer } from "../outbound/authorization";
+import { advanceDue, runOutbound, type Completion } from "../outbound/run";
+import { outboxEvent } from "../webhooks/outbox";
+
+export interface PayoutRow {
+  id: string;
+  merchantId: string;
+  amountMinor: number;
+  currency: string;
+  destination: string;
+  status: "pending" | "paid" | "failed";
+  txHash: string | null;
+  failureReason: string | null;
+  createdAt: string;
+  paidAt: string | null;
+}
+
+export const PAYOUT_SELECT = `SELECT id, merchant_id AS merchantId, amount_minor AS amountMinor, currency, destination,
+  status, tx_hash AS txHash, failure_reason AS failureReason, created_at AS createdAt, paid_at AS paidAt FROM payouts`;
+
+/** The payout object of the API. */
+export const payoutView = (p: PayoutRow) => ({
+  payoutId: p.id,
+  merchantId: p.merchantId,
+  amountMinor: p.amountMinor,
+  currency: p.currency,
+  destination: p.destination,
+  status: p.status,
+  transaction: p.txHash,
+  failureReason: p.failureReason,
+  createdAt: p.createdAt,
+  paidAt: p.paidAt,
+});
+
+export type PayoutView = ReturnType<typeof payoutView>;
+
+/** Where money paid out sits in the ledger while it is on its way, and after: outside the service. */
+const payoutsAccount = (x: X402Settings): Account => `external:payouts:${x.network}`;
+
+/**
+ * Payouts need the settlement address's key (it signs the authorization), a gas key (it sends it)
+ * and the chain; without them no payout is taken, rather than one debited that cannot leave.
+ */
+export function treasuryOf(x: X402Settings | null): X402Settings {
+  if (!x || !x.settlementPrivateKey || x.facilitatorPrivateKeys.length === 0)
+    throw new ApiError(503, "treasury_not_configured");
+  return x;
+}
+
+/**
+ * Takes a payout: screens the payout address again, then debits the merchant, records the payout
+ * and the transfer that will send it, and appends its audit row, in one ledger batch (with the
+ * answer, under an Idempotency-Key). The transfer is sent afterwards (`sendPayout`). Without an
+ * amount the whole balance goes; the batch re-checks the balance, so concurrent payouts never
+ * take more than there is.
+ */
+export async function createPayout(
+  env: Env,
+  x: X402Settings,
+  merchantId: string,
+  requested: number | undefined,
+  slot: IdempotencySlot | undefined,
+): Promise<{ payout: PayoutView; balanceMinor: number }> {
+  const merchant = await env.DB.prepare(
+    "SELECT balance_minor AS balanceMinor, payout_address AS payoutAddress FROM merchants WHERE id = ?",
+  )
+    .bind(merchantId)
+    .first<{ balanceMinor: number; payoutAddress: string | null }>();
+  if (!merchant) throw new ApiError(404, "merchant_not_found");
+  if (!merchant.payoutAddress) throw new ApiError(409, "payout_address_missing");
+  const kyt = await screenAddress(dbOf(env.DB), merchant.payoutAddress);
+  if (kyt.verdict !== "pass")
+    throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
+  const amountMinor = requested ?? merchant.balanceMinor;
+  if (amountMinor <= 0 || amountMinor > merchant.balanceMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
+
+  const createdAt = nowIso();
+  const payout: PayoutRow = {
+    id: newId("payout"),
+    merchantId,
+    amountMinor,
+    currency: "USD",
+    destination: merchant.payoutAddress.toLowerCase(),
+    status: "pending",
+    txHash: null,
+    failureReason: null,
+    createdAt,
+    paidAt: null,
+  };
+  const transfer = outboundInsert(x, {
+    purpose: "payout",
+    ownerId: payout.id,
+    from: x.payTo,
+    signer: "settlement",
+    to: payout.destination as Hex,
+    value: centsToUsdcUnits(amountMinor),
+    createdAt,
+  });
+  // The answer names the balance after the debit; the batch writes it in (see storeTemplateStatements).
+  const answer = slot
+    ? storeTemplateStatements(
+        slot,
+        201,
+        JSON.stringify({ payout: payoutView(payout), balanceMinor: PENDING_FIGURE }),
+        "balanceMinor",
+        "SELECT balance_minor FROM merchants WHERE id = ?",
+        merchantId,
+      )
+    : [];
+  const result = await ledgerOf(env).commit({
+    statements: [
+      guard(
+        INSUFFICIENT_BALANCE,
+        "EXISTS (SELECT 1 FROM merchants WHERE id = ? AND balance_minor >= ?)",
+        merchantId,
+        amountMinor,
+      ),
+      sqlStatement(
+        `INSERT INTO payouts (id, merchant_id, amount_minor, currency, destination, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
+        payout.id,
+        merchantId,
+        amountMinor,
+        payout.currency,
+        payout.destination,
+        createdAt,
+        createdAt,
+      ),
+      transfer.statement,
+      ...postingStatements(
+        payout.id,
+        [{ from: `merchant:${merchantId}`, to: payoutsAccount(x), amountMinor }],
+        createdAt,
+      ),
+      ...answer,
+    ],
+    audit: [
+      {
+        type: "payout.created",
+        reference: payout.id,
+        chargeId: null,
+        agentId: null,
+        merchantId,
+        amountMinor,
+        currency: payout.currency,
+        data: { payoutId: payout.id, destination: payout.destination, network: x.network },
+        createdAt,
+      },
+    ],
+  });
+  if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
+  return { payout: payoutView(payout), balanceMinor: balanceAfter(result.results, `merchant:${merchantId}`)! };
+}
+
+/** What `payout.paid` and `payout.failed` carry. */
+const payoutEventData = (p: PayoutRow, transaction: string | null, failureReason: string | null) => ({
+  payoutId: p.id,
+  merchantId: p.merchantId,
+  amountMinor: p.amountMinor,
+  currency: p.currency,
+  destination: p.destination,
+  transaction,
+  failureReason,
+});
+
+/**
+ * Records a payout's decided transfer, once (the batch requires the transfer still pending): paid
+ * with its transaction, or failed with the amount credited back by a reversing posting. Either way
+ * the webhook event and the audit row are in the same batch.
+ */
+export const completePayout: Completion = async (env, x, t, outcome) => {
+  const payout = await env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ?`).bind(t.ownerId).first<PayoutRow>();
+  if (!payout) return;
+  const at = nowIso();
+  await ledgerOf(env).commit(payoutOutcomePlan(x, t, payout, outcome, at));
+};
+
+function payoutOutcomePlan(
+  x: X402Settings,
+  t: OutboundTransfer,
+  payout: PayoutRow,
+  outcome: Exclude<Advance, { kind: "waiting" }>,
+  at: string,
+) {
+  const audit = (type: "payout.paid" | "payout.failed", data: Record<string, unknown>) => ({
+    type,
+    reference: payout.id,
+    chargeId: null,
+    agentId: null,
+    merchantId: payout.merchantId,
+    amountMinor: payout.amountMinor,
+    currency: payout.currency,
+    data: { payoutId: payout.id, destination: payout.destination, ...data },
+    createdAt: at,
+  });
+  const decided = outboundOutcomeStatements(t, outcome, at);
+  if (outcome.kind === "confirmed") {
+    const statements: SqlStatement[] = [
+      ...decided,
+      sqlStatement(
+        "UPDATE payouts SET status = 'paid', tx_hash = ?, paid_at = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+        outcome.transaction,
+        at,
+        at,
+        payout.id,
+      ),
+      outboxEvent("payout.paid", payout.merchantId, payoutEventData(payout, outcome.transaction, null), at),
+    ];
+    return { statements, audit: [audit("payout.paid", { transaction: outcome.transaction })] };
+  }
+  const statements: SqlStatement[] = [
+    ...decided,
+    sqlStatement(
+      "UPDATE payouts SET status = 'failed', failure_reason = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+      outcome.reason.slice(0, 300),
+      at,
+      payout.id,
+    ),
+    // The debit stays; a new posting gives the amount back.
+    ...postingStatements(
+      `${payout.id}:reversal`,
+      [{ from: payoutsAccount(x), to: `merchant:${payout.merchantId}`, amountMinor: payout.amountMinor }],
+      at,
+    ),
+    outboxEvent("payout.failed", payout.merchantId, payoutEventData(payout, null, outcome.reason), at),
+  ];
+  return { statements, audit: [audit("payout.failed", { failureReason: outcome.reason })] };
+}
+
+/** Sends a payout just taken (or takes the next step with it), and records the outcome once decided. */
+export const sendPayout = (env: Env, x: X402Settings, payoutId: string) =>
+  runOutbound(env, x, "payout", payoutId, completePayout);
+
+/** The cron's pass: payouts whose request stopped before their transfer was decided. */
+export const advanceDuePayouts = (env: Env, x: X402Settings) => advanceDue(env, x, "payout", completePayout);
+
+export async function getPayout(env: Env, merchantId: string, payoutId: string): Promise<PayoutRow | null> {
+  return env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`)
+    .bind(payoutId, merchantId)
+    .first<PayoutRow>();
+}
+
+/** A merchant's payouts (or, without one, all merchants'), newest first, optionally of one status. */
+export async function listPayouts(
+  env: Env,
+  filter: { merchantId?: string; status?: PayoutRow["status"]; limit: number },
+): Promise<PayoutRow[]> {
+  const where: string[] = [];
+  const params: (string | number)[] = [];
+  if (filter.merchantId) {
+    where.push("merchant_id = ?");
+    params.push(filter.merchantId);
+  }
+  if (filter.status) {
+    where.push("status = ?");
+    params.push(filter.status);
+  }
+  const rows = await env.DB.prepare(
+    `${PAYOUT_SELECT}${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+  )
+    .bind(...params, filter.limit)
+    .all<PayoutRow>();
+  return rows.results;
+}
