@@ -85,6 +85,10 @@ export function outboundInsert(
   };
 }
 
+/** Whether this deployment can send money out: the settlement key signs, a gas key sends. */
+export const sendsOut = (x: X402Settings | null): x is X402Settings =>
+  !!x?.settlementPrivateKey && x.facilitatorPrivateKeys.length > 0;
+
 /** The private key behind `signer`, or null when this deployment does not hold it. */
 export function signerKey(x: X402Settings, signer: string): Hex | null {
   if (signer === "settlement") return x.settlementPrivateKey;

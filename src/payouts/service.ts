@@ -12,7 +12,7 @@ import { newId } from "../lib/ids";
 import { centsToUsdcUnits } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
-import { outboundInsert, type OutboundTransfer } from "../outbound/authorization";
+import { outboundInsert, sendsOut, type OutboundTransfer } from "../outbound/authorization";
 import { advanceDue, runOutbound, type Completion } from "../outbound/run";
 import { outboxEvent } from "../webhooks/outbox";
 
@@ -56,8 +56,7 @@ const payoutsAccount = (x: X402Settings): Account => `external:payouts:${x.netwo
  * and the chain; without them no payout is taken, rather than one debited that cannot leave.
  */
 export function treasuryOf(x: X402Settings | null): X402Settings {
-  if (!x || !x.settlementPrivateKey || x.facilitatorPrivateKeys.length === 0)
-    throw new ApiError(503, "treasury_not_configured");
+  if (!sendsOut(x)) throw new ApiError(503, "treasury_not_configured");
   return x;
 }
 
