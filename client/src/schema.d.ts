@@ -95,6 +95,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/merchant/payouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The merchant's payouts */
+        get: operations["listPayouts"];
+        put?: never;
+        /**
+         * Pay out the balance
+         * @description Screens the payout address again, then debits the balance and records the payout (`pending`) in one batch; the stablecoin is then sent from the settlement address, at most once, and the payout becomes `paid` (`payout.paid`) or `failed` with the amount back in the balance (`payout.failed`). Without `amountUsdCents` the whole balance is paid out.
+         */
+        post: operations["createPayout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/merchant/payouts/{payoutId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One payout */
+        get: operations["getPayout"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/payouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Payouts of every merchant */
+        get: operations["listAllPayouts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/kyt/screen": {
         parameters: {
             query?: never;
@@ -1458,6 +1513,38 @@ export interface components {
              */
             previousKeyExpiresAt: string;
         };
+        Payout: {
+            payoutId: string;
+            merchantId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            /** @description The merchant's payout address when the payout was made. */
+            destination: string;
+            /**
+             * @description `pending`: debited, being sent; `paid`: the transfer is mined; `failed`: the amount is back in the balance.
+             * @enum {string}
+             */
+            status: "pending" | "paid" | "failed";
+            /** @description The transfer's transaction hash once paid. */
+            transaction: string | null;
+            /** @description Why it failed, e.g. `treasury_insufficient_funds`. */
+            failureReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            paidAt: string | null;
+        };
+        PayoutCreated: {
+            payout: components["schemas"]["Payout"];
+            /** @description The merchant's balance after the debit. */
+            balanceMinor: number;
+        };
+        PayoutOne: {
+            payout: components["schemas"]["Payout"];
+        };
+        PayoutList: {
+            payouts: components["schemas"]["Payout"][];
+        };
         Charge: {
             chargeId: string;
             merchantId: string;
@@ -1476,6 +1563,8 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
             paidAt: string | null;
+            /** @description The sum of the charge's refunds that are not `failed`; 0 when none. */
+            refundedMinor: number;
         };
         ChargeList: {
             charges: components["schemas"]["Charge"][];
@@ -1725,7 +1814,7 @@ export interface components {
             id: string;
             url: string;
             /** @description Empty means every event kind. */
-            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "endpoint.disabled")[];
+            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled")[];
             merchantId: string | null;
             /** @description Shown once: the HMAC-SHA256 key of the X-Service-Signature header. */
             secret: string;
@@ -1733,7 +1822,7 @@ export interface components {
         WebhookEndpoint: {
             id: string;
             url: string;
-            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "endpoint.disabled")[];
+            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled")[];
             merchantId: string | null;
             /** Format: date-time */
             createdAt: string;
@@ -1755,7 +1844,7 @@ export interface components {
             id: string;
             eventId: string;
             /** @enum {string} */
-            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "endpoint.disabled";
+            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled";
             /** @enum {string} */
             status: "pending" | "delivered" | "failed";
             attempts: number;
@@ -1777,7 +1866,7 @@ export interface components {
         WebhookEvent: {
             id: string;
             /** @enum {string} */
-            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "endpoint.disabled";
+            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled";
             /** Format: date-time */
             createdAt: string;
             data: {
@@ -1925,6 +2014,10 @@ export interface components {
             /** @default 86400 */
             graceSeconds: number;
         };
+        PayoutRequest: {
+            /** @description Integer cents to pay out; absent pays out the whole balance. */
+            amountUsdCents?: number;
+        };
         ScreenRequest: {
             address: string;
             chain: string;
@@ -1979,7 +2072,7 @@ export interface components {
         UnfreezeAgentRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             url: string;
-            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "endpoint.disabled")[];
+            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled")[];
             merchantId?: string;
         };
         RotateWebhookSecretRequest: {
@@ -2285,6 +2378,157 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ConsoleMerchantList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listPayouts: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayoutList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createPayout: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PayoutRequest"];
+            };
+        };
+        responses: {
+            /** @description Debited; the transfer is on its way. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayoutCreated"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            /** @description The payout address no longer passes screening (nothing debited), or a credential of another kind. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayoutAddressFlagged"] | components["schemas"]["CredentialNotAllowed"];
+                };
+            };
+            /** @description No payout address (`payout_address_missing`), or the amount is more than the balance, or the balance is zero (`saldo_insuficiente`). Nothing is debited. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description This deployment sends no money out: it lacks the settlement key or a gas key (`treasury_not_configured`); or the ledger is shedding load (`overloaded`, with `Retry-After`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getPayout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                payoutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The payout. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayoutOne"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown payout. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAllPayouts: {
+        parameters: {
+            query?: {
+                limit?: number;
+                status?: "pending" | "paid" | "failed";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first, optionally of one status. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayoutList"];
                 };
             };
             400: components["responses"]["InvalidRequest"];

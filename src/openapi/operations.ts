@@ -14,6 +14,7 @@ import {
 } from "../lib/api-operation";
 // The domains in the order their schemas appear under components.schemas.
 import { MERCHANT_OPERATIONS } from "../merchants/operations";
+import { PAYOUT_OPERATIONS } from "../payouts/operations";
 import { KYT_OPERATIONS } from "../kyt/operations";
 import { CHARGE_OPERATIONS } from "../charges/operations";
 import { CHECKOUT_OPERATIONS } from "../checkout/operations";
@@ -85,6 +86,7 @@ function withShared(op: Operation): Operation {
 /** Every documented operation, with the shared responses added. */
 export const OPERATIONS: readonly Operation[] = [
   ...MERCHANT_OPERATIONS,
+  ...PAYOUT_OPERATIONS,
   ...KYT_OPERATIONS,
   ...CHARGE_OPERATIONS,
   ...X402_OPERATIONS,

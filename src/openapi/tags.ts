@@ -46,6 +46,12 @@ export const TAGS = [
     description: "The agent's balance, deposit address and whether an operator froze the wallet.",
   },
   { name: "KYT", group: "Interface", description: "Address screening." },
+  {
+    name: "Payouts",
+    group: "Service extras",
+    description:
+      "A merchant's balance sent on chain to its payout address, from the service's settlement address, at most once.",
+  },
   { name: "Export", group: "Interface", description: "The audit chain as CSV." },
   {
     name: "Console sign-in",
@@ -59,6 +65,7 @@ export const TAGS = [
   },
   { name: "Console merchants", group: "Operations", description: "The console's merchant list and key rolls." },
   { name: "Console approvals", group: "Operations", description: "Approvals waiting for a human." },
+  { name: "Console payouts", group: "Operations", description: "Every merchant's payouts, by status." },
   {
     name: "Operator extras",
     group: "Service extras",

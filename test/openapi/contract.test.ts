@@ -238,6 +238,33 @@ describe("merchants, KYT and charges", () => {
   });
 });
 
+describe("payouts", () => {
+  it("pays out, lists, reads, and refuses each way", async () => {
+    const merchant = await createMerchant({ name: "Contract Payouts" });
+    const payer = await createAgent({ name: "contract-payout-payer", credit: 900 });
+    const charge = await createCharge(merchant.apiKey, 900);
+    expect((await rec.call("POST", `/charges/${charge.chargeId}/pay`, { token: payer.apiKey })).status).toBe(200);
+    const token = merchant.apiKey;
+    expect((await rec.call("POST", "/merchant/payouts", { token, body: { amountUsdCents: 1 } })).status).toBe(409);
+    const address = "0x4444444444444444444444444444444444444444";
+    expect((await rec.call("PUT", "/merchant/payout-address", { token, body: { address } })).status).toBe(200);
+    const created = await rec.call("POST", "/merchant/payouts", { token, body: { amountUsdCents: 400 } });
+    expect(created.status).toBe(201);
+    expect((await rec.call("POST", "/merchant/payouts", { token, body: { amountUsdCents: 0 } })).status).toBe(400);
+    expect((await rec.call("GET", "/merchant/payouts?limit=5", { token })).status).toBe(200);
+    expect((await rec.call("GET", "/merchant/payouts?limit=0", { token })).status).toBe(400);
+    expect((await rec.call("GET", `/merchant/payouts/${created.body.payout.payoutId}`, { token })).status).toBe(200);
+    expect((await rec.call("GET", "/merchant/payouts/po_doesnotexist", { token })).status).toBe(404);
+    expect((await rec.call("GET", `/merchant/payouts/${"x".repeat(600)}`, { token })).status).toBe(400);
+    const console = await consoleToken();
+    expect((await rec.call("GET", "/console/payouts?status=pending", { token: console })).status).toBe(200);
+    expect((await rec.call("GET", "/console/payouts?status=lost", { token: console })).status).toBe(400);
+    const block = { address, reason: "contract test" };
+    expect((await rec.call("POST", "/console/kyt/blocklist", { token: console, body: block })).status).toBe(201);
+    expect((await rec.call("POST", "/merchant/payouts", { token, body: { amountUsdCents: 1 } })).status).toBe(403);
+  });
+});
+
 describe("x402", () => {
   let merchantKey = "";
   beforeAll(async () => {
