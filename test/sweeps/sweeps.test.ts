@@ -1,3 +1,4 @@
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import {
   createWalletClient,
@@ -13,6 +14,7 @@ import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem
 import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import { settingsOf, type X402Settings } from "../../src/env";
+import worker from "../../src/index";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
@@ -185,6 +187,19 @@ describe("sweeps to the settlement address", () => {
     expect(await tokenBalance(agent.address)).toBe(0n);
     // The chain shows one transfer out of the deposit address, whatever ran.
     expect(await transfersFrom(agent.address, startBlock)).toEqual([{ to: x.payTo.toLowerCase(), value: 1_234_567n }]);
+  });
+
+  it("the minute cron sweeps", async () => {
+    const agent = await depositAgent("swept by the cron");
+    const sender = await freshSender(10_000_000n);
+    await send(sender, agent.address, 500_000n);
+    await creditDeposits();
+    const [deposit] = await depositsTo(agent.address);
+    const ctx = createExecutionContext();
+    await worker.scheduled!(createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(await sweepsOf([deposit!.id])).toMatchObject([{ status: "confirmed", value: "500000" }]);
+    expect(await tokenBalance(agent.address)).toBe(0n);
   });
 
   it("two deposits to one address are two sweeps, each of its own value", async () => {
