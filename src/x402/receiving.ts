@@ -80,8 +80,9 @@ export interface ReceivingReport {
  * What x402 payments left on the charges' and links' receiving addresses: from the ledger side,
  * what was settled to each (all of them in the totals; the `limit` most recently paid listed),
  * and from the chain, what each listed address holds now, read in one JSON-RPC batch at one block.
- * Nothing moves these tokens yet (they are the service's: it holds their keys), so received and
- * held agree unless tokens arrived outside a payment.
+ * The tokens are the service's (it holds the addresses' keys): the cron sweeps each settled
+ * payment's value on to the settlement address, so an address holds what was received until its
+ * payments are swept, then nothing (or what arrived outside a payment).
  */
 export async function receivingReport(env: Env, x: X402Settings, limit: number): Promise<ReceivingReport> {
   const [listed, totals] = await env.DB.batch<Record<string, unknown>>([
