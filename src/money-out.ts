@@ -4,9 +4,14 @@ import { sendsOut } from "./outbound/authorization";
 import { advanceDuePayouts } from "./payouts/service";
 import { sweepToSettlement } from "./sweeps/run";
 
-/** The cron's jobs that send money out: none without the settlement key and a gas key. */
+/**
+ * The cron's jobs that send money out. Sweeps need only a gas key (the receiving key signs them);
+ * payouts and refunds also need the settlement key.
+ */
 export function moneyOutJobs(env: Env): Record<string, Promise<unknown>> {
   const x = settingsOf(env).x402;
-  if (!sendsOut(x)) return {};
-  return { payouts: advanceDuePayouts(env, x), treasury_sweeps: sweepToSettlement(env, x) };
+  if (!x || x.facilitatorPrivateKeys.length === 0) return {};
+  const jobs: Record<string, Promise<unknown>> = { treasury_sweeps: sweepToSettlement(env, x) };
+  if (sendsOut(x)) jobs.payouts = advanceDuePayouts(env, x);
+  return jobs;
 }
