@@ -9,10 +9,8 @@ import { canonicalJson } from "../lib/canonical-json";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { newId } from "../lib/ids";
 import { centsToUsdcUnits } from "../lib/money";
-import type { Advance } from "../outbound/advance";
-import { outboundInsert } from "../outbound/authorization";
-import { outboundOutcomeStatements } from "../outbound/advance";
-import type { OutboundTransfer } from "../outbound/authorization";
+import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
+import { outboundInsert, type OutboundTransfer } from "../outbound/authorization";
 import type { EventType } from "../webhooks/outbox";
 
 export interface RefundRow {
@@ -159,7 +157,11 @@ export function walletRefundPlan(r: RefundRow & { agentId: string }, answer: Sql
  * An x402 refund taken: the merchant debited at once, the refund `pending`, and the transfer that
  * sends it back to the payer from the settlement address, recorded to be sent after the batch.
  */
-export function x402RefundPlan(x: X402Settings, r: RefundRow & { destination: string }, answer: SqlStatement[]) {
+export function x402RefundPlan(
+  x: X402Settings,
+  r: RefundRow & { destination: string },
+  answer: SqlStatement[],
+): CommitPlan {
   const transfer = outboundInsert(x, {
     purpose: "refund",
     ownerId: r.id,
@@ -169,7 +171,7 @@ export function x402RefundPlan(x: X402Settings, r: RefundRow & { destination: st
     value: centsToUsdcUnits(r.amountMinor),
     createdAt: r.createdAt,
   });
-  const plan: CommitPlan = {
+  return {
     statements: [
       ...openingStatements(r),
       transfer.statement,
@@ -182,7 +184,6 @@ export function x402RefundPlan(x: X402Settings, r: RefundRow & { destination: st
     ],
     audit: [auditOf(r, "refund.created", { destination: r.destination, network: x.network }, r.createdAt)],
   };
-  return plan;
 }
 
 /**
