@@ -20,6 +20,7 @@ import { merchantRoutes } from "./merchants/routes";
 import { openApiRoutes } from "./openapi/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { payoutRoutes } from "./payouts/routes";
+import { refundRoutes } from "./refunds/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { x402Routes } from "./x402/routes";
@@ -65,6 +66,7 @@ export function buildApp() {
   app.route("/", consoleUiRoutes);
   app.route("/", merchantRoutes);
   app.route("/", payoutRoutes);
+  app.route("/", refundRoutes);
   app.route("/", kytRoutes);
   app.route("/", x402Routes);
   app.route("/", chargeRoutes);

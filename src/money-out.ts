@@ -2,6 +2,7 @@ import type { Env } from "./env";
 import { settingsOf } from "./env";
 import { sendsOut } from "./outbound/authorization";
 import { advanceDuePayouts } from "./payouts/service";
+import { advanceDueRefunds } from "./refunds/service";
 import { sweepToSettlement } from "./sweeps/run";
 
 /**
@@ -12,6 +13,9 @@ export function moneyOutJobs(env: Env): Record<string, Promise<unknown>> {
   const x = settingsOf(env).x402;
   if (!x || x.facilitatorPrivateKeys.length === 0) return {};
   const jobs: Record<string, Promise<unknown>> = { treasury_sweeps: sweepToSettlement(env, x) };
-  if (sendsOut(x)) jobs.payouts = advanceDuePayouts(env, x);
+  if (sendsOut(x)) {
+    jobs.payouts = advanceDuePayouts(env, x);
+    jobs.refunds = advanceDueRefunds(env, x);
+  }
   return jobs;
 }

@@ -6,6 +6,8 @@ import type { Policy } from "./policy";
 import type { DepositTransfer } from "../ledger/movements";
 import type { SqlStatement } from "../db/statements";
 import { nowIso } from "../lib/time";
+import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
+import type { CommitPlan } from "../ledger/plan";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { PayOutcome } from "./outcomes";
 import {
@@ -107,6 +109,12 @@ export class WalletDurableObject extends DurableObject<Env> {
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {
     const credit: WalletCredit = { amountMinor, reference, by };
     return this.serialize(() => this.forgetting(creditWallet({ env: this.env, agentId, slot }, credit)));
+  }
+
+  /** A merchant's refund of this agent's payment: its plan (guarded by the refunds service) committed in the agent's turn. */
+  refund(plan: CommitPlan) {
+    const commit = async (): Promise<CommitResult> => ledgerOf(this.env).commit(plan);
+    return this.serialize(() => this.forgetting(commit()));
   }
 
   creditDeposit(transfer: DepositTransfer, credit: boolean) {

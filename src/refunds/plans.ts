@@ -1,0 +1,239 @@
+import type { Hex } from "viem";
+import type { AuditDraft } from "../audit/chain";
+import { PENDING_FIGURE } from "../db/idempotency";
+import { guard, sqlStatement, type SqlStatement } from "../db/statements";
+import type { X402Settings } from "../env";
+import type { CommitPlan } from "../ledger/plan";
+import { postingStatements, type Account } from "../ledger/postings";
+import { canonicalJson } from "../lib/canonical-json";
+import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
+import { newId } from "../lib/ids";
+import { centsToUsdcUnits } from "../lib/money";
+import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
+import { outboundInsert, type OutboundTransfer } from "../outbound/authorization";
+import type { EventType } from "../webhooks/outbox";
+
+export interface RefundRow {
+  id: string;
+  chargeId: string;
+  merchantId: string;
+  agentId: string | null;
+  amountMinor: number;
+  currency: string;
+  method: string;
+  /** The payer's address, for an x402 refund. */
+  destination: string | null;
+  status: "pending" | "succeeded" | "failed";
+  txHash: string | null;
+  failureReason: string | null;
+  createdAt: string;
+}
+
+/** Where an on-chain refund sits in the ledger once it left the merchant: outside the service. */
+export const refundsAccount = (x: X402Settings): Account => `external:refunds:${x.network}`;
+
+/** The audit row of a refund step. */
+const auditOf = (r: RefundRow, type: string, data: Record<string, unknown>, at: string): AuditDraft => ({
+  type,
+  reference: r.id,
+  chargeId: r.chargeId,
+  agentId: r.agentId,
+  merchantId: r.merchantId,
+  amountMinor: r.amountMinor,
+  currency: r.currency,
+  data: { refundId: r.id, method: r.method, ...data },
+  createdAt: at,
+});
+
+/**
+ * The guards and writes every refund opens with: the charge is still a paid charge of this
+ * merchant, its refunded sum grows by the amount (the table's trigger aborts the batch with
+ * `refund_exceeds_remaining` past the charge's amount) and answers with the sum after, and the
+ * merchant's balance covers the amount. Concurrent refunds and payouts are decided here, in order.
+ */
+function openingStatements(r: RefundRow): SqlStatement[] {
+  return [
+    guard(
+      "charge_not_paid",
+      "EXISTS (SELECT 1 FROM charges WHERE id = ? AND merchant_id = ? AND status = 'paid')",
+      r.chargeId,
+      r.merchantId,
+    ),
+    sqlStatement(
+      `INSERT INTO refunds (id, charge_id, merchant_id, agent_id, amount_minor, currency, method, destination, status, tx_hash, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
+      r.id,
+      r.chargeId,
+      r.merchantId,
+      r.agentId,
+      r.amountMinor,
+      r.currency,
+      r.method,
+      r.destination,
+      r.status,
+      r.createdAt,
+      r.createdAt,
+    ),
+    sqlStatement(
+      `UPDATE charges SET refunded_minor = refunded_minor + ? WHERE id = ? RETURNING refunded_minor AS ${REFUNDED_AFTER}`,
+      r.amountMinor,
+      r.chargeId,
+    ),
+    guard(
+      INSUFFICIENT_BALANCE,
+      "EXISTS (SELECT 1 FROM merchants WHERE id = ? AND balance_minor >= ?)",
+      r.merchantId,
+      r.amountMinor,
+    ),
+  ];
+}
+
+/** The column name the charge update answers with; read back with `refundedAfter`. */
+const REFUNDED_AFTER = "refundedMinorAfterRefund";
+
+/** The charge's refunded sum right after a committed refund plan, from its own answer. */
+export function refundedAfter(results: Record<string, unknown>[][]): number {
+  const row = results.flat().find((r) => REFUNDED_AFTER in r);
+  if (!row) throw new Error("the refund plan's charge update answered nothing");
+  return Number(row[REFUNDED_AFTER]);
+}
+
+/** What `charge.refunded` and `refund.failed` carry; `refundedMinor` is filled in by the batch (`refundEvent`). */
+const refundEventData = (r: RefundRow, transaction: string | null) => ({
+  refundId: r.id,
+  chargeId: r.chargeId,
+  merchantId: r.merchantId,
+  agentId: r.agentId,
+  amountMinor: r.amountMinor,
+  refundedMinor: PENDING_FIGURE,
+  currency: r.currency,
+  method: r.method,
+  transaction,
+});
+
+/**
+ * A refund's webhook event. `refundedMinor` is the charge's sum as the batch leaves it, which
+ * concurrent refunds make unknowable beforehand: the statement writes it in from the charge row,
+ * as stored Idempotency answers do (see storeTemplateStatements). It must follow the plan's
+ * charge update.
+ */
+function refundEvent(type: EventType, r: RefundRow, data: Record<string, unknown>, at: string): SqlStatement {
+  return sqlStatement(
+    `INSERT INTO outbox_events (id, type, merchant_id, data, created_at)
+     SELECT ?, ?, ?, replace(?, ?, ? || (SELECT refunded_minor FROM charges WHERE id = ?)), ?`,
+    newId("webhookEvent"),
+    type,
+    r.merchantId,
+    canonicalJson(data),
+    `"refundedMinor":${PENDING_FIGURE}`,
+    `"refundedMinor":`,
+    r.chargeId,
+    at,
+  );
+}
+
+/**
+ * A refund of a wallet payment (`ledger` or `paylink`), done in one batch: the merchant's balance
+ * back to the paying agent's wallet, the refund `succeeded`, `charge.refunded` and its audit row.
+ * `answer`: the statements that store the request's answer, if it has a key.
+ */
+export function walletRefundPlan(r: RefundRow & { agentId: string }, answer: SqlStatement[]): CommitPlan {
+  return {
+    statements: [
+      ...openingStatements(r),
+      ...postingStatements(
+        r.id,
+        [{ from: `merchant:${r.merchantId}`, to: `agent:${r.agentId}`, amountMinor: r.amountMinor }],
+        r.createdAt,
+      ),
+      refundEvent("charge.refunded", r, refundEventData(r, null), r.createdAt),
+      ...answer,
+    ],
+    audit: [auditOf(r, "charge.refunded", {}, r.createdAt)],
+  };
+}
+
+/**
+ * An x402 refund taken: the merchant debited at once, the refund `pending`, and the transfer that
+ * sends it back to the payer from the settlement address, recorded to be sent after the batch.
+ */
+export function x402RefundPlan(
+  x: X402Settings,
+  r: RefundRow & { destination: string },
+  answer: SqlStatement[],
+): CommitPlan {
+  const transfer = outboundInsert(x, {
+    purpose: "refund",
+    ownerId: r.id,
+    from: x.payTo,
+    signer: "settlement",
+    to: r.destination as Hex,
+    value: centsToUsdcUnits(r.amountMinor),
+    createdAt: r.createdAt,
+  });
+  return {
+    statements: [
+      ...openingStatements(r),
+      transfer.statement,
+      ...postingStatements(
+        r.id,
+        [{ from: `merchant:${r.merchantId}`, to: refundsAccount(x), amountMinor: r.amountMinor }],
+        r.createdAt,
+      ),
+      ...answer,
+    ],
+    audit: [auditOf(r, "refund.created", { destination: r.destination, network: x.network }, r.createdAt)],
+  };
+}
+
+/**
+ * Records an x402 refund's decided transfer, once (the batch requires the transfer still pending):
+ * `succeeded` with its transaction and `charge.refunded`; or `failed`, the charge's refunded sum
+ * lowered again and the amount back in the merchant's balance by a reversing posting, with
+ * `refund.failed`. The audit row either way.
+ */
+export function refundOutcomePlan(
+  x: X402Settings,
+  t: OutboundTransfer,
+  r: RefundRow,
+  outcome: Exclude<Advance, { kind: "waiting" }>,
+  at: string,
+): CommitPlan {
+  const decided = outboundOutcomeStatements(t, outcome, at);
+  if (outcome.kind === "confirmed") {
+    return {
+      statements: [
+        ...decided,
+        sqlStatement(
+          "UPDATE refunds SET status = 'succeeded', tx_hash = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+          outcome.transaction,
+          at,
+          r.id,
+        ),
+        refundEvent("charge.refunded", r, refundEventData(r, outcome.transaction), at),
+      ],
+      audit: [auditOf(r, "charge.refunded", { transaction: outcome.transaction, destination: r.destination }, at)],
+    };
+  }
+  const failureReason = outcome.reason.slice(0, 300);
+  return {
+    statements: [
+      ...decided,
+      sqlStatement(
+        "UPDATE refunds SET status = 'failed', failure_reason = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+        failureReason,
+        at,
+        r.id,
+      ),
+      sqlStatement("UPDATE charges SET refunded_minor = refunded_minor - ? WHERE id = ?", r.amountMinor, r.chargeId),
+      // The debit stays; a new posting gives the amount back.
+      ...postingStatements(
+        `${r.id}:reversal`,
+        [{ from: refundsAccount(x), to: `merchant:${r.merchantId}`, amountMinor: r.amountMinor }],
+        at,
+      ),
+      refundEvent("refund.failed", r, { ...refundEventData(r, null), failureReason }, at),
+    ],
+    audit: [auditOf(r, "refund.failed", { failureReason, destination: r.destination }, at)],
+  };
+}

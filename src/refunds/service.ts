@@ -1,0 +1,161 @@
+import { walletOf } from "../agents/wallet.do";
+import { chargeRowStatement, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
+import { dbOf } from "../db/client";
+import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
+import type { SqlStatement } from "../db/statements";
+import type { Env, X402Settings } from "../env";
+import { screenAddress } from "../kyt/screening";
+import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
+import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
+import { ApiError } from "../lib/errors";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { sendsOut } from "../outbound/authorization";
+import { advanceDue, runOutbound, type Completion } from "../outbound/run";
+import { refundedAfter, refundOutcomePlan, walletRefundPlan, x402RefundPlan, type RefundRow } from "./plans";
+
+export type { RefundRow } from "./plans";
+
+const REFUND_SELECT = `SELECT id, charge_id AS chargeId, merchant_id AS merchantId, agent_id AS agentId,
+  amount_minor AS amountMinor, currency, method, destination, status, tx_hash AS txHash,
+  failure_reason AS failureReason, created_at AS createdAt FROM refunds`;
+
+/** The refund object of the API. */
+export const refundView = (r: RefundRow) => ({
+  refundId: r.id,
+  chargeId: r.chargeId,
+  amountMinor: r.amountMinor,
+  currency: r.currency,
+  method: r.method,
+  status: r.status,
+  transaction: r.txHash,
+  failureReason: r.failureReason,
+  createdAt: r.createdAt,
+});
+
+export type RefundView = ReturnType<typeof refundView>;
+
+/** A charge of this merchant, or 404 (another merchant's charge is as unknown as a missing one). */
+async function merchantCharge(env: Env, merchantId: string, chargeId: string): Promise<ChargeRow> {
+  const charge = await chargeRowStatement(env.DB, chargeId).first<ChargeRow>();
+  if (!charge || charge.merchantId !== merchantId) throw new ApiError(404, "charge_not_found");
+  return charge;
+}
+
+/**
+ * Refunds a paid charge of the merchant: what remains of it without an amount. The checks here
+ * give the refusals; the batch checks the same again (the charge paid, the remaining amount, the
+ * merchant's balance), so concurrent refunds and payouts never take more than there is. A wallet
+ * payment's refund is done in its batch, through the paying agent's wallet object; an x402
+ * payment's is debited in its batch and sent on chain afterwards (`sendRefund`).
+ */
+export async function createRefund(
+  env: Env,
+  x: X402Settings | null,
+  merchantId: string,
+  chargeId: string,
+  requested: number | undefined,
+  slot: IdempotencySlot | undefined,
+): Promise<{ refund: RefundView; charge: ChargeView }> {
+  const charge = await merchantCharge(env, merchantId, chargeId);
+  if (charge.status !== "paid" || !charge.method) throw new ApiError(409, "charge_not_paid");
+  const remaining = charge.amountMinor - charge.refundedMinor;
+  const amountMinor = requested ?? remaining;
+  if (amountMinor <= 0 || amountMinor > remaining) throw new ApiError(409, "refund_exceeds_remaining");
+
+  const refund: RefundRow = {
+    id: newId("refund"),
+    chargeId,
+    merchantId,
+    agentId: charge.agentId,
+    amountMinor,
+    currency: charge.currency,
+    method: charge.method,
+    destination: null,
+    status: charge.method === "x402" ? "pending" : "succeeded",
+    txHash: null,
+    failureReason: null,
+    createdAt: nowIso(),
+  };
+  let result: CommitResult;
+  if (charge.method === "x402") {
+    if (!sendsOut(x)) throw new ApiError(503, "treasury_not_configured");
+    refund.destination = await refundDestination(env, chargeId);
+    await requireBalance(env, merchantId, amountMinor);
+    const answer = answerStatements(slot, refund, charge);
+    result = await ledgerOf(env).commit(x402RefundPlan(x, { ...refund, destination: refund.destination }, answer));
+  } else {
+    const agentId = charge.agentId;
+    if (!agentId) throw new Error(`wallet charge ${chargeId} has no agent`);
+    await requireBalance(env, merchantId, amountMinor);
+    const answer = answerStatements(slot, refund, charge);
+    // In the agent's turn: its wallet object forgets the balance it keeps, which the refund changes.
+    result = await walletOf(env, agentId).refund(walletRefundPlan({ ...refund, agentId }, answer));
+  }
+  if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
+  return {
+    refund: refundView(refund),
+    charge: chargeView({ ...charge, refundedMinor: refundedAfter(result.results) }),
+  };
+}
+
+/** The payer of an x402 charge (the authorization's `from`), screened as a payout address is. */
+async function refundDestination(env: Env, chargeId: string): Promise<string> {
+  const payment = await env.DB.prepare(
+    "SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1",
+  )
+    .bind(chargeId)
+    .first<{ payer: string }>();
+  if (!payment) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
+  const kyt = await screenAddress(dbOf(env.DB), payment.payer);
+  if (kyt.verdict !== "pass")
+    throw new ApiError(403, "refund_destination_flagged", { verdict: kyt.verdict, reason: kyt.reason });
+  return payment.payer.toLowerCase();
+}
+
+/** The refusal for a balance below the amount, before anything is written (the batch guards it again). */
+async function requireBalance(env: Env, merchantId: string, amountMinor: number): Promise<void> {
+  const merchant = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
+    .bind(merchantId)
+    .first<{ balanceMinor: number }>();
+  if (!merchant || merchant.balanceMinor < amountMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
+}
+
+/** The answer stored under an Idempotency-Key; the batch writes in the charge's refunded sum after it. */
+const answerStatements = (slot: IdempotencySlot | undefined, refund: RefundRow, charge: ChargeRow): SqlStatement[] =>
+  slot
+    ? storeTemplateStatements(
+        slot,
+        201,
+        JSON.stringify({
+          refund: refundView(refund),
+          charge: chargeView({ ...charge, refundedMinor: PENDING_FIGURE }),
+        }),
+        "refundedMinor",
+        "SELECT refunded_minor FROM charges WHERE id = ?",
+        charge.id,
+      )
+    : [];
+
+/** Records an x402 refund's decided transfer once (see refundOutcomePlan). */
+export const completeRefund: Completion = async (env, x, t, outcome) => {
+  const refund = await env.DB.prepare(`${REFUND_SELECT} WHERE id = ?`).bind(t.ownerId).first<RefundRow>();
+  if (!refund) return;
+  await ledgerOf(env).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
+};
+
+/** Sends an x402 refund just taken (or takes the next step with it), and records the outcome once decided. */
+export const sendRefund = (env: Env, x: X402Settings, refundId: string) =>
+  runOutbound(env, x, "refund", refundId, completeRefund);
+
+/** The cron's pass: x402 refunds whose request stopped before their transfer was decided. */
+export const advanceDueRefunds = (env: Env, x: X402Settings) => advanceDue(env, x, "refund", completeRefund);
+
+/** A charge's refunds, oldest first; 404 unless it is a charge of this merchant. */
+export async function listRefunds(env: Env, merchantId: string, chargeId: string): Promise<RefundView[]> {
+  await merchantCharge(env, merchantId, chargeId);
+  const rows = await env.DB.prepare(`${REFUND_SELECT} WHERE charge_id = ? ORDER BY created_at, rowid`)
+    .bind(chargeId)
+    .all<RefundRow>();
+  return rows.results.map(refundView);
+}
