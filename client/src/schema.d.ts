@@ -249,6 +249,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/merchant/charges/{chargeId}/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A charge's refunds */
+        get: operations["listChargeRefunds"];
+        put?: never;
+        /**
+         * Refund a paid charge
+         * @description Full or partial; several per charge, never more than the charge. A wallet or PayLink payment goes back to the paying agent's wallet in one batch (its daily spend and the grant's budget are not restored). An x402 payment goes back on chain to the payer, from the settlement address, at most once: `pending`, then `succeeded` or `failed`. The merchant's balance is debited at once either way. Without `amountUsdCents`, what remains is refunded.
+         */
+        post: operations["refundCharge"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/charges/{chargeId}/x402": {
         parameters: {
             query?: never;
@@ -1584,6 +1605,43 @@ export interface components {
             expiresAt: string;
             charge: components["schemas"]["Charge"];
         };
+        Refund: {
+            refundId: string;
+            chargeId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            /**
+             * @description The charge's.
+             * @enum {string}
+             */
+            method: "ledger" | "paylink" | "x402";
+            /**
+             * @description A wallet refund is `succeeded` at once; an x402 refund is `pending` until its transfer to the payer is mined (`succeeded`) or it fails (`failed`: the amount is back in the merchant's balance).
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            /** @description The transfer back to the payer, for an x402 refund that succeeded. */
+            transaction: string | null;
+            failureReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        RefundCreated: {
+            refund: components["schemas"]["Refund"];
+            /** @description The charge after the refund, with `refundedMinor`. */
+            charge: components["schemas"]["Charge"];
+        };
+        RefundList: {
+            refunds: components["schemas"]["Refund"][];
+        };
+        RefundDestinationFlagged: {
+            /** @constant */
+            error: "refund_destination_flagged";
+            /** @enum {string} */
+            verdict: "block";
+            reason: string;
+        };
         CheckoutLinkCreated: {
             checkoutLinkId: string;
             checkoutToken: string;
@@ -2016,6 +2074,10 @@ export interface components {
         };
         PayoutRequest: {
             /** @description Integer cents to pay out; absent pays out the whole balance. */
+            amountUsdCents?: number;
+        };
+        RefundRequest: {
+            /** @description Integer cents to refund; absent refunds what remains of the charge. */
             amountUsdCents?: number;
         };
         ScreenRequest: {
@@ -2789,6 +2851,113 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Overloaded"];
+        };
+    };
+    listChargeRefunds: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chargeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown charge (or another merchant's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    refundCharge: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                chargeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RefundRequest"];
+            };
+        };
+        responses: {
+            /** @description Refunded (or, for x402, debited and on its way). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundCreated"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            /** @description The x402 payer does not pass screening (nothing debited), or a credential of another kind. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundDestinationFlagged"] | components["schemas"]["CredentialNotAllowed"];
+                };
+            };
+            /** @description Unknown charge (or another merchant's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The charge is not paid (`charge_not_paid`), the amount is more than what remains of it (`refund_exceeds_remaining`), or more than the merchant's balance (`saldo_insuficiente`). Nothing moves. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description This deployment sends no money out: it lacks the settlement key or a gas key (`treasury_not_configured`); or the ledger is shedding load (`overloaded`, with `Retry-After`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     payChargeX402: {

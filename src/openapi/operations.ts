@@ -15,6 +15,7 @@ import {
 // The domains in the order their schemas appear under components.schemas.
 import { MERCHANT_OPERATIONS } from "../merchants/operations";
 import { PAYOUT_OPERATIONS } from "../payouts/operations";
+import { REFUND_OPERATIONS } from "../refunds/operations";
 import { KYT_OPERATIONS } from "../kyt/operations";
 import { CHARGE_OPERATIONS } from "../charges/operations";
 import { CHECKOUT_OPERATIONS } from "../checkout/operations";
@@ -89,6 +90,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...PAYOUT_OPERATIONS,
   ...KYT_OPERATIONS,
   ...CHARGE_OPERATIONS,
+  ...REFUND_OPERATIONS,
   ...X402_OPERATIONS,
   ...CHECKOUT_OPERATIONS,
   ...PAYLINK_OPERATIONS,

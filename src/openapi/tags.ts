@@ -47,6 +47,12 @@ export const TAGS = [
   },
   { name: "KYT", group: "Interface", description: "Address screening." },
   {
+    name: "Refunds",
+    group: "Service extras",
+    description:
+      "Money given back on a paid charge: to the paying agent's wallet, or on chain to the x402 payer, at most once.",
+  },
+  {
     name: "Payouts",
     group: "Service extras",
     description:

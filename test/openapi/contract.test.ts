@@ -8,7 +8,7 @@ import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { receiverUrl } from "../helpers/webhooks";
-import { xPaymentFor } from "../helpers/x402";
+import { chain, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 
 // The OpenAPI document against the service itself (issue #9): every route of
@@ -263,10 +263,36 @@ describe("payouts", () => {
     expect((await rec.call("POST", "/console/kyt/blocklist", { token: console, body: block })).status).toBe(201);
     expect((await rec.call("POST", "/merchant/payouts", { token, body: { amountUsdCents: 1 } })).status).toBe(403);
   });
+
+  it("refunds a wallet payment, lists its refunds, and refuses each way", async () => {
+    const merchant = await createMerchant({ name: "Contract Refunds" });
+    const payer = await createAgent({ name: "contract-refund-payer", credit: 600 });
+    const token = merchant.apiKey;
+    const pending = await createCharge(token, 300);
+    const charge = await createCharge(token, 300);
+    expect((await rec.call("POST", `/charges/${charge.chargeId}/pay`, { token: payer.apiKey })).status).toBe(200);
+    const path = `/merchant/charges/${charge.chargeId}/refunds`;
+    const refunded = await rec.call("POST", path, { token, body: { amountUsdCents: 100 } });
+    expect(refunded.status, refunded.text).toBe(201);
+    expect(refunded.body.charge.refundedMinor).toBe(100);
+    expect((await rec.call("POST", path, { token, body: { amountUsdCents: 0 } })).status).toBe(400);
+    expect((await rec.call("POST", path, { token, body: { amountUsdCents: 201 } })).status).toBe(409);
+    expect((await rec.call("POST", `/merchant/charges/${pending.chargeId}/refunds`, { token, body: {} })).status).toBe(
+      409,
+    );
+    expect((await rec.call("POST", "/merchant/charges/chg_doesnotexist/refunds", { token, body: {} })).status).toBe(
+      404,
+    );
+    expect((await rec.call("GET", path, { token })).body.refunds).toHaveLength(1);
+    expect((await rec.call("GET", "/merchant/charges/chg_doesnotexist/refunds", { token })).status).toBe(404);
+    const long = `/merchant/charges/${"x".repeat(600)}/refunds`;
+    expect((await rec.call("GET", long, { token })).status).toBe(400);
+  });
 });
 
 describe("x402", () => {
   let merchantKey = "";
+  let paidChargeId = "";
   beforeAll(async () => {
     merchantKey = (await createMerchant({ name: "Contract x402 Merchant" })).apiKey;
   });
@@ -285,6 +311,7 @@ describe("x402", () => {
     });
     expect(settled.status, settled.text).toBe(200);
     expect(settled.body.settlement.success).toBe(true);
+    paidChargeId = charge.chargeId;
     const again = await rec.call("GET", `/charges/${charge.chargeId}/x402`);
     expect(again.status).toBe(200);
     expect(again.body.method).toBe("x402");
@@ -320,6 +347,19 @@ describe("x402", () => {
     expect(report.status, report.text).toBe(200);
     expect(report.body.totals.payments).toBeGreaterThanOrEqual(3);
     expect((await rec.call("GET", "/console/x402/receiving-addresses?limit=0", { token })).status).toBe(400);
+  });
+
+  it("refunds an x402 payment on chain, and refuses a payer that no longer passes screening", async () => {
+    const path = `/merchant/charges/${paidChargeId}/refunds`;
+    const refunded = await rec.call("POST", path, { token: merchantKey, body: { amountUsdCents: 5 } });
+    expect(refunded.status, refunded.text).toBe(201);
+    expect(refunded.body.refund.method).toBe("x402");
+    const payer = chain().accounts[PAYER]!.address;
+    const token = await consoleToken();
+    expect((await rec.call("POST", "/console/kyt/blocklist", { token, body: { address: payer } })).status).toBe(201);
+    const flagged = await rec.call("POST", path, { token: merchantKey, body: { amountUsdCents: 5 } });
+    expect(flagged.status).toBe(403);
+    expect(flagged.body.error).toBe("refund_destination_flagged");
   });
 });
 
