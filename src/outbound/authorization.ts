@@ -4,6 +4,7 @@ import { sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../env";
 import { hdPrivateKeyAt } from "../lib/hd";
 import { newId } from "../lib/ids";
+import { centsToUsdcUnits } from "../lib/money";
 import { gasAccountOf } from "../x402/transfer";
 
 /** What a transfer the service sends is for. */
@@ -84,6 +85,21 @@ export function outboundInsert(
     ),
   };
 }
+
+/** A transfer of `amountMinor` cents from the settlement address, signed by its key (a payout, an x402 refund). */
+export const settlementTransfer = (
+  x: X402Settings,
+  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; amountMinor: number; createdAt: string },
+) =>
+  outboundInsert(x, {
+    purpose: t.purpose,
+    ownerId: t.ownerId,
+    from: x.payTo,
+    signer: "settlement",
+    to: t.to,
+    value: centsToUsdcUnits(t.amountMinor),
+    createdAt: t.createdAt,
+  });
 
 /** Whether this deployment can send money out: the settlement key signs, a gas key sends. */
 export const sendsOut = (x: X402Settings | null): x is X402Settings =>

@@ -9,10 +9,9 @@ import { dbOf } from "../db/client";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
-import { centsToUsdcUnits } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
-import { outboundInsert, sendsOut, type OutboundTransfer } from "../outbound/authorization";
+import { sendsOut, settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
 import { advanceDue, runOutbound, type Completion } from "../outbound/run";
 import { outboxEvent } from "../webhooks/outbox";
 
@@ -100,13 +99,11 @@ export async function createPayout(
     createdAt,
     paidAt: null,
   };
-  const transfer = outboundInsert(x, {
+  const transfer = settlementTransfer(x, {
     purpose: "payout",
     ownerId: payout.id,
-    from: x.payTo,
-    signer: "settlement",
     to: payout.destination as Hex,
-    value: centsToUsdcUnits(amountMinor),
+    amountMinor,
     createdAt,
   });
   // The answer names the balance after the debit; the batch writes it in (see storeTemplateStatements).

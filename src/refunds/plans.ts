@@ -5,13 +5,10 @@ import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../env";
 import type { CommitPlan } from "../ledger/plan";
 import { postingStatements, type Account } from "../ledger/postings";
-import { canonicalJson } from "../lib/canonical-json";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
-import { newId } from "../lib/ids";
-import { centsToUsdcUnits } from "../lib/money";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
-import { outboundInsert, type OutboundTransfer } from "../outbound/authorization";
-import type { EventType } from "../webhooks/outbox";
+import { settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
+import { outboxEventWithFigure, type EventType } from "../webhooks/outbox";
 
 export interface RefundRow {
   id: string;
@@ -118,18 +115,12 @@ const refundEventData = (r: RefundRow, transaction: string | null) => ({
  * charge update.
  */
 function refundEvent(type: EventType, r: RefundRow, data: Record<string, unknown>, at: string): SqlStatement {
-  return sqlStatement(
-    `INSERT INTO outbox_events (id, type, merchant_id, data, created_at)
-     SELECT ?, ?, ?, replace(?, ?, ? || (SELECT refunded_minor FROM charges WHERE id = ?)), ?`,
-    newId("webhookEvent"),
-    type,
-    r.merchantId,
-    canonicalJson(data),
-    `"refundedMinor":${PENDING_FIGURE}`,
-    `"refundedMinor":`,
-    r.chargeId,
-    at,
-  );
+  return outboxEventWithFigure(type, r.merchantId, data, at, {
+    field: "refundedMinor",
+    placeholder: PENDING_FIGURE,
+    sql: "SELECT refunded_minor FROM charges WHERE id = ?",
+    params: [r.chargeId],
+  });
 }
 
 /**
@@ -162,13 +153,11 @@ export function x402RefundPlan(
   r: RefundRow & { destination: string },
   answer: SqlStatement[],
 ): CommitPlan {
-  const transfer = outboundInsert(x, {
+  const transfer = settlementTransfer(x, {
     purpose: "refund",
     ownerId: r.id,
-    from: x.payTo,
-    signer: "settlement",
     to: r.destination as Hex,
-    value: centsToUsdcUnits(r.amountMinor),
+    amountMinor: r.amountMinor,
     createdAt: r.createdAt,
   });
   return {

@@ -73,3 +73,29 @@ export function outboxEventWhen(
     ...params,
   );
 }
+
+/**
+ * The same, for an event that names a figure only its batch knows (a charge's refunded sum after
+ * concurrent refunds): `data` carries `"<field>":<placeholder>` and the statement writes in the value
+ * of `figureSql`, a scalar subquery that sees the batch's writes before it (as stored Idempotency
+ * answers do). The placeholder is a number no JSON string can contain unescaped.
+ */
+export function outboxEventWithFigure(
+  type: EventType,
+  merchantId: string | null,
+  data: Record<string, unknown>,
+  createdAt: string,
+  figure: { field: string; placeholder: number; sql: string; params: SqlStatement["params"] },
+): SqlStatement {
+  return sqlStatement(
+    `${OUTBOX_INSERT} SELECT ?, ?, ?, replace(?, ?, ? || (${figure.sql})), ?`,
+    newId("webhookEvent"),
+    type,
+    merchantId,
+    canonicalJson(data),
+    `"${figure.field}":${figure.placeholder}`,
+    `"${figure.field}":`,
+    ...figure.params,
+    createdAt,
+  );
+}

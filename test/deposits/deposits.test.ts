@@ -1,23 +1,15 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import {
-  createWalletClient,
-  encodeAbiParameters,
-  http,
-  keccak256,
-  parseAbi,
-  parseEventLogs,
-  toHex,
-  type Hex,
-} from "viem";
-import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
+import { toHex, type Hex } from "viem";
+import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import worker from "../../src/index";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { chain, publicClient, tokenBalance } from "../helpers/x402";
+import { freshSender, sendTokens } from "../helpers/tokens";
+import { publicClient } from "../helpers/x402";
 
 /*
  * Stablecoin deposits to agent wallets, on the real local chain, with
@@ -28,47 +20,6 @@ import { chain, publicClient, tokenBalance } from "../helpers/x402";
  * test file has its own: the first few indexes are taken by throwaway agents
  * so this file's agents never share an address with another file's agent.
  */
-const TOKEN = parseAbi([
-  "function transfer(address to, uint256 value) returns (bool)",
-  "event Transfer(address indexed from, address indexed to, uint256 value)",
-]);
-const BALANCE_SLOT = 1n;
-
-async function freshSender(tokens: bigint) {
-  const key = generatePrivateKey();
-  const account = privateKeyToAccount(key);
-  const slot = keccak256(
-    encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [account.address, BALANCE_SLOT]),
-  );
-  await publicClient().request({
-    method: "anvil_setStorageAt" as never,
-    params: [chain().token, slot, toHex(tokens, { size: 32 })] as never,
-  });
-  await publicClient().request({
-    method: "anvil_setBalance" as never,
-    params: [account.address, toHex(10n ** 18n)] as never,
-  });
-  expect(await tokenBalance(account.address)).toBe(tokens);
-  return { account, wallet: createWalletClient({ account, transport: http(chain().rpcUrl) }) };
-}
-
-type Sender = Awaited<ReturnType<typeof freshSender>>;
-
-/** Sends `value` token units to `to` and returns where the Transfer landed. */
-async function send(sender: Sender, to: Hex, value: bigint) {
-  const hash = await sender.wallet.writeContract({
-    chain: null,
-    address: chain().token,
-    abi: TOKEN,
-    functionName: "transfer",
-    args: [to, value],
-  });
-  const receipt = await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 100 });
-  expect(receipt.status).toBe("success");
-  const [log] = parseEventLogs({ abi: TOKEN, eventName: "Transfer", logs: receipt.logs });
-  return { hash, blockNumber: receipt.blockNumber, logIndex: log!.logIndex };
-}
-
 const mine = (blocks = 1) =>
   publicClient().request({ method: "anvil_mine" as never, params: [toHex(blocks)] as never });
 
@@ -130,7 +81,7 @@ describe("deposits to agent wallets", () => {
     await catchUp(); // read everything before this transfer first, so the next passes are about it
 
     const value = 1_234_567n; // 123.4567 cents: 123 credited
-    const sent = await send(sender, address, value);
+    const sent = await sendTokens(sender, address, value);
 
     // One confirmation so far (the transfer's own block). A pass may only read up to head - 1.
     const early = await watchDeposits(env);
@@ -207,8 +158,8 @@ describe("deposits to agent wallets", () => {
     const agent = await createAgent({ name: "two deposits" });
     const address = await depositAddressOf(agent.apiKey);
     const sender = await freshSender(100_000_000n);
-    await send(sender, address, 2_000_000n); // 200 cents
-    await send(sender, address, 19_999n); // 1.9999 cents: 1
+    await sendTokens(sender, address, 2_000_000n); // 200 cents
+    await sendTokens(sender, address, 19_999n); // 1.9999 cents: 1
     await mine(2);
     await catchUp();
     expect(await balanceOf(agent.apiKey)).toBe(201);
@@ -232,7 +183,7 @@ describe("deposits to agent wallets", () => {
     });
     expect(listed.status).toBe(201);
 
-    const sent = await send(sender, address, 5_000_000n);
+    const sent = await sendTokens(sender, address, 5_000_000n);
     await mine(2);
     await catchUp();
     await watchDeposits(env);

@@ -1,33 +1,13 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { api } from "../helpers/api";
-import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { paidCharge, refund, refundsOf } from "../helpers/money-out";
+import { balanceOf, merchantBalance } from "../helpers/factories";
 
 /*
  * Refunds under concurrency: the batch decides (the charge's remaining amount, the merchant's
  * balance, the Idempotency-Key), so requests that race never take more than there is.
  */
-
-async function paidCharge(cents: number) {
-  const merchant = await createMerchant({ name: "Race Refunds" });
-  const agent = await createAgent({ credit: cents });
-  const charge = await createCharge(merchant.apiKey, cents);
-  expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
-  return { merchant, agent, chargeId: charge.chargeId };
-}
-
-const refund = (merchantKey: string, chargeId: string, body?: unknown, headers?: Record<string, string>) =>
-  api("POST", `/merchant/charges/${chargeId}/refunds`, {
-    token: merchantKey,
-    ...(body === undefined ? {} : { body }),
-    ...(headers ? { headers } : {}),
-  });
-
-const refundsOf = async (merchantKey: string, chargeId: string) =>
-  (await api("GET", `/merchant/charges/${chargeId}/refunds`, { token: merchantKey })).body.refunds as {
-    refundId: string;
-    amountMinor: number;
-  }[];
 
 describe("refunds racing", () => {
   it("10 refunds of 30 cents at once on a 100-cent charge: exactly 3 succeed, balances consistent", async () => {

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import type { PolicyInput } from "../../src/agents/policy";
 import { api, consoleToken } from "../helpers/api";
+import { paidCharge, refund, refundList } from "../helpers/money-out";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 
@@ -11,31 +11,11 @@ import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
  * paying agent's wallet in one batch, and the refund is `succeeded` at once.
  */
 
-/** A merchant, an agent with `credit`, and a charge of `cents` the agent paid from its wallet. */
-async function paidCharge(cents: number, credit = cents, policy?: PolicyInput) {
-  const merchant = await createMerchant({ name: "Refund Co" });
-  const agent = await createAgent({ credit, ...(policy ? { policy } : {}) });
-  const charge = await createCharge(merchant.apiKey, cents);
-  const paid = await payCharge(agent.apiKey, charge.chargeId);
-  expect(paid.status).toBe(200);
-  return { merchant, agent, chargeId: charge.chargeId };
-}
-
-const refund = (merchantKey: string, chargeId: string, body?: unknown, headers?: Record<string, string>) =>
-  api("POST", `/merchant/charges/${chargeId}/refunds`, {
-    token: merchantKey,
-    ...(body === undefined ? {} : { body }),
-    ...(headers ? { headers } : {}),
-  });
-
-const refundsOf = (merchantKey: string, chargeId: string) =>
-  api("GET", `/merchant/charges/${chargeId}/refunds`, { token: merchantKey });
-
 const uniqueHook = (name: string) => `${name}-${crypto.randomUUID().slice(0, 8)}`;
 
 describe("refunds of wallet payments", () => {
   it("a partial refund credits the agent, debits the merchant, and the charge shows it everywhere", async () => {
-    const { merchant, agent, chargeId } = await paidCharge(1_000, 1_500);
+    const { merchant, agent, chargeId } = await paidCharge(1_000, { credit: 1_500 });
     expect(await balanceOf(agent.apiKey)).toBe(500);
     expect(await merchantBalance(merchant.apiKey)).toBe(1_000);
 
@@ -97,7 +77,7 @@ describe("refunds of wallet payments", () => {
       error: "refund_exceeds_remaining",
     });
 
-    const list = await refundsOf(merchant.apiKey, chargeId);
+    const list = await refundList(merchant.apiKey, chargeId);
     expect(list.status).toBe(200);
     expect(list.body.refunds.map((r: { refundId: string }) => r.refundId)).toEqual([
       first.body.refund.refundId,
@@ -121,8 +101,8 @@ describe("refunds of wallet payments", () => {
     const foreign = await refund(other.apiKey, chargeId, { amountUsdCents: 1 });
     expect(foreign.status).toBe(404);
     expect(foreign.body).toEqual({ error: "charge_not_found" });
-    expect((await refundsOf(other.apiKey, chargeId)).status).toBe(404);
-    expect((await refundsOf(merchant.apiKey, "chg_nonexistent")).body).toEqual({ error: "charge_not_found" });
+    expect((await refundList(other.apiKey, chargeId)).status).toBe(404);
+    expect((await refundList(merchant.apiKey, "chg_nonexistent")).body).toEqual({ error: "charge_not_found" });
 
     const pending = await createCharge(merchant.apiKey, 200);
     const notPaid = await refund(merchant.apiKey, pending.chargeId, { amountUsdCents: 100 });
@@ -151,7 +131,7 @@ describe("refunds of wallet payments", () => {
 
     expect(await merchantBalance(merchant.apiKey)).toBe(100);
     expect(await balanceOf(agent.apiKey)).toBe(0);
-    expect((await refundsOf(merchant.apiKey, chargeId)).body).toEqual({ refunds: [] });
+    expect((await refundList(merchant.apiKey, chargeId)).body).toEqual({ refunds: [] });
     expect((await api("GET", `/charges/${chargeId}`)).body.refundedMinor).toBe(0);
     // What it does cover still goes.
     expect((await refund(merchant.apiKey, chargeId, { amountUsdCents: 100 })).status).toBe(201);
@@ -159,7 +139,10 @@ describe("refunds of wallet payments", () => {
   });
 
   it("does not give back the agent's daily spend: a refunded payment still counts toward today's limit", async () => {
-    const { merchant, agent, chargeId } = await paidCharge(600, 5_000, { dailyLimitUsdCents: 1_000 });
+    const { merchant, agent, chargeId } = await paidCharge(600, {
+      credit: 5_000,
+      policy: { dailyLimitUsdCents: 1_000 },
+    });
     expect((await refund(merchant.apiKey, chargeId)).status).toBe(201);
     expect(await balanceOf(agent.apiKey)).toBe(5_000);
     // 600 spent today (refunded or not) + 500 is over the 1,000 limit.

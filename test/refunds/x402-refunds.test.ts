@@ -5,6 +5,7 @@ import { settingsOf } from "../../src/env";
 import { ApiError } from "../../src/lib/errors";
 import { moneyOutJobs } from "../../src/money-out";
 import { createRefund, sendRefund } from "../../src/refunds/service";
+import { refund, refundsOf } from "../helpers/money-out";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
@@ -33,18 +34,6 @@ async function paidByX402(cents: number) {
   expect(await merchantBalance(merchant.apiKey)).toBe(cents);
   return { merchant, chargeId: charge.chargeId, payer };
 }
-
-const refund = (merchantKey: string, chargeId: string, body?: unknown) =>
-  api("POST", `/merchant/charges/${chargeId}/refunds`, { token: merchantKey, ...(body ? { body } : {}) });
-
-const refundsOf = async (merchantKey: string, chargeId: string) =>
-  (await api("GET", `/merchant/charges/${chargeId}/refunds`, { token: merchantKey })).body.refunds as {
-    refundId: string;
-    status: string;
-    transaction: string | null;
-    failureReason: string | null;
-    amountMinor: number;
-  }[];
 
 const decided = (merchantKey: string, chargeId: string, refundId: string) =>
   waitFor(

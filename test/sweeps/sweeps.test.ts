@@ -1,16 +1,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import {
-  createWalletClient,
-  encodeAbiParameters,
-  http,
-  keccak256,
-  parseAbi,
-  parseEventLogs,
-  toHex,
-  type Hex,
-} from "viem";
-import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
+import { keccak256, parseEventLogs, toHex, type Hex } from "viem";
+import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import { settingsOf, type X402Settings } from "../../src/env";
@@ -18,6 +9,7 @@ import worker from "../../src/index";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
+import { freshSender, sendTokens, setTokens, TOKEN } from "../helpers/tokens";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
 
 /*
@@ -28,46 +20,7 @@ import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../h
  * key for every file's database: this file's agents start at a random index, so no other file's
  * deposits land on (or are swept from) this file's addresses.
  */
-const TOKEN = parseAbi([
-  "function transfer(address to, uint256 value) returns (bool)",
-  "event Transfer(address indexed from, address indexed to, uint256 value)",
-]);
-const BALANCE_SLOT = 1n;
-
 let x: X402Settings;
-
-/** Sets `address`'s token balance directly on the local chain. */
-async function setTokens(address: Hex, tokens: bigint) {
-  const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [address, BALANCE_SLOT]));
-  await publicClient().request({
-    method: "anvil_setStorageAt" as never,
-    params: [chain().token, slot, toHex(tokens, { size: 32 })] as never,
-  });
-}
-
-/** A fresh key holding `tokens` and gas, to send plain token transfers from. */
-async function freshSender(tokens: bigint) {
-  const account = privateKeyToAccount(generatePrivateKey());
-  await setTokens(account.address, tokens);
-  await publicClient().request({
-    method: "anvil_setBalance" as never,
-    params: [account.address, toHex(10n ** 18n)] as never,
-  });
-  return { account, wallet: createWalletClient({ account, transport: http(chain().rpcUrl) }) };
-}
-
-async function send(sender: Awaited<ReturnType<typeof freshSender>>, to: Hex, value: bigint) {
-  const hash = await sender.wallet.writeContract({
-    chain: null,
-    address: chain().token,
-    abi: TOKEN,
-    functionName: "transfer",
-    args: [to, value],
-  });
-  const receipt = await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 100 });
-  expect(receipt.status).toBe("success");
-  return hash;
-}
 
 /** Runs the deposit watcher past the confirmations (2) up to the head. */
 async function creditDeposits() {
@@ -159,7 +112,7 @@ describe("sweeps to the settlement address", () => {
     const agent = await depositAgent("sweep once");
     const startBlock = await publicClient().getBlockNumber();
     const sender = await freshSender(10_000_000n);
-    await send(sender, agent.address, 1_234_567n);
+    await sendTokens(sender, agent.address, 1_234_567n);
     await creditDeposits();
     const [deposit] = await depositsTo(agent.address);
     expect(deposit).toMatchObject({ value: "1234567", status: "credited" });
@@ -192,7 +145,7 @@ describe("sweeps to the settlement address", () => {
   it("the minute cron sweeps", async () => {
     const agent = await depositAgent("swept by the cron");
     const sender = await freshSender(10_000_000n);
-    await send(sender, agent.address, 500_000n);
+    await sendTokens(sender, agent.address, 500_000n);
     await creditDeposits();
     const [deposit] = await depositsTo(agent.address);
     const ctx = createExecutionContext();
@@ -206,8 +159,8 @@ describe("sweeps to the settlement address", () => {
     const agent = await depositAgent("two deposits");
     const startBlock = await publicClient().getBlockNumber();
     const sender = await freshSender(10_000_000n);
-    await send(sender, agent.address, 2_000_000n);
-    await send(sender, agent.address, 19_999n);
+    await sendTokens(sender, agent.address, 2_000_000n);
+    await sendTokens(sender, agent.address, 19_999n);
     await creditDeposits();
     const deposits = await depositsTo(agent.address);
     expect(deposits.map((d) => d.value).sort()).toEqual(["19999", "2000000"]);
@@ -235,7 +188,7 @@ describe("sweeps to the settlement address", () => {
       body: { address: sender.account.address, reason: "test: flagged sender" },
     });
     expect(listed.status).toBe(201);
-    await send(sender, agent.address, 3_000_000n);
+    await sendTokens(sender, agent.address, 3_000_000n);
     await creditDeposits();
     const [deposit] = await depositsTo(agent.address);
     expect(deposit).toMatchObject({ status: "blocked", value: "3000000" });
@@ -249,7 +202,7 @@ describe("sweeps to the settlement address", () => {
   it("a deposit address holding less than the deposit: failed with treasury_insufficient_funds, never retried", async () => {
     const agent = await depositAgent("tokens gone");
     const sender = await freshSender(10_000_000n);
-    await send(sender, agent.address, 4_000_000n);
+    await sendTokens(sender, agent.address, 4_000_000n);
     await creditDeposits();
     const [deposit] = await depositsTo(agent.address);
     expect(deposit).toMatchObject({ status: "credited" });
