@@ -35,6 +35,9 @@ button.secondary{background:#fff;color:var(--accent)}button.danger{background:va
 .frozen-banner{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;background:#ffebe9;border:2px solid var(--bad);border-left-width:8px;border-radius:8px;padding:.75rem 1rem;margin-bottom:1rem}
 .frozen-banner strong{color:var(--bad);font-size:1.15rem;letter-spacing:.02em}.frozen-banner form{margin-left:auto}.frozen-banner button{margin-top:0}
 .badge.frozen{background:var(--bad);border-color:var(--bad);color:#fff;font-weight:600;margin-left:.35rem}tr.frozen td{background:#fff5f5}
+nav.filters{display:flex;gap:.4rem;flex-wrap:wrap;margin-bottom:.75rem}nav.filters a{padding:.2rem .7rem;border:1px solid var(--line);border-radius:999px;background:#fff;color:var(--accent);text-decoration:none}
+nav.filters a.on{background:var(--accent);border-color:var(--accent);color:#fff}caption{text-align:left;padding-bottom:.4rem}
+code.hash{display:inline-block;max-width:10em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom;word-break:normal}td .reason{font-size:.85rem;margin-top:.2rem;max-width:16em}
 form.roll-key{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}form.roll-key select{width:auto}form.roll-key button{margin-top:0}
 @media (max-width:600px){header{gap:.6rem}main{padding:.6rem}th,td{padding:.3rem}}
 `;
@@ -47,6 +50,7 @@ const NAV = [
   ["/console/ui/webhooks", "Webhooks"],
   ["/console/ui/kyt", "KYT"],
   ["/console/ui/transactions", "Transactions"],
+  ["/console/ui/payouts", "Payouts"],
   ["/console/ui/receiving", "Receiving"],
   ["/console/ui/users", "Users"],
 ] as const;
