@@ -18,7 +18,7 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85
 form.inline{display:inline}label,.group-label{display:block;margin:.4rem 0 .15rem;color:var(--muted);font-size:.85rem}
 input,select{font:inherit;padding:.4rem .5rem;border:1px solid #c8ccd1;border-radius:6px;width:100%;max-width:420px}
 input[type=checkbox]{width:auto}button{font:inherit;padding:.4rem .9rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer;margin-top:.5rem}
-button.secondary{background:#fff;color:var(--accent)}button.danger{background:var(--bad);border-color:var(--bad)}
+form.card>button{display:block}button.secondary{background:#fff;color:var(--accent)}button.danger{background:var(--bad);border-color:var(--bad)}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(180px,1fr));gap:.75rem}
 .stat{background:#fff;border:1px solid var(--line);border-radius:8px;padding:.75rem}.stat b{display:block;font-size:1.4rem}
 .badge{display:inline-block;padding:.1rem .5rem;border-radius:999px;font-size:.8rem;border:1px solid currentColor}
