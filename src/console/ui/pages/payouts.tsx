@@ -6,7 +6,17 @@ import { PAYOUT_STATUSES, type PayoutStatus } from "../queries";
 export const PAYOUTS_SHOWN = 100;
 
 const BADGE: Record<PayoutStatus, string> = { pending: "warn", paid: "ok", failed: "bad" };
+const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 const href = (status: PayoutStatus | null) => (status ? `/console/ui/payouts?status=${status}` : "/console/ui/payouts");
+
+/** The merchant's name above its id, when it has one. */
+const MerchantName = (props: { name: string | undefined }) =>
+  props.name === undefined ? null : (
+    <>
+      {props.name}
+      <br />
+    </>
+  );
 
 /** Every merchant's payouts, newest first, optionally of one status, under the totals by status. */
 export const PayoutsPage = (props: {
@@ -22,7 +32,7 @@ export const PayoutsPage = (props: {
       <div class="grid" id="payout-totals">
         {PAYOUT_STATUSES.map((s) => (
           <div class="stat" id={`payout-total-${s}`}>
-            <span class={BADGE[s]}>{s[0]!.toUpperCase() + s.slice(1)}</span>
+            <span class={BADGE[s]}>{capitalized(s)}</span>
             <b>{usd(props.totals[s].cents)}</b>
             <span class="muted">{counted(props.totals[s].n, "payout")}</span>
           </div>
@@ -37,9 +47,7 @@ export const PayoutsPage = (props: {
       </nav>
       <div class="card">
         <table id="payouts-table">
-          <caption class="muted">
-            {status ? `${status[0]!.toUpperCase() + status.slice(1)} payouts` : "All payouts"}, newest first
-          </caption>
+          <caption class="muted">{status ? `${capitalized(status)} payouts` : "All payouts"}, newest first</caption>
           <thead>
             <tr>
               <th scope="col">Payout</th>
@@ -61,8 +69,7 @@ export const PayoutsPage = (props: {
                   <code>{p.payoutId}</code>
                 </td>
                 <td>
-                  {props.merchantNames.get(p.merchantId) ?? null}
-                  {props.merchantNames.has(p.merchantId) ? <br /> : null}
+                  <MerchantName name={props.merchantNames.get(p.merchantId)} />
                   <code>{p.merchantId}</code>
                 </td>
                 <td class="num">{usd(p.amountMinor)}</td>
