@@ -1415,6 +1415,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/payouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Payouts */
+        get: operations["consolePayoutsPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/ui/users": {
         parameters: {
             query?: never;
@@ -6038,6 +6055,39 @@ export interface operations {
                 content?: never;
             };
             400: components["responses"]["InvalidRequest"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consolePayoutsPage: {
+        parameters: {
+            query?: {
+                status?: "pending" | "paid" | "failed";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every merchant's payouts, newest first (up to 100), with the totals by status; an unknown status shows them all. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (no page session: to /console/sign-in). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

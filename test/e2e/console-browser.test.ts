@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import path from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevServer, type DevServer } from "./dev-server";
 
@@ -111,6 +112,56 @@ describe("the console in a browser", () => {
     }
   };
   const text = async (selector: string) => ((await page.textContent(selector)) ?? "").trim();
+  /** One JSON-RPC call to the dev server's local chain. */
+  const rpc = async (method: string, params: unknown[]) => {
+    const res = await fetch(dev.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    });
+    return ((await res.json()) as { result: any }).result;
+  };
+  /**
+   * The agent page's cards line up: the stats and the action cards are two grids with the same
+   * columns, no card is wider than its column or leaves its grid, and every field stays inside its card.
+   */
+  const agentCardsFit = async () => {
+    const grids = page.locator("main .cards");
+    expect(await grids.count()).toBe(2);
+    const lefts: number[][] = [];
+    for (let g = 0; g < 2; g++) {
+      const grid = grids.nth(g);
+      const gridBox = (await grid.boundingBox())!;
+      const column = Math.max(
+        ...(
+          await grid.evaluate((e: any) => e.ownerDocument.defaultView.getComputedStyle(e).gridTemplateColumns as string)
+        )
+          .split(" ")
+          .map(Number.parseFloat),
+      );
+      const cards = grid.locator(":scope > *");
+      const row: number[] = [];
+      for (let i = 0; i < (await cards.count()); i++) {
+        const box = (await cards.nth(i).boundingBox())!;
+        expect(box.width, `card ${i} of grid ${g}`).toBeLessThanOrEqual(column + 0.5);
+        expect(box.x).toBeGreaterThanOrEqual(gridBox.x - 0.5);
+        expect(box.x + box.width).toBeLessThanOrEqual(gridBox.x + gridBox.width + 0.5);
+        row.push(Math.round(box.x));
+      }
+      lefts.push(row);
+    }
+    expect(lefts[1], "the action cards under the stats' columns").toEqual(lefts[0]!.slice(0, lefts[1]!.length));
+    const main = (await page.locator("main").boundingBox())!;
+    for (const card of await page.locator("main form.card").all()) {
+      const box = (await card.boundingBox())!;
+      expect(box.x + box.width).toBeLessThanOrEqual(main.x + main.width + 0.5);
+      for (const field of await card.locator("input:not([type=hidden]), select, button").all()) {
+        const f = (await field.boundingBox())!;
+        expect(f.x).toBeGreaterThanOrEqual(box.x);
+        expect(f.x + f.width, `a field of ${await card.getAttribute("action")}`).toBeLessThanOrEqual(box.x + box.width);
+      }
+    }
+  };
 
   it("signs in with the code the local mail transport printed to the server log", async () => {
     await page.goto(`${dev.url}/console`);
@@ -216,6 +267,11 @@ describe("the console in a browser", () => {
     await page.waitForURL(`${dev.url}/console/ui/agents/${state.agentId}`);
     expect(await text("#agent-balance")).toBe("$25.00");
     expect(await text("main")).toContain(state.heldChargeId);
+    await agentCardsFit();
+    // The policy's labels sit on one line, so its fields line up.
+    const labels = await page.locator("form[action$='/policy'] label").all();
+    const tops = new Set(await Promise.all(labels.map(async (l) => Math.round((await l.boundingBox())!.y))));
+    expect(tops.size).toBe(1);
     await shot("agent-detail");
   });
 
@@ -368,12 +424,54 @@ describe("the console in a browser", () => {
     await shot("overview-after");
   });
 
+  it("pays the merchant out through the API; the Payouts page shows it paid, with its transaction", async () => {
+    const address = privateKeyToAccount(generatePrivateKey()).address;
+    expect((await api("PUT", "/merchant/payout-address", state.merchantKey, { address })).status).toBe(200);
+    const made = await api("POST", "/merchant/payouts", state.merchantKey, { amountUsdCents: 1000 });
+    expect(made.status).toBe(201);
+    expect(made.body.balanceMinor).toBe(1500);
+    const payoutId: string = made.body.payout.payoutId;
+    let payout: any;
+    await until(
+      async () => {
+        payout = (await api("GET", `/merchant/payouts/${payoutId}`, state.merchantKey)).body.payout;
+        return payout.status !== "pending";
+      },
+      "the payout decided",
+      30_000,
+    );
+    expect(payout.status).toBe("paid");
+    expect((await rpc("eth_getTransactionReceipt", [payout.transaction])).status).toBe("0x1");
+
+    await page.click("header a:has-text('Payouts')");
+    await page.waitForURL(`${dev.url}/console/ui/payouts`);
+    const row = page.locator(`#payout-${payoutId}`);
+    expect(await row.locator(".badge").textContent()).toBe("paid");
+    expect(await row.locator("td.num").textContent()).toBe("$10.00");
+    expect(await row.textContent()).toContain("Browser Shop");
+    expect(await row.textContent()).toContain(address.toLowerCase());
+    expect(await row.locator("code.hash").textContent()).toBe(payout.transaction);
+    expect(await row.locator("code.hash").getAttribute("title")).toBe(payout.transaction);
+    expect(await row.locator("time").first().getAttribute("datetime")).toBe(payout.createdAt);
+    expect(await text("#payout-total-paid b")).toBe("$10.00");
+    expect(await text("#payout-total-paid .muted")).toBe("1 payout");
+    await shot("payouts");
+
+    await page.click("nav.filters a:has-text('failed')");
+    await page.waitForURL(`${dev.url}/console/ui/payouts?status=failed`);
+    expect(await page.locator(`#payout-${payoutId}`).count()).toBe(0);
+    expect(await text("main .card p.muted")).toBe("No failed payouts.");
+    expect(await page.getAttribute("nav.filters a.on", "aria-current")).toBe("page");
+  });
+
   it("is usable on a phone-sized screen: no page is wider than the screen", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     for (const [route, name] of [
       ["/console/ui", "overview"],
       ["/console/ui/agents", "agents"],
       ["/console/ui/transactions", "transactions"],
+      ["/console/ui/payouts", "payouts"],
+      [`/console/ui/agents/${state.agentId}`, "agent"],
     ] as const) {
       await page.goto(`${dev.url}${route}`);
       await shot(`phone-${name}`);
@@ -381,6 +479,7 @@ describe("the console in a browser", () => {
         "({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })",
       );
       expect(scrollWidth, route).toBeLessThanOrEqual(innerWidth);
+      if (name === "agent") await agentCardsFit();
     }
     await page.setViewportSize({ width: 1280, height: 800 });
   });

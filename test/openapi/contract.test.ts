@@ -893,6 +893,7 @@ describe("console pages", () => {
     expect((await get("/console/ui/transactions.csv?from=nope")).status).toBe(400);
     expect((await get("/console/ui/users")).status).toBe(200);
     expect((await get("/console/ui/receiving")).status).toBe(200);
+    expect((await get("/console/ui/payouts?status=paid")).status).toBe(200);
     expect(
       (await post("/console/ui/users", { email: `page-${crypto.randomUUID().slice(0, 8)}@example.com` })).status,
     ).toBe(303);

@@ -2,6 +2,8 @@ import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 
 // Rendered raw: as a child string it is HTML-escaped, and `.row>*` became `.row&gt;*`, a rule the browser dropped.
+// `.cards` fills its columns (auto-fill), so its rows line up even when one has fewer cards, and `.cards>*{min-width:0}`
+// keeps each card inside its column: a grid item is otherwise at least as wide as its content.
 const STYLE = `
 :root{--ink:#17202a;--muted:#5d6d7e;--line:#e5e8ec;--bg:#f7f8fa;--accent:#1f6feb;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700}
 *{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--ink);background:var(--bg)}
@@ -16,7 +18,7 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85
 form.inline{display:inline}label,.group-label{display:block;margin:.4rem 0 .15rem;color:var(--muted);font-size:.85rem}
 input,select{font:inherit;padding:.4rem .5rem;border:1px solid #c8ccd1;border-radius:6px;width:100%;max-width:420px}
 input[type=checkbox]{width:auto}button{font:inherit;padding:.4rem .9rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer;margin-top:.5rem}
-button.secondary{background:#fff;color:var(--accent)}button.danger{background:var(--bad);border-color:var(--bad)}
+form.card>button{display:block}button.secondary{background:#fff;color:var(--accent)}button.danger{background:var(--bad);border-color:var(--bad)}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(180px,1fr));gap:.75rem}
 .stat{background:#fff;border:1px solid var(--line);border-radius:8px;padding:.75rem}.stat b{display:block;font-size:1.4rem}
 .badge{display:inline-block;padding:.1rem .5rem;border-radius:999px;font-size:.8rem;border:1px solid currentColor}
@@ -24,13 +26,18 @@ button.secondary{background:#fff;color:var(--accent)}button.danger{background:va
 .notice{background:#ddf4ff;border:1px solid #54aeff;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
 .error{background:#ffebe9;border:1px solid #ff818266;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
 .secret{background:#fff8c5;border:1px solid #d4a72c;padding:.75rem;border-radius:6px;margin-bottom:1rem}
-.row{display:flex;gap:1rem;flex-wrap:wrap}.row>*{flex:1 1 200px}.fields>div{display:flex;flex-direction:column;justify-content:flex-end}
-.card h2{margin-top:0}.grid{margin-bottom:1rem}.stat>span{display:block}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:1rem;margin-bottom:1rem}
-.cards>.card{margin:0;display:flex;flex-direction:column}.cards .actions{margin-top:auto;padding-top:.5rem}.cards .actions button{margin-top:0}
+.row{display:flex;gap:1rem;flex-wrap:wrap}.row>*{flex:1 1 200px}
+.fields{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:0 1rem}.fields>*{min-width:0}.fields input{max-width:none}
+.hint{display:block;margin-top:.15rem;color:var(--muted);font-size:.8rem}
+.card h2{margin-top:0}.grid{margin-bottom:1rem}.stat>span{display:block}.stat .mono{font-size:.8em}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:1rem;margin-bottom:1rem}.cards>*{min-width:0}
+.cards>.card{margin:0;display:flex;flex-direction:column}.cards input,.cards select{max-width:none}.cards .actions{margin-top:auto;padding-top:.5rem}.cards .actions button{margin-top:0}
 .frozen-banner{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;background:#ffebe9;border:2px solid var(--bad);border-left-width:8px;border-radius:8px;padding:.75rem 1rem;margin-bottom:1rem}
 .frozen-banner strong{color:var(--bad);font-size:1.15rem;letter-spacing:.02em}.frozen-banner form{margin-left:auto}.frozen-banner button{margin-top:0}
 .badge.frozen{background:var(--bad);border-color:var(--bad);color:#fff;font-weight:600;margin-left:.35rem}tr.frozen td{background:#fff5f5}
+nav.filters{display:flex;gap:.4rem;flex-wrap:wrap;margin-bottom:.75rem}nav.filters a{padding:.2rem .7rem;border:1px solid var(--line);border-radius:999px;background:#fff;color:var(--accent);text-decoration:none}
+nav.filters a.on{background:var(--accent);border-color:var(--accent);color:#fff}caption{text-align:left;padding-bottom:.4rem}
+code.hash{display:inline-block;max-width:10em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom;word-break:normal}td .reason{font-size:.85rem;margin-top:.2rem;max-width:16em}
 form.roll-key{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}form.roll-key select{width:auto}form.roll-key button{margin-top:0}
 @media (max-width:600px){header{gap:.6rem}main{padding:.6rem}th,td{padding:.3rem}}
 `;
@@ -43,6 +50,7 @@ const NAV = [
   ["/console/ui/webhooks", "Webhooks"],
   ["/console/ui/kyt", "KYT"],
   ["/console/ui/transactions", "Transactions"],
+  ["/console/ui/payouts", "Payouts"],
   ["/console/ui/receiving", "Receiving"],
   ["/console/ui/users", "Users"],
 ] as const;

@@ -1,5 +1,7 @@
 import { error, HTML, INVALID, type Method, type Operation, type ResponseSpec } from "../../lib/api-operation";
+import { z } from "zod";
 import { ExportQuery } from "../../audit/routes";
+import { PAYOUT_STATUSES } from "./queries";
 
 const SEE_OTHER = (where: string): ResponseSpec => ({
   description: `Redirect (${where}).`,
@@ -7,6 +9,9 @@ const SEE_OTHER = (where: string): ResponseSpec => ({
 });
 const CSRF: ResponseSpec = error("The `_csrf` field is missing or wrong (`csrf_token_invalid`).", "csrf_token_invalid");
 const PAGE_SIGN_IN: ResponseSpec = SEE_OTHER("no page session: to /console/sign-in");
+const PayoutPageQuery = z.object({
+  status: z.enum(PAYOUT_STATUSES).optional().describe("Only payouts of this status."),
+});
 const PAGE_NOT_FOUND: ResponseSpec = error("Unknown object (`not_found`).", "not_found");
 
 const page = (
@@ -245,6 +250,14 @@ export const PAGE_OPERATIONS: Operation[] = [
       400: INVALID,
     }),
     query: ExportQuery,
+  },
+  {
+    ...page("get", "/console/ui/payouts", "consolePayoutsPage", "Payouts", {
+      200: HTML(
+        "Every merchant's payouts, newest first (up to 100), with the totals by status; an unknown status shows them all.",
+      ),
+    }),
+    query: PayoutPageQuery,
   },
   page("get", "/console/ui/users", "consoleUsersPage", "Console users", { 200: HTML("Who may sign in.") }),
   page(

@@ -1,4 +1,5 @@
 import { nowIso, utcDayStart } from "../../lib/time";
+import type { PayoutRow } from "../../payouts/service";
 
 /** The overview's figures for today (UTC). */
 export interface Overview {
@@ -44,4 +45,29 @@ export async function readOverview(db: D1Database): Promise<Overview> {
     merchants: k.merchants,
     agents: k.agents,
   };
+}
+
+/** A payout's states, in the order of its life. */
+export const PAYOUT_STATUSES = ["pending", "paid", "failed"] as const satisfies readonly PayoutRow["status"][];
+export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
+
+/** Every merchant's payouts counted and summed by status (cents); a status without payouts reads zero. */
+export async function readPayoutTotals(db: D1Database): Promise<Record<PayoutStatus, { n: number; cents: number }>> {
+  const rows = await db
+    .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
+    .all<{ status: string; n: number; cents: number }>();
+  const totals = { pending: { n: 0, cents: 0 }, paid: { n: 0, cents: 0 }, failed: { n: 0, cents: 0 } };
+  for (const row of rows.results)
+    if (row.status in totals) totals[row.status as PayoutStatus] = { n: row.n, cents: row.cents };
+  return totals;
+}
+
+/** The names of some merchants, by id, in one query (the ids go as one JSON array: D1 binds at most 100 values). */
+export async function readMerchantNames(db: D1Database, ids: string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .prepare("SELECT id, name FROM merchants WHERE id IN (SELECT value FROM json_each(?))")
+    .bind(JSON.stringify([...new Set(ids)]))
+    .all<{ id: string; name: string }>();
+  return new Map(rows.results.map((r) => [r.id, r.name]));
 }

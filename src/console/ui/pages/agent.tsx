@@ -12,7 +12,7 @@ export const AgentPage = (props: {
 }) => (
   <>
     {props.agent.frozen ? <FrozenBanner csrf={props.csrf} agent={props.agent} frozenAt={props.frozenAt} /> : null}
-    <div class="grid">
+    <div class="cards">
       <div class="stat">
         Balance<b id="agent-balance">{usd(props.agent.balanceMinor)}</b>
       </div>

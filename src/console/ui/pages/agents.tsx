@@ -13,7 +13,7 @@ const LIMIT_FIELDS = [
 
 /** The policy's limits as form fields in dollars, empty for no limit. */
 export const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
-  <div class="row fields">
+  <div class="fields">
     {LIMIT_FIELDS.map(([name, limit, label]) => (
       <div>
         <label for={`policy-${name}`}>{label}</label>
@@ -21,12 +21,16 @@ export const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
       </div>
     ))}
     <div>
-      <label for="policy-allowedCategories">Allowed categories (comma-separated)</label>
+      <label for="policy-allowedCategories">Allowed categories</label>
       <input
         id="policy-allowedCategories"
         name="allowedCategories"
+        aria-describedby="policy-allowedCategories-hint"
         value={props.policy?.allowedCategories?.join(", ") ?? ""}
       />
+      <small class="hint" id="policy-allowedCategories-hint">
+        Comma-separated; empty allows any.
+      </small>
     </div>
   </div>
 );

@@ -5,6 +5,7 @@ import { agentRoutes } from "./agents";
 import { approvalRoutes } from "./approvals";
 import { kytRoutes } from "./kyt";
 import { merchantRoutes } from "./merchants";
+import { payoutPageRoutes } from "./payouts";
 import { reportRoutes } from "./reports";
 import { signInRoutes } from "./sign-in";
 import { userRoutes } from "./users";
@@ -20,6 +21,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .use("/console/ui/*", requirePageSession)
   .route("/", reportRoutes)
   .route("/", merchantRoutes)
+  .route("/", payoutPageRoutes)
   .route("/", agentRoutes)
   .route("/", approvalRoutes)
   .route("/", webhookRoutes)
