@@ -427,7 +427,7 @@ const commandArb: fc.Arbitrary<fc.AsyncCommand<Model, Real>> = fc.oneof(
   { weight: 2, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new GrantCommand(p, s)) },
   { weight: 1, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new RejectCommand(p, s)) },
   {
-    weight: 3,
+    weight: 2,
     arbitrary: fc
       .tuple(
         fc.nat(),
