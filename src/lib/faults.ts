@@ -15,6 +15,7 @@ export type FaultPoint =
   | "delivery.before_post"
   | "delivery.after_post"
   | "idempotency.before_store"
+  | "outbound.before_send"
   | "outbound.after_send";
 
 export interface FaultContext {

@@ -69,6 +69,8 @@ export async function advanceOutbound(
     return t.broadcastAt === null ? { kind: "failed", reason: check.reason, unsent: true } : waiting(check.reason);
   }
   if (t.broadcastAt === null && !(await markHandedOver(env, t, now))) return waiting("another worker has it");
+  // A crash here leaves a row marked handed over that the chain never saw: the chain must decide it, not the mark.
+  faultPoint("outbound.before_send");
   const lane = lanes[laneIndex(t.id, lanes.length)]!;
   const sent = await laneOf(env, lane).broadcast(check.prepared, lane);
   faultPoint("outbound.after_send");

@@ -25,8 +25,14 @@ export async function runOutbound(
   return step(env, x, t, complete);
 }
 
-async function step(env: Env, x: X402Settings, t: OutboundTransfer, complete: Completion): Promise<Advance["kind"]> {
-  const outcome = await advanceOutbound(env, x, t);
+async function step(
+  env: Env,
+  x: X402Settings,
+  t: OutboundTransfer,
+  complete: Completion,
+  now = Date.now(),
+): Promise<Advance["kind"]> {
+  const outcome = await advanceOutbound(env, x, t, now);
   if (outcome.kind === "waiting") {
     log.info("outbound_waiting", { purpose: t.purpose, id: t.id, reason: outcome.reason });
     return "waiting";
@@ -37,17 +43,18 @@ async function step(env: Env, x: X402Settings, t: OutboundTransfer, complete: Co
   return outcome.kind;
 }
 
-/** The cron's pass over one purpose's transfers that nobody has moved for a while. */
+/** The cron's pass over one purpose's transfers that nobody has moved for a while (`now`: tests move the clock). */
 export async function advanceDue(
   env: Env,
   x: X402Settings,
   purpose: OutboundPurpose,
   complete: Completion,
+  now = Date.now(),
 ): Promise<Record<Advance["kind"], number>> {
   const counts: Record<Advance["kind"], number> = { confirmed: 0, failed: 0, waiting: 0 };
-  for (const t of await dueOutbound(env, purpose)) {
+  for (const t of await dueOutbound(env, purpose, now)) {
     try {
-      counts[await step(env, x, t, complete)]++;
+      counts[await step(env, x, t, complete, now)]++;
     } catch (error) {
       counts.waiting++;
       log.warn("outbound_advance", { purpose, id: t.id, error });

@@ -242,7 +242,8 @@ export const sendPayout = (env: Env, x: X402Settings, payoutId: string) =>
   runOutbound(env, x, "payout", payoutId, completePayout);
 
 /** The cron's pass: payouts whose request stopped before their transfer was decided. */
-export const advanceDuePayouts = (env: Env, x: X402Settings) => advanceDue(env, x, "payout", completePayout);
+export const advanceDuePayouts = (env: Env, x: X402Settings, now?: number) =>
+  advanceDue(env, x, "payout", completePayout, now);
 
 export async function getPayout(env: Env, merchantId: string, payoutId: string): Promise<PayoutRow | null> {
   return env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`)

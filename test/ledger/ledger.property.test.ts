@@ -1,11 +1,17 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
+import { keccak256, stringToHex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
+import { settingsOf } from "../../src/env";
+import { setFaultHook } from "../../src/lib/faults";
+import { outboundOf } from "../../src/outbound/advance";
+import { completePayout } from "../../src/payouts/service";
 import { api, consoleToken } from "../helpers/api";
-import { createAgent, createMerchant } from "../helpers/factories";
+import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 
 /**
- * Model-based property test of the wallet, charges, approvals and ledger.
+ * Model-based property test of the wallet, charges, approvals, payouts and ledger.
  *
  * Each run builds a fresh world (2 merchants, 3 agents with random policies
  * and small balances) and drives a random sequence of operations through the
@@ -45,6 +51,12 @@ interface MCharge {
   agent: number | null;
   reference: string | null;
 }
+interface MPayout {
+  id: string;
+  merchant: number;
+  amount: number;
+  status: "pending" | "paid" | "failed";
+}
 interface MApproval {
   id: string;
   charge: number;
@@ -57,6 +69,7 @@ interface Model {
   merchants: MMerchant[];
   charges: MCharge[];
   approvals: MApproval[];
+  payouts: MPayout[];
 }
 
 interface Real {
@@ -284,6 +297,86 @@ class RejectCommand implements fc.AsyncCommand<Model, Real> {
   toString = () => `reject(approval#${this.approvalPick}${this.anyStatus ? ", any" : ""})`;
 }
 
+/**
+ * A payout of a merchant that has a balance (or, sometimes, of any merchant): the whole balance,
+ * a share of it in percent, or more than it holds.
+ */
+class PayoutCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly merchantPick: number,
+    readonly share: number | "all" | "over",
+    readonly anyMerchant: boolean,
+  ) {}
+  check = () => true;
+  async run(m: Model) {
+    const funded = m.merchants.flatMap((x, i) => (x.balance > 0 ? [i] : []));
+    const index =
+      this.anyMerchant || funded.length === 0
+        ? this.merchantPick % m.merchants.length
+        : pick(funded, this.merchantPick);
+    const merchant = m.merchants[index]!;
+    const amount =
+      this.share === "all"
+        ? merchant.balance
+        : this.share === "over"
+          ? merchant.balance + 1
+          : Math.max(1, Math.ceil((merchant.balance * this.share) / 100));
+    const body = this.share === "all" ? undefined : { amountUsdCents: amount };
+    const res = await api("POST", "/merchant/payouts", { token: merchant.key, body });
+    const label = `${this.toString()} [merchant${index} ${merchant.balance}] -> ${res.status} ${res.text}`;
+    see(`payout ${res.status} ${res.body.error ?? "pending"}`);
+    if (amount <= 0 || amount > merchant.balance) {
+      expect([res.status, res.body], label).toEqual([409, { error: "saldo_insuficiente" }]);
+      return;
+    }
+    expect(res.status, label).toBe(201);
+    expect(res.body.payout, label).toMatchObject({ merchantId: merchant.id, amountMinor: amount, status: "pending" });
+    merchant.balance -= amount;
+    expect(res.body.balanceMinor, label).toBe(merchant.balance);
+    m.payouts.push({ id: res.body.payout.payoutId, merchant: index, amount, status: "pending" });
+  }
+  toString = () => `payout(merchant#${this.merchantPick}, ${this.share}${this.anyMerchant ? ", any" : ""})`;
+}
+
+/**
+ * Records a payout's transfer as decided, through the completion the engine itself uses: paid, or
+ * failed with the amount given back. A decided payout stays as it is (the completion is idempotent).
+ */
+class CompletePayoutCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly payoutPick: number,
+    readonly paid: boolean,
+    readonly anyStatus: boolean,
+  ) {}
+  check = (m: Readonly<Model>) => m.payouts.length > 0;
+  async run(m: Model) {
+    const pending = m.payouts.filter((p) => p.status === "pending");
+    const payout =
+      this.anyStatus || pending.length === 0 ? pick(m.payouts, this.payoutPick) : pick(pending, this.payoutPick);
+    const transfer = await outboundOf(env, "payout", payout.id);
+    expect(transfer, payout.id).not.toBeNull();
+    await completePayout(
+      env,
+      settingsOf(env).x402!,
+      transfer!,
+      this.paid
+        ? { kind: "confirmed", transaction: keccak256(stringToHex(payout.id)) }
+        : { kind: "failed", reason: "authorization_expired", unsent: false },
+    );
+    see(`complete ${payout.status} -> ${this.paid ? "paid" : "failed"}`);
+    if (payout.status === "pending") {
+      payout.status = this.paid ? "paid" : "failed";
+      if (!this.paid) m.merchants[payout.merchant]!.balance += payout.amount;
+    }
+    const merchant = m.merchants[payout.merchant]!;
+    const res = await api("GET", `/merchant/payouts/${payout.id}`, { token: merchant.key });
+    expect(res.body.payout.status, this.toString()).toBe(payout.status);
+    expect(await scalar("SELECT balance_minor AS v FROM merchants WHERE id = ?", merchant.id)).toBe(merchant.balance);
+  }
+  toString = () =>
+    `complete(payout#${this.payoutPick}, ${this.paid ? "paid" : "failed"}${this.anyStatus ? ", any" : ""})`;
+}
+
 const optional = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: null, freq: 2 });
 
 const policyArb: fc.Arbitrary<ModelPolicy> = fc.record({
@@ -311,6 +404,8 @@ const worldArb = fc.record({
     fc.constantFrom<string | null>(...CATEGORIES, ...CATEGORIES, null),
   ),
   agents: fc.tuple(agentSpec, agentSpec, agentSpec),
+  /** What each merchant has earned before the run, so its payouts have something to take. */
+  merchantFunds: fc.tuple(fc.integer({ min: 0, max: 1_500 }), fc.integer({ min: 0, max: 1_500 })),
 });
 
 const agentIndex = fc.integer({ min: 0, max: 2 });
@@ -331,6 +426,20 @@ const commandArb: fc.Arbitrary<fc.AsyncCommand<Model, Real>> = fc.oneof(
   { weight: 6, arbitrary: fc.tuple(agentIndex, fc.nat(), anyStatus).map(([a, c, s]) => new PayCommand(a, c, s)) },
   { weight: 2, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new GrantCommand(p, s)) },
   { weight: 1, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new RejectCommand(p, s)) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(
+        fc.nat(),
+        fc.oneof(fc.integer({ min: 1, max: 100 }), fc.constant("all" as const), fc.constant("over" as const)),
+        anyStatus,
+      )
+      .map(([mi, share, any]) => new PayoutCommand(mi, share, any)),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.tuple(fc.nat(), fc.boolean(), anyStatus).map(([p, paid, s]) => new CompletePayoutCommand(p, paid, s)),
+  },
 );
 
 type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
@@ -339,6 +448,9 @@ async function buildWorld(world: World, run: number): Promise<Model> {
   const merchants = await Promise.all(
     world.merchantCategories.map(async (category, i) => {
       const created = await createMerchant({ name: `prop-r${run}-m${i}`, ...(category ? { category } : {}) });
+      const address = privateKeyToAccount(generatePrivateKey()).address;
+      const set = await api("PUT", "/merchant/payout-address", { token: created.apiKey, body: { address } });
+      expect(set.status).toBe(200);
       return { id: created.merchantId, key: created.apiKey, category, balance: 0 };
     }),
   );
@@ -357,7 +469,40 @@ async function buildWorld(world: World, run: number): Promise<Model> {
       spentToday: 0,
     });
   }
-  return { merchants, agents, charges: [], approvals: [] };
+  const model: Model = { merchants, agents, charges: [], approvals: [], payouts: [] };
+  await fundMerchants(model, world.merchantFunds, run);
+  return model;
+}
+
+/**
+ * Gives merchants their starting balance: a fourth agent, with no limits and outside the
+ * commands' reach, pays a charge of each; the model holds it like any other agent and charge.
+ */
+async function fundMerchants(m: Model, funds: readonly number[], run: number) {
+  const total = funds.reduce((a, b) => a + b, 0);
+  if (total === 0) return;
+  const payer = await createAgent({ name: `prop-r${run}-funder`, credit: total });
+  const index = m.agents.length;
+  m.agents.push({
+    id: payer.agentId,
+    key: payer.apiKey,
+    policy: {
+      maxPerTransactionUsdCents: null,
+      dailyLimitUsdCents: null,
+      allowedCategories: null,
+      approvalThresholdUsdCents: null,
+    },
+    balance: total,
+    spentToday: 0,
+  });
+  for (const [i, amount] of funds.entries()) {
+    if (amount === 0) continue;
+    const created = await createCharge(m.merchants[i]!.key, amount);
+    m.charges.push({ id: created.chargeId, merchant: i, amount, status: "pending", agent: null, reference: null });
+    const res = await payCharge(payer.apiKey, created.chargeId);
+    expect(res.status, res.text).toBe(200);
+    applyPaid(m, m.charges.length - 1, index, res.body.charge.reference);
+  }
 }
 
 const db = () => env.DB;
@@ -380,6 +525,12 @@ async function checkInvariants(m: Model, token: string) {
   ).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM agents WHERE balance_minor < 0")).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM merchants WHERE balance_minor < 0")).toBe(0);
+  // Money on its way out (or gone) is exactly the payouts that did not fail.
+  expect(
+    await scalar(
+      "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE account LIKE 'external:payouts:%'",
+    ),
+  ).toBe(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM payouts WHERE status != 'failed'"));
   const verify = await api("GET", "/console/audit/verify", { token });
   expect(verify.status).toBe(200);
   expect(verify.body.ok, JSON.stringify(verify.body)).toBe(true);
@@ -416,13 +567,25 @@ async function checkInvariants(m: Model, token: string) {
       ),
       `merchant${i} ledger`,
     ).toBe(column);
+    // What the merchant earned, less what left it in payouts not failed.
     expect(
       await scalar(
-        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM charges WHERE merchant_id = ? AND status = 'paid'",
+        `SELECT COALESCE((SELECT SUM(amount_minor) FROM charges WHERE merchant_id = ?1 AND status = 'paid'), 0)
+           - COALESCE((SELECT SUM(amount_minor) FROM payouts WHERE merchant_id = ?1 AND status != 'failed'), 0) AS v`,
         merchant.id,
       ),
-      `merchant${i} paid charges`,
+      `merchant${i} paid charges less payouts`,
     ).toBe(column);
+    const payouts = await db()
+      .prepare("SELECT id, amount_minor AS amount, status FROM payouts WHERE merchant_id = ? ORDER BY id")
+      .bind(merchant.id)
+      .all<{ id: string; amount: number; status: string }>();
+    expect(payouts.results, `merchant${i} payouts`).toEqual(
+      m.payouts
+        .filter((p) => p.merchant === i)
+        .map((p) => ({ id: p.id, amount: p.amount, status: p.status }))
+        .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+    );
     expect(await scalar("SELECT COUNT(*) AS v FROM charges WHERE merchant_id = ?", merchant.id)).toBe(
       m.charges.filter((c) => c.merchant === i).length,
     );
@@ -464,10 +627,40 @@ async function checkInvariants(m: Model, token: string) {
     }
   }
 
+  // World: each payout debited once, reversed once if it failed, with one event of its outcome.
+  for (const payout of m.payouts) {
+    const merchantAccount = `merchant:${m.merchants[payout.merchant]!.id}`;
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE transfer_id = ? AND account = ?",
+        payout.id,
+        merchantAccount,
+      ),
+      `${payout.id} debit`,
+    ).toBe(-payout.amount);
+    expect(
+      await scalar(
+        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE transfer_id = ? AND account = ?",
+        `${payout.id}:reversal`,
+        merchantAccount,
+      ),
+      `${payout.id} reversal`,
+    ).toBe(payout.status === "failed" ? payout.amount : 0);
+    for (const type of ["payout.paid", "payout.failed"])
+      expect(
+        await scalar(
+          "SELECT COUNT(*) AS v FROM outbox_events WHERE type = ? AND json_extract(data, '$.payoutId') = ?",
+          type,
+          payout.id,
+        ),
+        `${payout.id} ${type} events`,
+      ).toBe(type === `payout.${payout.status}` ? 1 : 0);
+  }
+
   // World: approvals are exactly the model's, in the model's states (at most one pending per charge and agent).
   const agentIds = m.agents.map((a) => a.id);
   const approvals = await db()
-    .prepare(`SELECT id, status FROM approvals WHERE agent_id IN (?, ?, ?) ORDER BY id`)
+    .prepare(`SELECT id, status FROM approvals WHERE agent_id IN (${agentIds.map(() => "?").join(", ")}) ORDER BY id`)
     .bind(...agentIds)
     .all<{ id: string; status: string }>();
   expect(approvals.results).toEqual(
@@ -476,32 +669,48 @@ async function checkInvariants(m: Model, token: string) {
 }
 
 describe("ledger properties", () => {
-  it("random sequences of credits, charges, payments and approval decisions keep the ledger, balances, audit chain and model in agreement", async () => {
+  it("random sequences of credits, charges, payments, approval decisions and payouts keep the ledger, balances, audit chain and model in agreement", async () => {
     const token = await consoleToken();
     let run = 0;
-    const stats = { runs: 0, steps: 0, paid: 0, approvals: 0 };
-    await fc.assert(
-      fc.asyncProperty(worldArb, fc.array(commandArb, { minLength: 25, maxLength: 35 }), async (world, commands) => {
-        run++;
-        let model: Model | undefined;
-        await fc.asyncModelRun(async () => {
-          model = await buildWorld(world, run);
-          return { model, real: { token } };
-        }, commands);
-        await checkInvariants(model!, token);
-        stats.runs++;
-        stats.steps += commands.length;
-        stats.paid += model!.charges.filter((c) => c.status === "paid").length;
-        stats.approvals += model!.approvals.length;
-      }),
-      // Every request goes through the harness's self-fetch, which slows as a file's request count grows
-      // (cloudflare/workers-sdk#15446), so a failure's shrinking is cut short rather than left to time out.
-      { numRuns: 16, plugins: [fc.interruptAfterTimeLimit(120_000)] },
-    );
-    // The generators must actually exercise payments and approvals, or the property says little.
+    const stats = { runs: 0, steps: 0, paid: 0, approvals: 0, payoutsPaid: 0, payoutsFailed: 0 };
+    // A payout's own send (after its answer) stops before the chain: the commands decide each outcome,
+    // and the settlement address that other test files share is never drawn on.
+    setFaultHook((point) => {
+      if (point === "outbound.before_send") throw new Error("ledger property: payouts are completed by the model");
+    });
+    try {
+      await runProperty();
+    } finally {
+      setFaultHook(null);
+    }
+    async function runProperty() {
+      await fc.assert(
+        fc.asyncProperty(worldArb, fc.array(commandArb, { minLength: 25, maxLength: 35 }), async (world, commands) => {
+          run++;
+          let model: Model | undefined;
+          await fc.asyncModelRun(async () => {
+            model = await buildWorld(world, run);
+            return { model, real: { token } };
+          }, commands);
+          await checkInvariants(model!, token);
+          stats.runs++;
+          stats.steps += commands.length;
+          stats.paid += model!.charges.filter((c) => c.status === "paid").length;
+          stats.approvals += model!.approvals.length;
+          stats.payoutsPaid += model!.payouts.filter((p) => p.status === "paid").length;
+          stats.payoutsFailed += model!.payouts.filter((p) => p.status === "failed").length;
+        }),
+        // Every request goes through the harness's self-fetch, which slows as a file's request count grows
+        // (cloudflare/workers-sdk#15446), so a failure's shrinking is cut short rather than left to time out.
+        { numRuns: 16, plugins: [fc.interruptAfterTimeLimit(120_000)] },
+      );
+    }
+    // The generators must actually exercise payments, approvals and both payout outcomes, or the property says little.
     expect(stats.runs).toBeGreaterThanOrEqual(8);
     expect(stats.paid).toBeGreaterThan(0);
     expect(stats.approvals).toBeGreaterThan(0);
+    expect(stats.payoutsPaid).toBeGreaterThan(0);
+    expect(stats.payoutsFailed).toBeGreaterThan(0);
     console.log(`ledger property: ${JSON.stringify(stats)}\n${JSON.stringify(seen, Object.keys(seen).sort(), 1)}`);
   }, 200_000);
 });
