@@ -31,6 +31,9 @@ export type Advance =
   /** Not decided: sent and not yet seen, the chain unreachable, or another worker on it. */
   | { kind: "waiting"; reason: string };
 
+/** The refusal of an outcome's batch when another worker recorded the transfer's outcome first. */
+export const OUTCOME_RECORDED = "outbound_transfer_decided";
+
 /** How long a sent transfer rests before a worker looks at the chain and may hand it over again. */
 export const RESEND_AFTER_MS = 30_000;
 
@@ -109,15 +112,25 @@ async function decidedOnChain(x: X402Settings, t: OutboundTransfer, now: number)
     // Used without moving the value: a token that behaves otherwise than EIP-3009 says; an operator must look.
     return waiting("authorization_used_without_transfer");
   }
-  // Our clock may run ahead of the chain's: expiry waits out the skew the x402 checks tolerate.
-  if (t.validBefore + CLOCK_SKEW_SECONDS <= Math.floor(now / 1000)) {
-    const { method, params } = tokenCall(x, "authorizationState", [t.fromAddress, t.nonce]);
-    const [state] = await rpcBatch(x, [{ method, params }]).catch(() => [undefined]);
-    // The logs are behind the state on some nodes: only a state that says unused ends it.
-    if (state && !state.error && BigInt((state.result as string) || "0x0") === 0n)
-      return { kind: "failed", reason: "authorization_expired", unsent: false };
-  }
+  if (t.validBefore + CLOCK_SKEW_SECONDS <= Math.floor(now / 1000) && (await expiredUnused(x, t)))
+    return { kind: "failed", reason: "authorization_expired", unsent: false };
   return null;
+}
+
+/**
+ * Whether the chain itself puts the authorization past use: unused (the logs lag the state on some
+ * nodes, so the state decides) at a block whose timestamp has reached `validBefore`. The token
+ * requires `block.timestamp < validBefore` and timestamps never go back, so no later block can
+ * use it: only then may its money be given back. Our own clock alone could run ahead of the chain's.
+ */
+async function expiredUnused(x: X402Settings, t: OutboundTransfer): Promise<boolean> {
+  const [state, block] = await rpcBatch(x, [
+    tokenCall(x, "authorizationState", [t.fromAddress, t.nonce]),
+    { method: "eth_getBlockByNumber", params: ["latest", false] },
+  ]).catch(() => [undefined, undefined]);
+  if (!state || state.error || !block || block.error) return false;
+  const timestamp = (block.result as { timestamp?: string } | null)?.timestamp;
+  return BigInt((state.result as string) || "0x0") === 0n && !!timestamp && BigInt(timestamp) >= BigInt(t.validBefore);
 }
 
 type OutboundCheck =
@@ -191,7 +204,7 @@ export function outboundOutcomeStatements(t: OutboundTransfer, outcome: Advance,
       ? "EXISTS (SELECT 1 FROM outbound_transfers WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL)"
       : "EXISTS (SELECT 1 FROM outbound_transfers WHERE id = ? AND status = 'pending')";
   return [
-    guard("outbound_transfer_decided", stillOpen, t.id),
+    guard(OUTCOME_RECORDED, stillOpen, t.id),
     outcome.kind === "confirmed"
       ? sqlStatement(
           "UPDATE outbound_transfers SET status = 'confirmed', tx_hash = ?, updated_at = ? WHERE id = ?",

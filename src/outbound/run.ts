@@ -1,16 +1,20 @@
 import type { Env, X402Settings } from "../env";
 import { log } from "../lib/log";
 import { dispatchAfterWrite } from "../webhooks/dispatch";
-import { advanceOutbound, dueOutbound, outboundOf, type Advance } from "./advance";
+import type { CommitResult } from "../ledger/ledger.do";
+import { advanceOutbound, dueOutbound, OUTCOME_RECORDED, outboundOf, type Advance } from "./advance";
 import type { OutboundPurpose, OutboundTransfer } from "./authorization";
 
-/** Records a decided outcome for the owner (a payout paid, a refund reversed); must be idempotent. */
+/**
+ * Records a decided outcome for the owner (a payout paid, a refund reversed), idempotently: its
+ * ledger commit is refused with OUTCOME_RECORDED when another worker recorded it first.
+ */
 export type Completion = (
   env: Env,
   x: X402Settings,
   t: OutboundTransfer,
   outcome: Exclude<Advance, { kind: "waiting" }>,
-) => Promise<void>;
+) => Promise<(Pick<CommitResult, "kind"> & { reason?: string }) | null>;
 
 /** One step with the transfer of one owner, and its outcome recorded once it is decided. */
 export async function runOutbound(
@@ -37,7 +41,10 @@ async function step(
     log.info("outbound_waiting", { purpose: t.purpose, id: t.id, reason: outcome.reason });
     return "waiting";
   }
-  await complete(env, x, t, outcome);
+  const recorded = await complete(env, x, t, outcome);
+  // Recorded by another worker first is the one expected refusal; any other is a bug to see.
+  if (recorded?.kind === "refused" && recorded.reason !== OUTCOME_RECORDED)
+    log.error("outbound_outcome_refused", { purpose: t.purpose, id: t.id, reason: recorded.reason });
   // The outcome's event is in the outbox: out now, rather than at the next cron tick.
   await dispatchAfterWrite(env).catch((error) => log.warn("outbound_dispatch", { error }));
   return outcome.kind;

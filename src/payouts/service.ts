@@ -180,9 +180,8 @@ const payoutEventData = (p: PayoutRow, transaction: string | null, failureReason
  */
 export const completePayout: Completion = async (env, x, t, outcome) => {
   const payout = await env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ?`).bind(t.ownerId).first<PayoutRow>();
-  if (!payout) return;
-  const at = nowIso();
-  await ledgerOf(env).commit(payoutOutcomePlan(x, t, payout, outcome, at));
+  if (!payout) return null;
+  return ledgerOf(env).commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
 };
 
 function payoutOutcomePlan(

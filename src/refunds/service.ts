@@ -140,8 +140,8 @@ const answerStatements = (slot: IdempotencySlot | undefined, refund: RefundRow, 
 /** Records an x402 refund's decided transfer once (see refundOutcomePlan). */
 export const completeRefund: Completion = async (env, x, t, outcome) => {
   const refund = await env.DB.prepare(`${REFUND_SELECT} WHERE id = ?`).bind(t.ownerId).first<RefundRow>();
-  if (!refund) return;
-  await ledgerOf(env).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
+  if (!refund) return null;
+  return ledgerOf(env).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
 };
 
 /** Sends an x402 refund just taken (or takes the next step with it), and records the outcome once decided. */

@@ -2,7 +2,13 @@ import { executeBatch, guardReasonOf } from "../db/statements";
 import type { Env, X402Settings } from "../env";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { advanceOutbound, outboundOutcomeStatements, RESEND_AFTER_MS, type Advance } from "../outbound/advance";
+import {
+  advanceOutbound,
+  OUTCOME_RECORDED,
+  outboundOutcomeStatements,
+  RESEND_AFTER_MS,
+  type Advance,
+} from "../outbound/advance";
 import { OUTBOUND_SELECT, type OutboundTransfer } from "../outbound/authorization";
 import { createDueSweeps, SWEEPS_PER_RUN } from "./due";
 
@@ -22,7 +28,7 @@ export async function completeSweep(env: Env, t: OutboundTransfer, outcome: Excl
     await executeBatch(env.DB, outboundOutcomeStatements(t, outcome, nowIso()));
   } catch (error) {
     // Another worker recorded it first.
-    if (guardReasonOf(error) === "outbound_transfer_decided") return;
+    if (guardReasonOf(error) === OUTCOME_RECORDED) return;
     throw error;
   }
   if (outcome.kind === "failed")

@@ -1,33 +1,9 @@
-import { env } from "cloudflare:workers";
-import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
-import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
-import { waitFor } from "../helpers/wait";
+import { createMerchant, merchantBalance } from "../helpers/factories";
+import { fundedMerchant, settled } from "./fixtures";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { chain, tokenBalance } from "../helpers/x402";
-
-/** A merchant with `cents` earned from an agent's wallet payment, and a fresh payout address. */
-async function fundedMerchant(cents: number) {
-  const merchant = await createMerchant({ name: "Payout Co" });
-  const agent = await createAgent({ credit: cents });
-  const charge = await createCharge(merchant.apiKey, cents);
-  expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
-  const address = privateKeyToAccount(generatePrivateKey()).address;
-  const set = await api("PUT", "/merchant/payout-address", { token: merchant.apiKey, body: { address } });
-  expect(set.status).toBe(200);
-  return { ...merchant, address, agent, chargeId: charge.chargeId };
-}
-
-const payoutOf = (merchantKey: string, payoutId: string) =>
-  api("GET", `/merchant/payouts/${payoutId}`, { token: merchantKey }).then((r) => r.body.payout);
-
-const settled = (merchantKey: string, payoutId: string) =>
-  waitFor(
-    `payout ${payoutId}`,
-    () => payoutOf(merchantKey, payoutId),
-    (p) => p.status !== "pending",
-  );
+import { tokenBalance } from "../helpers/x402";
 
 describe("payouts", () => {
   it("debits at once, sends the tokens to the payout address and reports payout.paid", async () => {
@@ -130,6 +106,3 @@ describe("payouts", () => {
     expect((await api("GET", "/console/payouts?status=lost", { token })).status).toBe(400);
   });
 });
-
-void env;
-void chain;
