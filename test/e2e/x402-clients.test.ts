@@ -1,7 +1,9 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { wrapFetchWithPayment as wrapV2, x402Client, x402HTTPClient } from "@x402/fetch";
 import { registerExactEvmScheme } from "@x402/evm/exact/client";
 import { createPublicClient, createWalletClient, http, type Hex } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
@@ -261,5 +263,144 @@ describe("official x402 clients against npm run dev", () => {
       if (credited === 0) await new Promise((r) => setTimeout(r, 500));
     }
     expect(credited).toBe(500);
+  });
+
+  // docs/walkthrough.md, "Money out: payouts and refunds", against the same running service.
+  it("pays the merchant out on chain (payout.paid at a receiver), and refunds a wallet charge and an x402 charge", async () => {
+    const chain = createPublicClient({ transport: http(dev.rpcUrl) });
+    const asset = (
+      (await (await fetch(`${dev.url}/charges/${await newCharge(1)}/x402`)).json()) as { accepts: { asset: Hex }[] }
+    ).accepts[0]!.asset;
+    const tokensOf = (address: Hex) =>
+      chain.readContract({ address: asset, abi: ERC20, functionName: "balanceOf", args: [address] });
+    const asMerchant = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${dev.url}${path}`, {
+        method,
+        // No body, no Content-Type: every field of the body takes its default (the walkthrough's curl).
+        headers: {
+          authorization: `Bearer ${merchantKey}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...headers,
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    const until = async <T>(read: () => Promise<T>, done: (value: T) => boolean) => {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const value = await read();
+        if (done(value) || Date.now() > deadline) return value;
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    };
+
+    // A receiver for the merchant's events.
+    const events: { type: string; data: Record<string, unknown> }[] = [];
+    const receiver = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (c: Buffer) => (raw += c.toString()));
+      req.on("end", () => {
+        events.push(JSON.parse(raw));
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = receiver.address() as AddressInfo;
+      const me = (await (await asMerchant("GET", "/merchant/me")).json()) as { merchant: { id: string } };
+      const hook = await fetch(`${dev.url}/settings/webhooks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ url: `http://127.0.0.1:${port}/hook`, merchantId: me.merchant.id }),
+      });
+      expect(hook.status).toBe(201);
+
+      // Pay out 1 dollar to a fresh address: the tokens arrive on chain, once.
+      const address = privateKeyToAccount(generatePrivateKey()).address;
+      expect((await asMerchant("PUT", "/merchant/payout-address", { address })).status).toBe(200);
+      const key = { "Idempotency-Key": "first-payout" };
+      const created = await asMerchant("POST", "/merchant/payouts", { amountUsdCents: 100 }, key);
+      expect(created.status).toBe(201);
+      const createdText = await created.text();
+      const { payout } = JSON.parse(createdText) as { payout: { payoutId: string; status: string } };
+      expect(payout.status).toBe("pending");
+      const paid = await until(
+        async () =>
+          (
+            (await (await asMerchant("GET", `/merchant/payouts/${payout.payoutId}`)).json()) as {
+              payout: { status: string; transaction: Hex };
+            }
+          ).payout,
+        (p) => p.status !== "pending",
+      );
+      expect(paid.status).toBe("paid");
+      expect(await tokensOf(address)).toBe(1_000_000n);
+      const replay = await asMerchant("POST", "/merchant/payouts", { amountUsdCents: 100 }, key);
+      expect(replay.headers.get("idempotent-replayed")).toBe("true");
+      expect(await replay.text()).toBe(createdText);
+      expect(await tokensOf(address)).toBe(1_000_000n);
+      const paidEvent = await until(
+        async () => events.find((e) => e.type === "payout.paid"),
+        (e) => e !== undefined,
+      );
+      expect(paidEvent?.data).toMatchObject({
+        payoutId: payout.payoutId,
+        amountMinor: 100,
+        transaction: paid.transaction,
+      });
+
+      // Refund a wallet payment in two parts; a third is refused.
+      const agent = JSON.parse(dev.cli("agent", "create", "--name", "refunded", "--credit", "1000").stdout.trim()) as {
+        apiKey: string;
+      };
+      const walletCharge = await newCharge(400);
+      const pay = await fetch(`${dev.url}/charges/${walletCharge}/pay`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${agent.apiKey}` },
+      });
+      expect(pay.status).toBe(200);
+      const part = await asMerchant("POST", `/merchant/charges/${walletCharge}/refunds`, { amountUsdCents: 150 });
+      expect(part.status).toBe(201);
+      expect(await part.json()).toMatchObject({
+        refund: { amountMinor: 150, method: "ledger", status: "succeeded" },
+        charge: { status: "paid", refundedMinor: 150 },
+      });
+      const rest = await asMerchant("POST", `/merchant/charges/${walletCharge}/refunds`);
+      expect(await rest.json()).toMatchObject({ refund: { amountMinor: 250 }, charge: { refundedMinor: 400 } });
+      const more = await asMerchant("POST", `/merchant/charges/${walletCharge}/refunds`);
+      expect(more.status).toBe(409);
+      expect(await more.json()).toEqual({ error: "refund_exceeds_remaining" });
+      const agentBalance = await fetch(`${dev.url}/balance`, { headers: { authorization: `Bearer ${agent.apiKey}` } });
+      expect(((await agentBalance.json()) as { balanceMinor: number }).balanceMinor).toBe(1000);
+
+      // Refund an x402 payment: the payer's tokens come back on chain.
+      const payer = privateKeyToAccount(accounts[7]!.privateKey);
+      const x402Charge = await newCharge(275);
+      const paidOnChain = await wrapV1(fetch, payer, 10_000_000n)(`${dev.url}/charges/${x402Charge}/x402`);
+      expect(paidOnChain.status).toBe(200);
+      const before = await tokensOf(payer.address);
+      const refunded = await asMerchant("POST", `/merchant/charges/${x402Charge}/refunds`);
+      expect(refunded.status).toBe(201);
+      const refund = await until(
+        async () =>
+          (
+            (await (await asMerchant("GET", `/merchant/charges/${x402Charge}/refunds`)).json()) as {
+              refunds: { status: string; method: string; transaction: Hex | null }[];
+            }
+          ).refunds[0]!,
+        (r) => r.status !== "pending",
+      );
+      expect(refund).toMatchObject({ method: "x402", status: "succeeded" });
+      expect(refund.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+      expect((await tokensOf(payer.address)) - before).toBe(2_750_000n);
+      await until(
+        async () => events.filter((e) => e.type === "charge.refunded").length,
+        (n) => n >= 3,
+      );
+      expect(events.filter((e) => e.type === "charge.refunded").map((e) => e.data.method)).toEqual(
+        expect.arrayContaining(["ledger", "ledger", "x402"]),
+      );
+    } finally {
+      receiver.close();
+    }
   });
 });
