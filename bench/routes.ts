@@ -160,6 +160,29 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
       return json({ outbox: count(outbox), deliveries: count(deliveries) });
     }
 
+    // A merchant's payouts by status; with `times=1`, when each decided one was created and decided.
+    // POST /merchant/payouts answers before the transfer leaves, so the runner times paid payouts here.
+    case "GET payouts": {
+      const params = new URL(request.url).searchParams;
+      const merchantId = params.get("merchantId");
+      if (!merchantId) return json({ error: "invalid_request" }, 400);
+      const counts = await env.DB.prepare(
+        "SELECT status, COUNT(*) AS n FROM payouts WHERE merchant_id = ? GROUP BY status",
+      )
+        .bind(merchantId)
+        .all<{ status: string; n: number }>();
+      const byStatus = { pending: 0, paid: 0, failed: 0 } as Record<string, number>;
+      for (const row of counts.results) byStatus[row.status] = row.n;
+      if (params.get("times") !== "1") return json(byStatus);
+      const times = await env.DB.prepare(
+        `SELECT status, created_at AS createdAt, COALESCE(paid_at, updated_at) AS decidedAt
+         FROM payouts WHERE merchant_id = ? AND status <> 'pending' ORDER BY created_at`,
+      )
+        .bind(merchantId)
+        .all<{ status: string; createdAt: string; decidedAt: string }>();
+      return json({ ...byStatus, decided: times.results });
+    }
+
     // The ledger sequencer's counts so far: the runner reports how many plans each D1 batch carried.
     case "GET ledger":
       return json(await ledgerOf(env).stats());

@@ -8,16 +8,18 @@
 // Settings (environment): BENCH_SECONDS (measured seconds per scenario, default 6),
 // BENCH_WARMUP (warm-up seconds, default 2), BENCH_CONNECTIONS (default 32),
 // BENCH_X402_WARMUP and BENCH_X402_SETTLEMENTS (x402 settlement runs by count: default 50 per
-// warm-up second and 100 per measured second), BENCH_ONLY (a
+// warm-up second and 100 per measured second; payouts use the same counts), BENCH_ONLY (a
 // comma-separated subset of the row groups below, for a quick look at one path; the table then
 // shows "-" for the rest).
+import { mnemonicKey } from "../lib/chain.mjs";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
 import { load } from "./load.mjs";
+import { paidResult, payoutMerchant, untilDecided } from "./payouts.mjs";
 import { startReceiver } from "./receiver.mjs";
 import { table, writeJson } from "./report.mjs";
 import { startService } from "./server.mjs";
 import { describeUsage, threadMeter } from "./threads.mjs";
-import { chainSettleFloor, chainSnapshot, signPayments } from "./x402.mjs";
+import { chainSettleFloor, chainSnapshot, signPayments, signTransfers } from "./x402.mjs";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
@@ -45,13 +47,18 @@ if (!(X402_MEASURED >= CONNECTIONS))
 if (!(X402_WARMUP === 0 || X402_WARMUP >= CONNECTIONS))
   throw new Error(`BENCH_X402_WARMUP must be 0 or at least BENCH_CONNECTIONS (${CONNECTIONS})`);
 const CREDIT = 100_000_000; // $1M each: no scenario may run an agent dry
+/** Each payout merchant earns $10,000 before its 1-cent payouts. */
+const PAYOUT_FUNDS = 1_000_000;
+/** The service's settlement key (scripts/lib/chain.mjs): the payouts' chain floor signs with it, as the service does. */
+const SETTLEMENT_KEY = mnemonicKey(10);
 /** Row groups, by the prefix of their keys; BENCH_ONLY picks some. */
 const GROUPS = {
   floors: /^(floor_(?!chain)|steps$)/,
   charges: /^charge_creation$/,
   wallet: /^(wallet_pay|checkout_link)/,
   paylinks: /^paylink_/,
-  x402: /^(x402_|floor_chain)/,
+  x402: /^(x402_|floor_chain_settle$)/,
+  payouts: /^(payouts_|floor_chain_payouts$)/,
   webhooks: /^webhook_/,
 };
 const ONLY = (process.env.BENCH_ONLY ?? "")
@@ -424,6 +431,19 @@ async function measurePaylinks(run) {
   return { drawOne, drawMany };
 }
 
+/**
+ * Takes the chain back to before a chain floor (chainSnapshot). Had the service sent anything in
+ * between, its lanes now wait on nonces the chain lost: every chain row after that is suspect.
+ */
+async function revertAfterFloor(revert, result) {
+  const undone = await revert();
+  if (undone === 0) return;
+  result.serviceSendsUndone = undone;
+  log(
+    `  warning: the revert undid ${undone} transaction(s) the service sent during the floor; the chain rows after this are suspect`,
+  );
+}
+
 /** x402: verification alone (and its CPU), then settlement against the chain's own floor. */
 async function measureX402(run) {
   if (!selected("x402_settle")) return { verify: null, verifyCpuMs: null, settle: null };
@@ -480,7 +500,7 @@ async function measureX402(run) {
     }),
   );
   if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
-  await revert();
+  await revertAfterFloor(revert, raw.floor_chain_settle);
   const x402Signed = await signPayments(x402Terms);
   const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
   let x402Dry = 0;
@@ -510,6 +530,91 @@ async function measureX402(run) {
     log(`  warning: ${x402Dry} requests found no prepared payment left (counted as errors)`);
   }
   return { verify, verifyCpuMs, settle };
+}
+
+/**
+ * Payouts: `X402_MEASURED` payouts of 1 cent posted `CONNECTIONS` at a time (after `X402_WARMUP` of
+ * warm-up by another merchant, waited for until paid), timed until all are paid, against the chain's
+ * own floor for the same transfers from the same chain state (see measureX402 and chainSnapshot).
+ */
+async function measurePayouts(run) {
+  if (!selected("payouts_paid")) return null;
+  const { B, base, consoleKey, floor, measure, quiet, raw } = run;
+  log("  preparing two merchants with $10,000 each and a fresh payout address");
+  const [warm, paying] = await inParallel(["bench payouts warm-up", "bench payouts"], 2, (name) =>
+    payoutMerchant(B, consoleKey, name, PAYOUT_FUNDS),
+  );
+  // The token's name, version and address, as any charge's x402 terms state them.
+  const [probe] = await createCharges(B, paying.apiKey, 1);
+  const [terms] = (await call(B, "GET", `/charges/${probe}/x402`, { expected: [402] })).accepts;
+  const signed = await signTransfers({
+    from: SETTLEMENT_KEY,
+    to: paying.address,
+    value: 10_000n, // 1 cent
+    count: X402_WARMUP + X402_MEASURED,
+    terms,
+  });
+  let revert = null;
+  floor.payoutChain = await measure(
+    "floor_chain_payouts",
+    "floor: the chain, the payouts' transfers",
+    "floor",
+    async () => {
+      revert = await chainSnapshot(service.rpcUrl);
+      return chainSettleFloor({
+        rpcUrl: service.rpcUrl,
+        terms,
+        concurrency: CONNECTIONS,
+        warmup: X402_WARMUP,
+        count: X402_MEASURED,
+        signed,
+        // A payout's check asks for the fees every time (checkOutbound).
+        feesMaxAgeMs: 0,
+      });
+    },
+  );
+  if (floor.payoutChain.firstError) log(`  the chain floor's first failure: ${floor.payoutChain.firstError}`);
+  await revertAfterFloor(revert, raw.floor_chain_payouts);
+
+  const payoutsOf = (merchant) => () => ({
+    method: "POST",
+    path: "/merchant/payouts",
+    headers: json({ authorization: `Bearer ${merchant.apiKey}` }),
+    body: '{"amountUsdCents":1}',
+  });
+  const posting = { ...base, meter: undefined, warmupSeconds: 0, expect: (status) => status === 201 };
+  const payouts = await measure(
+    "payouts_paid",
+    "payouts, from the first POST until all are paid",
+    "scenario",
+    async () => {
+      if (X402_WARMUP > 0) {
+        await load({ ...posting, requests: X402_WARMUP, next: payoutsOf(warm) });
+        const warmed = await untilDecided(B, warm.merchantId, X402_WARMUP);
+        if (warmed.timedOut || warmed.failed > 0)
+          log(
+            `  warning: warm-up payouts ended ${warmed.paid} paid, ${warmed.failed} failed, ${warmed.pending} pending`,
+          );
+        await quiet();
+      }
+      const begun = base.meter?.begin();
+      const startedAt = Date.now();
+      const answered = await load({ ...posting, requests: X402_MEASURED, next: payoutsOf(paying) });
+      const decided = await untilDecided(B, paying.merchantId, answered.ok);
+      const threads = base.meter && begun ? base.meter.end(begun) : null;
+      if (decided.timedOut) log(`  warning: ${decided.pending} payouts still pending after 90 s (counted as errors)`);
+      return paidResult(B, paying.merchantId, { sent: X402_MEASURED, startedAt, answered, threads });
+    },
+  );
+  if (payouts) {
+    const a = payouts.accepted;
+    log(
+      `  answered 201 at ${a.okRps.toFixed(0)}/s (p50 ${ms(a.p50)} ms, p99 ${ms(a.p99)} ms, ${a.errors} errors); ` +
+        `${payouts.ok} of ${payouts.requests} paid in ${payouts.seconds.toFixed(1)} s (${payouts.statuses.failed} failed, ${payouts.statuses.pending} pending)`,
+    );
+    raw.payouts_paid.payoutsMerchantId = paying.merchantId;
+  }
+  return payouts;
 }
 
 /** Webhook fan-out: payments offered at a fixed rate, and the delivery of their events to the receiver. */
@@ -604,6 +709,7 @@ function tableRows(floor, results) {
     verify,
     verifyCpuMs,
     settle,
+    payouts,
     webhooks,
   } = results;
   const rows = [];
@@ -626,6 +732,7 @@ function tableRows(floor, results) {
   const hotT = payTarget(hotAgent, 0.6, "no 5xx");
   hotT.met = hotT.met && fiveHundreds === 0 && hotAgent?.socketErrors === 0;
   const settleRatio = ratio(settle, floor.chain);
+  const payoutRatio = ratio(payouts, floor.payoutChain);
   rows.push(
     { name: "floor: trivial route", kind: "floor", result: floor.noop },
     { name: "floor: one DO RPC", kind: "floor", result: floor.rpc },
@@ -639,6 +746,7 @@ function tableRows(floor, results) {
       ratio: ratio(floor.serial, floor.rpcBatch),
     },
     { name: "floor: chain settlement", kind: "floor", result: floor.chain },
+    { name: "floor: chain, payout transfers", kind: "floor", result: floor.payoutChain },
     {
       name: "charge creation",
       kind: "scenario",
@@ -682,6 +790,17 @@ function tableRows(floor, results) {
       met: settleRatio !== null && settleRatio >= 0.8 && settle?.errors === 0,
     },
     {
+      // Paid per second, from the first POST to the last paid; p50/p99 from a payout's creation to paid.
+      name: "payouts paid",
+      kind: "scenario",
+      result: payouts,
+      floor: "chain, payouts",
+      ratio: payoutRatio,
+      target: "chain-bound (>= 0.8), all paid",
+      met: payoutRatio !== null && payoutRatio >= 0.8 && payouts?.errors === 0,
+    },
+    { name: "  (answered 201)", kind: "scenario", result: payouts?.accepted ?? null },
+    {
       name: "webhooks: events/s, lag",
       kind: "scenario",
       result: webhooks,
@@ -706,6 +825,9 @@ async function report(rows, raw, { statements, steps }) {
   console.log(`\n${text}\n`);
   console.log(
     "req/s counts successful responses; for webhooks it is events delivered per second while the payments ran, and p50/p99 are the lag from payment to delivery.",
+  );
+  console.log(
+    "payouts paid counts payouts paid per second from the first POST to the last one paid, and p50/p99 are each payout's time from its creation to paid; the row under it is the 201 answers alone.",
   );
   console.log(
     "thread is how much of the measured window the service's workerd thread (every isolate, Durable Object and the local D1) spent on a CPU: near 100 % the row is bound by that one thread.",
@@ -755,6 +877,9 @@ async function main() {
   const { across, hotAgent, payGuess } = await measureWalletPayments(run, chargeCreation, pending);
   const checkout = await measureCheckout(run);
   const { drawOne, drawMany } = await measurePaylinks(run);
+  // Payouts before x402 settlement: the tokens x402 leaves on receiving addresses are swept on the
+  // cron through the same gas keys, which would send during the payouts' chain floor.
+  const payouts = await measurePayouts(run);
   const { verify, verifyCpuMs, settle } = await measureX402(run);
   const webhooks = await measureWebhooks(run, across?.okRps ?? payGuess);
   const results = {
@@ -768,6 +893,7 @@ async function main() {
     verify,
     verifyCpuMs,
     settle,
+    payouts,
     webhooks,
   };
   await report(tableRows(run.floor, results), m.raw, { statements, steps });

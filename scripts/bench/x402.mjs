@@ -30,6 +30,34 @@ const payers = () =>
     .slice(1, 9)
     .map((a) => privateKeyToAccount(a.privateKey));
 
+/** An EIP-3009 authorization of `value` from `signer` to `to` on the token of `terms`, valid for five minutes. */
+async function signAuthorization(signer, terms, to, value) {
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const message = {
+    from: signer.address,
+    to,
+    value,
+    validAfter: now - 600n,
+    validBefore: now + 300n,
+    nonce: randomNonce(),
+  };
+  const signature = await signer.signTypedData({
+    domain: {
+      name: terms.extra.name,
+      version: terms.extra.version,
+      chainId: LOCAL_CHAIN_ID,
+      verifyingContract: terms.asset,
+    },
+    types: TYPES,
+    primaryType: "TransferWithAuthorization",
+    message,
+  });
+  const authorization = Object.fromEntries(
+    Object.entries(message).map(([k, v]) => [k, typeof v === "bigint" ? v.toString() : v]),
+  );
+  return { authorization, signature };
+}
+
 /**
  * One signed authorization for each of `termsList` (accepts[] entries of 402 bodies: each charge has
  * its own receiving address, which the authorization names), spread over the payers.
@@ -37,35 +65,30 @@ const payers = () =>
  */
 export async function signPayments(termsList) {
   const accounts = payers();
-  const now = BigInt(Math.floor(Date.now() / 1000));
   const out = [];
   for (const [i, terms] of termsList.entries()) {
     const signer = accounts[i % accounts.length];
-    const message = {
-      from: signer.address,
-      to: terms.payTo,
-      value: BigInt(terms.maxAmountRequired),
-      validAfter: now - 600n,
-      validBefore: now + 300n,
-      nonce: randomNonce(),
-    };
-    const signature = await signer.signTypedData({
-      domain: {
-        name: terms.extra.name,
-        version: terms.extra.version,
-        chainId: LOCAL_CHAIN_ID,
-        verifyingContract: terms.asset,
-      },
-      types: TYPES,
-      primaryType: "TransferWithAuthorization",
-      message,
-    });
-    const authorization = Object.fromEntries(
-      Object.entries(message).map(([k, v]) => [k, typeof v === "bigint" ? v.toString() : v]),
+    const { authorization, signature } = await signAuthorization(
+      signer,
+      terms,
+      terms.payTo,
+      BigInt(terms.maxAmountRequired),
     );
     const payload = { x402Version: 1, scheme: "exact", network: terms.network, payload: { signature, authorization } };
     out.push({ header: Buffer.from(JSON.stringify(payload)).toString("base64"), authorization, signature });
   }
+  return out;
+}
+
+/**
+ * `count` authorizations of `value` base units from the key `from` (the service's settlement key) to
+ * `to`, on the token of `terms`: the transfers payouts send, for the chain floor to send instead.
+ * @returns {Promise<{ authorization: Record<string, string>, signature: `0x${string}` }[]>}
+ */
+export async function signTransfers({ from, to, value, count, terms }) {
+  const signer = privateKeyToAccount(from);
+  const out = [];
+  for (let i = 0; i < count; i++) out.push(await signAuthorization(signer, terms, to, value));
   return out;
 }
 
@@ -103,17 +126,35 @@ async function closedLoop(concurrency, operation) {
 /**
  * The local chain's state as it is now, to come back to: anvil's cost per settlement grows with
  * the token's storage (every settlement adds a used-nonce slot, and each block's state root is
- * computed over all of it), so the chain floor and the service are measured from the same state.
- * @returns {Promise<() => Promise<void>>} reverts to it (once)
+ * computed over all of it), so a chain floor and the service are measured from the same state.
+ * Reverting also undoes whatever the service sent meanwhile (a sweep on the cron, say), and its
+ * settler lanes would then wait on nonces the chain no longer has: revert says how many it undid.
+ * @returns {Promise<() => Promise<number>>} reverts to it (once); the service's transactions undone
  */
 export async function chainSnapshot(rpcUrl) {
   const [taken] = await rpcBatch(rpcUrl, [{ method: "evm_snapshot", params: [] }]);
   if (taken.error) throw new Error(`evm_snapshot: ${taken.error.message}`);
+  const sentBefore = await serviceSends(rpcUrl);
   return async () => {
+    const undone = (await serviceSends(rpcUrl)) - sentBefore;
     const [reverted] = await rpcBatch(rpcUrl, [{ method: "evm_revert", params: [taken.result] }]);
     if (reverted.error || reverted.result !== true)
       throw new Error(`evm_revert: ${reverted.error?.message ?? reverted.result}`);
+    return undone;
   };
+}
+
+/** How many transactions the service's gas keys (its settler lanes) have sent, pending ones included. */
+async function serviceSends(rpcUrl) {
+  const addresses = GAS_LANES.map((i) => privateKeyToAccount(mnemonicKey(i)).address);
+  const counts = await rpcBatch(
+    rpcUrl,
+    addresses.map((address) => ({ method: "eth_getTransactionCount", params: [address, "pending"] })),
+  );
+  return counts.reduce((sum, c) => {
+    if (c.error) throw new Error(`eth_getTransactionCount: ${c.error.message}`);
+    return sum + Number(BigInt(c.result));
+  }, 0);
 }
 
 /** Several JSON-RPC calls in one HTTP request, answers in call order. */
@@ -168,9 +209,10 @@ async function floorLanes(client, count) {
  * work per payment, with nonces and signatures serialized per gas account exactly as a settler
  * object serializes them, over as many accounts as the service has lanes, and the sends and receipts
  * outside that queue (polling as it does).
- * `warmup` settlements first, then `count` measured ones, `concurrency` at a time.
+ * `warmup` settlements first, then `count` measured ones, `concurrency` at a time. The fees are
+ * asked again when over `feesMaxAgeMs` old (x402's shared estimate: 2 s; a payout asks each time).
  */
-export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, count, signed }) {
+export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, count, signed, feesMaxAgeMs = 2000 }) {
   if (signed.length < warmup + count)
     throw new Error(`the chain floor needs ${warmup + count} signed payments, got ${signed.length}`);
   const chain = defineChain({
@@ -195,9 +237,9 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
     const a = p.authorization;
     const args = [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, v, r, s];
     const data = encodeFunctionData({ abi: EIP3009_ABI, functionName: "transferWithAuthorization", args });
-    // The service's chain check, outside the queue, in one JSON-RPC batch as `checkTransfer` sends
-    // it: the payer's nonce state and balance, the gas estimate (which runs the transfer) and, when
-    // the shared estimate is over 2 s old, the fees.
+    // The service's chain check, outside the queue, in one JSON-RPC batch as `checkTransfer` (and a
+    // payout's `checkOutbound`) sends it: the payer's nonce state and balance, the gas estimate
+    // (which runs the transfer) and, when the estimate is over `feesMaxAgeMs` old, the fees.
     const call = (functionName, callArgs) => ({
       method: "eth_call",
       params: [
@@ -210,7 +252,7 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
       call("balanceOf", [a.from]),
       { method: "eth_estimateGas", params: [{ from: lanes[0].gas.address, to: terms.asset, data }, "latest"] },
     ];
-    const feesStale = !fees || Date.now() - fees.at >= 2000;
+    const feesStale = !fees || Date.now() - fees.at >= feesMaxAgeMs;
     if (feesStale)
       calls.push(
         { method: "eth_getBlockByNumber", params: ["latest", false] },

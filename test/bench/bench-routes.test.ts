@@ -8,7 +8,10 @@ import benchWorker from "../../bench/worker";
 import type { Env } from "../../src/env";
 import service from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
+import { waitFor } from "../helpers/wait";
 import { chain, xPaymentHeader } from "../helpers/x402";
 
 // The runtime floors of `npm run bench` (bench/): served by the bench's own Worker (bench/worker.ts,
@@ -197,6 +200,45 @@ describe("bench routes", () => {
     // The same start of the object, which is how the runner knows the difference means something.
     expect(after.body.started).toEqual(expect.any(String));
     expect(after.body.started).toBe(before.body.started);
+  });
+
+  it("count a merchant's payouts by status, and say when each decided one was created and paid", async () => {
+    const merchant = await createMerchant({ name: "payouts count merchant" });
+    const agent = await createAgent({ name: "payouts count agent", credit: 500 });
+    const charge = await createCharge(merchant.apiKey, 500);
+    expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+    const address = privateKeyToAccount(generatePrivateKey()).address;
+    expect((await api("PUT", "/merchant/payout-address", { token: merchant.apiKey, body: { address } })).status).toBe(
+      200,
+    );
+    const path = `payouts?merchantId=${merchant.merchantId}`;
+    expect(await bench("GET", path)).toEqual({ status: 200, body: { pending: 0, paid: 0, failed: 0 } });
+
+    const created = await api("POST", "/merchant/payouts", { token: merchant.apiKey, body: { amountUsdCents: 200 } });
+    expect(created.status).toBe(201);
+    const counted = await bench("GET", path);
+    expect(Number(counted.body.pending) + Number(counted.body.paid)).toBe(1);
+    const done = await waitFor(
+      "payout paid",
+      () => bench("GET", path),
+      (r) => r.body.paid === 1,
+    );
+    expect(done.body).toEqual({ pending: 0, paid: 1, failed: 0 });
+    const { body: payout } = await api("GET", `/merchant/payouts/${created.body.payout.payoutId}`, {
+      token: merchant.apiKey,
+    });
+    expect(await bench("GET", `${path}&times=1`)).toEqual({
+      status: 200,
+      body: {
+        pending: 0,
+        paid: 1,
+        failed: 0,
+        decided: [{ status: "paid", createdAt: payout.payout.createdAt, decidedAt: payout.payout.paidAt }],
+      },
+    });
+    // Another merchant's payouts are not counted, and the merchant must be named.
+    expect((await bench("GET", "payouts?merchantId=mch_nobody")).body).toEqual({ pending: 0, paid: 0, failed: 0 });
+    expect(await bench("GET", "payouts")).toEqual({ status: 400, body: { error: "invalid_request" } });
   });
 
   it("report the service's queued work", async () => {
