@@ -83,7 +83,7 @@ export const ChargePage = (props: {
         </div>
       </div>
       <div class="card">
-        <table id="charge-details">
+        <table id="charge-details" class="details">
           <caption class="muted">The charge</caption>
           <tbody>
             <tr>
@@ -116,9 +116,7 @@ export const ChargePage = (props: {
             </tr>
             <tr>
               <th scope="row">Reference / transaction</th>
-              <td>
-                <Hash value={charge.reference} />
-              </td>
+              <td>{charge.reference ? <code>{charge.reference}</code> : <span class="muted">-</span>}</td>
             </tr>
             <tr>
               <th scope="row">Agent</th>
