@@ -1432,6 +1432,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/charges/{chargeId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One charge and its refunds */
+        get: operations["consoleChargePage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/ui/charges/{chargeId}/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Refund a charge as its merchant */
+        post: operations["consoleRefundCharge"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/ui/users": {
         parameters: {
             query?: never;
@@ -6088,6 +6122,111 @@ export interface operations {
                 };
                 content?: never;
             };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleChargePage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chargeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The charge, what of it is refunded and remains, its refunds oldest first, and the refund form. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (no page session: to /console/sign-in). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No such charge: a page that says so. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleRefundCharge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chargeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
+                    /** @description Optional dollars with at most two decimals; empty refunds what remains. */
+                    amount?: string;
+                    /** @description Optional: the charge's refunded cents the form was shown with; a different sum now refuses (a second submit). */
+                    seenRefundedMinor?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The charge with the refusal in plain words (the refund service's code in brackets), nothing refunded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (back to the charge, with the refund in a notice). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such charge: a page that says so. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

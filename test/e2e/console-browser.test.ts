@@ -464,6 +464,44 @@ describe("the console in a browser", () => {
     expect(await page.getAttribute("nav.filters a.on", "aria-current")).toBe("page");
   });
 
+  it("opens the paid charge from the agent page, refunds part of it after a confirmation, and sees the refund listed", async () => {
+    const chargeId = state.heldChargeId;
+    await page.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
+    await page.click(`main table a:has-text('${chargeId}')`);
+    await page.waitForURL(`${dev.url}/console/ui/charges/${chargeId}`);
+    expect(await text("#charge-amount")).toBe("$25.00");
+    expect(await text("#charge-status")).toBe("paid");
+    expect(await text("#charge-refunded")).toBe("$0.00");
+    expect(await text("#charge-details")).toContain("Browser Shop");
+    expect(await text("#charge-details")).toContain(state.agentId);
+    expect(await page.locator("#refunds-table tbody tr").count()).toBe(0);
+    expect(await text("label[for=r-amount]")).toBe("Amount ($, optional)");
+
+    await page.fill("#r-amount", "5");
+    const asked = dialogs.length;
+    await page.click("#refund");
+    await page.waitForSelector(".notice");
+    expect(dialogs.slice(asked)).toEqual([`Refund $5 of ${chargeId} as merchant Browser Shop?`]);
+    expect(await text(".notice")).toContain(
+      "Refunded $5.00 to the paying agent's wallet, as the merchant Browser Shop",
+    );
+
+    const { refunds } = (await api("GET", `/merchant/charges/${chargeId}/refunds`, state.merchantKey)).body;
+    expect(refunds).toHaveLength(1);
+    expect(refunds[0]).toMatchObject({ amountMinor: 500, status: "succeeded", method: "ledger" });
+    const charge = (await api("GET", `/charges/${chargeId}`)).body;
+    expect(charge.refundedMinor).toBe(500);
+    expect(await text("#charge-refunded")).toBe(`$${(charge.refundedMinor / 100).toFixed(2)}`);
+    expect(await text("#charge-remaining")).toBe("$20.00");
+    const row = page.locator(`#refund-${refunds[0].refundId}`);
+    expect(await row.locator("td.num").textContent()).toBe("$5.00");
+    expect(await row.locator(".badge").textContent()).toBe("succeeded");
+    expect(await row.locator("time").getAttribute("datetime")).toBe(refunds[0].createdAt);
+    expect((await api("GET", "/balance", state.agentKey)).body.balanceMinor).toBe(3000);
+    expect((await api("GET", "/merchant/me", state.merchantKey)).body.merchant.balanceMinor).toBe(1000);
+    await shot("charge");
+  });
+
   it("is usable on a phone-sized screen: no page is wider than the screen", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     for (const [route, name] of [
@@ -471,6 +509,7 @@ describe("the console in a browser", () => {
       ["/console/ui/agents", "agents"],
       ["/console/ui/transactions", "transactions"],
       ["/console/ui/payouts", "payouts"],
+      [`/console/ui/charges/${state.heldChargeId}`, "charge"],
       [`/console/ui/agents/${state.agentId}`, "agent"],
     ] as const) {
       await page.goto(`${dev.url}${route}`);

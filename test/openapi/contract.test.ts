@@ -894,6 +894,15 @@ describe("console pages", () => {
     expect((await get("/console/ui/users")).status).toBe(200);
     expect((await get("/console/ui/receiving")).status).toBe(200);
     expect((await get("/console/ui/payouts?status=paid")).status).toBe(200);
+    const shop = await createMerchant({ name: "Page Refund Shop" });
+    const sold = await createCharge(shop.apiKey, 300);
+    const buyer = await createAgent({ name: "page-refund-buyer", credit: 300 });
+    expect((await api("POST", `/charges/${sold.chargeId}/pay`, { token: buyer.apiKey })).status).toBe(200);
+    expect((await get(`/console/ui/charges/${sold.chargeId}`)).status).toBe(200);
+    expect((await get("/console/ui/charges/chg_doesnotexist")).status).toBe(404);
+    expect((await post(`/console/ui/charges/${sold.chargeId}/refunds`, { amount: "1.00" })).status).toBe(303);
+    expect((await post(`/console/ui/charges/${sold.chargeId}/refunds`, { amount: "9.00" })).status).toBe(200);
+    expect((await post("/console/ui/charges/chg_doesnotexist/refunds")).status).toBe(404);
     expect(
       (await post("/console/ui/users", { email: `page-${crypto.randomUUID().slice(0, 8)}@example.com` })).status,
     ).toBe(303);

@@ -4,6 +4,7 @@ import type { Child } from "hono/jsx";
 // Rendered raw: as a child string it is HTML-escaped, and `.row>*` became `.row&gt;*`, a rule the browser dropped.
 // `.cards` fills its columns (auto-fill), so its rows line up even when one has fewer cards, and `.cards>*{min-width:0}`
 // keeps each card inside its column: a grid item is otherwise at least as wide as its content.
+// `h1` breaks a long id (a charge's page title) rather than widen a phone's page.
 const STYLE = `
 :root{--ink:#17202a;--muted:#5d6d7e;--line:#e5e8ec;--bg:#f7f8fa;--accent:#1f6feb;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700}
 *{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--ink);background:var(--bg)}
@@ -39,6 +40,7 @@ nav.filters{display:flex;gap:.4rem;flex-wrap:wrap;margin-bottom:.75rem}nav.filte
 nav.filters a.on{background:var(--accent);border-color:var(--accent);color:#fff}caption{text-align:left;padding-bottom:.4rem}
 code.hash{display:inline-block;max-width:10em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom;word-break:normal}td .reason{font-size:.85rem;margin-top:.2rem;max-width:16em}
 form.roll-key{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}form.roll-key select{width:auto}form.roll-key button{margin-top:0}
+h1{overflow-wrap:anywhere}table.details th{width:11em}
 @media (max-width:600px){header{gap:.6rem}main{padding:.6rem}th,td{padding:.3rem}}
 `;
 

@@ -259,6 +259,28 @@ export const PAGE_OPERATIONS: Operation[] = [
     }),
     query: PayoutPageQuery,
   },
+  page("get", "/console/ui/charges/:chargeId", "consoleChargePage", "One charge and its refunds", {
+    200: HTML("The charge, what of it is refunded and remains, its refunds oldest first, and the refund form."),
+    404: HTML("No such charge: a page that says so."),
+  }),
+  page(
+    "post",
+    "/console/ui/charges/:chargeId/refunds",
+    "consoleRefundCharge",
+    "Refund a charge as its merchant",
+    {
+      200: HTML(
+        "The charge with the refusal in plain words (the refund service's code in brackets), nothing refunded.",
+      ),
+      303: SEE_OTHER("back to the charge, with the refund in a notice"),
+      404: HTML("No such charge: a page that says so."),
+    },
+    {
+      amount: "Optional dollars with at most two decimals; empty refunds what remains.",
+      seenRefundedMinor:
+        "Optional: the charge's refunded cents the form was shown with; a different sum now refuses (a second submit).",
+    },
+  ),
   page("get", "/console/ui/users", "consoleUsersPage", "Console users", { 200: HTML("Who may sign in.") }),
   page(
     "post",

@@ -1,3 +1,4 @@
+import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
 import { nowIso, utcDayStart } from "../../lib/time";
 import type { PayoutRow } from "../../payouts/service";
 
@@ -70,4 +71,20 @@ export async function readMerchantNames(db: D1Database, ids: string[]): Promise<
     .bind(JSON.stringify([...new Set(ids)]))
     .all<{ id: string; name: string }>();
   return new Map(rows.results.map((r) => [r.id, r.name]));
+}
+
+/** A charge and its merchant's name, in one query; null for an unknown charge. */
+export async function readChargeWithMerchant(
+  db: D1Database,
+  chargeId: string,
+): Promise<{ charge: ChargeRow; merchantName: string | null } | null> {
+  const row = await db
+    .prepare(
+      `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName FROM charges c LEFT JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`,
+    )
+    .bind(chargeId)
+    .first<ChargeRow & { merchantName: string | null }>();
+  if (!row) return null;
+  const { merchantName, ...charge } = row;
+  return { charge, merchantName };
 }

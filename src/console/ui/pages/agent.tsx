@@ -1,6 +1,7 @@
 import type { ChargeView } from "../../../charges/service";
 import { Csrf, usd, When } from "../layout";
 import { type AgentItem, PolicyFields } from "./agents";
+import { ChargeLink } from "./charge";
 import { GraceSelect } from "./key-roll";
 
 /** One agent: its balance and state, its policy, credit, key roll and freeze forms, and its recent payments. */
@@ -99,7 +100,7 @@ export const AgentPage = (props: {
           {props.payments.map((p) => (
             <tr>
               <td>
-                <code>{p.chargeId}</code>
+                <ChargeLink chargeId={p.chargeId} />
               </td>
               <td>
                 <code>{p.merchantId}</code>

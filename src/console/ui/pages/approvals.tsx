@@ -1,5 +1,6 @@
 import type { approvalView } from "../../../approvals/service";
 import { Csrf, usd, When } from "../layout";
+import { ChargeLink } from "./charge";
 
 /** The pending approvals, each with its grant and reject forms. */
 export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeof approvalView>[] }) => (
@@ -24,7 +25,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
               <code>{a.approvalId}</code>
               <br />
               <span class="muted">
-                charge <code>{a.chargeId}</code>
+                charge <ChargeLink chargeId={a.chargeId} />
               </span>
             </td>
             <td class="num">{usd(a.amountMinor)}</td>

@@ -1,5 +1,6 @@
 import type { AuditRow, ChainVerdict } from "../../../audit/chain";
 import { usd, When } from "../layout";
+import { ChargeLink } from "./charge";
 
 /** The page shows this many rows; the CSV has them all. */
 export const TRANSACTIONS_SHOWN = 500;
@@ -50,6 +51,7 @@ export const TransactionsPage = (props: {
               <th>When</th>
               <th>Type</th>
               <th>Reference</th>
+              <th>Charge</th>
               <th class="num">Amount</th>
               <th>Hash</th>
             </tr>
@@ -63,6 +65,7 @@ export const TransactionsPage = (props: {
                 </td>
                 <td>{r.type}</td>
                 <td class="mono">{r.reference}</td>
+                <td>{r.chargeId ? <ChargeLink chargeId={r.chargeId} /> : null}</td>
                 <td class="num">{usd(r.amountMinor)}</td>
                 <td class="mono">{r.hash.slice(0, 16)}…</td>
               </tr>

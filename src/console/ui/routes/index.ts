@@ -3,6 +3,7 @@ import type { AppEnv } from "../../../app-env";
 import { requirePageSession } from "../session";
 import { agentRoutes } from "./agents";
 import { approvalRoutes } from "./approvals";
+import { chargePageRoutes } from "./charges";
 import { kytRoutes } from "./kyt";
 import { merchantRoutes } from "./merchants";
 import { payoutPageRoutes } from "./payouts";
@@ -22,6 +23,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .route("/", reportRoutes)
   .route("/", merchantRoutes)
   .route("/", payoutPageRoutes)
+  .route("/", chargePageRoutes)
   .route("/", agentRoutes)
   .route("/", approvalRoutes)
   .route("/", webhookRoutes)
