@@ -5298,14 +5298,14 @@ export interface operations {
                     _csrf?: string;
                     /** @description Agent name. */
                     name?: string;
-                    /** @description Optional first credit in cents. */
+                    /** @description Optional first credit in dollars (at most two decimals). */
                     credit?: string;
-                    /** @description Optional. */
-                    maxPerTransactionUsdCents?: string;
-                    /** @description Optional. */
-                    dailyLimitUsdCents?: string;
-                    /** @description Optional. */
-                    approvalThresholdUsdCents?: string;
+                    /** @description Optional, dollars. */
+                    maxPerTransactionUsd?: string;
+                    /** @description Optional, dollars. */
+                    dailyLimitUsd?: string;
+                    /** @description Optional, dollars. */
+                    approvalThresholdUsd?: string;
                     /** @description Optional, comma-separated. */
                     allowedCategories?: string;
                 };
@@ -5400,12 +5400,12 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     /** @description The CSRF token of the page the form is on. */
                     _csrf?: string;
-                    /** @description Optional. */
-                    maxPerTransactionUsdCents?: string;
-                    /** @description Optional. */
-                    dailyLimitUsdCents?: string;
-                    /** @description Optional. */
-                    approvalThresholdUsdCents?: string;
+                    /** @description Optional, dollars. */
+                    maxPerTransactionUsd?: string;
+                    /** @description Optional, dollars. */
+                    dailyLimitUsd?: string;
+                    /** @description Optional, dollars. */
+                    approvalThresholdUsd?: string;
                     /** @description Optional, comma-separated. */
                     allowedCategories?: string;
                 };
@@ -5458,7 +5458,7 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     /** @description The CSRF token of the page the form is on. */
                     _csrf?: string;
-                    /** @description Cents. */
+                    /** @description Dollars, at most two decimals. */
                     amount?: string;
                     /** @description Optional. */
                     reference?: string;

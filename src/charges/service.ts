@@ -155,7 +155,8 @@ export async function listAgentChargesByPaidAt(d1: D1Database, agentId: string, 
   const { results } = await d1
     .prepare(
       `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
-     status, method, reference, created_at AS createdAt, paid_at AS paidAt FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
+     status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor
+     FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
     )
     .bind(agentId, limit)
     .all<ChargeFields>();

@@ -24,6 +24,8 @@ export interface RefundRow {
   txHash: string | null;
   failureReason: string | null;
   createdAt: string;
+  /** Not stored: the console user who refunded for the merchant, named in the refund's first audit row. */
+  by?: string;
 }
 
 /** Where an on-chain refund sits in the ledger once it left the merchant: outside the service. */
@@ -38,7 +40,7 @@ const auditOf = (r: RefundRow, type: string, data: Record<string, unknown>, at: 
   merchantId: r.merchantId,
   amountMinor: r.amountMinor,
   currency: r.currency,
-  data: { refundId: r.id, method: r.method, ...data },
+  data: { refundId: r.id, method: r.method, ...(r.by ? { by: r.by } : {}), ...data },
   createdAt: at,
 });
 

@@ -56,6 +56,8 @@ export async function createRefund(
   chargeId: string,
   requested: number | undefined,
   slot: IdempotencySlot | undefined,
+  /** A console user refunding for the merchant, for the audit row. */
+  by?: string,
 ): Promise<{ refund: RefundView; charge: ChargeView }> {
   const charge = await merchantCharge(env, merchantId, chargeId);
   if (charge.status !== "paid" || !charge.method) throw new ApiError(409, "charge_not_paid");
@@ -76,6 +78,7 @@ export async function createRefund(
     txHash: null,
     failureReason: null,
     createdAt: nowIso(),
+    ...(by ? { by } : {}),
   };
   let result: CommitResult;
   if (charge.method === "x402") {

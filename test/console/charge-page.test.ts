@@ -3,7 +3,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { refusalText } from "../../src/console/ui/pages/charge";
 import { newId } from "../../src/lib/ids";
-import { api, consoleToken } from "../helpers/api";
+import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
 
@@ -168,6 +168,12 @@ describe("the charge page", () => {
     expect(stat(res.text, "charge-remaining")).toBe("$0.00");
     expect(res.text).not.toContain('id="refund-form"');
     expect(res.text).toContain("Refunded in full: nothing remains to refund.");
+
+    // The audit chain names the console user who refunded for the merchant; an API refund names no one.
+    const audit = await env.DB.prepare("SELECT data FROM audit_events WHERE type = 'charge.refunded' AND charge_id = ?")
+      .bind(chargeId)
+      .all<{ data: string }>();
+    expect(audit.results.map((r) => JSON.parse(r.data).by)).toEqual([OPS_EMAIL, OPS_EMAIL]);
   });
 
   it("refusals are in plain words, refund nothing, and keep what was typed", async () => {

@@ -849,9 +849,9 @@ describe("console pages", () => {
     const agent = await createAgent({ name: "page-agent-2" });
     expect((await get(`/console/ui/agents/${agent.agentId}`)).status).toBe(200);
     expect((await get("/console/ui/agents/agent_doesnotexist")).status).toBe(404);
-    expect(
-      (await post(`/console/ui/agents/${agent.agentId}/policy`, { maxPerTransactionUsdCents: "500" })).status,
-    ).toBe(303);
+    expect((await post(`/console/ui/agents/${agent.agentId}/policy`, { maxPerTransactionUsd: "5.00" })).status).toBe(
+      303,
+    );
     expect((await post(`/console/ui/agents/${agent.agentId}/credit`, { amount: "100" })).status).toBe(303);
     expect((await post(`/console/ui/agents/${agent.agentId}/keys`, { graceSeconds: "3600" })).status).toBe(200);
     expect((await post(`/console/ui/agents/${agent.agentId}/keys`, { graceSeconds: "604801" })).status).toBe(303);

@@ -79,7 +79,8 @@ export const chargePageRoutes = new Hono<AppEnv>()
     const { merchantId } = found.charge;
     let created: Awaited<ReturnType<typeof createRefund>>;
     try {
-      created = await createRefund(c.env, x, merchantId, chargeId, input.data.amountUsdCents, undefined);
+      const by = emailOf(c);
+      created = await createRefund(c.env, x, merchantId, chargeId, input.data.amountUsdCents, undefined, by);
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       const now = (await readChargeWithMerchant(c.env.DB, chargeId)) ?? found;
@@ -87,8 +88,6 @@ export const chargePageRoutes = new Hono<AppEnv>()
       return chargePage(c, now, { error: refusalText(error.error, remaining), typed });
     }
     const { refund, charge } = created;
-    // The refunds service records no actor: the log names the operator who refunded for the merchant.
-    log.info("console_refund", { refundId: refund.refundId, chargeId, merchantId, by: emailOf(c) });
     const left = `${usd(charge.amountMinor - charge.refundedMinor)} remains.`;
     if (refund.status === "pending" && x) {
       c.executionCtx.waitUntil(
