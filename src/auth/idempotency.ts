@@ -1,5 +1,6 @@
 import type { Context, Next } from "hono";
 import type { AppEnv } from "../app-env";
+import type { Actor } from "./credentials";
 import {
   ABANDONED_AFTER_MS,
   IDEMPOTENCY_TTL_MS,
@@ -14,6 +15,13 @@ import { decryptSecret, encryptSecret } from "../lib/encryption";
 import { ApiError } from "../lib/errors";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
+
+/** Who a credential names, whichever of its keys or sessions it is. */
+function principalOf(actor: Actor): string {
+  if (actor.kind === "merchant") return `merchant:${actor.merchantId}`;
+  if (actor.kind === "agent") return `agent:${actor.agentId}`;
+  return `console:${actor.email.toLowerCase()}`;
+}
 
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 
@@ -58,13 +66,15 @@ const storedText = (material: string, body: string) =>
  * unexpectedly (5xx) keeps nothing, so it can be retried with its key. Handlers that change state store their
  * answer in the same D1 batch as the change (`c.get("idempotency")` and
  * `storeResponseStatements`), so no crash can separate the two; for the rest the
- * answer is stored right after. Keys are scoped to the credential (a hash of
- * the Authorization header) and kept 24 h.
+ * answer is stored right after. Keys are scoped to who asks (the merchant, the
+ * agent or the console user the credential names: not the header's bytes, which
+ * `bearer` or a rolled key would change, so a retry after either still replays)
+ * and kept 24 h.
  *
  * `requireActor` runs this once it has admitted the credential (valid now, of
  * the route's kind, within its rate limit), never before: a stored answer,
- * which may show a key once, is replayed only to the credential that keyed it
- * while that credential still works, and a refused credential gets the same
+ * which may show a key once, is replayed only to a working credential of the
+ * one who keyed it, and a refused credential gets the same
  * 401 or 403 with or without a key. Routes without a credential (x402) are
  * exactly-once by their own reservation and ignore the header.
  */
@@ -78,7 +88,10 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
     });
   }
   const db = c.env.DB;
-  const scope = await sha256Hex(`idempotency-scope:${authorization}`);
+  const actor = c.get("actor");
+  // requireActor admitted a credential before this runs; without one there is no one to scope a key to.
+  if (!actor) throw new Error("Idempotency-Key handled before the credential was admitted");
+  const scope = await sha256Hex(`idempotency-scope:${principalOf(actor)}`);
   // Read as bytes, so the JSON guard after this still sees them as sent (lib/validation.ts); decoded as
   // c.req.text() would (BOM dropped, U+FFFD for bad bytes), so the hash is the one it always was.
   const body = new TextDecoder().decode(await c.req.arrayBuffer());

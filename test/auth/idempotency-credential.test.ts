@@ -63,6 +63,37 @@ describe("Idempotency-Key replays only to a valid credential (regression)", () =
     expect(theirs.body.apiKey).not.toBe(first.body.apiKey);
   });
 
+  it("keys are scoped to who asks, not the header's bytes: `bearer`, an extra space or a rolled key replays the one payout", async () => {
+    const merchant = await createMerchant({ name: "One Payout" });
+    const agent = await createAgent({ credit: 500 });
+    const charge = await api("POST", "/merchant/charges", { token: merchant.apiKey, body: { amountUsdCents: 500 } });
+    expect((await api("POST", `/charges/${charge.body.chargeId}/pay`, { token: agent.apiKey })).status).toBe(200);
+    const address = "0x5555555555555555555555555555555555555555";
+    expect((await api("PUT", "/merchant/payout-address", { token: merchant.apiKey, body: { address } })).status).toBe(
+      200,
+    );
+    const payout = (authorization: string) =>
+      api("POST", "/merchant/payouts", {
+        body: { amountUsdCents: 100 },
+        headers: { authorization, "Idempotency-Key": "one-payout" },
+      });
+    const first = await payout(`Bearer ${merchant.apiKey}`);
+    expect(first.status).toBe(201);
+    for (const variant of [`bearer ${merchant.apiKey}`, `BEARER ${merchant.apiKey}`, `Bearer  ${merchant.apiKey}`]) {
+      const again = await payout(variant);
+      expect(again.status, variant).toBe(201);
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      expect(again.text).toBe(first.text);
+    }
+    const rolled = await api("POST", `/console/merchants/${merchant.merchantId}/keys`, { token: await consoleToken() });
+    expect(rolled.status).toBe(201);
+    const afterRoll = await payout(`Bearer ${rolled.body.apiKey}`);
+    expect(afterRoll.headers.get("idempotent-replayed")).toBe("true");
+    expect(afterRoll.text).toBe(first.text);
+    const list = await api("GET", "/merchant/payouts", { token: rolled.body.apiKey });
+    expect(list.body.payouts).toHaveLength(1);
+  });
+
   it("a missing, malformed or unknown credential is the route's own 401, and a credential of another kind its 403, key or not", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent();
