@@ -5,7 +5,9 @@
 // DEV_PERSIST_DIR move it aside (tests run their own instance); DEV_CONFIG runs
 // another Worker configuration (`npm run bench`'s, bench/wrangler.toml).
 import { spawnSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
+import path from "node:path";
 import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
 import { startLocalChain, x402Vars } from "./lib/chain.mjs";
@@ -37,7 +39,14 @@ if (migrate.status !== 0) {
   process.exit(migrate.status ?? 1);
 }
 
-const chain = await startLocalChain({ port: Number(process.env.ANVIL_PORT ?? 8545), log: step });
+// The token a chain that is already running got from an earlier start is remembered beside the service's state.
+const stateDir = process.env.DEV_PERSIST_DIR ?? path.join(root, ".wrangler", "state");
+mkdirSync(stateDir, { recursive: true });
+const chain = await startLocalChain({
+  port: Number(process.env.ANVIL_PORT ?? 8545),
+  log: step,
+  rememberIn: path.join(stateDir, "local-chain.json"),
+});
 // The chain's settings (token address, RPC, the facilitator's gas keys: public accounts of anvil's mnemonic) are local-only.
 const chainVars = { ...x402Vars(chain), DEPOSIT_CONFIRMATIONS: "1" };
 

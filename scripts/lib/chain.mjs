@@ -2,6 +2,7 @@
 // for Base Sepolia), the EIP-3009 test stablecoin deployed, 1,000 tokens minted
 // to default accounts 1-9, and accounts 0 and 11-13 as the facilitator's gas payers.
 import { spawn } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
@@ -55,11 +56,28 @@ async function chainIdAt(rpcUrl) {
   }
 }
 
+/** The token this chain already has from an earlier start (remembered in `file`), or null. */
+async function rememberedToken(file, rpcUrl, client) {
+  if (!file || !existsSync(file)) return null;
+  try {
+    const saved = JSON.parse(readFileSync(file, "utf8"));
+    const genesis = await client.getBlock({ blockNumber: 0n });
+    const code = await client.getCode({ address: saved.token });
+    return saved.rpcUrl === rpcUrl && saved.genesis === genesis.hash && code && code !== "0x" ? saved.token : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Starts anvil on 127.0.0.1:`port` unless a chain already answers there, then
- * deploys the token and mints. `stop()` ends only what this call started.
+ * deploys the token and mints. On a chain that already answers, the token it
+ * got from an earlier start (remembered in `rememberIn`) is used again rather
+ * than a new one: what the service sent on the old token (a payout whose answer
+ * was lost in a restart) must be found there, never sent again on a new one.
+ * `stop()` ends only what this call started.
  */
-export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
+export async function startLocalChain({ port = 8545, log = () => {}, rememberIn = null } = {}) {
   const rpcUrl = `http://127.0.0.1:${port}`;
   let child = null;
   const existing = await chainIdAt(rpcUrl);
@@ -97,40 +115,12 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
   const wallet = createWalletClient({ account: deployer, chain, transport: http(rpcUrl) });
   const client = createPublicClient({ chain, transport: http(rpcUrl) });
   const { abi, bytecode } = compileTestUsdc();
-  const deployHash = await wallet.deployContract({ abi, bytecode });
-  const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
-  log(`test stablecoin (USD Coin, version 2, 6 decimals) at ${contractAddress}`);
-  for (const { address } of accounts.slice(1)) {
-    const hash = await wallet.writeContract({
-      address: contractAddress,
-      abi,
-      functionName: "mint",
-      args: [address, MINT_PER_ACCOUNT],
-    });
-    await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
-  }
-  log("minted 1,000 tokens to accounts 1-9");
-  // The service's settlement address: an account of the same mnemonic that no payer uses. It starts
-  // with a float, as a funded treasury would: money the ledger owes merchants can leave from it.
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
-  const floatHash = await wallet.writeContract({
-    address: contractAddress,
-    abi,
-    functionName: "mint",
-    args: [payTo, SETTLEMENT_FLOAT],
-  });
-  await client.waitForTransactionReceipt({ hash: floatHash, pollingInterval: 50 });
-  log(`minted 100,000 tokens to the settlement address ${payTo}`);
-  // The built-in facilitator's gas keys beyond account 0 get gas of their own (anvil funds only accounts 0-9).
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
-  for (const key of facilitatorKeys.slice(1)) await giveGas(client, privateKeyToAccount(key).address);
-  log(
-    `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
-  );
-  return {
+  const started = (token) => ({
     rpcUrl,
     chainId: LOCAL_CHAIN_ID,
-    token: contractAddress,
+    token,
     abi,
     payTo,
     /** The settlement address's key: it signs payouts and x402 refunds (anvil's account 10). */
@@ -148,7 +138,45 @@ export async function startLocalChain({ port = 8545, log = () => {} } = {}) {
         await new Promise((r) => child.once("exit", r));
       }
     },
-  };
+  });
+  const remembered = existing !== null ? await rememberedToken(rememberIn, rpcUrl, client) : null;
+  if (remembered) {
+    log(`using the test stablecoin this chain already has at ${remembered} (its balances as they are)`);
+    return started(remembered);
+  }
+  const deployHash = await wallet.deployContract({ abi, bytecode });
+  const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
+  log(`test stablecoin (USD Coin, version 2, 6 decimals) at ${contractAddress}`);
+  for (const { address } of accounts.slice(1)) {
+    const hash = await wallet.writeContract({
+      address: contractAddress,
+      abi,
+      functionName: "mint",
+      args: [address, MINT_PER_ACCOUNT],
+    });
+    await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  }
+  log("minted 1,000 tokens to accounts 1-9");
+  // The service's settlement address: an account of the same mnemonic that no payer uses. It starts
+  // with a float, as a funded treasury would: money the ledger owes merchants can leave from it.
+  const floatHash = await wallet.writeContract({
+    address: contractAddress,
+    abi,
+    functionName: "mint",
+    args: [payTo, SETTLEMENT_FLOAT],
+  });
+  await client.waitForTransactionReceipt({ hash: floatHash, pollingInterval: 50 });
+  log(`minted 100,000 tokens to the settlement address ${payTo}`);
+  // The built-in facilitator's gas keys beyond account 0 get gas of their own (anvil funds only accounts 0-9).
+  for (const key of facilitatorKeys.slice(1)) await giveGas(client, privateKeyToAccount(key).address);
+  log(
+    `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
+  );
+  if (rememberIn) {
+    const genesis = await client.getBlock({ blockNumber: 0n });
+    writeFileSync(rememberIn, JSON.stringify({ rpcUrl, genesis: genesis.hash, token: contractAddress }));
+  }
+  return started(contractAddress);
 }
 
 /** The Worker settings that point x402 at a local chain. */

@@ -13,6 +13,7 @@ import {
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../env";
 import { faultPoint } from "../lib/faults";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
 import { feeCalls, feesFrom, gasAccountOf, type PreparedTransfer } from "../x402/transfer";
@@ -55,6 +56,12 @@ export async function advanceOutbound(
   now = Date.now(),
 ): Promise<Advance> {
   if (t.status !== "pending") return waiting(`already ${t.status}`);
+  // An authorization names its token: sent on another (X402_ASSET changed, a local chain whose token was
+  // deployed again), its nonce is unused there and it would pay a second time. An operator must decide.
+  if (t.asset !== x.asset.toLowerCase() || t.network !== x.network) {
+    log.error("outbound_asset_changed", { id: t.id, purpose: t.purpose, asset: t.asset, configured: x.asset });
+    return waiting("asset_changed");
+  }
   const lanes = x.facilitatorPrivateKeys.map((key) => gasAccountOf(key).address);
   if (lanes.length === 0) return waiting("no_gas_key");
   if (t.broadcastAt !== null) {

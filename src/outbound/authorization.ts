@@ -21,6 +21,9 @@ export interface OutboundTransfer {
   id: string;
   purpose: OutboundPurpose;
   ownerId: string;
+  /** The chain and token it was made for (lower case), whatever the deployment is configured with now. */
+  network: string;
+  asset: string;
   fromAddress: Hex;
   /** `settlement`, `deposit:<index>` or `receiving:<index>`: whose key signs. */
   signer: string;
@@ -35,7 +38,7 @@ export interface OutboundTransfer {
   updatedAt: string;
 }
 
-export const OUTBOUND_SELECT = `SELECT id, purpose, owner_id AS ownerId, from_address AS fromAddress, signer,
+export const OUTBOUND_SELECT = `SELECT id, purpose, owner_id AS ownerId, network, asset, from_address AS fromAddress, signer,
   to_address AS toAddress, value, nonce, valid_before AS validBefore, status, broadcast_at AS broadcastAt,
   tx_hash AS txHash, updated_at AS updatedAt FROM outbound_transfers`;
 

@@ -163,4 +163,19 @@ describe("a crash while a payout is sent", () => {
     for (const _ of [1, 2]) expect(await cronPass()).toEqual(NOTHING);
     expect(await snapshot(m, id)).toEqual(after);
   });
+
+  it("a transfer made for another token (the configured one changed) is never sent on this one", async () => {
+    const m = await fundedMerchant(400);
+    const fired = injectOnce("outbound.before_send");
+    const { id } = await pay(m, 400, `other-token-${crypto.randomUUID()}`);
+    await fired();
+    // As if X402_ASSET had changed (or a local chain's token been deployed again) since the payout was made.
+    await env.DB.prepare("UPDATE outbound_transfers SET asset = ? WHERE owner_id = ?")
+      .bind("0x000000000000000000000000000000000000dead", id)
+      .run();
+    for (const _ of [1, 2]) expect(await cronPass()).toEqual({ ...NOTHING, waiting: 1 });
+    expect(await transfersTo(m.address)).toEqual([]);
+    expect(await authorizationUsed(id)).toBe(false);
+    expect(await payoutOf(m.apiKey, id)).toMatchObject({ status: "pending" });
+  });
 });
