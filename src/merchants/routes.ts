@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { isAddress, isAddressEqual } from "viem";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -24,9 +25,19 @@ export const RegisterBody = z
   })
   .strict();
 
+/** Both lower- and upper-case hex letters: the address claims an EIP-55 checksum. */
+const mixedCase = (address: string) => /[a-f]/.test(address.slice(2)) && /[A-F]/.test(address.slice(2));
+
 export const PayoutAddressBody = z
   .object({
-    address: z.string().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits"),
+    address: z
+      .string()
+      .regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits")
+      // A mixed-case address carries an EIP-55 checksum: a typo in one is refused, not paid to.
+      .refine((a) => !EVM_ADDRESS.test(a) || !mixedCase(a) || isAddress(a, { strict: true }), {
+        message: "address has a wrong EIP-55 checksum (or write it in one case)",
+      })
+      .refine((a) => !EVM_ADDRESS.test(a) || BigInt(a) !== 0n, { message: "address must not be the zero address" }),
   })
   .strict();
 
@@ -64,6 +75,12 @@ export const merchantRoutes = new Hono<AppEnv>()
   })
   .put("/merchant/payout-address", requireActor("merchant"), validate("json", PayoutAddressBody), async (c) => {
     const { address } = c.req.valid("json");
+    const x = c.get("settings").x402;
+    // Paid to the service's own settlement address, a payout would leave nothing; to the token, it would be lost.
+    if (x && (isAddressEqual(address as `0x${string}`, x.payTo) || isAddressEqual(address as `0x${string}`, x.asset)))
+      throw new ApiError(400, "invalid_request", {
+        issues: [{ path: "address", code: "custom", message: "address must not be the service's own or the token's" }],
+      });
     const db = c.get("db");
     const kyt = await screenAddress(db, address);
     // A flagged address is refused and not stored.

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { createMerchant } from "../helpers/factories";
 
@@ -183,6 +183,10 @@ describe("PUT /merchant/payout-address", () => {
     ["41 hex digits", { address: `0x${"a".repeat(41)}` }],
     ["not a string", { address: 12345 }],
     ["unknown field", { address: `0x${"a".repeat(40)}`, chain: "ethereum" }],
+    ["a wrong EIP-55 checksum", { address: "0xd8f42Fd325145Bd1e7130705bD6A72c3644Bc49D" }],
+    ["the zero address", { address: `0x${"0".repeat(40)}` }],
+    ["the service's settlement address", { address: inject("chain").payTo }],
+    ["the token contract", { address: inject("chain").token.toLowerCase() }],
   ])("400 for %s, and nothing is stored", async (_label, body) => {
     const { apiKey } = await createMerchant();
     const res = await putPayout(apiKey, body);
