@@ -37,10 +37,12 @@ describe("POST /merchant/charges", () => {
         "method",
         "paidAt",
         "reference",
+        "refundedMinor",
         "status",
       ].sort(),
     );
     expect(res.body).toMatchObject({
+      refundedMinor: 0,
       merchantId: merchant.merchantId,
       agentId: null,
       amountMinor: 2599,

@@ -52,7 +52,7 @@ describe("POST /settings/webhooks", () => {
   });
 
   it.each([
-    ["an unknown event kind", { url: "https://example.com/h", events: ["charge.refunded"] }],
+    ["an unknown event kind", { url: "https://example.com/h", events: ["charge.voided"] }],
     ["events not an array", { url: "https://example.com/h", events: "charge.created" }],
     ["a missing url", { events: [] }],
     ["an empty url", { url: "" }],
