@@ -1,3 +1,7 @@
+import { env } from "cloudflare:workers";
+import { settingsOf } from "../../src/env";
+import { ApiError } from "../../src/lib/errors";
+import { treasuryOf } from "../../src/payouts/service";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { createMerchant, merchantBalance } from "../helpers/factories";
@@ -104,5 +108,20 @@ describe("payouts", () => {
     const failed = await api("GET", "/console/payouts?status=failed&limit=100", { token });
     expect(failed.body.payouts.some((p: { payoutId: string }) => p.payoutId === id)).toBe(false);
     expect((await api("GET", "/console/payouts?status=lost", { token })).status).toBe(400);
+  });
+
+  it("a deployment without the settlement key or a gas key takes no payout: 503 treasury_not_configured", () => {
+    const x = settingsOf(env).x402!;
+    expect(treasuryOf(x)).toBe(x);
+    for (const missing of [null, { ...x, settlementPrivateKey: null }, { ...x, facilitatorPrivateKeys: [] }]) {
+      let refused: unknown;
+      try {
+        treasuryOf(missing);
+      } catch (error) {
+        refused = error;
+      }
+      expect(refused).toBeInstanceOf(ApiError);
+      expect(refused).toMatchObject({ status: 503, error: "treasury_not_configured" });
+    }
   });
 });
