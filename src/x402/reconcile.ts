@@ -13,6 +13,9 @@ const STALE_SETTLING_MS = 5 * 60_000;
 
 export interface OpenPayment {
   id: string;
+  /** The chain and token the authorization was signed for (lower case). */
+  network: string;
+  asset: string;
   chargeId: string;
   payer: `0x${string}`;
   nonce: `0x${string}`;
@@ -27,7 +30,7 @@ export type Reconciliation = "credited" | "failed" | "waiting";
 
 /** The columns of an x402 payment that reconciliation reads, as an OpenPayment. */
 export const OPEN_PAYMENT_SELECT =
-  "SELECT id, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo FROM x402_payments";
+  "SELECT id, network, asset, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo FROM x402_payments";
 
 /**
  * Settles the fate of a payment whose outcome was lost or reported failed, from the chain alone:
@@ -44,6 +47,12 @@ export async function reconcilePayment(
   p: OpenPayment,
   nowSeconds = Math.floor(Date.now() / 1000),
 ): Promise<Reconciliation> {
+  // Asked on another token (X402_ASSET changed since), an authorization looks unused and would be
+  // released though it paid on its own: that is for an operator, never decided here.
+  if (p.asset.toLowerCase() !== x.asset.toLowerCase() || p.network !== x.network) {
+    log.error("x402_reconcile_asset_changed", { paymentId: p.id, asset: p.asset, configured: x.asset });
+    return "waiting";
+  }
   if (!(await authorizationUsed(x, p.payer, p.nonce))) {
     // Our clock may run ahead of the chain's: a transaction still waiting could land in a block
     // stamped before validBefore, so expiry waits out the skew the checks tolerate.

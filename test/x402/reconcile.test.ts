@@ -255,8 +255,19 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     expect((await paymentRow(charge.chargeId)).results[0]!.status).toBe("unknown");
     expect((await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } })).status).toBe(202);
 
+    // Past its validBefore, but recorded for another token than the configured one: it looks unused
+    // here only because it was not asked on its own token, so reconciliation leaves it alone.
+    const asset = await env.DB.prepare("SELECT asset FROM x402_payments WHERE id = ?")
+      .bind(row!.id)
+      .first<string>("asset");
+    await env.DB.prepare("UPDATE x402_payments SET valid_before = 1, asset = ? WHERE id = ?")
+      .bind("0x000000000000000000000000000000000000dead", row!.id)
+      .run();
+    await reconcileOpenPayments(env);
+    expect((await paymentRow(charge.chargeId)).results[0]!.status).toBe("unknown");
+    await env.DB.prepare("UPDATE x402_payments SET asset = ? WHERE id = ?").bind(asset, row!.id).run();
+
     // Past its validBefore and never used: nothing can move any more, so the claim is released.
-    await env.DB.prepare("UPDATE x402_payments SET valid_before = 1 WHERE id = ?").bind(row!.id).run();
     const released = await reconcileOpenPayments(env);
     expect(released.failed).toBeGreaterThanOrEqual(1);
     expect((await paymentRow(charge.chargeId)).results[0]!.status).toBe("failed");
