@@ -37,5 +37,10 @@ export const auditEvents = sqliteTable(
     prevHash: text("prev_hash").notNull(),
     hash: text("hash").notNull(),
   },
-  (t) => [index("audit_events_created").on(t.createdAt)],
+  (t) => [
+    index("audit_events_created").on(t.createdAt),
+    // A receipt names the audit row of its payment: found by charge, or by payout or refund id.
+    index("audit_events_charge").on(t.chargeId),
+    index("audit_events_reference").on(t.reference),
+  ],
 );

@@ -9,3 +9,4 @@ export * from "./checkout-links";
 export * from "./paylinks";
 export * from "./x402";
 export * from "./money-out";
+export * from "./proofs";
