@@ -1,6 +1,7 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
@@ -51,6 +52,9 @@ function workersProject(
             ENVIRONMENT: "test",
             CONSOLE_SESSION_SECRET: "test-only-console-session-secret-0123456789abcdef",
             WEBHOOK_SECRETS_KEY: "test-only-webhook-secrets-key-0123456789abcdef",
+            // Receipts and checkpoints are signed with key 1; key 0 stands for a key rotated out, still published.
+            RECEIPT_SIGNING_KEY: JSON.stringify(TEST_RECEIPT_KEYS[1]),
+            RECEIPT_PUBLISHED_KEYS: JSON.stringify([{ ...TEST_RECEIPT_KEYS[0], d: undefined }]),
             // Retries without waiting, so a test sees the whole schedule in moments.
             WEBHOOK_RETRY_SCHEDULE: "0,0,0,0",
             WEBHOOK_TIMEOUT_MS: "2000",

@@ -10,6 +10,7 @@ import {
   signInSettings,
   signInShape,
 } from "./auth/settings";
+import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs/settings";
 import { type Environment, isHttps, issuesOf, type VarsOf } from "./lib/settings";
 import {
   type WebhookSettings,
@@ -34,6 +35,7 @@ const SettingsSchema = z
     ...approvalsShape,
     ...webhooksShape,
     ...signInShape,
+    ...proofsShape,
   })
   .superRefine((settings, ctx) => {
     refineAuth(settings, ctx);
@@ -49,6 +51,8 @@ const SettingsSchema = z
         ctx.addIssue({ code: "custom", message: `${name} holds a development value` });
       }
     }
+    if (settings.ENVIRONMENT === "production" && NON_PRODUCTION_KID.test(settings.RECEIPT_SIGNING_KEY.kid ?? ""))
+      ctx.addIssue({ code: "custom", message: "RECEIPT_SIGNING_KEY is a development key" });
   });
 
 /** Every var and secret the settings read; all optional to the type, the schemas decide what is required. */
@@ -57,6 +61,8 @@ export type SettingsVars = VarsOf<typeof SettingsSchema.shape> & X402Vars;
 export type Settings = { environment: Environment } & AuthSettings & { approvalTtlMs: number } & WebhookSettings & {
     /** Null when this deployment takes no on-chain payments. */
     x402: X402Settings | null;
+    /** The keys that sign receipts and audit checkpoints. */
+    proofs: ProofSettings;
   };
 
 const cache = new WeakMap<object, Settings>();
@@ -78,6 +84,7 @@ export function settingsOf(env: SettingsVars): Settings {
     ...webhookSettings(s, s.ENVIRONMENT),
     x402: x402Settings(env),
     ...signInSettings(s),
+    ...proofSettings(s),
   };
   cache.set(env, settings);
   return settings;

@@ -1,7 +1,7 @@
 // Local development secrets live in .dev.vars (git-ignored), which wrangler dev
 // reads. The first run writes a random console session secret there, so no
 // secret is ever committed and a fresh clone needs no set-up.
-import { randomBytes } from "node:crypto";
+import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { generateMnemonic } from "viem/accounts";
@@ -13,8 +13,8 @@ export function readDevVars(path = DEV_VARS_PATH) {
   if (!existsSync(path)) return {};
   const vars = {};
   for (const line of readFileSync(path, "utf8").split("\n")) {
-    const match = /^\s*([A-Z0-9_]+)\s*=\s*"?(.*?)"?\s*$/.exec(line);
-    if (match) vars[match[1]] = match[2];
+    const match = /^\s*([A-Z0-9_]+)\s*=\s*(["']?)(.*?)\2\s*$/.exec(line);
+    if (match) vars[match[1]] = match[3];
   }
   return vars;
 }
@@ -24,7 +24,18 @@ const GENERATED = {
   CONSOLE_SESSION_SECRET: () => randomBytes(32).toString("base64url"),
   WEBHOOK_SECRETS_KEY: () => randomBytes(32).toString("base64url"),
   DEPOSIT_MNEMONIC: () => generateMnemonic(english),
+  RECEIPT_SIGNING_KEY: devSigningKey,
 };
+
+/** An Ed25519 private JWK whose kid marks it as a development key (production refuses those). */
+function devSigningKey() {
+  const jwk = generateKeyPairSync("ed25519").privateKey.export({ format: "jwk" });
+  const id = createHash("sha256").update(jwk.x).digest("base64url").slice(0, 12);
+  return JSON.stringify({ ...jwk, kid: `dev-only-${id}` });
+}
+
+/** JSON values go in single quotes, which dotenv reads verbatim (double quotes would end at the first inner quote). */
+const quoted = (value) => (value.includes('"') ? `'${value}'` : `"${value}"`);
 
 /** Makes sure .dev.vars holds every generated secret; returns the vars. */
 export function ensureDevVars(path = DEV_VARS_PATH) {
@@ -36,7 +47,7 @@ export function ensureDevVars(path = DEV_VARS_PATH) {
       : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
     for (const name of missing) {
       vars[name] = GENERATED[name]();
-      text += `${name}="${vars[name]}"\n`;
+      text += `${name}=${quoted(vars[name])}\n`;
     }
     writeFileSync(path, text, { mode: 0o600 });
   }

@@ -8,6 +8,7 @@ import benchWorker from "../../bench/worker";
 import type { Env } from "../../src/env";
 import service from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
+import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
@@ -62,6 +63,7 @@ describe("bench routes", () => {
       ENVIRONMENT: "production",
       CONSOLE_SESSION_SECRET: "a-real-production-secret-with-enough-entropy-0123456789",
       WEBHOOK_SECRETS_KEY: "another-real-production-secret-with-entropy-0123456789",
+      RECEIPT_SIGNING_KEY: PRODUCTION_LIKE_RECEIPT_KEY,
     };
     await expect(bench("GET", "noop", undefined, production)).rejects.toThrow(/never runs in production/);
   });

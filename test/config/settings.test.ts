@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { settingsOf, type Env } from "../../src/env";
+import { PRODUCTION_LIKE_RECEIPT_KEY, TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
 // Settings fail closed: production never runs on a missing or insecure value.
 const production = (vars: Partial<Env> = {}): Env =>
@@ -7,6 +8,7 @@ const production = (vars: Partial<Env> = {}): Env =>
     ENVIRONMENT: "production",
     CONSOLE_SESSION_SECRET: "a-real-production-secret-with-enough-entropy-0123456789",
     WEBHOOK_SECRETS_KEY: "another-real-production-secret-with-entropy-0123456789",
+    RECEIPT_SIGNING_KEY: PRODUCTION_LIKE_RECEIPT_KEY,
     ...vars,
   }) as Env;
 
@@ -39,6 +41,27 @@ describe("settings", () => {
       "a development secret",
       { CONSOLE_SESSION_SECRET: "dev-only-console-session-secret-0123456789abcdef" },
       /development value/,
+    ],
+    ["a missing receipt signing key", { RECEIPT_SIGNING_KEY: undefined }, /RECEIPT_SIGNING_KEY/],
+    [
+      "a receipt signing key that is not JSON",
+      { RECEIPT_SIGNING_KEY: "{not json" },
+      /RECEIPT_SIGNING_KEY must be a private JWK/,
+    ],
+    [
+      "a receipt signing key without its private part",
+      { RECEIPT_SIGNING_KEY: JSON.stringify({ ...TEST_RECEIPT_KEYS[1], d: undefined, kid: "k" }) },
+      /RECEIPT_SIGNING_KEY/,
+    ],
+    [
+      "a development receipt signing key",
+      { RECEIPT_SIGNING_KEY: JSON.stringify(TEST_RECEIPT_KEYS[1]) },
+      /development key/,
+    ],
+    [
+      "a private key among the published ones",
+      { RECEIPT_PUBLISHED_KEYS: JSON.stringify([TEST_RECEIPT_KEYS[0]]) },
+      /RECEIPT_PUBLISHED_KEYS/,
     ],
     ["anonymous access", { SERVICE_REQUIRE_API_KEY: "false" }, /SERVICE_REQUIRE_API_KEY/],
     ["sign-in codes printed to the log", { MAIL_TRANSPORT: "log" }, /MAIL_TRANSPORT=log/],

@@ -2,6 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/env";
 import { checkDestination, isForbiddenAddress } from "../../src/webhooks/dns-guard";
+import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant } from "../helpers/factories";
 import { receiverUrl } from "../helpers/webhooks";
@@ -89,6 +90,8 @@ describe("production resolves by default", () => {
       ENVIRONMENT: "production",
       CONSOLE_SESSION_SECRET: "x".repeat(40),
       WEBHOOK_SECRETS_KEY: "y".repeat(40),
+      RECEIPT_SIGNING_KEY: PRODUCTION_LIKE_RECEIPT_KEY,
+      RECEIPT_PUBLISHED_KEYS: undefined,
       CONSOLE_USERS: "",
       WEBHOOK_DNS_RESOLVER_URL: undefined,
       ACCESS_CERTS_URL: undefined,
