@@ -20,6 +20,7 @@ import { merchantRoutes } from "./merchants/routes";
 import { openApiRoutes } from "./openapi/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { payoutRoutes } from "./payouts/routes";
+import { proofRoutes } from "./proofs/routes";
 import { refundRoutes } from "./refunds/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
@@ -76,6 +77,7 @@ export function buildApp() {
   app.route("/", mcpRoutes);
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);
+  app.route("/", proofRoutes);
   app.route("/", webhookRoutes);
   app.route("/", openApiRoutes);
 

@@ -762,6 +762,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The keys receipts and checkpoints are signed with
+         * @description A JSON Web Key Set of public keys: the key that signs now comes first, and keys rotated out stay published while what they signed may still be checked. Each receipt and checkpoint is a compact JWS naming its key by `kid`.
+         */
+        get: operations["getPublishedKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/settings/webhooks": {
         parameters: {
             query?: never;
@@ -1918,6 +1938,22 @@ export interface components {
             brokenSeq: number;
             /** @enum {string} */
             problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+        };
+        PublishedKey: {
+            /** @enum {string} */
+            kty: "OKP" | "EC";
+            /** @enum {string} */
+            crv: "Ed25519" | "P-256";
+            x: string;
+            y?: string;
+            kid: string;
+            /** @enum {string} */
+            alg: "EdDSA" | "ES256";
+            /** @constant */
+            use: "sig";
+        };
+        PublishedKeySet: {
+            keys: components["schemas"]["PublishedKey"][];
         };
         WebhookEndpointCreated: {
             id: string;
@@ -4250,6 +4286,28 @@ export interface operations {
             };
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getPublishedKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The published keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishedKeySet"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

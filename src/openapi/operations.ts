@@ -23,6 +23,7 @@ import { PAYLINK_OPERATIONS } from "../paylinks/operations";
 import { AGENT_OPERATIONS } from "../agents/operations";
 import { APPROVAL_OPERATIONS } from "../approvals/operations";
 import { AUDIT_OPERATIONS } from "../audit/operations";
+import { PROOF_OPERATIONS } from "../proofs/operations";
 import { WEBHOOK_OPERATIONS } from "../webhooks/operations";
 import { X402_OPERATIONS } from "../x402/operations";
 import { CONSOLE_API_OPERATIONS } from "../console/operations";
@@ -97,6 +98,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...AGENT_OPERATIONS,
   ...APPROVAL_OPERATIONS,
   ...AUDIT_OPERATIONS,
+  ...PROOF_OPERATIONS,
   ...WEBHOOK_OPERATIONS,
   ...CONSOLE_API_OPERATIONS,
   ...MCP_OPERATIONS,

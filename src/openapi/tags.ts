@@ -60,6 +60,12 @@ export const TAGS = [
   },
   { name: "Export", group: "Interface", description: "The audit chain as CSV." },
   {
+    name: "Proofs",
+    group: "Interface",
+    description:
+      "What anyone can check offline: signed receipts of payments, payouts and refunds, the keys they are signed with, and the audit chain's signed checkpoints.",
+  },
+  {
     name: "Console sign-in",
     group: "Operations",
     description: "E-mail code and Cloudflare Access sign-in for console sessions.",

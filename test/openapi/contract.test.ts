@@ -771,6 +771,14 @@ describe("MCP", () => {
   });
 });
 
+describe("proofs", () => {
+  it("publishes the keys receipts and checkpoints are signed with", async () => {
+    const keys = await rec.call("GET", "/.well-known/jwks.json");
+    expect(keys.status).toBe(200);
+    expect(keys.body.keys[0].kid).toBe("test-only-receipts-1");
+  });
+});
+
 describe("documentation", () => {
   it("serves the reference page, whose script is this deployment's static asset", async () => {
     const page = await rec.call("GET", "/docs");

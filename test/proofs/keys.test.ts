@@ -1,3 +1,4 @@
+import { SELF } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/env";
@@ -59,5 +60,16 @@ describe("proof signing keys", () => {
     const { kid: _kid, ...unnamed } = TEST_RECEIPT_KEYS[0];
     const kid = await signingKid({ signingKey: unnamed, publishedKeys: [] });
     expect(kid).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+});
+
+describe("GET /.well-known/jwks.json", () => {
+  it("publishes the public keys, signing key first, with no private part", async () => {
+    const res = await SELF.fetch("https://agent-pay.test/.well-known/jwks.json");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { keys: Record<string, unknown>[] };
+    expect(body).toEqual(await publishedJwks(proofs()));
+    expect(body.keys.map((k) => k.kid)).toEqual(["test-only-receipts-1", "test-only-receipts-0"]);
+    expect(JSON.stringify(body)).not.toContain(TEST_RECEIPT_KEYS[1].d);
   });
 });
