@@ -238,9 +238,12 @@ export async function dueOutbound(
   purpose: OutboundPurpose,
   now = Date.now(),
   limit = 25,
+  /** Also those never handed over, however fresh (a sweep has no request that sends it first). */
+  withUnsent = false,
 ): Promise<OutboundTransfer[]> {
+  const unsent = withUnsent ? "broadcast_at IS NULL OR " : "";
   const rows = await env.DB.prepare(
-    `${OUTBOUND_SELECT} WHERE status = 'pending' AND purpose = ? AND updated_at <= ? ORDER BY updated_at LIMIT ?`,
+    `${OUTBOUND_SELECT} WHERE status = 'pending' AND purpose = ? AND (${unsent}updated_at <= ?) ORDER BY updated_at LIMIT ?`,
   )
     .bind(purpose, nowIso(now - RESEND_AFTER_MS), limit)
     .all<OutboundTransfer>();

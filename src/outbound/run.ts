@@ -29,14 +29,29 @@ export async function runOutbound(
   return step(env, x, t, complete);
 }
 
+/** How the cron's pass over one purpose goes. */
+export interface DuePass {
+  /** The most transfers stepped in one run. */
+  limit?: number;
+  /** Transfers stepped side by side: each waits for its receipt, the gas keys' lanes order the sends. */
+  atOnce?: number;
+  /** Also step transfers never handed over, however fresh. */
+  withUnsent?: boolean;
+  /** A transfer whose key the service does not hold (anymore) and never handed over fails rather than waits. */
+  failWithoutKey?: boolean;
+}
+
 async function step(
   env: Env,
   x: X402Settings,
   t: OutboundTransfer,
   complete: Completion,
   now = Date.now(),
+  pass: DuePass = {},
 ): Promise<Advance["kind"]> {
-  const outcome = await advanceOutbound(env, x, t, now);
+  let outcome = await advanceOutbound(env, x, t, now);
+  if (pass.failWithoutKey && outcome.kind === "waiting" && outcome.reason === "signer_key_missing" && !t.broadcastAt)
+    outcome = { kind: "failed", reason: "signer_key_missing", unsent: true };
   if (outcome.kind === "waiting") {
     log.info("outbound_waiting", { purpose: t.purpose, id: t.id, reason: outcome.reason });
     return "waiting";
@@ -45,8 +60,8 @@ async function step(
   // Recorded by another worker first is the one expected refusal; any other is a bug to see.
   if (recorded?.kind === "refused" && recorded.reason !== OUTCOME_RECORDED)
     log.error("outbound_outcome_refused", { purpose: t.purpose, id: t.id, reason: recorded.reason });
-  // The outcome's event is in the outbox: out now, rather than at the next cron tick.
-  await dispatchAfterWrite(env).catch((error) => log.warn("outbound_dispatch", { error }));
+  // The outcome's event is in the outbox: out now, rather than at the next cron tick (none for a sweep).
+  if (recorded) await dispatchAfterWrite(env).catch((error) => log.warn("outbound_dispatch", { error }));
   return outcome.kind;
 }
 
@@ -57,14 +72,20 @@ export async function advanceDue(
   purpose: OutboundPurpose,
   complete: Completion,
   now = Date.now(),
+  pass: DuePass = {},
 ): Promise<Record<Advance["kind"], number>> {
   const counts: Record<Advance["kind"], number> = { confirmed: 0, failed: 0, waiting: 0 };
-  for (const t of await dueOutbound(env, purpose, now)) {
-    try {
-      counts[await step(env, x, t, complete, now)]++;
-    } catch (error) {
-      counts.waiting++;
-      log.warn("outbound_advance", { purpose, id: t.id, error });
+  const due = await dueOutbound(env, purpose, now, pass.limit, pass.withUnsent);
+  const atOnce = pass.atOnce ?? 1;
+  for (let i = 0; i < due.length; i += atOnce) {
+    const group = due.slice(i, i + atOnce);
+    const steps = await Promise.allSettled(group.map((t) => step(env, x, t, complete, now, pass)));
+    for (const [j, stepped] of steps.entries()) {
+      if (stepped.status === "fulfilled") counts[stepped.value]++;
+      else {
+        counts.waiting++;
+        log.warn("outbound_advance", { purpose, id: group[j]!.id, error: stepped.reason });
+      }
     }
   }
   return counts;
