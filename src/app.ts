@@ -21,6 +21,7 @@ import { openApiRoutes } from "./openapi/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { payoutRoutes } from "./payouts/routes";
 import { refundRoutes } from "./refunds/routes";
+import { treasuryRoutes } from "./treasury/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { x402Routes } from "./x402/routes";
@@ -78,6 +79,7 @@ export function buildApp() {
   app.route("/", auditRoutes);
   app.route("/", webhookRoutes);
   app.route("/", openApiRoutes);
+  app.route("/", treasuryRoutes);
 
   app.notFound((c) => c.json({ error: "not_found" }, 404));
 

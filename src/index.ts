@@ -10,6 +10,7 @@ import { watchDeposits } from "./deposits/watcher";
 import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
 import { moneyOutJobs } from "./money-out";
+import { treasuryCheckJob } from "./treasury/check";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -40,6 +41,7 @@ export default {
           deposit_watch: watchDeposits(env),
           sweep: sweepExpiredRows(env.DB),
           ...moneyOutJobs(env),
+          treasury_check: treasuryCheckJob(env),
         };
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {
