@@ -5,7 +5,9 @@ const WIDTH = 720;
 const HEIGHT = 260;
 const LEFT = 96;
 const RIGHT = 16;
-const TOP = 16;
+const TOP = 32;
+/** The legend sits above the plot, clear of its lines. */
+const LEGEND_Y = 12;
 const BOTTOM = 40;
 
 /** Base units as dollars, for positions on the chart only (the figures themselves stay exact bigints). */
@@ -99,20 +101,20 @@ export function TreasuryChart(props: { checks: CheckDetail[] }) {
         </circle>
       ))}
       <g font-size="11">
-        <line x1={LEFT + 8} x2={LEFT + 28} y1={TOP + 6} y2={TOP + 6} stroke="#1f6feb" stroke-width="2" />
-        <text x={LEFT + 32} y={TOP + 10} fill="#17202a">
+        <line x1={LEFT + 8} x2={LEFT + 28} y1={LEGEND_Y} y2={LEGEND_Y} stroke="#1f6feb" stroke-width="2" />
+        <text x={LEFT + 32} y={LEGEND_Y + 4} fill="#17202a">
           Holdings on chain
         </text>
         <line
           x1={LEFT + 150}
           x2={LEFT + 170}
-          y1={TOP + 6}
-          y2={TOP + 6}
+          y1={LEGEND_Y}
+          y2={LEGEND_Y}
           stroke="#9a6700"
           stroke-width="2"
           stroke-dasharray="6 4"
         />
-        <text x={LEFT + 174} y={TOP + 10} fill="#17202a">
+        <text x={LEFT + 174} y={LEGEND_Y + 4} fill="#17202a">
           Ledger expects
         </text>
       </g>
