@@ -27,7 +27,7 @@ export default {
   /**
    * Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose
    * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
-   * sweeps whose transfers nobody has moved for a while.
+   * sweeps whose transfers nobody has moved for a while; reconcile the treasury against the chain.
    */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
