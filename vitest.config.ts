@@ -1,5 +1,7 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
+import { keccak256, stringToHex } from "viem";
+import { privateKeyToAddress } from "viem/accounts";
 import { defineConfig } from "vitest/config";
 import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
 
@@ -10,11 +12,14 @@ export default defineConfig(async () => {
       projects: [
         workersProject(
           "workers",
-          { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS] },
+          { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS] },
           migrations,
         ),
         // The same, with every gas key of the local chain: settlements spread over several lanes.
         workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: "all" }, migrations),
+        // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
+        // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
+        workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
         workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
         {
@@ -34,13 +39,30 @@ export default defineConfig(async () => {
 
 /** The settlement lanes test runs in a project of its own: its Worker has every gas key. */
 const LANES_TEST = "test/x402/lanes.test.ts";
+/** The treasury tests run in a project of their own (see TREASURY_VARS). */
+const TREASURY_TESTS = "test/treasury/**";
+/** Test-only keys, fixed so the config can name them; the tests fund them with gas on the local chain. */
+const TREASURY_SETTLEMENT_KEY = keccak256(stringToHex("agent-pay test treasury settlement key"));
+const TREASURY_VARS = {
+  X402_PAY_TO: privateKeyToAddress(TREASURY_SETTLEMENT_KEY),
+  SETTLEMENT_PRIVATE_KEY: TREASURY_SETTLEMENT_KEY,
+  FACILITATOR_PRIVATE_KEY: keccak256(stringToHex("agent-pay test treasury gas key")),
+  DEPOSIT_MNEMONIC: "legal winner thank year wave sausage worth useful legal winner thank yellow",
+};
 /** The runtime floors' tests run against the bench's own Worker, which the service's bundle does not hold. */
 const BENCH_TESTS = "test/bench/**";
 
 /** The Worker itself inside workerd, with real D1, Durable Objects and Queues, and a real local chain. */
 function workersProject(
   name: string,
-  options: { include: string[]; exclude?: string[]; gasKeys?: "all"; configPath?: string },
+  options: {
+    include: string[];
+    exclude?: string[];
+    gasKeys?: "all";
+    configPath?: string;
+    /** Bindings that replace the shared ones. */
+    vars?: Record<string, string>;
+  },
   migrations: Awaited<ReturnType<typeof readD1Migrations>>,
 ) {
   return {
@@ -73,6 +95,7 @@ function workersProject(
             ACCESS_AUD: "test-access-aud",
             ACCESS_CERTS_URL: `${inject<string>("receiverUrl")}/access/certs`,
             TEST_MIGRATIONS: migrations,
+            ...options.vars,
           },
         },
       })),

@@ -22,6 +22,7 @@ import { paylinkRoutes } from "./paylinks/routes";
 import { payoutRoutes } from "./payouts/routes";
 import { proofRoutes } from "./proofs/routes";
 import { refundRoutes } from "./refunds/routes";
+import { treasuryRoutes } from "./treasury/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { x402Routes } from "./x402/routes";
@@ -80,6 +81,7 @@ export function buildApp() {
   app.route("/", proofRoutes);
   app.route("/", webhookRoutes);
   app.route("/", openApiRoutes);
+  app.route("/", treasuryRoutes);
 
   app.notFound((c) => c.json({ error: "not_found" }, 404));
 

@@ -1504,6 +1504,77 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/treasury": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Treasury */
+        get: operations["consoleTreasuryPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/ui/treasury/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Check the treasury now */
+        post: operations["consoleTreasuryCheck"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/treasury": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Reconcile the treasury now
+         * @description Reads the settlement address and every receiving address not swept yet at one block, compares them with what the ledger expects the service to hold, and stores the result as a check (as the cron does; a shortfall that starts an episode sends `treasury.shortfall`).
+         */
+        get: operations["getTreasury"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/treasury/checks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The stored treasury checks */
+        get: operations["listTreasuryChecks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1959,7 +2030,7 @@ export interface components {
             id: string;
             url: string;
             /** @description Empty means every event kind. */
-            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled")[];
+            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
             merchantId: string | null;
             /** @description Shown once: the HMAC-SHA256 key of the X-Service-Signature header. */
             secret: string;
@@ -1967,7 +2038,7 @@ export interface components {
         WebhookEndpoint: {
             id: string;
             url: string;
-            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled")[];
+            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
             merchantId: string | null;
             /** Format: date-time */
             createdAt: string;
@@ -1989,7 +2060,7 @@ export interface components {
             id: string;
             eventId: string;
             /** @enum {string} */
-            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled";
+            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall";
             /** @enum {string} */
             status: "pending" | "delivered" | "failed";
             attempts: number;
@@ -2011,7 +2082,7 @@ export interface components {
         WebhookEvent: {
             id: string;
             /** @enum {string} */
-            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled";
+            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall";
             /** Format: date-time */
             createdAt: string;
             data: {
@@ -2148,6 +2219,58 @@ export interface components {
                 data?: unknown;
             };
         };
+        Treasury: {
+            /** @description The block every balance was read at. */
+            asOfBlock: number;
+            settlementAddress: string;
+            holdings: {
+                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+                settlementBaseUnits: string;
+                /** @description Every receiving address not swept yet (agents' deposit addresses, charges' and links' receiving addresses). */
+                depositAddressesBaseUnits: string;
+                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+                totalBaseUnits: string;
+            };
+            ledger: {
+                /** @description Every credited deposit and every settled x402 payment. */
+                onChainInMinor: number;
+                /** @description Every `paid` payout and `succeeded` x402 refund. */
+                onChainOutMinor: number;
+                /** @description (onChainInMinor - onChainOutMinor) x 10,000. */
+                expectedBaseUnits: string;
+                /** @description Payouts and x402 refunds still `pending`. */
+                pendingOutMinor: number;
+                agentBalancesMinor: number;
+                merchantBalancesMinor: number;
+            };
+            /** @description totalBaseUnits - expectedBaseUnits. */
+            differenceBaseUnits: string;
+            /**
+             * @description `surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.
+             * @enum {string}
+             */
+            status: "balanced" | "surplus" | "shortfall";
+        };
+        TreasuryCheck: {
+            /** Format: date-time */
+            at: string;
+            asOfBlock: number;
+            /**
+             * @description `surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.
+             * @enum {string}
+             */
+            status: "balanced" | "surplus" | "shortfall";
+            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+            differenceBaseUnits: string;
+            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+            totalBaseUnits: string;
+            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+            expectedBaseUnits: string;
+        };
+        TreasuryCheckList: {
+            /** @description Newest first. */
+            checks: components["schemas"]["TreasuryCheck"][];
+        };
         RegisterMerchantRequest: {
             name: string;
             category?: string;
@@ -2221,7 +2344,7 @@ export interface components {
         UnfreezeAgentRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             url: string;
-            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled")[];
+            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
             merchantId?: string;
         };
         RotateWebhookSecretRequest: {
@@ -6357,6 +6480,136 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleTreasuryPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The latest treasury check's figures, the stored checks as a chart of holdings against the ledger's expectation (in dollars) and as a table. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (no page session: to /console/sign-in). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleTreasuryCheck: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Redirect (back to the treasury, with the check's status in a notice). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getTreasury: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The holdings, the ledger's side, the difference and the status. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Treasury"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description This deployment takes no payments on chain (`treasury_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listTreasuryChecks: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first; `limit` 1-100, default 20. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TreasuryCheckList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

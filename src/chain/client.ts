@@ -325,3 +325,35 @@ export function movedBy(
       t.args.value === transfer.value,
   );
 }
+
+/** How many balance reads go in one JSON-RPC batch: well under what public nodes take in one request. */
+export const BALANCE_READS_PER_REQUEST = 500;
+
+/**
+ * The token balances of `addresses` at one block (`block` as a hex number), in order: one JSON-RPC
+ * batch of `eth_call balanceOf` per `perRequest` addresses, never a request per address. Every
+ * read names the same block, so the figures add up to one moment of the chain. Throws when any read
+ * fails: a partial sum would look like a shortfall.
+ */
+export async function tokenBalancesAt(
+  x: X402Settings,
+  addresses: readonly string[],
+  block: Hex,
+  perRequest = BALANCE_READS_PER_REQUEST,
+): Promise<bigint[]> {
+  const chunks: string[][] = [];
+  for (let i = 0; i < addresses.length; i += perRequest) chunks.push(addresses.slice(i, i + perRequest));
+  const answers = await Promise.all(
+    chunks.map((chunk) =>
+      rpcBatch(
+        x,
+        chunk.map((a) => tokenCall(x, "balanceOf", [a], block)),
+      ),
+    ),
+  );
+  return answers.flat().map((answer, i) => {
+    if (answer.error || typeof answer.result !== "string")
+      throw new Error(`balanceOf ${addresses[i]}: ${answer.error?.message ?? "no result"}`);
+    return BigInt(answer.result === "0x" ? 0 : answer.result);
+  });
+}

@@ -29,6 +29,7 @@ import { X402_OPERATIONS } from "../x402/operations";
 import { CONSOLE_API_OPERATIONS } from "../console/operations";
 import { MCP_OPERATIONS } from "../mcp/operations";
 import { PAGE_OPERATIONS } from "../console/ui/operations";
+import { TREASURY_OPERATIONS } from "../treasury/operations";
 
 /**
  * Every operation the app serves: each domain lists its own beside its routes
@@ -104,4 +105,5 @@ export const OPERATIONS: readonly Operation[] = [
   ...MCP_OPERATIONS,
   ...DOCUMENTATION,
   ...PAGE_OPERATIONS,
+  ...TREASURY_OPERATIONS,
 ].map(withShared);

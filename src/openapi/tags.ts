@@ -79,6 +79,11 @@ export const TAGS = [
   { name: "Console approvals", group: "Operations", description: "Approvals waiting for a human." },
   { name: "Console payouts", group: "Operations", description: "Every merchant's payouts, by status." },
   {
+    name: "Console treasury",
+    group: "Operations",
+    description: "The chain's holdings reconciled against the ledger, now and as stored checks.",
+  },
+  {
     name: "Operator extras",
     group: "Service extras",
     description:

@@ -11,7 +11,7 @@ export const SWEEPS_PER_RUN = 50;
  * Below one cent a sweep costs more gas than it moves, and anyone could make the service pay for
  * many: such remnants stay where they landed (the treasury counts them as a surplus).
  */
-const MIN_SWEEP_BASE_UNITS = 10_000;
+export const MIN_SWEEP_BASE_UNITS = 10_000;
 
 /** Tokens the service holds on one of its receiving addresses, owed to the settlement address. */
 export interface DueSweep {

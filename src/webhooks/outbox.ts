@@ -16,6 +16,8 @@ export const EVENT_TYPES = [
   "refund.failed",
   // Operator event (beyond the merchant-facing kinds of docs/api.md): an endpoint was disabled for failing.
   "endpoint.disabled",
+  // Operator event: a treasury check found the chain holding less than the ledger expects (once per episode).
+  "treasury.shortfall",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -464,6 +464,35 @@ describe("the console in a browser", () => {
     expect(await page.getAttribute("nav.filters a.on", "aria-current")).toBe("page");
   });
 
+  it("checks the treasury now: the Treasury page shows the check, holdings against the ledger as a chart, and the history", async () => {
+    await page.click("header a:has-text('Treasury')");
+    await page.waitForURL(`${dev.url}/console/ui/treasury`);
+    await page.click("#treasury-check-now");
+    await page.waitForSelector(".notice");
+    // The development chain minted the settlement address a float no payment brought: a surplus, and no banner.
+    expect(await text(".notice")).toMatch(/^Checked at block \d+: surplus\.$/);
+    expect(await page.locator("#treasury-shortfall").count()).toBe(0);
+    // The page's figures are the stored check's, which the API lists with the same session token.
+    const token = (await context.cookies()).find((c) => c.name === "console_session")!.value;
+    // The dev cron checks every 10 s too: the page shows one of the latest few.
+    const { checks } = (await api("GET", "/console/treasury/checks?limit=5", token)).body;
+    expect(checks[0].status).toBe("surplus");
+    const dollars = (units: string) =>
+      `$${(BigInt(units) / 1_000_000n).toLocaleString("en-US")}.${(BigInt(units) % 1_000_000n)
+        .toString()
+        .padStart(6, "0")
+        .replace(/0{1,4}$/, "")}`;
+    expect(checks.map((c: { totalBaseUnits: string }) => dollars(c.totalBaseUnits))).toContain(
+      await text("#treasury-total b"),
+    );
+    expect(await page.locator("#treasury-chart polyline").count()).toBe(2);
+    expect(await page.locator("#treasury-chart .y-label").count()).toBeGreaterThanOrEqual(2);
+    expect(await text("#treasury-chart .y-label")).toMatch(/^-?\$[\d,]+\.\d\d$/);
+    expect(await page.locator("#treasury-checks tbody tr").count()).toBeGreaterThanOrEqual(1);
+    expect(await text("#treasury-checks tbody tr .badge")).toBe("surplus");
+    await shot("treasury");
+  });
+
   it("opens the paid charge from the agent page, refunds part of it after a confirmation, and sees the refund listed", async () => {
     const chargeId = state.heldChargeId;
     await page.goto(`${dev.url}/console/ui/agents/${state.agentId}`);
@@ -509,6 +538,7 @@ describe("the console in a browser", () => {
       ["/console/ui/agents", "agents"],
       ["/console/ui/transactions", "transactions"],
       ["/console/ui/payouts", "payouts"],
+      ["/console/ui/treasury", "treasury"],
       [`/console/ui/charges/${state.heldChargeId}`, "charge"],
       [`/console/ui/agents/${state.agentId}`, "agent"],
     ] as const) {

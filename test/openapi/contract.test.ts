@@ -349,6 +349,16 @@ describe("x402", () => {
     expect((await rec.call("GET", "/console/x402/receiving-addresses?limit=0", { token })).status).toBe(400);
   });
 
+  it("the treasury: a check now, and the stored checks (console)", async () => {
+    const token = await consoleToken();
+    const treasury = await rec.call("GET", "/console/treasury", { token });
+    expect(treasury.status, treasury.text).toBe(200);
+    // This file's settlement address holds the local chain's float: more than the ledger expects.
+    expect(treasury.body.status).toBe("surplus");
+    expect((await rec.call("GET", "/console/treasury/checks?limit=5", { token })).status).toBe(200);
+    expect((await rec.call("GET", "/console/treasury/checks?limit=0", { token })).status).toBe(400);
+  });
+
   it("refunds an x402 payment on chain, and refuses a payer that no longer passes screening", async () => {
     const path = `/merchant/charges/${paidChargeId}/refunds`;
     const refunded = await rec.call("POST", path, { token: merchantKey, body: { amountUsdCents: 5 } });
@@ -902,6 +912,8 @@ describe("console pages", () => {
     expect((await get("/console/ui/users")).status).toBe(200);
     expect((await get("/console/ui/receiving")).status).toBe(200);
     expect((await get("/console/ui/payouts?status=paid")).status).toBe(200);
+    expect((await post("/console/ui/treasury/check")).status).toBe(303);
+    expect((await get("/console/ui/treasury")).status).toBe(200);
     const shop = await createMerchant({ name: "Page Refund Shop" });
     const sold = await createCharge(shop.apiKey, 300);
     const buyer = await createAgent({ name: "page-refund-buyer", credit: 300 });

@@ -41,6 +41,7 @@ nav.filters a.on{background:var(--accent);border-color:var(--accent);color:#fff}
 code.hash{display:inline-block;max-width:10em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom;word-break:normal}td .reason{font-size:.85rem;margin-top:.2rem;max-width:16em}
 form.roll-key{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}form.roll-key select{width:auto}form.roll-key button{margin-top:0}
 h1{overflow-wrap:anywhere}table.details th{width:11em}
+.shortfall-banner{background:#ffebe9;border:2px solid var(--bad);border-left-width:8px;border-radius:8px;padding:.75rem 1rem;margin-bottom:1rem}.shortfall-banner strong{color:var(--bad)}
 @media (max-width:600px){header{gap:.6rem}main{padding:.6rem}th,td{padding:.3rem}}
 `;
 
@@ -54,6 +55,7 @@ const NAV = [
   ["/console/ui/transactions", "Transactions"],
   ["/console/ui/payouts", "Payouts"],
   ["/console/ui/receiving", "Receiving"],
+  ["/console/ui/treasury", "Treasury"],
   ["/console/ui/users", "Users"],
 ] as const;
 
@@ -64,6 +66,8 @@ export function Page(props: {
   csrf?: string;
   notice?: string | null;
   error?: string | null;
+  /** The latest treasury check, when it found a shortfall: shown on every page until a check no longer does. */
+  shortfall?: TreasuryShortfall | null;
   children?: Child;
 }) {
   return (
@@ -95,6 +99,7 @@ export function Page(props: {
           ) : null}
         </header>
         <main>
+          {props.shortfall ? <ShortfallBanner shortfall={props.shortfall} /> : null}
           <h1>{props.title}</h1>
           {props.notice ? <div class="notice">{props.notice}</div> : null}
           {props.error ? <div class="error">{props.error}</div> : null}
@@ -103,6 +108,34 @@ export function Page(props: {
         <script>{raw(LOCAL_TIMES)}</script>
       </body>
     </html>
+  );
+}
+
+/** What the banner says of a shortfall: when the check ran, and by how much the chain is short. */
+export interface TreasuryShortfall {
+  at: string;
+  differenceBaseUnits: string;
+}
+
+/** Token base units (6 decimals) as dollars, exact to the unit: "$12.34", "-$0.000001". */
+export function usdOfBaseUnits(units: string | bigint) {
+  const value = BigInt(units);
+  const abs = value < 0n ? -value : value;
+  const whole = (abs / 1_000_000n).toLocaleString("en-US");
+  const fraction = (abs % 1_000_000n)
+    .toString()
+    .padStart(6, "0")
+    .replace(/0{1,4}$/, "");
+  return `${value < 0n ? "-" : ""}$${whole}.${fraction.padEnd(2, "0")}`;
+}
+
+function ShortfallBanner(props: { shortfall: TreasuryShortfall }) {
+  return (
+    <div class="shortfall-banner" id="treasury-shortfall" role="alert">
+      <strong>Treasury shortfall.</strong> The last check (<When iso={props.shortfall.at} />) found the chain holding{" "}
+      {usdOfBaseUnits(props.shortfall.differenceBaseUnits.replace(/^-/, ""))} less than the ledger expects, even after
+      every pending payout and refund. <a href="/console/ui/treasury">See the treasury</a>.
+    </div>
   );
 }
 

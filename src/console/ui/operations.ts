@@ -290,4 +290,17 @@ export const PAGE_OPERATIONS: Operation[] = [
     { 303: SEE_OTHER("back to the users, with a notice") },
     { email: "E-mail address." },
   ),
+  page("get", "/console/ui/treasury", "consoleTreasuryPage", "Treasury", {
+    200: HTML(
+      "The latest treasury check's figures, the stored checks as a chart of holdings against the ledger's expectation (in dollars) and as a table.",
+    ),
+  }),
+  page(
+    "post",
+    "/console/ui/treasury/check",
+    "consoleTreasuryCheck",
+    "Check the treasury now",
+    { 303: SEE_OTHER("back to the treasury, with the check's status in a notice") },
+    {},
+  ),
 ];

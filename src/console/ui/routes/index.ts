@@ -9,6 +9,7 @@ import { merchantRoutes } from "./merchants";
 import { payoutPageRoutes } from "./payouts";
 import { reportRoutes } from "./reports";
 import { signInRoutes } from "./sign-in";
+import { treasuryPageRoutes } from "./treasury";
 import { userRoutes } from "./users";
 import { webhookRoutes } from "./webhooks";
 
@@ -23,6 +24,7 @@ export const consoleUiRoutes = new Hono<AppEnv>()
   .route("/", reportRoutes)
   .route("/", merchantRoutes)
   .route("/", payoutPageRoutes)
+  .route("/", treasuryPageRoutes)
   .route("/", chargePageRoutes)
   .route("/", agentRoutes)
   .route("/", approvalRoutes)

@@ -1,0 +1,117 @@
+import type { CheckDetail } from "../../../treasury/history";
+import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
+import { TreasuryChart } from "./treasury-chart";
+
+/** The page charts and lists this many checks, newest first in the table. */
+export const CHECKS_SHOWN = 100;
+
+const BADGE: Record<string, string> = { balanced: "ok", surplus: "warn", shortfall: "bad" };
+
+/** A figure of the latest check. */
+const Stat = (props: { id: string; label: string; value: string; note?: string }) => (
+  <div class="stat" id={props.id}>
+    {props.label}
+    <b>{props.value}</b>
+    {props.note ? <span class="muted">{props.note}</span> : null}
+  </div>
+);
+
+/** The latest check's figures, the history as a chart and a table, and "Check now". */
+export function TreasuryPage(props: { checks: CheckDetail[]; settlementAddress: string; csrf: string }) {
+  const [latest] = props.checks;
+  return (
+    <>
+      <p class="muted">
+        What the service holds on chain (the settlement address <code>{props.settlementAddress}</code> and every
+        receiving address not swept yet, read at one block) against what the ledger expects it to hold: every credited
+        deposit and settled x402 payment, less every paid payout and on-chain refund. A surplus is tokens that came
+        outside any payment (or are not credited yet); a shortfall is tokens gone that the ledger did not send.
+      </p>
+      <form method="post" action="/console/ui/treasury/check" class="inline">
+        <Csrf token={props.csrf} />
+        <button type="submit" id="treasury-check-now">
+          Check now
+        </button>
+      </form>
+      {latest ? (
+        <>
+          <h2>
+            Latest check <span class={`badge ${BADGE[latest.status] ?? ""}`}>{latest.status}</span>
+          </h2>
+          <p class="muted">
+            <When iso={latest.at} />, block {latest.asOfBlock}, {latest.addressesRead} receiving addresses read.
+          </p>
+          <div class="grid" id="treasury-latest">
+            <Stat id="treasury-total" label="Held on chain" value={usdOfBaseUnits(latest.totalBaseUnits)} />
+            <Stat
+              id="treasury-settlement"
+              label="Settlement address"
+              value={usdOfBaseUnits(latest.settlementBaseUnits)}
+            />
+            <Stat
+              id="treasury-receiving"
+              label="Receiving addresses"
+              value={usdOfBaseUnits(latest.depositAddressesBaseUnits)}
+              note="not swept yet"
+            />
+            <Stat id="treasury-expected" label="Ledger expects" value={usdOfBaseUnits(latest.expectedBaseUnits)} />
+            <Stat id="treasury-difference" label="Difference" value={usdOfBaseUnits(latest.differenceBaseUnits)} />
+            <Stat
+              id="treasury-pending"
+              label="Pending out"
+              value={usd(latest.pendingOutMinor)}
+              note="payouts and refunds being sent"
+            />
+          </div>
+          <div class="card">
+            <h2>Holdings against the ledger</h2>
+            <TreasuryChart checks={props.checks} />
+          </div>
+          <div class="card">
+            <table id="treasury-checks">
+              <caption class="muted">The {props.checks.length} latest checks, newest first</caption>
+              <thead>
+                <tr>
+                  <th scope="col">When</th>
+                  <th scope="col" class="num">
+                    Block
+                  </th>
+                  <th scope="col">Status</th>
+                  <th scope="col" class="num">
+                    Held
+                  </th>
+                  <th scope="col" class="num">
+                    Expected
+                  </th>
+                  <th scope="col" class="num">
+                    Difference
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {props.checks.map((c) => (
+                  <tr>
+                    <td>
+                      <When iso={c.at} />
+                    </td>
+                    <td class="num">{c.asOfBlock}</td>
+                    <td>
+                      <span class={`badge ${BADGE[c.status] ?? ""}`}>{c.status}</span>
+                    </td>
+                    <td class="num">{usdOfBaseUnits(c.totalBaseUnits)}</td>
+                    <td class="num">{usdOfBaseUnits(c.expectedBaseUnits)}</td>
+                    <td class="num">{usdOfBaseUnits(c.differenceBaseUnits)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </>
+      ) : (
+        <p class="muted" id="treasury-none">
+          No check yet: the cron runs one every minute, or check now.
+        </p>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,86 @@
+import type { Env, X402Settings } from "../env";
+import { MIN_SWEEP_BASE_UNITS } from "../sweeps/due";
+
+/** What the ledger says the service should hold on chain, in cents, and the balances it owes. */
+export interface LedgerSide {
+  /** Every credited deposit and every settled x402 payment. */
+  onChainInMinor: number;
+  /** Every `paid` payout and every `succeeded` x402 refund. */
+  onChainOutMinor: number;
+  /** Payouts and x402 refunds still `pending`: debited, their tokens maybe not gone yet. */
+  pendingOutMinor: number;
+  agentBalancesMinor: number;
+  merchantBalancesMinor: number;
+}
+
+/** The ledger's side and the receiving addresses whose holdings are not swept yet, read together. */
+export interface LedgerSnapshot {
+  ledger: LedgerSide;
+  /** Lowercase addresses, each once; never the settlement address. */
+  unsweptAddresses: string[];
+}
+
+const notSwept = (owner: string) =>
+  `NOT EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${owner} AND o.status = 'confirmed')`;
+
+/**
+ * The ledger's figures and the receiving addresses still holding something of the service's, in one
+ * D1 batch (one consistent read). It must be read before the chain's block is pinned: a payment,
+ * deposit or payout is recorded here only after its transaction is mined, so everything this read
+ * counts is already in the block read after it, and an address whose sweep is confirmed here is
+ * already empty there. The other way round a settlement mined after the block would be expected
+ * and not held: a false shortfall.
+ *
+ * An address is read while one of its deposits or x402 payments has no confirmed sweep: pending
+ * and failed sweeps included (the tokens may still be there), so the scan follows the money in
+ * flight, not the number of agents. Deposits under the sweep minimum (dust, never swept, credited
+ * as 0 cents) are left out, so dust sent to many deposit addresses cannot grow the scan.
+ */
+export async function readLedgerSnapshot(env: Env, x: X402Settings): Promise<LedgerSnapshot> {
+  const payTo = x.payTo.toLowerCase();
+  const [deposits, payments, payouts, refunds, balances, addresses] = await env.DB.batch<Record<string, number>>([
+    env.DB.prepare(
+      "SELECT COALESCE(SUM(amount_minor), 0) AS n FROM deposits WHERE status = 'credited' AND network = ?",
+    ).bind(x.network),
+    // The charge's cents, as the ledger credited them (its base units are exactly cents x 10,000).
+    env.DB.prepare(
+      `SELECT COALESCE(SUM(c.amount_minor), 0) AS n FROM x402_payments p JOIN charges c ON c.id = p.charge_id
+       WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?`,
+    ).bind(x.network, x.asset.toLowerCase()),
+    env.DB.prepare(
+      `SELECT COALESCE(SUM(CASE WHEN status = 'paid' THEN amount_minor END), 0) AS out,
+              COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
+       FROM payouts WHERE status IN ('paid', 'pending')`,
+    ),
+    env.DB.prepare(
+      `SELECT COALESCE(SUM(CASE WHEN status = 'succeeded' THEN amount_minor END), 0) AS out,
+              COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
+       FROM refunds WHERE method = 'x402' AND status IN ('succeeded', 'pending')`,
+    ),
+    env.DB.prepare(
+      `SELECT (SELECT COALESCE(SUM(balance_minor), 0) FROM agents) AS agents,
+              (SELECT COALESCE(SUM(balance_minor), 0) FROM merchants) AS merchants`,
+    ),
+    env.DB.prepare(
+      `SELECT d.address AS address FROM deposits d
+       WHERE d.network = ? AND d.address <> ? AND CAST(d.value AS INTEGER) >= ? AND ${notSwept("d.id")}
+       UNION
+       SELECT p.pay_to AS address FROM x402_payments p
+       WHERE p.status = 'settled' AND p.network = ? AND p.asset = ? AND p.pay_to IS NOT NULL AND p.pay_to <> ?
+         AND ${notSwept("p.id")}`,
+    ).bind(x.network, payTo, MIN_SWEEP_BASE_UNITS, x.network, x.asset.toLowerCase(), payTo),
+  ]);
+  const one = (r: D1Result<Record<string, number>> | undefined) => r!.results[0]!;
+  const paidOut = one(payouts);
+  const refunded = one(refunds);
+  return {
+    ledger: {
+      onChainInMinor: one(deposits).n! + one(payments).n!,
+      onChainOutMinor: paidOut.out! + refunded.out!,
+      pendingOutMinor: paidOut.pending! + refunded.pending!,
+      agentBalancesMinor: one(balances).agents!,
+      merchantBalancesMinor: one(balances).merchants!,
+    },
+    unsweptAddresses: [...new Set(addresses!.results.map((r) => String(r.address).toLowerCase()))],
+  };
+}

@@ -1,0 +1,90 @@
+import { z } from "zod";
+import { Cents, EvmAddress, named, Timestamp } from "../lib/api-shapes";
+import type { TreasuryCheck } from "./check";
+import type { StoredCheck } from "./history";
+
+/** Response bodies: the treasury reconciliation. */
+
+const BaseUnits = z
+  .string()
+  .regex(/^-?\d+$/)
+  .describe("Token base units as a decimal string (1 cent = 10,000; they can pass 2^53).");
+const Status = z
+  .enum(["balanced", "surplus", "shortfall"])
+  .describe(
+    "`surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.",
+  );
+const Minor = z.number().int();
+
+export const Treasury = named(
+  "Treasury",
+  z.strictObject({
+    asOfBlock: z.number().int().nonnegative().describe("The block every balance was read at."),
+    settlementAddress: EvmAddress,
+    holdings: z.strictObject({
+      settlementBaseUnits: BaseUnits,
+      depositAddressesBaseUnits: BaseUnits.describe(
+        "Every receiving address not swept yet (agents' deposit addresses, charges' and links' receiving addresses).",
+      ),
+      totalBaseUnits: BaseUnits,
+    }),
+    ledger: z.strictObject({
+      onChainInMinor: Cents.describe("Every credited deposit and every settled x402 payment."),
+      onChainOutMinor: Cents.describe("Every `paid` payout and `succeeded` x402 refund."),
+      expectedBaseUnits: BaseUnits.describe("(onChainInMinor - onChainOutMinor) x 10,000."),
+      pendingOutMinor: Cents.describe("Payouts and x402 refunds still `pending`."),
+      agentBalancesMinor: Minor,
+      merchantBalancesMinor: Minor,
+    }),
+    differenceBaseUnits: BaseUnits.describe("totalBaseUnits - expectedBaseUnits."),
+    status: Status,
+  }),
+);
+
+export const TreasuryCheckItem = named(
+  "TreasuryCheck",
+  z.strictObject({
+    at: Timestamp,
+    asOfBlock: z.number().int().nonnegative(),
+    status: Status,
+    differenceBaseUnits: BaseUnits,
+    totalBaseUnits: BaseUnits,
+    expectedBaseUnits: BaseUnits,
+  }),
+);
+
+export const TreasuryCheckList = named(
+  "TreasuryCheckList",
+  z.strictObject({ checks: z.array(TreasuryCheckItem).describe("Newest first.") }),
+);
+
+/** The answer to GET /console/treasury. */
+export const treasuryView = (c: TreasuryCheck) => ({
+  asOfBlock: c.holdings.asOfBlock,
+  settlementAddress: c.settlementAddress,
+  holdings: {
+    settlementBaseUnits: c.holdings.settlementBaseUnits.toString(),
+    depositAddressesBaseUnits: c.holdings.depositAddressesBaseUnits.toString(),
+    totalBaseUnits: c.holdings.totalBaseUnits.toString(),
+  },
+  ledger: {
+    onChainInMinor: c.ledger.onChainInMinor,
+    onChainOutMinor: c.ledger.onChainOutMinor,
+    expectedBaseUnits: c.ledger.expectedBaseUnits.toString(),
+    pendingOutMinor: c.ledger.pendingOutMinor,
+    agentBalancesMinor: c.ledger.agentBalancesMinor,
+    merchantBalancesMinor: c.ledger.merchantBalancesMinor,
+  },
+  differenceBaseUnits: c.differenceBaseUnits.toString(),
+  status: c.status,
+});
+
+/** A stored check as listed. */
+export const storedCheckView = (c: StoredCheck) => ({
+  at: c.at,
+  asOfBlock: c.asOfBlock,
+  status: c.status,
+  differenceBaseUnits: c.differenceBaseUnits,
+  totalBaseUnits: c.totalBaseUnits,
+  expectedBaseUnits: c.expectedBaseUnits,
+});

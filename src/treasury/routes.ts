@@ -1,0 +1,37 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { requireActor } from "../auth/middleware";
+import type { X402Settings } from "../env";
+import { ApiError } from "../lib/errors";
+import { log } from "../lib/log";
+import { validate } from "../lib/validation";
+import { dispatchAfterWrite } from "../webhooks/dispatch";
+import { runTreasuryCheck } from "./check";
+import { listChecks } from "./history";
+import { storedCheckView, treasuryView } from "./responses";
+
+export const TreasuryChecksQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
+
+/** The deployment's chain settings, or 503: without them there is nothing on chain to reconcile. */
+export function treasuryChain(x: X402Settings | null): X402Settings {
+  if (!x) throw new ApiError(503, "treasury_not_configured");
+  return x;
+}
+
+export const treasuryRoutes = new Hono<AppEnv>()
+  /**
+   * A check now, read live from the chain, and stored like the cron's: the operator's "check now".
+   * A GET that writes, on purpose: it records what it found, and a shortfall it finds first is
+   * announced (then fanned out at once, as a write's events are).
+   */
+  .get("/console/treasury", requireActor("console"), async (c) => {
+    const check = await runTreasuryCheck(c.env, treasuryChain(c.get("settings").x402));
+    if (check.announced)
+      c.executionCtx.waitUntil(dispatchAfterWrite(c.env).catch((error) => log.warn("treasury_dispatch", { error })));
+    return c.json(treasuryView(check));
+  })
+  .get("/console/treasury/checks", requireActor("console"), validate("query", TreasuryChecksQuery), async (c) => {
+    const checks = await listChecks(c.env.DB, c.req.valid("query").limit);
+    return c.json({ checks: checks.map(storedCheckView) });
+  });

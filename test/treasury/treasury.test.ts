@@ -1,0 +1,384 @@
+import { env } from "cloudflare:workers";
+import { createWalletClient, encodeFunctionData, http, toHex, type Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { watchDeposits } from "../../src/deposits/watcher";
+import { settingsOf, type X402Settings } from "../../src/env";
+import { createPayout, sendPayout } from "../../src/payouts/service";
+import { sweepToSettlement } from "../../src/sweeps/run";
+import { dispatchOutbox } from "../../src/webhooks/dispatch";
+import { api, consoleToken } from "../helpers/api";
+import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { refund, refundsOf } from "../helpers/money-out";
+import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
+import { waitFor } from "../helpers/wait";
+import { received, registerEndpoint, waitForReceived } from "../helpers/webhooks";
+import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
+
+/*
+ * The treasury reconciliation against the real local chain. This file runs in a project of its own
+ * (vitest.config.ts, `workers-treasury`) whose Worker has its own settlement address (no mint on
+ * it), gas key and receiving key: nothing else moves its tokens, so every figure is exact and a
+ * service that only takes and pays reads `balanced` with a difference of 0. The tests run in order
+ * and share that treasury; each leaves it balanced.
+ */
+const UNITS = 10_000n;
+let x: X402Settings;
+
+const client = () => publicClient();
+
+async function giveGas(address: Hex) {
+  await client().request({ method: "anvil_setBalance" as never, params: [address, toHex(10n ** 20n)] as never });
+}
+
+/** GET /console/treasury: a check now, stored. */
+async function checkNow() {
+  const res = await api("GET", "/console/treasury", { token: await consoleToken() });
+  expect(res.status, res.text).toBe(200);
+  return res.body;
+}
+
+/** A check that must read balanced with nothing off. */
+async function expectBalanced() {
+  const t = await checkNow();
+  expect(t).toMatchObject({ status: "balanced", differenceBaseUnits: "0" });
+  expect(t.holdings.totalBaseUnits).toBe(t.ledger.expectedBaseUnits);
+  return t;
+}
+
+/** Sends tokens from the settlement address outside the service: anvil lets the test act as it. */
+async function sendFromSettlement(to: Hex, value: bigint) {
+  await client().request({ method: "anvil_impersonateAccount" as never, params: [x.payTo] as never });
+  try {
+    const hash = (await client().request({
+      method: "eth_sendTransaction" as never,
+      params: [
+        {
+          from: x.payTo,
+          to: chain().token,
+          data: encodeFunctionData({ abi: TOKEN, functionName: "transfer", args: [to, value] }),
+        },
+      ] as never,
+    })) as Hex;
+    const receipt = await client().waitForTransactionReceipt({ hash, pollingInterval: 100 });
+    expect(receipt.status).toBe("success");
+  } finally {
+    await client().request({ method: "anvil_stopImpersonatingAccount" as never, params: [x.payTo] as never });
+  }
+}
+
+/** Runs the deposit watcher past the confirmations up to the head. */
+async function creditDeposits() {
+  await client().request({ method: "anvil_mine" as never, params: [toHex(2)] as never });
+  for (let pass = 0; pass < 50; pass++) {
+    const head = Number(await client().getBlockNumber());
+    const result = await watchDeposits(env);
+    if (result.toBlock === null || result.toBlock >= head - 1) return;
+  }
+  throw new Error("the deposit watcher did not catch up with the chain");
+}
+
+/** A merchant with a charge of `cents` paid by x402 from a fresh payer (the tokens land on the charge's receiving address). */
+async function paidByX402(cents: number) {
+  const merchant = await createMerchant({ name: "Treasury x402" });
+  const charge = await createCharge(merchant.apiKey, cents);
+  const payer = await freshPayer(BigInt(cents) * UNITS);
+  const path = `/charges/${charge.chargeId}/x402`;
+  const { header } = await xPaymentFor(path, payer.key, BigInt(cents) * UNITS);
+  const paid = await api("GET", path, { headers: { "X-PAYMENT": header } });
+  expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+  return { merchant, chargeId: charge.chargeId, payer };
+}
+
+async function setPayoutAddress(merchantKey: string) {
+  const key = generatePrivateKey();
+  const address = privateKeyToAccount(key).address;
+  const res = await api("PUT", "/merchant/payout-address", { token: merchantKey, body: { address } });
+  expect(res.status).toBe(200);
+  return { key, address };
+}
+
+const payoutStatus = (merchantKey: string, payoutId: string) =>
+  waitFor(
+    `payout ${payoutId}`,
+    () => api("GET", `/merchant/payouts/${payoutId}`, { token: merchantKey }).then((r) => r.body.payout),
+    (p) => p.status !== "pending",
+  );
+
+const shortfallEvents = async () =>
+  (await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'treasury.shortfall'").first<number>(
+    "n",
+  ))!;
+
+beforeAll(async () => {
+  x = settingsOf(env).x402!;
+  // This project's own keys: gas for the gas key, and for the settlement address the test acts as.
+  await giveGas(privateKeyToAddress(x.facilitatorPrivateKeys[0]!));
+  await giveGas(x.payTo);
+});
+
+describe("the treasury reconciliation", () => {
+  it("reads balanced, difference 0, through deposits, x402 payments, wallet payments and refunds, sweeps, payouts and an x402 refund", async () => {
+    const start = await expectBalanced();
+    expect(start).toEqual({
+      asOfBlock: expect.any(Number),
+      settlementAddress: x.payTo.toLowerCase(),
+      holdings: { settlementBaseUnits: "0", depositAddressesBaseUnits: "0", totalBaseUnits: "0" },
+      ledger: {
+        onChainInMinor: 0,
+        onChainOutMinor: 0,
+        expectedBaseUnits: "0",
+        pendingOutMinor: 0,
+        agentBalancesMinor: 0,
+        merchantBalancesMinor: 0,
+      },
+      differenceBaseUnits: "0",
+      status: "balanced",
+    });
+
+    // In: a deposit of $2.50 to an agent's deposit address, and a $7.00 x402 payment to a charge's address.
+    const agent = await createAgent({ name: "treasury depositor" });
+    const depositAddress = (await env.DB.prepare("SELECT deposit_address AS a FROM agents WHERE id = ?")
+      .bind(agent.agentId)
+      .first<Hex>("a"))!;
+    const sender = await freshSender(10_000_000n);
+    await sendTokens(sender, depositAddress, 250n * UNITS);
+    await creditDeposits();
+    const onChain = await paidByX402(700);
+    // Ledger only: the agent pays a merchant $1.00 from its wallet, which refunds $0.40 of it.
+    const shop = await createMerchant({ name: "Treasury wallet shop" });
+    const walletCharge = await createCharge(shop.apiKey, 100);
+    expect((await payCharge(agent.apiKey, walletCharge.chargeId)).status).toBe(200);
+    expect((await refund(shop.apiKey, walletCharge.chargeId, { amountUsdCents: 40 })).status).toBe(201);
+
+    const beforeSweeps = await expectBalanced();
+    expect(beforeSweeps.holdings).toEqual({
+      settlementBaseUnits: "0",
+      depositAddressesBaseUnits: String(950n * UNITS),
+      totalBaseUnits: String(950n * UNITS),
+    });
+    expect(beforeSweeps.ledger).toEqual({
+      onChainInMinor: 950,
+      onChainOutMinor: 0,
+      expectedBaseUnits: String(950n * UNITS),
+      pendingOutMinor: 0,
+      agentBalancesMinor: 250 - 100 + 40,
+      merchantBalancesMinor: 700 + 100 - 40,
+    });
+    expect(beforeSweeps.asOfBlock).toBeGreaterThanOrEqual(start.asOfBlock);
+
+    const swept = await sweepToSettlement(env, x);
+    expect(swept).toMatchObject({ created: 2, confirmed: 2, failed: 0 });
+    const afterSweeps = await expectBalanced();
+    expect(afterSweeps.holdings).toEqual({
+      settlementBaseUnits: String(950n * UNITS),
+      depositAddressesBaseUnits: "0",
+      totalBaseUnits: String(950n * UNITS),
+    });
+    // Swept addresses are read no more: the check follows the money in flight.
+    const [stored] = (await api("GET", "/console/treasury/checks?limit=1", { token: await consoleToken() })).body
+      .checks;
+    expect(stored).toMatchObject({ status: "balanced", totalBaseUnits: String(950n * UNITS) });
+    const read = await env.DB.prepare("SELECT addresses_read AS n FROM treasury_checks ORDER BY id DESC LIMIT 1").first(
+      "n",
+    );
+    expect(read).toBe(0);
+
+    // Out: a $3.00 payout of the x402 merchant's money and a $2.00 refund on chain to its payer.
+    const payoutTo = await setPayoutAddress(onChain.merchant.apiKey);
+    const made = await api("POST", "/merchant/payouts", {
+      token: onChain.merchant.apiKey,
+      body: { amountUsdCents: 300 },
+    });
+    expect(made.status).toBe(201);
+    expect((await payoutStatus(onChain.merchant.apiKey, made.body.payout.payoutId)).status).toBe("paid");
+    expect(await tokenBalance(payoutTo.address)).toBe(300n * UNITS);
+    const back = await refund(onChain.merchant.apiKey, onChain.chargeId, { amountUsdCents: 200 });
+    expect(back.status).toBe(201);
+    await waitFor(
+      "x402 refund",
+      async () => (await refundsOf(onChain.merchant.apiKey, onChain.chargeId))[0]!,
+      (r) => r.status !== "pending",
+    ).then((r) => expect(r.status).toBe("succeeded"));
+    expect(await tokenBalance(onChain.payer.address)).toBe(200n * UNITS);
+    expect(await merchantBalance(onChain.merchant.apiKey)).toBe(200);
+
+    const end = await expectBalanced();
+    expect(end.holdings.settlementBaseUnits).toBe(String(450n * UNITS));
+    expect(end.ledger).toMatchObject({
+      onChainInMinor: 950,
+      onChainOutMinor: 500,
+      expectedBaseUnits: String(450n * UNITS),
+      pendingOutMinor: 0,
+    });
+  });
+
+  it("does not call a payout whose tokens left before it is recorded paid a shortfall", async () => {
+    const { merchant } = await paidByX402(400);
+    expect(await sweepToSettlement(env, x)).toMatchObject({ confirmed: 1 });
+    await expectBalanced();
+    const destination = await setPayoutAddress(merchant.apiKey);
+    // Debited and pending, not sent yet; then its tokens leave as its transfer would, before the service records it.
+    const { payout } = await createPayout(env, x, merchant.merchantId, 300, undefined);
+    expect(payout.status).toBe("pending");
+    await sendFromSettlement(destination.address, 300n * UNITS);
+    const inFlight = await checkNow();
+    expect(inFlight).toMatchObject({ status: "balanced", differenceBaseUnits: String(-300n * UNITS) });
+    expect(inFlight.ledger.pendingOutMinor).toBe(300);
+
+    // The tokens come back, and the service sends the payout itself: balanced again, difference 0.
+    await giveGas(destination.address);
+    const payee = createWalletClient({
+      account: privateKeyToAccount(destination.key),
+      transport: http(chain().rpcUrl),
+    });
+    const hash = await payee.writeContract({
+      chain: null,
+      address: chain().token,
+      abi: TOKEN,
+      functionName: "transfer",
+      args: [x.payTo, 300n * UNITS],
+    });
+    expect((await client().waitForTransactionReceipt({ hash, pollingInterval: 100 })).status).toBe("success");
+    await sendPayout(env, x, payout.payoutId);
+    expect((await payoutStatus(merchant.apiKey, payout.payoutId)).status).toBe("paid");
+    await expectBalanced();
+  });
+
+  it("finds a shortfall when tokens leave outside the service, announces it once per episode, and banners every console page", async () => {
+    const hook = `treasury-${crypto.randomUUID().slice(0, 8)}`;
+    await registerEndpoint(hook, { events: ["treasury.shortfall"] });
+    const before = await expectBalanced();
+    const announced = await shortfallEvents();
+    const sink = privateKeyToAccount(generatePrivateKey());
+    const page = async () =>
+      (await api("GET", "/console/ui/agents", { headers: { cookie: `console_session=${await consoleToken()}` } })).text;
+    expect(await page()).not.toContain('id="treasury-shortfall"');
+
+    await sendFromSettlement(sink.address, 123n * UNITS);
+    const short = await checkNow();
+    expect(short).toMatchObject({
+      status: "shortfall",
+      differenceBaseUnits: String(-123n * UNITS),
+      holdings: { totalBaseUnits: String(BigInt(before.holdings.totalBaseUnits) - 123n * UNITS) },
+      ledger: { expectedBaseUnits: before.ledger.expectedBaseUnits },
+    });
+    const [delivery] = await waitForReceived(hook, (list) => list.length >= 1);
+    const event = JSON.parse(delivery!.body);
+    expect(event.type).toBe("treasury.shortfall");
+    expect(event.data).toEqual({
+      asOfBlock: short.asOfBlock,
+      differenceBaseUnits: String(-123n * UNITS),
+      expectedBaseUnits: before.ledger.expectedBaseUnits,
+      totalBaseUnits: short.holdings.totalBaseUnits,
+    });
+    expect(await shortfallEvents()).toBe(announced + 1);
+    const html = await page();
+    expect(html).toContain('id="treasury-shortfall"');
+    expect(html).toContain("$1.23 less than the ledger expects");
+
+    // Still short, the same episode: stored, not announced again, even with two checks at once.
+    const again = await Promise.all([checkNow(), checkNow()]);
+    expect(again.map((t) => t.status)).toEqual(["shortfall", "shortfall"]);
+    await dispatchOutbox(env);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await shortfallEvents()).toBe(announced + 1);
+    expect(await received(hook)).toHaveLength(1);
+
+    // The tokens come back: no longer short, and the banner is gone.
+    await giveGas(sink.address);
+    const returner = createWalletClient({ account: sink, transport: http(chain().rpcUrl) });
+    const hash = await returner.writeContract({
+      chain: null,
+      address: chain().token,
+      abi: TOKEN,
+      functionName: "transfer",
+      args: [x.payTo, 123n * UNITS],
+    });
+    expect((await client().waitForTransactionReceipt({ hash, pollingInterval: 100 })).status).toBe("success");
+    await expectBalanced();
+    expect(await page()).not.toContain('id="treasury-shortfall"');
+
+    // Short again: a new episode, a new event.
+    await sendFromSettlement(sink.address, 5n);
+    const second = await checkNow();
+    expect(second).toMatchObject({ status: "shortfall", differenceBaseUnits: "-5" });
+    const list = await waitForReceived(hook, (l) => l.length >= 2);
+    expect(list).toHaveLength(2);
+    expect(JSON.parse(list[1]!.body).data).toEqual({
+      asOfBlock: second.asOfBlock,
+      differenceBaseUnits: "-5",
+      expectedBaseUnits: before.ledger.expectedBaseUnits,
+      totalBaseUnits: String(BigInt(before.holdings.totalBaseUnits) - 5n),
+    });
+    expect(await shortfallEvents()).toBe(announced + 2);
+    const back = await returner.writeContract({
+      chain: null,
+      address: chain().token,
+      abi: TOKEN,
+      functionName: "transfer",
+      args: [x.payTo, 5n],
+    });
+    await client().waitForTransactionReceipt({ hash: back, pollingInterval: 100 });
+    await expectBalanced();
+  });
+
+  it("finds a surplus when tokens arrive outside any payment, and a sub-cent deposit remainder is one", async () => {
+    const sender = await freshSender(10_000_000n);
+    await sendTokens(sender, x.payTo, 4_321n);
+    const surplus = await checkNow();
+    expect(surplus).toMatchObject({ status: "surplus", differenceBaseUnits: "4321" });
+    // A deposit of $1.005: the ledger credits $1.00, the chain holds the rest.
+    const agent = await createAgent({ name: "treasury remainder" });
+    const depositAddress = (await env.DB.prepare("SELECT deposit_address AS a FROM agents WHERE id = ?")
+      .bind(agent.agentId)
+      .first<Hex>("a"))!;
+    await sendTokens(sender, depositAddress, 1_005_000n);
+    await creditDeposits();
+    const after = await checkNow();
+    expect(after).toMatchObject({ status: "surplus", differenceBaseUnits: String(4_321n + 5_000n) });
+    expect(after.holdings.depositAddressesBaseUnits).toBe("1005000");
+    await sweepToSettlement(env, x);
+    expect(await checkNow()).toMatchObject({
+      status: "surplus",
+      differenceBaseUnits: String(4_321n + 5_000n),
+      holdings: { depositAddressesBaseUnits: "0" },
+    });
+  });
+
+  it("lists the stored checks newest first, limited, and refuses bad limits and other credentials", async () => {
+    const token = await consoleToken();
+    const all = await api("GET", "/console/treasury/checks?limit=100", { token });
+    expect(all.status).toBe(200);
+    const stored = (await env.DB.prepare("SELECT COUNT(*) AS n FROM treasury_checks").first<number>("n"))!;
+    expect(all.body.checks).toHaveLength(Math.min(stored, 100));
+    const checks = all.body.checks as { at: string; asOfBlock: number }[];
+    for (let i = 1; i < checks.length; i++) expect(checks[i - 1]!.at >= checks[i]!.at).toBe(true);
+    const fresh = await checkNow();
+    const latest = await api("GET", "/console/treasury/checks?limit=2", { token });
+    expect(latest.body.checks).toHaveLength(2);
+    expect(latest.body.checks[0]).toEqual({
+      at: expect.any(String),
+      asOfBlock: fresh.asOfBlock,
+      status: fresh.status,
+      differenceBaseUnits: fresh.differenceBaseUnits,
+      totalBaseUnits: fresh.holdings.totalBaseUnits,
+      expectedBaseUnits: fresh.ledger.expectedBaseUnits,
+    });
+    const byDefault = await api("GET", "/console/treasury/checks", { token });
+    expect(byDefault.body.checks).toHaveLength(Math.min(stored + 1, 20));
+    for (const limit of ["0", "101", "-1", "1.5", "ten"]) {
+      const bad = await api("GET", `/console/treasury/checks?limit=${limit}`, { token });
+      expect(bad.status, limit).toBe(400);
+      expect(bad.body.error).toBe("invalid_request");
+    }
+    const merchant = await createMerchant();
+    for (const path of ["/console/treasury", "/console/treasury/checks"]) {
+      expect((await api("GET", path)).status).toBe(401);
+      expect((await api("GET", path, { token: "not-a-token" })).status).toBe(401);
+      const other = await api("GET", path, { token: merchant.apiKey });
+      expect(other.status).toBe(403);
+      expect(other.body.error).toBe("credential_not_allowed");
+    }
+  });
+});
