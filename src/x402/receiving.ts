@@ -2,7 +2,8 @@ import type { Env, X402Settings } from "../env";
 import { hdAddressAt } from "../lib/hd";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { rpcBatch, rpcCall, tokenCall } from "../chain/client";
+import { rpcCall, tokenBalancesAt } from "../chain/client";
+import type { Hex } from "viem";
 
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;
@@ -134,15 +135,7 @@ export async function receivingReport(env: Env, x: X402Settings, limit: number):
 async function balancesAt(x: X402Settings, addresses: string[]): Promise<{ block: number; balances: bigint[] } | null> {
   try {
     const block = await rpcCall<string>(x, "eth_blockNumber", [], { retry: true });
-    if (addresses.length === 0) return { block: Number(block), balances: [] };
-    const answers = await rpcBatch(
-      x,
-      addresses.map((a) => tokenCall(x, "balanceOf", [a], block)),
-    );
-    const balances = answers.map((answer) => {
-      if (answer.error || typeof answer.result !== "string") throw new Error(answer.error?.message ?? "no result");
-      return BigInt(answer.result === "0x" ? 0 : answer.result);
-    });
+    const balances = await tokenBalancesAt(x, addresses, block as Hex);
     return { block: Number(block), balances };
   } catch (error) {
     log.warn("receiving_report", { error });
