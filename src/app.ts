@@ -21,6 +21,7 @@ import { openApiRoutes } from "./openapi/routes";
 import { paylinkRoutes } from "./paylinks/routes";
 import { payoutRoutes } from "./payouts/routes";
 import { proofRoutes } from "./proofs/routes";
+import { receiptRoutes } from "./receipts/routes";
 import { refundRoutes } from "./refunds/routes";
 import { treasuryRoutes } from "./treasury/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
@@ -79,6 +80,7 @@ export function buildApp() {
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);
   app.route("/", proofRoutes);
+  app.route("/", receiptRoutes);
   app.route("/", webhookRoutes);
   app.route("/", openApiRoutes);
   app.route("/", treasuryRoutes);

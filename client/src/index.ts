@@ -152,6 +152,16 @@ export function agentPay(options: ClientOptions & { apiKey: string }) {
 }
 
 export { type VerifyResult, verifyWebhook } from "./webhooks";
+export {
+  type ChargeReceipt,
+  type PayoutReceipt,
+  RECEIPT_TYP,
+  type ReceiptKeys,
+  type ReceiptPayload,
+  type ReceiptVerdict,
+  type RefundReceipt,
+  verifyReceipt,
+} from "./receipts";
 
 /** `verifyWebhook`, then the parsed event (deduplicate by `event.id`). */
 export async function parseWebhook(input: {

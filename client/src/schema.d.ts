@@ -782,6 +782,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/charges/{chargeId}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A paid charge's signed receipt
+         * @description The charge id is the capability to read it, as for the charge. The payload is a `ChargeReceiptPayload`. Verify it offline with the keys at `GET /.well-known/jwks.json` (by the header's `kid`); the payload's `auditSeq` and `auditHash` name the audit row that records it. The same receipt comes back on every read.
+         */
+        get: operations["getChargeReceipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/merchant/payouts/{payoutId}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A paid payout's signed receipt
+         * @description Once the payout is `paid`. The payload is a `PayoutReceiptPayload`. Verify it offline with the keys at `GET /.well-known/jwks.json` (by the header's `kid`); the payload's `auditSeq` and `auditHash` name the audit row that records it. The same receipt comes back on every read.
+         */
+        get: operations["getPayoutReceipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/merchant/refunds/{refundId}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A succeeded refund's signed receipt
+         * @description Once the refund is `succeeded`. The payload is a `RefundReceiptPayload`. Verify it offline with the keys at `GET /.well-known/jwks.json` (by the header's `kid`); the payload's `auditSeq` and `auditHash` name the audit row that records it. The same receipt comes back on every read.
+         */
+        get: operations["getRefundReceipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/settings/webhooks": {
         parameters: {
             query?: never;
@@ -2025,6 +2085,76 @@ export interface components {
         };
         PublishedKeySet: {
             keys: components["schemas"]["PublishedKey"][];
+        };
+        Receipt: {
+            /** @description A compact JWS (`typ` `agent-pay-receipt+jwt`, `alg` EdDSA or ES256, the key's `kid`), checked offline against `GET /.well-known/jwks.json`. */
+            receipt: string;
+        };
+        ChargeReceiptPayload: {
+            /** @constant */
+            type: "charge";
+            chargeId: string;
+            merchantId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            /** @enum {string} */
+            method: "ledger" | "paylink" | "x402";
+            /** @description The payment's reference: `PAY_...`, or the transaction for x402. */
+            reference: string;
+            /** Format: date-time */
+            paidAt: string;
+            /** @description The paying agent's id, or the x402 payer's on-chain address. */
+            payer: string | null;
+            /** @description The x402 network; null for a wallet payment. */
+            network: string | null;
+            /** @description The x402 settlement's transaction; null for a wallet payment. */
+            transaction: string | null;
+            /** @description The audit row that records it (`GET /console/audit`). */
+            auditSeq: number;
+            /** @description That row's SHA-256 in the audit chain. */
+            auditHash: string;
+        };
+        PayoutReceiptPayload: {
+            /** @constant */
+            type: "payout";
+            payoutId: string;
+            merchantId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            destination: string;
+            transaction: string;
+            /** Format: date-time */
+            paidAt: string;
+            /** @description The audit row that records it (`GET /console/audit`). */
+            auditSeq: number;
+            /** @description That row's SHA-256 in the audit chain. */
+            auditHash: string;
+        };
+        RefundReceiptPayload: {
+            /** @constant */
+            type: "refund";
+            refundId: string;
+            chargeId: string;
+            merchantId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            /** @enum {string} */
+            method: "ledger" | "paylink" | "x402";
+            /** @description The agent refunded to its wallet; null for an x402 refund. */
+            agentId: string | null;
+            /** @description The x402 payer's address the refund was sent to. */
+            destination: string | null;
+            /** @description The transfer back to the payer, for an x402 refund. */
+            transaction: string | null;
+            /** Format: date-time */
+            succeededAt: string;
+            /** @description The audit row that records it (`GET /console/audit`). */
+            auditSeq: number;
+            /** @description That row's SHA-256 in the audit chain. */
+            auditHash: string;
         };
         WebhookEndpointCreated: {
             id: string;
@@ -4429,6 +4559,112 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PublishedKeySet"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getChargeReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chargeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Receipt"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            /** @description Unknown charge, or one not paid yet. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getPayoutReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                payoutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Receipt"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown payout, or one not paid (yet). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getRefundReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                refundId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Receipt"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown refund, or one not succeeded (yet). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             429: components["responses"]["RateLimited"];

@@ -77,6 +77,7 @@ export const ERROR_CODES = {
 
   // Money out: payouts and refunds
   payout_not_found: 404,
+  refund_not_found: 404,
   payout_address_missing: 409,
   charge_not_paid: 409,
   refund_exceeds_remaining: 409,

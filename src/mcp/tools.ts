@@ -6,6 +6,7 @@ import { ChargeIdParam } from "../charges/routes";
 import { chargeView, getCharge, listAgentPayments } from "../charges/service";
 import { TokenParam } from "../checkout/routes";
 import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
+import { settingsOf } from "../env";
 import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
 import {
@@ -15,7 +16,15 @@ import {
   paylinkPublicView,
   paylinkUsage,
 } from "../paylinks/service";
-import { defineTool, type ServedTool, type ToolAnnotations, type ToolAnswer, type ToolDefinition } from "./define";
+import { chargeReceipt } from "../receipts/service";
+import {
+  defineTool,
+  type ServedTool,
+  type ToolAnnotations,
+  type ToolAnswer,
+  type ToolContext,
+  type ToolDefinition,
+} from "./define";
 
 const READ: ToolAnnotations = {
   readOnlyHint: true,
@@ -26,13 +35,17 @@ const READ: ToolAnnotations = {
 
 export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed(2)} ${currency}`;
 
+/** A paid charge's signed receipt (as GET /charges/:chargeId/receipt), or null while it is not paid. */
+const receiptOf = (ctx: ToolContext, chargeId: string) =>
+  chargeReceipt(ctx.env.DB, settingsOf(ctx.env).proofs, chargeId);
+
 /**
  * A wallet outcome as a tool answer, by the same table and the same body
  * functions as the HTTP routes (src/agents/outcomes.ts): a hold for a human is
  * an answer, not an error; policy refusals are 402, state conflicts 409,
- * unknown objects 404.
+ * unknown objects 404. A paid answer also carries the charge's receipt.
  */
-function outcomeAnswer(outcome: PayOutcome, view: PaidView): ToolAnswer {
+async function outcomeAnswer(ctx: ToolContext, outcome: PayOutcome, view: PaidView): Promise<ToolAnswer> {
   const { body } = outcomeReply(outcome, view, "agent");
   if (outcome.kind === "approval") {
     return {
@@ -42,7 +55,7 @@ function outcomeAnswer(outcome: PayOutcome, view: PaidView): ToolAnswer {
   }
   const { charge } = outcome as Extract<PayOutcome, { kind: "paid" }>;
   return {
-    body,
+    body: { ...body, receipt: await receiptOf(ctx, charge.chargeId) },
     summary: `Paid charge ${charge.chargeId}: ${usd(charge.amountMinor, charge.currency)}, reference ${charge.reference}.`,
   };
 }
@@ -76,15 +89,16 @@ const getChargeTool: ToolDefinition<typeof ChargeInput> = {
   name: "get_charge",
   title: "Get a charge",
   description:
-    "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid. Same as GET /charges/:chargeId.",
+    "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid, and once paid its signed receipt (receipt: a compact JWS, verifiable offline against /.well-known/jwks.json). Same as GET /charges/:chargeId and GET /charges/:chargeId/receipt.",
   input: ChargeInput,
   annotations: READ,
   async run(ctx, input) {
     // As GET /charges/:chargeId: the charge id is the capability to read it.
     const charge = await getCharge(ctx.db, input.chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
+    const receipt = charge.status === "paid" ? await receiptOf(ctx, charge.id) : null;
     return {
-      body: chargeView(charge),
+      body: receipt ? { ...chargeView(charge), receipt } : chargeView(charge),
       summary: `Charge ${charge.id}: ${usd(charge.amountMinor, charge.currency)}, ${charge.status}.`,
     };
   },
@@ -94,12 +108,12 @@ const payChargeTool: ToolDefinition<typeof ChargeInput> = {
   name: "pay_charge",
   title: "Pay a charge",
   description:
-    "Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /charges/:chargeId/pay.",
+    "Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor, receipt } (receipt: the signed receipt, a compact JWS verifiable offline against /.well-known/jwks.json). Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /charges/:chargeId/pay.",
   input: ChargeInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
     const outcome = await walletOf(ctx.env, ctx.agentId).payCharge(ctx.agentId, input.chargeId);
-    return outcomeAnswer(outcome, { kind: "charge" });
+    return outcomeAnswer(ctx, outcome, { kind: "charge" });
   },
 };
 
@@ -107,12 +121,12 @@ const payCheckoutLinkTool: ToolDefinition<typeof CheckoutInput> = {
   name: "pay_checkout_link",
   title: "Pay a checkout link",
   description:
-    "Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call is a new payment: a new charge is created against the link each time. Paid: { paid, charge }. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /checkout/:token/pay.",
+    "Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call is a new payment: a new charge is created against the link each time. Paid: { paid, charge, receipt } (the signed receipt, as for pay_charge). Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /checkout/:token/pay.",
   input: CheckoutInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   async run(ctx, input) {
     const outcome = await payCheckoutLink(ctx.env, ctx.db, ctx.agentId, input.token);
-    return outcomeAnswer(outcome, CHECKOUT_PAID_VIEW);
+    return outcomeAnswer(ctx, outcome, CHECKOUT_PAID_VIEW);
   },
 };
 

@@ -24,6 +24,7 @@ import { AGENT_OPERATIONS } from "../agents/operations";
 import { APPROVAL_OPERATIONS } from "../approvals/operations";
 import { AUDIT_OPERATIONS } from "../audit/operations";
 import { PROOF_OPERATIONS } from "../proofs/operations";
+import { RECEIPT_OPERATIONS } from "../receipts/operations";
 import { WEBHOOK_OPERATIONS } from "../webhooks/operations";
 import { X402_OPERATIONS } from "../x402/operations";
 import { CONSOLE_API_OPERATIONS } from "../console/operations";
@@ -100,6 +101,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...APPROVAL_OPERATIONS,
   ...AUDIT_OPERATIONS,
   ...PROOF_OPERATIONS,
+  ...RECEIPT_OPERATIONS,
   ...WEBHOOK_OPERATIONS,
   ...CONSOLE_API_OPERATIONS,
   ...MCP_OPERATIONS,

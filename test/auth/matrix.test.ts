@@ -54,6 +54,8 @@ const ROUTES: RouteDescriptor[] = [
   { method: "POST", path: "/merchant/payouts", expects: "merchant", body: { amountUsdCents: 100 } },
   { method: "GET", path: "/merchant/payouts", expects: "merchant" },
   { method: "GET", path: "/merchant/payouts/po_doesnotexist", expects: "merchant" },
+  { method: "GET", path: "/merchant/payouts/po_doesnotexist/receipt", expects: "merchant" },
+  { method: "GET", path: "/merchant/refunds/re_doesnotexist/receipt", expects: "merchant" },
   { method: "GET", path: "/console/payouts", expects: "console" },
 ];
 

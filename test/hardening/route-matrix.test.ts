@@ -13,6 +13,8 @@ import { expectAuthMatrix, REQUIRED_ERROR, type CredentialKind } from "../helper
 const PUBLIC_ROUTES = new Set([
   "GET /charges/:chargeId",
   "GET /charges/:chargeId/x402",
+  "GET /charges/:chargeId/receipt",
+  "GET /.well-known/jwks.json",
   "GET /checkout/:token",
   "GET /checkout/:token/x402",
   "POST /checkout/:token/x402",

@@ -2,6 +2,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { setFaultHook } from "../../src/lib/faults";
+import { verifyJws } from "../../src/proofs/keys";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { callTool, connectAgent, type Exchange } from "./client";
@@ -114,6 +115,15 @@ describe("MCP endpoint: tools", () => {
         reference: expect.stringMatching(/^PAY_/),
       }),
       merchantBalanceMinor: 2_500,
+      receipt: expect.any(String),
+    });
+    // The receipt is the one GET /charges/:chargeId/receipt serves, and verifies against the published keys.
+    const served = await api("GET", `/charges/${charge.chargeId}/receipt`);
+    expect(paid.body.receipt).toBe(served.body.receipt);
+    const verdict = await verifyJws(paid.body.receipt, (await api("GET", "/.well-known/jwks.json")).body);
+    expect(verdict).toMatchObject({
+      ok: true,
+      payload: { type: "charge", chargeId: charge.chargeId, payer: agent.agentId, amountMinor: 2_500 },
     });
     expect(await balanceOf(agent.apiKey)).toBe(7_500);
     expect(await merchantBalance(merchant.apiKey)).toBe(2_500);
@@ -122,19 +132,24 @@ describe("MCP endpoint: tools", () => {
     const other = await createCharge(merchant.apiKey, 100);
     const http = await payCharge(agent.apiKey, other.chargeId);
     expect(http.status).toBe(200);
-    expect(Object.keys(paid.body).sort()).toEqual(Object.keys(http.body).sort());
+    // The route's fields, and the receipt besides.
+    expect(Object.keys(paid.body).sort()).toEqual([...Object.keys(http.body), "receipt"].sort());
     expect(Object.keys(paid.body.charge).sort()).toEqual(Object.keys(http.body.charge).sort());
 
     const read = await callTool(client, "get_charge", { chargeId: charge.chargeId });
     expect(read.isError).toBe(false);
-    expect(read.body).toEqual((await api("GET", `/charges/${charge.chargeId}`)).body);
+    expect(read.body).toEqual({
+      ...(await api("GET", `/charges/${charge.chargeId}`)).body,
+      receipt: served.body.receipt,
+    });
     expect(read.body).toMatchObject({ status: "paid", reference: paid.body.charge.reference, externalId: "ord-1" });
 
     const recent = await callTool(client, "list_recent_payments");
     expect(recent.isError).toBe(false);
     // Most recently paid first: the HTTP payment came second.
     expect(recent.body.charges.map((c: { chargeId: string }) => c.chargeId)).toEqual([other.chargeId, charge.chargeId]);
-    expect(recent.body.charges[1]).toEqual(read.body);
+    const { receipt: _receipt, ...readCharge } = read.body;
+    expect(recent.body.charges[1]).toEqual(readCharge);
 
     // Paying again is the route's 409, as a tool error, and moves nothing.
     const again = await callTool(client, "pay_charge", { chargeId: charge.chargeId });
@@ -200,8 +215,13 @@ describe("MCP endpoint: tools", () => {
       expiresAt: expect.any(String),
       charge: expect.objectContaining({ chargeId: charge.chargeId, status: "pending" }),
     });
+    expect(held.body).not.toHaveProperty("receipt");
     expect(held.text).toContain("approval");
     expect(await balanceOf(agent.apiKey)).toBe(10_000);
+    // Not paid yet: get_charge is the charge alone, with no receipt.
+    expect((await callTool(client, "get_charge", { chargeId: charge.chargeId })).body).toEqual(
+      (await api("GET", `/charges/${charge.chargeId}`)).body,
+    );
 
     // Asking again returns the same approval, never a second one.
     const again = await callTool(client, "pay_charge", { chargeId: charge.chargeId });
@@ -209,9 +229,11 @@ describe("MCP endpoint: tools", () => {
 
     const granted = await api("POST", `/approvals/${held.body.approvalId}/grant`, { token: await consoleToken() });
     expect(granted.status).toBe(200);
+    // Paid by the grant: get_charge now carries its receipt.
     expect((await callTool(client, "get_charge", { chargeId: charge.chargeId })).body).toMatchObject({
       status: "paid",
       agentId: agent.agentId,
+      receipt: (await api("GET", `/charges/${charge.chargeId}/receipt`)).body.receipt,
     });
     expect((await callTool(client, "list_recent_payments")).body.charges[0]).toMatchObject({
       chargeId: charge.chargeId,
@@ -241,13 +263,14 @@ describe("MCP endpoint: tools", () => {
     expect(first.body).toEqual({
       paid: true,
       charge: expect.objectContaining({ status: "paid", method: "ledger", amountMinor: 300, agentId: agent.agentId }),
+      receipt: (await api("GET", `/charges/${first.body.charge.chargeId}/receipt`)).body.receipt,
     });
     const second = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
     expect(second.body.charge.chargeId).not.toBe(first.body.charge.chargeId);
     expect(await balanceOf(agent.apiKey)).toBe(400);
     const http = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
     expect(http.status).toBe(200);
-    expect(Object.keys(first.body).sort()).toEqual(Object.keys(http.body).sort());
+    expect(Object.keys(first.body).sort()).toEqual([...Object.keys(http.body), "receipt"].sort());
 
     const list = await api("GET", "/merchant/checkout-links", { token: merchant.apiKey });
     expect(list.body.links[0]).toMatchObject({

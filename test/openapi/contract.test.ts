@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { importJWK, SignJWT } from "jose";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, inject, it, vi, type MockInstance } from "vitest";
 import committed from "../../client/openapi.json";
 import { buildApp } from "../../src/app";
@@ -7,6 +8,7 @@ import { openApiPath, type OpenApiDocument } from "../../src/openapi/document";
 import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
+import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
 import { chain, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
@@ -786,6 +788,45 @@ describe("proofs", () => {
     const keys = await rec.call("GET", "/.well-known/jwks.json");
     expect(keys.status).toBe(200);
     expect(keys.body.keys[0].kid).toBe("test-only-receipts-1");
+  });
+});
+
+describe("receipts", () => {
+  it("signs a paid charge's, a paid payout's and a succeeded refund's receipt; 404 before, 400 for a bad id", async () => {
+    const merchant = await createMerchant({ name: "Contract Receipts" });
+    const token = merchant.apiKey;
+    const payer = await createAgent({ name: "contract-receipt-payer", credit: 700 });
+    const charge = await createCharge(token, 700);
+    expect((await rec.call("GET", `/charges/${charge.chargeId}/receipt`)).status).toBe(404);
+    expect((await rec.call("POST", `/charges/${charge.chargeId}/pay`, { token: payer.apiKey })).status).toBe(200);
+    const receipt = await rec.call("GET", `/charges/${charge.chargeId}/receipt`);
+    expect(receipt.status).toBe(200);
+    expect(receipt.body.receipt.split(".")).toHaveLength(3);
+    expect((await rec.call("GET", `/charges/${"x".repeat(600)}/receipt`)).status).toBe(400);
+
+    const refunded = await rec.call("POST", `/merchant/charges/${charge.chargeId}/refunds`, {
+      token,
+      body: { amountUsdCents: 100 },
+    });
+    expect(refunded.status).toBe(201);
+    const refundPath = `/merchant/refunds/${refunded.body.refund.refundId}/receipt`;
+    expect((await rec.call("GET", refundPath, { token })).status).toBe(200);
+    expect((await rec.call("GET", "/merchant/refunds/re_doesnotexist/receipt", { token })).status).toBe(404);
+    expect((await rec.call("GET", `/merchant/refunds/${"x".repeat(600)}/receipt`, { token })).status).toBe(400);
+
+    const address = privateKeyToAccount(generatePrivateKey()).address;
+    expect((await rec.call("PUT", "/merchant/payout-address", { token, body: { address } })).status).toBe(200);
+    const payout = await rec.call("POST", "/merchant/payouts", { token, body: { amountUsdCents: 300 } });
+    expect(payout.status).toBe(201);
+    const payoutId = payout.body.payout.payoutId as string;
+    await waitFor(
+      `payout ${payoutId}`,
+      async () => (await api("GET", `/merchant/payouts/${payoutId}`, { token })).body.payout.status,
+      (status) => status !== "pending",
+    );
+    expect((await rec.call("GET", `/merchant/payouts/${payoutId}/receipt`, { token })).status).toBe(200);
+    expect((await rec.call("GET", "/merchant/payouts/po_doesnotexist/receipt", { token })).status).toBe(404);
+    expect((await rec.call("GET", `/merchant/payouts/${"x".repeat(600)}/receipt`, { token })).status).toBe(400);
   });
 });
 

@@ -1,0 +1,57 @@
+import { INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
+import { ChargeIdParam } from "../charges/routes";
+import { PayoutParam } from "../payouts/routes";
+import { Receipt } from "./responses";
+import { RefundIdParam } from "./routes";
+
+const VERIFY =
+  "Verify it offline with the keys at `GET /.well-known/jwks.json` (by the header's `kid`); the payload's `auditSeq` and `auditHash` name the audit row that records it. The same receipt comes back on every read.";
+
+/** Signed receipts of paid charges, paid payouts and succeeded refunds. */
+export const RECEIPT_OPERATIONS: Operation[] = [
+  {
+    method: "get",
+    path: "/charges/:chargeId/receipt",
+    operationId: "getChargeReceipt",
+    summary: "A paid charge's signed receipt",
+    description: `The charge id is the capability to read it, as for the charge. The payload is a \`ChargeReceiptPayload\`. ${VERIFY}`,
+    tag: "Proofs",
+    auth: "public",
+    params: ChargeIdParam,
+    responses: {
+      200: json(Receipt, "The receipt."),
+      400: INVALID,
+      404: NOT_FOUND("charge, or one not paid yet", "charge_not_found"),
+    },
+  },
+  {
+    method: "get",
+    path: "/merchant/payouts/:payoutId/receipt",
+    operationId: "getPayoutReceipt",
+    summary: "A paid payout's signed receipt",
+    description: `Once the payout is \`paid\`. The payload is a \`PayoutReceiptPayload\`. ${VERIFY}`,
+    tag: "Proofs",
+    auth: "merchant",
+    params: PayoutParam,
+    responses: {
+      200: json(Receipt, "The receipt."),
+      400: INVALID,
+      404: NOT_FOUND("payout, or one not paid (yet)", "payout_not_found"),
+    },
+  },
+  {
+    method: "get",
+    path: "/merchant/refunds/:refundId/receipt",
+    operationId: "getRefundReceipt",
+    summary: "A succeeded refund's signed receipt",
+    description: `Once the refund is \`succeeded\`. The payload is a \`RefundReceiptPayload\`. ${VERIFY}`,
+    tag: "Proofs",
+    auth: "merchant",
+    params: RefundIdParam,
+    responses: {
+      200: json(Receipt, "The receipt."),
+      400: INVALID,
+      404: NOT_FOUND("refund, or one not succeeded (yet)", "refund_not_found"),
+    },
+  },
+];
