@@ -51,8 +51,13 @@ const SettingsSchema = z
         ctx.addIssue({ code: "custom", message: `${name} holds a development value` });
       }
     }
-    if (settings.ENVIRONMENT === "production" && NON_PRODUCTION_KID.test(settings.RECEIPT_SIGNING_KEY.kid ?? ""))
-      ctx.addIssue({ code: "custom", message: "RECEIPT_SIGNING_KEY is a development key" });
+    // Development and test keys' private halves are in the repository: whatever they sign proves nothing.
+    if (settings.ENVIRONMENT === "production") {
+      if (NON_PRODUCTION_KID.test(settings.RECEIPT_SIGNING_KEY.kid ?? ""))
+        ctx.addIssue({ code: "custom", message: "RECEIPT_SIGNING_KEY is a development key" });
+      if ((settings.RECEIPT_PUBLISHED_KEYS ?? []).some((k) => NON_PRODUCTION_KID.test(k.kid ?? "")))
+        ctx.addIssue({ code: "custom", message: "RECEIPT_PUBLISHED_KEYS publishes a development key" });
+    }
   });
 
 /** Every var and secret the settings read; all optional to the type, the schemas decide what is required. */

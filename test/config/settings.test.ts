@@ -59,6 +59,11 @@ describe("settings", () => {
       /development key/,
     ],
     [
+      "a development key among the published ones",
+      { RECEIPT_PUBLISHED_KEYS: JSON.stringify([{ ...TEST_RECEIPT_KEYS[0], d: undefined }]) },
+      /publishes a development key/,
+    ],
+    [
       "a private key among the published ones",
       { RECEIPT_PUBLISHED_KEYS: JSON.stringify([TEST_RECEIPT_KEYS[0]]) },
       /RECEIPT_PUBLISHED_KEYS/,
