@@ -10,6 +10,7 @@ import { watchDeposits } from "./deposits/watcher";
 import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
 import { moneyOutJobs } from "./money-out";
+import { auditCheckpointJob } from "./audit/anchoring";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -26,7 +27,7 @@ export default {
   /**
    * Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose
    * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
-   * sweeps whose transfers nobody has moved for a while.
+   * sweeps whose transfers nobody has moved for a while; sign and anchor an audit checkpoint when the head moved.
    */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
@@ -40,6 +41,7 @@ export default {
           deposit_watch: watchDeposits(env),
           sweep: sweepExpiredRows(env.DB),
           ...moneyOutJobs(env),
+          audit_checkpoint: auditCheckpointJob(env),
         };
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {
