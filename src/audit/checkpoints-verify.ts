@@ -100,14 +100,18 @@ export async function verifyCheckpoints(input: {
   rows: Iterable<AuditRow> | AsyncIterable<AuditRow>;
   checkpoints: readonly ListedCheckpoint[];
   jwks: { keys: JWK[] };
-  /** The `Anchored` events of the anchor contract from the service's gas addresses, read from the chain. */
-  anchors: readonly OnChainAnchor[];
+  /**
+   * The `Anchored` events of the anchor contract from the service's gas addresses, read from the
+   * chain; null when the verifier has no chain to read (the anchors are then not checked at all).
+   */
+  anchors: readonly OnChainAnchor[] | null;
 }): Promise<CheckpointsVerdict> {
   const problems: CheckpointProblem[] = [];
   const checkpoints = [...input.checkpoints].sort((a, b) => a.seq - b.seq);
   // The earliest anchor of each seq is the one that counts; a later one saying otherwise is a conflict.
   const anchorOf = new Map<number, OnChainAnchor>();
-  for (const anchor of [...input.anchors].sort((a, b) => a.blockNumber - b.blockNumber)) {
+  const checkAnchors = input.anchors !== null;
+  for (const anchor of [...(input.anchors ?? [])].sort((a, b) => a.blockNumber - b.blockNumber)) {
     const first = anchorOf.get(anchor.seq);
     if (!first) anchorOf.set(anchor.seq, anchor);
     else if (first.head !== anchor.head || first.rowsRoot !== anchor.rowsRoot)
@@ -170,7 +174,7 @@ export async function verifyCheckpoints(input: {
           "checkpoint_contradicts_anchor",
           `the chain anchored head ${short(anchor.head)}, the checkpoint signs ${short(cp.hash)}`,
         );
-    } else if (cp.transaction) {
+    } else if (cp.transaction && checkAnchors) {
       problem("checkpoint_contradicts_anchor", "the chain has no anchor of this seq from the service's addresses");
     } else if (problems.length === before) unanchored.push(cp.seq);
     if (anchor && problems.length === before) latestAnchored = { seq: cp.seq, transaction: anchor.transaction };
