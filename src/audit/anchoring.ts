@@ -140,19 +140,22 @@ function conflicting(cp: Checkpoint, onChain: OnChainAnchor[]): AnchorStep {
 
 const errorOf = (answer: RpcAnswer | undefined) => shortError(rpcErrorMessage(answer) ?? "no answer");
 
-/** Gas (the call run against the latest state) and fees, in one batch; a string says why not. */
+/** The contract's presence, gas (the call run against the latest state) and fees, in one batch; a string says why not. */
 async function prepareAnchor(x: X402Settings, contract: `0x${string}`, data: Hex, from: `0x${string}`) {
   let answers: RpcAnswer[];
   try {
     answers = await rpcBatch(x, [
+      { method: "eth_getCode", params: [contract, "latest"] },
       { method: "eth_estimateGas", params: [{ from, to: contract, data }, "latest"] },
       ...feeCalls,
     ]);
   } catch (error) {
     return `rpc_unavailable: ${shortError(error)}`;
   }
-  const [estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer];
-  for (const answer of [estimate, block, tip]) if (answer.error) return `rpc_error: ${errorOf(answer)}`;
+  const [code, estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer, RpcAnswer];
+  for (const answer of [code, estimate, block, tip]) if (answer.error) return `rpc_error: ${errorOf(answer)}`;
+  // A call to an address without code succeeds and emits nothing: it would be paid for and sent again every run.
+  if (!code.result || code.result === "0x") return "no contract at AUDIT_ANCHOR_ADDRESS";
   return { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) };
 }
 

@@ -165,6 +165,23 @@ describe("audit checkpoints", () => {
     expect(await anchorsOn(contract, top.seq)).toHaveLength(1);
   });
 
+  it("sends nothing to an anchor address without a contract (it would emit nothing and be paid for every run)", async () => {
+    await moreRows();
+    const made = await makeCheckpoint(env);
+    if (made.kind !== "created") throw new Error("expected a new checkpoint");
+    const nowhere = `0x${"ab".repeat(20)}` as const;
+    expect(await anchorCheckpoint(anchoredEnv(nowhere), made.checkpoint)).toEqual({
+      kind: "waiting",
+      reason: "no contract at AUDIT_ANCHOR_ADDRESS",
+    });
+    expect(await checkpointAt(env.DB, made.checkpoint.seq)).toMatchObject({
+      anchorStatus: "pending",
+      broadcastAt: null,
+    });
+    // Anchored properly once the address is the contract's.
+    expect((await anchorCheckpoint(anchoredEnv(contract), made.checkpoint)).kind).toBe("confirmed");
+  });
+
   for (const point of ["checkpoint.before_send", "checkpoint.after_send"] as const) {
     it(`settles a crash at ${point} from the chain, with exactly one anchor`, async () => {
       await moreRows();
