@@ -5,7 +5,7 @@ import type { AppEnv } from "./app-env";
 import { agentRoutes } from "./agents/routes";
 import { approvalRoutes } from "./approvals/routes";
 import { auditRoutes } from "./audit/routes";
-import { checkpointRoutes } from "./audit/checkpoint-routes";
+import { checkpointRoutes } from "./checkpoints/routes";
 import { chargeRoutes } from "./charges/routes";
 import { checkoutRoutes } from "./checkout/routes";
 import { consoleAuthRoutes } from "./console/auth-routes";

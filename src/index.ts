@@ -10,7 +10,7 @@ import { watchDeposits } from "./deposits/watcher";
 import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
 import { moneyOutJobs } from "./money-out";
-import { auditCheckpointJob } from "./audit/anchoring";
+import { auditCheckpointJob } from "./checkpoints/anchoring";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";

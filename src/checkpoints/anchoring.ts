@@ -15,7 +15,7 @@ import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
 import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
-import { anchorCallData, anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "./anchor-abi";
+import { anchorCallData, anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
 import { type Checkpoint, checkpointAt, makeCheckpoint, unanchoredCheckpoints } from "./checkpoints";
 
 /*

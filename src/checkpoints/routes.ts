@@ -6,7 +6,7 @@ import { log } from "../lib/log";
 import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
 import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
-import { PageQuery } from "./routes";
+import { PageQuery } from "../audit/routes";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
 export const checkpointView = (cp: Checkpoint) => ({

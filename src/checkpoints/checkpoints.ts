@@ -2,13 +2,15 @@ import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { nowIso } from "../lib/time";
 import { signingKid, signJws } from "../proofs/keys";
-import { CHECKPOINT_TYP } from "./checkpoints-verify";
-import { merkleRoot } from "./merkle";
+import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
+import { merkleRoot } from "../audit/merkle";
 
 /*
  * Signed checkpoints of the audit chain. Each covers the rows after the checkpoint before it up to
  * the head it signs (`fromSeq`..`seq`): `hash` is the head row's hash, `rowsRoot` the Merkle root
- * of the covered rows' hashes (./merkle.ts). The anchoring on chain is ./anchoring.ts.
+ * of the covered rows' hashes (src/audit/merkle.ts). The anchoring on chain is ./anchoring.ts.
+ * A folder apart from src/audit: anchoring sends through the x402 lanes, and what src/x402 uses
+ * (the ledger) appends audit rows.
  */
 
 export { CHECKPOINT_TYP };
