@@ -5,6 +5,7 @@ import type { AppEnv } from "./app-env";
 import { agentRoutes } from "./agents/routes";
 import { approvalRoutes } from "./approvals/routes";
 import { auditRoutes } from "./audit/routes";
+import { checkpointRoutes } from "./checkpoints/routes";
 import { chargeRoutes } from "./charges/routes";
 import { checkoutRoutes } from "./checkout/routes";
 import { consoleAuthRoutes } from "./console/auth-routes";
@@ -79,6 +80,7 @@ export function buildApp() {
   app.route("/", mcpRoutes);
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);
+  app.route("/", checkpointRoutes);
   app.route("/", proofRoutes);
   app.route("/", receiptRoutes);
   app.route("/", webhookRoutes);

@@ -11,6 +11,7 @@ import { log } from "./lib/log";
 import { sweepExpiredRows } from "./lib/sweep";
 import { moneyOutJobs } from "./money-out";
 import { treasuryCheckJob } from "./treasury/check";
+import { auditCheckpointJob } from "./checkpoints/anchoring";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -27,7 +28,8 @@ export default {
   /**
    * Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose
    * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
-   * sweeps whose transfers nobody has moved for a while; reconcile the treasury against the chain.
+   * sweeps whose transfers nobody has moved for a while; reconcile the treasury against the chain; sign and
+   * anchor an audit checkpoint when the head moved.
    */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
@@ -42,6 +44,7 @@ export default {
           sweep: sweepExpiredRows(env.DB),
           ...moneyOutJobs(env),
           treasury_check: treasuryCheckJob(env),
+          audit_checkpoint: auditCheckpointJob(env),
         };
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {

@@ -10,6 +10,7 @@ import {
   signInSettings,
   signInShape,
 } from "./auth/settings";
+import { auditAnchorSettings, auditAnchorShape } from "./audit/settings";
 import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs/settings";
 import { type Environment, isHttps, issuesOf, type VarsOf } from "./lib/settings";
 import {
@@ -36,6 +37,7 @@ const SettingsSchema = z
     ...webhooksShape,
     ...signInShape,
     ...proofsShape,
+    ...auditAnchorShape,
   })
   .superRefine((settings, ctx) => {
     refineAuth(settings, ctx);
@@ -68,6 +70,8 @@ export type Settings = { environment: Environment } & AuthSettings & { approvalT
     x402: X402Settings | null;
     /** The keys that sign receipts and audit checkpoints. */
     proofs: ProofSettings;
+    /** The contract audit checkpoints are anchored on (on the x402 chain), or null: signed, not anchored. */
+    auditAnchor: `0x${string}` | null;
   };
 
 const cache = new WeakMap<object, Settings>();
@@ -90,6 +94,7 @@ export function settingsOf(env: SettingsVars): Settings {
     x402: x402Settings(env),
     ...signInSettings(s),
     ...proofSettings(s),
+    ...auditAnchorSettings(s),
   };
   cache.set(env, settings);
   return settings;

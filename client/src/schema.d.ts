@@ -762,6 +762,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/audit/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Page through the audit checkpoints
+         * @description Oldest first, after `afterSeq`; what `audit verify` checks the chain and the on-chain anchors against.
+         */
+        get: operations["listAuditCheckpoints"];
+        put?: never;
+        /**
+         * Sign an audit checkpoint of the head now
+         * @description Signs the audit chain's head (`seq`, `hash`) and the Merkle root of the rows since the previous checkpoint as a compact JWS (`typ` `agent-pay-checkpoint+jwt`, checked with `/.well-known/jwks.json`), and records it on chain: the AuditAnchor contract's `Anchored` event carries `seq`, `hash` and `rowsRoot`. The anchor is sent within the request; `transaction` is null while it is not yet confirmed (`anchorStatus`), and the cron takes it on. The cron signs one by itself whenever the head has moved.
+         */
+        post: operations["createAuditCheckpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/audit/checkpoints/latest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The latest audit checkpoint */
+        get: operations["getLatestAuditCheckpoint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/jwks.json": {
         parameters: {
             query?: never;
@@ -2069,6 +2110,29 @@ export interface components {
             brokenSeq: number;
             /** @enum {string} */
             problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+        };
+        AuditCheckpoint: {
+            seq: number;
+            hash: string;
+            fromSeq: number;
+            rowsRoot: string;
+            /** Format: date-time */
+            signedAt: string;
+            jws: string;
+            kid: string;
+            /** @enum {string} */
+            anchorStatus: "pending" | "sent" | "confirmed" | "failed";
+            transaction: string | null;
+            blockNumber: number | null;
+            anchoredBy: string | null;
+            anchoredAt: string | null;
+        };
+        AuditCheckpointBody: {
+            checkpoint: components["schemas"]["AuditCheckpoint"];
+        };
+        AuditCheckpointPage: {
+            checkpoints: components["schemas"]["AuditCheckpoint"][];
+            nextAfterSeq: number | null;
         };
         PublishedKey: {
             /** @enum {string} */
@@ -4539,6 +4603,114 @@ export interface operations {
             };
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAuditCheckpoints: {
+        parameters: {
+            query?: {
+                afterSeq?: number;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Checkpoints after `afterSeq`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditCheckpointPage"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createAuditCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The head has not moved since the latest checkpoint: that one. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditCheckpointBody"];
+                };
+            };
+            /** @description A checkpoint of the head, signed now. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditCheckpointBody"];
+                };
+            };
+            400: components["responses"]["InvalidIdempotencyKey"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description The audit chain has no rows yet: there is no head to sign. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getLatestAuditCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The latest checkpoint; `transaction` is null until it is confirmed on chain. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditCheckpointBody"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown checkpoint (none signed yet). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

@@ -1,12 +1,13 @@
 // The local EVM chain (docs/operations.md#local): anvil with chain id 84532 (standing in
 // for Base Sepolia), the EIP-3009 test stablecoin deployed, 1,000 tokens minted
-// to default accounts 1-9, and accounts 0 and 11-13 as the facilitator's gas payers.
+// to default accounts 1-9, accounts 0 and 11-13 as the facilitator's gas payers, and the audit
+// checkpoints' anchoring contract (contracts/AuditAnchor.sol).
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
-import { compileTestUsdc } from "./contracts.mjs";
+import { compileAuditAnchor, compileTestUsdc } from "./contracts.mjs";
 
 export const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
 export const LOCAL_CHAIN_ID = 84532;
@@ -56,17 +57,35 @@ async function chainIdAt(rpcUrl) {
   }
 }
 
-/** The token this chain already has from an earlier start (remembered in `file`), or null. */
-async function rememberedToken(file, rpcUrl, client) {
-  if (!file || !existsSync(file)) return null;
+const deployed = async (client, address) => {
+  if (!address) return false;
+  const code = await client.getCode({ address });
+  return !!code && code !== "0x";
+};
+
+/** The token and anchor this chain already has from an earlier start (remembered in `file`); each null if not. */
+async function remembered(file, rpcUrl, client) {
+  const none = { token: null, anchor: null };
+  if (!file || !existsSync(file)) return none;
   try {
     const saved = JSON.parse(readFileSync(file, "utf8"));
     const genesis = await client.getBlock({ blockNumber: 0n });
-    const code = await client.getCode({ address: saved.token });
-    return saved.rpcUrl === rpcUrl && saved.genesis === genesis.hash && code && code !== "0x" ? saved.token : null;
+    if (saved.rpcUrl !== rpcUrl || saved.genesis !== genesis.hash) return none;
+    return {
+      token: (await deployed(client, saved.token)) ? saved.token : null,
+      anchor: (await deployed(client, saved.anchor)) ? saved.anchor : null,
+    };
   } catch {
-    return null;
+    return none;
   }
+}
+
+/** Deploys the audit checkpoints' anchoring contract from `wallet`; its address. */
+export async function deployAuditAnchor(wallet, client) {
+  const { abi, bytecode } = compileAuditAnchor();
+  const hash = await wallet.deployContract({ abi, bytecode });
+  const { contractAddress } = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  return contractAddress;
 }
 
 /**
@@ -117,11 +136,13 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
   const { abi, bytecode } = compileTestUsdc();
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
-  const started = (token) => ({
+  const started = (token, anchor) => ({
     rpcUrl,
     chainId: LOCAL_CHAIN_ID,
     token,
     abi,
+    /** The audit checkpoints' anchoring contract. */
+    anchor,
     payTo,
     /** The settlement address's key: it signs payouts and x402 refunds (anvil's account 10). */
     settlementKey: mnemonicKey(10),
@@ -139,10 +160,23 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
       }
     },
   });
-  const remembered = existing !== null ? await rememberedToken(rememberIn, rpcUrl, client) : null;
-  if (remembered) {
-    log(`using the test stablecoin this chain already has at ${remembered} (its balances as they are)`);
-    return started(remembered);
+  const known = existing !== null ? await remembered(rememberIn, rpcUrl, client) : { token: null, anchor: null };
+  const anchorOf = async (token) => {
+    if (known.anchor) {
+      log(`using the audit anchor this chain already has at ${known.anchor}`);
+      return known.anchor;
+    }
+    const anchor = await deployAuditAnchor(wallet, client);
+    log(`audit checkpoints are anchored at ${anchor}`);
+    if (rememberIn) {
+      const genesis = await client.getBlock({ blockNumber: 0n });
+      writeFileSync(rememberIn, JSON.stringify({ rpcUrl, genesis: genesis.hash, token, anchor }));
+    }
+    return anchor;
+  };
+  if (known.token) {
+    log(`using the test stablecoin this chain already has at ${known.token} (its balances as they are)`);
+    return started(known.token, await anchorOf(known.token));
   }
   const deployHash = await wallet.deployContract({ abi, bytecode });
   const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
@@ -172,11 +206,7 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
   log(
     `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
   );
-  if (rememberIn) {
-    const genesis = await client.getBlock({ blockNumber: 0n });
-    writeFileSync(rememberIn, JSON.stringify({ rpcUrl, genesis: genesis.hash, token: contractAddress }));
-  }
-  return started(contractAddress);
+  return started(contractAddress, await anchorOf(contractAddress));
 }
 
 /** The Worker settings that point x402 at a local chain. */
@@ -193,3 +223,6 @@ export function x402Vars(chain) {
     FACILITATOR_PRIVATE_KEY: chain.facilitatorKeys.join(","),
   };
 }
+
+/** The Worker setting that anchors audit checkpoints on a local chain's contract. */
+export const auditAnchorVars = (chain) => ({ AUDIT_ANCHOR_ADDRESS: chain.anchor });

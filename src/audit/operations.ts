@@ -1,5 +1,5 @@
-import { json, INVALID, type Operation } from "../lib/api-operation";
-import { AuditPage, ChainVerdict } from "./responses";
+import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
+import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, ChainVerdict } from "./responses";
 import { ExportQuery, PageQuery } from "./routes";
 
 /** The audit chain: CSV export, pages and verification. */
@@ -41,5 +41,44 @@ export const AUDIT_OPERATIONS: Operation[] = [
     tag: "Operator extras",
     auth: "console",
     responses: { 200: json(ChainVerdict, "The verdict; names the first broken row, if any.") },
+  },
+  {
+    method: "post",
+    path: "/console/audit/checkpoints",
+    operationId: "createAuditCheckpoint",
+    summary: "Sign an audit checkpoint of the head now",
+    description:
+      "Signs the audit chain's head (`seq`, `hash`) and the Merkle root of the rows since the previous checkpoint as a compact JWS (`typ` `agent-pay-checkpoint+jwt`, checked with `/.well-known/jwks.json`), and records it on chain: the AuditAnchor contract's `Anchored` event carries `seq`, `hash` and `rowsRoot`. The anchor is sent within the request; `transaction` is null while it is not yet confirmed (`anchorStatus`), and the cron takes it on. The cron signs one by itself whenever the head has moved.",
+    tag: "Proofs",
+    auth: "console",
+    responses: {
+      201: json(AuditCheckpointBody, "A checkpoint of the head, signed now."),
+      200: json(AuditCheckpointBody, "The head has not moved since the latest checkpoint: that one."),
+      409: error("The audit chain has no rows yet: there is no head to sign.", "audit_chain_empty"),
+    },
+  },
+  {
+    method: "get",
+    path: "/console/audit/checkpoints",
+    operationId: "listAuditCheckpoints",
+    summary: "Page through the audit checkpoints",
+    description:
+      "Oldest first, after `afterSeq`; what `audit verify` checks the chain and the on-chain anchors against.",
+    tag: "Proofs",
+    auth: "console",
+    query: PageQuery,
+    responses: { 200: json(AuditCheckpointPage, "Checkpoints after `afterSeq`."), 400: INVALID },
+  },
+  {
+    method: "get",
+    path: "/audit/checkpoints/latest",
+    operationId: "getLatestAuditCheckpoint",
+    summary: "The latest audit checkpoint",
+    tag: "Proofs",
+    auth: "console",
+    responses: {
+      200: json(AuditCheckpointBody, "The latest checkpoint; `transaction` is null until it is confirmed on chain."),
+      404: NOT_FOUND("checkpoint (none signed yet)", "checkpoint_not_found"),
+    },
   },
 ];

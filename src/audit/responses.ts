@@ -40,3 +40,34 @@ export const ChainVerdict = named(
     }),
   ]),
 );
+
+const Hex32 = z.string().regex(/^0x[0-9a-f]{64}$/);
+const Address = z.string().regex(/^0x[0-9a-f]{40}$/);
+
+export const AuditCheckpoint = named(
+  "AuditCheckpoint",
+  z.strictObject({
+    seq: z.number().int().positive(),
+    hash: Hash,
+    fromSeq: z.number().int().positive(),
+    rowsRoot: Hash,
+    signedAt: Timestamp,
+    jws: z.string(),
+    kid: z.string(),
+    anchorStatus: z.enum(["pending", "sent", "confirmed", "failed"]),
+    transaction: Hex32.nullable(),
+    blockNumber: z.number().int().nonnegative().nullable(),
+    anchoredBy: Address.nullable(),
+    anchoredAt: Timestamp.nullable(),
+  }),
+);
+
+export const AuditCheckpointBody = named("AuditCheckpointBody", z.strictObject({ checkpoint: AuditCheckpoint }));
+
+export const AuditCheckpointPage = named(
+  "AuditCheckpointPage",
+  z.strictObject({
+    checkpoints: z.array(AuditCheckpoint),
+    nextAfterSeq: z.number().int().positive().nullable(),
+  }),
+);

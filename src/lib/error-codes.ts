@@ -92,6 +92,11 @@ export const ERROR_CODES = {
   x402_not_configured: 503,
   chain_unavailable: 503,
   facilitator_unavailable: 503,
+
+  // Audit checkpoints
+  checkpoint_not_found: 404,
+  /** A checkpoint signs the head of the audit chain: a chain without rows has none to sign. */
+  audit_chain_empty: 409,
 } as const satisfies Record<string, ErrorStatus | readonly ErrorStatus[]>;
 
 export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503;

@@ -16,7 +16,9 @@ export type FaultPoint =
   | "delivery.after_post"
   | "idempotency.before_store"
   | "outbound.before_send"
-  | "outbound.after_send";
+  | "outbound.after_send"
+  | "checkpoint.before_send"
+  | "checkpoint.after_send";
 
 export interface FaultContext {
   /** Present inside a Durable Object: ends the object as a crash would. */

@@ -118,7 +118,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    * one are never handed over (they would leave a gap) and go again with fresh nonces.
    */
   private async send(
-    { x, account, data, gas, fees }: Ready,
+    { x, account, to, data, gas, fees }: Ready,
     endTurn: () => void,
   ): Promise<BroadcastResult | { kind: "send_again"; reason: string }> {
     /** The signed transaction, once it is on its way to the node. */
@@ -139,7 +139,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       const signed = await account.signTransaction({
         type: "eip1559",
         chainId: x.chainId,
-        to: x.asset,
+        to: to ?? x.asset,
         data,
         gas: (gas * 12n) / 10n,
         maxFeePerGas: fees.maxFeePerGas,

@@ -5,8 +5,10 @@ import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type Rpc
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 
-/** A checked `transferWithAuthorization`, ready to be signed with the next nonce. */
+/** A checked `transferWithAuthorization` (or another call), ready to be signed with the next nonce. */
 export interface PreparedTransfer {
+  /** The contract called; the token when absent (every settlement and outbound transfer). */
+  to?: Hex;
   data: Hex;
   gas: bigint;
   fees: Fees;

@@ -94,7 +94,8 @@ export async function startDevServer(): Promise<DevServer> {
     cli: (...args) => {
       const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], {
         cwd: ROOT,
-        env: { ...process.env, SERVICE_URL: url },
+        // The state directory too: the CLI finds this server's local chain (and its audit anchor) recorded there.
+        env: { ...process.env, SERVICE_URL: url, DEV_PERSIST_DIR: stateDir },
         encoding: "utf8",
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };

@@ -90,6 +90,7 @@ describe("npm run dev and the CLI", () => {
     const verify = dev.cli("audit", "verify");
     expect(verify.status).toBe(0);
     expect(verify.stdout).toContain("audit chain ok: 3 rows");
+    expect(verify.stdout).toContain("checkpoints ok: ");
 
     // Tamper with one row behind the service's back: the CLI names it.
     const tampered = dev.d1("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = 2");
@@ -97,6 +98,8 @@ describe("npm run dev and the CLI", () => {
     const broken = dev.cli("audit", "verify");
     expect(broken.status).toBe(1);
     expect(broken.stdout).toContain("audit chain BROKEN at seq 2: hash_mismatch");
+    // Put back, for the checks that follow.
+    expect(dev.d1("UPDATE audit_events SET amount_minor = amount_minor - 1 WHERE seq = 2").status).toBe(0);
   });
 
   // After the walkthrough, whose audit counts it would change.
@@ -160,5 +163,38 @@ describe("npm run dev and the CLI", () => {
   it("bundles as `wrangler dev` does: no warning that node: imports are missing (the Node.js compatibility mode is set)", () => {
     expect(dev.log()).toContain("ready on");
     expect(dev.log()).not.toMatch(/wasn't found on the file system|enable the "nodejs_compat" compatibility flag/);
+  });
+
+  // After the walkthrough (its tampered row put back).
+  it("anchors audit checkpoints on the local chain, and audit verify names the one that rows removed from the end contradict", async () => {
+    const token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
+    dev.cli("agent", "create", "--name", "anchored", "--credit", "700");
+    const made = await call("POST", "/console/audit/checkpoints", token);
+    expect([200, 201]).toContain(made.status);
+    const seq = made.json().checkpoint.seq as number;
+    // Anchored within the request, or by the cron (every 2 s here) soon after.
+    let latest: { seq: number; transaction: string | null } = made.json().checkpoint;
+    for (let i = 0; i < 50 && !latest.transaction; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      latest = (await call("GET", "/audit/checkpoints/latest", token)).json().checkpoint;
+    }
+    expect(latest).toMatchObject({ seq, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+
+    const verify = dev.cli("audit", "verify");
+    expect(verify.status, verify.stdout + verify.stderr).toBe(0);
+    expect(verify.stdout).toContain(`latest anchored: seq ${seq} (tx ${latest.transaction})`);
+
+    // The last row and the checkpoints that reach it removed behind the service's back: the chain alone is fine.
+    const removed = dev.d1(
+      `DELETE FROM audit_events WHERE seq = ${seq}; DELETE FROM audit_checkpoints WHERE seq >= ${seq};`,
+    );
+    expect(removed.status, removed.stderr + removed.stdout).toBe(0);
+    const broken = dev.cli("audit", "verify");
+    expect(broken.status).toBe(1);
+    expect(broken.stdout).toContain(`audit chain ok: ${seq - 1} rows`);
+    expect(broken.stdout).toContain("checkpoints FAILED");
+    expect(broken.stdout).toContain(
+      `checkpoint seq ${seq} (tx ${latest.transaction}): anchor_contradicts_rows: the rows end at seq ${seq - 1}`,
+    );
   });
 });

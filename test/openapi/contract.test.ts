@@ -133,6 +133,14 @@ describe("every credentialed operation refuses a missing credential (401) and an
   });
 });
 
+describe("audit checkpoints before the chain has a row", () => {
+  it("has none to sign (409) and none to read (404)", async () => {
+    const token = await consoleToken();
+    expect((await rec.call("POST", "/console/audit/checkpoints", { token })).status).toBe(409);
+    expect((await rec.call("GET", "/audit/checkpoints/latest", { token })).status).toBe(404);
+  });
+});
+
 describe("merchants, KYT and charges", () => {
   const state = { console: "", merchantKey: "", merchantId: "", chargeId: "" };
 
@@ -623,6 +631,15 @@ describe("the audit chain", () => {
     expect((await rec.call("GET", "/console/audit?limit=2", { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/audit?afterSeq=-1", { token })).status).toBe(400);
     expect((await rec.call("GET", "/console/audit/verify", { token })).body.ok).toBe(true);
+  });
+
+  it("signs checkpoints, answers the latest, and pages them", async () => {
+    const token = await consoleToken();
+    expect((await rec.call("POST", "/console/audit/checkpoints", { token })).status).toBe(201);
+    expect((await rec.call("POST", "/console/audit/checkpoints", { token })).status).toBe(200);
+    expect((await rec.call("GET", "/audit/checkpoints/latest", { token })).status).toBe(200);
+    expect((await rec.call("GET", "/console/audit/checkpoints?limit=5", { token })).status).toBe(200);
+    expect((await rec.call("GET", "/console/audit/checkpoints?afterSeq=-1", { token })).status).toBe(400);
   });
 });
 

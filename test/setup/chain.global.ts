@@ -4,6 +4,8 @@ import { createWalletClient, http, keccak256, parseSignature, parseTransaction, 
 import { privateKeyToAccount } from "viem/accounts";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { startLocalChain, x402Vars } from "../../scripts/lib/chain.mjs";
+// @ts-expect-error: plain JavaScript module shared with `npm run dev`
+import { compileAuditAnchor } from "../../scripts/lib/contracts.mjs";
 
 /**
  * A real local EVM chain for the x402 tests (anvil, chain id 84532, the
@@ -30,6 +32,11 @@ export interface TestChain {
   relayUrl: string;
   /** Every gas key of the local chain, comma-separated: the lanes project's FACILITATOR_PRIVATE_KEY. */
   laneKeys: string;
+  /**
+   * The audit anchoring contract's creation code: a test deploys its own, since every test file's D1
+   * starts its audit chain at seq 1 (the Worker's vars name none, so other files' crons anchor nothing).
+   */
+  auditAnchor: { abi: unknown[]; bytecode: `0x${string}` };
 }
 
 /** One `eth_sendRawTransaction` through the relay; `arrived` and `answered` are steps of one counter, so they order events. */
@@ -214,6 +221,7 @@ export async function setup(project: TestProject) {
     laneKeys: started.facilitatorKeys.join(","),
     facilitatorUrl: `http://127.0.0.1:${address.port}/hang/`,
     relayUrl: relayed.url,
+    auditAnchor: compileAuditAnchor(),
   });
 }
 

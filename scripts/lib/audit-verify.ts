@@ -1,0 +1,126 @@
+// `audit verify` of the operator CLI: the audit chain read through the API, checked against the
+// signed checkpoints and the anchors read from the chain itself (src/audit/checkpoints-verify.ts).
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import type { JWK } from "jose";
+import { privateKeyToAddress } from "viem/accounts";
+import { anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../../src/audit/anchor-abi";
+import type { AuditRow } from "../../src/audit/chain";
+import { type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
+// @ts-expect-error: plain JavaScript module shared with `npm run dev`
+import { GAS_LANES, mnemonicKey } from "./chain.mjs";
+
+type Get = <T>(path: string) => Promise<T>;
+
+async function* remoteAuditRows(get: Get): AsyncGenerator<AuditRow> {
+  let after = 0;
+  for (;;) {
+    const page = await get<{ events: AuditRow[]; nextAfterSeq: number | null }>(
+      `/console/audit?afterSeq=${after}&limit=1000`,
+    );
+    yield* page.events;
+    if (page.nextAfterSeq === null) return;
+    after = page.nextAfterSeq;
+    process.stderr.write(`\rread through seq ${after}`);
+  }
+}
+
+async function remoteCheckpoints(get: Get): Promise<ListedCheckpoint[]> {
+  const checkpoints: ListedCheckpoint[] = [];
+  for (let after = 0; ; ) {
+    const page = await get<{ checkpoints: ListedCheckpoint[]; nextAfterSeq: number | null }>(
+      `/console/audit/checkpoints?afterSeq=${after}&limit=1000`,
+    );
+    checkpoints.push(...page.checkpoints);
+    if (page.nextAfterSeq === null) return checkpoints;
+    after = page.nextAfterSeq;
+  }
+}
+
+export interface AnchorOptions {
+  "rpc-url"?: string;
+  anchor?: string;
+  "anchor-from"?: string;
+}
+
+/**
+ * Where the anchors are read: the verifier's own settings, never the service's word (a service that
+ * rewrote its history could name a contract it anchored the forgery in). Without any, the local
+ * chain `npm run dev` recorded in its state directory, and its gas keys' addresses.
+ */
+function anchorSource(values: AnchorOptions, usage: (message: string) => never) {
+  const stateDir = process.env.DEV_PERSIST_DIR ?? path.join(import.meta.dirname, "..", "..", ".wrangler", "state");
+  const recorded = path.join(stateDir, "local-chain.json");
+  const local = existsSync(recorded)
+    ? (JSON.parse(readFileSync(recorded, "utf8")) as { rpcUrl?: string; anchor?: string })
+    : {};
+  const rpcUrl = values["rpc-url"] ?? process.env.RPC_URL ?? local.rpcUrl;
+  const anchor = values.anchor ?? process.env.AUDIT_ANCHOR_ADDRESS ?? local.anchor;
+  const from = values["anchor-from"] ?? process.env.AUDIT_ANCHOR_FROM;
+  const senders = from
+    ? from.split(",").map((a) => a.trim())
+    : (GAS_LANES as number[]).map((i) => privateKeyToAddress(mnemonicKey(i)));
+  if (!rpcUrl || !anchor) return null;
+  for (const address of [anchor, ...senders])
+    if (!/^0x[0-9a-fA-F]{40}$/.test(address)) usage(`${address} is not an EVM address`);
+  return { rpcUrl, anchor: anchor.toLowerCase() as `0x${string}`, senders: senders as `0x${string}`[] };
+}
+
+async function chainAnchors(source: NonNullable<ReturnType<typeof anchorSource>>): Promise<OnChainAnchor[]> {
+  let response: Response;
+  try {
+    response = await fetch(source.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "eth_getLogs",
+        params: [anchoredLogsFilter(source.anchor, source.senders)],
+      }),
+    });
+  } catch {
+    throw new Error(`cannot reach the chain at ${source.rpcUrl}`);
+  }
+  const body = (await response.json()) as { result?: Parameters<typeof anchorsIn>[0]; error?: { message?: string } };
+  if (!body.result) throw new Error(`eth_getLogs failed: ${body.error?.message ?? response.status}`);
+  return anchorsIn(body.result, source.anchor);
+}
+
+/** Prints progress on standard error and the verdict on standard output; whether it holds. */
+export async function verifyAgainstCheckpoints(
+  get: Get,
+  values: AnchorOptions,
+  usage: (message: string) => never,
+): Promise<boolean> {
+  const source = anchorSource(values, usage);
+  const checkpoints = await remoteCheckpoints(get);
+  const jwks = await get<{ keys: JWK[] }>("/.well-known/jwks.json");
+  let anchors: OnChainAnchor[] | null = null;
+  if (source) {
+    process.stderr.write(`reading anchors of ${source.anchor} from ${source.senders.join(", ")} at ${source.rpcUrl}\n`);
+    anchors = await chainAnchors(source);
+  } else process.stderr.write("no chain to read anchors from (RPC_URL, AUDIT_ANCHOR_ADDRESS): anchors not checked\n");
+  process.stderr.write(`${checkpoints.length} checkpoints, ${anchors?.length ?? 0} anchors; reading the rows\n`);
+  const verdict = await verifyCheckpoints({ rows: remoteAuditRows(get), checkpoints, jwks, anchors });
+  process.stderr.write("\n");
+  const { chain } = verdict;
+  if (chain.ok)
+    console.log(`audit chain ok: ${chain.rows} rows, head seq ${chain.headSeq}, head hash ${chain.headHash}`);
+  else console.log(`audit chain BROKEN at seq ${chain.brokenSeq}: ${chain.problem}`);
+  if (verdict.problems.length === 0) {
+    const latest = verdict.latestAnchored;
+    const onChain = anchors === null ? "anchors not checked" : `${verdict.anchors} anchors on chain`;
+    const pending = verdict.unanchored.length > 0 ? `; not yet on chain: seq ${verdict.unanchored.join(", ")}` : "";
+    console.log(
+      `checkpoints ok: ${verdict.checkpoints} checkpoints, ${onChain}` +
+        (latest ? `; latest anchored: seq ${latest.seq} (tx ${latest.transaction})` : "") +
+        pending,
+    );
+  } else {
+    console.log(`checkpoints FAILED: ${verdict.problems.length} problems`);
+    for (const p of verdict.problems)
+      console.log(`  checkpoint seq ${p.seq} (tx ${p.transaction ?? "none"}): ${p.kind}: ${p.detail}`);
+  }
+  return verdict.ok;
+}

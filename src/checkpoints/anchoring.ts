@@ -1,0 +1,249 @@
+import type { Hex } from "viem";
+import {
+  receiptNow,
+  receiptWithin,
+  rpcBatch,
+  rpcCall,
+  rpcErrorMessage,
+  shortError,
+  type RpcAnswer,
+} from "../chain/client";
+import type { Env, X402Settings } from "../env";
+import { settingsOf } from "../env";
+import { faultPoint } from "../lib/faults";
+import { log } from "../lib/log";
+import { nowIso } from "../lib/time";
+import { laneOf } from "../x402/settler.do";
+import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
+import { anchorCallData, anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
+import { type Checkpoint, checkpointAt, makeCheckpoint, unanchoredCheckpoints } from "./checkpoints";
+
+/*
+ * Recording a checkpoint on chain (the AuditAnchor contract's `Anchored` event), at most once across
+ * crashes, as src/outbound/advance.ts does for transfers: `broadcast_at` is marked (guarded) before
+ * the first send, the transaction is recorded once the lane has sent it, and `confirmed` with its
+ * block once the receipt is in. An unknown outcome (a crash after the mark) is settled from the
+ * chain: an `Anchored` event with the checkpoint's seq from one of the service's gas addresses
+ * confirms it; only when none exists a while later is it sent again.
+ */
+
+/** How long a handed-over anchor rests before a worker looks for it on chain and may send it again. */
+export const ANCHOR_RESEND_AFTER_MS = 60_000;
+
+export type AnchorStep =
+  | { kind: "confirmed"; transaction: Hex; blockNumber: number }
+  | { kind: "waiting"; reason: string }
+  /** No anchor contract or no gas key: the checkpoint stays signed and pending. */
+  | { kind: "not_configured"; reason: string };
+
+const waiting = (reason: string): AnchorStep => ({ kind: "waiting", reason });
+
+interface Anchoring {
+  x: X402Settings;
+  contract: `0x${string}`;
+  lanes: `0x${string}`[];
+}
+
+/** The chain, contract and gas addresses anchors go through, or why there are none. */
+export function anchoringOf(env: Env): Anchoring | string {
+  const settings = settingsOf(env);
+  if (!settings.auditAnchor) return "AUDIT_ANCHOR_ADDRESS is not set";
+  const x = settings.x402;
+  // As the lanes name their keys (checksummed): a lane sends only for its own address.
+  const lanes = x?.facilitatorPrivateKeys.map((key) => gasAccountOf(key).address) ?? [];
+  if (!x || lanes.length === 0) return "no gas key (FACILITATOR_PRIVATE_KEY) to send anchors with";
+  return { x, contract: settings.auditAnchor, lanes };
+}
+
+const matches = (a: OnChainAnchor, cp: Checkpoint) => a.head === cp.hash && a.rowsRoot === cp.rowsRoot;
+
+/** Takes one step with a checkpoint's anchor; see the comment at the top. */
+export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now()): Promise<AnchorStep> {
+  if (cp.anchorStatus === "confirmed")
+    return { kind: "confirmed", transaction: cp.txHash!, blockNumber: cp.blockNumber! };
+  const anchoring = anchoringOf(env);
+  if (typeof anchoring === "string") return { kind: "not_configured", reason: anchoring };
+  const { x, contract, lanes } = anchoring;
+  const handedOver = cp.broadcastAt !== null && cp.anchorStatus !== "failed";
+  if (handedOver) {
+    if (cp.txHash) {
+      const receipt = await receiptNow(x, cp.txHash).catch(() => undefined);
+      if (receipt === undefined) return waiting("chain_unavailable");
+      if (receipt?.status === "reverted") {
+        await markFailed(env, cp, now);
+        return waiting("transaction_reverted");
+      }
+      if (receipt) {
+        const found = anchorsIn(receipt.logs, contract).find((a) => a.seq === cp.seq && matches(a, cp));
+        if (found) return confirm(env, cp, found, now);
+      }
+    }
+    // Another worker (or the request that sent it) may still be on it; after a while the chain decides.
+    if (Date.parse(cp.updatedAt) > now - ANCHOR_RESEND_AFTER_MS) return waiting("sent recently");
+    const onChain = await anchorsOnChain(anchoring, cp.seq).catch(() => undefined);
+    if (onChain === undefined) return waiting("chain_unavailable");
+    const found = onChain.find((a) => matches(a, cp));
+    if (found) return confirm(env, cp, found, now);
+    if (onChain.length > 0) return conflicting(cp, onChain);
+    if (!(await claimResend(env, cp, now))) return waiting("another worker has it");
+  }
+  const lane = lanes[cp.seq % lanes.length]!;
+  const data = anchorCallData(cp.seq, cp.hash, cp.rowsRoot);
+  const prepared = await prepareAnchor(x, contract, data, lane);
+  if (typeof prepared === "string") return waiting(prepared);
+  if (!handedOver && !(await markHandedOver(env, cp, lane, now))) return waiting("another worker has it");
+  // A crash here leaves a mark the chain never saw: the chain decides it a while later, not the mark.
+  faultPoint("checkpoint.before_send");
+  const sent = await laneOf(env, lane).broadcast({ to: contract, ...prepared }, lane);
+  faultPoint("checkpoint.after_send");
+  if (sent.kind === "rejected") {
+    // Nothing left the lane: it can go again at once.
+    await markFailed(env, cp, Date.now());
+    return waiting(sent.reason);
+  }
+  if (sent.kind === "unknown") return waiting(sent.reason);
+  await recordSent(env, cp, sent.transaction, Date.now());
+  try {
+    const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
+    const found = anchorsIn(receipt.logs, contract).find((a) => a.seq === cp.seq && matches(a, cp));
+    if (receipt.status === "success" && found) return confirm(env, cp, found, Date.now());
+    await markFailed(env, cp, Date.now());
+    return waiting("transaction_reverted");
+  } catch (error) {
+    return waiting(`receipt_unavailable: ${shortError(error)}`);
+  }
+}
+
+/** The anchors of `seq` the service's gas addresses sent to the contract. */
+async function anchorsOnChain({ x, contract, lanes }: Anchoring, seq: number): Promise<OnChainAnchor[]> {
+  const logs = await rpcCall<Parameters<typeof anchorsIn>[0]>(
+    x,
+    "eth_getLogs",
+    [anchoredLogsFilter(contract, lanes, seq)],
+    {
+      retry: true,
+    },
+  );
+  const senders = new Set(lanes.map((lane) => lane.toLowerCase()));
+  return anchorsIn(logs, contract).filter((a) => a.seq === seq && senders.has(a.by));
+}
+
+/** An anchor of this seq from the service's own keys that says otherwise: D1 or the chain was changed; an operator must look. */
+function conflicting(cp: Checkpoint, onChain: OnChainAnchor[]): AnchorStep {
+  log.error("audit_anchor_conflict", {
+    seq: cp.seq,
+    hash: cp.hash,
+    onChain: onChain.map((a) => ({ transaction: a.transaction, head: a.head })),
+  });
+  return waiting("conflicting_anchor_on_chain");
+}
+
+const errorOf = (answer: RpcAnswer | undefined) => shortError(rpcErrorMessage(answer) ?? "no answer");
+
+/** The contract's presence, gas (the call run against the latest state) and fees, in one batch; a string says why not. */
+async function prepareAnchor(x: X402Settings, contract: `0x${string}`, data: Hex, from: `0x${string}`) {
+  let answers: RpcAnswer[];
+  try {
+    answers = await rpcBatch(x, [
+      { method: "eth_getCode", params: [contract, "latest"] },
+      { method: "eth_estimateGas", params: [{ from, to: contract, data }, "latest"] },
+      ...feeCalls,
+    ]);
+  } catch (error) {
+    return `rpc_unavailable: ${shortError(error)}`;
+  }
+  const [code, estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer, RpcAnswer];
+  for (const answer of [code, estimate, block, tip]) if (answer.error) return `rpc_error: ${errorOf(answer)}`;
+  // A call to an address without code succeeds and emits nothing: it would be paid for and sent again every run.
+  if (!code.result || code.result === "0x") return "no contract at AUDIT_ANCHOR_ADDRESS";
+  return { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) };
+}
+
+async function changed(env: Env, sql: string, ...params: unknown[]): Promise<boolean> {
+  return (
+    (
+      await env.DB.prepare(sql)
+        .bind(...params)
+        .run()
+    ).meta.changes === 1
+  );
+}
+
+/** The first hand-over (or one after a failure); only one worker's mark lands. */
+const markHandedOver = (env: Env, cp: Checkpoint, lane: string, now: number) =>
+  changed(
+    env,
+    `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, anchor_from = ?, tx_hash = NULL, updated_at = ?
+     WHERE seq = ? AND ((anchor_status = 'pending' AND broadcast_at IS NULL) OR (anchor_status = 'failed' AND updated_at = ?))`,
+    nowIso(now),
+    lane,
+    nowIso(now),
+    cp.seq,
+    cp.updatedAt,
+  );
+
+/** A resend's turn, after the chain showed no anchor: the row unchanged since this worker read it. */
+const claimResend = (env: Env, cp: Checkpoint, now: number) =>
+  changed(
+    env,
+    `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, tx_hash = NULL, updated_at = ?
+     WHERE seq = ? AND anchor_status IN ('pending', 'sent') AND updated_at = ?`,
+    nowIso(now),
+    nowIso(now),
+    cp.seq,
+    cp.updatedAt,
+  );
+
+const recordSent = (env: Env, cp: Checkpoint, transaction: Hex, now: number) =>
+  changed(
+    env,
+    "UPDATE audit_checkpoints SET anchor_status = 'sent', tx_hash = ?, updated_at = ? WHERE seq = ? AND anchor_status = 'pending'",
+    transaction,
+    nowIso(now),
+    cp.seq,
+  );
+
+const markFailed = (env: Env, cp: Checkpoint, now: number) =>
+  changed(
+    env,
+    "UPDATE audit_checkpoints SET anchor_status = 'failed', updated_at = ? WHERE seq = ? AND anchor_status IN ('pending', 'sent')",
+    nowIso(now),
+    cp.seq,
+  );
+
+async function confirm(env: Env, cp: Checkpoint, anchor: OnChainAnchor, now: number): Promise<AnchorStep> {
+  await changed(
+    env,
+    `UPDATE audit_checkpoints SET anchor_status = 'confirmed', tx_hash = ?, block_number = ?, anchor_from = ?,
+       anchored_at = ?, updated_at = ? WHERE seq = ? AND anchor_status != 'confirmed'`,
+    anchor.transaction,
+    anchor.blockNumber,
+    anchor.by,
+    nowIso(now),
+    nowIso(now),
+    cp.seq,
+  );
+  const stored = await checkpointAt(env.DB, cp.seq);
+  return { kind: "confirmed", transaction: stored!.txHash!, blockNumber: stored!.blockNumber! };
+}
+
+/**
+ * The cron's job: a checkpoint when the head has moved since the last one, then a step with each
+ * checkpoint not yet confirmed on chain, oldest first. Without an anchor contract or a gas key that
+ * is said once per run, and the checkpoints stay signed and pending.
+ */
+export async function auditCheckpointJob(env: Env, now = Date.now()): Promise<void> {
+  await makeCheckpoint(env, now);
+  const due = await unanchoredCheckpoints(env.DB, 10);
+  if (due.length === 0) return;
+  const anchoring = anchoringOf(env);
+  if (typeof anchoring === "string") {
+    log.warn("audit_anchor_not_configured", { reason: anchoring, pending: due.length });
+    return;
+  }
+  for (const cp of due) {
+    const step = await anchorCheckpoint(env, cp, now).catch((error: unknown) => waiting(shortError(error)));
+    if (step.kind === "waiting" && step.reason !== "sent recently")
+      log.warn("audit_anchor_waiting", { seq: cp.seq, reason: step.reason });
+  }
+}

@@ -1,0 +1,56 @@
+import { Hono } from "hono";
+import type { AppEnv } from "../app-env";
+import { requireActor } from "../auth/middleware";
+import { ApiError } from "../lib/errors";
+import { log } from "../lib/log";
+import { validate } from "../lib/validation";
+import { anchorCheckpoint } from "./anchoring";
+import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
+import { PageQuery } from "../audit/routes";
+
+/** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
+export const checkpointView = (cp: Checkpoint) => ({
+  seq: cp.seq,
+  hash: cp.hash,
+  fromSeq: cp.fromSeq,
+  rowsRoot: cp.rowsRoot,
+  signedAt: cp.signedAt,
+  jws: cp.jws,
+  kid: cp.kid,
+  anchorStatus: cp.anchorStatus,
+  transaction: cp.anchorStatus === "confirmed" ? cp.txHash : null,
+  blockNumber: cp.anchorStatus === "confirmed" ? cp.blockNumber : null,
+  anchoredBy: cp.anchorStatus === "confirmed" ? cp.anchorFrom : null,
+  anchoredAt: cp.anchorStatus === "confirmed" ? cp.anchoredAt : null,
+});
+
+export const checkpointRoutes = new Hono<AppEnv>()
+  /**
+   * Signs a checkpoint of the head now (201), or answers the latest when the head has not moved
+   * since (200), then takes its anchor one step on chain within the request.
+   */
+  .post("/console/audit/checkpoints", requireActor("console"), async (c) => {
+    const made = await makeCheckpoint(c.env);
+    if (made.kind === "empty") throw new ApiError(409, "audit_chain_empty");
+    try {
+      await anchorCheckpoint(c.env, made.checkpoint);
+    } catch (error) {
+      // Signed and stored all the same: the cron takes the anchor on from here.
+      log.warn("audit_anchor_request", { seq: made.checkpoint.seq, error });
+    }
+    const checkpoint = (await checkpointAt(c.env.DB, made.checkpoint.seq)) ?? made.checkpoint;
+    return c.json({ checkpoint: checkpointView(checkpoint) }, made.kind === "created" ? 201 : 200);
+  })
+  .get("/console/audit/checkpoints", requireActor("console"), validate("query", PageQuery), async (c) => {
+    const { afterSeq, limit } = c.req.valid("query");
+    const page = await checkpointPage(c.env.DB, afterSeq, limit);
+    return c.json({
+      checkpoints: page.map(checkpointView),
+      nextAfterSeq: page.length === limit ? page[page.length - 1]!.seq : null,
+    });
+  })
+  .get("/audit/checkpoints/latest", requireActor("console"), async (c) => {
+    const latest = await latestCheckpoint(c.env.DB);
+    if (!latest) throw new ApiError(404, "checkpoint_not_found");
+    return c.json({ checkpoint: checkpointView(latest) });
+  });
