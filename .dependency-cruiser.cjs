@@ -11,7 +11,7 @@
  *   app.ts, index.ts   wire everything together
  */
 const DOMAINS =
-  "(chain|ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|outbound|payouts|refunds|sweeps|treasury|proofs|receipts|settings)";
+  "(chain|ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|outbound|payouts|refunds|sweeps|treasury|proofs|receipts|checkpoints|settings)";
 
 module.exports = {
   forbidden: [

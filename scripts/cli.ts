@@ -12,6 +12,9 @@
 //   audit verify [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,b,...>]
 //                                        recompute the audit chain; name the first broken row; check it
 //                                        against the signed checkpoints and their anchors read from the chain
+//   evidence verify FILE [--keys <url>] [--rpc-url <url>] [--anchor <address>] [--offline]
+//                                        check a charge's evidence file (GET /merchant/charges/:id/evidence):
+//                                        receipt, audit row, checkpoint, Merkle path and, with a chain, its anchor
 // A refusal prints the API's answer on standard error and exits 1; a usage mistake exits 2.
 // Settings: SERVICE_URL (default http://127.0.0.1:8787); CONSOLE_SESSION_SECRET
 // (default: the one `npm run dev` wrote to .dev.vars). audit verify reads the anchors from the chain
@@ -158,6 +161,22 @@ async function auditVerify(args: string[]) {
   if (!ok) process.exitCode = 1;
 }
 
+async function evidenceVerify(args: string[]) {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      keys: { type: "string" },
+      "rpc-url": { type: "string" },
+      anchor: { type: "string" },
+      offline: { type: "boolean" },
+    },
+    allowPositionals: true,
+  });
+  if (positionals.length !== 1) throw new UsageError("evidence verify needs one FILE");
+  const { verifyEvidenceFile } = await import("./lib/evidence-verify");
+  if (!(await verifyEvidenceFile(positionals[0]!, values))) process.exitCode = 1;
+}
+
 async function main(argv: string[]) {
   const [command, sub, ...rest] = argv;
   if (command === "console-token") {
@@ -174,9 +193,11 @@ async function main(argv: string[]) {
     await agentUnfreeze(rest);
   } else if (command === "audit" && sub === "verify") {
     await auditVerify(rest);
+  } else if (command === "evidence" && sub === "verify") {
+    await evidenceVerify(rest);
   } else {
     throw new UsageError(
-      "commands: console-token --email <a> | agent create --name <n> [...] | agent roll-key <agentId> [--grace <seconds>] | agent freeze <agentId> [--reason <r>] | agent unfreeze <agentId> | audit verify",
+      "commands: console-token --email <a> | agent create --name <n> [...] | agent roll-key <agentId> [--grace <seconds>] | agent freeze <agentId> [--reason <r>] | agent unfreeze <agentId> | audit verify | evidence verify FILE",
     );
   }
 }

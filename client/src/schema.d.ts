@@ -883,6 +883,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/merchant/charges/{chargeId}/evidence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A paid charge's evidence file
+         * @description Everything a third party needs to check offline that the payment happened as its receipt says and is in the tamper-evident audit history: the receipt, the payment's audit row, the first signed checkpoint covering that row with the Merkle path from the row to the checkpoint's root (sibling hashes only: no other row is shown), the checkpoint's anchoring transaction, and the published keys. Ready once a checkpoint covers the payment and is on chain (checkpoints are made every minute).
+         */
+        get: operations["getChargeEvidence"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/settings/webhooks": {
         parameters: {
             query?: never;
@@ -2219,6 +2239,55 @@ export interface components {
             auditSeq: number;
             /** @description That row's SHA-256 in the audit chain. */
             auditHash: string;
+        };
+        EvidenceFile: {
+            /** @constant */
+            format: "agent-pay-evidence/1";
+            chargeId: string;
+            exportedAt: string;
+            receipt: string;
+            auditRow: {
+                seq: number;
+                type: string;
+                reference: string | null;
+                chargeId: string | null;
+                agentId: string | null;
+                merchantId: string | null;
+                amountMinor: number;
+                currency: string;
+                data: {
+                    [key: string]: unknown;
+                };
+                createdAt: string;
+                prevHash: string;
+                hash: string;
+            };
+            checkpoint: {
+                seq: number;
+                hash: string;
+                fromSeq: number;
+                rowsRoot: string;
+                signedAt: string;
+                jws: string;
+                transaction: string | null;
+                blockNumber: number | null;
+                anchoredBy: string | null;
+            };
+            merklePath: {
+                /** @enum {string} */
+                side: "left" | "right";
+                hash: string;
+            }[];
+            anchor: {
+                chainId: number;
+                network: string;
+                contract: string;
+            } | null;
+            keys: {
+                keys: {
+                    [key: string]: unknown;
+                }[];
+            };
         };
         WebhookEndpointCreated: {
             id: string;
@@ -4833,6 +4902,53 @@ export interface operations {
             /** @description Unknown refund, or one not succeeded (yet). */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getChargeEvidence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chargeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The evidence file (served as an attachment). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvidenceFile"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown charge of this merchant, or one not paid yet. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No anchored checkpoint covers the payment yet (`evidence_not_ready`); `Retry-After` says when to ask again. */
+            409: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {

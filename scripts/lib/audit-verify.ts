@@ -48,12 +48,17 @@ export interface AnchorOptions {
  * rewrote its history could name a contract it anchored the forgery in). Without any, the local
  * chain `npm run dev` recorded in its state directory, and its gas keys' addresses.
  */
-function anchorSource(values: AnchorOptions, usage: (message: string) => never) {
+/** The local chain `npm run dev` recorded in its state directory, if there is one. */
+export function recordedLocalChain(): { rpcUrl?: string; anchor?: string } {
   const stateDir = process.env.DEV_PERSIST_DIR ?? path.join(import.meta.dirname, "..", "..", ".wrangler", "state");
   const recorded = path.join(stateDir, "local-chain.json");
-  const local = existsSync(recorded)
+  return existsSync(recorded)
     ? (JSON.parse(readFileSync(recorded, "utf8")) as { rpcUrl?: string; anchor?: string })
     : {};
+}
+
+function anchorSource(values: AnchorOptions, usage: (message: string) => never) {
+  const local = recordedLocalChain();
   const rpcUrl = values["rpc-url"] ?? process.env.RPC_URL ?? local.rpcUrl;
   const anchor = values.anchor ?? process.env.AUDIT_ANCHOR_ADDRESS ?? local.anchor;
   const from = values["anchor-from"] ?? process.env.AUDIT_ANCHOR_FROM;

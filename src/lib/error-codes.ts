@@ -78,6 +78,8 @@ export const ERROR_CODES = {
   // Money out: payouts and refunds
   payout_not_found: 404,
   refund_not_found: 404,
+  /** A charge's evidence file before a checkpoint (anchored, where the deployment anchors) covers its payment. */
+  evidence_not_ready: 409,
   payout_address_missing: 409,
   charge_not_paid: 409,
   refund_exceeds_remaining: 409,

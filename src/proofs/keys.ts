@@ -7,7 +7,8 @@ import type { PrivateJwk, ProofSettings, PublicJwk } from "./settings";
  * one) or its RFC 7638 thumbprint, so a verifier picks the right key after a rotation.
  */
 
-export interface PublishedJwk {
+// A type, not an interface: it is a plain JSON object (assignable to Record<string, unknown>).
+export type PublishedJwk = {
   kty: string;
   crv: string;
   x: string;
@@ -15,7 +16,7 @@ export interface PublishedJwk {
   kid: string;
   alg: "EdDSA" | "ES256";
   use: "sig";
-}
+};
 
 const algOf = (jwk: PublicJwk) => (jwk.kty === "OKP" ? "EdDSA" : "ES256");
 

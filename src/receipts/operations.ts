@@ -1,7 +1,7 @@
-import { INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { ChargeIdParam } from "../charges/routes";
 import { PayoutParam } from "../payouts/routes";
-import { Receipt } from "./responses";
+import { Evidence, Receipt } from "./responses";
 import { RefundIdParam } from "./routes";
 
 const VERIFY =
@@ -52,6 +52,29 @@ export const RECEIPT_OPERATIONS: Operation[] = [
       200: json(Receipt, "The receipt."),
       400: INVALID,
       404: NOT_FOUND("refund, or one not succeeded (yet)", "refund_not_found"),
+    },
+  },
+  {
+    method: "get",
+    path: "/merchant/charges/:chargeId/evidence",
+    operationId: "getChargeEvidence",
+    summary: "A paid charge's evidence file",
+    description:
+      "Everything a third party needs to check offline that the payment happened as its receipt says and is in the tamper-evident audit history: the receipt, the payment's audit row, the first signed checkpoint covering that row with the Merkle path from the row to the checkpoint's root (sibling hashes only: no other row is shown), the checkpoint's anchoring transaction, and the published keys. Ready once a checkpoint covers the payment and is on chain (checkpoints are made every minute).",
+    tag: "Proofs",
+    auth: "merchant",
+    params: ChargeIdParam,
+    responses: {
+      200: json(Evidence, "The evidence file (served as an attachment)."),
+      400: INVALID,
+      404: NOT_FOUND("charge of this merchant, or one not paid yet", "charge_not_found"),
+      409: {
+        ...error(
+          "No anchored checkpoint covers the payment yet (`evidence_not_ready`); `Retry-After` says when to ask again.",
+          "evidence_not_ready",
+        ),
+        headers: { "Retry-After": "Seconds to wait." },
+      },
     },
   },
 ];

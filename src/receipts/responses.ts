@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
+import { EvidenceFileSchema } from "./evidence-verify";
 
 /**
  * Response bodies: signed receipts. The body is `{ receipt }`, a compact JWS; the payloads are
@@ -78,4 +79,10 @@ export const RefundReceiptPayload = named(
     auditHash: AuditHash,
   }),
   "What a refund receipt's JWS payload holds.",
+);
+
+export const Evidence = named(
+  "EvidenceFile",
+  EvidenceFileSchema,
+  "A paid charge's evidence: its receipt, its audit row, the checkpoint that covers the row with the Merkle path to its root, and the checkpoint's anchoring transaction. Check it offline with `npm run --silent cli -- evidence verify FILE`.",
 );

@@ -6,7 +6,11 @@ import { ChargeIdParam } from "../charges/routes";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
 import { PayoutParam } from "../payouts/routes";
+import { chargeEvidence } from "./evidence";
 import { chargeReceipt, payoutReceipt, refundReceipt } from "./service";
+
+/** Checkpoints are made on the minute cron: when to ask again for evidence not ready yet. */
+const EVIDENCE_RETRY_SECONDS = 60;
 
 export const RefundIdParam = z.object({ refundId: pathId });
 
@@ -29,4 +33,19 @@ export const receiptRoutes = new Hono<AppEnv>()
     const receipt = await refundReceipt(c.env.DB, c.get("settings").proofs, merchantId, c.req.valid("param").refundId);
     if (!receipt) throw new ApiError(404, "refund_not_found");
     return c.json({ receipt });
-  });
+  })
+  .get(
+    "/merchant/charges/:chargeId/evidence",
+    requireActor("merchant"),
+    validate("param", ChargeIdParam),
+    async (c) => {
+      const { merchantId } = actorOf(c.get("actor"), "merchant");
+      const { chargeId } = c.req.valid("param");
+      const found = await chargeEvidence(c.env, merchantId, chargeId);
+      if (found.kind === "not_found") throw new ApiError(404, "charge_not_found");
+      if (found.kind === "not_ready")
+        throw new ApiError(409, "evidence_not_ready", {}, { "Retry-After": String(EVIDENCE_RETRY_SECONDS) });
+      c.header("content-disposition", `attachment; filename="evidence-${chargeId}.json"`);
+      return c.json(found.evidence);
+    },
+  );

@@ -56,6 +56,7 @@ const ROUTES: RouteDescriptor[] = [
   { method: "GET", path: "/merchant/payouts/po_doesnotexist", expects: "merchant" },
   { method: "GET", path: "/merchant/payouts/po_doesnotexist/receipt", expects: "merchant" },
   { method: "GET", path: "/merchant/refunds/re_doesnotexist/receipt", expects: "merchant" },
+  { method: "GET", path: "/merchant/charges/ch_doesnotexist/evidence", expects: "merchant" },
   { method: "GET", path: "/console/payouts", expects: "console" },
 ];
 

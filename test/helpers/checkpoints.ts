@@ -42,14 +42,18 @@ export async function anchorsOn(contract: Hex, seq?: number): Promise<OnChainAnc
   return anchorsIn(logs as Parameters<typeof anchorsIn>[0], contract);
 }
 
-/** A console call through the Worker's fetch handler with `workerEnv` (another anchor contract than the default none). */
-export async function consoleCall(workerEnv: Env, method: string, path: string) {
+/** A call through the Worker's fetch handler with `workerEnv` (another anchor contract than the default none). */
+export async function callWith(workerEnv: Env, method: string, path: string, token: string) {
   const ctx = createExecutionContext();
   const response = await worker.fetch!(
-    new Request(`${BASE}${path}`, { method, headers: { authorization: `Bearer ${await consoleToken()}` } }) as never,
+    new Request(`${BASE}${path}`, { method, headers: { authorization: `Bearer ${token}` } }) as never,
     workerEnv,
     ctx,
   );
   await waitOnExecutionContext(ctx);
-  return { status: response.status, body: (await response.json()) as any };
+  return { status: response.status, headers: response.headers, body: (await response.json()) as any };
 }
+
+/** A console call through the Worker's fetch handler with `workerEnv`. */
+export const consoleCall = async (workerEnv: Env, method: string, path: string) =>
+  callWith(workerEnv, method, path, await consoleToken());

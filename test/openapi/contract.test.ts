@@ -845,6 +845,26 @@ describe("receipts", () => {
     expect((await rec.call("GET", "/merchant/payouts/po_doesnotexist/receipt", { token })).status).toBe(404);
     expect((await rec.call("GET", `/merchant/payouts/${"x".repeat(600)}/receipt`, { token })).status).toBe(400);
   });
+
+  it("hands out a paid charge's evidence once a checkpoint covers it; 409 before, 404 unpaid, 400 for a bad id", async () => {
+    const merchant = await createMerchant({ name: "Contract Evidence" });
+    const payer = await createAgent({ name: "contract-evidence-payer", credit: 300 });
+    const charge = await createCharge(merchant.apiKey, 300);
+    const path = `/merchant/charges/${charge.chargeId}/evidence`;
+    expect((await rec.call("GET", path, { token: merchant.apiKey })).status).toBe(404);
+    expect((await rec.call("POST", `/charges/${charge.chargeId}/pay`, { token: payer.apiKey })).status).toBe(200);
+    // Anything but the latest checkpoint would be this file's other tests' own: make one that covers the payment.
+    const notReady = await rec.call("GET", path, { token: merchant.apiKey });
+    expect(notReady.status).toBe(409);
+    const console = await consoleToken();
+    expect([200, 201]).toContain((await api("POST", "/console/audit/checkpoints", { token: console })).status);
+    const evidence = await rec.call("GET", path, { token: merchant.apiKey });
+    expect(evidence.status).toBe(200);
+    expect(evidence.body.chargeId).toBe(charge.chargeId);
+    expect(
+      (await rec.call("GET", `/merchant/charges/${"x".repeat(600)}/evidence`, { token: merchant.apiKey })).status,
+    ).toBe(400);
+  });
 });
 
 describe("documentation", () => {

@@ -1,0 +1,165 @@
+import type { JWK } from "jose";
+import { z } from "zod";
+import type { OnChainAnchor } from "../audit/anchor-abi";
+import { chainHash } from "../audit/chain";
+import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
+import { verifyMerklePath } from "../audit/merkle";
+import { verifyJws } from "../proofs/keys";
+import { RECEIPT_TYP } from "./payloads";
+
+/*
+ * Checking an evidence file offline: the receipt is signed by a published key and names the audit
+ * row in the file; the row's hash is its content's; a signed checkpoint covers the row (its Merkle
+ * path leads to the checkpoint's root); and, given the chain's record of the anchoring
+ * transaction, the chain carries the same checkpoint. Pure: the caller reads keys and the chain.
+ */
+
+export const EVIDENCE_FORMAT = "agent-pay-evidence/1";
+
+const hex64 = z.string().regex(/^[0-9a-f]{64}$/);
+const txHash = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
+
+export const EvidenceFileSchema = z.object({
+  format: z.literal(EVIDENCE_FORMAT),
+  chargeId: z.string().min(1),
+  exportedAt: z.string(),
+  receipt: z.string().min(1),
+  auditRow: z.object({
+    seq: z.number().int().positive(),
+    type: z.string(),
+    reference: z.string().nullable(),
+    chargeId: z.string().nullable(),
+    agentId: z.string().nullable(),
+    merchantId: z.string().nullable(),
+    amountMinor: z.number().int(),
+    currency: z.string(),
+    data: z.record(z.string(), z.unknown()),
+    createdAt: z.string(),
+    prevHash: hex64,
+    hash: hex64,
+  }),
+  checkpoint: z.object({
+    seq: z.number().int().positive(),
+    hash: hex64,
+    fromSeq: z.number().int().positive(),
+    rowsRoot: hex64,
+    signedAt: z.string(),
+    jws: z.string().min(1),
+    transaction: txHash.nullable(),
+    blockNumber: z.number().int().nonnegative().nullable(),
+    anchoredBy: z.string().nullable(),
+  }),
+  merklePath: z.array(z.object({ side: z.enum(["left", "right"]), hash: hex64 })).max(64),
+  anchor: z.object({ chainId: z.number().int(), network: z.string(), contract: z.string() }).nullable(),
+  keys: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }),
+});
+
+export type EvidenceFile = z.infer<typeof EvidenceFileSchema>;
+
+export interface EvidenceCheck {
+  check: "file" | "receipt" | "audit_row" | "checkpoint" | "covered" | "on_chain";
+  /** `skipped`: not checked (no chain given); not a pass. */
+  outcome: "ok" | "failed" | "skipped";
+  detail: string;
+}
+
+export interface EvidenceVerdict {
+  ok: boolean;
+  checks: EvidenceCheck[];
+}
+
+const same = (a: unknown, b: unknown) => a === b;
+
+/**
+ * Checks an evidence file. `keys`: the key set to trust (fetched from the service by the verifier);
+ * without it the file's own copy is used, which proves only consistency. `anchors`: the `Anchored`
+ * events of the checkpoint's transaction as read from the chain; null leaves the chain unchecked.
+ */
+export async function verifyEvidence(
+  input: unknown,
+  options: { keys?: { keys: JWK[] }; anchors: readonly OnChainAnchor[] | null },
+): Promise<EvidenceVerdict> {
+  const parsed = EvidenceFileSchema.safeParse(input);
+  if (!parsed.success)
+    return {
+      ok: false,
+      checks: [
+        { check: "file", outcome: "failed", detail: `not an evidence file: ${parsed.error.issues[0]?.message}` },
+      ],
+    };
+  const file = parsed.data;
+  const keys = options.keys ?? (file.keys as { keys: JWK[] });
+  const checks: EvidenceCheck[] = [];
+  const add = (check: EvidenceCheck["check"], ok: boolean, detail: string) =>
+    checks.push({ check, outcome: ok ? "ok" : "failed", detail });
+  const row = file.auditRow;
+  const cp = file.checkpoint;
+
+  const receipt = await verifyJws(file.receipt, keys, RECEIPT_TYP);
+  if (!receipt.ok) add("receipt", false, `signature: ${receipt.reason}`);
+  else {
+    const p = receipt.payload;
+    const agrees =
+      same(p.chargeId, file.chargeId) &&
+      same(p.auditSeq, row.seq) &&
+      same(p.auditHash, row.hash) &&
+      same(p.amountMinor, row.amountMinor);
+    add(
+      "receipt",
+      agrees,
+      agrees
+        ? `signed by ${receipt.kid}: charge ${file.chargeId}, ${p.amountMinor} ${p.currency} minor units, audit row ${row.seq}`
+        : "the receipt names another charge, amount or audit row than the file's",
+    );
+  }
+
+  const rowOk = chainHash(row.prevHash, row.seq, row) === row.hash && row.chargeId === file.chargeId;
+  add("audit_row", rowOk, rowOk ? `row ${row.seq} hashes to ${row.hash}` : `row ${row.seq} does not hash to its hash`);
+
+  const signed = await verifyJws(cp.jws, keys, CHECKPOINT_TYP);
+  const signedOk =
+    signed.ok &&
+    same(signed.payload.seq, cp.seq) &&
+    same(signed.payload.hash, cp.hash) &&
+    same(signed.payload.fromSeq, cp.fromSeq) &&
+    same(signed.payload.rowsRoot, cp.rowsRoot);
+  add(
+    "checkpoint",
+    signedOk,
+    signedOk
+      ? `checkpoint ${cp.seq} signed by ${signed.ok ? signed.kid : ""} at ${cp.signedAt}`
+      : `checkpoint ${cp.seq}: ${signed.ok ? "the signed fields differ from the file's" : signed.reason}`,
+  );
+
+  const covered =
+    cp.fromSeq <= row.seq && row.seq <= cp.seq && verifyMerklePath(row.hash, file.merklePath, cp.rowsRoot);
+  add(
+    "covered",
+    covered,
+    covered
+      ? `row ${row.seq} is among rows ${cp.fromSeq}..${cp.seq} of the checkpoint (Merkle path of ${file.merklePath.length})`
+      : `the Merkle path does not lead from row ${row.seq} to checkpoint ${cp.seq}'s root`,
+  );
+
+  if (options.anchors === null)
+    checks.push({ check: "on_chain", outcome: "skipped", detail: "the chain was not read" });
+  else {
+    const anchor = options.anchors.find(
+      (a) =>
+        a.seq === cp.seq &&
+        a.transaction.toLowerCase() === (cp.transaction ?? "").toLowerCase() &&
+        (cp.anchoredBy === null || a.by.toLowerCase() === cp.anchoredBy.toLowerCase()),
+    );
+    const onChain = anchor !== undefined && anchor.head === cp.hash && anchor.rowsRoot === cp.rowsRoot;
+    add(
+      "on_chain",
+      onChain,
+      onChain
+        ? `transaction ${anchor.transaction} (block ${anchor.blockNumber}) anchors checkpoint ${cp.seq}`
+        : cp.transaction === null
+          ? `checkpoint ${cp.seq} names no anchoring transaction`
+          : `transaction ${cp.transaction} does not anchor checkpoint ${cp.seq} as the file says`,
+    );
+  }
+  return { ok: checks.every((c) => c.outcome !== "failed"), checks };
+}

@@ -1,0 +1,106 @@
+import { anchoringOf } from "../checkpoints/anchoring";
+import type { AuditRow } from "../audit/chain";
+import { type Checkpoint, CHECKPOINT_SELECT } from "../checkpoints/checkpoints";
+import { merklePath, merkleRoot } from "../audit/merkle";
+import type { Env } from "../env";
+import { settingsOf } from "../env";
+import { nowIso } from "../lib/time";
+import { publishedJwks } from "../proofs/keys";
+import { EVIDENCE_FORMAT, type EvidenceFile } from "./evidence-verify";
+import { chargeReceipt } from "./service";
+
+/*
+ * The evidence file of one paid charge: what a merchant or agent hands a third party so it can
+ * check, offline, that the payment happened as the receipt says and is in the tamper-evident
+ * history. It holds the receipt, the payment's audit row, the first checkpoint that covers that
+ * row, the Merkle path from the row to the checkpoint's root (sibling hashes only, so no other
+ * row is shown), and the checkpoint's anchoring transaction. The file is ready once a checkpoint
+ * covers the row and, where the deployment anchors checkpoints, once that one is on chain.
+ */
+
+export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind: "not_found" } | { kind: "not_ready" };
+
+interface AuditRecord {
+  seq: number;
+  type: string;
+  reference: string | null;
+  chargeId: string | null;
+  agentId: string | null;
+  merchantId: string | null;
+  amountMinor: number;
+  currency: string;
+  data: string;
+  createdAt: string;
+  prevHash: string;
+  hash: string;
+}
+
+/** The merchant's paid charge's payment row; null for an unknown, unpaid or other merchant's charge. */
+const paymentRow = (env: Env, merchantId: string, chargeId: string) =>
+  env.DB.prepare(
+    `SELECT a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
+       a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
+     FROM charges c JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
+     WHERE c.id = ? AND c.merchant_id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
+  )
+    .bind(chargeId, merchantId)
+    .first<AuditRecord>();
+
+/** The first checkpoint whose rows include `seq`. */
+const coveringCheckpoint = (env: Env, seq: number) =>
+  env.DB.prepare(`${CHECKPOINT_SELECT} WHERE seq >= ? AND from_seq <= ? ORDER BY seq LIMIT 1`)
+    .bind(seq, seq)
+    .first<Checkpoint>();
+
+/** The hashes of the rows a checkpoint covers, in order; checked against its signed root. */
+async function coveredHashes(env: Env, cp: Checkpoint): Promise<string[]> {
+  const rows = await env.DB.prepare("SELECT hash FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq")
+    .bind(cp.fromSeq, cp.seq)
+    .raw<[string]>();
+  const hashes = rows.map(([hash]) => hash);
+  // The database disagreeing with what it signed is for an operator, never a file handed out.
+  if (hashes.length !== cp.seq - cp.fromSeq + 1 || merkleRoot(hashes) !== cp.rowsRoot)
+    throw new Error(`audit rows ${cp.fromSeq}..${cp.seq} do not match checkpoint ${cp.seq}`);
+  return hashes;
+}
+
+export async function chargeEvidence(env: Env, merchantId: string, chargeId: string): Promise<EvidenceResult> {
+  const settings = settingsOf(env);
+  const record = await paymentRow(env, merchantId, chargeId);
+  if (!record) return { kind: "not_found" };
+  const checkpoint = await coveringCheckpoint(env, record.seq);
+  const anchoring = anchoringOf(env);
+  const anchors = typeof anchoring !== "string";
+  if (!checkpoint || (anchors && checkpoint.anchorStatus !== "confirmed")) return { kind: "not_ready" };
+  const receipt = await chargeReceipt(env.DB, settings.proofs, chargeId);
+  if (!receipt) return { kind: "not_found" };
+  const auditRow: AuditRow = { ...record, data: JSON.parse(record.data) as Record<string, unknown> };
+  const hashes = await coveredHashes(env, checkpoint);
+  const onChain = checkpoint.anchorStatus === "confirmed";
+  return {
+    kind: "ready",
+    evidence: {
+      format: EVIDENCE_FORMAT,
+      chargeId,
+      exportedAt: nowIso(),
+      receipt,
+      auditRow,
+      checkpoint: {
+        seq: checkpoint.seq,
+        hash: checkpoint.hash,
+        fromSeq: checkpoint.fromSeq,
+        rowsRoot: checkpoint.rowsRoot,
+        signedAt: checkpoint.signedAt,
+        jws: checkpoint.jws,
+        transaction: onChain ? checkpoint.txHash : null,
+        blockNumber: onChain ? checkpoint.blockNumber : null,
+        anchoredBy: onChain ? checkpoint.anchorFrom : null,
+      },
+      merklePath: merklePath(hashes, record.seq - checkpoint.fromSeq),
+      anchor: anchors
+        ? { chainId: anchoring.x.chainId, network: anchoring.x.network, contract: anchoring.contract }
+        : null,
+      keys: await publishedJwks(settings.proofs),
+    },
+  };
+}
