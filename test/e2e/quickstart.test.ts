@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevServer, type DevServer } from "./dev-server";
 
@@ -163,6 +166,41 @@ describe("npm run dev and the CLI", () => {
   it("bundles as `wrangler dev` does: no warning that node: imports are missing (the Node.js compatibility mode is set)", () => {
     expect(dev.log()).toContain("ready on");
     expect(dev.log()).not.toMatch(/wasn't found on the file system|enable the "nodejs_compat" compatibility flag/);
+  });
+
+  // Before the test that removes rows: a file made now must hold against the chain as it stands.
+  it("hands a merchant a charge's evidence file that `evidence verify` checks offline, and names a tampered part", async () => {
+    const token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
+    const merchantKey = (await call("POST", "/merchants", token, { name: "Evidence Co" })).json().apiKey as string;
+    const agent = JSON.parse(dev.cli("agent", "create", "--name", "evidenced", "--credit", "900").stdout.trim());
+    const charge = (await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 450 })).json();
+    expect((await call("POST", `/charges/${charge.chargeId}/pay`, agent.apiKey)).status).toBe(200);
+    const path = `/merchant/charges/${charge.chargeId}/evidence`;
+    // Ready once an anchored checkpoint covers the payment: the cron (every 2 s here) or on demand.
+    await call("POST", "/console/audit/checkpoints", token);
+    let evidence = await call("GET", path, merchantKey);
+    for (let i = 0; i < 50 && evidence.status === 409; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      evidence = await call("GET", path, merchantKey);
+    }
+    expect(evidence.status, evidence.text).toBe(200);
+    const dir = mkdtempSync(join(tmpdir(), "agent-pay-evidence-"));
+    const file = join(dir, "evidence.json");
+    writeFileSync(file, evidence.text);
+
+    const verified = dev.cli("evidence", "verify", file, "--keys", `${dev.url}/.well-known/jwks.json`);
+    expect(verified.status, verified.stdout + verified.stderr).toBe(0);
+    expect(verified.stdout).toContain("ok      on_chain: transaction ");
+    expect(verified.stdout.trim().split("\n").at(-1)).toBe("evidence ok");
+
+    const forged = evidence.json();
+    forged.auditRow.amountMinor = 45;
+    writeFileSync(file, JSON.stringify(forged));
+    const refused = dev.cli("evidence", "verify", file, "--keys", `${dev.url}/.well-known/jwks.json`);
+    expect(refused.status).toBe(1);
+    expect(refused.stdout).toContain("failed  audit_row: ");
+    expect(refused.stdout.trim().split("\n").at(-1)).toBe("evidence FAILED");
+    rmSync(dir, { recursive: true, force: true });
   });
 
   // After the walkthrough (its tampered row put back).
