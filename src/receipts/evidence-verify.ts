@@ -2,6 +2,7 @@ import type { JWK } from "jose";
 import { z } from "zod";
 import type { OnChainAnchor } from "../audit/anchor-abi";
 import { chainHash } from "../audit/chain";
+import { AuditEvent } from "../audit/responses";
 import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { verifyMerklePath } from "../audit/merkle";
 import { verifyJws } from "../proofs/keys";
@@ -24,20 +25,7 @@ export const EvidenceFileSchema = z.object({
   chargeId: z.string().min(1),
   exportedAt: z.string(),
   receipt: z.string().min(1),
-  auditRow: z.object({
-    seq: z.number().int().positive(),
-    type: z.string(),
-    reference: z.string().nullable(),
-    chargeId: z.string().nullable(),
-    agentId: z.string().nullable(),
-    merchantId: z.string().nullable(),
-    amountMinor: z.number().int(),
-    currency: z.string(),
-    data: z.record(z.string(), z.unknown()),
-    createdAt: z.string(),
-    prevHash: hex64,
-    hash: hex64,
-  }),
+  auditRow: AuditEvent,
   checkpoint: z.object({
     seq: z.number().int().positive(),
     hash: hex64,

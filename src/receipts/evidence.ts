@@ -1,5 +1,6 @@
 import { anchoringOf } from "../checkpoints/anchoring";
-import type { AuditRow } from "../audit/chain";
+import { auditRowOf } from "../audit/service";
+import type { auditEvents } from "../db/schema";
 import { type Checkpoint, CHECKPOINT_SELECT } from "../checkpoints/checkpoints";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../env";
@@ -20,21 +21,6 @@ import { chargeReceipt } from "./service";
 
 export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind: "not_found" } | { kind: "not_ready" };
 
-interface AuditRecord {
-  seq: number;
-  type: string;
-  reference: string | null;
-  chargeId: string | null;
-  agentId: string | null;
-  merchantId: string | null;
-  amountMinor: number;
-  currency: string;
-  data: string;
-  createdAt: string;
-  prevHash: string;
-  hash: string;
-}
-
 /** The merchant's paid charge's payment row; null for an unknown, unpaid or other merchant's charge. */
 const paymentRow = (env: Env, merchantId: string, chargeId: string) =>
   env.DB.prepare(
@@ -44,7 +30,7 @@ const paymentRow = (env: Env, merchantId: string, chargeId: string) =>
      WHERE c.id = ? AND c.merchant_id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
   )
     .bind(chargeId, merchantId)
-    .first<AuditRecord>();
+    .first<typeof auditEvents.$inferSelect>();
 
 /** The first checkpoint whose rows include `seq`. */
 const coveringCheckpoint = (env: Env, seq: number) =>
@@ -74,7 +60,7 @@ export async function chargeEvidence(env: Env, merchantId: string, chargeId: str
   if (!checkpoint || (anchors && checkpoint.anchorStatus !== "confirmed")) return { kind: "not_ready" };
   const receipt = await chargeReceipt(env.DB, settings.proofs, chargeId);
   if (!receipt) return { kind: "not_found" };
-  const auditRow: AuditRow = { ...record, data: JSON.parse(record.data) as Record<string, unknown> };
+  const auditRow = auditRowOf(record);
   const hashes = await coveredHashes(env, checkpoint);
   const onChain = checkpoint.anchorStatus === "confirmed";
   return {

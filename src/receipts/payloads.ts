@@ -4,6 +4,8 @@
  * the same receipt comes back on every read. Key order is fixed here, not left to the caller.
  */
 
+import type { RefundRow } from "../refunds/plans";
+
 /** The JWS `typ` of every receipt; the payload's `type` says which kind. */
 export const RECEIPT_TYP = "agent-pay-receipt+jwt";
 
@@ -77,17 +79,10 @@ export const payoutReceiptPayload = (payout: PaidPayoutRow, audit: AuditLink) =>
   auditHash: audit.hash,
 });
 
-export interface SucceededRefundRow {
-  id: string;
-  chargeId: string;
-  merchantId: string;
-  agentId: string | null;
-  amountMinor: number;
-  currency: string;
-  method: string;
-  destination: string | null;
-  txHash: string | null;
-}
+export type SucceededRefundRow = Pick<
+  RefundRow,
+  "id" | "chargeId" | "merchantId" | "agentId" | "amountMinor" | "currency" | "method" | "destination" | "txHash"
+>;
 
 /**
  * A refund once `succeeded`: to the paying agent's wallet (`agentId`), or on chain to the x402
