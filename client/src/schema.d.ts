@@ -2246,22 +2246,7 @@ export interface components {
             chargeId: string;
             exportedAt: string;
             receipt: string;
-            auditRow: {
-                seq: number;
-                type: string;
-                reference: string | null;
-                chargeId: string | null;
-                agentId: string | null;
-                merchantId: string | null;
-                amountMinor: number;
-                currency: string;
-                data: {
-                    [key: string]: unknown;
-                };
-                createdAt: string;
-                prevHash: string;
-                hash: string;
-            };
+            auditRow: components["schemas"]["AuditEvent"];
             checkpoint: {
                 seq: number;
                 hash: string;
