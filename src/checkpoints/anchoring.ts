@@ -85,6 +85,9 @@ export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now(
     const found = onChain.find((a) => matches(a, cp));
     if (found) return confirm(env, cp, found, now);
     if (onChain.length > 0) return conflicting(cp, onChain);
+    // A transaction still waiting to be mined would land beside a second one: wait for the chain.
+    const pending = await stillUnmined(x, cp).catch(() => undefined);
+    if (pending !== false) return waiting(pending ? "still_in_mempool" : "chain_unavailable");
     if (!(await claimResend(env, cp, now))) return waiting("another worker has it");
   }
   const lane = lanes[cp.seq % lanes.length]!;
@@ -112,6 +115,23 @@ export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now(
   } catch (error) {
     return waiting(`receipt_unavailable: ${shortError(error)}`);
   }
+}
+
+/**
+ * Whether the anchor handed over may still be mined: its transaction known to the node and not in a
+ * block; or, with no transaction recorded (a crash between the mark and the record), anything of
+ * its lane's key still unmined (it may be the anchor). Resending is safe only when neither holds.
+ */
+async function stillUnmined(x: X402Settings, cp: Checkpoint): Promise<boolean> {
+  if (cp.txHash) {
+    const tx = await rpcCall<{ blockNumber: string | null } | null>(x, "eth_getTransactionByHash", [cp.txHash]);
+    return tx !== null && tx.blockNumber === null;
+  }
+  if (!cp.anchorFrom) return false;
+  const [pending, mined] = await Promise.all(
+    ["pending", "latest"].map((tag) => rpcCall<string>(x, "eth_getTransactionCount", [cp.anchorFrom, tag])),
+  );
+  return BigInt(pending!) > BigInt(mined!);
 }
 
 /** The anchors of `seq` the service's gas addresses sent to the contract. */

@@ -10,6 +10,8 @@ import { api, consoleToken } from "../helpers/api";
 import { anchoredEnv, anchorsOn, consoleCall, deployAnchor, gasAddresses } from "../helpers/checkpoints";
 import { createAgent } from "../helpers/factories";
 import { publicClient } from "../helpers/x402";
+import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 
 // Audit checkpoints against the real local chain: signed, stored, anchored by the AuditAnchor
 // contract's event, at most once across crashes. This file deploys its own anchor contract.
@@ -207,7 +209,13 @@ describe("audit checkpoints", () => {
       });
       // A while later the chain decides: found (after the send) or sent now (before it), once.
       const later = Date.now() + ANCHOR_RESEND_AFTER_MS + 1000;
-      const step = await anchorCheckpoint(anchoredEnv(contract), marked, later);
+      // Before the send, the lane's key must have nothing unmined (other files' settlements share it): a
+      // moment's wait is the expected answer while one of theirs is in flight.
+      let step = await anchorCheckpoint(anchoredEnv(contract), marked, later);
+      for (let i = 0; i < 20 && step.kind === "waiting" && step.reason === "still_in_mempool"; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        step = await anchorCheckpoint(anchoredEnv(contract), (await checkpointAt(env.DB, seq))!, later);
+      }
       expect(step.kind).toBe("confirmed");
       const anchors = await anchorsOn(contract, seq);
       expect(anchors).toHaveLength(1);
@@ -222,4 +230,67 @@ describe("audit checkpoints", () => {
       expect(await anchorsOn(contract, seq)).toHaveLength(1);
     });
   }
+
+  it("never sends an anchor again while its transaction waits unmined; once that one is mined without it, sends it once", async () => {
+    await moreRows();
+    const made = await makeCheckpoint(env);
+    expect(made.kind).toBe("created");
+    const seq = made.kind === "created" ? made.checkpoint.seq : 0;
+    // A transaction the node holds and does not mine (a nonce gap of a fresh account), as the recorded one.
+    const stuck = await unminedTransaction();
+    const past = new Date(Date.now() - 1000).toISOString();
+    await env.DB.prepare(
+      "UPDATE audit_checkpoints SET anchor_status = 'sent', anchor_from = ?, tx_hash = ?, broadcast_at = ?, updated_at = ? WHERE seq = ?",
+    )
+      .bind(gasAddresses()[0], stuck.hash, past, past, seq)
+      .run();
+    const later = Date.now() + ANCHOR_RESEND_AFTER_MS + 1000;
+    const sent = (await checkpointAt(env.DB, seq))!;
+    expect(await anchorCheckpoint(anchoredEnv(contract), sent, later)).toEqual({
+      kind: "waiting",
+      reason: "still_in_mempool",
+    });
+    expect(await anchorsOn(contract, seq)).toHaveLength(0);
+    // Mined at last, and no anchor in it (as if replaced): nothing pending, nothing on chain, so it goes again, once.
+    await stuck.release();
+    expect(await anchorCheckpoint(anchoredEnv(contract), sent, later)).toMatchObject({ kind: "confirmed" });
+    expect(await anchorsOn(contract, seq)).toHaveLength(1);
+  });
 });
+
+/**
+ * A transaction the node accepts and does not mine: a fresh account's, one nonce ahead. `release`
+ * sends the missing one, and both are mined.
+ */
+async function unminedTransaction() {
+  const account = privateKeyToAccount(generatePrivateKey());
+  await publicClient().request({
+    method: "anvil_setBalance" as never,
+    params: [account.address, `0x${(10n ** 18n).toString(16)}`] as never,
+  });
+  const chainId = await publicClient().getChainId();
+  const send = async (nonce: number) =>
+    publicClient().request({
+      method: "eth_sendRawTransaction",
+      params: [
+        await account.signTransaction({
+          chainId,
+          type: "eip1559",
+          to: account.address,
+          value: 0n,
+          nonce,
+          gas: 21_000n,
+          maxFeePerGas: 10n ** 10n,
+          maxPriorityFeePerGas: 1n,
+        }),
+      ],
+    });
+  const hash: Hex = await send(1);
+  return {
+    hash,
+    release: async () => {
+      await send(0);
+      await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    },
+  };
+}
