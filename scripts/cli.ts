@@ -12,9 +12,10 @@
 //   audit verify [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,b,...>]
 //                                        recompute the audit chain; name the first broken row; check it
 //                                        against the signed checkpoints and their anchors read from the chain
-//   evidence verify FILE [--keys <url>] [--rpc-url <url>] [--anchor <address>] [--offline]
-//                                        check a charge's evidence file (GET /merchant/charges/:id/evidence):
-//                                        receipt, audit row, checkpoint, Merkle path and, with a chain, its anchor
+//   evidence verify FILE --keys <url|file> [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,...>] [--offline]
+//                                        check a charge's evidence file (GET /merchant/charges/:id/evidence)
+//                                        against the service's keys and the chain: receipt, audit row,
+//                                        checkpoint, Merkle path and its first anchor (chain settings as audit verify)
 // A refusal prints the API's answer on standard error and exits 1; a usage mistake exits 2.
 // Settings: SERVICE_URL (default http://127.0.0.1:8787); CONSOLE_SESSION_SECRET
 // (default: the one `npm run dev` wrote to .dev.vars). audit verify reads the anchors from the chain
@@ -168,13 +169,17 @@ async function evidenceVerify(args: string[]) {
       keys: { type: "string" },
       "rpc-url": { type: "string" },
       anchor: { type: "string" },
+      "anchor-from": { type: "string" },
       offline: { type: "boolean" },
     },
     allowPositionals: true,
   });
   if (positionals.length !== 1) throw new UsageError("evidence verify needs one FILE");
   const { verifyEvidenceFile } = await import("./lib/evidence-verify");
-  if (!(await verifyEvidenceFile(positionals[0]!, values))) process.exitCode = 1;
+  const ok = await verifyEvidenceFile(positionals[0]!, values, (message) => {
+    throw new UsageError(message);
+  });
+  if (!ok) process.exitCode = 1;
 }
 
 async function main(argv: string[]) {

@@ -57,7 +57,7 @@ export function recordedLocalChain(): { rpcUrl?: string; anchor?: string } {
     : {};
 }
 
-function anchorSource(values: AnchorOptions, usage: (message: string) => never) {
+export function anchorSource(values: AnchorOptions, usage: (message: string) => never) {
   const local = recordedLocalChain();
   const rpcUrl = values["rpc-url"] ?? process.env.RPC_URL ?? local.rpcUrl;
   const anchor = values.anchor ?? process.env.AUDIT_ANCHOR_ADDRESS ?? local.anchor;
@@ -71,7 +71,11 @@ function anchorSource(values: AnchorOptions, usage: (message: string) => never) 
   return { rpcUrl, anchor: anchor.toLowerCase() as `0x${string}`, senders: senders as `0x${string}`[] };
 }
 
-async function chainAnchors(source: NonNullable<ReturnType<typeof anchorSource>>): Promise<OnChainAnchor[]> {
+/** The anchors of the source's contract from its senders (of one `seq`, or all), read from the chain. */
+export async function chainAnchors(
+  source: NonNullable<ReturnType<typeof anchorSource>>,
+  seq?: number,
+): Promise<OnChainAnchor[]> {
   let response: Response;
   try {
     response = await fetch(source.rpcUrl, {
@@ -81,7 +85,7 @@ async function chainAnchors(source: NonNullable<ReturnType<typeof anchorSource>>
         jsonrpc: "2.0",
         id: 1,
         method: "eth_getLogs",
-        params: [anchoredLogsFilter(source.anchor, source.senders)],
+        params: [anchoredLogsFilter(source.anchor, source.senders, seq)],
       }),
     });
   } catch {

@@ -59,13 +59,15 @@ export interface EvidenceVerdict {
 const same = (a: unknown, b: unknown) => a === b;
 
 /**
- * Checks an evidence file. `keys`: the key set to trust (fetched from the service by the verifier);
- * without it the file's own copy is used, which proves only consistency. `anchors`: the `Anchored`
- * events of the checkpoint's transaction as read from the chain; null leaves the chain unchecked.
+ * Checks an evidence file. `keys`: the key set to trust, as the verifier got it from the service
+ * (never the file's own copy, which anyone can replace). `anchors`: every `Anchored` event of the
+ * checkpoint's seq that the service's gas addresses sent to the anchor contract, both as the
+ * verifier knows them, read from the chain; null leaves the chain unchecked (`skipped`).
+ * `chainId`: the chain they were read from.
  */
 export async function verifyEvidence(
   input: unknown,
-  options: { keys?: { keys: JWK[] }; anchors: readonly OnChainAnchor[] | null },
+  options: { keys: { keys: JWK[] }; anchors: readonly OnChainAnchor[] | null; chainId?: number },
 ): Promise<EvidenceVerdict> {
   const parsed = EvidenceFileSchema.safeParse(input);
   if (!parsed.success)
@@ -76,7 +78,7 @@ export async function verifyEvidence(
       ],
     };
   const file = parsed.data;
-  const keys = options.keys ?? (file.keys as { keys: JWK[] });
+  const { keys } = options;
   const checks: EvidenceCheck[] = [];
   const add = (check: EvidenceCheck["check"], ok: boolean, detail: string) =>
     checks.push({ check, outcome: ok ? "ok" : "failed", detail });
@@ -87,7 +89,9 @@ export async function verifyEvidence(
   if (!receipt.ok) add("receipt", false, `signature: ${receipt.reason}`);
   else {
     const p = receipt.payload;
+    // A payment's receipt, naming this row: not a refund's or a payout's, which have rows of their own.
     const agrees =
+      same(p.type, "charge") &&
       same(p.chargeId, file.chargeId) &&
       same(p.auditSeq, row.seq) &&
       same(p.auditHash, row.hash) &&
@@ -97,12 +101,19 @@ export async function verifyEvidence(
       agrees,
       agrees
         ? `signed by ${receipt.kid}: charge ${file.chargeId}, ${p.amountMinor} ${p.currency} minor units, audit row ${row.seq}`
-        : "the receipt names another charge, amount or audit row than the file's",
+        : "the receipt is not this charge's payment, or names another amount or audit row than the file's",
     );
   }
 
-  const rowOk = chainHash(row.prevHash, row.seq, row) === row.hash && row.chargeId === file.chargeId;
-  add("audit_row", rowOk, rowOk ? `row ${row.seq} hashes to ${row.hash}` : `row ${row.seq} does not hash to its hash`);
+  const rowOk =
+    chainHash(row.prevHash, row.seq, row) === row.hash && row.chargeId === file.chargeId && row.type === "charge.paid";
+  add(
+    "audit_row",
+    rowOk,
+    rowOk
+      ? `row ${row.seq} (charge.paid) hashes to ${row.hash}`
+      : `row ${row.seq} is not this charge's payment row, or does not hash to its hash`,
+  );
 
   const signed = await verifyJws(cp.jws, keys, CHECKPOINT_TYP);
   const signedOk =
@@ -110,7 +121,8 @@ export async function verifyEvidence(
     same(signed.payload.seq, cp.seq) &&
     same(signed.payload.hash, cp.hash) &&
     same(signed.payload.fromSeq, cp.fromSeq) &&
-    same(signed.payload.rowsRoot, cp.rowsRoot);
+    same(signed.payload.rowsRoot, cp.rowsRoot) &&
+    same(signed.payload.signedAt, cp.signedAt);
   add(
     "checkpoint",
     signedOk,
@@ -132,22 +144,29 @@ export async function verifyEvidence(
   if (options.anchors === null)
     checks.push({ check: "on_chain", outcome: "skipped", detail: "the chain was not read" });
   else {
-    const anchor = options.anchors.find(
-      (a) =>
-        a.seq === cp.seq &&
-        a.transaction.toLowerCase() === (cp.transaction ?? "").toLowerCase() &&
-        (cp.anchoredBy === null || a.by.toLowerCase() === cp.anchoredBy.toLowerCase()),
-    );
-    const onChain = anchor !== undefined && anchor.head === cp.hash && anchor.rowsRoot === cp.rowsRoot;
-    add(
-      "on_chain",
-      onChain,
-      onChain
-        ? `transaction ${anchor.transaction} (block ${anchor.blockNumber}) anchors checkpoint ${cp.seq}`
-        : cp.transaction === null
-          ? `checkpoint ${cp.seq} names no anchoring transaction`
-          : `transaction ${cp.transaction} does not anchor checkpoint ${cp.seq} as the file says`,
-    );
+    const [ok, detail] = onChain(file, options.anchors, options.chainId);
+    add("on_chain", ok, detail);
   }
   return { ok: checks.every((c) => c.outcome !== "failed"), checks };
+}
+
+/**
+ * The seq's first anchor on chain (the earlier block counts; a later one saying otherwise cannot
+ * rewrite it) carries this checkpoint's head and root, in the transaction and block the file names.
+ */
+function onChain(file: EvidenceFile, anchors: readonly OnChainAnchor[], chainId?: number): [boolean, string] {
+  const cp = file.checkpoint;
+  if (cp.transaction === null) return [false, `checkpoint ${cp.seq} names no anchoring transaction`];
+  if (chainId !== undefined && file.anchor?.chainId !== chainId)
+    return [false, `the file's chain (${file.anchor?.chainId ?? "none"}) is not the one read (${chainId})`];
+  const first = [...anchors].filter((a) => a.seq === cp.seq).sort((a, b) => a.blockNumber - b.blockNumber)[0];
+  if (!first) return [false, `no anchor of checkpoint ${cp.seq} from the service's addresses on chain`];
+  if (first.head !== cp.hash || first.rowsRoot !== cp.rowsRoot)
+    return [false, `the chain's first anchor of seq ${cp.seq} (${first.transaction}) is another checkpoint`];
+  if (first.transaction.toLowerCase() !== cp.transaction.toLowerCase() || first.blockNumber !== cp.blockNumber)
+    return [false, `checkpoint ${cp.seq} was first anchored by ${first.transaction}, not ${cp.transaction}`];
+  return [
+    true,
+    `transaction ${first.transaction} (block ${first.blockNumber}) from ${first.by} anchors checkpoint ${cp.seq}`,
+  ];
 }

@@ -192,6 +192,8 @@ describe("npm run dev and the CLI", () => {
     expect(verified.status, verified.stdout + verified.stderr).toBe(0);
     expect(verified.stdout).toContain("ok      on_chain: transaction ");
     expect(verified.stdout.trim().split("\n").at(-1)).toBe("evidence ok");
+    // The file's own keys are never trusted: without --keys it refuses to judge.
+    expect(dev.cli("evidence", "verify", file).status).toBe(2);
 
     const forged = evidence.json();
     forged.auditRow.amountMinor = 45;

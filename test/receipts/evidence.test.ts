@@ -161,9 +161,38 @@ describe("a charge's evidence file", () => {
     });
     expect(verdict.checks.filter((c) => c.outcome === "failed").map((c) => c.check)).toEqual(["receipt", "checkpoint"]);
     // Not an evidence file at all.
-    expect((await verifyEvidence({ hello: "world" }, { anchors: null })).ok).toBe(false);
+    expect((await verifyEvidence({ hello: "world" }, { keys: await keys(), anchors: null })).ok).toBe(false);
+    // An unsigned field the file would echo: the checkpoint's time.
+    expect(
+      await failedChecks(
+        tampered(file, (f) => {
+          f.checkpoint.signedAt = "2020-01-01T00:00:00.000Z";
+        }),
+        anchors,
+      ),
+    ).toEqual(["checkpoint"]);
+    // The chain read is not the one the file names.
+    const elsewhere = await verifyEvidence(file, { keys: await keys(), anchors, chainId: 1 });
+    expect(elsewhere.checks.filter((c) => c.outcome === "failed").map((c) => c.check)).toEqual(["on_chain"]);
+    // A refund's receipt is no evidence of the payment, even of this charge.
+    const refunded = await api("POST", `/merchant/charges/${chargeId}/refunds`, {
+      token: merchant.apiKey,
+      body: { amountUsdCents: 1 },
+    });
+    expect(refunded.status).toBe(201);
+    const refundReceipt = (
+      await api("GET", `/merchant/refunds/${refunded.body.refund.refundId}/receipt`, { token: merchant.apiKey })
+    ).body.receipt as string;
+    expect(
+      await failedChecks(
+        tampered(file, (f) => {
+          f.receipt = refundReceipt;
+        }),
+        anchors,
+      ),
+    ).toEqual(["receipt"]);
     // Without the chain, the chain is reported unchecked, not passed.
-    const offline = await verifyEvidence(file, { anchors: null });
+    const offline = await verifyEvidence(file, { keys: await keys(), anchors: null });
     expect(offline.ok).toBe(true);
     expect(offline.checks.at(-1)).toMatchObject({ check: "on_chain", outcome: "skipped" });
   });
