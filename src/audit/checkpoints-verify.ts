@@ -119,7 +119,7 @@ export async function verifyCheckpoints(input: {
         kind: "anchors_conflict",
         seq: anchor.seq,
         transaction: anchor.transaction,
-        detail: `anchored again with head ${short(anchor.head)} after ${first.transaction} anchored ${short(first.head)}`,
+        detail: `anchored again with head ${short(anchor.head)} and rows root ${short(anchor.rowsRoot)} after ${first.transaction} anchored head ${short(first.head)} and rows root ${short(first.rowsRoot)}`,
       });
   }
   const ranges = checkpoints.map((cp) => ({ from: cp.fromSeq, to: cp.seq, hashes: [] as string[] }));

@@ -153,7 +153,8 @@ function conflicting(cp: Checkpoint, onChain: OnChainAnchor[]): AnchorStep {
   log.error("audit_anchor_conflict", {
     seq: cp.seq,
     hash: cp.hash,
-    onChain: onChain.map((a) => ({ transaction: a.transaction, head: a.head })),
+    rowsRoot: cp.rowsRoot,
+    onChain: onChain.map((a) => ({ transaction: a.transaction, head: a.head, rowsRoot: a.rowsRoot })),
   });
   return waiting("conflicting_anchor_on_chain");
 }
