@@ -47,6 +47,13 @@ export const CHECKPOINT_SELECT = `SELECT seq, hash, from_seq AS fromSeq, rows_ro
 export const checkpointAt = (db: D1Database, seq: number) =>
   db.prepare(`${CHECKPOINT_SELECT} WHERE seq = ?`).bind(seq).first<Checkpoint>();
 
+/** The first checkpoint whose rows include `seq`. */
+export const checkpointCovering = (db: D1Database, seq: number) =>
+  db
+    .prepare(`${CHECKPOINT_SELECT} WHERE seq >= ? AND from_seq <= ? ORDER BY seq LIMIT 1`)
+    .bind(seq, seq)
+    .first<Checkpoint>();
+
 export const latestCheckpoint = (db: D1Database) =>
   db.prepare(`${CHECKPOINT_SELECT} ORDER BY seq DESC LIMIT 1`).first<Checkpoint>();
 
@@ -68,8 +75,8 @@ export async function unanchoredCheckpoints(db: D1Database, limit: number): Prom
   return rows.results;
 }
 
-/** The hashes of rows `fromSeq`..`toSeq`, in order, read a page at a time. */
-async function rowHashes(db: D1Database, fromSeq: number, toSeq: number): Promise<string[]> {
+/** The hashes of rows `fromSeq`..`toSeq`, in order, read a page at a time; throws on a missing row. */
+export async function rowHashes(db: D1Database, fromSeq: number, toSeq: number): Promise<string[]> {
   const hashes: string[] = [];
   for (let from = fromSeq; from <= toSeq; from += 1000) {
     const page = await db

@@ -1,7 +1,7 @@
 import { anchoringOf } from "../checkpoints/anchoring";
 import { auditRowOf } from "../audit/service";
 import type { auditEvents } from "../db/schema";
-import { type Checkpoint, CHECKPOINT_SELECT } from "../checkpoints/checkpoints";
+import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
@@ -32,20 +32,11 @@ const paymentRow = (env: Env, merchantId: string, chargeId: string) =>
     .bind(chargeId, merchantId)
     .first<typeof auditEvents.$inferSelect>();
 
-/** The first checkpoint whose rows include `seq`. */
-const coveringCheckpoint = (env: Env, seq: number) =>
-  env.DB.prepare(`${CHECKPOINT_SELECT} WHERE seq >= ? AND from_seq <= ? ORDER BY seq LIMIT 1`)
-    .bind(seq, seq)
-    .first<Checkpoint>();
-
 /** The hashes of the rows a checkpoint covers, in order; checked against its signed root. */
 async function coveredHashes(env: Env, cp: Checkpoint): Promise<string[]> {
-  const rows = await env.DB.prepare("SELECT hash FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq")
-    .bind(cp.fromSeq, cp.seq)
-    .raw<[string]>();
-  const hashes = rows.map(([hash]) => hash);
+  const hashes = await rowHashes(env.DB, cp.fromSeq, cp.seq);
   // The database disagreeing with what it signed is for an operator, never a file handed out.
-  if (hashes.length !== cp.seq - cp.fromSeq + 1 || merkleRoot(hashes) !== cp.rowsRoot)
+  if (merkleRoot(hashes) !== cp.rowsRoot)
     throw new Error(`audit rows ${cp.fromSeq}..${cp.seq} do not match checkpoint ${cp.seq}`);
   return hashes;
 }
@@ -54,7 +45,7 @@ export async function chargeEvidence(env: Env, merchantId: string, chargeId: str
   const settings = settingsOf(env);
   const record = await paymentRow(env, merchantId, chargeId);
   if (!record) return { kind: "not_found" };
-  const checkpoint = await coveringCheckpoint(env, record.seq);
+  const checkpoint = await checkpointCovering(env.DB, record.seq);
   const anchoring = anchoringOf(env);
   const anchors = typeof anchoring !== "string";
   if (!checkpoint || (anchors && checkpoint.anchorStatus !== "confirmed")) return { kind: "not_ready" };
