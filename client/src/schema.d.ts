@@ -310,6 +310,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/x402/settlements/{settlementId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What became of an x402 payment
+         * @description What became of an x402 payment, for a client that lost its answer or got a 202: `pending` until the chain decides, then `settled` (the charge is paid) or `failed` (nothing moved; `errorReason` says why). Ask this rather than pay again. Public: the settlement id is unguessable, and the lookup by authorization needs the payer's address and the nonce it signed.
+         */
+        get: operations["getX402Settlement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/settlements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Find an x402 payment by its authorization
+         * @description What became of an x402 payment, for a client that lost its answer or got a 202: `pending` until the chain decides, then `settled` (the charge is paid) or `failed` (nothing moved; `errorReason` says why). Ask this rather than pay again. Public: the settlement id is unguessable, and the lookup by authorization needs the payer's address and the nonce it signed.
+         */
+        get: operations["findX402Settlement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/checkout/{token}/x402": {
         parameters: {
             query?: never;
@@ -2373,6 +2413,8 @@ export interface components {
                 /** @constant */
                 success: true;
                 transaction: string;
+                /** @description The settlement's id: GET /x402/settlements/{settlementId} answers its state. */
+                settlementId: string;
             };
         };
         X402SettlementPending: {
@@ -2385,7 +2427,27 @@ export interface components {
                 /** @constant */
                 pending: true;
                 transaction: string | null;
+                /** @description The settlement's id: GET /x402/settlements/{settlementId} answers its state. */
+                settlementId: string;
             };
+        };
+        X402Settlement: {
+            /** @description The settlement's id: GET /x402/settlements/{settlementId} answers its state. */
+            settlementId: string;
+            /**
+             * @description `pending` while the outcome is not known; `settled` once the chain moved the money and the charge is paid; `failed` when it never will.
+             * @enum {string}
+             */
+            status: "pending" | "settled" | "failed";
+            chargeId: string;
+            /** @description The CAIP-2 id of the chain, e.g. `eip155:8453`. */
+            network: string;
+            /** @description The authorization's `from`, in lower case. */
+            payer: string;
+            /** @description The settling transaction, once one is known. */
+            transaction: string | null;
+            /** @description Why a failed settlement failed, a reason code of the x402 protocol; null otherwise. */
+            errorReason: string | null;
         };
         ReceivingAddressReport: {
             /** @description The block the balances were read at; null when the chain could not be read. */
@@ -3447,11 +3509,13 @@ export interface operations {
                     "application/json": components["schemas"]["Charge"] | components["schemas"]["X402Settled"];
                 };
             };
-            /** @description Settlement outcome not known yet; ask again after `Retry-After`. */
+            /** @description Settlement outcome not known yet: ask the settlement named in `Location` (or send the same payment again) after `Retry-After`. */
             202: {
                 headers: {
                     /** @description Seconds. */
                     "Retry-After"?: string;
+                    /** @description /x402/settlements/{settlementId}: where the outcome can be asked for. */
+                    Location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3527,6 +3591,93 @@ export interface operations {
             };
         };
     };
+    getX402Settlement: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                settlementId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settlement. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402Settlement"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            /** @description Unknown settlement. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    findX402Settlement: {
+        parameters: {
+            query: {
+                payer: string;
+                nonce: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settlement. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402Settlement"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            /** @description Unknown settlement. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     payCheckoutX402Get: {
         parameters: {
             query?: never;
@@ -3556,11 +3707,13 @@ export interface operations {
                     "application/json": components["schemas"]["X402Settled"];
                 };
             };
-            /** @description Settlement outcome not known yet. */
+            /** @description Settlement outcome not known yet: ask the settlement named in `Location`. */
             202: {
                 headers: {
                     /** @description Seconds. */
                     "Retry-After"?: string;
+                    /** @description /x402/settlements/{settlementId}: where the outcome can be asked for. */
+                    Location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3638,11 +3791,13 @@ export interface operations {
                     "application/json": components["schemas"]["X402Settled"];
                 };
             };
-            /** @description Settlement outcome not known yet. */
+            /** @description Settlement outcome not known yet: ask the settlement named in `Location`. */
             202: {
                 headers: {
                     /** @description Seconds. */
                     "Retry-After"?: string;
+                    /** @description /x402/settlements/{settlementId}: where the outcome can be asked for. */
+                    Location?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
@@ -29,11 +30,19 @@ export const x402Payments = sqliteTable(
     status: text("status").notNull(),
     txHash: text("tx_hash"),
     error: text("error"),
+    /**
+     * The v2 `payment-identifier` the payment carried: one per payer among payments that did not
+     * fail, so a retry of the same purchase (a new authorization, the same id) finds this one.
+     */
+    paymentIdentifier: text("payment_identifier"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
   (t) => [
     uniqueIndex("x402_payments_authorization").on(t.network, t.asset, t.payer, t.nonce),
+    uniqueIndex("x402_payments_identifier")
+      .on(t.payer, t.paymentIdentifier)
+      .where(sql`${t.paymentIdentifier} IS NOT NULL`),
     index("x402_payments_status").on(t.status, t.updatedAt),
     index("x402_payments_charge").on(t.chargeId),
     index("x402_payments_pay_to").on(t.payTo),

@@ -36,6 +36,7 @@ export const ERROR_CODES = {
   agent_not_found: 404,
   charge_not_found: 404,
   checkout_link_not_found: 404,
+  settlement_not_found: 404,
   paylink_not_found: 404,
   approval_not_found: 404,
   webhook_endpoint_not_found: 404,

@@ -1,7 +1,47 @@
 import { json, error, INVALID, NOT_FOUND, X402_HEADERS, type Operation } from "../lib/api-operation";
 import { Charge } from "../charges/responses";
-import { ReceivingAddressReport, X402PaymentRequired, X402Settled, X402SettlementPending } from "./responses";
-import { ChargeParam, ReceivingQuery, TokenParam } from "./routes";
+import {
+  ReceivingAddressReport,
+  X402PaymentRequired,
+  X402Settled,
+  X402Settlement,
+  X402SettlementPending,
+} from "./responses";
+import { ChargeParam, ReceivingQuery, SettlementParam, SettlementQuery, TokenParam } from "./routes";
+
+const PENDING_HEADERS = {
+  "Retry-After": "Seconds.",
+  Location: "/x402/settlements/{settlementId}: where the outcome can be asked for.",
+};
+
+const NOT_CONFIGURED = error(
+  "x402 is not configured on this deployment (`x402_not_configured`).",
+  "x402_not_configured",
+);
+
+/** The settlement status resource, by id and by authorization: one shape, one 404. */
+const settlementOperation = (
+  path: string,
+  operationId: string,
+  summary: string,
+  input: Pick<Operation, "params" | "query">,
+): Operation => ({
+  method: "get",
+  path,
+  operationId,
+  summary,
+  description:
+    "What became of an x402 payment, for a client that lost its answer or got a 202: `pending` until the chain decides, then `settled` (the charge is paid) or `failed` (nothing moved; `errorReason` says why). Ask this rather than pay again. Public: the settlement id is unguessable, and the lookup by authorization needs the payer's address and the nonce it signed.",
+  tag: "x402",
+  auth: "public",
+  ...input,
+  responses: {
+    200: json(X402Settlement, "The settlement."),
+    400: INVALID,
+    404: NOT_FOUND("settlement", "settlement_not_found"),
+    503: NOT_CONFIGURED,
+  },
+});
 
 /** x402: paying charges and checkout links on chain, and the receiving addresses. */
 export const X402_OPERATIONS: Operation[] = [
@@ -24,8 +64,11 @@ export const X402_OPERATIONS: Operation[] = [
         },
       }),
       202: {
-        ...json(X402SettlementPending, "Settlement outcome not known yet; ask again after `Retry-After`."),
-        headers: { "Retry-After": "Seconds." },
+        ...json(
+          X402SettlementPending,
+          "Settlement outcome not known yet: ask the settlement named in `Location` (or send the same payment again) after `Retry-After`.",
+        ),
+        headers: PENDING_HEADERS,
       },
       402: json(
         X402PaymentRequired,
@@ -57,9 +100,15 @@ export const X402_OPERATIONS: Operation[] = [
     responses: {
       200: json(ReceivingAddressReport, "The report."),
       400: INVALID,
-      503: error("x402 is not configured on this deployment (`x402_not_configured`).", "x402_not_configured"),
+      503: NOT_CONFIGURED,
     },
   },
+  settlementOperation("/x402/settlements/:settlementId", "getX402Settlement", "What became of an x402 payment", {
+    params: SettlementParam,
+  }),
+  settlementOperation("/x402/settlements", "findX402Settlement", "Find an x402 payment by its authorization", {
+    query: SettlementQuery,
+  }),
   ...(["get", "post"] as const).map(
     (method): Operation => ({
       method,
@@ -83,8 +132,8 @@ export const X402_OPERATIONS: Operation[] = [
           },
         }),
         202: {
-          ...json(X402SettlementPending, "Settlement outcome not known yet."),
-          headers: { "Retry-After": "Seconds." },
+          ...json(X402SettlementPending, "Settlement outcome not known yet: ask the settlement named in `Location`."),
+          headers: PENDING_HEADERS,
         },
         402: json(X402PaymentRequired, "The terms; or `Pago inválido` / `Liquidación fallida`.", {
           headers: { "PAYMENT-REQUIRED": "base64 JSON of the x402 version 2 PaymentRequired." },

@@ -24,6 +24,19 @@ const PayloadV1 = z.object({
   payload: ExactPayload,
 });
 
+/** x402 v2's `payment-identifier` extension: the client's id for one logical purchase, kept across its retries. */
+export const PAYMENT_IDENTIFIER = "payment-identifier";
+const PaymentIdentifier = z.string().regex(/^[a-zA-Z0-9_-]{16,128}$/);
+
+/**
+ * The payment identifier a v2 payload carries, null when none. A malformed one makes the payload
+ * invalid rather than ignored: a retry the service could not recognize as one would pay twice.
+ */
+const IdentifierExtension = z
+  .object({ info: z.object({ id: PaymentIdentifier.optional() }).passthrough() })
+  .passthrough()
+  .optional();
+
 const PayloadV2 = z.object({
   x402Version: z.literal(2),
   accepted: z
@@ -31,7 +44,10 @@ const PayloadV2 = z.object({
     .passthrough(),
   payload: ExactPayload,
   resource: z.unknown().optional(),
-  extensions: z.unknown().optional(),
+  extensions: z
+    .object({ [PAYMENT_IDENTIFIER]: IdentifierExtension })
+    .passthrough()
+    .optional(),
 });
 
 export type Authorization = z.infer<typeof Authorization>;
@@ -46,6 +62,8 @@ export interface DecodedPayment {
   accepted: { asset: string; payTo: string; amount: string } | null;
   authorization: Authorization;
   signature: `0x${string}`;
+  /** v2 `payment-identifier` extension's id: a retry of one purchase carries the same one. */
+  paymentIdentifier: string | null;
   /** The decoded JSON exactly as sent, for a remote facilitator. */
   raw: unknown;
 }
@@ -80,6 +98,7 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
       accepted: null,
       authorization: p.payload.authorization,
       signature: p.payload.signature as `0x${string}`,
+      paymentIdentifier: null,
       raw: json,
     };
   }
@@ -97,6 +116,7 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
       },
       authorization: p.payload.authorization,
       signature: p.payload.signature as `0x${string}`,
+      paymentIdentifier: p.extensions?.[PAYMENT_IDENTIFIER]?.info.id ?? null,
       raw: json,
     };
   }

@@ -35,12 +35,20 @@ export const X402PaymentRequired = named(
   }),
 );
 
+const SettlementId = prefixed("x402Payment").describe(
+  "The settlement's id: GET /x402/settlements/{settlementId} answers its state.",
+);
+
 export const X402Settled = named(
   "X402Settled",
   z.strictObject({
     chargeId: prefixed("charge"),
     status: z.literal("paid"),
-    settlement: z.strictObject({ success: z.literal(true), transaction: z.string().regex(/^0x[0-9a-fA-F]{64}$/) }),
+    settlement: z.strictObject({
+      success: z.literal(true),
+      transaction: z.string().regex(/^0x[0-9a-fA-F]{64}$/),
+      settlementId: SettlementId,
+    }),
   }),
 );
 
@@ -53,9 +61,31 @@ export const X402SettlementPending = named(
       success: z.literal(false),
       pending: z.literal(true),
       transaction: z.string().nullable(),
+      settlementId: SettlementId,
     }),
   }),
-  "A settlement whose outcome is not known yet (202, Retry-After): the client asks again; it never gets a fresh 402 meanwhile.",
+  "A settlement whose outcome is not known yet (202, Retry-After, and Location naming /x402/settlements/{settlementId}): the client asks that resource, or sends the same payment again; it never gets a fresh 402 meanwhile.",
+);
+
+export const X402Settlement = named(
+  "X402Settlement",
+  z.strictObject({
+    settlementId: SettlementId,
+    status: z
+      .enum(["pending", "settled", "failed"])
+      .describe(
+        "`pending` while the outcome is not known; `settled` once the chain moved the money and the charge is paid; `failed` when it never will.",
+      ),
+    chargeId: prefixed("charge"),
+    network: z.string().describe("The CAIP-2 id of the chain, e.g. `eip155:8453`."),
+    payer: z.string().describe("The authorization's `from`, in lower case."),
+    transaction: z.string().nullable().describe("The settling transaction, once one is known."),
+    errorReason: z
+      .string()
+      .nullable()
+      .describe("Why a failed settlement failed, a reason code of the x402 protocol; null otherwise."),
+  }),
+  "What became of one x402 payment: public, since its id is unguessable; found too by the authorization's payer and nonce.",
 );
 
 const BaseUnits = z.string().regex(/^\d+$/).describe("Token base units as a decimal string (they can pass 2^53).");

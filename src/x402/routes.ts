@@ -12,6 +12,8 @@ import { requireActor } from "../auth/middleware";
 import { receivingReport } from "./receiving";
 import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
 import { base64Json, caip2, type Terms } from "./terms";
+import { protocolReason } from "./reasons";
+import { settlementById, settlementByAuthorization, settlementPath } from "./settlements";
 
 const PAYMENT_HEADERS = ["X-PAYMENT", "PAYMENT-SIGNATURE"];
 
@@ -67,30 +69,44 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
     case "already_paid":
       return c.json(outcome.charge, 200);
     case "invalid":
-      return paymentRequired(c, outcome.terms, "Pago inválido", { invalidReason: outcome.reason });
-    case "settle_failed":
+      return paymentRequired(c, outcome.terms, "Pago inválido", {
+        invalidReason: protocolReason(outcome.reason, "verify"),
+      });
+    case "settle_failed": {
+      const errorReason = protocolReason(outcome.reason, "settle");
       return paymentRequired(
         c,
         outcome.terms,
         "Liquidación fallida",
-        { errorReason: outcome.reason },
-        { success: false, transaction: "", network, payer: outcome.payer, errorReason: outcome.reason },
+        { errorReason },
+        { success: false, transaction: "", network, payer: outcome.payer, errorReason },
       );
+    }
     case "settled":
       // Settled on chain means paid: the credit either committed now or was made by reconciliation.
       settlementHeaders(c, { success: true, transaction: outcome.transaction, network, payer: outcome.payer });
       return c.json(
-        { chargeId: outcome.chargeId, status: "paid", settlement: { success: true, transaction: outcome.transaction } },
+        {
+          chargeId: outcome.chargeId,
+          status: "paid",
+          settlement: { success: true, transaction: outcome.transaction, settlementId: outcome.settlementId },
+        },
         200,
       );
     case "pending":
-      // Never a fresh 402 while a settlement may have moved money: the client waits and asks again.
+      // Never a fresh 402 while a settlement may have moved money: the client asks the settlement, not pays again.
       c.header("Retry-After", "5");
+      c.header("Location", settlementPath(outcome.settlementId));
       return c.json(
         {
           chargeId: outcome.chargeId,
           status: "pending",
-          settlement: { success: false, pending: true, transaction: outcome.transaction },
+          settlement: {
+            success: false,
+            pending: true,
+            transaction: outcome.transaction,
+            settlementId: outcome.settlementId,
+          },
         },
         202,
       );
@@ -107,6 +123,13 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
 export const ChargeParam = z.object({ chargeId: pathId });
 export const ReceivingQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) }).strict();
 export const TokenParam = z.object({ token: pathId });
+export const SettlementParam = z.object({ settlementId: pathId });
+export const SettlementQuery = z
+  .object({
+    payer: z.string().regex(/^0x[0-9a-fA-F]{40}$/, "an EVM address"),
+    nonce: z.string().regex(/^0x[0-9a-fA-F]{64}$/, "the authorization's 32-byte nonce"),
+  })
+  .strict();
 
 /** The checkout link as an x402 target; 404 unknown, 409 disabled. */
 async function checkoutTarget(c: Context<AppEnv>, token: string): Promise<X402Target> {
@@ -127,6 +150,22 @@ async function checkoutX402(c: Context<AppEnv>, token: string) {
 export const x402Routes = new Hono<AppEnv>()
   .use("/charges/:chargeId/x402", x402Cors)
   .use("/checkout/:token/x402", x402Cors)
+  .use("/x402/settlements", x402Cors)
+  .use("/x402/settlements/*", x402Cors)
+  // What became of a payment, for a client that lost its answer: by the settlement id a 202 named, or by the authorization.
+  .get("/x402/settlements/:settlementId", validate("param", SettlementParam), async (c) => {
+    const found = await settlementById(c.env.DB, x402Settings(c), c.req.valid("param").settlementId);
+    if (!found) throw new ApiError(404, "settlement_not_found");
+    c.header("Cache-Control", "no-store");
+    return c.json(found);
+  })
+  .get("/x402/settlements", validate("query", SettlementQuery), async (c) => {
+    const { payer, nonce } = c.req.valid("query");
+    const found = await settlementByAuthorization(c.env.DB, x402Settings(c), payer, nonce);
+    if (!found) throw new ApiError(404, "settlement_not_found");
+    c.header("Cache-Control", "no-store");
+    return c.json(found);
+  })
   .get("/charges/:chargeId/x402", validate("param", ChargeParam), async (c) => {
     const x = x402Settings(c);
     const { chargeId } = c.req.valid("param");

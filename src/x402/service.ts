@@ -23,7 +23,7 @@ import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { ensureReceivingAddress, receivingAddressStatement, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { termsFor, type Terms } from "./terms";
-import { verifyPayment } from "./verify";
+import { verifyOffline, verifyPayment } from "./verify";
 import { credit, release } from "./settlement";
 import { blocklistStatement } from "../kyt/screening";
 
@@ -31,8 +31,8 @@ import { blocklistStatement } from "../kyt/screening";
 export type X402Outcome =
   | { kind: "terms"; terms: Terms }
   | { kind: "already_paid"; charge: ChargeView }
-  | { kind: "settled"; chargeId: string; transaction: string; payer: string }
-  | { kind: "pending"; chargeId: string; transaction: string | null; payer: string }
+  | { kind: "settled"; settlementId: string; chargeId: string; transaction: string; payer: string }
+  | { kind: "pending"; settlementId: string; chargeId: string; transaction: string | null; payer: string }
   | { kind: "invalid"; reason: string; terms: Terms }
   | { kind: "settle_failed"; reason: string; terms: Terms; payer: string }
   /** The chain or the remote facilitator could not be asked before anything was reserved: nothing happened, the same payment may be sent again. */
@@ -85,6 +85,19 @@ export async function termsForTarget(
 const PAYMENT_SELECT =
   "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer FROM x402_payments";
 
+/** The payment this payer made earlier with the same v2 payment identifier (a retry of one purchase). */
+const identifiedStatement = (env: Env, payment: DecodedPayment) =>
+  env.DB.prepare(`${PAYMENT_SELECT} WHERE payer = ? AND payment_identifier = ?`).bind(
+    payment.authorization.from.toLowerCase(),
+    payment.paymentIdentifier,
+  );
+
+/** What an earlier payment of this purchase answers now: its settlement, or that it is still being settled. */
+const outcomeOfEarlier = (p: PaymentRow, payer: string): X402Outcome =>
+  p.status === "settled"
+    ? { kind: "settled", settlementId: p.id, chargeId: p.chargeId, transaction: p.txHash ?? "", payer }
+    : { kind: "pending", settlementId: p.id, chargeId: p.chargeId, transaction: p.txHash, payer };
+
 const paymentStatement = (env: Env, x: X402Settings, payment: DecodedPayment) =>
   env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`).bind(
     x.network,
@@ -109,9 +122,10 @@ async function lookUp(env: Env, x: X402Settings, ref: X402TargetRef, payment: De
     ...(ref.kind === "charge_id" ? [chargeRowStatement(env.DB, ref.chargeId)] : []),
     receivingAddressStatement(env.DB, ownerId),
     ...(payment ? [paymentStatement(env, x, payment), blocklistStatement(env.DB, payment.authorization.from)] : []),
+    ...(payment?.paymentIdentifier ? [identifiedStatement(env, payment)] : []),
   ];
   const results = await env.DB.batch<Record<string, unknown>>(reads);
-  const [charge, receiving, earlier, listed] = ref.kind === "charge_id" ? results : [undefined, ...results];
+  const [charge, receiving, earlier, listed, identified] = ref.kind === "charge_id" ? results : [undefined, ...results];
   const target: X402Target | null =
     ref.kind !== "charge_id"
       ? ref
@@ -122,6 +136,7 @@ async function lookUp(env: Env, x: X402Settings, ref: X402TargetRef, payment: De
     target,
     receiving: (receiving?.results[0] as ReceivingRow | undefined) ?? null,
     earlier: (earlier?.results[0] as PaymentRow | undefined) ?? null,
+    identified: (identified?.results[0] as PaymentRow | undefined) ?? null,
     onBlocklist: (listed?.results.length ?? 0) > 0,
   };
 }
@@ -146,7 +161,10 @@ function sameTarget(earlier: PaymentRow, target: X402Target, terms: Terms): bool
  *      before the facilitator is called: a racing payment finds the claim, a
  *      replayed authorization finds the reservation;
  *   3. settle; credit the merchant in one ledger batch guarded by the claim.
- * An unknown settlement outcome keeps the claim and is reconciled later.
+ * An unknown settlement outcome keeps the claim and is reconciled later. A payment carrying a v2
+ * payment identifier this payer already paid with (a retry of the same purchase, with a new
+ * authorization) gets that payment's outcome once its signature proves the payer: nothing more is
+ * settled or charged.
  */
 export async function payWithX402(
   env: Env,
@@ -158,7 +176,7 @@ export async function payWithX402(
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
   const payment = decodePaymentHeader(header);
-  const { target, receiving, earlier, onBlocklist } = await lookUp(env, x, ref, payment);
+  const { target, receiving, earlier, identified, onBlocklist } = await lookUp(env, x, ref, payment);
   if (!target) return { kind: "charge_not_found" };
   const terms = await termsForTarget(env, x, target, resource, receiving);
   if (!payment) return { kind: "invalid", reason: "invalid_payload", terms };
@@ -167,16 +185,22 @@ export async function payWithX402(
   if (earlier && earlier.status !== "failed") {
     if (!sameTarget(earlier, target, terms))
       return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
-    return earlier.status === "settled"
-      ? { kind: "settled", chargeId: earlier.chargeId, transaction: earlier.txHash ?? "", payer }
-      : { kind: "pending", chargeId: earlier.chargeId, transaction: earlier.txHash, payer };
+    return outcomeOfEarlier(earlier, payer);
+  }
+  const nowSeconds = Math.floor(Date.now() / 1000);
+  if (identified && identified.status !== "failed" && identified.id !== earlier?.id) {
+    // Only the payer's own signature may learn (and reuse) what its identifier paid.
+    const proof = await verifyOffline(x, terms, payment, nowSeconds);
+    if (!proof.isValid) return { kind: "invalid", reason: proof.invalidReason, terms };
+    // One identifier is one purchase: the same id for something else is refused, never answered with another's outcome.
+    if (!sameTarget(identified, target, terms)) return { kind: "invalid", reason: "invalid_payload", terms };
+    return outcomeOfEarlier(identified, payer);
   }
 
   if (target.kind === "charge" && target.charge.status === "paid") {
     // Paid by something else: no new payment is taken; the charge answers with itself.
     return { kind: "already_paid", charge: chargeView(target.charge) };
   }
-  const nowSeconds = Math.floor(Date.now() / 1000);
   const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist);
   if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
   const chosen = facilitator ?? facilitatorOf(env, x);
@@ -196,6 +220,7 @@ export async function payWithX402(
   const pending = (transaction: `0x${string}` | null, reason: string): Promise<X402Outcome> =>
     leaveToReconciliation(env, paymentId, transaction, reason).then(() => ({
       kind: "pending",
+      settlementId: paymentId,
       chargeId: charge.id,
       transaction,
       payer,
@@ -208,7 +233,7 @@ export async function payWithX402(
       log.error("x402_credit", { paymentId, error });
       return pending(settled.transaction, "credit_failed");
     }
-    return { kind: "settled", chargeId: charge.id, transaction: settled.transaction, payer };
+    return { kind: "settled", settlementId: paymentId, chargeId: charge.id, transaction: settled.transaction, payer };
   }
   if (settled.kind === "failed") {
     // A settlement reported failed can still have paid: someone else may have submitted the
@@ -293,6 +318,16 @@ async function reserve(
     statements.push(guard(...linkActiveCheck(target.link.id)));
     statements.push(...chargeCreationStatements(charge, target.merchantName));
   }
+  if (payment.paymentIdentifier) {
+    // A failed payment leaves its identifier to the next attempt at the same purchase.
+    statements.push(
+      sqlStatement(
+        "UPDATE x402_payments SET payment_identifier = NULL WHERE payer = ? AND payment_identifier = ? AND status = 'failed'",
+        a.from.toLowerCase(),
+        payment.paymentIdentifier,
+      ),
+    );
+  }
   if (earlier) {
     // A failed attempt with this authorization may be retried: the nonce was never used.
     statements.push(
@@ -304,9 +339,10 @@ async function reserve(
     );
     statements.push(
       sqlStatement(
-        "UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, error = NULL, updated_at = ? WHERE id = ?",
+        "UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, payment_identifier = ?, error = NULL, updated_at = ? WHERE id = ?",
         charge.id,
         terms.payTo.toLowerCase(),
+        payment.paymentIdentifier,
         at,
         earlier.id,
       ),
@@ -314,8 +350,8 @@ async function reserve(
   } else {
     statements.push(
       sqlStatement(
-        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, status, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
+        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, payment_identifier, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
         paymentId,
         x.network,
         x.asset.toLowerCase(),
@@ -326,6 +362,7 @@ async function reserve(
         a.value,
         Number(a.validBefore),
         payload,
+        payment.paymentIdentifier,
         at,
         at,
       ),
@@ -351,15 +388,13 @@ async function reserve(
     if (sameAuthorization && sameAuthorization.status !== "failed") {
       if (!sameTarget(sameAuthorization, target, terms))
         return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
-      return {
-        kind: "outcome",
-        outcome: {
-          kind: "pending",
-          chargeId: sameAuthorization.chargeId,
-          transaction: sameAuthorization.txHash,
-          payer: sameAuthorization.payer,
-        },
-      };
+      return { kind: "outcome", outcome: outcomeOfEarlier(sameAuthorization, sameAuthorization.payer) };
+    }
+    // The same purchase raced itself with two authorizations: the identifier's unique index let one in.
+    const samePurchase = payment.paymentIdentifier ? await identifiedStatement(env, payment).first<PaymentRow>() : null;
+    if (samePurchase && samePurchase.status !== "failed") {
+      if (!sameTarget(samePurchase, target, terms)) return { kind: "refused", reason: "invalid_payload" };
+      return { kind: "outcome", outcome: outcomeOfEarlier(samePurchase, samePurchase.payer) };
     }
     if (reason === "charge_unavailable" && target.kind === "charge") {
       const current = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")

@@ -20,6 +20,9 @@ export const x402Shape = {
   X402_ASSET_VERSION: z.string().min(1).default("2"),
   X402_PAY_TO: address,
   X402_MAX_TIMEOUT_SECONDS: z.coerce.number().int().min(30).max(3600).default(300),
+  // The longest authorization window accepted, as the reference facilitator accepts any: a client may sign more
+  // than the advertised maxTimeoutSeconds (a week at most: the reservation is kept, and watched, that long).
+  X402_MAX_AUTHORIZATION_SECONDS: z.coerce.number().int().min(30).max(604_800).default(86_400),
   X402_FACILITATOR_URL: z.string().url().optional(),
   X402_FACILITATOR_HEADERS: z.string().optional(),
   X402_FACILITATOR_TIMEOUT_MS: z.coerce.number().int().positive().max(120_000).default(30_000),
@@ -65,6 +68,12 @@ const X402Schema = z.object(x402Shape).superRefine((x, ctx) => {
   ) {
     ctx.addIssue({ code: "custom", message: "SETTLEMENT_PRIVATE_KEY must be the key of X402_PAY_TO" });
   }
+  if (x.X402_MAX_AUTHORIZATION_SECONDS < x.X402_MAX_TIMEOUT_SECONDS) {
+    ctx.addIssue({
+      code: "custom",
+      message: "X402_MAX_AUTHORIZATION_SECONDS must be at least X402_MAX_TIMEOUT_SECONDS (the window the terms offer)",
+    });
+  }
 });
 
 export interface X402Settings {
@@ -75,6 +84,8 @@ export interface X402Settings {
   assetVersion: string;
   payTo: `0x${string}`;
   maxTimeoutSeconds: number;
+  /** The longest window (validBefore - now) an authorization may have, beyond the advertised maxTimeoutSeconds. */
+  maxAuthorizationSeconds: number;
   facilitatorUrl: string | null;
   facilitatorHeaders: Record<string, string>;
   facilitatorTimeoutMs: number;
@@ -124,6 +135,7 @@ export function x402Settings(env: X402Vars & { ENVIRONMENT?: string }): X402Sett
     assetVersion: x.X402_ASSET_VERSION,
     payTo: x.X402_PAY_TO as `0x${string}`,
     maxTimeoutSeconds: x.X402_MAX_TIMEOUT_SECONDS,
+    maxAuthorizationSeconds: x.X402_MAX_AUTHORIZATION_SECONDS,
     facilitatorUrl: x.X402_FACILITATOR_URL ?? null,
     facilitatorHeaders: headers,
     facilitatorTimeoutMs: x.X402_FACILITATOR_TIMEOUT_MS,

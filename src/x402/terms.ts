@@ -37,9 +37,30 @@ export interface Terms {
     error: string;
     resource: { url: string; description: string; mimeType: string };
     accepts: RequirementsV2[];
+    extensions: typeof EXTENSIONS;
   };
   value: bigint;
 }
+
+/**
+ * The v2 extensions the service honours, declared in every PAYMENT-REQUIRED. `payment-identifier`
+ * (optional): a payment carrying an id this payer already paid with gets that payment's outcome,
+ * and nothing is settled or charged again. The schema is the extension's published one.
+ */
+const EXTENSIONS = {
+  "payment-identifier": {
+    info: { required: false },
+    schema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: {
+        required: { type: "boolean" },
+        id: { type: "string", minLength: 16, maxLength: 128, pattern: "^[a-zA-Z0-9_-]+$" },
+      },
+      required: ["required"],
+    },
+  },
+} as const;
 
 export const caip2 = (chainId: number) => `eip155:${chainId}`;
 
@@ -90,6 +111,7 @@ export function termsFor(
       error: "Payment required",
       resource: { url: resource, description, mimeType },
       accepts: [v2],
+      extensions: EXTENSIONS,
     },
   };
 }

@@ -50,7 +50,9 @@ export async function verifyOffline(
     return invalid("invalid_exact_evm_payload_authorization_valid_before", payer);
   if (validAfter > now + BigInt(CLOCK_SKEW_SECONDS))
     return invalid("invalid_exact_evm_payload_authorization_valid_after", payer);
-  if (validBefore > now + BigInt(x.maxTimeoutSeconds + CLOCK_SKEW_SECONDS))
+  // As the reference facilitator, any window is taken, not only the advertised maxTimeoutSeconds: up to the
+  // longest the service keeps a reservation for (X402_MAX_AUTHORIZATION_SECONDS).
+  if (validBefore > now + BigInt(x.maxAuthorizationSeconds + CLOCK_SKEW_SECONDS))
     return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
   let signed = false;
   try {

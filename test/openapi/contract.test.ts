@@ -31,6 +31,8 @@ const NOT_EXERCISED: Record<string, { statuses: number[]; why: string }> = {
   "GET /checkout/{token}/x402": { statuses: [202, 503], why: "as for charges" },
   "POST /checkout/{token}/x402": { statuses: [202, 503], why: "as for charges" },
   "GET /console/x402/receiving-addresses": { statuses: [503], why: "503 needs a deployment without x402" },
+  "GET /x402/settlements/{settlementId}": { statuses: [503], why: "503 needs a deployment without x402" },
+  "GET /x402/settlements": { statuses: [503], why: "503 needs a deployment without x402" },
   "POST /console/auth/access": { statuses: [404], why: "the test deployment has Access configured" },
 };
 
@@ -316,12 +318,27 @@ describe("x402", () => {
     });
     expect(invalid.status).toBe(402);
     expect(invalid.body.error).toBe("Pago inválido");
+    const payment = await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 250_000n);
+    const settledNonce = payment.payload.authorization.nonce;
     const settled = await rec.call("GET", `/charges/${charge.chargeId}/x402`, {
-      headers: { "X-PAYMENT": (await xPaymentFor(`/charges/${charge.chargeId}/x402`, PAYER, 250_000n)).header },
+      headers: { "X-PAYMENT": payment.header },
     });
     expect(settled.status, settled.text).toBe(200);
     expect(settled.body.settlement.success).toBe(true);
     paidChargeId = charge.chargeId;
+    // The settlement status resource, by id and by authorization.
+    const settlementId = settled.body.settlement.settlementId;
+    expect((await rec.call("GET", `/x402/settlements/${settlementId}`)).body.status).toBe("settled");
+    expect((await rec.call("GET", "/x402/settlements/xpay_doesnotexist")).status).toBe(404);
+    expect((await rec.call("GET", `/x402/settlements/${"x".repeat(513)}`)).status).toBe(400);
+    const unknownAuthorization = `payer=0x${"1".repeat(40)}&nonce=0x${"2".repeat(64)}`;
+    expect((await rec.call("GET", `/x402/settlements?${unknownAuthorization}`)).status).toBe(404);
+    expect((await rec.call("GET", "/x402/settlements?payer=0x12")).status).toBe(400);
+    const byAuthorization = await rec.call(
+      "GET",
+      `/x402/settlements?payer=${chain().accounts[PAYER]!.address}&nonce=${settledNonce}`,
+    );
+    expect(byAuthorization.body.settlementId).toBe(settlementId);
     const again = await rec.call("GET", `/charges/${charge.chargeId}/x402`);
     expect(again.status).toBe(200);
     expect(again.body.method).toBe("x402");

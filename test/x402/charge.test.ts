@@ -209,7 +209,11 @@ describe("paying a charge with x402", () => {
     expect(res.body).toEqual({
       chargeId: charge.chargeId,
       status: "paid",
-      settlement: { success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i) },
+      settlement: {
+        success: true,
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/i),
+        settlementId: expect.stringMatching(/^xpay_/),
+      },
     });
     const transaction = res.body.settlement.transaction as Hex;
     // v1 names the network; v2 gives its CAIP-2 id.

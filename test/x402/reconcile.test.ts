@@ -121,6 +121,16 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     expect(retry.status).toBe(202);
     expect(retry.body).toMatchObject({ chargeId: charge.chargeId, status: "pending" });
     expect(retry.body.accepts).toBeUndefined();
+    // The 202 names where to ask instead of paying again; the settlement is pending there.
+    const location = retry.headers.get("location");
+    expect(location).toBe(`/x402/settlements/${outcome.settlementId}`);
+    expect(retry.body.settlement.settlementId).toBe(outcome.settlementId);
+    expect((await api("GET", location!)).body).toMatchObject({
+      settlementId: outcome.settlementId,
+      status: "pending",
+      chargeId: charge.chargeId,
+      errorReason: null,
+    });
     // Another payment cannot pay the claimed charge meanwhile, and moves nothing.
     const other = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
     const balanceMid = await tokenBalance(payer());
@@ -135,6 +145,7 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     const paid = (await api("GET", `/charges/${charge.chargeId}`)).body;
     expect(paid).toMatchObject({ status: "paid", method: "x402", reference: transaction });
     expect(paid.paidAt).toBeTruthy();
+    expect((await api("GET", location!)).body).toMatchObject({ status: "settled", transaction });
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
     expect((await paymentRow(charge.chargeId)).results).toEqual([
       expect.objectContaining({ status: "settled", txHash: transaction }),

@@ -1,0 +1,2 @@
+ALTER TABLE `x402_payments` ADD `payment_identifier` text;--> statement-breakpoint
+CREATE UNIQUE INDEX `x402_payments_identifier` ON `x402_payments` (`payer`,`payment_identifier`) WHERE "x402_payments"."payment_identifier" IS NOT NULL;

@@ -1,0 +1,71 @@
+import type { X402Settings } from "../env";
+import { caip2 } from "./terms";
+import { protocolReason, type ProtocolReason } from "./reasons";
+
+/**
+ * The settlement status resource: what became of one x402 payment, for a client that lost the
+ * answer (a 202, a dropped connection) and must learn the outcome without paying again. Its id is
+ * the payment's own (`xpay_` and 120 random bits), so knowing it is the capability to read it.
+ */
+export interface SettlementView {
+  settlementId: string;
+  status: "pending" | "settled" | "failed";
+  chargeId: string;
+  network: string;
+  payer: string;
+  transaction: string | null;
+  errorReason: ProtocolReason | null;
+}
+
+interface SettlementRow {
+  id: string;
+  chargeId: string;
+  network: string;
+  payer: string;
+  status: string;
+  txHash: string | null;
+  error: string | null;
+}
+
+const SETTLEMENT_SELECT =
+  "SELECT id, charge_id AS chargeId, network, payer, status, tx_hash AS txHash, error FROM x402_payments";
+
+/** Where a client asks after a settlement whose outcome it does not know (the 202's Location). */
+export const settlementPath = (settlementId: string) => `/x402/settlements/${settlementId}`;
+
+/**
+ * A payment row as the resource shows it. `settling` (in flight) and `unknown` (left to the chain
+ * to decide) are both `pending`; a failed one names why in the protocol's words. The network is
+ * the CAIP-2 id, as x402 version 2 names it.
+ */
+function settlementView(x: X402Settings, row: SettlementRow): SettlementView {
+  const status = row.status === "settled" ? "settled" : row.status === "failed" ? "failed" : "pending";
+  return {
+    settlementId: row.id,
+    status,
+    chargeId: row.chargeId,
+    network: row.network === x.network ? caip2(x.chainId) : row.network,
+    payer: row.payer,
+    transaction: row.txHash,
+    errorReason: status === "failed" ? protocolReason(row.error ?? "", "settle") : null,
+  };
+}
+
+export async function settlementById(db: D1Database, x: X402Settings, id: string): Promise<SettlementView | null> {
+  const row = await db.prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
+  return row ? settlementView(x, row) : null;
+}
+
+/** The settlement of one authorization, found by what the payer signed: its address and nonce. */
+export async function settlementByAuthorization(
+  db: D1Database,
+  x: X402Settings,
+  payer: string,
+  nonce: string,
+): Promise<SettlementView | null> {
+  const row = await db
+    .prepare(`${SETTLEMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
+    .bind(x.network, x.asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase())
+    .first<SettlementRow>();
+  return row ? settlementView(x, row) : null;
+}
