@@ -53,7 +53,7 @@ function routeReply(outcome: PayOutcome, view: PaidView): RouteReply {
 
 /**
  * A route answer as the tool answers it: paid, with the charge's receipt
- * (read again on a replay: it is signed on demand, the same bytes each time);
+ * (read again on a replay, as GET /charges/:chargeId/receipt reads it);
  * held for a human, not an error; anything else the same refusal as live.
  */
 async function toolAnswer(ctx: ToolContext, { status, body }: RouteReply, replayed: boolean): Promise<ToolAnswer> {
