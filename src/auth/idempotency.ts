@@ -23,7 +23,11 @@ function principalOf(actor: Actor): string {
   return `console:${actor.email.toLowerCase()}`;
 }
 
-const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
+/** The scope of an actor's keys: the principal, so the HTTP header and the MCP argument of one agent share it. */
+export const idempotencyScope = (actor: Actor) => sha256Hex(`idempotency-scope:${principalOf(actor)}`);
+
+/** What a key may be: 1 to 255 printable ASCII characters (the header's and the MCP argument's rule). */
+export const IDEMPOTENCY_KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 
 /**
  * The statements that store a create's answer in the create's own batch,
@@ -76,26 +80,79 @@ const storedText = (material: string, body: string) =>
  * which may show a key once, is replayed only to a working credential of the
  * one who keyed it, and a refused credential gets the same
  * 401 or 403 with or without a key. Routes without a credential (x402) are
- * exactly-once by their own reservation and ignore the header.
+ * exactly-once by their own reservation and ignore the header. The MCP
+ * paying tools' `idempotencyKey` argument is kept by the same `reserveKey`
+ * and `keepAnswer`, under the same scope.
  */
 export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> {
   const key = c.req.header("idempotency-key");
   const authorization = c.req.header("authorization");
   if (c.req.method !== "POST" || key === undefined || !authorization) return next();
-  if (!KEY_SHAPE.test(key)) {
+  if (!IDEMPOTENCY_KEY_SHAPE.test(key)) {
     throw new ApiError(400, "invalid_request", {
       issues: [{ path: "Idempotency-Key", code: "invalid_header", message: "1 to 255 printable ASCII characters" }],
     });
   }
-  const db = c.env.DB;
   const actor = c.get("actor");
   // requireActor admitted a credential before this runs; without one there is no one to scope a key to.
   if (!actor) throw new Error("Idempotency-Key handled before the credential was admitted");
-  const scope = await sha256Hex(`idempotency-scope:${principalOf(actor)}`);
   // Read as bytes, so the JSON guard after this still sees them as sent (lib/validation.ts); decoded as
   // c.req.text() would (BOM dropped, U+FFFD for bad bytes), so the hash is the one it always was.
   const body = new TextDecoder().decode(await c.req.arrayBuffer());
-  const requestHash = await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`);
+  const request: KeyedRequest = {
+    scope: await idempotencyScope(actor),
+    key,
+    requestHash: await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`),
+  };
+  const material = c.get("settings").webhookSecretsKey;
+  const reservation = await reserveKey(c.env.DB, material, request);
+  if (reservation.kind === "replay") {
+    const { answer } = reservation;
+    c.res = new Response(answer.body, {
+      status: answer.status,
+      headers: { "content-type": answer.contentType ?? "application/json", "idempotent-replayed": "true" },
+    });
+    return;
+  }
+  c.set("idempotency", reservation.slot);
+  await keepAnswer(c.env.DB, material, reservation.slot, async () => {
+    await next();
+    return { status: c.res.status, contentType: c.res.headers.get("content-type"), body: () => c.res.clone().text() };
+  });
+}
+
+/** A request under a key: who asks (`scope`), the key, and what is asked (`requestHash`). */
+export interface KeyedRequest {
+  scope: string;
+  key: string;
+  requestHash: string;
+}
+
+/** An answer stored under a key, as it was given (decrypted). */
+export interface KeptAnswer {
+  status: number;
+  body: string;
+  contentType: string | null;
+}
+
+/** The answer of a request that ran under its key; `body` is read only if the answer is kept. */
+export interface RanAnswer {
+  status: number;
+  contentType: string | null;
+  body: () => Promise<string>;
+}
+
+/**
+ * Reserves the key for this request, or finds what it holds: the answer kept
+ * for the same request (to replay), 409 `idempotency_key_reused` for another
+ * request, 409 `idempotency_key_in_use` while the first one still runs. A key
+ * past its 24 h, or a reservation abandoned by the same request, is taken over.
+ */
+export async function reserveKey(
+  db: D1Database,
+  material: string,
+  { scope, key, requestHash }: KeyedRequest,
+): Promise<{ kind: "reserved"; slot: IdempotencySlot } | { kind: "replay"; answer: KeptAnswer }> {
   const now = Date.now();
   const reserved = await db
     .prepare(
@@ -108,45 +165,62 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
     )
     .bind(scope, key, requestHash, nowIso(now), nowIso(now + IDEMPOTENCY_TTL_MS), nowIso(now - ABANDONED_AFTER_MS))
     .first();
+  if (reserved) return { kind: "reserved", slot: { scope, key, reservedAt: nowIso(now) } };
 
-  if (!reserved) {
-    const row = await db
-      .prepare(
-        "SELECT request_hash AS requestHash, status, response_status AS responseStatus, response_body AS responseBody, response_content_type AS contentType FROM idempotency_keys WHERE scope = ? AND key = ?",
-      )
-      .bind(scope, key)
-      .first<{
-        requestHash: string;
-        status: string;
-        responseStatus: number;
-        responseBody: string;
-        contentType: string | null;
-      }>();
-    if (!row) throw new ApiError(409, "idempotency_key_in_use");
-    if (row.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
-    if (row.status !== "done") throw new ApiError(409, "idempotency_key_in_use");
-    c.res = new Response(await storedText(c.get("settings").webhookSecretsKey, row.responseBody), {
+  const row = await db
+    .prepare(
+      "SELECT request_hash AS requestHash, status, response_status AS responseStatus, response_body AS responseBody, response_content_type AS contentType FROM idempotency_keys WHERE scope = ? AND key = ?",
+    )
+    .bind(scope, key)
+    .first<{
+      requestHash: string;
+      status: string;
+      responseStatus: number;
+      responseBody: string;
+      contentType: string | null;
+    }>();
+  if (!row) throw new ApiError(409, "idempotency_key_in_use");
+  if (row.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
+  if (row.status !== "done") throw new ApiError(409, "idempotency_key_in_use");
+  return {
+    kind: "replay",
+    answer: {
       status: row.responseStatus,
-      headers: { "content-type": row.contentType ?? "application/json", "idempotent-replayed": "true" },
-    });
-    return;
-  }
+      body: await storedText(material, row.responseBody),
+      contentType: row.contentType,
+    },
+  };
+}
 
+/**
+ * Runs the request that reserved `slot` and keeps its answer if it is final
+ * (`isStoredAnswer`), encrypted at rest: a first response may carry a key
+ * shown once. An answer already stored in its effect's batch is left as it
+ * is. Anything else, a throw included, frees the key for a retry. Returns
+ * what `run` answered.
+ */
+export async function keepAnswer<A extends RanAnswer>(
+  db: D1Database,
+  material: string,
+  slot: IdempotencySlot,
+  run: () => Promise<A>,
+): Promise<A> {
   let stored = false;
-  const slot: IdempotencySlot = { scope, key, reservedAt: nowIso(now) };
-  c.set("idempotency", slot);
   try {
-    await next();
-    const status = c.res.status;
+    const answer = await run();
     // A crash here (after the effect, before the answer is stored afterwards) is what in-batch answers survive.
     faultPoint("idempotency.before_store");
-    if (isStoredAnswer(status)) {
-      // Encrypted at rest: a first response may carry a key shown once (a new merchant's, agent's or endpoint's).
-      // An answer already stored in its effect's batch is left as it is.
-      const body = await encryptSecret(c.get("settings").webhookSecretsKey, await c.res.clone().text());
-      await storeAnswer(db, slot, status, body, c.res.headers.get("content-type"));
+    if (isStoredAnswer(answer.status)) {
+      await storeAnswer(
+        db,
+        slot,
+        answer.status,
+        await encryptSecret(material, await answer.body()),
+        answer.contentType,
+      );
       stored = true;
     }
+    return answer;
   } finally {
     // Nothing to replay: free the key for a retry.
     if (!stored) await releaseReservation(db, slot);

@@ -35,7 +35,8 @@ function readBody(contentType: string | undefined, bytes: Uint8Array): Body {
  * sessions to keep between requests or isolates.
  */
 export const mcpRoutes = new Hono<AppEnv>()
-  // No Idempotency-Key here (docs/mcp.md): a payment's batch stores the REST route's answer, not a JSON-RPC one.
+  // The Idempotency-Key header is ignored here (docs/mcp.md): one request may carry any call, so the paying
+  // tools take an `idempotencyKey` argument instead, kept per call (./paying.ts).
   .post("/mcp", requireActor("agent", { idempotencyKey: false }), async (c) => {
     const body = readBody(c.req.header("Content-Type"), new Uint8Array(await c.req.arrayBuffer()));
     if (!body.ok)

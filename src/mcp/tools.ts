@@ -1,12 +1,10 @@
 import { z } from "zod";
-import { outcomeReply, type PaidView, type PayOutcome } from "../agents/outcomes";
 import { balanceView } from "../agents/service";
 import { walletOf } from "../agents/wallet.do";
 import { ChargeIdParam } from "../charges/routes";
 import { chargeView, getCharge, listAgentPayments } from "../charges/service";
 import { TokenParam } from "../checkout/routes";
 import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
-import { settingsOf } from "../env";
 import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
 import {
@@ -16,15 +14,8 @@ import {
   paylinkPublicView,
   paylinkUsage,
 } from "../paylinks/service";
-import { chargeReceipt } from "../receipts/service";
-import {
-  defineTool,
-  type ServedTool,
-  type ToolAnnotations,
-  type ToolAnswer,
-  type ToolContext,
-  type ToolDefinition,
-} from "./define";
+import { defineTool, type ServedTool, type ToolAnnotations, type ToolDefinition } from "./define";
+import { IdempotencyKeyArg, payOnce, receiptOf, RETRY_RULE, usd } from "./paying";
 
 const READ: ToolAnnotations = {
   readOnlyHint: true,
@@ -33,36 +24,11 @@ const READ: ToolAnnotations = {
   openWorldHint: false,
 };
 
-export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed(2)} ${currency}`;
-
-/** A paid charge's signed receipt (as GET /charges/:chargeId/receipt), or null while it is not paid. */
-const receiptOf = (ctx: ToolContext, chargeId: string) =>
-  chargeReceipt(ctx.env.DB, settingsOf(ctx.env).proofs, chargeId);
-
-/**
- * A wallet outcome as a tool answer, by the same table and the same body
- * functions as the HTTP routes (src/agents/outcomes.ts): a hold for a human is
- * an answer, not an error; policy refusals are 402, state conflicts 409,
- * unknown objects 404. A paid answer also carries the charge's receipt.
- */
-async function outcomeAnswer(ctx: ToolContext, outcome: PayOutcome, view: PaidView): Promise<ToolAnswer> {
-  const { body } = outcomeReply(outcome, view, "agent");
-  if (outcome.kind === "approval") {
-    return {
-      body,
-      summary: `Held for human approval (${outcome.reason}): approval ${outcome.approvalId}, expires ${outcome.expiresAt}. Nothing was charged; a console user grants or rejects it.`,
-    };
-  }
-  const { charge } = outcome as Extract<PayOutcome, { kind: "paid" }>;
-  return {
-    body: { ...body, receipt: await receiptOf(ctx, charge.chargeId) },
-    summary: `Paid charge ${charge.chargeId}: ${usd(charge.amountMinor, charge.currency)}, reference ${charge.reference}.`,
-  };
-}
-
 /** Strict copies of the routes' own schemas: same fields and bounds, and an unknown field (an `agentId`, say) is refused. */
 const ChargeInput = ChargeIdParam.strict();
-const CheckoutInput = TokenParam.strict();
+/** The paying tools also take an `idempotencyKey` (see ./paying.ts). */
+const PayChargeInput = ChargeIdParam.extend({ idempotencyKey: IdempotencyKeyArg }).strict();
+const PayCheckoutInput = TokenParam.extend({ idempotencyKey: IdempotencyKeyArg }).strict();
 const PaylinkInput = CodeParam.strict();
 const NoInput = z.object({}).strict();
 /** No route lists an agent's payments; this tool's own bound (docs/mcp.md). */
@@ -89,7 +55,7 @@ const getChargeTool: ToolDefinition<typeof ChargeInput> = {
   name: "get_charge",
   title: "Get a charge",
   description:
-    "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid, and once paid its signed receipt (receipt: a compact JWS, verifiable offline against /.well-known/jwks.json). Same as GET /charges/:chargeId and GET /charges/:chargeId/receipt.",
+    "Reads a charge by its chargeId (chg_...): amountMinor in USD cents, status pending or paid, method and reference once paid, and once paid its signed receipt (receipt: a compact JWS, verifiable offline against /.well-known/jwks.json). After a payment's answer was lost or unclear, read its charge here: paid means it is done, do not pay again. Same as GET /charges/:chargeId and GET /charges/:chargeId/receipt.",
   input: ChargeInput,
   annotations: READ,
   async run(ctx, input) {
@@ -104,30 +70,28 @@ const getChargeTool: ToolDefinition<typeof ChargeInput> = {
   },
 };
 
-const payChargeTool: ToolDefinition<typeof ChargeInput> = {
+const payChargeTool: ToolDefinition<typeof PayChargeInput> = {
   name: "pay_charge",
   title: "Pay a charge",
-  description:
-    "Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor, receipt } (receipt: the signed receipt, a compact JWS verifiable offline against /.well-known/jwks.json). Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /charges/:chargeId/pay.",
-  input: ChargeInput,
+  description: `Pays a pending charge from your wallet, under your policy. Paid: { paid, charge, merchantBalanceMinor, receipt } (charge.chargeId names what you paid; receipt: the signed receipt, a compact JWS verifiable offline against /.well-known/jwks.json). Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }, nothing charged (calling again returns the same approval). Refused: an error result with the reason (402 policy or balance, 409 not pending, 404 unknown, 403 agent_frozen: an operator froze your wallet, do not retry). ${RETRY_RULE} Same as POST /charges/:chargeId/pay with an Idempotency-Key.`,
+  input: PayChargeInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
-  async run(ctx, input) {
-    const outcome = await walletOf(ctx.env, ctx.agentId).payCharge(ctx.agentId, input.chargeId);
-    return outcomeAnswer(ctx, outcome, { kind: "charge" });
-  },
+  run: (ctx, input) =>
+    payOnce(ctx, "pay_charge", input, { kind: "charge" }, (slot) =>
+      walletOf(ctx.env, ctx.agentId).payCharge(ctx.agentId, input.chargeId, slot),
+    ),
 };
 
-const payCheckoutLinkTool: ToolDefinition<typeof CheckoutInput> = {
+const payCheckoutLinkTool: ToolDefinition<typeof PayCheckoutInput> = {
   name: "pay_checkout_link",
   title: "Pay a checkout link",
-  description:
-    "Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call is a new payment: a new charge is created against the link each time. Paid: { paid, charge, receipt } (the signed receipt, as for pay_charge). Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found, 403 agent_frozen: an operator froze your wallet, do not retry). Same as POST /checkout/:token/pay.",
-  input: CheckoutInput,
+  description: `Pays a merchant's checkout link (the token in /checkout/<token>) from your wallet, under your policy. Every call without an idempotencyKey is a new payment: a new charge is created against the link each time, so always send one. Paid: { paid, charge, receipt } (charge.chargeId names the new charge; receipt as for pay_charge). Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, charge }. Refused: an error result (402 policy or balance, 409 checkout_link_disabled, 404 checkout_link_not_found, 403 agent_frozen: an operator froze your wallet, do not retry). ${RETRY_RULE} Same as POST /checkout/:token/pay with an Idempotency-Key.`,
+  input: PayCheckoutInput,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-  async run(ctx, input) {
-    const outcome = await payCheckoutLink(ctx.env, ctx.db, ctx.agentId, input.token);
-    return outcomeAnswer(ctx, outcome, CHECKOUT_PAID_VIEW);
-  },
+  run: (ctx, input) =>
+    payOnce(ctx, "pay_checkout_link", input, CHECKOUT_PAID_VIEW, (slot) =>
+      payCheckoutLink(ctx.env, ctx.db, ctx.agentId, input.token, slot),
+    ),
 };
 
 const viewPaylink: ToolDefinition<typeof PaylinkInput> = {
