@@ -5594,7 +5594,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Not JSON-RPC (a JSON-RPC error with a null id), or a malformed Idempotency-Key. */
+            /** @description Not JSON-RPC (a JSON-RPC error with a null id), or a body the request guards refuse (`invalid_request`). The `Idempotency-Key` header is not read here: the paying tools take an `idempotencyKey` argument. */
             400: {
                 headers: {
                     [name: string]: unknown;

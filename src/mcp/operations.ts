@@ -29,7 +29,7 @@ export const MCP_OPERATIONS: Operation[] = [
       202: { description: "A notification or a response from the client: accepted, no body." },
       400: json(
         [JsonRpcTransportError, InvalidRequest],
-        "Not JSON-RPC (a JSON-RPC error with a null id), or a malformed Idempotency-Key.",
+        "Not JSON-RPC (a JSON-RPC error with a null id), or a body the request guards refuse (`invalid_request`). The `Idempotency-Key` header is not read here: the paying tools take an `idempotencyKey` argument.",
         { errors: ["invalid_request"] },
       ),
       406: json(JsonRpcTransportError, "`Accept` must name both application/json and text/event-stream."),

@@ -1,5 +1,6 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier";
 import { wrapFetchWithPayment as wrapV2, x402Client, x402HTTPClient } from "@x402/fetch";
 import { registerExactEvmScheme } from "@x402/evm/exact/client";
 import { createPublicClient, createWalletClient, http, type Hex } from "viem";
@@ -111,6 +112,121 @@ describe("official x402 clients against npm run dev", () => {
       totalPaidMinor: number;
     };
     expect(view).toMatchObject({ paymentsCount: 1, totalPaidMinor: 99 });
+  });
+
+  /** A v2 client of the official packages paying from `privateKey`, allowed to pay the local token. */
+  const v2Client = (privateKey: Hex, asset: string) => {
+    const client = registerExactEvmScheme(new x402Client(), { signer: privateKeyToAccount(privateKey) });
+    client.setSpendControls({ allowedAssets: [{ network: "eip155:84532", asset, maxAmountPerPayment: "100000000" }] });
+    return client;
+  };
+  const tokenBalanceOf = (asset: string, address: Hex) =>
+    createPublicClient({ transport: http(dev.rpcUrl) }).readContract({
+      address: asset as Hex,
+      abi: ERC20,
+      functionName: "balanceOf",
+      args: [address],
+    });
+
+  it("the payment-identifier extension (@x402/extensions with @x402/fetch, as its own example): a repeat of one purchase pays once", async () => {
+    const payer = accounts[8]!;
+    const link = await fetch(`${dev.url}/merchant/checkout`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${merchantKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ amountUsdCents: 40, description: "identified report" }),
+    });
+    const { checkoutToken } = (await link.json()) as { checkoutToken: string };
+    const url = `${dev.url}/checkout/${checkoutToken}/x402`;
+    const terms = await fetch(url);
+    const asset = ((await terms.json()) as { accepts: { asset: string }[] }).accepts[0]!.asset;
+    const declared = JSON.parse(Buffer.from(terms.headers.get("payment-required")!, "base64").toString("utf8"));
+    expect(declared.extensions["payment-identifier"].info).toEqual({ required: false });
+
+    const client = v2Client(payer.privateKey, asset);
+    const paymentId = generatePaymentId();
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      if (paymentRequired.extensions) appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);
+    });
+    const before = await tokenBalanceOf(asset, payer.address);
+    const pay = wrapV2(fetch, client);
+    const first = await pay(url);
+    expect(first.status).toBe(200);
+    const firstBody = (await first.json()) as { chargeId: string; settlement: { settlementId: string } };
+    // The same logical request again: the client signs a new authorization with the same id; nothing more is paid.
+    const second = await pay(url);
+    expect(second.status).toBe(200);
+    expect(await second.json()).toEqual(firstBody);
+    expect(before - (await tokenBalanceOf(asset, payer.address))).toBe(400_000n);
+    const view = (await (await fetch(`${dev.url}/checkout/${checkoutToken}`)).json()) as { paymentsCount: number };
+    expect(view.paymentsCount).toBe(1);
+    const settlement = await fetch(`${dev.url}/x402/settlements/${firstBody.settlement.settlementId}`);
+    expect(await settlement.json()).toMatchObject({ status: "settled", chargeId: firstBody.chargeId });
+  });
+
+  it("hand-built EIP-3009 authorizations: 10-minute and 23-hour windows settle, a 25-hour one is refused with a protocol reason", async () => {
+    const signer = privateKeyToAccount(accounts[9]!.privateKey);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const payWithWindow = async (seconds: bigint) => {
+      const chargeId = await newCharge(30);
+      const url = `${dev.url}/charges/${chargeId}/x402`;
+      const { accepts } = (await (await fetch(url)).json()) as {
+        accepts: { payTo: Hex; asset: Hex; maxAmountRequired: string; extra: { name: string; version: string } }[];
+      };
+      const terms = accepts[0]!;
+      const authorization = {
+        from: signer.address,
+        to: terms.payTo,
+        value: BigInt(terms.maxAmountRequired),
+        validAfter: now - 60n,
+        validBefore: now + seconds,
+        nonce: `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex,
+      };
+      const signature = await signer.signTypedData({
+        domain: {
+          name: terms.extra.name,
+          version: terms.extra.version,
+          chainId: 84532,
+          verifyingContract: terms.asset,
+        },
+        types: {
+          TransferWithAuthorization: [
+            { name: "from", type: "address" },
+            { name: "to", type: "address" },
+            { name: "value", type: "uint256" },
+            { name: "validAfter", type: "uint256" },
+            { name: "validBefore", type: "uint256" },
+            { name: "nonce", type: "bytes32" },
+          ],
+        },
+        primaryType: "TransferWithAuthorization",
+        message: authorization,
+      });
+      const payload = {
+        x402Version: 1,
+        scheme: "exact",
+        network: "base-sepolia",
+        payload: {
+          signature,
+          authorization: Object.fromEntries(Object.entries(authorization).map(([k, v]) => [k, String(v)])),
+        },
+      };
+      const res = await fetch(url, {
+        headers: { "X-PAYMENT": Buffer.from(JSON.stringify(payload)).toString("base64") },
+      });
+      return { chargeId, res, body: (await res.json()) as Record<string, any> };
+    };
+    for (const seconds of [600n, 23n * 3600n]) {
+      const { chargeId, res, body } = await payWithWindow(seconds);
+      expect(res.status, `${seconds} s: ${JSON.stringify(body)}`).toBe(200);
+      expect(await chargeOf(chargeId)).toMatchObject({ status: "paid", reference: body.settlement.transaction });
+    }
+    const refused = await payWithWindow(25n * 3600n);
+    expect(refused.res.status).toBe(402);
+    expect(refused.body).toMatchObject({
+      error: "Pago inválido",
+      invalidReason: "invalid_exact_evm_payload_authorization_valid_before",
+    });
+    expect((await chargeOf(refused.chargeId)).status).toBe("pending");
   });
 
   it("settles many payments at once, each answered with its own settlement", async () => {
