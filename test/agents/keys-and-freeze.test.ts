@@ -1,7 +1,15 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken, OPS_EMAIL, type ApiResponse } from "../helpers/api";
-import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import {
+  balanceOf,
+  createAgent,
+  createCharge,
+  createCheckoutLink,
+  createMerchant,
+  merchantBalance,
+  payCharge,
+} from "../helpers/factories";
 import { callTool, connectAgent } from "../mcp/client";
 
 /*
@@ -17,15 +25,6 @@ const freeze = async (agentId: string, reason?: string) =>
   api("POST", `/console/agents/${agentId}/freeze`, { token: await consoleToken(), body: reason ? { reason } : {} });
 const unfreeze = async (agentId: string) =>
   api("POST", `/console/agents/${agentId}/unfreeze`, { token: await consoleToken() });
-
-async function createLink(merchantKey: string, amountUsdCents: number) {
-  const res = await api("POST", "/merchant/checkout", {
-    token: merchantKey,
-    body: { amountUsdCents, description: "kill switch" },
-  });
-  expect(res.status).toBe(201);
-  return res.body.checkoutToken as string;
-}
 
 async function createPaylink(merchantKey: string) {
   const res = await api("POST", "/merchant/paylinks", { token: merchantKey, body: { budgetUsdCents: 1000 } });
@@ -71,7 +70,10 @@ describe("rolling keys", () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1000, policy: { approvalThresholdUsdCents: 10 } });
     // Unknown charge, a paid-for link, a PayLink: the routes still answer 401 for a bad key before looking.
-    const [link, code] = [await createLink(merchant.apiKey, 1), await createPaylink(merchant.apiKey)];
+    const [link, code] = [
+      (await createCheckoutLink(merchant.apiKey, 1, "kill switch")).checkoutToken,
+      await createPaylink(merchant.apiKey),
+    ];
     const oldRoutes = agentRoutes(agent.apiKey, "chg_doesnotexist", link, code);
     expect((await oldRoutes()).map((r) => r.status)).not.toContain(401); // the old key is remembered now
 
@@ -251,7 +253,7 @@ describe("freezing an agent", () => {
   it("frozen, every path refuses with the section's status and nothing moves; reads keep working; unfrozen, it pays again", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 5000, policy: { approvalThresholdUsdCents: 100 } });
-    const link = await createLink(merchant.apiKey, 20);
+    const link = (await createCheckoutLink(merchant.apiKey, 20, "kill switch")).checkoutToken;
     const code = await createPaylink(merchant.apiKey);
     expect((await api("POST", `/pl/${code}/accept`, { token: agent.apiKey })).status).toBe(200);
     // A payment held for a human before the freeze.

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
 import { startDevServer, type DevServer } from "./dev-server";
 
 const ERC20 = [
@@ -188,16 +189,7 @@ describe("official x402 clients against npm run dev", () => {
           chainId: 84532,
           verifyingContract: terms.asset,
         },
-        types: {
-          TransferWithAuthorization: [
-            { name: "from", type: "address" },
-            { name: "to", type: "address" },
-            { name: "value", type: "uint256" },
-            { name: "validAfter", type: "uint256" },
-            { name: "validBefore", type: "uint256" },
-            { name: "nonce", type: "bytes32" },
-          ],
-        },
+        types: TRANSFER_WITH_AUTHORIZATION_TYPES,
         primaryType: "TransferWithAuthorization",
         message: authorization,
       });

@@ -41,6 +41,13 @@ export async function createCharge(
   return res.body as { chargeId: string; amountMinor: number; merchantId: string };
 }
 
+/** A checkout link of `merchantKey`'s: `checkoutToken` is the payable `/checkout/:token`. */
+export async function createCheckoutLink(merchantKey: string, amountUsdCents: number, description = "one report") {
+  const res = await api("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents, description } });
+  if (res.status !== 201) throw new Error(`createCheckoutLink: ${res.status} ${res.text}`);
+  return res.body as { checkoutLinkId: string; checkoutToken: string; amountMinor: number };
+}
+
 export const payCharge = (agentKey: string, chargeId: string) =>
   api("POST", `/charges/${chargeId}/pay`, { token: agentKey });
 

@@ -5,21 +5,13 @@ import { api, consoleToken } from "../helpers/api";
 import {
   balanceOf,
   createAgent,
-  creditAgent,
   createCharge,
+  createCheckoutLink,
   createMerchant,
+  creditAgent,
   merchantBalance,
 } from "../helpers/factories";
 import { callTool, connectAgent } from "./client";
-
-async function newCheckoutLink(merchantKey: string, amountUsdCents: number) {
-  const res = await api("POST", "/merchant/checkout", {
-    token: merchantKey,
-    body: { amountUsdCents, description: "one report" },
-  });
-  expect(res.status).toBe(201);
-  return res.body as { checkoutToken: string; checkoutLinkId: string };
-}
 
 /** Every charge made against a checkout link, and the paid ones among them. */
 async function linkCharges(checkoutLinkId: string) {
@@ -59,7 +51,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("a retried pay_checkout_link with the same key pays once and answers the same charge", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1_000 });
-    const link = await newCheckoutLink(merchant.apiKey, 250);
+    const link = await createCheckoutLink(merchant.apiKey, 250);
     const client = await connectAgent(agent.apiKey);
     const args = { token: link.checkoutToken, idempotencyKey: newKey() };
 
@@ -105,7 +97,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("10 overlapping calls with one key make exactly one payment", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 5_000 });
-    const link = await newCheckoutLink(merchant.apiKey, 100);
+    const link = await createCheckoutLink(merchant.apiKey, 100);
     const args = { token: link.checkoutToken, idempotencyKey: newKey() };
     const clients = await Promise.all(Array.from({ length: 10 }, () => connectAgent(agent.apiKey)));
 
@@ -128,7 +120,10 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("the same key with other arguments is idempotency_key_reused, and pays nothing", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1_000 });
-    const [one, other] = [await newCheckoutLink(merchant.apiKey, 100), await newCheckoutLink(merchant.apiKey, 200)];
+    const [one, other] = [
+      await createCheckoutLink(merchant.apiKey, 100),
+      await createCheckoutLink(merchant.apiKey, 200),
+    ];
     const client = await connectAgent(agent.apiKey);
     const idempotencyKey = newKey();
 
@@ -149,7 +144,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("an HTTP request and a tool call never replay each other's answers under one key", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1_000 });
-    const link = await newCheckoutLink(merchant.apiKey, 100);
+    const link = await createCheckoutLink(merchant.apiKey, 100);
     const key = newKey();
     const http = await api("POST", `/checkout/${link.checkoutToken}/pay`, {
       token: agent.apiKey,
@@ -166,7 +161,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("without a key every call is a new payment, as before", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1_000 });
-    const link = await newCheckoutLink(merchant.apiKey, 100);
+    const link = await createCheckoutLink(merchant.apiKey, 100);
     const client = await connectAgent(agent.apiKey);
     const first = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
     const second = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
@@ -179,7 +174,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("a key is the agent's own: another agent's same key pays its own purchase", async () => {
     const merchant = await createMerchant();
     const [alice, bob] = [await createAgent({ credit: 1_000 }), await createAgent({ credit: 1_000 })];
-    const link = await newCheckoutLink(merchant.apiKey, 100);
+    const link = await createCheckoutLink(merchant.apiKey, 100);
     const args = { token: link.checkoutToken, idempotencyKey: newKey() };
     const [aliceClient, bobClient] = [await connectAgent(alice.apiKey), await connectAgent(bob.apiKey)];
 
@@ -197,7 +192,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("an approval hold under a key replays the same approval; without the key a new one is made", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 10_000, policy: { approvalThresholdUsdCents: 500 } });
-    const link = await newCheckoutLink(merchant.apiKey, 800);
+    const link = await createCheckoutLink(merchant.apiKey, 800);
     const client = await connectAgent(agent.apiKey);
     const args = { token: link.checkoutToken, idempotencyKey: newKey() };
 
@@ -220,7 +215,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("a refusal the route keeps is replayed; one it does not keep frees the key", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 100 });
-    const link = await newCheckoutLink(merchant.apiKey, 300);
+    const link = await createCheckoutLink(merchant.apiKey, 300);
     const client = await connectAgent(agent.apiKey);
     const args = { token: link.checkoutToken, idempotencyKey: newKey() };
 
@@ -260,7 +255,7 @@ describe("MCP paying tools: idempotencyKey", () => {
     it(`${mode} at ${point}: the retry with the same key ${retried}, and the link is paid exactly once`, async () => {
       const merchant = await createMerchant();
       const agent = await createAgent({ credit: 1_000 });
-      const link = await newCheckoutLink(merchant.apiKey, 100);
+      const link = await createCheckoutLink(merchant.apiKey, 100);
       const client = await connectAgent(agent.apiKey);
       const args = { token: link.checkoutToken, idempotencyKey: newKey() };
       const errorLog = vi.spyOn(console, "error").mockImplementation(() => {});
@@ -298,7 +293,7 @@ describe("MCP paying tools: idempotencyKey", () => {
   it("a key of the wrong shape is 400 invalid_request naming idempotencyKey, and pays nothing", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1_000 });
-    const link = await newCheckoutLink(merchant.apiKey, 100);
+    const link = await createCheckoutLink(merchant.apiKey, 100);
     const client = await connectAgent(agent.apiKey);
     for (const idempotencyKey of ["", "has space", "x".repeat(256), "ñandú", 42]) {
       const bad = await callTool(client, "pay_checkout_link", { token: link.checkoutToken, idempotencyKey });

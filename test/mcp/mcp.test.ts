@@ -4,7 +4,15 @@ import { describe, expect, it, vi } from "vitest";
 import { setFaultHook } from "../../src/lib/faults";
 import { verifyJws } from "../../src/proofs/keys";
 import { api, BASE, consoleToken } from "../helpers/api";
-import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import {
+  balanceOf,
+  createAgent,
+  createCharge,
+  createCheckoutLink,
+  createMerchant,
+  merchantBalance,
+  payCharge,
+} from "../helpers/factories";
 import { callTool, connectAgent, type Exchange } from "./client";
 
 const TOOL_NAMES = [
@@ -16,15 +24,6 @@ const TOOL_NAMES = [
   "accept_paylink",
   "list_recent_payments",
 ];
-
-async function newCheckoutLink(merchantKey: string, amountUsdCents: number) {
-  const res = await api("POST", "/merchant/checkout", {
-    token: merchantKey,
-    body: { amountUsdCents, description: "one report" },
-  });
-  expect(res.status).toBe(201);
-  return res.body as { checkoutToken: string; checkoutLinkId: string };
-}
 
 async function newPaylink(merchantKey: string, body: Record<string, unknown>) {
   const res = await api("POST", "/merchant/paylinks", { token: merchantKey, body });
@@ -191,7 +190,7 @@ describe("MCP endpoint: tools", () => {
     // A category allowlist refuses a checkout link the same way.
     const picky = await createAgent({ credit: 10_000, policy: { allowedCategories: ["data"] } });
     const travel = await createMerchant({ category: "travel" });
-    const link = await newCheckoutLink(travel.apiKey, 100);
+    const link = await createCheckoutLink(travel.apiKey, 100);
     const pickyClient = await connectAgent(picky.apiKey);
     expect((await callTool(pickyClient, "pay_checkout_link", { token: link.checkoutToken })).body).toEqual({
       error: "categoria_no_permitida",
@@ -242,7 +241,7 @@ describe("MCP endpoint: tools", () => {
     expect((await callTool(client, "get_balance")).body.balanceMinor).toBe(9_200);
 
     // A checkout link over the threshold is held the same way; the charge it was born with waits.
-    const link = await newCheckoutLink(merchant.apiKey, 900);
+    const link = await createCheckoutLink(merchant.apiKey, 900);
     const linkHeld = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });
     expect(linkHeld).toMatchObject({
       isError: false,
@@ -254,7 +253,7 @@ describe("MCP endpoint: tools", () => {
   it("pay_checkout_link pays a new charge each call; a disabled or unknown link is refused", async () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1_000 });
-    const link = await newCheckoutLink(merchant.apiKey, 300);
+    const link = await createCheckoutLink(merchant.apiKey, 300);
     const client = await connectAgent(agent.apiKey);
 
     const first = await callTool(client, "pay_checkout_link", { token: link.checkoutToken });

@@ -3,7 +3,7 @@ import type { Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, type ApiResponse } from "../helpers/api";
-import { createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+import { createAgent, createCharge, createCheckoutLink, createMerchant, merchantBalance } from "../helpers/factories";
 import {
   chain,
   freshPayer,
@@ -35,15 +35,6 @@ const authorizationUsed = (from: Hex, nonce: Hex) =>
     args: [from, nonce],
   });
 
-async function createLink(merchantKey: string, amountUsdCents: number) {
-  const res = await api("POST", "/merchant/checkout", {
-    token: merchantKey,
-    body: { amountUsdCents, description: "bound link" },
-  });
-  expect(res.status).toBe(201);
-  return res.body as { checkoutLinkId: string; checkoutToken: string };
-}
-
 async function linkPayments(merchantKey: string, token: string) {
   const res = await api("GET", "/merchant/checkout-links?limit=100", { token: merchantKey });
   return res.body.links.find((l: { checkoutToken: string }) => l.checkoutToken === token).paymentsCount as number;
@@ -72,7 +63,10 @@ describe("receiving addresses", () => {
       createCharge(m0.apiKey, CENTS),
       createCharge(m1.apiKey, CENTS),
     ]);
-    const [l1, l2] = await Promise.all([createLink(m0.apiKey, CENTS), createLink(m1.apiKey, CENTS)]);
+    const [l1, l2] = await Promise.all([
+      createCheckoutLink(m0.apiKey, CENTS, "bound link"),
+      createCheckoutLink(m1.apiKey, CENTS, "bound link"),
+    ]);
     const paths = [
       chargePath(c1.chargeId),
       chargePath(c2.chargeId),
@@ -154,8 +148,8 @@ describe("an authorization made for one charge or link", () => {
   });
 
   it("made for one merchant's checkout link, sent to another's of the same amount: 402, no charge made there; it pays its own link", async () => {
-    const l0 = await createLink(m0.apiKey, 50);
-    const l1 = await createLink(m1.apiKey, 50);
+    const l0 = await createCheckoutLink(m0.apiKey, 50, "bound link");
+    const l1 = await createCheckoutLink(m1.apiKey, 50, "bound link");
     const payTo0 = await payToOf(linkPath(l0.checkoutToken));
     const payTo1 = await payToOf(linkPath(l1.checkoutToken));
     const { header } = await xPaymentHeader(payer.key, 500_000n, { to: payTo0 });
@@ -181,7 +175,7 @@ describe("an authorization made for one charge or link", () => {
 
   it("across kinds: a link's authorization on a charge, a charge's on a link, are refused; each pays its own", async () => {
     const charge = await createCharge(m1.apiKey, CENTS);
-    const link = await createLink(m0.apiKey, CENTS);
+    const link = await createCheckoutLink(m0.apiKey, CENTS, "bound link");
     const chargePayTo = await payToOf(chargePath(charge.chargeId));
     const linkPayTo = await payToOf(linkPath(link.checkoutToken));
     const forCharge = await xPaymentHeader(payer.key, VALUE, { to: chargePayTo });
@@ -200,7 +194,7 @@ describe("an authorization made for one charge or link", () => {
   });
 
   it("a charge born from a link (held for approval) has its own address: the link's authorization does not pay it", async () => {
-    const link = await createLink(m0.apiKey, CENTS);
+    const link = await createCheckoutLink(m0.apiKey, CENTS, "bound link");
     const linkPayTo = await payToOf(linkPath(link.checkoutToken));
     const agent = await createAgent({ credit: 1000, policy: { approvalThresholdUsdCents: 1 } });
     const held = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });

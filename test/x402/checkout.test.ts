@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { parseAbi, parseEventLogs, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE } from "../helpers/api";
-import { createMerchant, merchantBalance } from "../helpers/factories";
+import { createCheckoutLink, createMerchant, merchantBalance } from "../helpers/factories";
 import { chain, payToOf, publicClient, tokenBalance, xPaymentFor, xPaymentHeader } from "../helpers/x402";
 
 /*
@@ -19,18 +19,6 @@ const decodeHeader = (value: string | null) => {
   expect(value, "header present").toBeTruthy();
   return JSON.parse(new TextDecoder().decode(Uint8Array.from(atob(value!), (c) => c.charCodeAt(0))));
 };
-
-interface Link {
-  checkoutLinkId: string;
-  checkoutToken: string;
-  amountMinor: number;
-}
-
-async function createLink(merchantKey: string, amountUsdCents: number, description: string): Promise<Link> {
-  const res = await api("POST", "/merchant/checkout", { token: merchantKey, body: { amountUsdCents, description } });
-  expect(res.status).toBe(201);
-  return res.body;
-}
 
 async function linkCounters(merchantKey: string, token: string) {
   const res = await api("GET", "/merchant/checkout-links?limit=100", { token: merchantKey });
@@ -57,7 +45,7 @@ describe("x402 on a checkout link", () => {
   });
 
   it("GET /checkout/:token/x402 without a payment: 402 with the same terms shape as a charge", async () => {
-    const link = await createLink(merchant.apiKey, 345, "a month of API access");
+    const link = await createCheckoutLink(merchant.apiKey, 345, "a month of API access");
     const path = `/checkout/${link.checkoutToken}/x402`;
     const res = await api("GET", path, { headers: { Origin: "https://agent.example" } });
     expect(res.status).toBe(402);
@@ -101,7 +89,7 @@ describe("x402 on a checkout link", () => {
   it("POST with X-PAYMENT settles a new charge against the link; GET with a payment settles another; the counters move", async () => {
     const cents = 345;
     const value = BigInt(cents) * UNITS_PER_CENT;
-    const link = await createLink(merchant.apiKey, cents, "checkout by x402");
+    const link = await createCheckoutLink(merchant.apiKey, cents, "checkout by x402");
     const path = `/checkout/${link.checkoutToken}/x402`;
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const payerBefore = await tokenBalance(addressOf(PAYER_A));
@@ -188,7 +176,7 @@ describe("x402 on a checkout link", () => {
   it("two different payers paying one link at the same time each get their own paid charge", async () => {
     const cents = 212;
     const value = BigInt(cents) * UNITS_PER_CENT;
-    const link = await createLink(merchant.apiKey, cents, "shared link");
+    const link = await createCheckoutLink(merchant.apiKey, cents, "shared link");
     const path = `/checkout/${link.checkoutToken}/x402`;
     const merchantBefore = await merchantBalance(merchant.apiKey);
     const before = { a: await tokenBalance(addressOf(PAYER_A)), b: await tokenBalance(addressOf(PAYER_B)) };
@@ -233,7 +221,7 @@ describe("x402 on a checkout link", () => {
   it("a disabled link answers 409 to terms and to payments, and no tokens move", async () => {
     const cents = 150;
     const value = BigInt(cents) * UNITS_PER_CENT;
-    const link = await createLink(merchant.apiKey, cents, "soon disabled");
+    const link = await createCheckoutLink(merchant.apiKey, cents, "soon disabled");
     const path = `/checkout/${link.checkoutToken}/x402`;
     // Signed while the link was active (its terms name its address), sent after it was disabled.
     const { header, payload } = await xPaymentFor(path, PAYER_B, value);

@@ -7,7 +7,7 @@ import type { Facilitator } from "../../src/x402/facilitator";
 import { PROTOCOL_REASONS, protocolReason } from "../../src/x402/reasons";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE } from "../helpers/api";
-import { createCharge, createMerchant } from "../helpers/factories";
+import { createCharge, createCheckoutLink, createMerchant } from "../helpers/factories";
 import { freshPayer, signAuthorization, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
 
 /*
@@ -221,14 +221,8 @@ describe("the settlement status resource", () => {
 describe("the payment-identifier extension", () => {
   const paymentId = () => `pay_${crypto.randomUUID().replace(/-/g, "")}`;
 
-  async function createLink(cents = CENTS) {
-    const res = await api("POST", "/merchant/checkout", {
-      token: merchant.apiKey,
-      body: { amountUsdCents: cents, description: "identified purchase" },
-    });
-    expect(res.status).toBe(201);
-    return `/checkout/${res.body.checkoutToken}/x402`;
-  }
+  const createLink = async () =>
+    `/checkout/${(await createCheckoutLink(merchant.apiKey, CENTS, "identified purchase")).checkoutToken}/x402`;
 
   it("is declared in PAYMENT-REQUIRED as optional, with its schema", async () => {
     const required = await paymentRequiredOf(await createLink());
