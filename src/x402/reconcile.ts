@@ -89,11 +89,83 @@ export async function reconcilePayment(
 const paysUs = (x: X402Settings, p: OpenPayment, receipt: Receipt) =>
   movedBy(x, receipt, { from: p.payer, to: p.payTo ?? x.payTo, value: BigInt(p.value) });
 
+/** Marks a released payment whose later use this watch has already dealt with, so it is not read again. */
+const LATE_USE = "used_after_release";
+/** Releases the chain decided for good (reconcilePayment's verdicts): nothing is left to watch. */
+const FINAL_VERDICTS = [
+  LATE_USE,
+  "authorization_expired_unused",
+  "authorization_canceled",
+  "authorization_used_without_transfer",
+];
+
+/**
+ * A payment released after a failed settlement leaves an authorization that anyone holding it (the
+ * payer, or anyone who read a reverted transaction's calldata) can still submit until validBefore,
+ * and the token then pays the charge's receiving address all the same. So released payments are
+ * watched while they can still be used. One that was used is taken back for its charge when the
+ * charge is still open (pending, unclaimed): it is reopened as `unknown` with the claim, and
+ * reconciliation credits its transaction as any other. If the charge was paid meanwhile by
+ * another payment, the money is the payer's and sits on the receiving address: it is logged as
+ * an error for an operator (the treasury check shows it as a surplus) and marked, never credited.
+ */
+export async function watchReleasedPayments(env: Env, x: X402Settings, nowSeconds: number): Promise<number> {
+  const released = await env.DB.prepare(
+    `SELECT id, charge_id AS chargeId, payer, nonce, network, asset FROM x402_payments
+     WHERE status = 'failed' AND valid_before + ? > ? AND COALESCE(error, '') NOT IN (${FINAL_VERDICTS.map(() => "?").join(", ")})
+     ORDER BY valid_before LIMIT 50`,
+  )
+    .bind(CLOCK_SKEW_SECONDS, nowSeconds, ...FINAL_VERDICTS)
+    .all<{
+      id: string;
+      chargeId: string;
+      payer: `0x${string}`;
+      nonce: `0x${string}`;
+      network: string;
+      asset: string;
+    }>();
+  let reopened = 0;
+  for (const p of released.results) {
+    if (p.asset.toLowerCase() !== x.asset.toLowerCase() || p.network !== x.network) continue;
+    if (!(await authorizationUsed(x, p.payer, p.nonce))) continue;
+    const [, reopen] = await env.DB.batch([
+      env.DB.prepare(
+        "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
+      ).bind(p.id, p.chargeId),
+      env.DB.prepare(
+        `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
+         WHERE id = ? AND status = 'failed' AND EXISTS (SELECT 1 FROM charges WHERE id = ? AND x402_claim = ?)`,
+      ).bind(nowIso(), p.id, p.chargeId, p.id),
+    ]);
+    if ((reopen?.meta.changes ?? 0) > 0) {
+      reopened++;
+      continue;
+    }
+    const fate = await authorizationFate(x, p.payer, p.nonce);
+    if (fate.kind !== "canceled")
+      log.error("x402_used_after_release", {
+        paymentId: p.id,
+        chargeId: p.chargeId,
+        transaction: fate.kind === "used" ? fate.transaction : null,
+      });
+    await env.DB.prepare("UPDATE x402_payments SET error = ?, updated_at = ? WHERE id = ? AND status = 'failed'")
+      .bind(LATE_USE, nowIso(), p.id)
+      .run();
+  }
+  return reopened;
+}
+
 /** The cron's sweep over payments whose outcome is unknown or whose worker vanished. */
 export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise<Record<Reconciliation, number>> {
   const x = settingsOf(env).x402;
   const counts: Record<Reconciliation, number> = { credited: 0, failed: 0, waiting: 0 };
   if (!x) return counts;
+  try {
+    // First, so a released payment used on chain is reconciled in this same run.
+    await watchReleasedPayments(env, x, Math.floor(now / 1000));
+  } catch (error) {
+    log.warn("x402_watch_released", { error });
+  }
   const open = await env.DB.prepare(
     `${OPEN_PAYMENT_SELECT}
      WHERE status = 'unknown' OR (status = 'settling' AND updated_at <= ?) ORDER BY updated_at LIMIT 50`,

@@ -22,8 +22,8 @@ import { facilitatorOf, type Facilitator } from "./facilitator";
 import { settlerOf } from "./settler.do";
 import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { ensureReceivingAddress, receivingAddressStatement, type ReceivingOwner, type ReceivingRow } from "./receiving";
-import { termsFor, type Terms } from "./terms";
-import { verifyOffline, verifyPayment } from "./verify";
+import { caip2, termsFor, type Terms } from "./terms";
+import { CLOCK_SKEW_SECONDS, MIN_REMAINING_SECONDS, verifyOffline, verifyPayment } from "./verify";
 import { credit, release } from "./settlement";
 import { blocklistStatement } from "../kyt/screening";
 
@@ -46,6 +46,9 @@ interface PaymentRow {
   status: string;
   txHash: string | null;
   payer: string;
+  /** The stored authorization and signature (read for a payment found by its identifier). */
+  payload?: string;
+  validBefore?: number;
 }
 
 /** What is being paid: a stored charge, or a charge born from a checkout link with this payment. */
@@ -87,10 +90,10 @@ const PAYMENT_SELECT =
 
 /** The payment this payer made earlier with the same v2 payment identifier (a retry of one purchase). */
 const identifiedStatement = (env: Env, payment: DecodedPayment) =>
-  env.DB.prepare(`${PAYMENT_SELECT} WHERE payer = ? AND payment_identifier = ?`).bind(
-    payment.authorization.from.toLowerCase(),
-    payment.paymentIdentifier,
-  );
+  env.DB.prepare(
+    `SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer, payload, valid_before AS validBefore
+     FROM x402_payments WHERE payer = ? AND payment_identifier = ?`,
+  ).bind(payment.authorization.from.toLowerCase(), payment.paymentIdentifier);
 
 /** What an earlier payment of this purchase answers now: its settlement, or that it is still being settled. */
 const outcomeOfEarlier = (p: PaymentRow, payer: string): X402Outcome =>
@@ -154,6 +157,36 @@ function sameTarget(earlier: PaymentRow, target: X402Target, terms: Terms): bool
 }
 
 /**
+ * A failed payment's stored authorization as a payment to send again, while it still has the time
+ * to settle; null once it cannot. (The remote facilitator gets it in the shape of its version.)
+ */
+function storedPayment(x: X402Settings, row: PaymentRow, terms: Terms, nowSeconds: number): DecodedPayment | null {
+  if (!row.payload || (row.validBefore ?? 0) < nowSeconds + MIN_REMAINING_SECONDS + CLOCK_SKEW_SECONDS) return null;
+  const { authorization, signature, version } = JSON.parse(row.payload) as {
+    authorization: DecodedPayment["authorization"];
+    signature: `0x${string}`;
+    version: 1 | 2;
+  };
+  const payload = { signature, authorization };
+  return {
+    version,
+    scheme: "exact",
+    network: version === 1 ? x.network : caip2(x.chainId),
+    accepted:
+      version === 1
+        ? null
+        : { asset: x.asset.toLowerCase(), payTo: terms.payTo.toLowerCase(), amount: authorization.value },
+    authorization,
+    signature,
+    paymentIdentifier: null,
+    raw:
+      version === 1
+        ? { x402Version: 1, scheme: "exact", network: x.network, payload }
+        : { x402Version: 2, accepted: terms.v2, payload },
+  };
+}
+
+/**
  * Pays a charge or a checkout link with an x402 payment header, exactly once:
  *   1. decode and verify (terms, window, signature, KYT; then the facilitator's part: nonce and
  *      balance on chain, and for ours the transfer's own dry run);
@@ -175,8 +208,10 @@ export async function payWithX402(
 ): Promise<X402Outcome> {
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
-  const payment = decodePaymentHeader(header);
-  const { target, receiving, earlier, identified, onBlocklist } = await lookUp(env, x, ref, payment);
+  let payment = decodePaymentHeader(header);
+  const found = await lookUp(env, x, ref, payment);
+  const { target, receiving, identified, onBlocklist } = found;
+  let earlier = found.earlier;
   if (!target) return { kind: "charge_not_found" };
   const terms = await termsForTarget(env, x, target, resource, receiving);
   if (!payment) return { kind: "invalid", reason: "invalid_payload", terms };
@@ -188,13 +223,20 @@ export async function payWithX402(
     return outcomeOfEarlier(earlier, payer);
   }
   const nowSeconds = Math.floor(Date.now() / 1000);
-  if (identified && identified.status !== "failed" && identified.id !== earlier?.id) {
-    // Only the payer's own signature may learn (and reuse) what its identifier paid.
-    const proof = await verifyOffline(x, terms, payment, nowSeconds);
-    if (!proof.isValid) return { kind: "invalid", reason: proof.invalidReason, terms };
+  // Only the payer's own signature may learn (and reuse) what its identifier paid: without it the
+  // payment goes on as any other, so the answer tells nothing of whether the identifier was used.
+  if (identified && identified.id !== earlier?.id && (await verifyOffline(x, terms, payment, nowSeconds)).isValid) {
     // One identifier is one purchase: the same id for something else is refused, never answered with another's outcome.
     if (!sameTarget(identified, target, terms)) return { kind: "invalid", reason: "invalid_payload", terms };
-    return outcomeOfEarlier(identified, payer);
+    if (identified.status !== "failed") return outcomeOfEarlier(identified, payer);
+    // The purchase's earlier attempt failed, but its authorization can still be used by whoever holds
+    // it: that one is settled again instead of this new one, so one purchase never has two live
+    // authorizations that could both pay.
+    const stored = storedPayment(x, identified, terms, nowSeconds);
+    if (stored) {
+      payment = { ...stored, paymentIdentifier: payment.paymentIdentifier };
+      earlier = identified;
+    }
   }
 
   if (target.kind === "charge" && target.charge.status === "paid") {

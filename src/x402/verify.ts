@@ -12,7 +12,7 @@ export type VerifyResult =
 /** Tolerated clock skew between us, the client and the chain. */
 export const CLOCK_SKEW_SECONDS = 30;
 /** A settlement needs a few seconds of validity left to land. */
-const MIN_REMAINING_SECONDS = 6;
+export const MIN_REMAINING_SECONDS = 6;
 
 const invalid = (invalidReason: string, payer: string | null = null): VerifyResult => ({
   isValid: false,

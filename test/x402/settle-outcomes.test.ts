@@ -279,6 +279,33 @@ describe("a settlement that can never pay", () => {
     });
   });
 
+  it("a released authorization someone submits later (the reverted transaction's calldata is public): its charge is credited with it, once", async () => {
+    const s = await setUp();
+    const outcome = await s.pay(withRemoteFacilitator(async () => settleReply("insufficient_funds")));
+    expect(outcome.kind).toBe("settle_failed");
+    const late = await submitAuthorization(s.payment.payload);
+    expect(late.status).toBe("success");
+    await expectCreditedOnce(s, late.transactionHash);
+  });
+
+  it("a released authorization used after the charge was paid another way: never a second credit; marked for an operator", async () => {
+    const s = await setUp();
+    expect((await s.pay(withRemoteFacilitator(async () => settleReply("insufficient_funds")))).kind).toBe(
+      "settle_failed",
+    );
+    const agent = await createAgent({ credit: 1000 });
+    expect((await payCharge(agent.apiKey, s.charge.chargeId)).status).toBe(200);
+    expect((await submitAuthorization(s.payment.payload)).status).toBe("success");
+    await reconcileOpenPayments(env);
+    await reconcileOpenPayments(env);
+    expect(await s.state()).toEqual({
+      payment: expect.objectContaining({ status: "failed", error: "used_after_release" }),
+      charge: expect.objectContaining({ status: "paid", claimed: 0 }),
+      merchantBalance: CENTS,
+    });
+    expect((await api("GET", `/charges/${s.charge.chargeId}`)).body).toMatchObject({ method: "ledger" });
+  });
+
   it("an authorization the payer cancelled while the outcome was unknown: released once reconciliation sees the cancellation", async () => {
     const s = await setUp();
     const outcome = await s.pay({
@@ -294,5 +321,8 @@ describe("a settlement that can never pay", () => {
       merchantBalance: 0,
     });
     expect(await tokenBalance(s.payer.address)).toBe(10_000_000n);
+    // Watched no more: the next runs leave it released and the charge unclaimed.
+    await reconcileOpenPayments(env);
+    expect(await s.state()).toMatchObject({ payment: { status: "failed" }, charge: { claimed: 0 } });
   });
 });

@@ -1,4 +1,5 @@
 import { env } from "cloudflare:workers";
+import type { Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
@@ -7,8 +8,17 @@ import type { Facilitator } from "../../src/x402/facilitator";
 import { PROTOCOL_REASONS, protocolReason } from "../../src/x402/reasons";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE } from "../helpers/api";
-import { createCharge, createCheckoutLink, createMerchant } from "../helpers/factories";
-import { freshPayer, signAuthorization, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
+import { createAgent, createCharge, createCheckoutLink, createMerchant, payCharge } from "../helpers/factories";
+import {
+  chain,
+  freshPayer,
+  publicClient,
+  signAuthorization,
+  TOKEN_ABI,
+  tokenBalance,
+  xPaymentFor,
+  type Payer,
+} from "../helpers/x402";
 
 /*
  * Section 14 of the x402 contract on the real local chain: authorization windows as the reference
@@ -59,6 +69,14 @@ const pay = (path: string, header: string, method: "GET" | "POST" = "GET") =>
 const settlementOf = (settlementId: string) => api("GET", `/x402/settlements/${settlementId}`);
 const settlementByAuthorization = (payer: string, nonce: string) =>
   api("GET", `/x402/settlements?payer=${payer}&nonce=${nonce}`);
+
+const authorizationUsed = (payer: Hex, nonce: Hex) =>
+  publicClient().readContract({
+    address: chain().token,
+    abi: TOKEN_ABI,
+    functionName: "authorizationState",
+    args: [payer, nonce],
+  });
 
 async function paidCharges(merchantKey: string) {
   const res = await api("GET", "/merchant/charges", { token: merchantKey });
@@ -306,7 +324,7 @@ describe("the payment-identifier extension", () => {
     expect(await tokenBalance(payer.address)).toBe(VALUE);
   });
 
-  it("after a failed payment the id may pay again", async () => {
+  it("a retry of a failed purchase settles the first, still valid authorization again, never a second one", async () => {
     const payer = await freshPayer(VALUE);
     const charge = await createCharge(merchant.apiKey, CENTS);
     const path = x402Path(charge.chargeId);
@@ -316,17 +334,44 @@ describe("the payment-identifier extension", () => {
       verify: async () => ({ isValid: true }),
       settle: async () => ({ kind: "failed", reason: "transaction_reverted" }),
     };
-    const failed = await payWithX402(
-      env,
-      { kind: "charge", charge: row! },
-      `${BASE}${path}`,
-      (await v2Payment(path, payer, { paymentId: id })).header,
-      failing,
-    );
+    const first = await v2Payment(path, payer, { paymentId: id });
+    const failed = await payWithX402(env, { kind: "charge", charge: row! }, `${BASE}${path}`, first.header, failing);
     expect(failed.kind).toBe("settle_failed");
-    const res = await pay(path, (await v2Payment(path, payer, { paymentId: id })).header);
+    const failedId = (await settlementByAuthorization(payer.address, first.payload.authorization.nonce)).body
+      .settlementId;
+
+    const retry = await v2Payment(path, payer, { paymentId: id });
+    const res = await pay(path, retry.header);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.settlement.settlementId).toBe(failedId);
     expect(await tokenBalance(payer.address)).toBe(0n);
+    expect((await settlementOf(failedId)).body).toMatchObject({ status: "settled", chargeId: charge.chargeId });
+    // The retry's own authorization was never used nor reserved: it can never pay too.
+    expect(await authorizationUsed(payer.address, retry.payload.authorization.nonce)).toBe(false);
+    expect((await settlementByAuthorization(payer.address, retry.payload.authorization.nonce)).status).toBe(404);
     expect((await paidCharges(merchant.apiKey)).map((c) => c.chargeId)).toContain(charge.chargeId);
+  });
+
+  it("a forged signature learns nothing of an identifier: the answer is the one any payment gets", async () => {
+    const path = await createLink();
+    const alice = await freshPayer(VALUE);
+    const id = paymentId();
+    expect((await pay(path, (await v2Payment(path, alice, { paymentId: id })).header)).status).toBe(200);
+    // A charge already paid: the one place an answer could differ (a paid charge answers with itself).
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const mallory = await freshPayer(0n);
+    const forged = [];
+    for (const guess of [id, paymentId()]) {
+      const json = fromBase64((await v2Payment(x402Path(charge.chargeId), mallory, { paymentId: guess })).header);
+      json.payload.authorization.from = alice.address;
+      forged.push(toBase64(JSON.stringify(json)));
+    }
+    const agent = await createAgent({ credit: CENTS });
+    expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+    const answers = [];
+    for (const header of forged) answers.push(await pay(x402Path(charge.chargeId), header));
+    expect(answers[0]!.status).toBe(200);
+    expect(answers[0]!.status).toBe(answers[1]!.status);
+    expect(answers[0]!.body).toEqual(answers[1]!.body);
   });
 });
