@@ -55,7 +55,12 @@ function paymentRequired(
   settlement?: Record<string, unknown>,
 ) {
   c.header("Cache-Control", "no-store");
-  c.header("PAYMENT-REQUIRED", base64Json(terms.paymentRequired));
+  // Version 2 clients read only this header: a refusal's reason code is its `error`, as the reference server sends it.
+  const reason = extra.invalidReason ?? extra.errorReason;
+  c.header(
+    "PAYMENT-REQUIRED",
+    base64Json(reason ? { ...terms.paymentRequired, error: reason } : terms.paymentRequired),
+  );
   if (settlement) settlementHeaders(c, settlement);
   return c.json({ x402Version: 1, error, accepts: [terms.v1], ...extra }, 402);
 }

@@ -117,6 +117,10 @@ describe("authorization windows", () => {
       error: "Pago inválido",
       invalidReason: "invalid_exact_evm_payload_authorization_valid_before",
     });
+    // A version 2 client reads only the header: the reason is its `error`.
+    expect(fromBase64(res.headers.get("payment-required")!).error).toBe(
+      "invalid_exact_evm_payload_authorization_valid_before",
+    );
     expect(await tokenBalance(payer.address)).toBe(VALUE);
     expect((await settlementByAuthorization(payer.address, payload.authorization.nonce)).status).toBe(404);
     // The same charge still takes a payment within the window.
