@@ -12,7 +12,7 @@ const fmt = (n, digits = 0) =>
 
 /**
  * @param {{ name: string, kind: "floor" | "scenario", result: { okRps: number, p50: number, p99: number, errors: number, threads?: { service?: { busy: number } } | null } | null,
- *   floor?: string | null, ratio?: number | null, target?: string | null, met?: boolean | null, note?: string | null }[]} rows
+ *   floor?: string | null, ratio?: number | null, spread?: { min: number, max: number } | null, target?: string | null, met?: boolean | null, note?: string | null }[]} rows
  */
 export function table(rows) {
   const header = ["", "req/s", "p50 ms", "p99 ms", "errors", "thread", "floor", "ratio", "target", "met"];
@@ -25,7 +25,11 @@ export function table(rows) {
     r.result ? fmt(r.result.errors) : "-",
     busy(r) === undefined ? "-" : `${fmt(busy(r) * 100)} %`,
     r.floor ?? "",
-    r.ratio === null || r.ratio === undefined ? "" : fmt(r.ratio, 2),
+    r.ratio === null || r.ratio === undefined
+      ? ""
+      : r.spread
+        ? `${fmt(r.ratio, 2)} (${fmt(r.spread.min, 2)}-${fmt(r.spread.max, 2)})`
+        : fmt(r.ratio, 2),
     r.target ?? "",
     r.met === null || r.met === undefined ? "" : r.met ? "yes" : "NO",
   ]);
