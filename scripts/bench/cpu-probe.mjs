@@ -7,7 +7,7 @@
 // a difference under about 15 %.
 //
 // Settings (environment): PROBE_COUNT (requests per measured phase, default 300),
-// PROBE_CONCURRENCY (in flight, default 8), PROBE_ONLY (`x402` or `wallet`; default both),
+// PROBE_CONCURRENCY (in flight, default 8), PROBE_ONLY (`x402` or `wallet`, which has checkout-link payments too; default both),
 // PROBE_PERF (a file: `perf record` of the thread during the x402 settle phase, when perf is there).
 // DEV_CRON_SECONDS (default 10 under `npm run dev`) sets how often the dev cron runs its jobs (the
 // sweeps of settled payments among them), which land in whichever phase they fall in.
@@ -116,12 +116,23 @@ async function walletPhases(consoleKey) {
     const headers = { authorization: `Bearer ${agents[k % agents.length].apiKey}` };
     await expectOk(await fetch(`${B}/charges/${charges[k]}/pay`, { method: "POST", headers }), 200, "wallet pay");
   };
+  const link = await call(B, "POST", "/merchant/checkout", {
+    token: shop.apiKey,
+    body: { amountUsdCents: 1, description: "cpu probe" },
+  });
+  const payLink = async (k) => {
+    const headers = { authorization: `Bearer ${agents[k % agents.length].apiKey}` };
+    const response = await fetch(`${B}/checkout/${link.checkoutToken}/pay`, { method: "POST", headers });
+    await expectOk(response, 200, "checkout-link pay");
+  };
   await phase("floor: DO RPC + payment-sized batch, warm-up", WARMUP, floor);
   await phase("wallet pay, warm-up", WARMUP, pay);
+  await phase("checkout-link pay, warm-up", WARMUP, payLink);
   // Taking turns, as the bench's payment rows do.
   for (let round = 0; round < 2; round++) {
     await phase("floor: DO RPC + payment-sized batch", N, floor);
     await phase("wallet pay across agents", N, pay, WARMUP + round * N);
+    await phase("checkout-link pay", N, payLink);
   }
   await call(B, "POST", "/__bench/teardown");
 }
