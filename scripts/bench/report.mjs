@@ -12,10 +12,10 @@ const fmt = (n, digits = 0) =>
 
 /**
  * @param {{ name: string, kind: "floor" | "scenario", result: { okRps: number, p50: number, p99: number, errors: number, threads?: { service?: { busy: number } } | null } | null,
- *   floor?: string | null, ratio?: number | null, target?: string | null, met?: boolean | null, note?: string | null }[]} rows
+ *   floor?: string | null, ratio?: number | null, cpuMs?: number | null, spread?: { min: number, max: number } | null, target?: string | null, met?: boolean | null, note?: string | null }[]} rows
  */
 export function table(rows) {
-  const header = ["", "req/s", "p50 ms", "p99 ms", "errors", "thread", "floor", "ratio", "target", "met"];
+  const header = ["", "req/s", "p50 ms", "p99 ms", "errors", "thread", "cpu ms", "floor", "ratio", "target", "met"];
   const busy = (r) => r.result?.threads?.service?.busy;
   const lines = rows.map((r) => [
     r.name,
@@ -24,15 +24,20 @@ export function table(rows) {
     r.result ? fmt(r.result.p99, r.result.p99 < 10 ? 1 : 0) : "-",
     r.result ? fmt(r.result.errors) : "-",
     busy(r) === undefined ? "-" : `${fmt(busy(r) * 100)} %`,
+    r.cpuMs === null || r.cpuMs === undefined ? "-" : fmt(r.cpuMs, 2),
     r.floor ?? "",
-    r.ratio === null || r.ratio === undefined ? "" : fmt(r.ratio, 2),
+    r.ratio === null || r.ratio === undefined
+      ? ""
+      : r.spread
+        ? `${fmt(r.ratio, 2)} (${fmt(r.spread.min, 2)}-${fmt(r.spread.max, 2)})`
+        : fmt(r.ratio, 2),
     r.target ?? "",
     r.met === null || r.met === undefined ? "" : r.met ? "yes" : "NO",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => String(l[i]).length)));
   const render = (cells) =>
     cells
-      .map((c, i) => (i === 0 || i >= 6 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
+      .map((c, i) => (i === 0 || i >= 7 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
       .join("  ")
       .trimEnd();
   const out = [render(header), widths.map((w) => "-".repeat(w)).join("  ")];

@@ -126,6 +126,20 @@ export async function checkoutLinkForPayment(db: Db, token: string) {
     .get();
 }
 
+/**
+ * What a wallet payment of a link needs, in one statement without the query builder: it runs for
+ * every payment, and building and mapping the joined select cost more than the read itself.
+ */
+const LINK_TO_PAY = `SELECT l.id, l.merchant_id AS merchantId, l.amount_minor AS amountMinor, l.description,
+    l.external_id AS externalId, l.active, m.name AS merchantName, m.category AS merchantCategory
+  FROM checkout_links l JOIN merchants m ON m.id = l.merchant_id WHERE l.token = ?`;
+type LinkToPay = Pick<CheckoutLinkRow, "id" | "merchantId" | "amountMinor" | "description" | "externalId"> & {
+  /** SQLite's boolean: 0 or 1. */
+  active: number;
+  merchantName: string;
+  merchantCategory: string | null;
+};
+
 /** The agent paying a checkout link sees its charge, not the merchant's balance. */
 export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
 
@@ -136,14 +150,14 @@ export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
  */
 export async function payCheckoutLink(
   env: Env,
-  db: Db,
+  _db: Db,
   agentId: string,
   token: string,
   slot?: IdempotencySlot,
 ): Promise<PayOutcome> {
-  const found = await checkoutLinkForPayment(db, token);
+  const found = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
   if (!found) return { kind: "not_found", reason: "checkout_link_not_found" };
-  const { link } = found;
+  const link = found;
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
     ...newPendingCharge(link.merchantId, {

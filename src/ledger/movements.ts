@@ -33,7 +33,7 @@ export interface WalletPayment {
  * What every payment method does to the charge it pays, in its batch: the
  * charge flips from pending to paid, a checkout link it was born from counts
  * it (only such a charge has the statement), and other pending approvals for
- * it can no longer be granted.
+ * it can no longer be granted (a charge created in this same batch has none).
  */
 function chargePaidStatements(
   charge: PayableCharge,
@@ -41,6 +41,7 @@ function chargePaidStatements(
   method: string,
   reference: string,
   paidAt: string,
+  bornInBatch = false,
 ): SqlStatement[] {
   return [
     sqlStatement(
@@ -60,11 +61,15 @@ function chargePaidStatements(
           ),
         ]
       : []),
-    sqlStatement(
-      "UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'",
-      paidAt,
-      charge.id,
-    ),
+    ...(bornInBatch
+      ? []
+      : [
+          sqlStatement(
+            "UPDATE approvals SET status = 'expired', decided_at = ? WHERE charge_id = ? AND status = 'pending'",
+            paidAt,
+            charge.id,
+          ),
+        ]),
   ];
 }
 
@@ -137,7 +142,8 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
         charge.amountMinor,
       ]),
       ...(p.extraStatements ?? []),
-      ...chargePaidStatements(charge, p.agentId, p.method, p.reference, p.paidAt),
+      // A prelude creates the charge: nothing can have asked for its approval yet.
+      ...chargePaidStatements(charge, p.agentId, p.method, p.reference, p.paidAt, (p.prelude?.length ?? 0) > 0),
       ...postingStatements(
         p.reference,
         [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],

@@ -26,6 +26,11 @@ export type TransferCheck =
 
 /** How long one fee estimate serves the settlements that follow it (a block or two cannot outgrow its 1.2x headroom). */
 const FEES_FRESH_MS = 2_000;
+/**
+ * How EIP-3009 tokens revert a transfer whose authorization is not signed by `from` (USDC's
+ * "FiatTokenV2: invalid signature", the test token's too, and "invalid signature s" for a high s).
+ */
+const SIGNATURE_REVERT = /invalid signature/i;
 const rpcError = (answer: RpcAnswer | undefined) => shortError(rpcErrorMessage(answer) ?? "no answer");
 
 /** The gas-paying account, derived once per key and isolate (deriving costs a curve multiplication). */
@@ -115,7 +120,12 @@ export async function checkTransfer(
   if (BigInt(used.result as string) !== 0n) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used" };
   if (BigInt(balance.result as string) < terms.value) return { kind: "invalid", reason: "insufficient_funds" };
   if (!gasFrom || !estimate) return { kind: "valid", prepared: null };
-  if (estimate.error) return { kind: "invalid", reason: `simulation_failed: ${rpcError(estimate)}` };
+  if (estimate.error) {
+    const message = rpcError(estimate);
+    // The dry run executes the transfer, whose own signature check (ecrecover against `from`) refused it.
+    if (SIGNATURE_REVERT.test(message)) return { kind: "invalid", reason: "invalid_exact_evm_payload_signature" };
+    return { kind: "invalid", reason: `simulation_failed: ${message}` };
+  }
   let fees = feesFresh;
   if (!fees) {
     if (!block || !tip || block.error || tip.error)

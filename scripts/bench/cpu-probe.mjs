@@ -1,0 +1,149 @@
+// `node scripts/bench/cpu-probe.mjs`: the service thread's CPU per request, one kind of request at
+// a time, for finding where a path's CPU goes (docs/benchmarks.md, "CPU per request, by phase").
+// Starts its own service as `npm run bench` does, sends each phase's requests with a fixed number
+// in flight (plain fetch, no autocannon) and reads the service's workerd thread from the kernel
+// (/proc/<pid>/task/<tid>/schedstat) before and after: CPU time over requests, whatever the
+// machine's load does to the wall clock. Compare phases within one run; run twice before trusting
+// a difference under about 15 %.
+//
+// Settings (environment): PROBE_COUNT (requests per measured phase, default 300),
+// PROBE_CONCURRENCY (in flight, default 8), PROBE_ONLY (`x402` or `wallet`, which has checkout-link payments too; default both),
+// PROBE_PERF (a file: `perf record` of the thread during the x402 settle phase, when perf is there).
+// DEV_CRON_SECONDS (default 10 under `npm run dev`) sets how often the dev cron runs its jobs (the
+// sweeps of settled payments among them), which land in whichever phase they fall in.
+import { spawn } from "node:child_process";
+import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
+import { startService } from "./server.mjs";
+import { serviceProcesses, snapshot } from "./threads.mjs";
+import { signPayments } from "./x402.mjs";
+
+const N = Number(process.env.PROBE_COUNT ?? 300);
+const C = Number(process.env.PROBE_CONCURRENCY ?? 8);
+const ONLY = process.env.PROBE_ONLY ?? "";
+const WARMUP = 60;
+const log = (line) => console.log(`[cpu-probe] ${line}`);
+
+const service = await startService({ log: () => {} });
+const B = service.url;
+
+/** The service thread's CPU so far, in ns. */
+function serviceCpuNs() {
+  const reading = snapshot(serviceProcesses(service.pgid, service.port)).readings.find((r) => r.role === "service");
+  const thread = reading?.threads && Object.values(reading.threads)[0];
+  if (!thread) throw new Error("no service thread found (Linux only)");
+  return thread.cpuNs;
+}
+
+/** Until the outbox and the webhook deliveries stay empty (as `npm run bench` waits between rows). */
+async function quiet() {
+  for (let calm = 0; calm < 4; await new Promise((r) => setTimeout(r, 300))) {
+    const backlog = await call(B, "GET", "/__bench/backlog");
+    calm = backlog.outbox === 0 && backlog.deliveries === 0 ? calm + 1 : 0;
+  }
+}
+
+/** Runs `count` requests (`send(k)`, k from `from`) `C` at a time and prints the thread's CPU per request. */
+async function phase(name, count, send, from = 0) {
+  await quiet();
+  const cpu0 = serviceCpuNs();
+  const t0 = Date.now();
+  await inParallel(
+    Array.from({ length: count }, (_, k) => from + k),
+    C,
+    send,
+  );
+  const cpu1 = serviceCpuNs();
+  log(`${name}: ${count} in ${Date.now() - t0} ms, ${((cpu1 - cpu0) / 1e6 / count).toFixed(2)} ms of CPU each`);
+}
+
+async function expectOk(response, expected, what) {
+  await response.text();
+  if (response.status !== expected) throw new Error(`${what} answered ${response.status}`);
+}
+
+const get = (path) => async () => expectOk(await fetch(`${B}${path}`), path === "/nothing-here" ? 404 : 200, path);
+
+async function x402Phases(consoleKey) {
+  const merchant = await createMerchant(B, consoleKey, "cpu probe x402");
+  const charges = await createCharges(B, merchant.apiKey, WARMUP + N, 8);
+  const termsOf = async (id) => (await call(B, "GET", `/charges/${id}/x402`, { expected: [402] })).accepts[0];
+  const terms = [];
+  await phase("x402 terms, first use (assigns the address)", charges.length, async (k) => {
+    terms[k] = await termsOf(charges[k]);
+  });
+  await phase("x402 terms again (402, address known)", charges.length, (k) => termsOf(charges[k]));
+  const signed = await signPayments(terms);
+  const settle = async (k) =>
+    expectOk(
+      await fetch(`${B}/charges/${charges[k]}/x402`, { headers: { "x-payment": signed[k].header } }),
+      200,
+      "settle",
+    );
+  await phase("x402 settle, warm-up", WARMUP, settle);
+  if (process.env.PROBE_PERF) {
+    const tid = serviceProcesses(service.pgid, service.port).find((p) => p.role === "service").pid;
+    const args = ["record", "-F", "999", "-g", "-t", String(tid), "-o", process.env.PROBE_PERF, "--", "sleep", "8"];
+    spawn("perf", args, { stdio: "ignore" }).on("error", (e) => log(`perf: ${e.message}`));
+  }
+  await phase("x402 settle", N, settle, WARMUP);
+}
+
+async function walletPhases(consoleKey) {
+  const shop = await createMerchant(B, consoleKey, "cpu probe shop");
+  const agents = await inParallel(
+    Array.from({ length: 20 }, (_, i) => `cpu probe agent ${i}`),
+    4,
+    (name) => createAgent(B, consoleKey, name, 100_000_000),
+  );
+  const charges = await createCharges(B, shop.apiKey, 2 * N + WARMUP, 8);
+  const scratch = await call(B, "POST", "/__bench/setup", { body: { templateChargeId: charges[0], charges: 3 * N } });
+  let slot = 0;
+  const floor = async () => {
+    const i = slot++;
+    const body = JSON.stringify({
+      i,
+      agentId: scratch.agentIds[i % scratch.agentIds.length],
+      merchantId: scratch.merchantId,
+    });
+    const response = await fetch(`${B}/__bench/do-d1-batch`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    await expectOk(response, 200, "floor");
+  };
+  const pay = async (k) => {
+    const headers = { authorization: `Bearer ${agents[k % agents.length].apiKey}` };
+    await expectOk(await fetch(`${B}/charges/${charges[k]}/pay`, { method: "POST", headers }), 200, "wallet pay");
+  };
+  const link = await call(B, "POST", "/merchant/checkout", {
+    token: shop.apiKey,
+    body: { amountUsdCents: 1, description: "cpu probe" },
+  });
+  const payLink = async (k) => {
+    const headers = { authorization: `Bearer ${agents[k % agents.length].apiKey}` };
+    const response = await fetch(`${B}/checkout/${link.checkoutToken}/pay`, { method: "POST", headers });
+    await expectOk(response, 200, "checkout-link pay");
+  };
+  await phase("floor: DO RPC + payment-sized batch, warm-up", WARMUP, floor);
+  await phase("wallet pay, warm-up", WARMUP, pay);
+  await phase("checkout-link pay, warm-up", WARMUP, payLink);
+  // Taking turns, as the bench's payment rows do.
+  for (let round = 0; round < 2; round++) {
+    await phase("floor: DO RPC + payment-sized batch", N, floor);
+    await phase("wallet pay across agents", N, pay, WARMUP + round * N);
+    await phase("checkout-link pay", N, payLink);
+  }
+  await call(B, "POST", "/__bench/teardown");
+}
+
+try {
+  await phase("bench noop (warm-up)", N, get("/__bench/noop"));
+  await phase("bench noop", N, get("/__bench/noop"));
+  await phase("service 404", N, get("/nothing-here"));
+  const consoleKey = consoleToken(B);
+  if (ONLY !== "wallet") await x402Phases(consoleKey);
+  if (ONLY !== "x402") await walletPhases(consoleKey);
+} finally {
+  await service.stop();
+}
