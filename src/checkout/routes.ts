@@ -79,12 +79,6 @@ export const checkoutRoutes = new Hono<AppEnv>()
   })
   .post("/checkout/:token/pay", requireActor("agent"), validate("param", TokenParam), async (c) => {
     const { agentId } = actorOf(c.get("actor"), "agent");
-    const outcome = await payCheckoutLink(
-      c.env,
-      c.get("db"),
-      agentId,
-      c.req.valid("param").token,
-      c.get("idempotency"),
-    );
+    const outcome = await payCheckoutLink(c.env, agentId, c.req.valid("param").token, c.get("idempotency"));
     return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW, "agent");
   });

@@ -150,14 +150,12 @@ export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
  */
 export async function payCheckoutLink(
   env: Env,
-  _db: Db,
   agentId: string,
   token: string,
   slot?: IdempotencySlot,
 ): Promise<PayOutcome> {
-  const found = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
-  if (!found) return { kind: "not_found", reason: "checkout_link_not_found" };
-  const link = found;
+  const link = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
+  if (!link) return { kind: "not_found", reason: "checkout_link_not_found" };
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
     ...newPendingCharge(link.merchantId, {
@@ -166,8 +164,8 @@ export async function payCheckoutLink(
       externalId: link.externalId,
       checkoutLinkId: link.id,
     }),
-    merchantName: found.merchantName,
-    merchantCategory: found.merchantCategory,
+    merchantName: link.merchantName,
+    merchantCategory: link.merchantCategory,
   };
   const linkStillActive = guard(...linkActiveCheck(link.id));
   return walletOf(env, agentId).payNewCharge(

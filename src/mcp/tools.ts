@@ -90,7 +90,7 @@ const payCheckoutLinkTool: ToolDefinition<typeof PayCheckoutInput> = {
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   run: (ctx, input) =>
     payOnce(ctx, "pay_checkout_link", input, CHECKOUT_PAID_VIEW, (slot) =>
-      payCheckoutLink(ctx.env, ctx.db, ctx.agentId, input.token, slot),
+      payCheckoutLink(ctx.env, ctx.agentId, input.token, slot),
     ),
 };
 

@@ -104,7 +104,7 @@ describe("granting a held checkout-link payment", () => {
     const { header } = await xPaymentFor(`/charges/${chargeId}/x402`, payer.key, 700n * 10_000n);
     const onChain = await api("GET", `/charges/${chargeId}/x402`, { headers: { "X-PAYMENT": header } });
     expect(onChain.status).toBe(402);
-    expect(onChain.body).toMatchObject({ error: "Pago inválido", invalidReason: "checkout_link_disabled" });
+    expect(onChain.body).toMatchObject({ error: "Pago inválido", invalidReason: "invalid_transaction_state" });
     expect(await stateOf(held.body.approvalId, chargeId, link.checkoutLinkId)).toEqual({
       approval: "pending",
       charge: "pending",

@@ -24,6 +24,7 @@ async function paymentOf(signed: Awaited<ReturnType<typeof signAuthorization>>):
     accepted: null,
     authorization: signed.authorization,
     signature: signed.signature,
+    paymentIdentifier: null,
     raw: {},
   };
 }
