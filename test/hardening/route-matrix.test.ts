@@ -18,6 +18,8 @@ const PUBLIC_ROUTES = new Set([
   "GET /checkout/:token",
   "GET /checkout/:token/x402",
   "POST /checkout/:token/x402",
+  "GET /x402/settlements/:settlementId",
+  "GET /x402/settlements",
   "GET /pl/:code",
   "POST /console/auth/email/start",
   "POST /console/auth/email/verify",
