@@ -42,6 +42,9 @@ export async function startService({ log }) {
     ANVIL_PORT: String(anvilPort),
     DEV_PERSIST_DIR: stateDir,
     DEV_CONFIG: BENCH_CONFIG,
+    // The cron at production's cadence (once a minute), not `npm run dev`'s every 10 s: six times the
+    // background jobs (checkpoints, treasury checks, sweeps) would land in the measured windows.
+    DEV_CRON_SECONDS: process.env.DEV_CRON_SECONDS ?? "60",
   };
   // Its own process group (detached), so stop() reaches wrangler, workerd and anvil too.
   const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], {
