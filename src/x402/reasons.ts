@@ -52,6 +52,8 @@ const TRANSLATED: Record<string, ProtocolReason> = {
   authorization_expired_unused: "payment_expired",
   authorization_canceled: "invalid_exact_evm_nonce_already_used",
   authorization_used_without_transfer: "invalid_exact_evm_transfer_event_mismatch",
+  // Released, then used on chain after its charge was paid another way: it paid nothing here (an operator returns it).
+  used_after_release: "invalid_transaction_state",
 };
 
 /**

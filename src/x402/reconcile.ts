@@ -6,7 +6,7 @@ import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { authorizationFate, authorizationUsed, movedBy, receiptNow, type Receipt } from "../chain/client";
 import { CLOCK_SKEW_SECONDS } from "./verify";
-import { credit, release } from "./settlement";
+import { credit, release, reopenReleased } from "./settlement";
 
 /** A payment still `settling` this long after its last update lost its worker (a crash mid-settlement). */
 const STALE_SETTLING_MS = 5 * 60_000;
@@ -113,7 +113,7 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
   const released = await env.DB.prepare(
     `SELECT id, charge_id AS chargeId, payer, nonce, network, asset FROM x402_payments
      WHERE status = 'failed' AND valid_before + ? > ? AND COALESCE(error, '') NOT IN (${FINAL_VERDICTS.map(() => "?").join(", ")})
-     ORDER BY valid_before LIMIT 50`,
+     ORDER BY updated_at LIMIT 50`,
   )
     .bind(CLOCK_SKEW_SECONDS, nowSeconds, ...FINAL_VERDICTS)
     .all<{
@@ -128,16 +128,7 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
   for (const p of released.results) {
     if (p.asset.toLowerCase() !== x.asset.toLowerCase() || p.network !== x.network) continue;
     if (!(await authorizationUsed(x, p.payer, p.nonce))) continue;
-    const [, reopen] = await env.DB.batch([
-      env.DB.prepare(
-        "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
-      ).bind(p.id, p.chargeId),
-      env.DB.prepare(
-        `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
-         WHERE id = ? AND status = 'failed' AND EXISTS (SELECT 1 FROM charges WHERE id = ? AND x402_claim = ?)`,
-      ).bind(nowIso(), p.id, p.chargeId, p.id),
-    ]);
-    if ((reopen?.meta.changes ?? 0) > 0) {
+    if (await reopenReleased(env, p.id, p.chargeId)) {
       reopened++;
       continue;
     }
@@ -148,10 +139,21 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
         chargeId: p.chargeId,
         transaction: fate.kind === "used" ? fate.transaction : null,
       });
-    await env.DB.prepare("UPDATE x402_payments SET error = ?, updated_at = ? WHERE id = ? AND status = 'failed'")
-      .bind(LATE_USE, nowIso(), p.id)
+    // Recorded with the transaction that moved the payer's money, for the operator who returns it.
+    await env.DB.prepare(
+      "UPDATE x402_payments SET error = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id = ? AND status = 'failed'",
+    )
+      .bind(LATE_USE, fate.kind === "used" ? fate.transaction : null, nowIso(), p.id)
       .run();
   }
+  // Least recently checked first: released payments that stay unused must not keep later ones from being read.
+  const checked = released.results.map((p) => p.id);
+  if (checked.length > 0)
+    await env.DB.prepare(
+      `UPDATE x402_payments SET updated_at = ? WHERE status = 'failed' AND id IN (${checked.map(() => "?").join(", ")})`,
+    )
+      .bind(nowIso(), ...checked)
+      .run();
   return reopened;
 }
 

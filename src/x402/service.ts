@@ -24,7 +24,7 @@ import { decodePaymentHeader, type DecodedPayment } from "./payload";
 import { ensureReceivingAddress, receivingAddressStatement, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { caip2, termsFor, type Terms } from "./terms";
 import { CLOCK_SKEW_SECONDS, MIN_REMAINING_SECONDS, verifyOffline, verifyPayment } from "./verify";
-import { credit, release } from "./settlement";
+import { credit, release, reopenReleased } from "./settlement";
 import { blocklistStatement } from "../kyt/screening";
 
 /** Outcomes of an x402 request; routes.ts maps each to a response. */
@@ -224,8 +224,11 @@ export async function payWithX402(
   }
   const nowSeconds = Math.floor(Date.now() / 1000);
   // Only the payer's own signature may learn (and reuse) what its identifier paid: without it the
-  // payment goes on as any other, so the answer tells nothing of whether the identifier was used.
-  if (identified && identified.id !== earlier?.id && (await verifyOffline(x, terms, payment, nowSeconds)).isValid) {
+  // payment goes on as any other, so the answer tells nothing of whether the identifier was used. The
+  // signature is checked whenever an identifier is sent, used or not, so neither does the time taken.
+  const proven = payment.paymentIdentifier !== null && (await verifyOffline(x, terms, payment, nowSeconds)).isValid;
+  let retryOfReleased: PaymentRow | null = null;
+  if (identified && identified.id !== earlier?.id && proven) {
     // One identifier is one purchase: the same id for something else is refused, never answered with another's outcome.
     if (!sameTarget(identified, target, terms)) return { kind: "invalid", reason: "invalid_payload", terms };
     if (identified.status !== "failed") return outcomeOfEarlier(identified, payer);
@@ -236,6 +239,7 @@ export async function payWithX402(
     if (stored) {
       payment = { ...stored, paymentIdentifier: payment.paymentIdentifier };
       earlier = identified;
+      retryOfReleased = identified;
     }
   }
 
@@ -250,6 +254,14 @@ export async function payWithX402(
   if (!remoteVerdict.isValid) {
     if ("unavailable" in remoteVerdict)
       return { kind: "unavailable", error: remoteVerdict.unavailable, reason: remoteVerdict.reason };
+    // The released authorization this retry stands for was used on chain since (someone submitted it):
+    // the purchase may be paid, so it is taken back for its charge and left to the chain, not refused.
+    if (retryOfReleased && remoteVerdict.invalidReason === "invalid_exact_evm_nonce_already_used") {
+      if (await reopenReleased(env, retryOfReleased.id, retryOfReleased.chargeId)) {
+        await watchSoon(env, retryOfReleased.id);
+        return outcomeOfEarlier({ ...retryOfReleased, status: "unknown" }, payer);
+      }
+    }
     return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
   }
 
@@ -306,10 +318,14 @@ async function leaveToReconciliation(
   )
     .bind(transaction, reason.slice(0, 300), nowIso(), paymentId)
     .run();
+  await watchSoon(env, paymentId);
+}
+
+/** Has the settler's alarm reconcile a payment soon; the minute cron reconciles whatever no alarm watches. */
+async function watchSoon(env: Env, paymentId: string): Promise<void> {
   try {
     await settlerOf(env).watch(paymentId);
   } catch (error) {
-    // The minute cron reconciles whatever no alarm watches.
     log.warn("x402_watch", { paymentId, error });
   }
 }

@@ -48,3 +48,23 @@ export async function release(
     ),
   ]);
 }
+
+/**
+ * A released payment whose authorization was used on chain after all (someone submitted it): it is
+ * taken back for its charge while the charge is still open (pending, unclaimed), as `unknown` with
+ * the claim, and reconciliation credits the transaction that used it. False when the charge was
+ * paid or claimed meanwhile, or the payment is no longer released.
+ */
+export async function reopenReleased(env: Env, paymentId: string, chargeId: string): Promise<boolean> {
+  const released = "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')";
+  const [, reopened] = await env.DB.batch([
+    env.DB.prepare(
+      `UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND ${released}`,
+    ).bind(paymentId, chargeId, paymentId),
+    env.DB.prepare(
+      `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
+       WHERE id = ? AND status = 'failed' AND EXISTS (SELECT 1 FROM charges WHERE id = ? AND x402_claim = ?)`,
+    ).bind(nowIso(), paymentId, chargeId, paymentId),
+  ]);
+  return (reopened?.meta.changes ?? 0) > 0;
+}

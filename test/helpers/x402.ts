@@ -1,4 +1,14 @@
-import { createPublicClient, encodeAbiParameters, http, keccak256, toHex, type Hex } from "viem";
+import {
+  createPublicClient,
+  createWalletClient,
+  encodeAbiParameters,
+  http,
+  keccak256,
+  parseSignature,
+  toHex,
+  type Hex,
+} from "viem";
+import { EIP3009_ABI } from "../../src/chain/client";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect, inject } from "vitest";
 import type { RelayedSend, Refusal } from "../setup/chain.global";
@@ -167,4 +177,41 @@ export async function freshPayer(tokens: bigint): Promise<Payer> {
   });
   expect(await tokenBalance(address)).toBe(tokens);
   return { key, address };
+}
+
+/** A gas account of its own (fresh key, ETH set on the chain), so no other test shares its nonces. */
+export async function gasWallet() {
+  const account = privateKeyToAccount(generatePrivateKey());
+  await publicClient().request({
+    method: "anvil_setBalance" as never,
+    params: [account.address, toHex(10n ** 19n)] as never,
+  });
+  return createWalletClient({ account, transport: http(chain().rpcUrl) });
+}
+
+export type SignedAuthorization = Awaited<ReturnType<typeof xPaymentHeader>>["payload"];
+
+/** Submits the payer's authorization to the token as anyone could (a watcher of the mempool, the payer). */
+export async function submitAuthorization({ authorization: a, signature }: SignedAuthorization, gas = 200_000n) {
+  const wallet = await gasWallet();
+  const { r, s, v, yParity } = parseSignature(signature as Hex);
+  const hash = await wallet.writeContract({
+    chain: null,
+    address: chain().token,
+    abi: EIP3009_ABI,
+    functionName: "transferWithAuthorization",
+    gas,
+    args: [
+      a.from,
+      a.to,
+      BigInt(a.value),
+      BigInt(a.validAfter),
+      BigInt(a.validBefore),
+      a.nonce,
+      Number(v ?? BigInt((yParity ?? 0) + 27)),
+      r,
+      s,
+    ],
+  });
+  return publicClient().waitForTransactionReceipt({ hash });
 }

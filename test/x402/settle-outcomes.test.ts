@@ -1,12 +1,11 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, http, parseSignature, toHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { parseSignature, type Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/env";
 import { setFaultHook } from "../../src/lib/faults";
-import { EIP3009_ABI } from "../../src/chain/client";
 import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
@@ -18,8 +17,10 @@ import {
   publicClient,
   tokenBalance,
   xPaymentFor,
-  type xPaymentHeader,
   type Payer,
+  gasWallet,
+  submitAuthorization,
+  type SignedAuthorization,
 } from "../helpers/x402";
 
 /*
@@ -32,43 +33,6 @@ import {
 const CENTS = 150;
 const VALUE = BigInt(CENTS) * 10_000n;
 const x = () => settingsOf(env).x402!;
-
-/** A gas account of this file's own (fresh key, ETH set on the chain), so no other file shares its nonces. */
-async function gasWallet() {
-  const account = privateKeyToAccount(generatePrivateKey());
-  await publicClient().request({
-    method: "anvil_setBalance" as never,
-    params: [account.address, toHex(10n ** 19n)] as never,
-  });
-  return createWalletClient({ account, transport: http(chain().rpcUrl) });
-}
-
-type Authorization = Awaited<ReturnType<typeof xPaymentHeader>>["payload"];
-
-/** Submits the payer's authorization to the token as anyone could (a watcher of the mempool, the payer). */
-async function submitAuthorization({ authorization: a, signature }: Authorization, gas = 200_000n) {
-  const wallet = await gasWallet();
-  const { r, s, v, yParity } = parseSignature(signature as Hex);
-  const hash = await wallet.writeContract({
-    chain: null,
-    address: chain().token,
-    abi: EIP3009_ABI,
-    functionName: "transferWithAuthorization",
-    gas,
-    args: [
-      a.from,
-      a.to,
-      BigInt(a.value),
-      BigInt(a.validAfter),
-      BigInt(a.validBefore),
-      a.nonce,
-      Number(v ?? BigInt((yParity ?? 0) + 27)),
-      r,
-      s,
-    ],
-  });
-  return publicClient().waitForTransactionReceipt({ hash });
-}
 
 /** The payer withdraws its authorization (EIP-3009 cancelAuthorization, as USDC has it). */
 async function cancelAuthorization(payer: Payer, nonce: Hex) {
@@ -111,7 +75,7 @@ async function cancelAuthorization(payer: Payer, nonce: Hex) {
 
 /** A remote facilitator at a host only this file's fetch knows: its /settle runs `settle` and answers what it returns. */
 const FACILITATOR = "https://facilitator.settle-outcomes.test/";
-function withRemoteFacilitator(settle: (payload: Authorization) => Promise<Response>): Facilitator {
+function withRemoteFacilitator(settle: (payload: SignedAuthorization) => Promise<Response>): Facilitator {
   const real = globalThis.fetch;
   globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
     const url = String(input instanceof Request ? input.url : input);
@@ -304,6 +268,39 @@ describe("a settlement that can never pay", () => {
       merchantBalance: CENTS,
     });
     expect((await api("GET", `/charges/${s.charge.chargeId}`)).body).toMatchObject({ method: "ledger" });
+  });
+
+  it("the watch of released payments cannot be starved: many released authorizations that stay unused do not hide a later one that is used", async () => {
+    const x402 = settingsOf(env).x402!;
+    // Expiring before the one that matters (its window is 300 s), so an order by expiry would read them first forever.
+    const soon = Math.floor(Date.now() / 1000) + 120;
+    const at = new Date().toISOString();
+    // 55 released payments never used: one run reads 50.
+    await env.DB.batch(
+      Array.from({ length: 55 }, (_, i) =>
+        env.DB.prepare(
+          `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, value, valid_before, payload, status, error, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, 'chg_blocker', '10000', ?, '{}', 'failed', 'insufficient_funds', ?, ?)`,
+        ).bind(
+          `xpay_blocker${i}`,
+          x402.network,
+          x402.asset.toLowerCase(),
+          privateKeyToAccount(generatePrivateKey()).address.toLowerCase(),
+          `0x${crypto.randomUUID().replace(/-/g, "").padEnd(64, "0")}`,
+          soon + i,
+          at,
+          at,
+        ),
+      ),
+    );
+    const s = await setUp();
+    expect((await s.pay(withRemoteFacilitator(async () => settleReply("insufficient_funds")))).kind).toBe(
+      "settle_failed",
+    );
+    const late = await submitAuthorization(s.payment.payload);
+    for (let run = 0; run < 3 && (await s.state()).charge?.status !== "paid"; run++) await reconcileOpenPayments(env);
+    await expectCreditedOnce(s, late.transactionHash);
+    await env.DB.prepare("DELETE FROM x402_payments WHERE charge_id = 'chg_blocker'").run();
   });
 
   it("an authorization the payer cancelled while the outcome was unknown: released once reconciliation sees the cancellation", async () => {

@@ -6,6 +6,7 @@ import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/env";
 import type { Facilitator } from "../../src/x402/facilitator";
 import { PROTOCOL_REASONS, protocolReason } from "../../src/x402/reasons";
+import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE } from "../helpers/api";
 import { createAgent, createCharge, createCheckoutLink, createMerchant, payCharge } from "../helpers/factories";
@@ -18,6 +19,7 @@ import {
   tokenBalance,
   xPaymentFor,
   type Payer,
+  submitAuthorization,
 } from "../helpers/x402";
 
 /*
@@ -354,6 +356,38 @@ describe("the payment-identifier extension", () => {
     expect(await authorizationUsed(payer.address, retry.payload.authorization.nonce)).toBe(false);
     expect((await settlementByAuthorization(payer.address, retry.payload.authorization.nonce)).status).toBe(404);
     expect((await paidCharges(merchant.apiKey)).map((c) => c.chargeId)).toContain(charge.chargeId);
+  });
+
+  it("a retry after the released authorization was used on chain (someone submitted it): pending, then paid once, never a second authorization", async () => {
+    const payer = await freshPayer(VALUE * 2n);
+    const charge = await createCharge(merchant.apiKey, CENTS);
+    const path = x402Path(charge.chargeId);
+    const id = paymentId();
+    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const first = await v2Payment(path, payer, { paymentId: id });
+    const failing: Facilitator = {
+      verify: async () => ({ isValid: true }),
+      settle: async () => ({ kind: "failed", reason: "transaction_reverted" }),
+    };
+    expect(
+      (await payWithX402(env, { kind: "charge", charge: row! }, `${BASE}${path}`, first.header, failing)).kind,
+    ).toBe("settle_failed");
+    const late = await submitAuthorization(first.payload);
+    expect(late.status).toBe("success");
+
+    // Before any cron run: the retry learns the purchase may be paid, and is not told to pay again.
+    const retry = await v2Payment(path, payer, { paymentId: id });
+    const res = await pay(path, retry.header);
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    expect(res.headers.get("location")).toBe(`/x402/settlements/${res.body.settlement.settlementId}`);
+    await reconcileOpenPayments(env);
+    expect((await settlementOf(res.body.settlement.settlementId)).body).toMatchObject({
+      status: "settled",
+      transaction: late.transactionHash,
+    });
+    expect((await api("GET", `/charges/${charge.chargeId}`)).body).toMatchObject({ status: "paid", method: "x402" });
+    expect(await tokenBalance(payer.address)).toBe(VALUE);
+    expect(await authorizationUsed(payer.address, retry.payload.authorization.nonce)).toBe(false);
   });
 
   it("a forged signature learns nothing of an identifier: the answer is the one any payment gets", async () => {
