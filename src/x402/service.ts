@@ -226,9 +226,10 @@ export async function payWithX402(
   // Only the payer's own signature may learn (and reuse) what its identifier paid: without it the
   // payment goes on as any other, so the answer tells nothing of whether the identifier was used. The
   // signature is checked whenever an identifier is sent, used or not, so neither does the time taken.
-  const proven = payment.paymentIdentifier !== null && (await verifyOffline(x, terms, payment, nowSeconds)).isValid;
+  const sent = payment;
+  const proof = payment.paymentIdentifier !== null ? await verifyOffline(x, terms, payment, nowSeconds) : undefined;
   let retryOfReleased: PaymentRow | null = null;
-  if (identified && identified.id !== earlier?.id && proven) {
+  if (identified && identified.id !== earlier?.id && proof?.isValid) {
     // One identifier is one purchase: the same id for something else is refused, never answered with another's outcome.
     if (!sameTarget(identified, target, terms)) return { kind: "invalid", reason: "invalid_payload", terms };
     if (identified.status !== "failed") return outcomeOfEarlier(identified, payer);
@@ -247,7 +248,8 @@ export async function payWithX402(
     // Paid by something else: no new payment is taken; the charge answers with itself.
     return { kind: "already_paid", charge: chargeView(target.charge) };
   }
-  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist);
+  // The proof above already checked the payment as sent; a stored one standing in for it is checked afresh.
+  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist, payment === sent ? proof : undefined);
   if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
   const chosen = facilitator ?? facilitatorOf(env, x);
   const remoteVerdict = await chosen.verify(payment, terms);

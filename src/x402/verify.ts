@@ -89,8 +89,10 @@ export async function verifyPayment(
   payment: DecodedPayment,
   nowSeconds: number,
   onBlocklist: boolean,
+  /** The offline checks of this same payment, when the caller already ran them (the signature recovery is the costly part). */
+  checked?: VerifyResult,
 ): Promise<VerifyResult> {
-  const offline = await verifyOffline(x, terms, payment, nowSeconds);
+  const offline = checked ?? (await verifyOffline(x, terms, payment, nowSeconds));
   if (!offline.isValid) return offline;
   if (screened(offline.payer, onBlocklist).verdict !== "pass") return invalid("payer_blocked", offline.payer);
   return offline;
