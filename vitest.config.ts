@@ -12,11 +12,16 @@ export default defineConfig(async () => {
       projects: [
         workersProject(
           "workers",
-          { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS] },
+          {
+            include: ["test/**/*.test.ts"],
+            exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS, BATCH_ONLY_TESTS],
+          },
           migrations,
         ),
         // The same, with every gas key of the local chain: settlements spread over several lanes.
         workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: "all" }, migrations),
+        // The settler's races and faults again, with settlements batched through the SettlementBatch contract.
+        workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, migrations),
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
@@ -39,6 +44,9 @@ export default defineConfig(async () => {
 
 /** The settlement lanes test runs in a project of its own: its Worker has every gas key. */
 const LANES_TEST = "test/x402/lanes.test.ts";
+/** The settler's tests that run once more with batched settlement, and the ones that only make sense batched. */
+const BATCH_ONLY_TESTS = "test/x402/batch.test.ts";
+const BATCH_TESTS = ["test/x402/races.test.ts", "test/x402/settle-outcomes.test.ts", BATCH_ONLY_TESTS];
 /** The treasury tests run in a project of their own (see TREASURY_VARS). */
 const TREASURY_TESTS = "test/treasury/**";
 /** Test-only keys, fixed so the config can name them; the tests fund them with gas on the local chain. */
@@ -59,6 +67,8 @@ function workersProject(
     include: string[];
     exclude?: string[];
     gasKeys?: "all";
+    /** Settle x402 payments in batches (X402_SETTLEMENT_BATCH_ADDRESS). */
+    batched?: boolean;
     configPath?: string;
     /** Bindings that replace the shared ones. */
     vars?: Record<string, string>;
@@ -85,6 +95,9 @@ function workersProject(
             ...inject<{ vars: Record<string, string> }>("chain").vars,
             ...(options.gasKeys === "all"
               ? { FACILITATOR_PRIVATE_KEY: inject<{ laneKeys: string }>("chain").laneKeys }
+              : {}),
+            ...(options.batched
+              ? { X402_SETTLEMENT_BATCH_ADDRESS: inject<{ settlementBatch: string }>("chain").settlementBatch }
               : {}),
             X402_FACILITATOR_TIMEOUT_MS: "3000",
             DEPOSIT_MNEMONIC:

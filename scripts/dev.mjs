@@ -10,7 +10,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
-import { auditAnchorVars, startLocalChain, x402Vars } from "./lib/chain.mjs";
+import { auditAnchorVars, settlementBatchVars, startLocalChain, x402Vars } from "./lib/chain.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -48,7 +48,12 @@ const chain = await startLocalChain({
   rememberIn: path.join(stateDir, "local-chain.json"),
 });
 // The chain's settings (token address, RPC, the facilitator's gas keys: public accounts of anvil's mnemonic) are local-only.
-const chainVars = { ...x402Vars(chain), ...auditAnchorVars(chain), DEPOSIT_CONFIRMATIONS: "1" };
+const chainVars = {
+  ...x402Vars(chain),
+  ...auditAnchorVars(chain),
+  ...settlementBatchVars(chain),
+  DEPOSIT_CONFIRMATIONS: "1",
+};
 
 /**
  * The mode `wrangler dev` derives from the compatibility date and flags, by the same function of

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
-import { compileAuditAnchor, compileTestUsdc } from "./contracts.mjs";
+import { compileAuditAnchor, compileSettlementBatch, compileTestUsdc } from "./contracts.mjs";
 
 export const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
 export const LOCAL_CHAIN_ID = 84532;
@@ -63,9 +63,9 @@ const deployed = async (client, address) => {
   return !!code && code !== "0x";
 };
 
-/** The token and anchor this chain already has from an earlier start (remembered in `file`); each null if not. */
+/** The token, anchor and batch contract this chain already has from an earlier start (remembered in `file`); each null if not. */
 async function remembered(file, rpcUrl, client) {
-  const none = { token: null, anchor: null };
+  const none = { token: null, anchor: null, batch: null };
   if (!file || !existsSync(file)) return none;
   try {
     const saved = JSON.parse(readFileSync(file, "utf8"));
@@ -74,19 +74,22 @@ async function remembered(file, rpcUrl, client) {
     return {
       token: (await deployed(client, saved.token)) ? saved.token : null,
       anchor: (await deployed(client, saved.anchor)) ? saved.anchor : null,
+      batch: (await deployed(client, saved.batch)) ? saved.batch : null,
     };
   } catch {
     return none;
   }
 }
 
-/** Deploys the audit checkpoints' anchoring contract from `wallet`; its address. */
-export async function deployAuditAnchor(wallet, client) {
-  const { abi, bytecode } = compileAuditAnchor();
+/** Deploys a compiled contract from `wallet`; its address. */
+export async function deployCompiled(wallet, client, { abi, bytecode }) {
   const hash = await wallet.deployContract({ abi, bytecode });
   const { contractAddress } = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
   return contractAddress;
 }
+
+/** Deploys the audit checkpoints' anchoring contract from `wallet`; its address. */
+export const deployAuditAnchor = (wallet, client) => deployCompiled(wallet, client, compileAuditAnchor());
 
 /**
  * Starts anvil on 127.0.0.1:`port` unless a chain already answers there, then
@@ -136,13 +139,15 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
   const { abi, bytecode } = compileTestUsdc();
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
-  const started = (token, anchor) => ({
+  const started = (token, { anchor, batch }) => ({
     rpcUrl,
     chainId: LOCAL_CHAIN_ID,
     token,
     abi,
     /** The audit checkpoints' anchoring contract. */
     anchor,
+    /** The contract that settles several x402 authorizations in one transaction. */
+    batch,
     payTo,
     /** The settlement address's key: it signs payouts and x402 refunds (anvil's account 10). */
     settlementKey: mnemonicKey(10),
@@ -160,23 +165,23 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
       }
     },
   });
-  const known = existing !== null ? await remembered(rememberIn, rpcUrl, client) : { token: null, anchor: null };
-  const anchorOf = async (token) => {
-    if (known.anchor) {
-      log(`using the audit anchor this chain already has at ${known.anchor}`);
-      return known.anchor;
-    }
-    const anchor = await deployAuditAnchor(wallet, client);
-    log(`audit checkpoints are anchored at ${anchor}`);
-    if (rememberIn) {
+  const known =
+    existing !== null ? await remembered(rememberIn, rpcUrl, client) : { token: null, anchor: null, batch: null };
+  /** The contracts beside the token: the ones this chain has already, the others deployed now. */
+  const helpersOf = async (token) => {
+    const anchor = known.anchor ?? (await deployAuditAnchor(wallet, client));
+    log(`audit checkpoints are anchored at ${anchor}${known.anchor ? " (already there)" : ""}`);
+    const batch = known.batch ?? (await deployCompiled(wallet, client, compileSettlementBatch()));
+    log(`x402 settlements are batched through ${batch}${known.batch ? " (already there)" : ""}`);
+    if (rememberIn && (!known.anchor || !known.batch)) {
       const genesis = await client.getBlock({ blockNumber: 0n });
-      writeFileSync(rememberIn, JSON.stringify({ rpcUrl, genesis: genesis.hash, token, anchor }));
+      writeFileSync(rememberIn, JSON.stringify({ rpcUrl, genesis: genesis.hash, token, anchor, batch }));
     }
-    return anchor;
+    return { anchor, batch };
   };
   if (known.token) {
     log(`using the test stablecoin this chain already has at ${known.token} (its balances as they are)`);
-    return started(known.token, await anchorOf(known.token));
+    return started(known.token, await helpersOf(known.token));
   }
   const deployHash = await wallet.deployContract({ abi, bytecode });
   const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
@@ -206,7 +211,7 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
   log(
     `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
   );
-  return started(contractAddress, await anchorOf(contractAddress));
+  return started(contractAddress, await helpersOf(contractAddress));
 }
 
 /** The Worker settings that point x402 at a local chain. */
@@ -226,3 +231,6 @@ export function x402Vars(chain) {
 
 /** The Worker setting that anchors audit checkpoints on a local chain's contract. */
 export const auditAnchorVars = (chain) => ({ AUDIT_ANCHOR_ADDRESS: chain.anchor });
+
+/** The Worker setting that settles x402 payments in batches through a local chain's contract. */
+export const settlementBatchVars = (chain) => ({ X402_SETTLEMENT_BATCH_ADDRESS: chain.batch });

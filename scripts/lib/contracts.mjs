@@ -43,3 +43,6 @@ export const compileTestUsdc = () => compileContract("TestUSDC");
 
 /** The audit checkpoints' anchoring contract. */
 export const compileAuditAnchor = () => compileContract("AuditAnchor");
+
+/** The contract that settles several EIP-3009 authorizations in one transaction. */
+export const compileSettlementBatch = () => compileContract("SettlementBatch");

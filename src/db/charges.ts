@@ -14,7 +14,11 @@ export const charges = sqliteTable(
     status: text("status").notNull(),
     /** `ledger`, `x402` or `paylink` once paid. */
     method: text("method"),
-    reference: text("reference").unique(),
+    /**
+     * `PAY_...` for ledger and PayLink payments, the transaction hash for x402: not unique, since the
+     * charges settled in one batched transaction share its hash.
+     */
+    reference: text("reference"),
     createdAt: text("created_at").notNull(),
     paidAt: text("paid_at"),
     /** The checkout link this charge was materialized from, if any. */

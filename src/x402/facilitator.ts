@@ -1,3 +1,4 @@
+import type { Hex } from "viem";
 import type { Env, X402Settings } from "../env";
 import { receiptWithin, shortError } from "../chain/client";
 import type { DecodedPayment } from "./payload";
@@ -43,6 +44,12 @@ function pickLane(lanes: `0x${string}`[], now: number): `0x${string}` {
   return lanes[nextLane++ % lanes.length]!;
 }
 
+/** A lane whose send failed rests; one that sent is in turn again. */
+function laneAnswered(gasAddress: `0x${string}`, sent: boolean): void {
+  if (sent) resting.delete(gasAddress);
+  else resting.set(gasAddress, Date.now() + LANE_REST_MS);
+}
+
 /** What a chain check that did not pass answers as verification: refused, or not decided at all. */
 function chainRefusal(check: Exclude<TransferCheck, { kind: "valid" }>): FacilitatorVerify {
   return check.kind === "unavailable"
@@ -79,9 +86,22 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
         prepared = check.prepared;
       }
       const gasAddress = pickLane(lanes, Date.now());
+      if (x.settlementBatch) {
+        const a = payment.authorization;
+        const outcome = await laneOf(env, gasAddress).settleInBatch(
+          { ...prepared, from: a.from as Hex, nonce: a.nonce as Hex },
+          gasAddress,
+        );
+        // A call that failed inside a mined batch is the payment's failure, not the lane's.
+        laneAnswered(
+          gasAddress,
+          outcome.kind === "settled" ||
+            (outcome.kind === "failed" && outcome.reason.startsWith("transaction_reverted")),
+        );
+        return outcome;
+      }
       const sent = await laneOf(env, gasAddress).broadcast(prepared, gasAddress);
-      if (sent.kind === "sent") resting.delete(gasAddress);
-      else resting.set(gasAddress, Date.now() + LANE_REST_MS);
+      laneAnswered(gasAddress, sent.kind === "sent");
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };
       try {

@@ -26,6 +26,11 @@ export const x402Shape = {
   X402_FACILITATOR_URL: z.string().url().optional(),
   X402_FACILITATOR_HEADERS: z.string().optional(),
   X402_FACILITATOR_TIMEOUT_MS: z.coerce.number().int().positive().max(120_000).default(30_000),
+  // The SettlementBatch contract (contracts/SettlementBatch.sol, deployed once per chain): with it, the
+  // built-in facilitator sends the authorizations that wait for one gas key together, up to the max per
+  // transaction. Without it, one transaction per settlement.
+  X402_SETTLEMENT_BATCH_ADDRESS: address.optional(),
+  X402_SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),
   RPC_URL: z.string().url(),
   // One gas key, or several separated by commas: each is a settlement lane of its own (docs/scaling.md).
   FACILITATOR_PRIVATE_KEY: z
@@ -90,6 +95,11 @@ export interface X402Settings {
   facilitatorHeaders: Record<string, string>;
   facilitatorTimeoutMs: number;
   rpcUrl: string;
+  /**
+   * The contract through which the built-in facilitator settles several authorizations in one
+   * transaction, and how many at most; null: one transaction per settlement.
+   */
+  settlementBatch: { address: `0x${string}`; max: number } | null;
   /** The built-in facilitator's gas keys, one settlement lane each (unused when X402_FACILITATOR_URL names a remote one). */
   facilitatorPrivateKeys: `0x${string}`[];
   /** The receiving key (BIP-39): deposit addresses on account 0, charges' and links' receiving addresses on account 1. */
@@ -140,6 +150,10 @@ export function x402Settings(env: X402Vars & { ENVIRONMENT?: string }): X402Sett
     facilitatorHeaders: headers,
     facilitatorTimeoutMs: x.X402_FACILITATOR_TIMEOUT_MS,
     rpcUrl: x.RPC_URL,
+    settlementBatch:
+      x.X402_SETTLEMENT_BATCH_ADDRESS && x.X402_SETTLEMENT_BATCH_MAX > 1
+        ? { address: x.X402_SETTLEMENT_BATCH_ADDRESS as `0x${string}`, max: x.X402_SETTLEMENT_BATCH_MAX }
+        : null,
     facilitatorPrivateKeys: (x.FACILITATOR_PRIVATE_KEY ?? []) as `0x${string}`[],
     receivingMnemonic: x.DEPOSIT_MNEMONIC,
     depositConfirmations: x.DEPOSIT_CONFIRMATIONS,

@@ -4,8 +4,9 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
-import { rpcCall, shortError } from "../chain/client";
+import { receiptWithin, rpcCall, shortError } from "../chain/client";
 import { gasAccountOf, type PreparedTransfer } from "./transfer";
+import { batchTransfer, outcomesIn, type BatchedAuthorization, type BatchedOutcome } from "./batch";
 import { nowIso } from "../lib/time";
 import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
 
@@ -36,6 +37,10 @@ export type BroadcastResult =
  */
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
+  /** Settlements waiting for the next batch, each with the caller waiting for its outcome. */
+  private waiting: { item: BatchedAuthorization; answer: (outcome: BatchedOutcome) => void }[] = [];
+  /** A batch is on its way to the node: the ones arriving meanwhile wait to go in the next. */
+  private batching = false;
   private nextNonce: number | null = null;
   /** Transactions handed to the node whose answer has not come back yet. */
   private readonly sending = new Set<Promise<`0x${string}`>>();
@@ -64,6 +69,59 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       // Nothing was broadcast (another sender took the nonce, or the send before this one failed): again,
       // with a fresh nonce; after four tries, a definitive failure, since none of them left.
       if (attempt === 3) return { kind: "rejected", reason: `broadcast_failed: ${sent.reason}` };
+    }
+  }
+
+  /**
+   * Settles one checked authorization in the next batch of this lane (X402_SETTLEMENT_BATCH_ADDRESS)
+   * and answers its own outcome once the batch's transaction is mined. A batch leaves as soon as the
+   * one before it was handed to the node: what arrives while a transaction travels goes in the next,
+   * so batches grow with the load and a lone settlement never waits for company.
+   */
+  async settleInBatch(item: BatchedAuthorization, gasAddress: Hex): Promise<BatchedOutcome> {
+    const x = settingsOf(this.env).x402;
+    if (!x?.settlementBatch) return { kind: "failed", reason: "settlement_batch_not_configured" };
+    const outcome = new Promise<BatchedOutcome>((answer) => this.waiting.push({ item, answer }));
+    if (!this.batching) void this.sendBatches(x, x.settlementBatch.max, gasAddress);
+    return outcome;
+  }
+
+  /** Sends the waiting settlements in batches of at most `max`, one after another, until none waits. */
+  private async sendBatches(x: X402Settings, max: number, gasAddress: Hex): Promise<void> {
+    this.batching = true;
+    try {
+      while (this.waiting.length > 0) {
+        const batch = this.waiting.splice(0, max);
+        const items = batch.map((w) => w.item);
+        let sent: BroadcastResult;
+        try {
+          sent = await this.broadcast(batchTransfer(x, items), gasAddress);
+        } catch (error) {
+          sent = { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+        }
+        // The receipt is awaited beside the next batch, and answers each of this one.
+        void this.outcomesOf(x, sent, items).then((outcomes) => {
+          for (const [i, w] of batch.entries()) w.answer(outcomes[i]!);
+        });
+      }
+    } finally {
+      this.batching = false;
+    }
+  }
+
+  /** Each item's outcome from its batch's transaction (one receipt read for all of them). */
+  private async outcomesOf(x: X402Settings, sent: BroadcastResult, items: BatchedAuthorization[]) {
+    const all = (outcome: BatchedOutcome) => items.map(() => outcome);
+    if (sent.kind === "rejected") return all({ kind: "failed", reason: sent.reason });
+    if (sent.kind === "unknown") return all({ kind: "unknown", reason: sent.reason, transaction: null });
+    try {
+      return outcomesIn(x, await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs), items);
+    } catch (error) {
+      return all({
+        kind: "unknown",
+        reason: `receipt_unavailable: ${shortError(error)}`,
+        transaction: sent.transaction,
+      });
     }
   }
 

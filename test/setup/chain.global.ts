@@ -30,6 +30,8 @@ export interface TestChain {
   facilitatorUrl: string;
   /** The relay's base URL: GET /sends lists what the Worker sent through it (`RelayedSend[]`); POST /refuse (see above). */
   relayUrl: string;
+  /** The SettlementBatch contract: the batch project's X402_SETTLEMENT_BATCH_ADDRESS. */
+  settlementBatch: `0x${string}`;
   /** Every gas key of the local chain, comma-separated: the lanes project's FACILITATOR_PRIVATE_KEY. */
   laneKeys: string;
   /**
@@ -80,6 +82,8 @@ export interface Refusal {
   rpcErrorStatus?: number;
   /** Forward the request to the node first, then answer with the error: an answer lost on the way back. */
   forwardFirst?: boolean;
+  /** Not a refusal: forward the request and hold the node's own answer for `afterMs` (a slow node). */
+  holdOnly?: boolean;
 }
 
 /** The relay in front of anvil (see the comment above). */
@@ -123,6 +127,15 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
     const refusal = refusals.find(
       (r) => r.times > 0 && calls.some((c) => c?.method === r.method) && lowered.includes(r.containing),
     );
+    if (refusal?.holdOnly) {
+      refusal.times--;
+      const answer = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const text = await answer.text();
+      await new Promise((resolve) => setTimeout(resolve, refusal.afterMs ?? 0));
+      for (const send of recorded) send.answered = ++step;
+      res.writeHead(answer.status, { "content-type": "application/json" }).end(text);
+      return;
+    }
     if (refusal) {
       refusal.times--;
       if (refusal.forwardFirst)
@@ -219,6 +232,7 @@ export async function setup(project: TestProject) {
     // One gas key: the main suite checks one lane's nonce discipline; the lanes project takes them all (`laneKeys`).
     vars: { ...x402Vars(started), FACILITATOR_PRIVATE_KEY: started.facilitatorKeys[0]!, RPC_URL: relayed.url },
     laneKeys: started.facilitatorKeys.join(","),
+    settlementBatch: started.batch,
     facilitatorUrl: `http://127.0.0.1:${address.port}/hang/`,
     relayUrl: relayed.url,
     auditAnchor: compileAuditAnchor(),

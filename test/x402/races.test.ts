@@ -60,6 +60,9 @@ async function transfersFrom(payers: Hex[], fromBlock: bigint) {
   return logs.map((l) => ({ from: l.args.from!.toLowerCase(), value: l.args.value!, transaction: l.transactionHash }));
 }
 
+/** Does this project's Worker settle through the SettlementBatch contract (the workers-batch project)? */
+const batched = () => settingsOf(env).x402?.settlementBatch != null;
+
 const isSettled = (r: ApiResponse) => r.status === 200 && r.body?.settlement?.success === true;
 
 /** A response that is not the winning settlement: a refusal, a pending answer, or the paid charge. Never a 5xx. */
@@ -152,14 +155,16 @@ describe("x402 races", () => {
 
     expect(responses.map((r) => r.status)).toEqual(Array(12).fill(200));
     expect(responses.every(isSettled)).toBe(true);
-    const hashes = responses.map((r) => r.body.settlement.transaction as Hex);
-    expect(new Set(hashes).size).toBe(12);
+    // One transaction each; batched, the ones that waited for a send to be answered share one.
+    const hashes = [...new Set(responses.map((r) => r.body.settlement.transaction as Hex))];
+    if (batched()) expect(hashes.length).toBeLessThanOrEqual(12);
+    else expect(hashes).toHaveLength(12);
     // Sent from the one gas account in nonce order: no nonce used twice, every transaction mined successfully.
     const sent = await Promise.all(hashes.map((hash) => publicClient().getTransaction({ hash })));
     expect(new Set(sent.map((t) => t.from.toLowerCase())).size).toBe(1);
-    expect(new Set(sent.map((t) => t.nonce)).size).toBe(12);
+    expect(new Set(sent.map((t) => t.nonce)).size).toBe(hashes.length);
     const receipts = await Promise.all(hashes.map((hash) => publicClient().getTransactionReceipt({ hash })));
-    expect(receipts.map((r) => r.status)).toEqual(Array(12).fill("success"));
+    expect(receipts.map((r) => r.status)).toEqual(Array(hashes.length).fill("success"));
     // Handed to the node in nonce order, each only after the node answered the one before: sent
     // concurrently they can arrive out of order, and anvil then holds the later ones back for good.
     const relayed = (await relayedSends()).filter((s) => hashes.includes(s.hash)).sort((a, b) => a.nonce - b.nonce);
