@@ -53,6 +53,8 @@ const chainVars = {
   ...auditAnchorVars(chain),
   ...settlementBatchVars(chain),
   DEPOSIT_CONFIRMATIONS: "1",
+  // 1 settles one transaction per payment, as without the batch contract (for comparing the two).
+  ...(env.X402_SETTLEMENT_BATCH_MAX ? { X402_SETTLEMENT_BATCH_MAX: env.X402_SETTLEMENT_BATCH_MAX } : {}),
 };
 
 /**
