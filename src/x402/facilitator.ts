@@ -21,6 +21,11 @@ export type FacilitatorVerify =
 
 /** Verification and settlement behind one interface, built-in or remote. */
 export interface Facilitator {
+  /**
+   * True when `verify` itself proves the payer's signature the way the token will (the built-in one's
+   * dry run of the transfer on chain), so the service need not recover it first. Absent: it is recovered.
+   */
+  checksSignature?: boolean;
   verify(payment: DecodedPayment, terms: Terms): Promise<FacilitatorVerify>;
   settle(payment: DecodedPayment, terms: Terms): Promise<SettleOutcome>;
 }
@@ -70,6 +75,9 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
   /** The transfer `verify` checked, for `settle` of the same payment. */
   let checked: { payment: DecodedPayment; prepared: PreparedTransfer } | null = null;
   return {
+    // The gas estimate executes transferWithAuthorization, whose own check (ecrecover against `from`)
+    // refuses a forged signature before anything is reserved. Without a gas key there is no estimate.
+    checksSignature: gasFrom !== null,
     async verify(payment, terms) {
       const check = await checkTransfer(x, terms, payment, gasFrom);
       if (check.kind !== "valid") return chainRefusal(check);

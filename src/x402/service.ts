@@ -249,9 +249,18 @@ export async function payWithX402(
     return { kind: "already_paid", charge: chargeView(target.charge) };
   }
   // The proof above already checked the payment as sent; a stored one standing in for it is checked afresh.
-  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist, payment === sent ? proof : undefined);
-  if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
+  // A facilitator whose verification runs the transfer proves the signature there, so it is not recovered twice.
   const chosen = facilitator ?? facilitatorOf(env, x);
+  const verdict = await verifyPayment(
+    x,
+    terms,
+    payment,
+    nowSeconds,
+    onBlocklist,
+    payment === sent ? proof : undefined,
+    chosen.checksSignature ? "left_to_chain" : "recover",
+  );
+  if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
   const remoteVerdict = await chosen.verify(payment, terms);
   if (!remoteVerdict.isValid) {
     if ("unavailable" in remoteVerdict)

@@ -20,12 +20,17 @@ const invalid = (invalidReason: string, payer: string | null = null): VerifyResu
   payer,
 });
 
-/** Everything that can be judged without the chain: shape, terms, window and signature. */
+/**
+ * Everything that can be judged without the chain: shape, terms, window and, unless `signature` is
+ * "left_to_chain", the signature (recovered here: the costliest step, about as much CPU as all the rest
+ * of a settlement's own work).
+ */
 export async function verifyOffline(
   x: X402Settings,
   terms: Terms,
   payment: DecodedPayment,
   nowSeconds: number,
+  signature: "recover" | "left_to_chain" = "recover",
 ): Promise<VerifyResult> {
   const a = payment.authorization;
   const payer = a.from;
@@ -54,6 +59,8 @@ export async function verifyOffline(
   // longest the service keeps a reservation for (X402_MAX_AUTHORIZATION_SECONDS).
   if (validBefore > now + BigInt(x.maxAuthorizationSeconds + CLOCK_SKEW_SECONDS))
     return invalid("invalid_exact_evm_payload_authorization_window_too_long", payer);
+  // The transfer's dry run on chain, which runs before anything is reserved, checks it as the token does.
+  if (signature === "left_to_chain") return { isValid: true, payer: a.from as `0x${string}` };
   let signed = false;
   try {
     signed = await verifyTypedData({
@@ -81,7 +88,8 @@ export async function verifyOffline(
 /**
  * The checks before anything is reserved: the offline ones, then the payer's screening (`onBlocklist`
  * was read with the service's other lookups). The chain's part (nonce unused, balance, the transfer
- * runs) is the facilitator's verification (`checkTransfer`).
+ * runs) is the facilitator's verification (`checkTransfer`); when that dry run checks the signature
+ * (`signature` "left_to_chain"), it is not recovered here as well.
  */
 export async function verifyPayment(
   x: X402Settings,
@@ -91,8 +99,9 @@ export async function verifyPayment(
   onBlocklist: boolean,
   /** The offline checks of this same payment, when the caller already ran them (the signature recovery is the costly part). */
   checked?: VerifyResult,
+  signature: "recover" | "left_to_chain" = "recover",
 ): Promise<VerifyResult> {
-  const offline = checked ?? (await verifyOffline(x, terms, payment, nowSeconds));
+  const offline = checked ?? (await verifyOffline(x, terms, payment, nowSeconds, signature));
   if (!offline.isValid) return offline;
   if (screened(offline.payer, onBlocklist).verdict !== "pass") return invalid("payer_blocked", offline.payer);
   return offline;
