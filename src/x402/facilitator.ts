@@ -41,6 +41,22 @@ let nextLane = Math.floor(Math.random() * 1024);
 const resting = new Map<string, number>();
 const LANE_REST_MS = 30_000;
 
+/** Settlements this isolate has handed to each lane and not yet had answered, when batching. */
+const inBatches = new Map<string, number>();
+
+/**
+ * With batching, lanes are filled in order rather than taken in turn: the first lane not resting
+ * with room for one more in its batch (fewer than `max` of this isolate's settlements waiting there),
+ * so settlements gather into few, full transactions; the next lane takes the overflow.
+ */
+function fillLane(lanes: `0x${string}`[], now: number, max: number): `0x${string}` {
+  const open = lanes.filter((lane) => (resting.get(lane) ?? 0) <= now);
+  const candidates = open.length > 0 ? open : lanes;
+  const roomy = candidates.find((lane) => (inBatches.get(lane) ?? 0) < max);
+  if (roomy) return roomy;
+  return candidates.reduce((least, lane) => ((inBatches.get(lane) ?? 0) < (inBatches.get(least) ?? 0) ? lane : least));
+}
+
 function pickLane(lanes: `0x${string}`[], now: number): `0x${string}` {
   for (let tried = 0; tried < lanes.length; tried++) {
     const lane = lanes[nextLane++ % lanes.length]!;
@@ -93,13 +109,13 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
           return { kind: "failed", reason: check.kind === "valid" ? "simulation_failed" : check.reason };
         prepared = check.prepared;
       }
-      const gasAddress = pickLane(lanes, Date.now());
       if (x.settlementBatch) {
+        const gasAddress = fillLane(lanes, Date.now(), x.settlementBatch.max);
         const a = payment.authorization;
-        const outcome = await laneOf(env, gasAddress).settleInBatch(
-          { ...prepared, from: a.from as Hex, nonce: a.nonce as Hex },
-          gasAddress,
-        );
+        inBatches.set(gasAddress, (inBatches.get(gasAddress) ?? 0) + 1);
+        const outcome = await laneOf(env, gasAddress)
+          .settleInBatch({ ...prepared, from: a.from as Hex, nonce: a.nonce as Hex }, gasAddress)
+          .finally(() => inBatches.set(gasAddress, (inBatches.get(gasAddress) ?? 1) - 1));
         // A call that failed inside a mined batch is the payment's failure, not the lane's.
         laneAnswered(
           gasAddress,
@@ -108,6 +124,7 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
         );
         return outcome;
       }
+      const gasAddress = pickLane(lanes, Date.now());
       const sent = await laneOf(env, gasAddress).broadcast(prepared, gasAddress);
       laneAnswered(gasAddress, sent.kind === "sent");
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };

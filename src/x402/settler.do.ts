@@ -74,9 +74,10 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
 
   /**
    * Settles one checked authorization in the next batch of this lane (X402_SETTLEMENT_BATCH_ADDRESS)
-   * and answers its own outcome once the batch's transaction is mined. A batch leaves as soon as the
-   * one before it was handed to the node: what arrives while a transaction travels goes in the next,
-   * so batches grow with the load and a lone settlement never waits for company.
+   * and answers its own outcome once the batch's transaction is mined. A lane has one batch on the
+   * chain at a time: the next leaves as soon as the one before it is mined (or its outcome is known
+   * to be unknown), and holds whatever arrived meanwhile. So batches grow with the load, and a lone
+   * settlement on an idle lane leaves at once, never waiting for company.
    */
   async settleInBatch(item: BatchedAuthorization, gasAddress: Hex): Promise<BatchedOutcome> {
     const x = settingsOf(this.env).x402;
@@ -99,10 +100,9 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         } catch (error) {
           sent = { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
         }
-        // The receipt is awaited beside the next batch, and answers each of this one.
-        void this.outcomesOf(x, sent, items).then((outcomes) => {
-          for (const [i, w] of batch.entries()) w.answer(outcomes[i]!);
-        });
+        // Its receipt answers each settlement of this batch; the ones arriving meanwhile wait for the next.
+        const outcomes = await this.outcomesOf(x, sent, items);
+        for (const [i, w] of batch.entries()) w.answer(outcomes[i]!);
       }
     } finally {
       this.batching = false;
