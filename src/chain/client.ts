@@ -4,6 +4,7 @@ import {
   defineChain,
   encodeEventTopics,
   encodeFunctionData,
+  prepareEncodeFunctionData,
   formatTransactionReceipt,
   http,
   isAddressEqual,
@@ -225,6 +226,12 @@ export async function receiptNow(x: X402Settings, hash: `0x${string}`) {
   return receipt ? formatTransactionReceipt(receipt) : null;
 }
 
+/** The token's reads with their selectors worked out once (each is a keccak of the signature otherwise). */
+const TOKEN_READS = {
+  authorizationState: prepareEncodeFunctionData({ abi: EIP3009_ABI, functionName: "authorizationState" }),
+  balanceOf: prepareEncodeFunctionData({ abi: EIP3009_ABI, functionName: "balanceOf" }),
+};
+
 /** A read of the token at `block` (the latest by default), as one JSON-RPC call (alone, or in a batch). */
 export const tokenCall = (
   x: X402Settings,
@@ -236,7 +243,7 @@ export const tokenCall = (
   params: [
     {
       to: x.asset,
-      data: encodeFunctionData({ abi: EIP3009_ABI, functionName, args } as Parameters<typeof encodeFunctionData>[0]),
+      data: encodeFunctionData({ ...TOKEN_READS[functionName], args } as Parameters<typeof encodeFunctionData>[0]),
     },
     block,
   ],

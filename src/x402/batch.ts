@@ -2,6 +2,7 @@ import {
   decodeAbiParameters,
   decodeErrorResult,
   encodeFunctionData,
+  prepareEncodeFunctionData,
   isAddressEqual,
   pad,
   toEventSelector,
@@ -41,6 +42,7 @@ export const SETTLEMENT_BATCH_ABI = [
   },
 ] as const;
 
+const SETTLE = prepareEncodeFunctionData({ abi: SETTLEMENT_BATCH_ABI, functionName: "settle" });
 const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address,bytes32)");
 const FAILED = toEventSelector("Failed(uint256,bytes)");
 /** What a call costs inside the batch beyond the token's own work: the loop, the copy, the call, a Failed log. */
@@ -80,11 +82,7 @@ export function batchTransfer(x: X402Settings, items: BatchedAuthorization[]): P
   const gas = items.reduce((sum, i) => sum + i.gas + GAS_PER_CALL_IN_BATCH, 0n);
   return {
     to: x.settlementBatch.address,
-    data: encodeFunctionData({
-      abi: SETTLEMENT_BATCH_ABI,
-      functionName: "settle",
-      args: [x.asset, items.map((i) => i.data)],
-    }),
+    data: encodeFunctionData({ ...SETTLE, args: [x.asset, items.map((i) => i.data)] }),
     gas,
     fees,
   };

@@ -1,4 +1,4 @@
-import { encodeFunctionData, parseSignature, type Hex } from "viem";
+import { encodeFunctionData, parseSignature, prepareEncodeFunctionData, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { X402Settings } from "../env";
 import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type RpcAnswer } from "../chain/client";
@@ -44,6 +44,12 @@ export function gasAccountOf(privateKey: Hex) {
   return account;
 }
 
+/** Its selector worked out once, not per payment. */
+const TRANSFER_WITH_AUTHORIZATION = prepareEncodeFunctionData({
+  abi: EIP3009_ABI,
+  functionName: "transferWithAuthorization",
+});
+
 /** The call that settles `payment`, or null when its signature is not a valid (r, s, v). */
 export function transferCallData(payment: DecodedPayment): Hex | null {
   const a = payment.authorization;
@@ -55,8 +61,7 @@ export function transferCallData(payment: DecodedPayment): Hex | null {
   }
   const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
   return encodeFunctionData({
-    abi: EIP3009_ABI,
-    functionName: "transferWithAuthorization",
+    ...TRANSFER_WITH_AUTHORIZATION,
     args: [
       a.from as Hex,
       a.to as Hex,
