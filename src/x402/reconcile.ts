@@ -4,11 +4,15 @@ import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { authorizationFate, authorizationUsed, movedBy, receiptNow, type Receipt } from "../chain/client";
+import { authorizationFate, authorizationUsed, movedBy, receiptNow, rpcBatch, type Receipt } from "../chain/client";
+import { gasAccountOf } from "./transfer";
 import { CLOCK_SKEW_SECONDS } from "./verify";
 import { credit, release, reopenReleased } from "./settlement";
 
-/** A payment still `settling` this long after its last update lost its worker (a crash mid-settlement). */
+/**
+ * A payment still `settling` this long after its last update lost its worker (a crash mid-settlement);
+ * one whose authorization is still unused this long after, with no transaction known, was never sent.
+ */
 const STALE_SETTLING_MS = 5 * 60_000;
 
 export interface OpenPayment {
@@ -24,13 +28,15 @@ export interface OpenPayment {
   txHash: `0x${string}` | null;
   /** The receiving address the authorization pays; null on rows from before those: the settlement address. */
   payTo: `0x${string}` | null;
+  /** When its status last changed (ISO 8601). */
+  updatedAt: string;
 }
 
 export type Reconciliation = "credited" | "failed" | "waiting";
 
 /** The columns of an x402 payment that reconciliation reads, as an OpenPayment. */
 export const OPEN_PAYMENT_SELECT =
-  "SELECT id, network, asset, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo FROM x402_payments";
+  "SELECT id, network, asset, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo, updated_at AS updatedAt FROM x402_payments";
 
 /**
  * Settles the fate of a payment whose outcome was lost or reported failed, from the chain alone:
@@ -60,6 +66,12 @@ export async function reconcilePayment(
       await release(env, p.id, p.chargeId, "authorization_expired_unused", nowIso());
       return "failed";
     }
+    if (await neverSent(x, p, nowSeconds)) {
+      // Released, it is watched until it expires like any released payment: if it is used after all,
+      // its charge is credited with it while still open, or it is marked for an operator.
+      await release(env, p.id, p.chargeId, "settlement_not_sent", nowIso());
+      return "failed";
+    }
     return "waiting";
   }
   let receipt = p.txHash ? await receiptNow(x, p.txHash) : null;
@@ -83,6 +95,29 @@ export async function reconcilePayment(
   if (!charge) return "waiting";
   await credit(env, x, charge, p.id, p.payer.toLowerCase(), receipt.transactionHash);
   return "credited";
+}
+
+/**
+ * Was this payment, whose authorization the chain says is unused, never sent (the Worker died
+ * between the reservation and the broadcast, or a batch waiting in its lane was lost)? Only the
+ * built-in facilitator's sends are known here: no transaction recorded, its last update long past,
+ * and none of the gas keys has a transaction waiting in the node's mempool that could still be it.
+ * A remote facilitator's may be in flight anywhere, so those wait for expiry.
+ */
+async function neverSent(x: X402Settings, p: OpenPayment, nowSeconds: number): Promise<boolean> {
+  if (p.txHash || x.facilitatorUrl || x.facilitatorPrivateKeys.length === 0) return false;
+  if (Date.parse(p.updatedAt) > nowSeconds * 1000 - STALE_SETTLING_MS) return false;
+  const counts = await rpcBatch(
+    x,
+    x.facilitatorPrivateKeys.flatMap((key) => {
+      const address = gasAccountOf(key).address;
+      return ["latest", "pending"].map((block) => ({ method: "eth_getTransactionCount", params: [address, block] }));
+    }),
+  );
+  if (counts.some((c) => typeof c.result !== "string")) return false;
+  for (let i = 0; i < counts.length; i += 2)
+    if (BigInt(counts[i + 1]!.result as string) > BigInt(counts[i]!.result as string)) return false;
+  return true;
 }
 
 /** Did this transaction move the payment's value from its payer to the address it pays? */

@@ -6,7 +6,12 @@ import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/env";
 import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
-import { reconcileOpenPayments } from "../../src/x402/reconcile";
+import {
+  OPEN_PAYMENT_SELECT,
+  reconcileOpenPayments,
+  reconcilePayment,
+  type OpenPayment,
+} from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
 import { settlerOf } from "../../src/x402/settler.do";
 import { api, BASE, consoleToken } from "../helpers/api";
@@ -230,6 +235,54 @@ describe("reconciliation of x402 settlements with unknown outcomes", () => {
     // And the cron, behind it, finds nothing of this payment left to do.
     await reconcileOpenPayments(env);
     expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + cents);
+  });
+
+  it("a payment never sent (the Worker died before its broadcast): released after five quiet minutes with nothing of the gas keys waiting on chain, then payable with the same authorization", async () => {
+    const cents = 135;
+    const value = BigInt(cents) * 10_000n;
+    const charge = await createCharge(merchant.apiKey, cents);
+    const payerBefore = await tokenBalance(payer());
+    const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, value);
+    // A settlement that never reached the chain: no transaction, the outcome unknown to the service.
+    const lost: Facilitator = {
+      verify: async () => ({ isValid: true }),
+      settle: async () => ({ kind: "unknown", reason: "broadcast_error: worker gone", transaction: null }),
+    };
+    const target = await chargeTarget(charge.chargeId);
+    expect((await payWithX402(env, target, `${BASE}${x402Path(charge.chargeId)}`, header, lost)).kind).toBe("pending");
+    const [row] = (await paymentRow(charge.chargeId)).results;
+    const open = async () =>
+      (await env.DB.prepare(`${OPEN_PAYMENT_SELECT} WHERE id = ?`).bind(row!.id).first<OpenPayment>())!;
+
+    // Just now: the send may still be on its way.
+    expect(await reconcilePayment(env, settingsOf(env).x402!, await open())).toBe("waiting");
+    // Quiet for six minutes, the authorization unused: with a remote facilitator it may be in flight
+    // anywhere, so that waits for expiry; the built-in facilitator's own keys show nothing waiting.
+    await env.DB.prepare("UPDATE x402_payments SET updated_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 6 * 60_000).toISOString(), row!.id)
+      .run();
+    const remote = { ...settingsOf(env).x402!, facilitatorUrl: "https://facilitator.example/" };
+    expect(await reconcilePayment(env, remote, await open())).toBe("waiting");
+    // Another test file's settlement may be in the gas key's mempool at this instant: then it waits, and is asked again.
+    await until(
+      "released",
+      async () => reconcilePayment(env, settingsOf(env).x402!, await open()),
+      (verdict) => verdict === "failed",
+    );
+    const released = await env.DB.prepare("SELECT status, error FROM x402_payments WHERE id = ?").bind(row!.id).first();
+    expect(released).toEqual({ status: "failed", error: "settlement_not_sent" });
+    const chargeRow = await env.DB.prepare("SELECT status, x402_claim AS claim FROM charges WHERE id = ?")
+      .bind(charge.chargeId)
+      .first();
+    expect(chargeRow).toEqual({ status: "pending", claim: null });
+    expect(await authorizationUsed(payload.authorization.nonce)).toBe(false);
+    // The settlement reads failed, with a protocol code; the payer's same authorization now settles it.
+    const settlement = await api("GET", `/x402/settlements/${row!.id}`);
+    expect(settlement.body).toMatchObject({ status: "failed", errorReason: "unexpected_settle_error" });
+    const paid = await api("GET", x402Path(charge.chargeId), { headers: { "X-PAYMENT": header } });
+    expect(paid.status).toBe(200);
+    expect(paid.body.settlement.settlementId).toBe(row!.id);
+    expect(await tokenBalance(payer())).toBe(payerBefore - value);
   });
 
   it("an unknown payment whose authorization was never used and has expired is released; the charge is payable again", async () => {
