@@ -148,13 +148,36 @@ export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
  * materializes its own charge against the link, created in the batch that pays
  * it (or holds it for approval), with the link still active as a guard.
  */
+/**
+ * Active links by token, per isolate, as a payment reads them: nothing of that changes but `active`
+ * (links are never edited otherwise, nor merchants' names and categories), and every payment's own
+ * batch guards that the link is still active. So a link paid over and over is read once a minute,
+ * not once a payment; one found disabled by its guard is forgotten at once.
+ */
+const payableLinks = new Map<string, { link: LinkToPay; until: number }>();
+const PAYABLE_LINK_MS = 60_000;
+const PAYABLE_LINKS_KEPT = 1_000;
+
+async function linkToPay(env: Env, token: string, now: number): Promise<LinkToPay | null> {
+  const kept = payableLinks.get(token);
+  if (kept && kept.until > now) return kept.link;
+  const link = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
+  payableLinks.delete(token);
+  if (link?.active) {
+    // The oldest entry goes first (a Map keeps insertion order).
+    if (payableLinks.size >= PAYABLE_LINKS_KEPT) payableLinks.delete(payableLinks.keys().next().value!);
+    payableLinks.set(token, { link, until: now + PAYABLE_LINK_MS });
+  }
+  return link;
+}
+
 export async function payCheckoutLink(
   env: Env,
   agentId: string,
   token: string,
   slot?: IdempotencySlot,
 ): Promise<PayOutcome> {
-  const link = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
+  const link = await linkToPay(env, token, Date.now());
   if (!link) return { kind: "not_found", reason: "checkout_link_not_found" };
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
@@ -168,9 +191,11 @@ export async function payCheckoutLink(
     merchantCategory: link.merchantCategory,
   };
   const linkStillActive = guard(...linkActiveCheck(link.id));
-  return walletOf(env, agentId).payNewCharge(
+  const outcome = await walletOf(env, agentId).payNewCharge(
     agentId,
     { charge, birthGuards: [linkStillActive], view: CHECKOUT_PAID_VIEW },
     slot,
   );
+  if (outcome.kind === "conflict" && outcome.reason === "checkout_link_disabled") payableLinks.delete(token);
+  return outcome;
 }
