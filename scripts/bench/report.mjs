@@ -48,6 +48,7 @@ export function table(rows) {
       kind = rows[i].kind;
     }
     out.push(render(l));
+    if (rows[i].note) out.push(`  ${rows[i].note}`);
   }
   return out.join("\n");
 }

@@ -21,7 +21,7 @@ import { startReceiver } from "./receiver.mjs";
 import { table, writeJson } from "./report.mjs";
 import { startService } from "./server.mjs";
 import { describeUsage, threadMeter } from "./threads.mjs";
-import { chainSettleFloor, chainSnapshot, signPayments, signTransfers } from "./x402.mjs";
+import { blockNumber, chainSettleFloor, chainSnapshot, settlementGas, signPayments, signTransfers } from "./x402.mjs";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
@@ -530,6 +530,7 @@ async function measureX402(run) {
   // see chainSnapshot).
   const revert = await chainSnapshot(service.rpcUrl);
   const chainSigned = await signPayments(x402Terms.slice(0, X402_WARMUP + X402_MEASURED));
+  const floorFrom = (await blockNumber(service.rpcUrl)) + 1n;
   floor.chain = await measure("floor_chain_settle", "floor: the chain, same settlement work", "floor", () =>
     chainSettleFloor({
       rpcUrl: service.rpcUrl,
@@ -541,7 +542,10 @@ async function measureX402(run) {
     }),
   );
   if (floor.chain.firstError) log(`  the chain floor's first failure: ${floor.chain.firstError}`);
+  // Gas per settlement, one transaction each (read before the floor's blocks are reverted).
+  const floorGas = await settlementGas(service.rpcUrl, terms.asset, floorFrom, await blockNumber(service.rpcUrl));
   await revertAfterFloor(revert, raw.floor_chain_settle);
+  const settleFrom = (await blockNumber(service.rpcUrl)) + 1n;
   const x402Signed = await signPayments(x402Terms);
   const x402Inputs = x402Charges.map((chargeId, k) => ({ chargeId, header: x402Signed[k].header }));
   let x402Dry = 0;
@@ -565,6 +569,14 @@ async function measureX402(run) {
         x402Dry = 0;
       },
     }),
+  );
+  // The service's, batched when X402_SETTLEMENT_BATCH_ADDRESS is set (npm run dev sets it).
+  const settleGas = await settlementGas(service.rpcUrl, terms.asset, settleFrom, await blockNumber(service.rpcUrl));
+  raw.x402_settle.gas = { service: settleGas, floor: floorGas };
+  if (settle) settle.gas = raw.x402_settle.gas;
+  log(
+    `  gas per settlement: ${settleGas.gasPerSettlement} (${settleGas.settlements} settlements in ${settleGas.transactions} transactions), ` +
+      `one transaction each: ${floorGas.gasPerSettlement}`,
   );
   if (x402Dry > 0) {
     raw.x402_settle.exhausted = true;
@@ -834,6 +846,9 @@ function tableRows(floor, results) {
       floor: "chain",
       ratio: settleRatio,
       target: `chain-bound (>= 0.8), CPU <= ${SETTLE_CPU_MS_TARGET} ms`,
+      note: settle?.gas
+        ? `gas per settlement ${settle.gas.service.gasPerSettlement} (${settle.gas.service.settlements} settlements in ${settle.gas.service.transactions} transactions); one transaction each: ${settle.gas.floor.gasPerSettlement}`
+        : null,
       met:
         settleRatio !== null &&
         settleRatio >= 0.8 &&

@@ -332,3 +332,41 @@ export async function chainSettleFloor({ rpcUrl, terms, concurrency, warmup, cou
     firstError,
   };
 }
+
+const AUTHORIZATION_USED = "0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5";
+
+/**
+ * Gas per settlement in blocks `from`..`to` (hex or numbers): every AuthorizationUsed the token
+ * logged there, and the gas of the transactions that carried them (a batch carries several).
+ * @returns {Promise<{ settlements: number, transactions: number, gasPerSettlement: number | null }>}
+ */
+export async function settlementGas(rpcUrl, token, from, to) {
+  const hex = (n) => `0x${BigInt(n).toString(16)}`;
+  const [logs] = await rpcBatch(rpcUrl, [
+    {
+      method: "eth_getLogs",
+      params: [{ address: token, topics: [AUTHORIZATION_USED], fromBlock: hex(from), toBlock: hex(to) }],
+    },
+  ]);
+  const hashes = [...new Set((logs.result ?? []).map((l) => l.transactionHash))];
+  let gas = 0n;
+  for (let i = 0; i < hashes.length; i += 100) {
+    const receipts = await rpcBatch(
+      rpcUrl,
+      hashes.slice(i, i + 100).map((hash) => ({ method: "eth_getTransactionReceipt", params: [hash] })),
+    );
+    for (const r of receipts) gas += BigInt(r.result.gasUsed);
+  }
+  const settlements = (logs.result ?? []).length;
+  return {
+    settlements,
+    transactions: hashes.length,
+    gasPerSettlement: settlements > 0 ? Number(gas / BigInt(settlements)) : null,
+  };
+}
+
+/** The chain's latest block number. */
+export async function blockNumber(rpcUrl) {
+  const [answer] = await rpcBatch(rpcUrl, [{ method: "eth_blockNumber", params: [] }]);
+  return BigInt(answer.result);
+}
