@@ -4,6 +4,7 @@ import {
   encodeAbiParameters,
   http,
   keccak256,
+  parseAbiItem,
   parseSignature,
   toHex,
   type Hex,
@@ -214,4 +215,18 @@ export async function submitAuthorization({ authorization: a, signature }: Signe
     ],
   });
   return publicClient().waitForTransactionReceipt({ hash });
+}
+
+const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
+
+/** Transfers from `payers` (fresh keys that only ever pay these tests' charges) since `fromBlock`, read from the chain's logs. */
+export async function transfersFrom(payers: Hex[], fromBlock: bigint) {
+  const logs = await publicClient().getLogs({
+    address: chain().token,
+    event: TRANSFER,
+    args: { from: payers },
+    fromBlock,
+    toBlock: "latest",
+  });
+  return logs.map((l) => ({ from: l.args.from!.toLowerCase(), value: l.args.value!, transaction: l.transactionHash }));
 }

@@ -1,10 +1,19 @@
 import { env } from "cloudflare:workers";
-import { parseAbiItem, type Hex } from "viem";
+import type { Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/env";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
-import { chain, freshPayer, publicClient, refuseAtRelay, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
+import {
+  chain,
+  freshPayer,
+  publicClient,
+  refuseAtRelay,
+  tokenBalance,
+  transfersFrom,
+  xPaymentFor,
+  type Payer,
+} from "../helpers/x402";
 
 /*
  * Batched settlement (the workers-batch project: X402_SETTLEMENT_BATCH_ADDRESS names the
@@ -15,7 +24,6 @@ import { chain, freshPayer, publicClient, refuseAtRelay, tokenBalance, xPaymentF
  */
 const CENTS = 120;
 const VALUE = BigInt(CENTS) * 10_000n;
-const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 /** Long enough for every payment started meanwhile to be checked, reserved and queued behind the leader. */
 const HOLD_MS = 2_500;
 
@@ -63,17 +71,6 @@ const paymentRow = (chargeId: string) =>
     .first<{ status: string; error: string | null; txHash: string | null }>();
 
 const chargeOf = async (chargeId: string) => (await api("GET", `/charges/${chargeId}`)).body;
-
-async function transfersFrom(payers: Hex[], fromBlock: bigint) {
-  const logs = await publicClient().getLogs({
-    address: chain().token,
-    event: TRANSFER,
-    args: { from: payers },
-    fromBlock,
-    toBlock: "latest",
-  });
-  return logs.map((l) => ({ from: l.args.from!.toLowerCase(), transaction: l.transactionHash }));
-}
 
 async function expectAuditOk() {
   const res = await api("GET", "/console/audit/verify", { token: await consoleToken() });

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, http, parseAbiItem, type Hex } from "viem";
+import { createWalletClient, http, type Hex } from "viem";
 import { settingsOf } from "../../src/env";
 import { privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +13,7 @@ import {
   relayedSends,
   TOKEN_ABI,
   tokenBalance,
+  transfersFrom,
   xPaymentFor,
   type Payer,
 } from "../helpers/x402";
@@ -24,7 +25,6 @@ import {
  * is exact even with files running in parallel. payTo is shared by all files,
  * so what reaches it from this file is counted from its Transfer logs.
  */
-const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 /** `count` charges of `cents` each and, for each, a payment from one fresh payer funded for all of them. */
 async function chargesWithPayments(count: number, cents: number) {
   const value = BigInt(cents) * 10_000n;
@@ -47,18 +47,6 @@ const authorizationUsed = (from: Hex, nonce: Hex) =>
     functionName: "authorizationState",
     args: [from, nonce],
   });
-
-/** Transfers from `payers` (fresh keys that only ever pay these tests' charges) since `fromBlock`, read from the chain's logs. */
-async function transfersFrom(payers: Hex[], fromBlock: bigint) {
-  const logs = await publicClient().getLogs({
-    address: chain().token,
-    event: TRANSFER,
-    args: { from: payers },
-    fromBlock,
-    toBlock: "latest",
-  });
-  return logs.map((l) => ({ from: l.args.from!.toLowerCase(), value: l.args.value!, transaction: l.transactionHash }));
-}
 
 /** Does this project's Worker settle through the SettlementBatch contract (the workers-batch project)? */
 const batched = () => settingsOf(env).x402?.settlementBatch != null;
