@@ -227,8 +227,16 @@ describe("official x402 clients against npm run dev", () => {
     const responses = await Promise.all(chargeIds.map((chargeId) => pay(`${dev.url}/charges/${chargeId}/x402`)));
     expect(responses.map((r) => r.status)).toEqual(chargeIds.map(() => 200));
     const settlements = responses.map((r) => decodeXPaymentResponse(r.headers.get("x-payment-response")!));
-    expect(settlements.every((s) => s.success)).toBe(true);
-    expect(new Set(settlements.map((s) => s.transaction)).size).toBe(12);
+    expect(settlements.every((s) => s.success && /^0x[0-9a-f]{64}$/.test(s.transaction))).toBe(true);
+    // npm run dev batches settlements: several may share a transaction, each is its own settlement.
+    const bodies = await Promise.all(
+      responses.map((r) => r.json() as Promise<{ settlement: { settlementId: string } }>),
+    );
+    expect(new Set(bodies.map((b) => b.settlement.settlementId)).size).toBe(12);
+    for (const [i, chargeId] of chargeIds.entries()) {
+      const charge = (await (await fetch(`${dev.url}/charges/${chargeId}`)).json()) as Record<string, unknown>;
+      expect(charge).toMatchObject({ status: "paid", method: "x402", reference: settlements[i]!.transaction });
+    }
   });
 
   /** A second merchant, for payments made for one merchant's charge and sent to another's. */
