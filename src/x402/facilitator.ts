@@ -49,12 +49,18 @@ const inBatches = new Map<string, number>();
  * with room for one more in its batch (fewer than `max` of this isolate's settlements waiting there),
  * so settlements gather into few, full transactions; the next lane takes the overflow.
  */
-function fillLane(lanes: `0x${string}`[], now: number, max: number): `0x${string}` {
-  const open = lanes.filter((lane) => (resting.get(lane) ?? 0) <= now);
+export function fillLane(
+  lanes: `0x${string}`[],
+  now: number,
+  max: number,
+  state: { resting: ReadonlyMap<string, number>; inBatches: ReadonlyMap<string, number> } = { resting, inBatches },
+): `0x${string}` {
+  const load = (lane: string) => state.inBatches.get(lane) ?? 0;
+  const open = lanes.filter((lane) => (state.resting.get(lane) ?? 0) <= now);
   const candidates = open.length > 0 ? open : lanes;
-  const roomy = candidates.find((lane) => (inBatches.get(lane) ?? 0) < max);
+  const roomy = candidates.find((lane) => load(lane) < max);
   if (roomy) return roomy;
-  return candidates.reduce((least, lane) => ((inBatches.get(lane) ?? 0) < (inBatches.get(least) ?? 0) ? lane : least));
+  return candidates.reduce((least, lane) => (load(lane) < load(least) ? lane : least));
 }
 
 function pickLane(lanes: `0x${string}`[], now: number): `0x${string}` {
