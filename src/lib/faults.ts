@@ -18,7 +18,9 @@ export type FaultPoint =
   | "outbound.before_send"
   | "outbound.after_send"
   | "checkpoint.before_send"
-  | "checkpoint.after_send";
+  | "checkpoint.after_send"
+  | "settle.before_send"
+  | "settle.after_send";
 
 export interface FaultContext {
   /** Present inside a Durable Object: ends the object as a crash would. */

@@ -71,6 +71,16 @@ function pickLane(lanes: `0x${string}`[], now: number): `0x${string}` {
   return lanes[nextLane++ % lanes.length]!;
 }
 
+/**
+ * The lane's object failed while it held the settlement (it crashed or was reset, the call was
+ * lost): whether it sent is not known here, so the chain decides (reconciliation).
+ */
+const laneLost = (error: unknown): SettleOutcome => ({
+  kind: "unknown",
+  reason: `settler_unreachable: ${shortError(error)}`,
+  transaction: null,
+});
+
 /** A lane whose send failed rests; one that sent is in turn again. */
 function laneAnswered(gasAddress: `0x${string}`, sent: boolean): void {
   if (sent) resting.delete(gasAddress);
@@ -121,6 +131,7 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
         inBatches.set(gasAddress, (inBatches.get(gasAddress) ?? 0) + 1);
         const outcome = await laneOf(env, gasAddress)
           .settleInBatch({ ...prepared, from: a.from as Hex, nonce: a.nonce as Hex }, gasAddress)
+          .catch((error: unknown) => laneLost(error))
           .finally(() => inBatches.set(gasAddress, (inBatches.get(gasAddress) ?? 1) - 1));
         // A call that failed inside a mined batch is the payment's failure, not the lane's.
         laneAnswered(
@@ -131,7 +142,13 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
         return outcome;
       }
       const gasAddress = pickLane(lanes, Date.now());
-      const sent = await laneOf(env, gasAddress).broadcast(prepared, gasAddress);
+      let sent: Awaited<ReturnType<ReturnType<typeof laneOf>["broadcast"]>>;
+      try {
+        sent = await laneOf(env, gasAddress).broadcast(prepared, gasAddress);
+      } catch (error) {
+        laneAnswered(gasAddress, false);
+        return laneLost(error);
+      }
       laneAnswered(gasAddress, sent.kind === "sent");
       if (sent.kind === "rejected") return { kind: "failed", reason: sent.reason };
       if (sent.kind === "unknown") return { kind: "unknown", reason: sent.reason, transaction: null };

@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { keccak256, type Hex } from "viem";
 import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
+import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
 import { receiptWithin, rpcCall, shortError } from "../chain/client";
@@ -94,14 +95,28 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       while (this.waiting.length > 0) {
         const batch = this.waiting.splice(0, max);
         const items = batch.map((w) => w.item);
-        let sent: BroadcastResult;
+        let sent: BroadcastResult | null = null;
+        let outcomes: BatchedOutcome[];
+        const abort = () => this.ctx.abort("fault injection");
         try {
-          sent = await this.broadcast(batchTransfer(x, items), gasAddress);
+          faultPoint("settle.before_send", { abort });
+          try {
+            sent = await this.broadcast(batchTransfer(x, items), gasAddress);
+          } catch (error) {
+            sent = { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+          }
+          faultPoint("settle.after_send", { abort });
+          // Its receipt answers each settlement of this batch; the ones arriving meanwhile wait for the next.
+          outcomes = await this.outcomesOf(x, sent, items);
         } catch (error) {
-          sent = { kind: "unknown", reason: `broadcast_error: ${shortError(error)}` };
+          // Whatever failed here, the batch may have left: the chain decides each of its payments.
+          const transaction = sent?.kind === "sent" ? sent.transaction : null;
+          outcomes = items.map(() => ({
+            kind: "unknown",
+            reason: `settler_failed: ${shortError(error)}`,
+            transaction,
+          }));
         }
-        // Its receipt answers each settlement of this batch; the ones arriving meanwhile wait for the next.
-        const outcomes = await this.outcomesOf(x, sent, items);
         for (const [i, w] of batch.entries()) w.answer(outcomes[i]!);
       }
     } finally {

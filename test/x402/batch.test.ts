@@ -1,7 +1,14 @@
 import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/env";
+import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import {
+  OPEN_PAYMENT_SELECT,
+  reconcileOpenPayments,
+  reconcilePayment,
+  type OpenPayment,
+} from "../../src/x402/reconcile";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import {
@@ -66,9 +73,32 @@ async function behindALeader(purchases: Purchase[]) {
 }
 
 const paymentRow = (chargeId: string) =>
-  env.DB.prepare("SELECT status, error, tx_hash AS txHash FROM x402_payments WHERE charge_id = ?")
+  env.DB.prepare("SELECT id, status, error, tx_hash AS txHash FROM x402_payments WHERE charge_id = ?")
     .bind(chargeId)
-    .first<{ status: string; error: string | null; txHash: string | null }>();
+    .first<{ id: string; status: string; error: string | null; txHash: string | null }>();
+
+afterEach(() => setFaultHook(null));
+
+/** The lane's object ends, as a crash would, the first time it reaches `point` with a batch in hand. */
+function crashLaneAt(point: FaultPoint) {
+  let crashed = false;
+  setFaultHook((reached, context) => {
+    if (reached !== point || crashed) return;
+    crashed = true;
+    context.abort?.();
+    throw new Error(`injected crash at ${point}`);
+  });
+}
+
+/** Reconciles one payment until `done` says so (another file's send may sit in the gas key's mempool a moment). */
+async function reconcileUntil(paymentId: string, done: (verdict: string) => boolean) {
+  for (let attempt = 0; ; attempt++) {
+    const open = await env.DB.prepare(`${OPEN_PAYMENT_SELECT} WHERE id = ?`).bind(paymentId).first<OpenPayment>();
+    const verdict = open ? await reconcilePayment(env, settingsOf(env).x402!, open) : "closed";
+    if (done(verdict) || attempt === 50) return verdict;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 
 const chargeOf = async (chargeId: string) => (await api("GET", `/charges/${chargeId}`)).body;
 
@@ -184,6 +214,59 @@ describe("batched x402 settlement", () => {
     expect(new Set(moved.map((m) => m.transaction))).toEqual(hashes);
     expect(await tokenBalance(payer.address)).toBe(0n);
     for (const p of purchases) expect(await paymentRow(p.chargeId)).toMatchObject({ status: "settled" });
+  });
+
+  it("the lane crashes with a batch in hand, before sending it (settle.before_send): pending, nothing moved; released after five quiet minutes, and the same authorization then pays", async () => {
+    const payer = await freshPayer(2n * VALUE);
+    const p = await purchase(payer);
+    crashLaneAt("settle.before_send");
+
+    const answer = await pay(p.chargeId, p.header);
+
+    expect(answer.status).toBe(202);
+    const row = await paymentRow(p.chargeId);
+    expect(row).toMatchObject({ status: "unknown", txHash: null });
+    expect(row!.error).toMatch(/^settler_(unreachable|failed)/);
+    expect(await tokenBalance(payer.address)).toBe(2n * VALUE);
+    setFaultHook(null);
+    // Not sent: once quiet for five minutes with the authorization unused, the charge is let go.
+    await env.DB.prepare("UPDATE x402_payments SET updated_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 6 * 60_000).toISOString(), row!.id)
+      .run();
+    expect(await reconcileUntil(row!.id, (v) => v === "failed")).toBe("failed");
+    expect(await paymentRow(p.chargeId)).toMatchObject({ status: "failed", error: "settlement_not_sent" });
+    const again = await pay(p.chargeId, p.header);
+    expect(isSettled(again)).toBe(true);
+    expect(await tokenBalance(payer.address)).toBe(VALUE);
+    expect(await chargeOf(p.chargeId)).toMatchObject({ status: "paid", reference: again.body.settlement.transaction });
+  });
+
+  it("the lane crashes right after sending a batch (settle.after_send): pending, then credited once from the chain, never sent twice", async () => {
+    const payer = await freshPayer(VALUE);
+    const p = await purchase(payer);
+    const merchantBefore = await merchantBalance(merchant.apiKey);
+    const startBlock = await publicClient().getBlockNumber();
+    crashLaneAt("settle.after_send");
+
+    const answer = await pay(p.chargeId, p.header);
+
+    expect(answer.status).toBe(202);
+    expect(await paymentRow(p.chargeId)).toMatchObject({ status: "unknown" });
+    setFaultHook(null);
+    // The transfer left: reconciliation finds it by the payer and nonce and credits it.
+    const row = await paymentRow(p.chargeId);
+    expect(await reconcileUntil(row!.id, (v) => v === "credited" || v === "closed")).toBe("credited");
+    await reconcileOpenPayments(env);
+    const moved = await transfersFrom([payer.address], startBlock);
+    expect(moved).toHaveLength(1);
+    expect(await paymentRow(p.chargeId)).toMatchObject({ status: "settled", txHash: moved[0]!.transaction });
+    expect(await chargeOf(p.chargeId)).toMatchObject({ status: "paid", reference: moved[0]!.transaction });
+    expect(await merchantBalance(merchant.apiKey)).toBe(merchantBefore + CENTS);
+    // The payer's retry answers the settlement and moves nothing more.
+    const retry = await pay(p.chargeId, p.header);
+    expect(retry.status).toBe(200);
+    expect(await tokenBalance(payer.address)).toBe(0n);
+    await expectAuditOk();
   });
 
   it("a batch the node refuses: every payment in it is pending (the node may have taken it), none moved, and the lane's next batch settles", async () => {
