@@ -140,8 +140,8 @@ const FINAL_VERDICTS = [
  * and the token then pays the charge's receiving address all the same. So released payments are
  * watched while they can still be used. One that was used is taken back for its charge when the
  * charge is still open (pending, unclaimed): it is reopened as `unknown` with the claim, and
- * reconciliation credits its transaction as any other. If the charge was paid meanwhile by
- * another payment, the money is the payer's and sits on the receiving address (the sweep moves only
+ * reconciliation credits its transaction as any other. While another payment holds the charge it
+ * waits for the next run. If the charge was paid meanwhile by another payment, the money is the payer's and sits on the receiving address (the sweep moves only
  * what was credited): it is logged as an error for an operator and marked, never credited.
  */
 export async function watchReleasedPayments(env: Env, x: X402Settings, nowSeconds: number): Promise<number> {
@@ -167,6 +167,12 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
       reopened++;
       continue;
     }
+    // Held by another payment still being settled: that one may yet fail (this authorization took the
+    // payer's funds, say) and leave the charge open for this one, so it is looked at again next run.
+    const charge = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")
+      .bind(p.chargeId)
+      .first<{ status: string }>();
+    if (charge?.status === "pending") continue;
     const fate = await authorizationFate(x, p.payer, p.nonce);
     if (fate.kind !== "canceled")
       log.error("x402_used_after_release", {

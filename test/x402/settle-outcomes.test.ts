@@ -8,6 +8,7 @@ import { settingsOf } from "../../src/env";
 import { setFaultHook } from "../../src/lib/faults";
 import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
+import { release } from "../../src/x402/settlement";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
@@ -268,6 +269,48 @@ describe("a settlement that can never pay", () => {
       merchantBalance: CENTS,
     });
     expect((await api("GET", `/charges/${s.charge.chargeId}`)).body).toMatchObject({ method: "ledger" });
+  });
+
+  it("a released authorization used while another payment holds the charge: not given up; once that one fails, the charge is credited with it", async () => {
+    const s = await setUp();
+    expect((await s.pay(withRemoteFacilitator(async () => settleReply("insufficient_funds")))).kind).toBe(
+      "settle_failed",
+    );
+    const released = (await env.DB.prepare("SELECT id FROM x402_payments WHERE charge_id = ?")
+      .bind(s.charge.chargeId)
+      .first<string>("id"))!;
+    // Another payment of the charge is being settled (its row and claim, as a reservation leaves them).
+    const holder = `xpay_holder${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const x402 = settingsOf(env).x402!;
+    const at = new Date().toISOString();
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, value, valid_before, payload, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 'settling', ?, ?)`,
+      ).bind(
+        holder,
+        x402.network,
+        x402.asset.toLowerCase(),
+        privateKeyToAccount(generatePrivateKey()).address.toLowerCase(),
+        `0x${crypto.randomUUID().replace(/-/g, "").padEnd(64, "0")}`,
+        s.charge.chargeId,
+        VALUE.toString(),
+        Math.floor(Date.now() / 1000) + 300,
+        at,
+        at,
+      ),
+      env.DB.prepare("UPDATE charges SET x402_claim = ? WHERE id = ?").bind(holder, s.charge.chargeId),
+    ]);
+    // The released authorization lands on chain meanwhile: the watch cannot take the charge, and waits.
+    const late = await submitAuthorization(s.payment.payload);
+    await reconcileOpenPayments(env);
+    expect(await env.DB.prepare("SELECT status, error FROM x402_payments WHERE id = ?").bind(released).first()).toEqual(
+      { status: "failed", error: "insufficient_funds" },
+    );
+    // The holder fails (the payer's funds went to the released one): the charge is open, and the watch takes it.
+    await release(env, holder, s.charge.chargeId, "transaction_reverted", new Date().toISOString());
+    for (let run = 0; run < 3 && (await s.state()).charge?.status !== "paid"; run++) await reconcileOpenPayments(env);
+    await expectCreditedOnce(s, late.transactionHash);
   });
 
   it("the watch of released payments cannot be starved: many released authorizations that stay unused do not hide a later one that is used", async () => {
