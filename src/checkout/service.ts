@@ -158,9 +158,13 @@ const payableLinks = new Map<string, { link: LinkToPay; until: number }>();
 const PAYABLE_LINK_MS = 60_000;
 const PAYABLE_LINKS_KEPT = 1_000;
 
-async function linkToPay(env: Env, token: string, now: number): Promise<LinkToPay | null> {
+async function linkToPay(env: Env, token: string, now: number): Promise<{ link: LinkToPay | null; kept: boolean }> {
   const kept = payableLinks.get(token);
-  if (kept && kept.until > now) return kept.link;
+  if (kept && kept.until > now) return { link: kept.link, kept: true };
+  return { link: await readLinkToPay(env, token, now), kept: false };
+}
+
+async function readLinkToPay(env: Env, token: string, now: number): Promise<LinkToPay | null> {
   const link = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
   payableLinks.delete(token);
   if (link?.active) {
@@ -177,7 +181,7 @@ export async function payCheckoutLink(
   token: string,
   slot?: IdempotencySlot,
 ): Promise<PayOutcome> {
-  const link = await linkToPay(env, token, Date.now());
+  const { link, kept } = await linkToPay(env, token, Date.now());
   if (!link) return { kind: "not_found", reason: "checkout_link_not_found" };
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
@@ -197,5 +201,12 @@ export async function payCheckoutLink(
     slot,
   );
   if (outcome.kind === "conflict" && outcome.reason === "checkout_link_disabled") payableLinks.delete(token);
+  // A disabled link is refused before anything about the agent: a refusal made with a kept copy is
+  // checked against the link as it is now (a payment or a hold was guarded by its batch already).
+  if (kept && outcome.kind !== "paid" && outcome.kind !== "approval" && outcome.kind !== "conflict") {
+    const current = await readLinkToPay(env, token, Date.now());
+    if (!current) return { kind: "not_found", reason: "checkout_link_not_found" };
+    if (!current.active) return { kind: "conflict", reason: "checkout_link_disabled" };
+  }
   return outcome;
 }

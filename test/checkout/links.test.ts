@@ -197,6 +197,25 @@ describe("checkout links", () => {
     expect(await countsOf(link.checkoutLinkId)).toEqual({ n: 2, total: 1400 });
   });
 
+  it("disabled after it was paid (and so kept by the isolate): an agent that could not pay it anyway is still told 409 checkout_link_disabled, never 402", async () => {
+    const merchant = await createMerchant();
+    const rich = await createAgent({ credit: 5000 });
+    const broke = await createAgent({ credit: 0 });
+    const link = (await createLink(merchant.apiKey)).body;
+    expect((await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: rich.apiKey })).status).toBe(200);
+    expect((await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: broke.apiKey })).status).toBe(402);
+    await api("PATCH", `/merchant/checkout-links/${link.checkoutToken}`, {
+      token: merchant.apiKey,
+      body: { active: false },
+    });
+    for (const agent of [broke, rich]) {
+      const refused = await api("POST", `/checkout/${link.checkoutToken}/pay`, { token: agent.apiKey });
+      expect(refused.status).toBe(409);
+      expect(refused.body).toEqual({ error: "checkout_link_disabled" });
+    }
+    expect(await countsOf(link.checkoutLinkId)).toEqual({ n: 1, total: 700 });
+  });
+
   it("another merchant's link is 404 to PATCH; unknown token 404 to pay", async () => {
     const merchant = await createMerchant();
     const other = await createMerchant();
