@@ -23,6 +23,20 @@ export async function refuseAtRelay(refusal: Refusal) {
   expect(res.status).toBe(204);
 }
 
+/**
+ * The next send whose transaction contains `containing` reaches the node, and its answer is lost on
+ * the way back as a "nonce too low" error (optionally with an HTTP status, as some providers answer).
+ */
+export const loseAnswerToSend = (containing: string, rpcErrorStatus?: number) =>
+  refuseAtRelay({
+    containing,
+    method: "eth_sendRawTransaction",
+    times: 1,
+    forwardFirst: true,
+    message: "nonce too low: next nonce 999, tx nonce 1",
+    ...(rpcErrorStatus ? { rpcErrorStatus } : {}),
+  });
+
 /** What the Worker has sent through the relay so far. */
 export const relayedSends = async () => (await (await fetch(`${chain().relayUrl}/sends`)).json()) as RelayedSend[];
 

@@ -14,6 +14,7 @@ import { createCharge, createMerchant, merchantBalance } from "../helpers/factor
 import {
   chain,
   freshPayer,
+  loseAnswerToSend,
   publicClient,
   refuseAtRelay,
   tokenBalance,
@@ -196,13 +197,7 @@ describe("batched x402 settlement", () => {
     const payer = await freshPayer(3n * VALUE);
     const purchases = [await purchase(payer), await purchase(payer), await purchase(payer)];
     const startBlock = await publicClient().getBlockNumber();
-    await refuseAtRelay({
-      containing: payer.address,
-      method: "eth_sendRawTransaction",
-      times: 1,
-      forwardFirst: true,
-      message: "nonce too low: next nonce 999, tx nonce 1",
-    });
+    await loseAnswerToSend(payer.address);
 
     const { rest } = await behindALeader(purchases);
 

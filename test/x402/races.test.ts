@@ -8,6 +8,7 @@ import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, 
 import {
   chain,
   freshPayer,
+  loseAnswerToSend,
   publicClient,
   refuseAtRelay,
   relayedSends,
@@ -201,14 +202,7 @@ describe("x402 races", () => {
       const merchantBefore = await merchantBalance(merchant.apiKey);
       const startBlock = await publicClient().getBlockNumber();
       const payment = await paymentHeader(charge.chargeId, payer, value);
-      await refuseAtRelay({
-        containing: payer.address,
-        method: "eth_sendRawTransaction",
-        times: 1,
-        forwardFirst: true,
-        message: "nonce too low: next nonce 999, tx nonce 1",
-        rpcErrorStatus,
-      });
+      await loseAnswerToSend(payer.address, rpcErrorStatus);
 
       const response = await api("GET", `/charges/${charge.chargeId}/x402`, {
         headers: { "X-PAYMENT": payment.header },
