@@ -10,7 +10,7 @@ import {
 } from "viem";
 import type { X402Settings } from "../env";
 import type { Receipt } from "../chain/client";
-import type { Fees, PreparedTransfer } from "./transfer";
+import type { Fees, PreparedTransfer, SettleOutcome } from "./transfer";
 
 /*
  * Several x402 settlements in one transaction (contracts/SettlementBatch.sol): the contract calls
@@ -59,13 +59,6 @@ export interface BatchedAuthorization {
   nonce: Hex;
 }
 
-/** The outcome of one authorization of a batch, as the facilitator reports a settlement. */
-export type BatchedOutcome =
-  | { kind: "settled"; transaction: `0x${string}` }
-  /** Definitive: this transaction did not use the authorization (the caller asks the chain whether another did). */
-  | { kind: "failed"; reason: string }
-  | { kind: "unknown"; reason: string; transaction: `0x${string}` | null };
-
 /**
  * The one transaction that settles `items`: a lone authorization goes straight to the token, as a
  * single settlement does; several go through the batch contract. Gas is the sum of the items' own
@@ -95,7 +88,7 @@ const usedKey = (from: Hex, nonce: Hex) => `${pad(from).toLowerCase()}:${nonce.t
  * logged that authorization's AuthorizationUsed in it; failed otherwise, with the token's revert
  * reason when the batch contract reported one.
  */
-export function outcomesIn(x: X402Settings, receipt: Receipt, items: BatchedAuthorization[]): BatchedOutcome[] {
+export function outcomesIn(x: X402Settings, receipt: Receipt, items: BatchedAuthorization[]): SettleOutcome[] {
   const used = new Set<string>();
   const reasons = new Map<number, string>();
   if (receipt.status === "success") {

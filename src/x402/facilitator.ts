@@ -4,14 +4,7 @@ import { receiptWithin, shortError } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import { laneOf } from "./settler.do";
 import type { Terms } from "./terms";
-import { checkTransfer, gasAccountOf, type PreparedTransfer, type TransferCheck } from "./transfer";
-
-export type SettleOutcome =
-  | { kind: "settled"; transaction: `0x${string}` }
-  /** Definitive: nothing moved on chain. */
-  | { kind: "failed"; reason: string }
-  /** The transfer may have happened; reconciliation against the chain decides. */
-  | { kind: "unknown"; reason: string; transaction: `0x${string}` | null };
+import { checkTransfer, gasAccountOf, type PreparedTransfer, type SettleOutcome, type TransferCheck } from "./transfer";
 
 export type FacilitatorVerify =
   | { isValid: true }

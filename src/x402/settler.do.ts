@@ -6,8 +6,8 @@ import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
 import { receiptWithin, rpcCall, shortError } from "../chain/client";
-import { gasAccountOf, type PreparedTransfer } from "./transfer";
-import { batchTransfer, outcomesIn, type BatchedAuthorization, type BatchedOutcome } from "./batch";
+import { gasAccountOf, type PreparedTransfer, type SettleOutcome } from "./transfer";
+import { batchTransfer, outcomesIn, type BatchedAuthorization } from "./batch";
 import { nowIso } from "../lib/time";
 import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
 
@@ -39,7 +39,7 @@ export type BroadcastResult =
 export class X402SettlerDurableObject extends DurableObject<Env> {
   private readonly serialize = serialQueue();
   /** Settlements waiting for the next batch, each with the caller waiting for its outcome. */
-  private waiting: { item: BatchedAuthorization; answer: (outcome: BatchedOutcome) => void }[] = [];
+  private waiting: { item: BatchedAuthorization; answer: (outcome: SettleOutcome) => void }[] = [];
   /** A batch is on its way to the node: the ones arriving meanwhile wait to go in the next. */
   private batching = false;
   private nextNonce: number | null = null;
@@ -80,10 +80,10 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
    * to be unknown), and holds whatever arrived meanwhile. So batches grow with the load, and a lone
    * settlement on an idle lane leaves at once, never waiting for company.
    */
-  async settleInBatch(item: BatchedAuthorization, gasAddress: Hex): Promise<BatchedOutcome> {
+  async settleInBatch(item: BatchedAuthorization, gasAddress: Hex): Promise<SettleOutcome> {
     const x = settingsOf(this.env).x402;
     if (!x?.settlementBatch) return { kind: "failed", reason: "settlement_batch_not_configured" };
-    const outcome = new Promise<BatchedOutcome>((answer) => this.waiting.push({ item, answer }));
+    const outcome = new Promise<SettleOutcome>((answer) => this.waiting.push({ item, answer }));
     if (!this.batching) void this.sendBatches(x, x.settlementBatch.max, gasAddress);
     return outcome;
   }
@@ -96,7 +96,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
         const batch = this.waiting.splice(0, max);
         const items = batch.map((w) => w.item);
         let sent: BroadcastResult | null = null;
-        let outcomes: BatchedOutcome[];
+        let outcomes: SettleOutcome[];
         const abort = () => this.ctx.abort("fault injection");
         try {
           faultPoint("settle.before_send", { abort });
@@ -126,7 +126,7 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
 
   /** Each item's outcome from its batch's transaction (one receipt read for all of them). */
   private async outcomesOf(x: X402Settings, sent: BroadcastResult, items: BatchedAuthorization[]) {
-    const all = (outcome: BatchedOutcome) => items.map(() => outcome);
+    const all = (outcome: SettleOutcome) => items.map(() => outcome);
     if (sent.kind === "rejected") return all({ kind: "failed", reason: sent.reason });
     if (sent.kind === "unknown") return all({ kind: "unknown", reason: sent.reason, transaction: null });
     try {

@@ -19,6 +19,14 @@ export interface Fees {
   maxPriorityFeePerGas: bigint;
 }
 
+/** What became of a settlement, however it was sent (alone, in a batch, or by a remote facilitator). */
+export type SettleOutcome =
+  | { kind: "settled"; transaction: `0x${string}` }
+  /** Definitive: nothing moved on chain by this settlement (the caller asks the chain whether anyone else's did). */
+  | { kind: "failed"; reason: string }
+  /** The transfer may have happened; reconciliation against the chain decides. */
+  | { kind: "unknown"; reason: string; transaction: `0x${string}` | null };
+
 export type TransferCheck =
   | { kind: "valid"; prepared: PreparedTransfer | null }
   | { kind: "invalid"; reason: string }
