@@ -144,11 +144,6 @@ type LinkToPay = Pick<CheckoutLinkRow, "id" | "merchantId" | "amountMinor" | "de
 export const CHECKOUT_PAID_VIEW = { kind: "checkout" } as const;
 
 /**
- * Pays a checkout link from the agent's wallet, under its policy. Each payment
- * materializes its own charge against the link, created in the batch that pays
- * it (or holds it for approval), with the link still active as a guard.
- */
-/**
  * Active links by token, per isolate, as a payment reads them: nothing of that changes but `active`
  * (links are never edited otherwise, nor merchants' names and categories), and every payment's own
  * batch guards that the link is still active. So a link paid over and over is read once a minute,
@@ -175,6 +170,11 @@ async function readLinkToPay(env: Env, token: string, now: number): Promise<Link
   return link;
 }
 
+/**
+ * Pays a checkout link from the agent's wallet, under its policy. Each payment
+ * materializes its own charge against the link, created in the batch that pays
+ * it (or holds it for approval), with the link still active as a guard.
+ */
 export async function payCheckoutLink(
   env: Env,
   agentId: string,

@@ -141,8 +141,9 @@ const FINAL_VERDICTS = [
  * watched while they can still be used. One that was used is taken back for its charge when the
  * charge is still open (pending, unclaimed): it is reopened as `unknown` with the claim, and
  * reconciliation credits its transaction as any other. While another payment holds the charge it
- * waits for the next run. If the charge was paid meanwhile by another payment, the money is the payer's and sits on the receiving address (the sweep moves only
- * what was credited): it is logged as an error for an operator and marked, never credited.
+ * waits for the next run. If the charge was paid meanwhile by another payment, the money is the
+ * payer's and sits on the receiving address (the sweep moves only what was credited): it is logged
+ * as an error for an operator and marked, never credited.
  */
 export async function watchReleasedPayments(env: Env, x: X402Settings, nowSeconds: number): Promise<number> {
   const released = await env.DB.prepare(
