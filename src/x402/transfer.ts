@@ -59,7 +59,7 @@ const TRANSFER_WITH_AUTHORIZATION = prepareEncodeFunctionData({
 });
 
 /** The call that settles `payment`, or null when its signature is not a valid (r, s, v). */
-export function transferCallData(payment: DecodedPayment): Hex | null {
+export function transferCallData(payment: Pick<DecodedPayment, "authorization" | "signature">): Hex | null {
   const a = payment.authorization;
   let parts: ReturnType<typeof parseSignature>;
   try {

@@ -5,11 +5,10 @@ import {
   http,
   keccak256,
   parseAbiItem,
-  parseSignature,
   toHex,
   type Hex,
 } from "viem";
-import { EIP3009_ABI } from "../../src/chain/client";
+import { transferCallData } from "../../src/x402/transfer";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect, inject } from "vitest";
 import type { RelayedSend, Refusal } from "../setup/chain.global";
@@ -207,27 +206,11 @@ export async function gasWallet() {
 export type SignedAuthorization = Awaited<ReturnType<typeof xPaymentHeader>>["payload"];
 
 /** Submits the payer's authorization to the token as anyone could (a watcher of the mempool, the payer). */
-export async function submitAuthorization({ authorization: a, signature }: SignedAuthorization, gas = 200_000n) {
+export async function submitAuthorization(signed: SignedAuthorization, gas = 200_000n) {
   const wallet = await gasWallet();
-  const { r, s, v, yParity } = parseSignature(signature as Hex);
-  const hash = await wallet.writeContract({
-    chain: null,
-    address: chain().token,
-    abi: EIP3009_ABI,
-    functionName: "transferWithAuthorization",
-    gas,
-    args: [
-      a.from,
-      a.to,
-      BigInt(a.value),
-      BigInt(a.validAfter),
-      BigInt(a.validBefore),
-      a.nonce,
-      Number(v ?? BigInt((yParity ?? 0) + 27)),
-      r,
-      s,
-    ],
-  });
+  const data = transferCallData(signed as Parameters<typeof transferCallData>[0]);
+  if (!data) throw new Error("the authorization's signature is not a valid (r, s, v)");
+  const hash = await wallet.sendTransaction({ chain: null, to: chain().token, data, gas });
   return publicClient().waitForTransactionReceipt({ hash });
 }
 

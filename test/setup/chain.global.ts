@@ -1,11 +1,12 @@
 import { createServer, type Server } from "node:http";
 import type { TestProject } from "vitest/node";
-import { createWalletClient, http, keccak256, parseSignature, parseTransaction, type Hex } from "viem";
+import { createWalletClient, http, keccak256, parseTransaction, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { startLocalChain, x402Vars } from "../../scripts/lib/chain.mjs";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { compileAuditAnchor } from "../../scripts/lib/contracts.mjs";
+import { transferCallData } from "../../src/x402/transfer";
 
 /**
  * A real local EVM chain for the x402 tests (anvil, chain id 84532, the
@@ -193,26 +194,10 @@ export async function setup(project: TestProject) {
         return;
       }
       if (req.url === "/hang/settle") {
-        const { authorization: a, signature } = body.paymentPayload.payload;
-        const { r, s, v, yParity } = parseSignature(signature);
-        await wallet.writeContract({
-          chain: null,
-          address: started.token,
-          // The token's own compiled ABI, as the chain set-up deployed it.
-          abi: started.abi,
-          functionName: "transferWithAuthorization",
-          args: [
-            a.from,
-            a.to,
-            BigInt(a.value),
-            BigInt(a.validAfter),
-            BigInt(a.validBefore),
-            a.nonce,
-            Number(v ?? BigInt((yParity ?? 0) + 27)),
-            r,
-            s,
-          ],
-        });
+        // The call the service's own settler makes, encoded by the same function.
+        const data = transferCallData(body.paymentPayload.payload);
+        if (!data) throw new Error("the authorization's signature is not a valid (r, s, v)");
+        await wallet.sendTransaction({ chain: null, to: started.token, data });
         return; // broadcast, then never answer
       }
       res.writeHead(404).end();
