@@ -8,7 +8,7 @@ import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "./webho
 import { reconcileOpenPayments } from "./x402/reconcile";
 import { watchDeposits } from "./deposits/watcher";
 import { log } from "./lib/log";
-import { sweepExpiredRows } from "./lib/sweep";
+import { retentionJob } from "./retention";
 import { moneyOutJobs } from "./money-out";
 import { treasuryCheckJob } from "./treasury/check";
 import { auditCheckpointJob } from "./checkpoints/anchoring";
@@ -26,7 +26,7 @@ export default {
   },
 
   /**
-   * Every minute: sweep approvals past their expiry; fan out the outbox; re-enqueue deliveries whose
+   * Every minute: sweep approvals past their expiry; delete expired rows and old webhook history; fan out the outbox; re-enqueue deliveries whose
    * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
    * sweeps whose transfers nobody has moved for a while; reconcile the treasury against the chain; sign and
    * anchor an audit checkpoint when the head moved.
@@ -41,7 +41,7 @@ export default {
           approvals_expiry: expireOverdueApprovals(dbOf(env.DB)),
           x402_reconcile: reconcileOpenPayments(env),
           deposit_watch: watchDeposits(env),
-          sweep: sweepExpiredRows(env.DB),
+          retention: retentionJob(env),
           ...moneyOutJobs(env),
           treasury_check: treasuryCheckJob(env),
           audit_checkpoint: auditCheckpointJob(env),

@@ -54,9 +54,10 @@ export interface PaymentOptions {
 
 /**
  * Whether the charge was paid with this reference (the payment's batch landed), and if so the
- * merchant's balance right after it, as the batch's own answer has it: the merchant's postings up
- * to this payment's (a group's entries are appended in its plans' order, and balances are their
- * sums). Undefined when it did not land; throws when D1 cannot tell.
+ * merchant's balance right after it, as the batch's own answer has it: today's balance less the
+ * merchant's postings after this payment's (a group's entries are appended in its plans' order, and
+ * a balance is the sum of its postings). Only entries since the payment are read, so old ones may be
+ * archived and no index by account is needed. Undefined when it did not land; throws when D1 cannot tell.
  */
 async function landedPayment(
   env: Env,
@@ -65,9 +66,9 @@ async function landedPayment(
 ): Promise<{ balanceMinor: number } | undefined> {
   const account = `merchant:${charge.merchantId}`;
   const row = await env.DB.prepare(
-    `SELECT (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
-               AND rowid <= (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
-     FROM charges WHERE id = ?3 AND reference = ?2`,
+    `SELECT m.balance_minor - (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
+               AND rowid > (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
+     FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?3 AND c.reference = ?2`,
   )
     .bind(account, reference, charge.id)
     .first<{ balanceMinor: number }>();

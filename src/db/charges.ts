@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { integer, index, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 export const charges = sqliteTable(
@@ -33,6 +34,7 @@ export const charges = sqliteTable(
   (t) => [
     index("charges_merchant_created").on(t.merchantId, t.createdAt),
     index("charges_agent_paid").on(t.agentId, t.paidAt),
-    index("charges_checkout_link").on(t.checkoutLinkId),
+    // Partial: most charges come from no link, and `checkout_link_id = ?` implies the condition.
+    index("charges_checkout_link").on(t.checkoutLinkId).where(sql`${t.checkoutLinkId} IS NOT NULL`),
   ],
 );

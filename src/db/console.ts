@@ -1,4 +1,4 @@
-import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /** Console users added from the console, beside the configured CONSOLE_USERS. */
 export const consoleUsers = sqliteTable("console_users", {
@@ -27,18 +27,27 @@ export const consoleLoginCodes = sqliteTable("console_login_codes", {
 });
 
 /** Sessions ended by sign-out before their expiry (by the token's `jti`). */
-export const consoleRevokedSessions = sqliteTable("console_revoked_sessions", {
-  jti: text("jti").primaryKey(),
-  expiresAt: text("expires_at").notNull(),
-  revokedAt: text("revoked_at").notNull(),
-});
+export const consoleRevokedSessions = sqliteTable(
+  "console_revoked_sessions",
+  {
+    jti: text("jti").primaryKey(),
+    expiresAt: text("expires_at").notNull(),
+    revokedAt: text("revoked_at").notNull(),
+  },
+  // The cron deletes expired ones a page at a time (src/lib/sweep.ts).
+  (t) => [index("console_revoked_sessions_expires").on(t.expiresAt)],
+);
 
 /** Fixed-window request counters for rate limits (key = purpose + subject). */
-export const rateLimits = sqliteTable("rate_limits", {
-  key: text("key").primaryKey(),
-  windowStart: integer("window_start").notNull(),
-  count: integer("count").notNull(),
-});
+export const rateLimits = sqliteTable(
+  "rate_limits",
+  {
+    key: text("key").primaryKey(),
+    windowStart: integer("window_start").notNull(),
+    count: integer("count").notNull(),
+  },
+  (t) => [index("rate_limits_window").on(t.windowStart)],
+);
 
 /**
  * Idempotency-Key records (Stripe semantics): scoped to the credential (a
@@ -59,5 +68,5 @@ export const idempotencyKeys = sqliteTable(
     createdAt: text("created_at").notNull(),
     expiresAt: text("expires_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.scope, t.key] })],
+  (t) => [primaryKey({ columns: [t.scope, t.key] }), index("idempotency_keys_expires").on(t.expiresAt)],
 );

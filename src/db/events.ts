@@ -50,7 +50,7 @@ export const webhookDeliveries = sqliteTable(
     eventId: text("event_id").notNull(),
     endpointId: text("endpoint_id").notNull(),
     type: text("type").notNull(),
-    /** `pending`, `delivered` or `failed`. */
+    /** `pending`, `delivered` or `failed` (for good: retries exhausted, dead-lettered or endpoint disabled). */
     status: text("status").notNull(),
     attempts: integer("attempts").notNull().default(0),
     lastStatusCode: integer("last_status_code"),
@@ -63,6 +63,8 @@ export const webhookDeliveries = sqliteTable(
     uniqueIndex("webhook_deliveries_event_endpoint").on(t.eventId, t.endpointId),
     index("webhook_deliveries_endpoint_created").on(t.endpointId, t.createdAt),
     index("webhook_deliveries_due").on(t.status, t.nextAttemptAt),
+    // Finished deliveries by age, for the retention's deletes (src/webhooks/retention.ts).
+    index("webhook_deliveries_finished").on(t.status, t.createdAt),
   ],
 );
 

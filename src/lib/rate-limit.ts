@@ -3,10 +3,6 @@ import { ApiError } from "./errors";
 /** The longest window a stored counter may have: the minute cron deletes counters whose window ended before that. */
 export const MAX_WINDOW_SECONDS = 86_400;
 
-/** Counters whose window is over: nothing reads them again (a new window starts at 1). */
-export const expiredCountersStatement = (db: D1Database, now = Date.now()) =>
-  db.prepare("DELETE FROM rate_limits WHERE window_start < ?").bind(Math.floor(now / 1000) - MAX_WINDOW_SECONDS);
-
 /**
  * A fixed-window counter in D1, one statement per hit (atomic in D1), for
  * low-volume abuse limits such as sign-in attempts. Returns how many seconds

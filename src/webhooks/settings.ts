@@ -16,6 +16,8 @@ export const webhooksShape = {
     .pipe(z.array(z.number().int().min(0).max(MAX_QUEUE_DELAY_SECONDS)).min(1).max(30)),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
   WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
+  /** Days a finished delivery, its attempts and its dispatched event are kept (src/webhooks/retention.ts). */
+  RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
 };
 
 /** Settings of this group that carry a secret, and URLs that must be https in production. */
@@ -29,6 +31,8 @@ export interface WebhookSettings {
   webhookTimeoutMs: number;
   /** DNS-over-HTTPS resolver that webhook hosts are resolved with before each POST (src/webhooks/dns-guard.ts); null: not resolved. */
   webhookDnsResolverUrl: string | null;
+  /** Days finished webhook history is kept; 0 deletes it at the next cron run. */
+  retentionDays: number;
 }
 
 type Parsed = z.output<z.ZodObject<typeof webhooksShape>>;
@@ -44,5 +48,6 @@ export function webhookSettings(s: Parsed, environment: Environment): WebhookSet
         ? null
         : (s.WEBHOOK_DNS_RESOLVER_URL ??
           (environment === "production" ? "https://cloudflare-dns.com/dns-query" : null)),
+    retentionDays: s.RETENTION_DAYS,
   };
 }

@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { MAX_WINDOW_SECONDS } from "../../src/lib/rate-limit";
-import { sweepExpiredRows } from "../../src/lib/sweep";
+import { deleteInPages } from "../../src/lib/bounded-deletes";
+import { expiredRowSteps } from "../../src/lib/sweep";
 
 // The minute cron's sweep: tables that would otherwise grow without bound lose only rows nothing reads again.
 
@@ -11,7 +12,7 @@ const has = async (sql: string, ...params: unknown[]) =>
     .bind(...params)
     .first()) !== null;
 
-describe("sweepExpiredRows", () => {
+describe("expiredRowSteps", () => {
   it("deletes expired idempotent answers, finished rate-limit windows and revoked sessions past their expiry; keeps the rest", async () => {
     const now = Date.now();
     const nowSeconds = Math.floor(now / 1000);
@@ -45,7 +46,8 @@ describe("sweepExpiredRows", () => {
       ),
     ]);
 
-    await sweepExpiredRows(env.DB, now);
+    const run = await deleteInPages(expiredRowSteps(env.DB, now), { limit: 500, budgetMs: 60_000 });
+    expect(run.unfinished).toEqual([]);
 
     expect(await has("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = 'old'", `sweep-${tag}`)).toBe(false);
     expect(await has("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = 'live'", `sweep-${tag}`)).toBe(true);

@@ -1,0 +1,36 @@
+import type { Env } from "./env";
+import { settingsOf } from "./env";
+import { type BoundedDeleteRun, deleteInPages } from "./lib/bounded-deletes";
+import { log } from "./lib/log";
+import { expiredRowSteps } from "./lib/sweep";
+import { nowIso } from "./lib/time";
+import { webhookRetentionSteps } from "./webhooks/retention";
+
+/** Rows per delete: small enough that one statement never holds D1 long, whatever the backlog. */
+const PAGE_ROWS = 500;
+/** How long one cron run deletes before leaving the rest to the next minute. */
+const BUDGET_MS = 10_000;
+const DAY_MS = 86_400_000;
+
+/**
+ * The minute cron's storage upkeep: expired rows (idempotent answers, rate-limit counters, revoked
+ * sessions) and webhook history older than RETENTION_DAYS, a page at a time within a time budget.
+ * Money history is never deleted here: audit rows and ledger entries are archived, not dropped.
+ */
+export async function retentionJob(
+  env: Env,
+  {
+    now = Date.now(),
+    budgetMs = BUDGET_MS,
+    pageRows = PAGE_ROWS,
+    retentionDays = settingsOf(env).retentionDays,
+  }: { now?: number; budgetMs?: number; pageRows?: number; retentionDays?: number } = {},
+): Promise<BoundedDeleteRun> {
+  const run = await deleteInPages(
+    [...expiredRowSteps(env.DB, now), ...webhookRetentionSteps(env.DB, nowIso(now - retentionDays * DAY_MS))],
+    { limit: pageRows, budgetMs },
+  );
+  // A backlog that outlasts the budget is worth knowing about: it says deletes fall behind the writes.
+  if (run.unfinished.length > 0) log.warn("retention", { unfinished: run.unfinished, deleted: run.deleted });
+  return run;
+}
