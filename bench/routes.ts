@@ -6,6 +6,7 @@ import { gasAccountOf } from "../src/x402/transfer";
 import { termsFor } from "../src/x402/terms";
 import { verifyOffline } from "../src/x402/verify";
 import { ledgerOf } from "../src/ledger/ledger.do";
+import { retentionJob } from "../src/retention";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
 import type { BenchEnv as Env } from "./env";
 
@@ -186,6 +187,17 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
     // The ledger sequencer's counts so far: the runner reports how many plans each D1 batch carried.
     case "GET ledger":
       return json(await ledgerOf(env).stats());
+
+    // The database's size: its page count times its page size, as D1 reports after any statement.
+    // Freed pages stay in the file, so growth is what rows need beyond the pages deletes freed.
+    case "GET storage": {
+      const result = await env.DB.prepare("SELECT 1").run();
+      return json({ bytes: result.meta.size_after });
+    }
+
+    // The cron's retention job, with nothing kept: every finished delivery and dispatched event goes now.
+    case "POST retention":
+      return json(await retentionJob(env, { retentionDays: 0, budgetMs: 120_000 }));
 
     // Scratch tables for the batch floors (bench/batch.ts).
     case "POST setup": {

@@ -11,7 +11,8 @@
 // default 3 of BENCH_SECONDS / 3), BENCH_X402_WARMUP and BENCH_X402_SETTLEMENTS (x402 settlement runs by count: default 50 per
 // warm-up second and 100 per measured second; payouts use the same counts), BENCH_ONLY (a
 // comma-separated subset of the row groups below, for a quick look at one path; the table then
-// shows "-" for the rest).
+// shows "-" for the rest), BENCH_STORAGE_PAYMENTS (wallet payments per round of the bytes-per-payment
+// measurement, default 1,000).
 import { mnemonicKey } from "../lib/chain.mjs";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
 import { load } from "./load.mjs";
@@ -20,6 +21,7 @@ import { paidResult, payoutMerchant, untilDecided } from "./payouts.mjs";
 import { startReceiver } from "./receiver.mjs";
 import { table, writeJson } from "./report.mjs";
 import { startService } from "./server.mjs";
+import { measureStorage } from "./storage.mjs";
 import { describeUsage, threadMeter } from "./threads.mjs";
 import { blockNumber, chainSettleFloor, chainSnapshot, settlementGas, signPayments, signTransfers } from "./x402.mjs";
 
@@ -39,6 +41,8 @@ const P99_RATIO_TARGET = 1.2;
 /** At most this much of the service thread's CPU per x402 settlement (issue #26). */
 const SETTLE_CPU_MS_TARGET = 3;
 const GRANTS = 50;
+/** Wallet payments per round of the storage measurement (BENCH_STORAGE_PAYMENTS): 1,000 reads a size to 4 bytes a payment. */
+const STORAGE_PAYMENTS = Number(process.env.BENCH_STORAGE_PAYMENTS ?? 1000);
 // Each payment to the webhook merchant makes two events (payment.succeeded, charge.succeeded).
 const WEBHOOK_EVENTS_PER_SECOND = 100;
 const WEBHOOK_PAYMENTS_PER_SECOND = WEBHOOK_EVENTS_PER_SECOND / 2;
@@ -73,6 +77,7 @@ const GROUPS = {
   x402: /^(x402_|floor_chain_settle$)/,
   payouts: /^(payouts_|floor_chain_payouts$)/,
   webhooks: /^webhook_/,
+  storage: /^storage$/,
 };
 const ONLY = (process.env.BENCH_ONLY ?? "")
   .split(",")
@@ -889,7 +894,7 @@ function tableRows(floor, results) {
 }
 
 /** Prints the table and writes it, with every row's full result, to bench/results/. */
-async function report(rows, raw, { statements, steps }) {
+async function report(rows, raw, { statements, steps, storage }) {
   const text = table(rows);
   console.log(`\n${text}\n`);
   console.log(
@@ -907,6 +912,11 @@ async function report(rows, raw, { statements, steps }) {
   if (steps)
     console.log(
       `Step costs, one at a time on an idle service (ms): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}`).join("; ")}.`,
+    );
+  if (storage)
+    console.log(
+      `Storage: ${storage.asWrittenBytesPerPayment} bytes of D1 per wallet payment as written, ${storage.steadyBytesPerPayment} once retention runs ` +
+        `(target <= ${storage.target}: ${storage.met ? "met" : "MISSED"}; ${storage.payments} payments a round).`,
     );
   const file = writeJson({
     startedAt: startedAt.toISOString(),
@@ -960,6 +970,7 @@ async function main() {
   const payouts = await measurePayouts(run);
   const { verify, verifyCpuMs, settle } = await measureX402(run);
   const webhooks = await measureWebhooks(run, across?.okRps ?? payGuess);
+  if (selected("storage")) m.raw.storage = await measureStorage({ ...run, receiver, log, payments: STORAGE_PAYMENTS });
   const results = {
     statements,
     chargeCreation,
@@ -974,7 +985,7 @@ async function main() {
     payouts,
     webhooks,
   };
-  await report(tableRows(run.floor, results), m.raw, { statements, steps });
+  await report(tableRows(run.floor, results), m.raw, { statements, steps, storage: m.raw.storage });
 }
 
 async function machine() {
