@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
@@ -62,9 +63,11 @@ export const webhookDeliveries = sqliteTable(
   (t) => [
     uniqueIndex("webhook_deliveries_event_endpoint").on(t.eventId, t.endpointId),
     index("webhook_deliveries_endpoint_created").on(t.endpointId, t.createdAt),
-    index("webhook_deliveries_due").on(t.status, t.nextAttemptAt),
-    // Finished deliveries by age, for the retention's deletes (src/webhooks/retention.ts).
-    index("webhook_deliveries_finished").on(t.status, t.createdAt),
+    // Partial, each over the deliveries its one reader looks for (a query's term identical to the
+    // index's condition is what lets SQLite use it): a delivery is in one of the two at a time.
+    // Pending ones by when they are due (the redrive), finished ones by age (the retention's deletes).
+    index("webhook_deliveries_due").on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
+    index("webhook_deliveries_finished").on(t.createdAt).where(sql`${t.status} <> 'pending'`),
   ],
 );
 

@@ -10,7 +10,7 @@ import type { DeleteStep } from "../lib/bounded-deletes";
 
 /** The finished deliveries of a page, matched identically by both statements of its batch. */
 const FINISHED_PAGE = `SELECT id FROM webhook_deliveries
-  WHERE status IN ('delivered', 'failed') AND created_at < ?1 AND (delivered_at IS NULL OR delivered_at < ?1)
+  WHERE status <> 'pending' AND created_at < ?1 AND (delivered_at IS NULL OR delivered_at < ?1)
   LIMIT ?2`;
 
 export function webhookRetentionSteps(db: D1Database, cutoffIso: string): DeleteStep[] {
