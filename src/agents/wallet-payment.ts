@@ -54,9 +54,11 @@ export interface PaymentOptions {
 
 /**
  * Whether the charge was paid with this reference (the payment's batch landed), and if so the
- * merchant's balance right after it, as the batch's own answer has it: the merchant's postings up
- * to this payment's (a group's entries are appended in its plans' order, and balances are their
- * sums). Undefined when it did not land; throws when D1 cannot tell.
+ * merchant's balance right after it, as the batch's own answer has it: the merchant's balance now
+ * less its postings after this payment's (a group's entries are appended in its plans' order, and
+ * balances are their sums). Read from the balance down, not summed up from the first entry, so
+ * archived entries (src/archive/) do not change it; all in one SELECT, one snapshot. Undefined
+ * when it did not land; throws when D1 cannot tell.
  */
 async function landedPayment(
   env: Env,
@@ -65,11 +67,12 @@ async function landedPayment(
 ): Promise<{ balanceMinor: number } | undefined> {
   const account = `merchant:${charge.merchantId}`;
   const row = await env.DB.prepare(
-    `SELECT (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
-               AND rowid <= (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
+    `SELECT (SELECT balance_minor FROM merchants WHERE id = ?4)
+            - (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
+               AND rowid > (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
      FROM charges WHERE id = ?3 AND reference = ?2`,
   )
-    .bind(account, reference, charge.id)
+    .bind(account, reference, charge.id, charge.merchantId)
     .first<{ balanceMinor: number }>();
   return row ?? undefined;
 }
