@@ -48,8 +48,14 @@ export interface ArchiveRun {
   unfinished: boolean;
 }
 
-/** Archives what is due, within the time budget. `now` stands for the clock (tests archive "in the future"). */
-export async function archiveHistory(env: Env, options: { now?: number; budgetMs?: number } = {}): Promise<ArchiveRun> {
+/**
+ * Archives what is due, within the time budget. `now` stands for the clock (tests archive "in the
+ * future"); `deleteBatch` is the rows of each kind one delete batch takes (tests make it small).
+ */
+export async function archiveHistory(
+  env: Env,
+  options: { now?: number; budgetMs?: number; deleteBatch?: number } = {},
+): Promise<ArchiveRun> {
   const now = options.now ?? Date.now();
   const deadline = Date.now() + (options.budgetMs ?? ARCHIVE_BUDGET_MS);
   const cutoffIso = nowIso(now - settingsOf(env).archiveAfterMs);
@@ -69,7 +75,8 @@ export async function archiveHistory(env: Env, options: { now?: number; budgetMs
       continue;
     }
     if (segment.status === "verified") {
-      if (!(await deleteArchivedRows(env.DB, segment, deadline))) return { segments, unfinished: true };
+      if (!(await deleteArchivedRows(env.DB, segment, deadline, options.deleteBatch)))
+        return { segments, unfinished: true };
       await markSegment(env.DB, segment.firstSeq, "verified", "done", nowIso());
       segments++;
       log.info("archive_segment", { firstSeq: segment.firstSeq, lastSeq: segment.lastSeq, key: segment.objectKey });

@@ -15,9 +15,15 @@ const RECEIPT_ROW_TYPES = "('charge.paid', 'payout.paid', 'charge.refunded')";
  * lowest ids twice inside it. A crash between batches leaves whole batches done, and the next run
  * goes on with what is left.
  */
-export async function deleteArchivedRows(d1: D1Database, s: SegmentRecord, deadline: number): Promise<boolean> {
-  const entryIds = `SELECT id FROM ledger_entries WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ${DELETE_BATCH}`;
-  const auditSeqs = `SELECT seq FROM audit_events WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq LIMIT ${DELETE_BATCH}`;
+export async function deleteArchivedRows(
+  d1: D1Database,
+  s: SegmentRecord,
+  deadline: number,
+  batchSize = DELETE_BATCH,
+): Promise<boolean> {
+  const limit = Math.max(1, Math.trunc(batchSize));
+  const entryIds = `SELECT id FROM ledger_entries WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ${limit}`;
+  const auditSeqs = `SELECT seq FROM audit_events WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq LIMIT ${limit}`;
   const batch = () =>
     d1.batch([
       d1
