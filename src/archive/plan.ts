@@ -30,8 +30,9 @@ export async function planNextSegment(
   let lastSeq = Math.min(checkpoint.seq, head.seq - 1, firstSeq + MAX_SEGMENT_ROWS - 1);
   if (lastSeq < firstSeq) return null;
   // created_at is not monotonic in seq (plans are stamped before they queue): stop before the first young row.
+  // `+created_at` keeps SQLite on the seq range (at most MAX_SEGMENT_ROWS rows), off the created_at index.
   const young = await d1
-    .prepare("SELECT MIN(seq) AS seq FROM audit_events WHERE seq BETWEEN ? AND ? AND created_at >= ?")
+    .prepare("SELECT MIN(seq) AS seq FROM audit_events WHERE seq BETWEEN ? AND ? AND +created_at >= ?")
     .bind(firstSeq, lastSeq, cutoffIso)
     .first<{ seq: number | null }>();
   if (young?.seq != null) lastSeq = young.seq - 1;
