@@ -1,7 +1,10 @@
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { archiveHistory } from "../../src/archive/archive";
 import { GENESIS_HASH } from "../../src/audit/chain";
+import type { Env } from "../../src/env";
+import worker from "../../src/index";
 import { parseSegment, segmentProblem } from "../../src/audit/segment";
 import type { EvidenceFile } from "../../src/receipts/evidence-verify";
 import { verifyEvidence } from "../../src/receipts/evidence-verify";
@@ -157,6 +160,27 @@ describe("archiving history to R2", () => {
     expect((await segments())[2]).toMatchObject({ firstSeq: head.seq, lastSeq: head.seq, status: "done" });
     expect(await archiveAll()).toEqual({ segments: 0, unfinished: false });
     expect((await auditVerify()).ok).toBe(true);
+    await expectBalancedWithArchive();
+  });
+
+  it("runs on the minute cron: with ARCHIVE_AFTER_DAYS=0 everything checkpointed but the head goes", async () => {
+    const agent = await createAgent({ credit: 300 });
+    for (const cents of [12, 34]) {
+      const charge = await createCharge(merchant.apiKey, cents);
+      expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+    }
+    const head = await checkpointNow();
+    const csv = await exportToday();
+    const ctx = createExecutionContext();
+    await worker.scheduled!(
+      createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }),
+      { ...env, ARCHIVE_AFTER_DAYS: "0" } as Env,
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect((await segments()).at(-1)).toMatchObject({ lastSeq: head.seq - 1, status: "done" });
+    expect(await liveSeqs()).toEqual([head.seq]);
+    expect(await exportToday()).toBe(csv);
     await expectBalancedWithArchive();
   });
 });
