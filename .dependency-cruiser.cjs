@@ -5,13 +5,13 @@
  *   db         D1 access, statements and batches; knows lib only
  *   chain      the EVM chain client (token ABI, JSON-RPC, receipts); knows lib and the settings' types only
  *   domains    ledger, audit, auth, keys, merchants, agents, approvals, charges, checkout, paylinks,
- *              deposits, kyt, webhooks, x402, outbound, payouts, refunds, sweeps: import lib, db, chain and
+ *              deposits, kyt, webhooks, x402, outbound, payouts, refunds, sweeps, archive: import lib, db, chain and
  *              each other, never in a circle
  *   surfaces   console, openapi, mcp: import domains; no domain imports them
  *   app.ts, index.ts   wire everything together
  */
 const DOMAINS =
-  "(chain|ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|outbound|payouts|refunds|sweeps|treasury|proofs|receipts|checkpoints|settings)";
+  "(chain|ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|outbound|payouts|refunds|sweeps|treasury|proofs|receipts|checkpoints|archive|settings)";
 
 module.exports = {
   forbidden: [

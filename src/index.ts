@@ -12,6 +12,7 @@ import { retentionJob } from "./retention";
 import { moneyOutJobs } from "./money-out";
 import { treasuryCheckJob } from "./treasury/check";
 import { auditCheckpointJob } from "./checkpoints/anchoring";
+import { archiveHistory } from "./archive/archive";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -29,7 +30,7 @@ export default {
    * Every minute: sweep approvals past their expiry; delete expired rows and old webhook history; fan out the outbox; re-enqueue deliveries whose
    * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
    * sweeps whose transfers nobody has moved for a while; reconcile the treasury against the chain; sign and
-   * anchor an audit checkpoint when the head moved.
+   * anchor an audit checkpoint when the head moved; archive checkpointed history past ARCHIVE_AFTER_DAYS to R2.
    */
   async scheduled(_controller, env, ctx) {
     settingsOf(env);
@@ -45,6 +46,7 @@ export default {
           ...moneyOutJobs(env),
           treasury_check: treasuryCheckJob(env),
           audit_checkpoint: auditCheckpointJob(env),
+          audit_archive: archiveHistory(env),
         };
         const settled = await Promise.allSettled(Object.values(jobs));
         Object.keys(jobs).forEach((job, i) => {

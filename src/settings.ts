@@ -11,6 +11,7 @@ import {
   signInShape,
 } from "./auth/settings";
 import { auditAnchorSettings, auditAnchorShape } from "./audit/settings";
+import { archiveSettings, archiveShape } from "./archive/settings";
 import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs/settings";
 import { type Environment, isHttps, issuesOf, type VarsOf } from "./lib/settings";
 import {
@@ -38,6 +39,7 @@ const SettingsSchema = z
     ...signInShape,
     ...proofsShape,
     ...auditAnchorShape,
+    ...archiveShape,
   })
   .superRefine((settings, ctx) => {
     refineAuth(settings, ctx);
@@ -72,6 +74,8 @@ export type Settings = { environment: Environment } & AuthSettings & { approvalT
     proofs: ProofSettings;
     /** The contract audit checkpoints are anchored on (on the x402 chain), or null: signed, not anchored. */
     auditAnchor: `0x${string}` | null;
+    /** Audit rows and ledger entries older than this (and checkpointed) are archived to R2. */
+    archiveAfterMs: number;
   };
 
 const cache = new WeakMap<object, Settings>();
@@ -95,6 +99,7 @@ export function settingsOf(env: SettingsVars): Settings {
     ...signInSettings(s),
     ...proofSettings(s),
     ...auditAnchorSettings(s),
+    ...archiveSettings(s),
   };
   cache.set(env, settings);
   return settings;

@@ -1,4 +1,4 @@
-import type { Db } from "../db/client";
+import type { HistoryStore } from "./archived";
 import type { AuditRow } from "./chain";
 import { canonicalJson } from "../lib/canonical-json";
 import { auditRows } from "./service";
@@ -35,11 +35,11 @@ export function csvRow(row: AuditRow): string {
 
 /** The audit chain of a date range as a streamed CSV download: an export of a long range never sits in memory whole. */
 export function csvExportResponse(
-  db: Db,
+  store: HistoryStore,
   range: { fromDay: string; toDay: string; fromIso: string; toIso: string },
 ): Response {
   const encoder = new TextEncoder();
-  const rows = auditRows(db, range);
+  const rows = auditRows(store, { range });
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(encoder.encode(csvHeader()));

@@ -6,7 +6,7 @@ import { verifyChain } from "./chain";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
-import { auditPage, auditRowOf, auditRows } from "./service";
+import { auditRows, firstAuditRows } from "./service";
 
 const DAY_MS = 86_400_000;
 
@@ -42,13 +42,13 @@ export const auditRoutes = new Hono<AppEnv>()
   .get("/export/transactions.csv", requireActor("console"), validate("query", ExportQuery), (c) => {
     const { from, to } = c.req.valid("query");
     const range = exportRange(from, to);
-    return csvExportResponse(c.get("db"), range);
+    return csvExportResponse(c.env, range);
   })
   .get("/console/audit", requireActor("console"), validate("query", PageQuery), async (c) => {
     const { afterSeq, limit } = c.req.valid("query");
-    const rows = (await auditPage(c.get("db"), afterSeq, limit)).map(auditRowOf);
+    const rows = await firstAuditRows(c.env, limit, { afterSeq });
     return c.json({ events: rows, nextAfterSeq: rows.length === limit ? rows[rows.length - 1]!.seq : null });
   })
   .get("/console/audit/verify", requireActor("console"), async (c) => {
-    return c.json(await verifyChain(auditRows(c.get("db"))));
+    return c.json(await verifyChain(auditRows(c.env)));
   });

@@ -1,6 +1,7 @@
 import { and, asc, gt, gte, lt, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import { type Db, dbOf } from "../db/client";
 import { auditEvents } from "../db/schema";
+import { type HistoryStore, nextSegment, readSegment } from "./archived";
 import type { AuditRow } from "./chain";
 
 type AuditRecord = typeof auditEvents.$inferSelect;
@@ -34,19 +35,46 @@ export function auditPage(db: Db, afterSeq: number, limit: number, range?: { fro
     .all();
 }
 
-/** Iterates over the whole chain (or a date range) in pages, so memory stays flat. */
+/**
+ * Iterates over the chain after `afterSeq` (or a date range of it) in seq order, archived segments
+ * from R2 first, then D1 a page at a time, so memory stays flat. Before each D1 page it looks for a
+ * segment again: rows archived while a long read runs are then taken from R2, never skipped.
+ */
 export async function* auditRows(
-  db: Db,
-  range?: { fromIso: string; toIso: string },
-  pageSize = 500,
+  store: HistoryStore,
+  options: { afterSeq?: number; range?: { fromIso: string; toIso: string }; pageSize?: number } = {},
 ): AsyncGenerator<AuditRow> {
-  let after = 0;
+  const { range, pageSize = 500 } = options;
+  const db = dbOf(store.DB);
+  let after = options.afterSeq ?? 0;
   for (;;) {
+    const segment = await nextSegment(store.DB, after, range);
+    if (segment) {
+      for (const row of (await readSegment(store.ARCHIVE, segment.objectKey)).rows)
+        if (row.seq > after && (!range || (row.createdAt >= range.fromIso && row.createdAt < range.toIso))) yield row;
+      after = segment.lastSeq;
+      continue;
+    }
     const page = await auditPage(db, after, pageSize, range);
     for (const record of page) yield auditRowOf(record);
     if (page.length < pageSize) return;
     after = page[page.length - 1]!.seq;
   }
+}
+
+/** Up to `limit` rows after `afterSeq` (within a date range, if given), wherever they are kept. */
+export async function firstAuditRows(
+  store: HistoryStore,
+  limit: number,
+  options: { afterSeq?: number; range?: { fromIso: string; toIso: string } } = {},
+): Promise<AuditRow[]> {
+  const rows: AuditRow[] = [];
+  if (limit <= 0) return rows;
+  for await (const row of auditRows(store, { ...options, pageSize: Math.min(limit, 1000) })) {
+    rows.push(row);
+    if (rows.length === limit) break;
+  }
+  return rows;
 }
 
 export const auditHead = (db: Db) =>

@@ -4,6 +4,8 @@ import { nowIso } from "../lib/time";
 import { signingKid, signJws } from "../proofs/keys";
 import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { merkleRoot } from "../audit/merkle";
+import type { HistoryStore } from "../audit/archived";
+import { auditRows } from "../audit/service";
 
 /*
  * Signed checkpoints of the audit chain. Each covers the rows after the checkpoint before it up to
@@ -75,18 +77,13 @@ export async function unanchoredCheckpoints(db: D1Database, limit: number): Prom
   return rows.results;
 }
 
-/** The hashes of rows `fromSeq`..`toSeq`, in order, read a page at a time; throws on a missing row. */
-export async function rowHashes(db: D1Database, fromSeq: number, toSeq: number): Promise<string[]> {
+/** The hashes of rows `fromSeq`..`toSeq`, in order, from D1 or the archive; throws on a missing row. */
+export async function rowHashes(store: HistoryStore, fromSeq: number, toSeq: number): Promise<string[]> {
   const hashes: string[] = [];
-  for (let from = fromSeq; from <= toSeq; from += 1000) {
-    const page = await db
-      .prepare("SELECT seq, hash FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq")
-      .bind(from, Math.min(toSeq, from + 999))
-      .all<{ seq: number; hash: string }>();
-    for (const row of page.results) {
-      if (row.seq !== fromSeq + hashes.length) throw new Error(`audit chain has no row ${fromSeq + hashes.length}`);
-      hashes.push(row.hash);
-    }
+  for await (const row of auditRows(store, { afterSeq: fromSeq - 1, pageSize: 1000 })) {
+    if (row.seq > toSeq) break;
+    if (row.seq !== fromSeq + hashes.length) break;
+    hashes.push(row.hash);
   }
   if (hashes.length !== toSeq - fromSeq + 1) throw new Error(`audit chain has no row ${fromSeq + hashes.length}`);
   return hashes;
@@ -117,7 +114,7 @@ export async function makeCheckpoint(env: Env, now = Date.now()): Promise<MadeCh
       return created ? { kind: "created", checkpoint: created } : { kind: "unchanged", checkpoint: last };
     const fromSeq = (last?.seq ?? 0) + 1;
     const seq = Math.min(head.seq, fromSeq + MAX_ROWS_PER_CHECKPOINT - 1);
-    const hashes = await rowHashes(env.DB, fromSeq, seq);
+    const hashes = await rowHashes(env, fromSeq, seq);
     const hash = hashes[hashes.length - 1]!;
     const rowsRoot = merkleRoot(hashes);
     const signedAt = nowIso(now);

@@ -10,3 +10,4 @@ export * from "./paylinks";
 export * from "./x402";
 export * from "./money-out";
 export * from "./proofs";
+export * from "./archive";

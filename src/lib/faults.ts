@@ -20,7 +20,10 @@ export type FaultPoint =
   | "checkpoint.before_send"
   | "checkpoint.after_send"
   | "settle.before_send"
-  | "settle.after_send";
+  | "settle.after_send"
+  | "archive.after_write"
+  | "archive.after_verify"
+  | "archive.during_delete";
 
 export interface FaultContext {
   /** Present inside a Durable Object: ends the object as a crash would. */

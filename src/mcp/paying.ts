@@ -23,7 +23,7 @@ export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed
 
 /** A paid charge's signed receipt (as GET /charges/:chargeId/receipt), or null while it is not paid. */
 export const receiptOf = (ctx: ToolContext, chargeId: string) =>
-  chargeReceipt(ctx.env.DB, settingsOf(ctx.env).proofs, chargeId);
+  chargeReceipt(ctx.env, settingsOf(ctx.env).proofs, chargeId);
 
 /** The paying tools' optional argument; its words are for the model that chooses it. */
 export const IdempotencyKeyArg = z

@@ -1,6 +1,8 @@
 import { anchoringOf } from "../checkpoints/anchoring";
 import { auditRowOf } from "../audit/service";
 import type { auditEvents } from "../db/schema";
+import { archivedReceiptRow } from "../audit/archived";
+import type { AuditRow } from "../audit/chain";
 import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../env";
@@ -19,22 +21,32 @@ import { chargeReceipt } from "./service";
  * covers the row and, where the deployment anchors checkpoints, once that one is on chain.
  */
 
+/** A row of a LEFT JOIN: the joined table's columns may all be null. */
+type NullableColumns<T> = { [K in keyof T]: T[K] | null };
+
 export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind: "not_found" } | { kind: "not_ready" };
 
-/** The merchant's paid charge's payment row; null for an unknown, unpaid or other merchant's charge. */
-const paymentRow = (env: Env, merchantId: string, chargeId: string) =>
-  env.DB.prepare(
-    `SELECT a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
+/**
+ * The merchant's paid charge's payment row, from D1 or, once archived, from R2; null for an
+ * unknown, unpaid or other merchant's charge.
+ */
+async function paymentRow(env: Env, merchantId: string, chargeId: string): Promise<AuditRow | null> {
+  const found = await env.DB.prepare(
+    `SELECT c.id, a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
        a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
-     FROM charges c JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
+     FROM charges c LEFT JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
      WHERE c.id = ? AND c.merchant_id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
   )
     .bind(chargeId, merchantId)
-    .first<typeof auditEvents.$inferSelect>();
+    .first<{ id: string } & NullableColumns<typeof auditEvents.$inferSelect>>();
+  if (!found) return null;
+  if (found.seq !== null) return auditRowOf(found as typeof auditEvents.$inferSelect);
+  return archivedReceiptRow(env, "charge.paid", { chargeId });
+}
 
 /** The hashes of the rows a checkpoint covers, in order; checked against its signed root. */
 async function coveredHashes(env: Env, cp: Checkpoint): Promise<string[]> {
-  const hashes = await rowHashes(env.DB, cp.fromSeq, cp.seq);
+  const hashes = await rowHashes(env, cp.fromSeq, cp.seq);
   // The database disagreeing with what it signed is for an operator, never a file handed out.
   if (merkleRoot(hashes) !== cp.rowsRoot)
     throw new Error(`audit rows ${cp.fromSeq}..${cp.seq} do not match checkpoint ${cp.seq}`);
@@ -43,15 +55,14 @@ async function coveredHashes(env: Env, cp: Checkpoint): Promise<string[]> {
 
 export async function chargeEvidence(env: Env, merchantId: string, chargeId: string): Promise<EvidenceResult> {
   const settings = settingsOf(env);
-  const record = await paymentRow(env, merchantId, chargeId);
-  if (!record) return { kind: "not_found" };
-  const checkpoint = await checkpointCovering(env.DB, record.seq);
+  const auditRow = await paymentRow(env, merchantId, chargeId);
+  if (!auditRow) return { kind: "not_found" };
+  const checkpoint = await checkpointCovering(env.DB, auditRow.seq);
   const anchoring = anchoringOf(env);
   const anchors = typeof anchoring !== "string";
   if (!checkpoint || (anchors && checkpoint.anchorStatus !== "confirmed")) return { kind: "not_ready" };
-  const receipt = await chargeReceipt(env.DB, settings.proofs, chargeId);
+  const receipt = await chargeReceipt(env, settings.proofs, chargeId);
   if (!receipt) return { kind: "not_found" };
-  const auditRow = auditRowOf(record);
   const hashes = await coveredHashes(env, checkpoint);
   const onChain = checkpoint.anchorStatus === "confirmed";
   return {
@@ -73,7 +84,7 @@ export async function chargeEvidence(env: Env, merchantId: string, chargeId: str
         blockNumber: onChain ? checkpoint.blockNumber : null,
         anchoredBy: onChain ? checkpoint.anchorFrom : null,
       },
-      merklePath: merklePath(hashes, record.seq - checkpoint.fromSeq),
+      merklePath: merklePath(hashes, auditRow.seq - checkpoint.fromSeq),
       anchor: anchors
         ? { chainId: anchoring.x.chainId, network: anchoring.x.network, contract: anchoring.contract }
         : null,

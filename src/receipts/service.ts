@@ -1,3 +1,5 @@
+import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
+import { canonicalJson } from "../lib/canonical-json";
 import { signJws } from "../proofs/keys";
 import type { ProofSettings } from "../proofs/settings";
 import {
@@ -22,66 +24,85 @@ type WithAudit<T> = T & { seq: number | null; hash: string | null; data: string 
 
 const AUDIT_COLUMNS = "a.seq, a.hash, a.data, a.created_at AS auditAt";
 
-/** The audit row's part of a joined row; a completed row without one is a broken invariant, not a 404. */
-function auditOf(row: WithAudit<unknown>, what: string): AuditLink & { createdAt: string } {
-  if (row.seq === null || row.hash === null || row.data === null || row.auditAt === null)
-    throw new Error(`${what} has no audit row`);
-  return { seq: row.seq, hash: row.hash, data: row.data, createdAt: row.auditAt };
+/**
+ * The audit row's part of a joined row, or of the archived row once it left D1 (src/archive/); a
+ * completed row without one is a broken invariant, not a 404.
+ */
+async function auditOf(
+  store: HistoryStore,
+  row: WithAudit<unknown>,
+  archived: { type: string; by: { chargeId: string } | { reference: string } },
+  what: string,
+): Promise<AuditLink & { createdAt: string }> {
+  if (row.seq !== null && row.hash !== null && row.data !== null && row.auditAt !== null)
+    return { seq: row.seq, hash: row.hash, data: row.data, createdAt: row.auditAt };
+  const found = await archivedReceiptRow(store, archived.type, archived.by);
+  if (!found) throw new Error(`${what} has no audit row`);
+  return { seq: found.seq, hash: found.hash, data: canonicalJson(found.data), createdAt: found.createdAt };
 }
 
 const sign = (proofs: ProofSettings, payload: Record<string, unknown>) => signJws(proofs, RECEIPT_TYP, payload);
 
 /** A paid charge's receipt, or null while it is unpaid or unknown. */
-export async function chargeReceipt(d1: D1Database, proofs: ProofSettings, chargeId: string): Promise<string | null> {
-  const row = await d1
-    .prepare(
-      `SELECT c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
+export async function chargeReceipt(
+  store: HistoryStore,
+  proofs: ProofSettings,
+  chargeId: string,
+): Promise<string | null> {
+  const row = await store.DB.prepare(
+    `SELECT c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
        c.method, c.reference, c.paid_at AS paidAt, ${AUDIT_COLUMNS}
        FROM charges c LEFT JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
        WHERE c.id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
-    )
+  )
     .bind(chargeId)
     .first<WithAudit<PaidChargeRow>>();
   if (!row) return null;
-  return sign(proofs, chargeReceiptPayload(row, auditOf(row, `charge ${chargeId}`)));
+  const audit = await auditOf(store, row, { type: "charge.paid", by: { chargeId } }, `charge ${chargeId}`);
+  return sign(proofs, chargeReceiptPayload(row, audit));
 }
 
 /** The merchant's paid payout's receipt, or null while pending, failed, unknown or another merchant's. */
 export async function payoutReceipt(
-  d1: D1Database,
+  store: HistoryStore,
   proofs: ProofSettings,
   merchantId: string,
   payoutId: string,
 ): Promise<string | null> {
-  const row = await d1
-    .prepare(
-      `SELECT p.id, p.merchant_id AS merchantId, p.amount_minor AS amountMinor, p.currency, p.destination,
+  const row = await store.DB.prepare(
+    `SELECT p.id, p.merchant_id AS merchantId, p.amount_minor AS amountMinor, p.currency, p.destination,
        p.tx_hash AS txHash, p.paid_at AS paidAt, ${AUDIT_COLUMNS}
        FROM payouts p LEFT JOIN audit_events a ON a.reference = p.id AND a.type = 'payout.paid'
        WHERE p.id = ? AND p.merchant_id = ? AND p.status = 'paid' ORDER BY a.seq LIMIT 1`,
-    )
+  )
     .bind(payoutId, merchantId)
     .first<WithAudit<PaidPayoutRow>>();
   if (!row) return null;
-  return sign(proofs, payoutReceiptPayload(row, auditOf(row, `payout ${payoutId}`)));
+  const audit = await auditOf(store, row, { type: "payout.paid", by: { reference: payoutId } }, `payout ${payoutId}`);
+  return sign(proofs, payoutReceiptPayload(row, audit));
 }
 
 /** The merchant's succeeded refund's receipt, or null while pending, failed, unknown or another merchant's. */
 export async function refundReceipt(
-  d1: D1Database,
+  store: HistoryStore,
   proofs: ProofSettings,
   merchantId: string,
   refundId: string,
 ): Promise<string | null> {
-  const row = await d1
-    .prepare(
-      `SELECT r.id, r.charge_id AS chargeId, r.merchant_id AS merchantId, r.agent_id AS agentId,
+  const row = await store.DB.prepare(
+    `SELECT r.id, r.charge_id AS chargeId, r.merchant_id AS merchantId, r.agent_id AS agentId,
        r.amount_minor AS amountMinor, r.currency, r.method, r.destination, r.tx_hash AS txHash, ${AUDIT_COLUMNS}
        FROM refunds r LEFT JOIN audit_events a ON a.reference = r.id AND a.type = 'charge.refunded'
        WHERE r.id = ? AND r.merchant_id = ? AND r.status = 'succeeded' ORDER BY a.seq LIMIT 1`,
-    )
+  )
     .bind(refundId, merchantId)
     .first<WithAudit<SucceededRefundRow>>();
   if (!row) return null;
-  return sign(proofs, refundReceiptPayload(row, auditOf(row, `refund ${refundId}`)));
+  const audit = await auditOf(
+    store,
+    row,
+    { type: "charge.refunded", by: { reference: refundId } },
+    `refund ${refundId}`,
+  );
+  return sign(proofs, refundReceiptPayload(row, audit));
 }

@@ -7,7 +7,6 @@ import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { merkleRoot } from "../../src/audit/merkle";
 import { auditRows } from "../../src/audit/service";
-import { dbOf } from "../../src/db/client";
 import { api, consoleToken } from "../helpers/api";
 import { anchoredEnv, anchorsOn, deployAnchor } from "../helpers/checkpoints";
 import { createAgent } from "../helpers/factories";
@@ -40,7 +39,7 @@ async function verify() {
     .checkpoints as ListedCheckpoint[];
   const jwks = (await api("GET", "/.well-known/jwks.json")).body;
   return verifyCheckpoints({
-    rows: auditRows(dbOf(env.DB)),
+    rows: auditRows(env),
     checkpoints: listed,
     jwks,
     anchors: await anchorsOn(contract),
@@ -53,7 +52,7 @@ const problemsOf = (verdict: Awaited<ReturnType<typeof verify>>) =>
 /** Every row from `fromSeq` on rewritten: the first one's amount changed, then each hash made afresh. */
 async function rewriteChain() {
   const rows: AuditRow[] = [];
-  for await (const row of auditRows(dbOf(env.DB))) rows.push(row);
+  for await (const row of auditRows(env)) rows.push(row);
   let prevHash = "0".repeat(64);
   const rewritten: AuditRow[] = [];
   for (const row of rows) {

@@ -188,4 +188,12 @@ describe("settings", () => {
     expect(s.requireApiKey).toBe(false);
     expect(s.mail.transport).toBe("log");
   });
+
+  it("ARCHIVE_AFTER_DAYS: 90 days when absent, 0 archives everything checkpointed, never negative or fractional", () => {
+    expect(settingsOf(production()).archiveAfterMs).toBe(90 * 86_400_000);
+    expect(settingsOf(production({ ARCHIVE_AFTER_DAYS: "0" })).archiveAfterMs).toBe(0);
+    expect(settingsOf(production({ ARCHIVE_AFTER_DAYS: "30" })).archiveAfterMs).toBe(30 * 86_400_000);
+    for (const bad of ["-1", "1.5", "soon"])
+      expect(() => settingsOf(production({ ARCHIVE_AFTER_DAYS: bad }))).toThrow(/ARCHIVE_AFTER_DAYS/);
+  });
 });

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppEnv } from "../../../app-env";
 import { csvExportResponse } from "../../../audit/csv";
 import { ExportQuery, exportRange } from "../../../audit/routes";
-import { auditPage, auditRowOf, auditRows } from "../../../audit/service";
+import { auditRows, firstAuditRows } from "../../../audit/service";
 import { verifyChain } from "../../../audit/chain";
 import { ApiError } from "../../../lib/errors";
 import { issuesOf } from "../../../lib/validation";
@@ -28,10 +28,9 @@ export const reportRoutes = new Hono<AppEnv>()
     } catch {
       range = exportRange(undefined, undefined);
     }
-    const db = c.get("db");
     const [rows, verdict] = await Promise.all([
-      auditPage(db, 0, TRANSACTIONS_SHOWN, range).then((r) => r.map(auditRowOf)),
-      verifyChain(auditRows(db)),
+      firstAuditRows(c.env, TRANSACTIONS_SHOWN, { range }),
+      verifyChain(auditRows(c.env)),
     ]);
     return render(
       c,
@@ -48,5 +47,5 @@ export const reportRoutes = new Hono<AppEnv>()
   .get("/console/ui/transactions.csv", (c) => {
     const query = ExportQuery.safeParse(c.req.query());
     if (!query.success) throw new ApiError(400, "invalid_request", { issues: issuesOf(query.error) });
-    return csvExportResponse(c.get("db"), exportRange(query.data.from, query.data.to));
+    return csvExportResponse(c.env, exportRange(query.data.from, query.data.to));
   });
