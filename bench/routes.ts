@@ -7,6 +7,8 @@ import { termsFor } from "../src/x402/terms";
 import { verifyOffline } from "../src/x402/verify";
 import { ledgerOf } from "../src/ledger/ledger.do";
 import { retentionJob } from "../src/retention";
+import { archiveHistory } from "../src/archive/archive";
+import { makeCheckpoint } from "../src/checkpoints/checkpoints";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
 import type { BenchEnv as Env } from "./env";
 
@@ -198,6 +200,18 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
     // The cron's retention job, with nothing kept: every finished delivery and dispatched event goes now.
     case "POST retention":
       return json(await retentionJob(env, { retentionDays: 0, budgetMs: 120_000 }));
+
+    // The archive job as a run a year from now would go: checkpoints up to the head first (only
+    // checkpointed rows leave), then every segment due, the head excepted.
+    case "POST archive": {
+      while ((await makeCheckpoint(env)).kind === "created");
+      let segments = 0;
+      for (;;) {
+        const run = await archiveHistory(env, { now: Date.now() + 365 * 86_400_000, budgetMs: 60_000 });
+        segments += run.segments;
+        if (!run.unfinished && run.segments === 0) return json({ segments });
+      }
+    }
 
     // Scratch tables for the batch floors (bench/batch.ts).
     case "POST setup": {

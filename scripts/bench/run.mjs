@@ -916,6 +916,7 @@ async function report(rows, raw, { statements, steps, storage }) {
   if (storage)
     console.log(
       `Storage: ${storage.asWrittenBytesPerPayment} bytes of D1 per wallet payment as written, ${storage.steadyBytesPerPayment} once retention runs ` +
+        `(held for ARCHIVE_AFTER_DAYS), ${storage.archivedBytesPerPayment} once archived too, for good ` +
         `(target <= ${storage.target}: ${storage.met ? "met" : "MISSED"}; ${storage.payments} payments a round).`,
     );
   const file = writeJson({
