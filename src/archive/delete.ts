@@ -4,8 +4,11 @@ import type { SegmentRecord } from "./segments";
 /** Rows of each kind one D1 batch deletes: a batch stays well inside D1's per-query limits. */
 export const DELETE_BATCH = 200;
 
-/** The audit row types a receipt or an evidence file looks up by charge or by reference. */
-const RECEIPT_ROW_TYPES = "('charge.paid', 'payout.paid', 'charge.refunded')";
+/**
+ * The audit row types found by charge or by reference after archiving: what a receipt or an evidence
+ * file looks up, and manual credits, whose transfer id is refused a second time (movements.ts).
+ */
+const RECEIPT_ROW_TYPES = "('charge.paid', 'payout.paid', 'charge.refunded', 'agent.credited')";
 
 /**
  * Deletes a verified segment's rows from D1, a bounded batch at a time, until none is left or the

@@ -48,6 +48,7 @@ export const archivedBalances = sqliteTable("archived_balances", {
 /**
  * Where an archived receipt's audit row is: receipts and evidence find a payment's row by charge
  * (`charge.paid`) or by payout or refund id (`reference`), which an R2 segment cannot be searched by.
+ * Archived manual credits (`agent.credited`) are kept by reference too: their transfer id stays refused.
  */
 export const archivedAuditRefs = sqliteTable(
   "archived_audit_refs",

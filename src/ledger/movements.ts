@@ -187,8 +187,14 @@ export function agentCreditPlan(p: {
     statements: [
       guards(
         ["agent_not_found", "EXISTS (SELECT 1 FROM agents WHERE id = ?)", p.agentId],
-        // ledger_entries_transfer indexes transfer_id.
-        ["credit_already_recorded", "NOT EXISTS (SELECT 1 FROM ledger_entries WHERE transfer_id = ?)", p.transferId],
+        // ledger_entries_transfer indexes transfer_id; a credit whose entries were archived is in archived_audit_refs.
+        [
+          "credit_already_recorded",
+          `NOT EXISTS (SELECT 1 FROM ledger_entries WHERE transfer_id = ?)
+           AND NOT EXISTS (SELECT 1 FROM archived_audit_refs WHERE reference = ? AND type = 'agent.credited')`,
+          p.transferId,
+          p.transferId,
+        ],
       ),
       ...postingStatements(
         p.transferId,

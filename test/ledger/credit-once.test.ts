@@ -7,6 +7,7 @@ import type { CommitPlan } from "../../src/ledger/plan";
 import { creditWallet } from "../../src/agents/wallet-credit";
 import { setFaultHook } from "../../src/lib/faults";
 import { api, consoleToken } from "../helpers/api";
+import { archiveAll, checkpointNow } from "../helpers/archive";
 import { balanceOf, createAgent } from "../helpers/factories";
 
 /*
@@ -102,6 +103,24 @@ describe("a manual credit lands once", () => {
     );
     expect(result).toEqual({ ok: true, balanceMinor: 450 });
     expect(await balanceOf(agent.apiKey)).toBe(450);
+    await expectChainVerifies();
+  });
+});
+
+describe("a manual credit lands once, after archiving too", () => {
+  it("a credit committed again once its entries and audit row were archived is still refused", async () => {
+    const agent = await createAgent();
+    const plan = credit(agent.agentId, 400);
+    const ledger = ledgerOf(env);
+    expect((await ledger.commit(plan)).kind).toBe("committed");
+    // Another row after it, so the credit is not the chain's head (the head never leaves D1).
+    expect((await ledger.commit(credit(agent.agentId, 1))).kind).toBe("committed");
+    await checkpointNow();
+    await archiveAll();
+    expect(await recorded(transferOf(plan))).toEqual({ entries: 0, sum: 0, auditRows: 0 });
+
+    expect(await ledger.commit(plan)).toEqual({ kind: "refused", reason: "credit_already_recorded" });
+    expect(await balanceOf(agent.apiKey)).toBe(401);
     await expectChainVerifies();
   });
 });
