@@ -1,16 +1,11 @@
-import { z } from "zod";
+import { wholeNumberVar } from "../lib/settings";
 
 /**
  * How old audit rows and ledger entries are before they move to R2 (ARCHIVE_AFTER_DAYS). 0 archives
  * everything a signed checkpoint covers (the chain's head always stays in D1).
  */
 export const archiveShape = {
-  ARCHIVE_AFTER_DAYS: z.coerce
-    .number()
-    .int()
-    .nonnegative()
-    .max(365 * 100)
-    .default(90),
+  ARCHIVE_AFTER_DAYS: wholeNumberVar(365 * 100, 90),
 };
 
 export function archiveSettings(s: { ARCHIVE_AFTER_DAYS: number }) {

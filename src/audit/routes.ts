@@ -34,7 +34,9 @@ export function exportRange(from: string | undefined, to: string | undefined, no
       issues: [{ path: "from", code: "custom", message: "from must not be after to" }],
     });
   const fromIso = `${fromDay}T00:00:00.000Z`;
-  const toIso = new Date(Date.parse(`${toDay}T00:00:00Z`) + DAY_MS).toISOString();
+  // The end of the day as a string bound (rows are compared as ISO text): the next day's midnight
+  // would be `+010000-01-01...` after 9999-12-31, which sorts before every real timestamp.
+  const toIso = `${toDay}T24:00:00.000Z`;
   return { fromDay, toDay, fromIso, toIso };
 }
 

@@ -106,7 +106,9 @@ export function parseSegment(text: string): Segment & { body: string } {
     throw new Error(
       `archive segment ${header.firstSeq} has ${lines.length} lines, its header says ${header.rows + header.entries}`,
     );
-  const rows = lines.slice(0, header.rows).map((l) => JSON.parse(l) as AuditRow);
+  // Stored as canonical JSON (keys sorted); read back in the field order of a row read from D1, so
+  // an audit page or an evidence file is the same bytes wherever its rows are kept.
+  const rows = lines.slice(0, header.rows).map((l) => inRowOrder(JSON.parse(l) as AuditRow));
   const entries = lines.slice(header.rows).map((l) => JSON.parse(l) as ArchivedLedgerEntry);
   return { header, rows, entries, body };
 }
@@ -146,3 +148,18 @@ export async function segmentProblem(
   if (canonicalJson(verdict.payload) !== canonicalJson(claims)) return "the JWS signs other fields than the header's";
   return null;
 }
+
+const inRowOrder = (r: AuditRow): AuditRow => ({
+  seq: r.seq,
+  type: r.type,
+  reference: r.reference,
+  chargeId: r.chargeId,
+  agentId: r.agentId,
+  merchantId: r.merchantId,
+  amountMinor: r.amountMinor,
+  currency: r.currency,
+  data: r.data,
+  createdAt: r.createdAt,
+  prevHash: r.prevHash,
+  hash: r.hash,
+});

@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import { z } from "zod";
 
 // Helpers for the settings groups, which src/settings.ts composes. Settings arrive as the Worker's
 // vars and secrets: each one a string, or absent.
@@ -12,3 +12,16 @@ export const isHttps = (url: string) => url.startsWith("https://");
 
 /** A zod error as one line: `FIELD message; FIELD message`. */
 export const issuesOf = (error: z.ZodError) => error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ");
+
+/**
+ * A whole number of days (or other units) written in decimal digits, for a var that deletes or moves
+ * data: an empty value, `0x10` or `1e2` is refused rather than read as 0, 16 or 100, as
+ * `z.coerce.number()` would. Absent, it takes `fallback`.
+ */
+export const wholeNumberVar = (max: number, fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "expected a whole number in decimal digits")
+    .transform(Number)
+    .pipe(z.number().int().max(max))
+    .default(fallback);

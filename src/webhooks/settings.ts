@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Environment } from "../lib/settings";
+import { type Environment, wholeNumberVar } from "../lib/settings";
 
 /** The longest `retry({ delaySeconds })` Cloudflare Queues allows (12 h): no retry schedule entry, jitter included, goes past it. */
 export const MAX_QUEUE_DELAY_SECONDS = 43_200;
@@ -17,7 +17,7 @@ export const webhooksShape = {
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
   WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
   /** Days a finished delivery, its attempts and its dispatched event are kept (src/webhooks/retention.ts). */
-  RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
+  RETENTION_DAYS: wholeNumberVar(3650, 30),
 };
 
 /** Settings of this group that carry a secret, and URLs that must be https in production. */

@@ -97,7 +97,8 @@ describe("archiving history to R2", () => {
     );
 
     expect(await exportToday()).toBe(before.csv);
-    expect(await allAuditPages()).toEqual(before.pages);
+    // The same bytes, field order included, wherever the rows are kept.
+    expect(JSON.stringify(await allAuditPages())).toBe(JSON.stringify(before.pages));
     expect(await auditVerify()).toEqual(before.verdict);
     for (const [i, id] of chargeIds.entries()) {
       const res = await api("GET", `/charges/${id}/receipt`);
@@ -107,7 +108,9 @@ describe("archiving history to R2", () => {
     expect(refundReceipt.text).toBe(before.refundReceipt);
     const evidence = await api("GET", `/merchant/charges/${chargeIds[1]}/evidence`, { token: merchant.apiKey });
     expect(evidence.status).toBe(200);
-    expect({ ...evidence.body, exportedAt: null }).toEqual({ ...evidenceBefore, exportedAt: null });
+    expect(JSON.stringify({ ...evidence.body, exportedAt: null })).toBe(
+      JSON.stringify({ ...evidenceBefore, exportedAt: null }),
+    );
     const verdict = await verifyEvidence(evidence.body, { keys: await keys(), anchors: null });
     expect(verdict.checks.filter((c) => c.outcome === "failed")).toEqual([]);
 

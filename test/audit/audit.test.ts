@@ -209,6 +209,13 @@ describe("CSV export", () => {
     }
   });
 
+  it("a range to the last day there is (9999-12-31) holds today's rows", async () => {
+    const all = parseCsv((await exportCsv("?from=2020-01-01&to=9999-12-31")).text);
+    const today = parseCsv((await exportCsv(`?from=${day()}&to=${day()}`)).text);
+    expect(today.length).toBeGreaterThan(1);
+    expect(all.length).toBeGreaterThanOrEqual(today.length);
+  });
+
   it("an explicit range of today returns the same rows as the default", async () => {
     const today = day();
     const explicit = parseCsv((await exportCsv(`?from=${today}&to=${today}`)).text);

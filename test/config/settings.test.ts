@@ -196,4 +196,12 @@ describe("settings", () => {
     for (const bad of ["-1", "1.5", "soon"])
       expect(() => settingsOf(production({ ARCHIVE_AFTER_DAYS: bad }))).toThrow(/ARCHIVE_AFTER_DAYS/);
   });
+
+  // Both delete or move data: a value that is not plainly a number of days must not run as 0 or 16.
+  it("ARCHIVE_AFTER_DAYS and RETENTION_DAYS refuse an empty value and any number not in decimal digits", () => {
+    expect(settingsOf(production({ RETENTION_DAYS: "7" })).retentionDays).toBe(7);
+    for (const name of ["ARCHIVE_AFTER_DAYS", "RETENTION_DAYS"])
+      for (const bad of ["", " ", "0x10", "0b11", "1e2", " 7"])
+        expect(() => settingsOf(production({ [name]: bad })), `${name}=${JSON.stringify(bad)}`).toThrow(name);
+  });
 });
