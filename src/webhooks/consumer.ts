@@ -8,6 +8,7 @@ import { executeBatch } from "../db/statements";
 import { sqlStatement } from "../db/statements";
 import { outboxEventWhen } from "./outbox";
 import type { DeliveryMessage } from "./dispatch";
+import { FAILING_ENDPOINT_DAYS } from "./settings";
 import { signingSecrets, type EndpointRow } from "./endpoints";
 import { signatureHeader } from "./signing";
 import { checkDestination } from "./dns-guard";
@@ -228,9 +229,6 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
     message.ack();
   }
 }
-
-/** How long an endpoint may fail every delivery before it is disabled. */
-export const FAILING_ENDPOINT_DAYS = 3;
 
 /** No delivery to this endpoint has succeeded for FAILING_ENDPOINT_DAYS, and it has been failing at least that long. */
 async function failingForDays(env: Env, endpointId: string, now: number): Promise<boolean> {

@@ -7,6 +7,9 @@ export const MAX_QUEUE_DELAY_SECONDS = 43_200;
 /** Seconds between delivery attempts: 10 s, 30 s, 2 min, 10 min, 1 h, 6 h, then 12 h (the queue's longest delay) to about 3 days. */
 export const DEFAULT_RETRY_SCHEDULE = "10,30,120,600,3600,21600,43200,43200,43200,43200,43200";
 
+/** How long an endpoint may fail every delivery before it is disabled (consumer.ts). */
+export const FAILING_ENDPOINT_DAYS = 3;
+
 export const webhooksShape = {
   WEBHOOK_SECRETS_KEY: z.string().min(32, "WEBHOOK_SECRETS_KEY must be at least 32 characters"),
   WEBHOOK_RETRY_SCHEDULE: z
@@ -16,8 +19,14 @@ export const webhooksShape = {
     .pipe(z.array(z.number().int().min(0).max(MAX_QUEUE_DELAY_SECONDS)).min(1).max(30)),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
   WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
-  /** Days a finished delivery, its attempts and its dispatched event are kept (src/webhooks/retention.ts). */
-  RETENTION_DAYS: wholeNumberVar(3650, 30),
+  /**
+   * Days a finished delivery, its attempts and its dispatched event are kept (src/webhooks/retention.ts).
+   * At least FAILING_ENDPOINT_DAYS: the check that disables a failing endpoint reads that many days of
+   * deliveries, and with fewer it would miss an endpoint's successes and disable a healthy one.
+   */
+  RETENTION_DAYS: wholeNumberVar(3650, 30).pipe(
+    z.number().min(FAILING_ENDPOINT_DAYS, `RETENTION_DAYS must be at least ${FAILING_ENDPOINT_DAYS}`),
+  ),
 };
 
 /** Settings of this group that carry a secret, and URLs that must be https in production. */
@@ -31,7 +40,7 @@ export interface WebhookSettings {
   webhookTimeoutMs: number;
   /** DNS-over-HTTPS resolver that webhook hosts are resolved with before each POST (src/webhooks/dns-guard.ts); null: not resolved. */
   webhookDnsResolverUrl: string | null;
-  /** Days finished webhook history is kept; 0 deletes it at the next cron run. */
+  /** Days finished webhook history is kept (at least FAILING_ENDPOINT_DAYS). */
   retentionDays: number;
 }
 

@@ -175,7 +175,7 @@ describe("webhook retention", () => {
     expect(await deliveriesOf(recent)).toBe(1);
   });
 
-  it("keeps RETENTION_DAYS within 0 to 3650 days and defaults to 30", async () => {
+  it("keeps RETENTION_DAYS within 3 to 3650 days (the failing-endpoint check reads 3 days of deliveries) and defaults to 30", async () => {
     const tag = crypto.randomUUID().slice(0, 8);
     const at29 = await history(tag, "d29", 29, [{ status: "delivered", createdDaysAgo: 29, deliveredDaysAgo: 29 }]);
     const at31 = await history(tag, "d31", 31, [{ status: "delivered", createdDaysAgo: 31, deliveredDaysAgo: 31 }]);
@@ -184,6 +184,8 @@ describe("webhook retention", () => {
     expect(await eventExists(at29)).toBe(true);
     expect(await eventExists(at31)).toBe(false);
     await expect(retentionJob({ ...env, RETENTION_DAYS: "-1" } as Env)).rejects.toThrow(/RETENTION_DAYS/);
+    await expect(retentionJob({ ...env, RETENTION_DAYS: "2" } as Env)).rejects.toThrow(/RETENTION_DAYS/);
+    await retentionJob({ ...env, RETENTION_DAYS: "3" } as Env);
     await expect(retentionJob({ ...env, RETENTION_DAYS: "3651" } as Env)).rejects.toThrow(/RETENTION_DAYS/);
   });
 });
