@@ -30,6 +30,25 @@ export interface AuditRow extends AuditDraft {
   hash: string;
 }
 
+/**
+ * A row in the one field order every reader gives it, from D1 or from an archived segment (stored as
+ * canonical JSON, keys sorted), so an audit page or an evidence file is the same bytes either way.
+ */
+export const auditRow = (r: Omit<AuditRow, "data">, data: Record<string, unknown>): AuditRow => ({
+  seq: r.seq,
+  type: r.type,
+  reference: r.reference,
+  chargeId: r.chargeId,
+  agentId: r.agentId,
+  merchantId: r.merchantId,
+  amountMinor: r.amountMinor,
+  currency: r.currency,
+  data,
+  createdAt: r.createdAt,
+  prevHash: r.prevHash,
+  hash: r.hash,
+});
+
 /** The content a row's hash covers: everything but the hashes themselves. */
 export function auditContent(seq: number, draft: AuditDraft): string {
   return canonicalJson({

@@ -2,7 +2,7 @@ import type { JWK } from "jose";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { verifyJws } from "../proofs/keys";
-import { type AuditRow, verifyChain } from "./chain";
+import { type AuditRow, auditRow, verifyChain } from "./chain";
 
 /*
  * An archive segment: audit rows and ledger entries moved from D1 to R2 (src/archive/), as NDJSON.
@@ -106,9 +106,10 @@ export function parseSegment(text: string): Segment & { body: string } {
     throw new Error(
       `archive segment ${header.firstSeq} has ${lines.length} lines, its header says ${header.rows + header.entries}`,
     );
-  // Stored as canonical JSON (keys sorted); read back in the field order of a row read from D1, so
-  // an audit page or an evidence file is the same bytes wherever its rows are kept.
-  const rows = lines.slice(0, header.rows).map((l) => inRowOrder(JSON.parse(l) as AuditRow));
+  const rows = lines.slice(0, header.rows).map((l) => {
+    const row = JSON.parse(l) as AuditRow;
+    return auditRow(row, row.data);
+  });
   const entries = lines.slice(header.rows).map((l) => JSON.parse(l) as ArchivedLedgerEntry);
   return { header, rows, entries, body };
 }
@@ -148,18 +149,3 @@ export async function segmentProblem(
   if (canonicalJson(verdict.payload) !== canonicalJson(claims)) return "the JWS signs other fields than the header's";
   return null;
 }
-
-const inRowOrder = (r: AuditRow): AuditRow => ({
-  seq: r.seq,
-  type: r.type,
-  reference: r.reference,
-  chargeId: r.chargeId,
-  agentId: r.agentId,
-  merchantId: r.merchantId,
-  amountMinor: r.amountMinor,
-  currency: r.currency,
-  data: r.data,
-  createdAt: r.createdAt,
-  prevHash: r.prevHash,
-  hash: r.hash,
-});

@@ -2,25 +2,12 @@ import { and, asc, gt, gte, lt, sql } from "drizzle-orm";
 import { type Db, dbOf } from "../db/client";
 import { auditEvents } from "../db/schema";
 import { type HistoryStore, nextSegment, readSegment } from "./archived";
-import type { AuditRow } from "./chain";
+import { type AuditRow, auditRow } from "./chain";
 
 type AuditRecord = typeof auditEvents.$inferSelect;
 
 /** A stored row in the shape the chain hashes (its `data` parsed back from canonical JSON). */
-export const auditRowOf = (r: AuditRecord): AuditRow => ({
-  seq: r.seq,
-  type: r.type,
-  reference: r.reference,
-  chargeId: r.chargeId,
-  agentId: r.agentId,
-  merchantId: r.merchantId,
-  amountMinor: r.amountMinor,
-  currency: r.currency,
-  data: JSON.parse(r.data) as Record<string, unknown>,
-  createdAt: r.createdAt,
-  prevHash: r.prevHash,
-  hash: r.hash,
-});
+export const auditRowOf = (r: AuditRecord): AuditRow => auditRow(r, JSON.parse(r.data) as Record<string, unknown>);
 
 /** Rows after `afterSeq`, in sequence order, optionally within [fromIso, toIso). */
 export function auditPage(db: Db, afterSeq: number, limit: number, range?: { fromIso: string; toIso: string }) {
