@@ -5,7 +5,7 @@ import { wholeNumberVar } from "../lib/settings";
  * everything a signed checkpoint covers (the chain's head always stays in D1).
  */
 export const archiveShape = {
-  ARCHIVE_AFTER_DAYS: wholeNumberVar(365 * 100, 90),
+  ARCHIVE_AFTER_DAYS: wholeNumberVar({ max: 365 * 100, fallback: 90 }),
 };
 
 export function archiveSettings(s: { ARCHIVE_AFTER_DAYS: number }) {

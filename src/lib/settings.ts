@@ -18,10 +18,10 @@ export const issuesOf = (error: z.ZodError) => error.issues.map((i) => `${i.path
  * data: an empty value, `0x10` or `1e2` is refused rather than read as 0, 16 or 100, as
  * `z.coerce.number()` would. Absent, it takes `fallback`.
  */
-export const wholeNumberVar = (max: number, fallback: number) =>
+export const wholeNumberVar = ({ min = 0, max, fallback }: { min?: number; max: number; fallback: number }) =>
   z
     .string()
     .regex(/^\d+$/, "expected a whole number in decimal digits")
     .transform(Number)
-    .pipe(z.number().int().max(max))
+    .pipe(z.number().int().min(min).max(max))
     .default(fallback);

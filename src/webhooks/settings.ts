@@ -24,9 +24,7 @@ export const webhooksShape = {
    * At least FAILING_ENDPOINT_DAYS: the check that disables a failing endpoint reads that many days of
    * deliveries, and with fewer it would miss an endpoint's successes and disable a healthy one.
    */
-  RETENTION_DAYS: wholeNumberVar(3650, 30).pipe(
-    z.number().min(FAILING_ENDPOINT_DAYS, `RETENTION_DAYS must be at least ${FAILING_ENDPOINT_DAYS}`),
-  ),
+  RETENTION_DAYS: wholeNumberVar({ min: FAILING_ENDPOINT_DAYS, max: 3650, fallback: 30 }),
 };
 
 /** Settings of this group that carry a secret, and URLs that must be https in production. */
