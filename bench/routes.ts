@@ -188,7 +188,7 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
 
     // The ledger sequencer's counts so far: the runner reports how many plans each D1 batch carried.
     case "GET ledger":
-      return json(await ledgerOf(env).stats());
+      return json(await ledgerOf(env, 0).stats());
 
     // The database's size: its page count times its page size, as D1 reports after any statement.
     // Freed pages stay in the file, so growth is what rows need beyond the pages deletes freed.

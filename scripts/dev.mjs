@@ -28,15 +28,22 @@ const envFiles = process.env.DEV_CONFIG ? [fileURLToPath(new URL("../.dev.vars",
 const step = (message) => console.log(`[dev] ${message}`);
 
 ensureDevVars();
-step("applying D1 migrations to the local database");
-const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--config", config, ...persist], {
-  cwd: root,
-  env,
-  stdio: "inherit",
-});
-if (migrate.status !== 0) {
-  console.error("[dev] migrations failed");
-  process.exit(migrate.status ?? 1);
+// Every ledger shard's database runs the same migrations (DB is shard 0).
+for (const binding of ["DB", "DB_SHARD_1"]) {
+  step(`applying D1 migrations to the local database ${binding}`);
+  const migrate = spawnSync(
+    wrangler,
+    ["d1", "migrations", "apply", binding, "--local", "--config", config, ...persist],
+    {
+      cwd: root,
+      env,
+      stdio: "inherit",
+    },
+  );
+  if (migrate.status !== 0) {
+    console.error(`[dev] migrations of ${binding} failed`);
+    process.exit(migrate.status ?? 1);
+  }
 }
 
 // The token a chain that is already running got from an earlier start is remembered beside the service's state.

@@ -12,6 +12,7 @@ import {
 } from "./auth/settings";
 import { auditAnchorSettings, auditAnchorShape } from "./audit/settings";
 import { archiveSettings, archiveShape } from "./archive/settings";
+import { type LedgerSettings, ledgerSettings, ledgerShape, refineLedger } from "./ledger/settings";
 import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs/settings";
 import { type Environment, isHttps, issuesOf, type VarsOf } from "./lib/settings";
 import {
@@ -40,9 +41,11 @@ const SettingsSchema = z
     ...proofsShape,
     ...auditAnchorShape,
     ...archiveShape,
+    ...ledgerShape,
   })
   .superRefine((settings, ctx) => {
     refineAuth(settings, ctx);
+    refineLedger(settings, ctx);
     // URLs that carry a secret or decide who signs in: never cleartext in production.
     for (const name of [...authHttpsUrls, ...webhookHttpsUrls]) {
       const url = settings[name];
@@ -76,7 +79,7 @@ export type Settings = { environment: Environment } & AuthSettings & { approvalT
     auditAnchor: `0x${string}` | null;
     /** Audit rows and ledger entries older than this (and checkpointed) are archived to R2. */
     archiveAfterMs: number;
-  };
+  } & LedgerSettings;
 
 const cache = new WeakMap<object, Settings>();
 
@@ -100,6 +103,7 @@ export function settingsOf(env: SettingsVars): Settings {
     ...proofSettings(s),
     ...auditAnchorSettings(s),
     ...archiveSettings(s),
+    ...ledgerSettings(s),
   };
   cache.set(env, settings);
   return settings;

@@ -21,7 +21,7 @@ export async function setFrozen(
   reason: string | null,
   by: string,
 ): Promise<FreezeOutcome> {
-  const result = await ledgerOf(env).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
+  const result = await ledgerOf(env, 0).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
   if (result.kind === "committed") return "done";
   if (result.reason === "agent_not_found") return "not_found";
   if (result.reason === "agent_already_frozen" || result.reason === "agent_not_frozen") return "unchanged";

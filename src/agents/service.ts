@@ -10,6 +10,8 @@ import type { Env } from "../env";
 import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { settingsOf } from "../env";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
+import { directoryEntry, placeShard } from "../ledger/directory";
+import { ensureHomeRow } from "../ledger/home-rows";
 
 export type AgentRow = typeof agents.$inferSelect;
 
@@ -61,6 +63,7 @@ export async function createAgent(
     policy: canonicalJson(input.policy),
     createdAt: nowIso(),
   };
+  const shard = placeShard(env);
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   for (let attempt = 1; ; attempt++) {
     let deposit: { depositIndex: number; depositAddress: string } | null = null;
@@ -72,7 +75,12 @@ export async function createAgent(
     }
     const created = { agentId, apiKey, policy: input.policy, depositAddress: deposit?.depositAddress ?? null };
     try {
-      await writeTogether(db, [db.insert(agents).values({ ...row, ...deposit }), ...(await withCreated(created))]);
+      await writeTogether(db, [
+        db.insert(agents).values({ ...row, ...deposit }),
+        directoryEntry(db, "agent", agentId, shard, row.createdAt),
+        ...(await withCreated(created)),
+      ]);
+      await ensureHomeRow(env, "agent", agentId, shard);
       return created;
     } catch (error) {
       const lostTheIndex = /UNIQUE constraint failed: agents\.deposit_(index|address)/.test(String(error));

@@ -33,7 +33,7 @@ export async function creditWallet(
         agentId,
       )
     : [];
-  const result = await ledgerOf(env).commit(
+  const result = await ledgerOf(env, 0).commit(
     agentCreditPlan({
       agentId,
       amountMinor,
@@ -78,7 +78,7 @@ export async function creditDeposit(
   credit: boolean,
 ): Promise<"credited" | "blocked" | "duplicate"> {
   const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
-  const result = await ledgerOf(env).commit(
+  const result = await ledgerOf(env, 0).commit(
     depositPlan({ ...transfer, depositId: newId("deposit"), amountMinor, createdAt: nowIso() }, credit),
   );
   if (result.kind === "refused") return "duplicate";

@@ -102,7 +102,7 @@ export async function commitPayment(
   let failure: unknown;
   try {
     faultPoint("payment.before_commit", { abort: turn.abort });
-    const committing = ledgerOf(env).commit(
+    const committing = ledgerOf(env, 0).commit(
       walletPaymentPlan({
         charge,
         agentId,

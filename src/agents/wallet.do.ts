@@ -113,7 +113,7 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   /** A merchant's refund of this agent's payment: its plan (guarded by the refunds service) committed in the agent's turn. */
   refund(plan: CommitPlan) {
-    const commit = async (): Promise<CommitResult> => ledgerOf(this.env).commit(plan);
+    const commit = async (): Promise<CommitResult> => ledgerOf(this.env, 0).commit(plan);
     return this.serialize(() => this.forgetting(commit()));
   }
 

@@ -23,6 +23,13 @@ export interface AuditDraft {
 
 export const GENESIS_HASH = "0".repeat(64);
 
+/**
+ * The hash the chain of ledger shard `shard` starts from: shard 0's is all zeros, as it always was;
+ * each other shard's is its own, so two shards' chains never share a first link.
+ */
+export const genesisHashOf = (shard: number) =>
+  shard === 0 ? GENESIS_HASH : sha256HexSync(`agent-pay:ledger-shard:${shard}`);
+
 /** An audit row as stored and exported. */
 export interface AuditRow extends AuditDraft {
   seq: number;

@@ -11,3 +11,4 @@ export * from "./x402";
 export * from "./money-out";
 export * from "./proofs";
 export * from "./archive";
+export * from "./directory";

@@ -49,7 +49,7 @@ export async function rollKey(
     nowIso(now),
     await answer(rolled),
   );
-  const result = await ledgerOf(env).commit(plan);
+  const result = await ledgerOf(env, 0).commit(plan);
   if (result.kind === "committed") return rolled;
   // This very roll landed in a batch whose answer was lost, and the sequencer applied it again: it is done once.
   if (result.reason === "key_already_rolled") return rolled;

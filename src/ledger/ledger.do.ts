@@ -2,7 +2,8 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
-import { auditInserts, chainHash, GENESIS_HASH, type AuditRow } from "../audit/chain";
+import { auditInserts, chainHash, genesisHashOf, type AuditRow } from "../audit/chain";
+import { dbOfShard } from "../db/shards";
 import { guardReasonOf, mergeAppends, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "./plan";
 
@@ -26,7 +27,7 @@ interface Pending {
 class GroupRefused extends Error {}
 
 /**
- * The single sequencer of the audit chain. Every money movement is committed
+ * The sequencer of one ledger shard's audit chain (one object per shard). Every money movement is committed
  * here, in order, so each audit row can name its predecessor's hash and `seq`
  * stays gap-free. Plans that arrive while a batch is in flight are committed
  * together in the next one (group commit, as TigerBeetle batches transfers):
@@ -46,9 +47,15 @@ export class LedgerDurableObject extends DurableObject<Env> {
   private readonly counts = { batches: 0, plans: 0, statements: 0 };
   /** Names this start of the object, so a reader of the counts can tell they began again. */
   private readonly started = crypto.randomUUID();
+  /**
+   * The shard this object sequences, pinned in its storage by the first plan it commits: a plan for
+   * another shard is refused before anything is written, so a mis-routed plan can never land in the
+   * wrong database or chain.
+   */
+  private shard: number | null = null;
 
-  stats(): { batches: number; plans: number; statements: number; started: string } {
-    return { ...this.counts, started: this.started };
+  stats(): { batches: number; plans: number; statements: number; started: string; shard: number | null } {
+    return { ...this.counts, started: this.started, shard: this.shard };
   }
 
   /**
@@ -58,6 +65,8 @@ export class LedgerDurableObject extends DurableObject<Env> {
    * run of them (D1 counts queries per invocation).
    */
   async commit(plan: CommitPlan): Promise<CommitResult> {
+    const shard = plan.shard ?? 0;
+    if (shard !== this.shard) await this.pin(shard);
     const mine: Pending = { plan };
     this.waiting.push(mine);
     while (!mine.outcome) {
@@ -118,7 +127,7 @@ export class LedgerDurableObject extends DurableObject<Env> {
     // The group's appends (ledger entries, outbox events) and audit rows go last, merged a few
     // plans to a statement: no statement of a batch reads another plan's rows there (see SqlStatement.append).
     statements.push(...mergeAppends(appendable), ...auditInserts(auditRows));
-    const db = this.env.DB;
+    const db = dbOfShard(this.env, this.shard!);
     const abort = () => this.ctx.abort("fault injection");
     try {
       faultPoint("ledger.before_batch", { abort });
@@ -143,14 +152,32 @@ export class LedgerDurableObject extends DurableObject<Env> {
     }
   }
 
+  private async pin(shard: number): Promise<void> {
+    if (this.shard === null) {
+      const pinned = await this.ctx.storage.get<number>("shard");
+      if (pinned === undefined) await this.ctx.storage.put("shard", shard);
+      this.shard = pinned ?? shard;
+    }
+    if (shard !== this.shard)
+      throw new Error(`a plan for ledger shard ${shard} reached the sequencer of shard ${this.shard}`);
+  }
+
   private async readHead(): Promise<{ seq: number; hash: string }> {
-    const row = await this.env.DB.prepare("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").first<{
-      seq: number;
-      hash: string;
-    }>();
-    return row ? { seq: row.seq, hash: row.hash } : { seq: 0, hash: GENESIS_HASH };
+    const row = await dbOfShard(this.env, this.shard!)
+      .prepare("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")
+      .first<{
+        seq: number;
+        hash: string;
+      }>();
+    return row ? { seq: row.seq, hash: row.hash } : { seq: 0, hash: genesisHashOf(this.shard!) };
   }
 }
 
-/** The one ledger sequencer. */
-export const ledgerOf = (env: Env) => env.LEDGER.getByName("ledger");
+/** The name of shard `shard`'s sequencer; shard 0's is the one the service always had. */
+export const ledgerName = (shard: number) => (shard === 0 ? "ledger" : `ledger:${shard}`);
+
+/** The sequencer of ledger shard `shard`: its plans are stamped with the shard, which the object checks. */
+export function ledgerOf(env: Env, shard: number) {
+  const sequencer = env.LEDGER.getByName(ledgerName(shard));
+  return { commit: (plan: CommitPlan) => sequencer.commit({ ...plan, shard }), stats: () => sequencer.stats() };
+}

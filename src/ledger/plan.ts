@@ -8,6 +8,8 @@ import type { SqlStatement } from "../db/statements";
  * RPC boundaries, so they hold plain SQL and parameters, never live statements.
  */
 export interface CommitPlan {
+  /** The ledger shard the plan is committed on (ledgerOf stamps it); absent means shard 0. */
+  shard?: number;
   statements: SqlStatement[];
   audit: AuditDraft[];
 }

@@ -29,8 +29,12 @@ export type IdKind = keyof typeof ID_PREFIXES;
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"; // Crockford base32: no I, L, O, U
 
-/** Random, URL-safe, 120 bits of entropy (24 base32 characters). */
-export function newId(kind: IdKind): string {
+/**
+ * Random, URL-safe, 120 bits of entropy (24 base32 characters). An object that lives in ledger
+ * shard k ≥ 1 carries it after the prefix (`chg_s1_…`, `PAY_S1…`), so a route that has only an id
+ * finds the object's database without reading the shard directory; shard 0's ids are untagged.
+ */
+export function newId(kind: IdKind, shard = 0): string {
   const bytes = crypto.getRandomValues(new Uint8Array(15));
   let out = "";
   let buffer = 0;
@@ -44,8 +48,18 @@ export function newId(kind: IdKind): string {
     }
   }
   const prefix = ID_PREFIXES[kind];
+  const upper = kind === "payment" || kind === "credit";
+  const tag = shard === 0 ? "" : `${upper ? "S" : "s"}${shard}_`;
   // Object ids read better in lower case; payment references keep the spec's upper-case style.
-  return prefix + (kind === "payment" || kind === "credit" ? out : out.toLowerCase());
+  return prefix + tag + (upper ? out : out.toLowerCase());
+}
+
+const SHARD_TAG = /_[sS](\d{1,3})_[0-9A-Za-z]{24}$/;
+
+/** The ledger shard an id's object lives in: its tag, or 0 for an untagged id (every id before shards). */
+export function shardOfId(id: string): number {
+  const tag = SHARD_TAG.exec(id);
+  return tag ? Number(tag[1]) : 0;
 }
 
 /** A secret credential: prefix + 32 random bytes as base64url (43 characters). */

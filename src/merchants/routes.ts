@@ -46,7 +46,7 @@ export const MerchantParam = z.object({ merchantId: pathId });
 
 export const merchantRoutes = new Hono<AppEnv>()
   .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {
-    const created = await registerMerchant(c.get("db"), c.req.valid("json"), (created) =>
+    const created = await registerMerchant(c.env, c.get("db"), c.req.valid("json"), (created) =>
       answerInBatch(c, 201, created),
     );
     return c.json(created, 201);

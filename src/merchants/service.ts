@@ -1,10 +1,13 @@
 import { desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
+import type { Env } from "../env";
 import { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
+import { directoryEntry, placeShard } from "../ledger/directory";
+import { ensureHomeRow } from "../ledger/home-rows";
 
 export type MerchantRow = typeof merchants.$inferSelect;
 
@@ -30,6 +33,7 @@ export const consoleMerchantView = (m: MerchantRow) => ({
 
 /** Registers a merchant; the API key is returned here once and only its hash is kept. */
 export async function registerMerchant(
+  env: Env,
   db: Db,
   input: { name: string; category?: string | undefined },
   withCreated: WithCreated<{ merchantId: string; apiKey: string }> = nothingMore,
@@ -37,16 +41,20 @@ export async function registerMerchant(
   const merchantId = newId("merchant");
   const apiKey = newSecret("merchantKey");
   const created = { merchantId, apiKey };
+  const createdAt = nowIso();
+  const shard = placeShard(env);
   await writeTogether(db, [
     db.insert(merchants).values({
       id: merchantId,
       name: input.name,
       category: input.category ?? null,
       apiKeyHash: await hashApiKey(apiKey),
-      createdAt: nowIso(),
+      createdAt,
     }),
+    directoryEntry(db, "merchant", merchantId, shard, createdAt),
     ...(await withCreated(created)),
   ]);
+  await ensureHomeRow(env, "merchant", merchantId, shard);
   return created;
 }
 

@@ -117,7 +117,7 @@ export async function createPayout(
         merchantId,
       )
     : [];
-  const result = await ledgerOf(env).commit({
+  const result = await ledgerOf(env, 0).commit({
     statements: [
       guard(
         INSUFFICIENT_BALANCE,
@@ -181,7 +181,7 @@ const payoutEventData = (p: PayoutRow, transaction: string | null, failureReason
 export const completePayout: Completion = async (env, x, t, outcome) => {
   const payout = await env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ?`).bind(t.ownerId).first<PayoutRow>();
   if (!payout) return null;
-  return ledgerOf(env).commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
+  return ledgerOf(env, 0).commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
 };
 
 function payoutOutcomePlan(

@@ -86,7 +86,7 @@ export async function createRefund(
     refund.destination = await refundDestination(env, chargeId);
     await requireBalance(env, merchantId, amountMinor);
     const answer = answerStatements(slot, refund, charge);
-    result = await ledgerOf(env).commit(x402RefundPlan(x, { ...refund, destination: refund.destination }, answer));
+    result = await ledgerOf(env, 0).commit(x402RefundPlan(x, { ...refund, destination: refund.destination }, answer));
   } else {
     const agentId = charge.agentId;
     if (!agentId) throw new Error(`wallet charge ${chargeId} has no agent`);
@@ -144,7 +144,7 @@ const answerStatements = (slot: IdempotencySlot | undefined, refund: RefundRow, 
 export const completeRefund: Completion = async (env, x, t, outcome) => {
   const refund = await env.DB.prepare(`${REFUND_SELECT} WHERE id = ?`).bind(t.ownerId).first<RefundRow>();
   if (!refund) return null;
-  return ledgerOf(env).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
+  return ledgerOf(env, 0).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
 };
 
 /** Sends an x402 refund just taken (or takes the next step with it), and records the outcome once decided. */

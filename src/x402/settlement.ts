@@ -20,7 +20,7 @@ export async function credit(
   payer: string,
   transaction: string,
 ): Promise<boolean> {
-  const result = await ledgerOf(env).commit(
+  const result = await ledgerOf(env, 0).commit(
     x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
   );
   return result.kind === "committed";

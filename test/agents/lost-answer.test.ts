@@ -23,7 +23,7 @@ import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance }
 
 /** `env` whose ledger commits every plan, loses the answer, and commits it again (what the sequencer does after a lost group answer). */
 function lossyEnv() {
-  const real = ledgerOf(env);
+  const real = ledgerOf(env, 0);
   const ledger = {
     commit: async (plan: CommitPlan) => {
       await real.commit(plan);
@@ -75,7 +75,7 @@ describe("a wallet payment whose batch committed but whose answer was lost", () 
     const merchant = await createMerchant();
     const [agent, other] = await Promise.all([createAgent({ credit: 1000 }), createAgent({ credit: 1000 })]);
     const [charge, later] = await Promise.all([createCharge(merchant.apiKey, 300), createCharge(merchant.apiKey, 200)]);
-    const real = ledgerOf(env);
+    const real = ledgerOf(env, 0);
     // The batch lands, its answer is lost, another payment to the same merchant lands, then the plan is tried again.
     const ledger = {
       commit: async (plan: CommitPlan) => {
@@ -175,7 +175,7 @@ describe("a payment batch that reaches D1 after its request gave up", () => {
 
     // The ledger call fails at once (a dropped connection) while the plan is still on its way.
     let late: CommitPlan | undefined;
-    const real = ledgerOf(env);
+    const real = ledgerOf(env, 0);
     const dropped = {
       ...env,
       LEDGER: {

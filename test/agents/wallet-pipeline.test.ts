@@ -26,7 +26,7 @@ describe("one agent's payments in flight together", () => {
     const merchant = await createMerchant();
     const agent = await createAgent({ credit: 1000 });
     const charges = await Promise.all(Array.from({ length: 12 }, () => createCharge(merchant.apiKey, 100)));
-    const ledger = ledgerOf(env);
+    const ledger = ledgerOf(env, 0);
     const before = await ledger.stats();
     const responses = await Promise.all(charges.map((c) => payCharge(agent.apiKey, c.chargeId)));
     const after = await ledger.stats();

@@ -47,7 +47,7 @@ const real = { merchantKey: "", agentKey: "", ids: [] as string[], badTokens: []
 
 beforeAll(async () => {
   const db = dbOf(env.DB);
-  const merchant = await registerMerchant(db, { name: "Fuzz Shop", category: "data" });
+  const merchant = await registerMerchant(env, db, { name: "Fuzz Shop", category: "data" });
   const agent = await createAgentRow(env, db, {
     name: "fuzz agent",
     policy: normalizePolicy({ approvalThresholdUsdCents: 100 }),

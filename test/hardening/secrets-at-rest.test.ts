@@ -100,7 +100,7 @@ beforeAll(async () => {
 
   // The bulk: 1,000 keys and secrets through the service functions.
   const merchants = await inBatches(SERVICE_COUNTS.merchant, 25, (i) =>
-    registerMerchant(db, { name: `secrets bulk merchant ${i}`, category: "data" }),
+    registerMerchant(env, db, { name: `secrets bulk merchant ${i}`, category: "data" }),
   );
   for (const m of merchants) remember("merchant", "service", m.apiKey);
   sampleMerchants.push(...merchants.slice(0, 10));

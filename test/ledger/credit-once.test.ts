@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
-import { ledgerOf, type CommitResult, type LedgerDurableObject } from "../../src/ledger/ledger.do";
+import { ledgerName, ledgerOf, type CommitResult, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import type { CommitPlan } from "../../src/ledger/plan";
 import { creditWallet } from "../../src/agents/wallet-credit";
@@ -52,7 +52,7 @@ describe("a manual credit lands once", () => {
   it("the same credit plan committed twice: credited once, the second refused credit_already_recorded", async () => {
     const agent = await createAgent();
     const plan = credit(agent.agentId, 300);
-    const ledger = ledgerOf(env);
+    const ledger = ledgerOf(env, 0);
     const first = await ledger.commit(plan);
     expect(first.kind).toBe("committed");
     const second = await ledger.commit(plan);
@@ -71,7 +71,7 @@ describe("a manual credit lands once", () => {
     setFaultHook((point) => {
       if (point === "ledger.after_batch" && ++batches === 2) throw new Error("injected: the group's answer is lost");
     });
-    const results = await runInDurableObject(ledgerOf(env), (instance) => {
+    const results = await runInDurableObject(env.LEDGER.getByName(ledgerName(0)), (instance) => {
       const sequencer = instance as unknown as LedgerDurableObject;
       return Promise.all(plans.map((plan) => sequencer.commit(plan)));
     });
@@ -88,7 +88,7 @@ describe("a manual credit lands once", () => {
 
   it("creditWallet, told by the sequencer that its credit is already recorded, answers it as done", async () => {
     const agent = await createAgent();
-    const real = ledgerOf(env);
+    const real = ledgerOf(env, 0);
     // A sequencer that commits the plan, loses the answer and commits it again (what commitGroup does after a lost answer).
     const ledger = {
       commit: async (plan: CommitPlan) => {
@@ -111,7 +111,7 @@ describe("a manual credit lands once, after archiving too", () => {
   it("a credit committed again once its entries and audit row were archived is still refused", async () => {
     const agent = await createAgent();
     const plan = credit(agent.agentId, 400);
-    const ledger = ledgerOf(env);
+    const ledger = ledgerOf(env, 0);
     expect((await ledger.commit(plan)).kind).toBe("committed");
     // Another row after it, so the credit is not the chain's head (the head never leaves D1).
     expect((await ledger.commit(credit(agent.agentId, 1))).kind).toBe("committed");

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
-import { ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
+import { ledgerName, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import { balanceAfter } from "../../src/ledger/postings";
 import { api, consoleToken } from "../helpers/api";
@@ -30,7 +30,7 @@ async function expectChainVerifies() {
 describe("group commit", () => {
   it("commits plans sent together in fewer batches than plans, each with its own results", async () => {
     const agents = await Promise.all(Array.from({ length: 12 }, () => createAgent()));
-    const ledger = ledgerOf(env);
+    const ledger = env.LEDGER.getByName(ledgerName(0));
     const before = await ledger.stats();
     const results = await Promise.all(agents.map((agent, i) => ledger.commit(credit(agent.agentId, 100 + i, i))));
     const after = await ledger.stats();
@@ -50,7 +50,7 @@ describe("group commit", () => {
 
   it("writes a large group's audit rows several to an insert, and the chain still verifies row by row", async () => {
     const agents = await Promise.all(Array.from({ length: 33 }, () => createAgent()));
-    const ledger = ledgerOf(env);
+    const ledger = env.LEDGER.getByName(ledgerName(0));
     const before = await ledger.stats();
     // Called inside the object, all 33 are queued before the first batch returns: it goes alone, then two groups of 16.
     const results = await runInDurableObject(ledger, (instance) => {
@@ -86,7 +86,7 @@ describe("group commit", () => {
 
   it("a plan refused by its guard inside a group refuses only itself", async () => {
     const agents = await Promise.all(Array.from({ length: 8 }, () => createAgent()));
-    const ledger = ledgerOf(env);
+    const ledger = env.LEDGER.getByName(ledgerName(0));
     const plans = agents.map((agent, i) => credit(agent.agentId, 50, i));
     plans.splice(3, 0, credit("agent_does_not_exist", 50, 99));
     const results = await Promise.all(plans.map((plan) => ledger.commit(plan)));

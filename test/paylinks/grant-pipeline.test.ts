@@ -30,7 +30,7 @@ const grantRow = (grantId: string) =>
 describe("draws on one grant in flight together", () => {
   it("share the ledger's batches, and each answer names the figures its own batch committed", async () => {
     const { merchant, agent, code, grantId } = await acceptedGrant(1000, 5000);
-    const ledger = ledgerOf(env);
+    const ledger = ledgerOf(env, 0);
     const before = await ledger.stats();
     const responses = await Promise.all(
       Array.from({ length: 12 }, () =>

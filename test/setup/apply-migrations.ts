@@ -3,6 +3,9 @@ import { env } from "cloudflare:workers";
 
 // Setup files run before each test file; applied migrations are recorded, so this is idempotent.
 await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
+// Ledger shard 1 runs the same migrations (every test Worker's configuration binds it).
+if (!env.DB_SHARD_1) throw new Error("the test Worker has no DB_SHARD_1 binding");
+await applyD1Migrations(env.DB_SHARD_1, env.TEST_MIGRATIONS);
 
 // Every test file has a database of its own but all share one chain and one receiving key: start this
 // file's receiving-address indexes at a random base, so two files never receive on the same address.

@@ -34,7 +34,7 @@ export const merchantRoutes = new Hono<AppEnv>()
       );
     }
     const { name } = input.data;
-    const created = await registerMerchant(c.get("db"), input.data);
+    const created = await registerMerchant(c.env, c.get("db"), input.data);
     return render(
       c,
       "Merchants",

@@ -1,0 +1,16 @@
+/**
+ * The ledger's databases. Shard 0 is `DB`, which is also the control database (identities, keys,
+ * the shard directory, webhooks, console state); shard k ≥ 1 is the D1 binding `DB_SHARD_<k>`.
+ * Every shard runs the same migrations; the tables a shard does not use stay empty.
+ */
+export interface ShardBindings {
+  DB: D1Database;
+}
+
+/** The database of shard `k`; a shard without its binding is a configuration error, never shard 0. */
+export function dbOfShard(env: ShardBindings, shard: number): D1Database {
+  if (shard === 0) return env.DB;
+  const db = (env as unknown as Record<string, D1Database | undefined>)[`DB_SHARD_${shard}`];
+  if (!db) throw new Error(`ledger shard ${shard} has no D1 binding DB_SHARD_${shard}`);
+  return db;
+}

@@ -1,0 +1,45 @@
+import { and, eq } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { dbOf } from "../db/client";
+import { shardDirectory } from "../db/schema";
+import type { Env } from "../env";
+import { IsolateCache } from "../lib/isolate-cache";
+import { settingsOf } from "../settings";
+import { shardsOf } from "./shards";
+
+export type OwnerKind = "merchant" | "agent";
+
+/** The shard a new merchant or agent goes to (LEDGER_SHARD_PLACEMENT). */
+export function placeShard(env: Env): number {
+  const placement = settingsOf(env).shardPlacement;
+  if (placement.kind === "fixed") return placement.shard;
+  const shards = shardsOf(env);
+  return shards[crypto.getRandomValues(new Uint32Array(1))[0]! % shards.length]!;
+}
+
+/** The directory row of a new owner, written in the batch that creates it: its shard from then on. */
+export const directoryEntry = (db: Db, kind: OwnerKind, ownerId: string, shard: number, at: string) =>
+  db.insert(shardDirectory).values({ ownerKind: kind, ownerId, shard, assignedAt: at });
+
+// Directory rows never change (the table refuses it), so one read per owner and isolate is enough.
+const homes = new IsolateCache<string, number>(100_000);
+
+/**
+ * The shard an owner lives in, from the directory. An owner without a row is an error, never
+ * "shard 0 by default": guessing would put its money in a database its history is not in.
+ */
+export async function homeShard(env: Env, kind: OwnerKind, ownerId: string): Promise<number> {
+  const key = `${kind}:${ownerId}`;
+  const known = homes.get(key);
+  if (known !== undefined) return known;
+  const row = await dbOf(env.DB)
+    .select({ shard: shardDirectory.shard })
+    .from(shardDirectory)
+    .where(and(eq(shardDirectory.ownerKind, kind), eq(shardDirectory.ownerId, ownerId)))
+    .get();
+  if (!row) throw new Error(`${kind} ${ownerId} has no shard in the directory`);
+  if (row.shard >= settingsOf(env).ledgerShards)
+    throw new Error(`${kind} ${ownerId} lives in shard ${row.shard}, beyond LEDGER_SHARDS`);
+  homes.set(key, row.shard);
+  return row.shard;
+}
