@@ -1,4 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
+import worker from "../../src/index";
 import { DEFAULT_RETRY_SCHEDULE, settingsOf, type Env, type Settings } from "../../src/env";
 import { PRODUCTION_LIKE_RECEIPT_KEY, TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
@@ -357,5 +360,31 @@ describe("settings", () => {
     ])("refuses %s (%j)", (_what, value) => {
       expect(() => parse(value)).toThrow(/\bWEBHOOK_RETRY_SCHEDULE\b/);
     });
+  });
+
+  // Where the settings are read: a request, the cron and the queue all stop rather than run on a default.
+  it("an invalid number fails closed everywhere: a request answers 500 and its log line names the setting; the cron and the queue throw", async () => {
+    const broken = { ...env, DEPOSIT_CONFIRMATIONS: "" } as Env;
+    const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const res = await worker.fetch!(
+        new Request("http://service.test/.well-known/jwks.json"),
+        broken,
+        createExecutionContext(),
+      );
+      expect(res.status).toBe(500);
+      expect(await res.json()).toMatchObject({ error: "internal_error" });
+      const logged = error.mock.calls.flat().map(String).join("\n");
+      expect(logged).toContain('"where":"request_failed"');
+      expect(logged).toMatch(/Invalid x402 configuration: DEPOSIT_CONFIRMATIONS expected a whole number/);
+    } finally {
+      error.mockRestore();
+    }
+    const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() });
+    await expect(worker.scheduled!(controller, broken, createExecutionContext())).rejects.toThrow(
+      /DEPOSIT_CONFIRMATIONS/,
+    );
+    const batch = { queue: "webhooks", messages: [] } as unknown as MessageBatch;
+    await expect(worker.queue!(batch, broken)).rejects.toThrow(/DEPOSIT_CONFIRMATIONS/);
   });
 });
