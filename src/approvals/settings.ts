@@ -1,13 +1,8 @@
-import { z } from "zod";
+import { wholeNumberVar } from "../lib/settings";
 
 /** How long an approval request waits for a decision (APPROVAL_TTL_HOURS, at most 30 days). */
 export const approvalsShape = {
-  APPROVAL_TTL_HOURS: z.coerce
-    .number()
-    .int()
-    .positive()
-    .max(24 * 30)
-    .default(24),
+  APPROVAL_TTL_HOURS: wholeNumberVar({ min: 1, max: 24 * 30, fallback: 24 }),
 };
 
 export function approvalSettings(s: { APPROVAL_TTL_HOURS: number }) {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type Environment, wholeNumberVar } from "../lib/settings";
+import { type Environment, wholeNumberListVar, wholeNumberVar } from "../lib/settings";
 
 /** The longest `retry({ delaySeconds })` Cloudflare Queues allows (12 h): no retry schedule entry, jitter included, goes past it. */
 export const MAX_QUEUE_DELAY_SECONDS = 43_200;
@@ -12,12 +12,12 @@ export const FAILING_ENDPOINT_DAYS = 3;
 
 export const webhooksShape = {
   WEBHOOK_SECRETS_KEY: z.string().min(32, "WEBHOOK_SECRETS_KEY must be at least 32 characters"),
-  WEBHOOK_RETRY_SCHEDULE: z
-    .string()
-    .default(DEFAULT_RETRY_SCHEDULE)
-    .transform((text) => text.split(",").map((n) => Number(n.trim())))
-    .pipe(z.array(z.number().int().min(0).max(MAX_QUEUE_DELAY_SECONDS)).min(1).max(30)),
-  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(30_000).default(10_000),
+  WEBHOOK_RETRY_SCHEDULE: wholeNumberListVar({
+    max: MAX_QUEUE_DELAY_SECONDS,
+    entries: { min: 1, max: 30 },
+    fallback: DEFAULT_RETRY_SCHEDULE,
+  }),
+  WEBHOOK_TIMEOUT_MS: wholeNumberVar({ min: 1, max: 30_000, fallback: 10_000 }),
   WEBHOOK_DNS_RESOLVER_URL: z.union([z.literal("off"), z.string().url().startsWith("http")]).optional(),
   /**
    * Days a finished delivery, its attempts and its dispatched event are kept (src/webhooks/retention.ts).

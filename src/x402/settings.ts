@@ -1,6 +1,6 @@
 import { privateKeyToAddress } from "viem/accounts";
 import { z } from "zod";
-import { issuesOf, isHttps, type VarsOf } from "../lib/settings";
+import { issuesOf, isHttps, type VarsOf, wholeNumberVar } from "../lib/settings";
 
 const address = z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an EVM address");
 
@@ -14,23 +14,24 @@ export const MAX_GAS_KEYS = 32;
  */
 export const x402Shape = {
   X402_NETWORK: z.string().min(1).default("base"),
-  X402_CHAIN_ID: z.coerce.number().int().positive().default(8453),
+  // An id, not a quantity: any positive integer a JavaScript number holds exactly, as before.
+  X402_CHAIN_ID: wholeNumberVar({ min: 1, max: Number.MAX_SAFE_INTEGER, fallback: 8453 }),
   X402_ASSET: address,
   X402_ASSET_NAME: z.string().min(1).default("USD Coin"),
   X402_ASSET_VERSION: z.string().min(1).default("2"),
   X402_PAY_TO: address,
-  X402_MAX_TIMEOUT_SECONDS: z.coerce.number().int().min(30).max(3600).default(300),
+  X402_MAX_TIMEOUT_SECONDS: wholeNumberVar({ min: 30, max: 3600, fallback: 300 }),
   // The longest authorization window accepted, as the reference facilitator accepts any: a client may sign more
   // than the advertised maxTimeoutSeconds (a week at most: the reservation is kept, and watched, that long).
-  X402_MAX_AUTHORIZATION_SECONDS: z.coerce.number().int().min(30).max(604_800).default(86_400),
+  X402_MAX_AUTHORIZATION_SECONDS: wholeNumberVar({ min: 30, max: 604_800, fallback: 86_400 }),
   X402_FACILITATOR_URL: z.string().url().optional(),
   X402_FACILITATOR_HEADERS: z.string().optional(),
-  X402_FACILITATOR_TIMEOUT_MS: z.coerce.number().int().positive().max(120_000).default(30_000),
+  X402_FACILITATOR_TIMEOUT_MS: wholeNumberVar({ min: 1, max: 120_000, fallback: 30_000 }),
   // The SettlementBatch contract (contracts/SettlementBatch.sol, deployed once per chain): with it, the
   // built-in facilitator sends the authorizations that wait for one gas key together, up to the max per
   // transaction. Without it, one transaction per settlement.
   X402_SETTLEMENT_BATCH_ADDRESS: address.optional(),
-  X402_SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),
+  X402_SETTLEMENT_BATCH_MAX: wholeNumberVar({ min: 1, max: 100, fallback: 50 }),
   RPC_URL: z.string().url(),
   // One gas key, or several separated by commas: each is a settlement lane of its own (docs/scaling.md).
   FACILITATOR_PRIVATE_KEY: z
@@ -50,7 +51,7 @@ export const x402Shape = {
     .string({ error: "is required with x402: it derives the deposit and receiving addresses" })
     .trim()
     .refine((m) => m.split(/\s+/).length >= 12, "must be a BIP-39 mnemonic of 12 or more words"),
-  DEPOSIT_CONFIRMATIONS: z.coerce.number().int().min(0).max(1000).default(3),
+  DEPOSIT_CONFIRMATIONS: wholeNumberVar({ min: 0, max: 1000, fallback: 3 }),
   // The key of X402_PAY_TO, the settlement address: it signs the authorizations of payouts and x402
   // refunds (a gas key sends them). Without it the service takes money in but sends none out.
   SETTLEMENT_PRIVATE_KEY: z

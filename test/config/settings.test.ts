@@ -1,5 +1,8 @@
-import { describe, expect, it } from "vitest";
-import { settingsOf, type Env } from "../../src/env";
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
+import worker from "../../src/index";
+import { DEFAULT_RETRY_SCHEDULE, settingsOf, type Env, type Settings } from "../../src/env";
 import { PRODUCTION_LIKE_RECEIPT_KEY, TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
 // Settings fail closed: production never runs on a missing or insecure value.
@@ -19,6 +22,99 @@ const X402 = {
   RPC_URL: "https://rpc.example.com",
   DEPOSIT_MNEMONIC: RECEIVING_KEY,
 };
+
+/** x402 configured completely, so its group is parsed. */
+const X402_ON = { ...X402, FACILITATOR_PRIVATE_KEY: `0x${"1".repeat(64)}` };
+
+/**
+ * Every numeric setting: its bounds and default as the schema states them, where the parsed value is
+ * read, other vars it needs (its group, or a setting it is checked against), and a valid value
+ * other than the default.
+ */
+const NUMERIC_SETTINGS: {
+  name: keyof Env & string;
+  min: number;
+  max: number;
+  fallback: number;
+  valid: number;
+  read: (s: Settings) => number | undefined;
+  with?: Partial<Env>;
+}[] = [
+  {
+    name: "APPROVAL_TTL_HOURS",
+    min: 1,
+    max: 720,
+    fallback: 24,
+    valid: 48,
+    read: (s) => s.approvalTtlMs / 3_600_000,
+  },
+  {
+    name: "ARCHIVE_AFTER_DAYS",
+    min: 0,
+    max: 36_500,
+    fallback: 90,
+    valid: 30,
+    read: (s) => s.archiveAfterMs / 86_400_000,
+  },
+  { name: "RETENTION_DAYS", min: 3, max: 3650, fallback: 30, valid: 7, read: (s) => s.retentionDays },
+  { name: "WEBHOOK_TIMEOUT_MS", min: 1, max: 30_000, fallback: 10_000, valid: 2000, read: (s) => s.webhookTimeoutMs },
+  {
+    name: "X402_CHAIN_ID",
+    min: 1,
+    max: Number.MAX_SAFE_INTEGER,
+    fallback: 8453,
+    valid: 84532,
+    read: (s) => s.x402?.chainId,
+    with: X402_ON,
+  },
+  {
+    name: "X402_MAX_TIMEOUT_SECONDS",
+    min: 30,
+    max: 3600,
+    fallback: 300,
+    valid: 60,
+    read: (s) => s.x402?.maxTimeoutSeconds,
+    with: X402_ON,
+  },
+  {
+    name: "X402_MAX_AUTHORIZATION_SECONDS",
+    min: 30,
+    max: 604_800,
+    fallback: 86_400,
+    valid: 3600,
+    read: (s) => s.x402?.maxAuthorizationSeconds,
+    // At least X402_MAX_TIMEOUT_SECONDS, so its own minimum needs that one at its minimum too.
+    with: { ...X402_ON, X402_MAX_TIMEOUT_SECONDS: "30" },
+  },
+  {
+    name: "X402_FACILITATOR_TIMEOUT_MS",
+    min: 1,
+    max: 120_000,
+    fallback: 30_000,
+    valid: 5000,
+    read: (s) => s.x402?.facilitatorTimeoutMs,
+    with: X402_ON,
+  },
+  {
+    name: "X402_SETTLEMENT_BATCH_MAX",
+    min: 1,
+    max: 100,
+    fallback: 50,
+    valid: 10,
+    // 1 turns batching off: one authorization per transaction.
+    read: (s) => s.x402?.settlementBatch?.max ?? 1,
+    with: { ...X402_ON, X402_SETTLEMENT_BATCH_ADDRESS: "0x000000000000000000000000000000000000bEEF" },
+  },
+  {
+    name: "DEPOSIT_CONFIRMATIONS",
+    min: 0,
+    max: 1000,
+    fallback: 3,
+    valid: 12,
+    read: (s) => s.x402?.depositConfirmations,
+    with: X402_ON,
+  },
+];
 
 describe("settings", () => {
   it("a complete production configuration parses, with keys required and codes not printed", () => {
@@ -203,5 +299,92 @@ describe("settings", () => {
     for (const name of ["ARCHIVE_AFTER_DAYS", "RETENTION_DAYS"])
       for (const bad of ["", " ", "0x10", "0b11", "1e2", " 7"])
         expect(() => settingsOf(production({ [name]: bad })), `${name}=${JSON.stringify(bad)}`).toThrow(name);
+  });
+
+  // A value not plainly a whole number in decimal digits, or outside the setting's bounds, stops the
+  // service with the setting named: it never runs as 0 (empty), 16 (0x10), 100 (1e2) or the default.
+  describe.each(NUMERIC_SETTINGS)("$name", ({ name, min, max, fallback, valid, read, with: others = {} }) => {
+    const parse = (value: string | undefined) => settingsOf(production({ ...others, [name]: value }));
+
+    it(`absent is ${fallback}; ${valid}, ${min} and ${max} parse as written`, () => {
+      expect(read(parse(undefined))).toBe(fallback);
+      expect(read(parse(String(fallback)))).toBe(fallback);
+      for (const value of [valid, min, max]) expect(read(parse(String(value))), `${name}=${value}`).toBe(value);
+    });
+
+    it.each([
+      ["empty", ""],
+      ["blank", " "],
+      ["hex", "0x10"],
+      ["binary", "0b11"],
+      ["an exponent", "1e2"],
+      ["spaces around it", ` ${valid} `],
+      ["a plus sign", `+${valid}`],
+      ["a fraction", `${valid}.5`],
+      ["a decimal point", `${valid}.0`],
+      ["digit grouping", "1_000"],
+      ["a word", "soon"],
+      ["Infinity", "Infinity"],
+      ["negative", "-1"],
+      ["below its minimum", min > 0 ? String(min - 1) : "-1"],
+      ["above its maximum", max === Number.MAX_SAFE_INTEGER ? "9007199254740993" : String(max + 1)],
+    ])("refuses %s (%j)", (_what, value) => {
+      expect(() => parse(value)).toThrow(new RegExp(`\\b${name} `));
+    });
+  });
+
+  describe("WEBHOOK_RETRY_SCHEDULE", () => {
+    const parse = (value: string | undefined) =>
+      settingsOf(production({ WEBHOOK_RETRY_SCHEDULE: value })).webhookRetrySchedule;
+
+    it("absent is the default schedule; whole seconds 0-43,200, 1-30 of them, spaces around commas allowed", () => {
+      expect(parse(undefined)).toEqual(DEFAULT_RETRY_SCHEDULE.split(",").map(Number));
+      expect(parse(undefined)).toEqual([10, 30, 120, 600, 3600, 21600, 43200, 43200, 43200, 43200, 43200]);
+      expect(parse("0")).toEqual([0]);
+      expect(parse("43200")).toEqual([43200]);
+      expect(parse("10,30,120")).toEqual([10, 30, 120]);
+      expect(parse("10, 30 ,120")).toEqual([10, 30, 120]);
+      expect(parse(Array(30).fill("5").join(","))).toHaveLength(30);
+    });
+
+    it.each([
+      ["empty", ""],
+      ["an empty entry", "10,,30"],
+      ["a trailing comma", "10,30,"],
+      ["hex", "10,0x10"],
+      ["an exponent", "1e2"],
+      ["a fraction", "10,1.5"],
+      ["negative", "-1"],
+      ["above the longest queue delay", "43201"],
+      ["more than 30 entries", Array(31).fill("5").join(",")],
+    ])("refuses %s (%j)", (_what, value) => {
+      expect(() => parse(value)).toThrow(/\bWEBHOOK_RETRY_SCHEDULE\b/);
+    });
+  });
+
+  // Where the settings are read: a request, the cron and the queue all stop rather than run on a default.
+  it("an invalid number fails closed everywhere: a request answers 500 and its log line names the setting; the cron and the queue throw", async () => {
+    const broken = { ...env, DEPOSIT_CONFIRMATIONS: "" } as Env;
+    const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const res = await worker.fetch!(
+        new Request("http://service.test/.well-known/jwks.json"),
+        broken,
+        createExecutionContext(),
+      );
+      expect(res.status).toBe(500);
+      expect(await res.json()).toMatchObject({ error: "internal_error" });
+      const logged = error.mock.calls.flat().map(String).join("\n");
+      expect(logged).toContain('"where":"request_failed"');
+      expect(logged).toMatch(/Invalid x402 configuration: DEPOSIT_CONFIRMATIONS expected a whole number/);
+    } finally {
+      error.mockRestore();
+    }
+    const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() });
+    await expect(worker.scheduled!(controller, broken, createExecutionContext())).rejects.toThrow(
+      /DEPOSIT_CONFIRMATIONS/,
+    );
+    const batch = { queue: "webhooks", messages: [] } as unknown as MessageBatch;
+    await expect(worker.queue!(batch, broken)).rejects.toThrow(/DEPOSIT_CONFIRMATIONS/);
   });
 });
