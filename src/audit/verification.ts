@@ -1,3 +1,4 @@
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../proofs/settings";
@@ -58,7 +59,8 @@ async function rememberedPoint(d1: D1Database, proofs: ProofSettings): Promise<R
     signed.payload.verifiedAt === point.verifiedAt
   )
     return point;
-  console.warn(`audit verification: the point at seq ${row.seq} is not signed by the signing key; from genesis`);
+  // After a key rotation this is expected once; otherwise someone wrote the row who should not have.
+  log.warn("audit_verification_point_unsigned", { seq: row.seq, reason: signed.ok ? "fields differ" : signed.reason });
   return null;
 }
 
