@@ -792,7 +792,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Verify the audit chain */
+        /**
+         * Verify the audit chain
+         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now.
+         */
         get: operations["verifyAuditChain"];
         put?: never;
         post?: never;
@@ -2163,6 +2166,9 @@ export interface components {
             rows: number;
             headSeq: number;
             headHash: string;
+            full: boolean;
+            from: number;
+            checked: number;
         } | {
             /** @constant */
             ok: false;
@@ -2170,6 +2176,9 @@ export interface components {
             brokenSeq: number;
             /** @enum {string} */
             problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+            full: boolean;
+            from: number;
+            checked: number;
         };
         AuditCheckpoint: {
             seq: number;
@@ -4794,7 +4803,9 @@ export interface operations {
     };
     verifyAuditChain: {
         parameters: {
-            query?: never;
+            query?: {
+                full?: "true" | "false";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4810,6 +4821,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChainVerdict"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
             429: components["responses"]["RateLimited"];

@@ -1,5 +1,6 @@
+import { textLines } from "../lib/lines";
 import type { AuditRow } from "./chain";
-import { parseSegment, type Segment } from "./segment";
+import { parseSegment, type Segment, segmentRowsOf } from "./segment";
 
 /*
  * The audit chain's history lives in two places: old rows in R2 segments (written by src/archive/),
@@ -47,6 +48,13 @@ export async function readSegment(bucket: R2Bucket, key: string): Promise<Segmen
   const object = await bucket.get(key);
   if (!object) throw new Error(`archive object ${key} is missing`);
   return parseSegment(await object.text());
+}
+
+/** A readable segment's audit rows, streamed from its object; one whose object is gone throws. */
+export async function* segmentRows(bucket: R2Bucket, key: string): AsyncGenerator<AuditRow> {
+  const object = await bucket.get(key);
+  if (!object) throw new Error(`archive object ${key} is missing`);
+  yield* segmentRowsOf(textLines(object.body));
 }
 
 /** The archived audit row `seq`, or null when no readable segment holds it. */

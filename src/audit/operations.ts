@@ -1,6 +1,6 @@
 import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, ChainVerdict } from "./responses";
-import { ExportQuery, PageQuery } from "./routes";
+import { ExportQuery, PageQuery, VerifyQuery } from "./routes";
 
 /** The audit chain: CSV export, pages and verification. */
 export const AUDIT_OPERATIONS: Operation[] = [
@@ -38,9 +38,12 @@ export const AUDIT_OPERATIONS: Operation[] = [
     path: "/console/audit/verify",
     operationId: "verifyAuditChain",
     summary: "Verify the audit chain",
+    description:
+      "Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now.",
     tag: "Operator extras",
     auth: "console",
-    responses: { 200: json(ChainVerdict, "The verdict; names the first broken row, if any.") },
+    query: VerifyQuery,
+    responses: { 200: json(ChainVerdict, "The verdict; names the first broken row, if any."), 400: INVALID },
   },
   {
     method: "post",

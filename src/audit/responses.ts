@@ -28,15 +28,23 @@ export const AuditPage = named(
   z.strictObject({ events: z.array(AuditEvent), nextAfterSeq: z.number().int().positive().nullable() }),
 );
 
+/** Where a verification started re-hashing (src/audit/verification.ts); `rows` counts from genesis either way. */
+const VerificationStart = {
+  full: z.boolean(),
+  from: Cents,
+  checked: Cents,
+};
+
 export const ChainVerdict = named(
   "ChainVerdict",
   z.union([
-    z.strictObject({ ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash }),
+    z.strictObject({ ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash, ...VerificationStart }),
     z.strictObject({
       ok: z.literal(false),
       rows: Cents,
       brokenSeq: z.number().int(),
       problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch"]),
+      ...VerificationStart,
     }),
   ]),
 );

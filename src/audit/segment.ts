@@ -115,6 +115,31 @@ export function parseSegment(text: string): Segment & { body: string } {
 }
 
 /**
+ * A segment's audit rows from its lines as they stream in (src/lib/lines.ts): the header, then its
+ * `rows` rows, each as parseSegment gives it; the ledger entries after them are never read. A reader
+ * of the chain then holds one row of a segment, not the object. Throws when the rows end early.
+ */
+export async function* segmentRowsOf(lines: AsyncIterable<string>): AsyncGenerator<AuditRow> {
+  let header: SegmentHeader | null = null;
+  let read = 0;
+  for await (const line of lines) {
+    if (!header) {
+      header = JSON.parse(line) as SegmentHeader;
+      if (header.rows === 0) return;
+      continue;
+    }
+    const row = JSON.parse(line) as AuditRow;
+    yield auditRow(row, row.data);
+    if (++read === header.rows) return;
+  }
+  throw new Error(
+    header
+      ? `archive segment ${header.firstSeq} ends after ${read} of its ${header.rows} rows`
+      : "archive segment is empty",
+  );
+}
+
+/**
  * Everything that must hold of a segment read back: the body's hash, the counts, the seq and entry
  * bounds, the chain recomputed from `prevHash` to `lastHash`, and the signature over the header.
  * Null when it holds, else what does not.

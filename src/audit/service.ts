@@ -1,7 +1,7 @@
 import { and, asc, gt, gte, lt, sql } from "drizzle-orm";
 import { type Db, dbOf } from "../db/client";
 import { auditEvents } from "../db/schema";
-import { type HistoryStore, nextSegment, readSegment } from "./archived";
+import { type HistoryStore, nextSegment, segmentRows } from "./archived";
 import { type AuditRow, auditRow } from "./chain";
 
 type AuditRecord = typeof auditEvents.$inferSelect;
@@ -24,8 +24,9 @@ export function auditPage(db: Db, afterSeq: number, limit: number, range?: { fro
 
 /**
  * Iterates over the chain after `afterSeq` (or a date range of it) in seq order, archived segments
- * from R2 first, then D1 a page at a time, so memory stays flat. Before each D1 page it looks for a
- * segment again: rows archived while a long read runs are then taken from R2, never skipped.
+ * from R2 first (streamed a row at a time), then D1 a page at a time, so memory stays flat. Before
+ * each D1 page it looks for a segment again: rows archived while a long read runs are then taken
+ * from R2, never skipped.
  */
 export async function* auditRows(
   store: HistoryStore,
@@ -37,7 +38,7 @@ export async function* auditRows(
   for (;;) {
     const segment = await nextSegment(store.DB, after, range);
     if (segment) {
-      for (const row of (await readSegment(store.ARCHIVE, segment.objectKey)).rows)
+      for await (const row of segmentRows(store.ARCHIVE, segment.objectKey))
         if (row.seq > after && (!range || (row.createdAt >= range.fromIso && row.createdAt < range.toIso))) yield row;
       after = segment.lastSeq;
       continue;

@@ -56,3 +56,18 @@ export const auditCheckpoints = sqliteTable(
   },
   (t) => [index("audit_checkpoints_anchor").on(t.anchorStatus, t.updatedAt)],
 );
+
+/**
+ * The last point of the audit chain a verification reached from genesis, or from the point before
+ * it (src/audit/verification.ts): the next one re-hashes only the rows after `seq`, once row `seq`
+ * still has `hash`. `jws` (the receipt key) signs the other fields, so a row written by anyone but
+ * the service is ignored. One row is kept; it is a shortcut, never what makes a verdict.
+ */
+export const auditVerifications = sqliteTable("audit_verifications", {
+  seq: integer("seq").primaryKey(),
+  hash: text("hash").notNull(),
+  /** The point that verification continued after: 0 for genesis. */
+  fromSeq: integer("from_seq").notNull(),
+  verifiedAt: text("verified_at").notNull(),
+  jws: text("jws").notNull(),
+});

@@ -40,10 +40,21 @@ export async function allAuditPages(limit = 7): Promise<unknown[]> {
   }
 }
 
-export async function auditVerify() {
-  const res = await api("GET", "/console/audit/verify", { token: await consoleToken() });
+/** GET /console/audit/verify, from genesis by default: the whole history, archived segments included. */
+export async function auditVerify({ full = true } = {}) {
+  const res = await api("GET", `/console/audit/verify${full ? "?full=true" : ""}`, { token: await consoleToken() });
   expect(res.status).toBe(200);
-  return res.body as { ok: boolean; rows: number; headSeq: number; headHash: string };
+  return res.body as {
+    ok: boolean;
+    rows: number;
+    headSeq: number;
+    headHash: string;
+    full: boolean;
+    from: number;
+    checked: number;
+    brokenSeq?: number;
+    problem?: string;
+  };
 }
 
 /**

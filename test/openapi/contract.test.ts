@@ -648,6 +648,12 @@ describe("the audit chain", () => {
     expect((await rec.call("GET", "/console/audit?limit=2", { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/audit?afterSeq=-1", { token })).status).toBe(400);
     expect((await rec.call("GET", "/console/audit/verify", { token })).body.ok).toBe(true);
+    expect((await rec.call("GET", "/console/audit/verify?full=true", { token })).body).toMatchObject({
+      ok: true,
+      full: true,
+      from: 0,
+    });
+    expect((await rec.call("GET", "/console/audit/verify?full=yes", { token })).status).toBe(400);
   });
 
   it("signs checkpoints, answers the latest, and pages them", async () => {

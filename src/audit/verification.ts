@@ -1,0 +1,147 @@
+import { log } from "../lib/log";
+import { nowIso } from "../lib/time";
+import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
+import type { ProofSettings } from "../proofs/settings";
+import type { HistoryStore } from "./archived";
+import { type ChainVerdict, GENESIS_HASH, verifyChain } from "./chain";
+import { auditRows, firstAuditRows } from "./service";
+
+/*
+ * Verifying the audit chain at a cost that does not grow with its history. A verification that
+ * succeeds remembers the head it reached (audit_verifications); the next one re-hashes only the rows
+ * after that point, once it has read the point's own row back and found it still the row verified
+ * (its hash as remembered, and recomputing). Rows after the point are then checked as ever; a row
+ * before it edited in place is seen only by a full verification (`full`, from genesis), which the
+ * signed checkpoints and their anchors back (src/audit/checkpoints-verify.ts).
+ *
+ * An attacker who can write D1 cannot move the point forward past rows they changed: the point is
+ * signed with the receipt key, which D1 does not hold, and a point that does not verify is ignored
+ * (the verification starts from genesis). Removing the point only makes the next verification full.
+ */
+
+/** The JWS `typ` of a remembered verification. */
+export const VERIFICATION_TYP = "agent-pay-audit-verification+jwt";
+
+/** The verdict of GET /console/audit/verify: the chain's, and where re-hashing started. */
+export type AuditVerdict = ChainVerdict & {
+  /** Re-hashed from genesis because the caller asked for it. */
+  full: boolean;
+  /** The seq re-hashing continued after: 0 is genesis, else a point an earlier verification reached. */
+  from: number;
+  /** The rows re-hashed by this verification; `rows` counts from genesis either way. */
+  checked: number;
+};
+
+interface RememberedPoint {
+  seq: number;
+  hash: string;
+  fromSeq: number;
+  verifiedAt: string;
+}
+
+/** The remembered point, when its signature holds with the signing key of now; else null (start from genesis). */
+async function rememberedPoint(d1: D1Database, proofs: ProofSettings): Promise<RememberedPoint | null> {
+  const row = await d1
+    .prepare(
+      "SELECT seq, hash, from_seq AS fromSeq, verified_at AS verifiedAt, jws FROM audit_verifications ORDER BY seq DESC LIMIT 1",
+    )
+    .first<RememberedPoint & { jws: string }>();
+  if (!row) return null;
+  // The current key alone: a point signed by a key rotated out (perhaps because it leaked) is not trusted.
+  const current = (await publishedJwks(proofs)).keys.slice(0, 1);
+  const signed = await verifyJws(row.jws, { keys: current }, VERIFICATION_TYP);
+  const { jws: _jws, ...point } = row;
+  if (
+    signed.ok &&
+    signed.payload.seq === point.seq &&
+    signed.payload.hash === point.hash &&
+    signed.payload.fromSeq === point.fromSeq &&
+    signed.payload.verifiedAt === point.verifiedAt
+  )
+    return point;
+  // After a key rotation this is expected once; otherwise someone wrote the row who should not have.
+  log.warn("audit_verification_point_unsigned", { seq: row.seq, reason: signed.ok ? "fields differ" : signed.reason });
+  return null;
+}
+
+/**
+ * What is wrong with the remembered point's row now, if anything: checked as a full pass checks it
+ * (linked to the row before, recomputing), and then its hash against the one remembered.
+ */
+async function pointProblem(store: HistoryStore, point: RememberedPoint): Promise<ChainProblem | null> {
+  const rows = await firstAuditRows(store, 2, { afterSeq: Math.max(0, point.seq - 2) });
+  const before = point.seq === 1 ? { seq: 0, hash: GENESIS_HASH } : rows.shift();
+  const row = rows[0];
+  if (!before || before.seq !== point.seq - 1 || !row || row.seq !== point.seq) return "seq_gap";
+  const step = await verifyChain([row], before);
+  if (!step.ok) return step.problem;
+  return row.hash === point.hash ? null : "hash_mismatch";
+}
+
+type ChainProblem = Extract<ChainVerdict, { ok: false }>["problem"];
+
+/** Remembers a verified head as the only point; concurrent verifications may leave either's, both true. */
+async function remember(
+  d1: D1Database,
+  proofs: ProofSettings,
+  seq: number,
+  hash: string,
+  fromSeq: number,
+  now: number,
+) {
+  const verifiedAt = nowIso(now);
+  const jws = await signJws(proofs, VERIFICATION_TYP, { seq, hash, fromSeq, verifiedAt });
+  await d1.batch([
+    d1
+      .prepare(
+        `INSERT INTO audit_verifications (seq, hash, from_seq, verified_at, jws) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (seq) DO UPDATE SET hash = excluded.hash, from_seq = excluded.from_seq,
+           verified_at = excluded.verified_at, jws = excluded.jws`,
+      )
+      .bind(seq, hash, fromSeq, verifiedAt, jws),
+    d1.prepare("DELETE FROM audit_verifications WHERE seq != ?").bind(seq),
+  ]);
+}
+
+/**
+ * Verifies the chain after the remembered point (or from genesis, when there is none or `full` is
+ * asked), archived segments included, and remembers the head when it holds. A failed verification
+ * remembers nothing and keeps the point it started from, so it fails again until someone looks.
+ */
+export async function verifyAudit(
+  store: HistoryStore,
+  proofs: ProofSettings,
+  options: { full?: boolean; now?: number } = {},
+): Promise<AuditVerdict> {
+  const full = options.full ?? false;
+  const point = await rememberedPoint(store.DB, proofs);
+  const start = point && !full ? { seq: point.seq, hash: point.hash } : { seq: 0, hash: GENESIS_HASH };
+  // The remembered row is named as broken: it is not the row that was verified.
+  const broken = (at: RememberedPoint, problem: ChainProblem, checked: number): AuditVerdict => ({
+    ok: false,
+    rows: at.seq,
+    brokenSeq: at.seq,
+    problem,
+    full,
+    from: start.seq,
+    checked,
+  });
+
+  // Continuing from the point needs its row to be the one verified; a full pass checks it after the rows.
+  if (point && !full) {
+    const problem = await pointProblem(store, point);
+    if (problem) return broken(point, problem, 0);
+  }
+  const chain = await verifyChain(auditRows(store, { afterSeq: start.seq, pageSize: 1000 }), start);
+  const verdict: AuditVerdict = { ...chain, rows: start.seq + chain.rows, full, from: start.seq, checked: chain.rows };
+  if (!chain.ok) return verdict;
+  if (point && full) {
+    // A chain rewritten whole with fresh hashes recomputes from genesis; the remembered row says otherwise.
+    const problem = await pointProblem(store, point);
+    if (problem) return broken(point, problem, chain.rows);
+  }
+  // A full pass that reached the point again renews it (`fromSeq` 0 says it was checked from genesis).
+  if (chain.headSeq > 0 && (full || chain.headSeq !== point?.seq))
+    await remember(store.DB, proofs, chain.headSeq, chain.headHash, start.seq, options.now ?? Date.now());
+  return verdict;
+}
