@@ -14,7 +14,6 @@ import {
   inFlight,
   merchantOn,
   paymentEvents,
-  transitSum,
 } from "./helpers";
 
 /*
@@ -90,8 +89,19 @@ describe("a wallet payment across shards", () => {
       const twice = await payCharge(agent.apiKey, charge.chargeId);
       expect(twice.status).toBe(409);
       expect(twice.body.error).toBe("charge_not_pending");
-      // The sender's transit account holds the payment, the receiver's the same, negative.
-      expect(await transitSum(from)).toBeGreaterThanOrEqual(250);
+      // The sending shard recorded the transfer, completed; the receiving shard its one arrival.
+      const sent = await dbOfShard(env, from)
+        .prepare("SELECT status, to_shard AS toShard FROM ledger_transfers WHERE id = ?")
+        .bind(paid.body.charge.reference)
+        .first();
+      expect(sent).toEqual({ status: "completed", toShard: to });
+      const arrived = await dbOfShard(env, to)
+        .prepare(
+          "SELECT outcome, from_shard AS fromShard, balance_after AS balanceAfter FROM ledger_arrivals WHERE id = ?",
+        )
+        .bind(paid.body.charge.reference)
+        .first();
+      expect(arrived).toEqual({ outcome: "applied", fromShard: from, balanceAfter: 250 });
       expect(await inFlight()).toBe(0);
       expect((await entrySum(0)) + (await entrySum(1))).toBe(0);
       await expectShardsAtRest();
