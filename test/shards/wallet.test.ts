@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { dbOfShard } from "../../src/db/shards";
 import { shardOfId } from "../../src/lib/ids";
-import { api } from "../helpers/api";
+import { api, consoleToken } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
 import {
   agentOn,
@@ -45,6 +45,52 @@ describe("a wallet payment within shard 1", () => {
       .first<{ n: number }>();
     expect(transfers!.n).toBe(0);
     await expectChainVerifies(1);
+    await expectShardsAtRest();
+  });
+});
+
+describe("Idempotency-Keys of answers stored in shard 1", () => {
+  it("a charge's creation, its payment and a credit replay from the shard their batch stored them in", async () => {
+    const merchant = await merchantOn(1);
+    const agent = await agentOn(1);
+    const headers = { "idempotency-key": "shard-1-credit" };
+    const token = await consoleToken();
+    const credit = () =>
+      api("POST", `/console/agents/${agent.agentId}/credits`, { token, headers, body: { amountUsdCents: 900 } });
+    const credited = await credit();
+    expect(credited.status).toBe(200);
+    expect(credited.body.balanceMinor).toBe(900);
+    const again = await credit();
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.text).toBe(credited.text);
+    expect(await homeBalance("agent", agent.agentId)).toBe(900);
+
+    const create = () =>
+      api("POST", "/merchant/charges", {
+        token: merchant.apiKey,
+        headers: { "idempotency-key": "shard-1-charge" },
+        body: { amountUsdCents: 200 },
+      });
+    const created = await create();
+    expect(created.status).toBe(201);
+    expect((await create()).text).toBe(created.text);
+    const pay = () =>
+      api("POST", `/charges/${created.body.chargeId}/pay`, {
+        token: agent.apiKey,
+        headers: { "idempotency-key": "shard-1-pay" },
+      });
+    const paid = await pay();
+    expect(paid.status).toBe(200);
+    const replay = await pay();
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.text).toBe(paid.text);
+    const kept = await dbOfShard(env, 1)
+      .prepare(
+        "SELECT COUNT(*) AS n FROM idempotency_keys WHERE key IN ('shard-1-credit', 'shard-1-charge', 'shard-1-pay')",
+      )
+      .first<{ n: number }>();
+    expect(kept!.n).toBe(3);
+    expect(await homeBalance("agent", agent.agentId)).toBe(700);
     await expectShardsAtRest();
   });
 });
