@@ -14,7 +14,7 @@ export default defineConfig(async () => {
           "workers",
           {
             include: ["test/**/*.test.ts"],
-            exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS, BATCH_ONLY_TESTS],
+            exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS, BATCH_ONLY_TESTS, SHARDS_TESTS],
           },
           migrations,
         ),
@@ -25,6 +25,8 @@ export default defineConfig(async () => {
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
+        // Two ledger shards, owners spread over both: payments within one shard and across two.
+        workersProject("workers-shards", { include: [SHARDS_TESTS], vars: SHARDS_VARS }, migrations),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
         workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
         {
@@ -57,6 +59,9 @@ const TREASURY_VARS = {
   FACILITATOR_PRIVATE_KEY: keccak256(stringToHex("agent-pay test treasury gas key")),
   DEPOSIT_MNEMONIC: "legal winner thank year wave sausage worth useful legal winner thank yellow",
 };
+/** The ledger-shard tests run with two shards (DB and DB_SHARD_1), new owners placed on either. */
+const SHARDS_TESTS = "test/shards/**/*.test.ts";
+const SHARDS_VARS = { LEDGER_SHARDS: "2", LEDGER_SHARD_PLACEMENT: "spread" };
 /** The runtime floors' tests run against the bench's own Worker, which the service's bundle does not hold. */
 const BENCH_TESTS = "test/bench/**";
 

@@ -13,6 +13,7 @@ import { moneyOutJobs } from "./money-out";
 import { treasuryCheckJob } from "./treasury/check";
 import { auditCheckpointJob } from "./checkpoints/anchoring";
 import { archiveHistory } from "./archive/archive";
+import { recoverTransfers } from "./agents/transfer-recovery";
 
 export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
@@ -27,7 +28,7 @@ export default {
   },
 
   /**
-   * Every minute: sweep approvals past their expiry; delete expired rows and old webhook history; fan out the outbox; re-enqueue deliveries whose
+   * Every minute: sweep approvals past their expiry; finish payments across ledger shards left pending; delete expired rows and old webhook history; fan out the outbox; re-enqueue deliveries whose
    * message was lost; reconcile x402 settlements with unknown outcomes; credit confirmed deposits; move payouts, refunds and
    * sweeps whose transfers nobody has moved for a while; reconcile the treasury against the chain; sign and
    * anchor an audit checkpoint when the head moved; archive checkpointed history past ARCHIVE_AFTER_DAYS to R2.
@@ -41,6 +42,7 @@ export default {
         const jobs = {
           approvals_expiry: expireOverdueApprovals(dbOf(env.DB)),
           x402_reconcile: reconcileOpenPayments(env),
+          transfer_recover: recoverTransfers(env),
           deposit_watch: watchDeposits(env),
           retention: retentionJob(env),
           ...moneyOutJobs(env),

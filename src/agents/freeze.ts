@@ -3,6 +3,7 @@ import { ledgerOf } from "../ledger/ledger.do";
 import { guards, sqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";
 import { nowIso } from "../lib/time";
+import { ownerShard } from "../ledger/directory";
 
 export type FreezeOutcome = "done" | "unchanged" | "not_found";
 
@@ -21,7 +22,16 @@ export async function setFrozen(
   reason: string | null,
   by: string,
 ): Promise<FreezeOutcome> {
-  const result = await ledgerOf(env, 0).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
+  // Frozen is decided on the agent's home row, so the freeze and its audit row go to its shard.
+  let shard: number;
+  try {
+    shard = await ownerShard(env, "agent", agentId);
+  } catch (error) {
+    // Every agent is in the directory from its creation on: one that is not does not exist.
+    if (/no shard in the directory/.test(String(error))) return "not_found";
+    throw error;
+  }
+  const result = await ledgerOf(env, shard).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
   if (result.kind === "committed") return "done";
   if (result.reason === "agent_not_found") return "not_found";
   if (result.reason === "agent_already_frozen" || result.reason === "agent_not_frozen") return "unchanged";

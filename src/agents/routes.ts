@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
@@ -10,6 +11,7 @@ import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
 import { walletOf } from "./wallet.do";
 import { payOutcomeResponse } from "./outcomes";
+import { keysInHomeOf } from "../ledger/directory";
 import { ChargeIdParam } from "../charges/routes";
 import { creditBody } from "./wallet-credit";
 import { answerInBatch } from "../auth/idempotency";
@@ -27,6 +29,9 @@ export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(50
 export const FreezeBody = z.object({ reason: z.string().trim().min(1).max(200).optional() }).strict();
 /** Unfreeze takes nothing: no body, or `{}`; anything else is refused like any other body, never ignored. */
 export const NoBody = z.object({}).strict();
+
+/** An agent's payment stores its answer in its home shard's batch: its key is reserved there. */
+const agentKeysInHome = (c: Context<AppEnv>) => keysInHomeOf(c.env, "agent", actorOf(c.get("actor"), "agent").agentId);
 
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
@@ -62,7 +67,8 @@ export const agentRoutes = new Hono<AppEnv>()
   )
   .post(
     "/console/agents/:agentId/credits",
-    requireActor("console"),
+    // The credit stores its answer in its batch, in the agent's shard: the key is reserved there.
+    requireActor("console", { keysIn: (c) => keysInHomeOf(c.env, "agent", c.req.param("agentId") ?? "") }),
     validate("param", AgentParam),
     validate("json", CreditBody),
     async (c) => {
@@ -131,12 +137,17 @@ export const agentRoutes = new Hono<AppEnv>()
     return c.json(balance);
   })
   // An agent pays a charge from its wallet: the wallet, not the charge, decides (policy, balance, approval).
-  .post("/charges/:chargeId/pay", requireActor("agent"), validate("param", ChargeIdParam), async (c) => {
-    const { agentId } = actorOf(c.get("actor"), "agent");
-    const outcome = await walletOf(c.env, agentId).payCharge(
-      agentId,
-      c.req.valid("param").chargeId,
-      c.get("idempotency"),
-    );
-    return payOutcomeResponse(c, outcome, { kind: "charge" }, "agent");
-  });
+  .post(
+    "/charges/:chargeId/pay",
+    requireActor("agent", { keysIn: agentKeysInHome }),
+    validate("param", ChargeIdParam),
+    async (c) => {
+      const { agentId } = actorOf(c.get("actor"), "agent");
+      const outcome = await walletOf(c.env, agentId).payCharge(
+        agentId,
+        c.req.valid("param").chargeId,
+        c.get("idempotency"),
+      );
+      return payOutcomeResponse(c, outcome, { kind: "charge" }, "agent");
+    },
+  );

@@ -10,7 +10,9 @@ import type { Env } from "../env";
 import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { settingsOf } from "../env";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry, placeShard } from "../ledger/directory";
+import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
+import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
 import { ensureHomeRow } from "../ledger/home-rows";
 
 export type AgentRow = typeof agents.$inferSelect;
@@ -99,11 +101,15 @@ export async function balanceView(env: Env, db: Db, agentId: string) {
   const agent = await getAgent(db, agentId);
   if (!agent) return null;
   const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(env, agent.id));
+  // Money and the freeze are the home row's (the control row is that row in shard 0).
+  const shard = await ownerShard(env, "agent", agentId);
+  const home =
+    shard === 0 ? agent : await dbOf(dbOfShard(env, shard)).select().from(agents).where(eq(agents.id, agentId)).get();
   return {
     agentId: agent.id,
-    balanceMinor: agent.balanceMinor,
+    balanceMinor: home?.balanceMinor ?? 0,
     currency: agent.currency,
     depositAddress,
-    frozen: agent.frozenAt !== null,
+    frozen: (home?.frozenAt ?? null) !== null,
   };
 }

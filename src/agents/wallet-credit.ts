@@ -5,6 +5,8 @@ import { agentCreditPlan, depositPlan, type DepositTransfer } from "../ledger/mo
 import { balanceAfter } from "../ledger/postings";
 import { PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
 import { newId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
+import { ownerShard } from "../ledger/directory";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import type { Policy } from "./policy";
@@ -33,11 +35,12 @@ export async function creditWallet(
         agentId,
       )
     : [];
-  const result = await ledgerOf(env, 0).commit(
+  const shard = await ownerShard(env, "agent", agentId);
+  const result = await ledgerOf(env, shard).commit(
     agentCreditPlan({
       agentId,
       amountMinor,
-      transferId: newId("credit"),
+      transferId: newId("credit", shard),
       reference,
       by,
       createdAt: nowIso(),
@@ -48,7 +51,8 @@ export async function creditWallet(
     if (result.reason !== "credit_already_recorded") return { ok: false, reason: result.reason };
     // This very credit landed in a batch whose answer was lost, and the sequencer committed it again:
     // it is done once. Its exact balance after is in the answer that batch stored (with a key); this is the balance now.
-    const row = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?")
+    const row = await dbOfShard(env, shard)
+      .prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?")
       .bind(agentId)
       .first<{ balanceMinor: number }>();
     if (!row) return { ok: false, reason: "agent_not_found" };
@@ -62,9 +66,12 @@ export const creditBody = (balanceMinor: number) => ({ balanceMinor });
 
 /** Replaces the agent's policy; returns false if the agent does not exist. */
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
-  const result = await env.DB.prepare("UPDATE agents SET policy = ? WHERE id = ?")
-    .bind(canonicalJson(policy), agentId)
-    .run();
+  const shard = await ownerShard(env, "agent", agentId);
+  const update = (db: D1Database) =>
+    db.prepare("UPDATE agents SET policy = ? WHERE id = ?").bind(canonicalJson(policy), agentId).run();
+  // The home row's policy is the one payments decide on; the control row's copy is what agent views show.
+  const result = await update(dbOfShard(env, shard));
+  if (shard !== 0 && result.meta.changes > 0) await update(env.DB);
   return result.meta.changes > 0;
 }
 
@@ -78,8 +85,9 @@ export async function creditDeposit(
   credit: boolean,
 ): Promise<"credited" | "blocked" | "duplicate"> {
   const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
-  const result = await ledgerOf(env, 0).commit(
-    depositPlan({ ...transfer, depositId: newId("deposit"), amountMinor, createdAt: nowIso() }, credit),
+  const shard = await ownerShard(env, "agent", transfer.agentId);
+  const result = await ledgerOf(env, shard).commit(
+    depositPlan({ ...transfer, depositId: newId("deposit", shard), amountMinor, createdAt: nowIso() }, credit),
   );
   if (result.kind === "refused") return "duplicate";
   return credit ? "credited" : "blocked";

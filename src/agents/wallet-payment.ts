@@ -7,7 +7,10 @@ import type { SqlStatement } from "../db/statements";
 import { balanceAfter } from "../ledger/postings";
 import { faultPoint } from "../lib/faults";
 import { PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
+import { ownerShard } from "../ledger/directory";
+import { commitAcrossShards } from "./wallet-transfer";
 import { nowIso } from "../lib/time";
 import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
 import { evaluatePolicy, POLICY_REASONS } from "./policy";
@@ -65,11 +68,12 @@ async function landedPayment(
   reference: string,
 ): Promise<{ balanceMinor: number } | undefined> {
   const account = `merchant:${charge.merchantId}`;
-  const row = await env.DB.prepare(
-    `SELECT m.balance_minor - (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
+  const row = await dbOfShard(env, shardOfId(charge.id))
+    .prepare(
+      `SELECT m.balance_minor - (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
                AND rowid > (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
      FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?3 AND c.reference = ?2`,
-  )
+    )
     .bind(account, reference, charge.id)
     .first<{ balanceMinor: number }>();
   return row ?? undefined;
@@ -77,12 +81,22 @@ async function landedPayment(
 
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
 export async function commitPayment(
-  { env, agentId, turn, slot }: WalletTurnCall,
+  call: WalletTurnCall,
   charge: PayableSnapshot,
   options: PaymentOptions,
 ): Promise<PayOutcome> {
+  const { env, agentId, turn, slot } = call;
+  const shard = await ownerShard(env, "agent", agentId);
+  const chargeShard = shardOfId(charge.id);
+  if (chargeShard !== shard) {
+    // Only a stored charge paid from the wallet crosses shards so far: a charge born with its payment
+    // (checkout link), a PayLink draw or an approval grant stays in one (docs/decisions.md, "Ledger shards").
+    if (options.prelude?.length || options.extraStatements?.length || (options.method ?? "ledger") !== "ledger")
+      throw new Error(`a payment with a prelude or extras cannot cross from shard ${shard} to ${chargeShard} yet`);
+    return commitAcrossShards(call, charge, options.view, { from: shard, to: chargeShard });
+  }
   const paidAt = nowIso();
-  const reference = newId("payment");
+  const reference = newId("payment", shard);
   const method = options.method ?? "ledger";
   const paidCharge = chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt });
   // The answer, with the merchant's balance after this payment written in by the batch itself.
@@ -102,7 +116,7 @@ export async function commitPayment(
   let failure: unknown;
   try {
     faultPoint("payment.before_commit", { abort: turn.abort });
-    const committing = ledgerOf(env, 0).commit(
+    const committing = ledgerOf(env, shard).commit(
       walletPaymentPlan({
         charge,
         agentId,

@@ -2,7 +2,11 @@ import type { Env } from "../env";
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";
+import type { TransferIntents } from "./wallet-transfer";
 import { utcDayStart } from "../lib/time";
+import { dbOfShard } from "../db/shards";
+import { shardOfId } from "../lib/ids";
+import { ownerShard } from "../ledger/directory";
 import { parseStoredPolicy, type Policy } from "./policy";
 
 /** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
@@ -38,8 +42,12 @@ const agentStatements = (db: D1Database, agentId: string, now: number) => [
     .bind(agentId),
   db
     .prepare(
-      `SELECT COALESCE(SUM(amount_minor), 0) AS spent FROM charges
-     WHERE agent_id = ? AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?`,
+      // Payments of charges in this shard, and transfers toward charges in other shards (pending or
+      // completed: a reversed one gave the money back).
+      `SELECT COALESCE((SELECT SUM(amount_minor) FROM charges
+         WHERE agent_id = ?1 AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?2), 0)
+       + COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
+         WHERE agent_id = ?1 AND kind = 'payment' AND status <> 'reversed' AND created_at >= ?2), 0) AS spent`,
     )
     .bind(agentId, utcDayStart(now)),
 ];
@@ -57,14 +65,19 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
 
 /** The agent and an existing charge (with this agent's pending approval of it), read in one batch: one consistent snapshot. */
 export async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
-  const db = env.DB;
-  const [charge, approval, agent, spent] = await db.batch([
+  const db = dbOfShard(env, shardOfId(chargeId));
+  const home = dbOfShard(env, await ownerShard(env, "agent", agentId));
+  const chargeReads = [
     db.prepare(CHARGE_SELECT).bind(chargeId),
     db
       .prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`)
       .bind(chargeId, agentId),
-    ...agentStatements(db, agentId, now),
-  ]);
+  ];
+  // One snapshot when both live in one database; across shards, each side's own.
+  const [charge, approval, agent, spent] =
+    home === db
+      ? await db.batch([...chargeReads, ...agentStatements(db, agentId, now)])
+      : [...(await db.batch(chargeReads)), ...(await home.batch(agentStatements(home, agentId, now)))];
   return {
     charge: charge?.results[0] as PayableSnapshot | undefined,
     pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
@@ -74,7 +87,8 @@ export async function readChargeState(env: Env, agentId: string, chargeId: strin
 
 /** The agent's balance, policy and today's spend, read from D1. */
 export async function readAgentState(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
-  const [agent, spent] = await env.DB.batch(agentStatements(env.DB, agentId, now));
+  const home = dbOfShard(env, await ownerShard(env, "agent", agentId));
+  const [agent, spent] = await home.batch(agentStatements(home, agentId, now));
   return agentStateOf(agent, spent);
 }
 
@@ -83,7 +97,8 @@ export async function readAgentState(env: Env, agentId: string, now: number): Pr
  * statement: only a hold needs the charge's pending approval, and a hold reads everything again.
  */
 export async function readCharge(env: Env, chargeId: string): Promise<PayableSnapshot | undefined> {
-  return (await env.DB.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
+  const db = dbOfShard(env, shardOfId(chargeId));
+  return (await db.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
 }
 
 /**
@@ -162,6 +177,8 @@ export interface WalletTurn {
   endTurn: () => void;
   /** Ends the wallet object as a crash would (fault-injection tests only). */
   abort?: () => void;
+  /** Where a payment across ledger shards keeps its transfer until decided (the wallet object's storage). */
+  intents?: TransferIntents;
 }
 
 /**

@@ -21,6 +21,7 @@ import {
 import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
 import { grantApproval } from "./wallet-hold";
 import { AgentStateCache, readCharge, type WalletTurnCall } from "./wallet-state";
+import { driveTransfer, type TransferIntents } from "./wallet-transfer";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -55,8 +56,76 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   /** An operation's call in its turn: this object's remembered figures, and how it lets the next operation start. */
   private call(agentId: string, endTurn: () => void, slot: IdempotencySlot | undefined): WalletTurnCall {
-    const turn = { cache: this.cache, endTurn, abort: () => this.ctx.abort("fault injection") };
+    const turn = {
+      cache: this.cache,
+      endTurn,
+      abort: () => this.ctx.abort("fault injection"),
+      intents: this.intents(agentId),
+    };
     return { env: this.env, agentId, turn, slot };
+  }
+
+  /**
+   * Transfers across shards in flight, kept in this object's storage (`xfer:<id>` → the sending
+   * shard and when) with an alarm, so one a crash interrupts is driven again by `alarm`.
+   */
+  private intents(agentId: string): TransferIntents {
+    const storage = this.ctx.storage;
+    return {
+      remember: async (id, from) => {
+        await storage.put({ agentId, [`${INTENT}${id}`]: { from, at: Date.now() } satisfies Intent });
+        await this.alarmBy(Date.now() + TRANSFER_RETRY_MS);
+      },
+      done: async (id) => {
+        await storage.delete(`${INTENT}${id}`);
+      },
+    };
+  }
+
+  private async alarmBy(at: number): Promise<void> {
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
+  }
+
+  /**
+   * Drives this agent's transfers across shards (`ids`, sent from `from`) in its turn, ordered with its
+   * payments: the minute cron's backstop for a transfer no alarm finished.
+   */
+  resumeTransfers(from: number, ids: string[]) {
+    return this.serialize(async () => {
+      this.cache.forget();
+      const states = [];
+      for (const id of ids) states.push((await driveTransfer(this.env, from, id, this.faultContext())).status);
+      this.cache.forget();
+      return states;
+    });
+  }
+
+  private faultContext() {
+    return { abort: () => this.ctx.abort("fault injection") };
+  }
+
+  /**
+   * Drives every transfer this object remembers in flight. One whose send never landed is forgotten
+   * once it is old enough that its batch cannot still be in the ledger's queue (the cron would find
+   * it if it landed after all). Returns whether any is left to retry.
+   */
+  private async driveIntents(): Promise<boolean> {
+    const intents = await this.ctx.storage.list<Intent>({ prefix: INTENT });
+    if (intents.size === 0) return false;
+    return this.serialize(async () => {
+      this.cache.forget();
+      let left = false;
+      for (const [key, { from, at }] of intents) {
+        const state = await driveTransfer(this.env, from, key.slice(INTENT.length), this.faultContext());
+        const over = state.status === "completed" || state.status === "reversed";
+        if (over || (state.status === "absent" && Date.now() - at > TRANSFER_RETRY_MS))
+          await this.ctx.storage.delete(key);
+        else left = true;
+      }
+      this.cache.forget();
+      return left;
+    });
   }
 
   /** A payment held for a human gets an alarm at its approval's expiry. */
@@ -72,13 +141,21 @@ export class WalletDurableObject extends DurableObject<Env> {
   }
 
   /**
-   * Expires this agent's approvals that are due, then sets the alarm for the
-   * next one. Idempotent: firing twice expires nothing twice (the update is
-   * guarded by status), and the minute cron sweeps whatever an alarm missed.
+   * Drives the transfers across shards this object has in flight, expires this agent's approvals
+   * that are due, then sets the alarm for whichever comes next. Idempotent: firing twice decides
+   * nothing twice (every step is guarded), and the minute cron sweeps whatever an alarm missed.
    */
   override async alarm(): Promise<void> {
+    const retryAt = (await this.driveIntents()) ? Date.now() + TRANSFER_RETRY_MS : null;
+    const nextExpiry = await this.expireApprovals();
+    const next = Math.min(retryAt ?? Number.POSITIVE_INFINITY, nextExpiry ?? Number.POSITIVE_INFINITY);
+    if (Number.isFinite(next)) await this.ctx.storage.setAlarm(next);
+  }
+
+  /** Expires this agent's approvals that are due; answers when the next one is. */
+  private async expireApprovals(): Promise<number | null> {
     const agentId = await this.ctx.storage.get<string>("agentId");
-    if (!agentId) return;
+    if (!agentId) return null;
     const now = nowIso();
     await this.env.DB.prepare(
       "UPDATE approvals SET status = 'expired', decided_at = ? WHERE agent_id = ? AND status = 'pending' AND expires_at <= ?",
@@ -90,7 +167,7 @@ export class WalletDurableObject extends DurableObject<Env> {
     )
       .bind(agentId)
       .first<{ next: string | null }>();
-    if (next?.next) await this.ctx.storage.setAlarm(Date.parse(next.next));
+    return next?.next ? Date.parse(next.next) : null;
   }
 
   drawFromWallet(agentId: string, draw: WalletDraw, slot?: IdempotencySlot) {
@@ -140,5 +217,14 @@ export class WalletDurableObject extends DurableObject<Env> {
     }
   }
 }
+
+/** Storage key prefix of a transfer in flight. */
+const INTENT = "xfer:";
+interface Intent {
+  from: number;
+  at: number;
+}
+/** How long a transfer in flight waits before the alarm drives it again. */
+const TRANSFER_RETRY_MS = 30_000;
 
 export const walletOf = (env: Env, agentId: string) => env.WALLET.getByName(agentId);

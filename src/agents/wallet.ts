@@ -3,6 +3,9 @@ import { executeBatch, guard, guardReasonOf, type SqlStatement } from "../db/sta
 import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
 import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
+import { ownerShard } from "../ledger/directory";
+import { shardOfId } from "../lib/ids";
+import { resumeTransfersOfCharge } from "./wallet-transfer";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
 import {
   readChargeState,
@@ -42,6 +45,12 @@ export async function payCharge(
   ahead: Promise<PayableSnapshot | undefined>,
 ): Promise<PayOutcome> {
   const { env, agentId, turn } = call;
+  const shard = await ownerShard(env, "agent", agentId);
+  if (shardOfId(chargeId) !== shard) {
+    // A retry of a payment across shards whose first answer was lost finds its transfer first.
+    const earlier = await resumeTransfersOfCharge(call, shard, chargeId);
+    if (earlier) return earlier;
+  }
   const now = Date.now();
   const act = (
     judged: ReturnType<typeof judgeCharge>,

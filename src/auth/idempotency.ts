@@ -84,7 +84,7 @@ const storedText = (material: string, body: string) =>
  * paying tools' `idempotencyKey` argument is kept by the same `reserveKey`
  * and `keepAnswer`, under the same scope.
  */
-export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> {
+export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database = c.env.DB): Promise<void> {
   const key = c.req.header("idempotency-key");
   const authorization = c.req.header("authorization");
   if (c.req.method !== "POST" || key === undefined || !authorization) return next();
@@ -105,7 +105,7 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
     requestHash: await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`),
   };
   const material = c.get("settings").webhookSecretsKey;
-  const reservation = await reserveKey(c.env.DB, material, request);
+  const reservation = await reserveKey(db, material, request);
   if (reservation.kind === "replay") {
     const { answer } = reservation;
     c.res = new Response(answer.body, {
@@ -115,7 +115,7 @@ export async function idempotent(c: Context<AppEnv>, next: Next): Promise<void> 
     return;
   }
   c.set("idempotency", reservation.slot);
-  await keepAnswer(c.env.DB, material, reservation.slot, async () => {
+  await keepAnswer(db, material, reservation.slot, async () => {
     await next();
     return { status: c.res.status, contentType: c.res.headers.get("content-type"), body: () => c.res.clone().text() };
   });

@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import type { CodeWith } from "../lib/error-codes";
@@ -28,7 +29,17 @@ function bearerToken(header: string | undefined): string | null | undefined {
  * `Idempotency-Key` (`idempotent`), so a stored answer is replayed only to a
  * credential that is valid now, and a refusal is never stored under the key.
  */
-export const requireActor = <K extends ActorKind>(expected: K, options: { idempotencyKey?: boolean } = {}) =>
+export const requireActor = <K extends ActorKind>(
+  expected: K,
+  options: {
+    idempotencyKey?: boolean;
+    /**
+     * Where the request's Idempotency-Key is reserved: the database of the plan that stores its
+     * answer (an owner's ledger shard). Control (DB) unless the route says otherwise.
+     */
+    keysIn?: (c: Context<AppEnv>) => Promise<D1Database>;
+  } = {},
+) =>
   createMiddleware<AppEnv>(async (c, next) => {
     const token = bearerToken(c.req.header("authorization"));
     if (token === undefined) {
@@ -56,7 +67,8 @@ export const requireActor = <K extends ActorKind>(expected: K, options: { idempo
           : `console:${actor.email}`,
     );
     c.set("actor", actor);
-    return options.idempotencyKey === false ? next() : idempotent(c, next);
+    if (options.idempotencyKey === false) return next();
+    return idempotent(c, next, options.keysIn ? await options.keysIn(c) : c.env.DB);
   });
 
 /** The authenticated actor of the kind the route required. */

@@ -1,4 +1,8 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
+import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { shardOfId } from "../lib/ids";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -19,21 +23,41 @@ export const CreateChargeBody = z
 
 export const ChargeIdParam = z.object({ chargeId: pathId });
 
+const merchantKeysInHome = (c: Context<AppEnv>) =>
+  keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId);
+
 export const chargeRoutes = new Hono<AppEnv>()
-  .post("/merchant/charges", requireActor("merchant"), validate("json", CreateChargeBody), async (c) => {
-    const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
-    if (!merchant) throw new ApiError(404, "merchant_not_found");
-    const body = c.req.valid("json");
-    const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
-    const charge = await createCharge(c.env.DB, merchant, input, (row) => answerInBatch(c, 201, chargeView(row)));
-    return c.json(chargeView(charge), 201);
-  })
+  // A merchant's charges live in its home shard; the create's answer is stored in its batch there.
+  .post(
+    "/merchant/charges",
+    requireActor("merchant", { keysIn: merchantKeysInHome }),
+    validate("json", CreateChargeBody),
+    async (c) => {
+      const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
+      if (!merchant) throw new ApiError(404, "merchant_not_found");
+      const body = c.req.valid("json");
+      const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
+      const shard = await ownerShard(c.env, "merchant", merchant.id);
+      const charge = await createCharge(
+        dbOfShard(c.env, shard),
+        merchant,
+        input,
+        (row) => answerInBatch(c, 201, chargeView(row)),
+        shard,
+      );
+      return c.json(chargeView(charge), 201);
+    },
+  )
   .get("/merchant/charges", requireActor("merchant"), async (c) => {
-    const rows = await listMerchantCharges(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId, 100);
+    const { merchantId } = actorOf(c.get("actor"), "merchant");
+    const home = dbOf(dbOfShard(c.env, await ownerShard(c.env, "merchant", merchantId)));
+    const rows = await listMerchantCharges(home, merchantId, 100);
     return c.json({ charges: rows.map(chargeView) });
   })
+  // The id names the charge's shard.
   .get("/charges/:chargeId", validate("param", ChargeIdParam), async (c) => {
-    const charge = await getCharge(c.get("db"), c.req.valid("param").chargeId);
+    const { chargeId } = c.req.valid("param");
+    const charge = await getCharge(dbOf(dbOfShard(c.env, shardOfId(chargeId))), chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
     return c.json(chargeView(charge));
   });

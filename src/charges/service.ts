@@ -43,9 +43,10 @@ export function newPendingCharge(
     x402Claim?: string | null;
   },
   createdAt = nowIso(),
+  shard = 0,
 ): ChargeRow {
   return {
-    id: newId("charge"),
+    id: newId("charge", shard),
     merchantId,
     agentId: null,
     amountMinor: input.amountMinor,
@@ -93,14 +94,18 @@ export function chargeCreationStatements(row: ChargeRow, merchantName: string): 
   ];
 }
 
-/** A new pending charge and its `charge.created` event, written together. */
+/**
+ * A new pending charge and its `charge.created` event, written together in `d1`, the database of
+ * the merchant's ledger shard `shard` (the charge's id carries it).
+ */
 export async function createCharge(
   d1: D1Database,
   merchant: { id: string; name: string },
   input: { amountMinor: number; description?: string | undefined; externalId?: string | undefined },
   withCreated: WithCreated<ChargeRow> = nothingMore,
+  shard = 0,
 ): Promise<ChargeRow> {
-  const row = newPendingCharge(merchant.id, input);
+  const row = newPendingCharge(merchant.id, input, nowIso(), shard);
   await executeBatch(d1, [...chargeCreationStatements(row, merchant.name), ...(await withCreated(row))]);
   return row;
 }

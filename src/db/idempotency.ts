@@ -77,6 +77,20 @@ export const storeTemplateStatements = (
   ),
 ];
 
+/**
+ * The reservation check alone, as a guard of a batch that must not land once the request's key was
+ * freed (the first phase of a payment across ledger shards).
+ */
+export const reservationHeldStatement = reservationHeld;
+
+/**
+ * Stores `body` under `slot` only while the reservation is still held, with no guard: for a batch
+ * that must land whether or not the request that began it is still waiting (a transfer completed by
+ * recovery); a freed or taken-over key simply keeps no answer from it.
+ */
+export const storeIfHeldStatement = (slot: IdempotencySlot, status: number, body: string): SqlStatement =>
+  sqlStatement(`${STORE_RESPONSE}?${STILL_RESERVED}`, status, body, ...reservationOf(slot));
+
 /** Frees a reservation that keeps no answer: this one only (another request may have taken the key over). */
 export const releaseReservation = (db: D1Database, slot: IdempotencySlot) =>
   db

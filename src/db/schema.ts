@@ -12,3 +12,4 @@ export * from "./money-out";
 export * from "./proofs";
 export * from "./archive";
 export * from "./directory";
+export * from "./transfers";

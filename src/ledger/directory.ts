@@ -1,6 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
 import { shardDirectory } from "../db/schema";
 import type { Env } from "../env";
 import { IsolateCache } from "../lib/isolate-cache";
@@ -42,4 +43,26 @@ export async function homeShard(env: Env, kind: OwnerKind, ownerId: string): Pro
     throw new Error(`${kind} ${ownerId} lives in shard ${row.shard}, beyond LEDGER_SHARDS`);
   homes.set(key, row.shard);
   return row.shard;
+}
+
+/**
+ * The owner's home shard, without reading the directory while this deployment runs one shard (then
+ * every owner lives in shard 0, whatever the directory says or lacks), so one shard behaves as before.
+ */
+export async function ownerShard(env: Env, kind: OwnerKind, ownerId: string): Promise<number> {
+  return settingsOf(env).ledgerShards === 1 ? 0 : homeShard(env, kind, ownerId);
+}
+
+/**
+ * The database an Idempotency-Key of a request acting on this owner's money is reserved in: its home
+ * shard's, where the plan that stores the answer commits. An owner the directory does not know
+ * reserves in control; its request finds no owner and answers 404.
+ */
+export async function keysInHomeOf(env: Env, kind: OwnerKind, ownerId: string): Promise<D1Database> {
+  if (settingsOf(env).ledgerShards === 1) return env.DB;
+  try {
+    return dbOfShard(env, await homeShard(env, kind, ownerId));
+  } catch {
+    return env.DB;
+  }
 }

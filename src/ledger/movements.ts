@@ -35,7 +35,7 @@ export interface WalletPayment {
  * it (only such a charge has the statement), and other pending approvals for
  * it can no longer be granted (a charge created in this same batch has none).
  */
-function chargePaidStatements(
+export function chargePaidStatements(
   charge: PayableCharge,
   agentId: string | null,
   method: string,

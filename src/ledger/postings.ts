@@ -1,7 +1,12 @@
 import { appendRows, sqlStatement, type SqlStatement } from "../db/statements";
 
-/** Ledger accounts: wallets and merchant balances, and the outside world money enters from. */
-export type Account = `agent:${string}` | `merchant:${string}` | `external:${string}`;
+/**
+ * Ledger accounts: wallets and merchant balances, the outside world money enters from, and
+ * `transit:<k>`: in one shard, money sent toward shard k (positive) or received from it (negative)
+ * by a payment whose two sides live in different shards. Like `external:*`, a transit account
+ * belongs to nobody and has no balance row.
+ */
+export type Account = `agent:${string}` | `merchant:${string}` | `external:${string}` | `transit:${number}`;
 
 /** One movement of `amountMinor` cents from one account to another. */
 export interface Posting {

@@ -8,6 +8,10 @@
 export type FaultPoint =
   | "payment.before_commit"
   | "payment.after_commit"
+  | "transfer.after_send"
+  | "transfer.after_arrive"
+  | "transfer.after_refusal"
+  | "transfer.before_settle"
   | "ledger.before_batch"
   | "ledger.after_batch"
   | "draw.before_wallet"

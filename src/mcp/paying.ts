@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { outcomeReply, refusalError, type PaidView, type PayOutcome } from "../agents/outcomes";
+import { keysInHomeOf } from "../ledger/directory";
 import { IDEMPOTENCY_KEY_SHAPE, idempotencyScope, keepAnswer, reserveKey } from "../auth/idempotency";
 import type { ChargeView } from "../charges/service";
 import type { IdempotencySlot } from "../db/idempotency";
@@ -93,7 +94,8 @@ export async function payOnce(
   pay: (slot: IdempotencySlot | undefined) => Promise<PayOutcome>,
 ): Promise<ToolAnswer> {
   if (idempotencyKey === undefined) return toolAnswer(ctx, routeReply(await pay(undefined), view), false);
-  const db = ctx.env.DB;
+  // Reserved where the wallet's payment stores its answer: the agent's home shard.
+  const db = await keysInHomeOf(ctx.env, "agent", ctx.agentId);
   const material = settingsOf(ctx.env).webhookSecretsKey;
   const reservation = await reserveKey(db, material, {
     scope: await idempotencyScope({ kind: "agent", agentId: ctx.agentId }),

@@ -12,6 +12,7 @@ import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import {
   consoleMerchantView,
   getMerchant,
+  homeBalance,
   listMerchants,
   merchantView,
   registerMerchant,
@@ -71,7 +72,7 @@ export const merchantRoutes = new Hono<AppEnv>()
   .get("/merchant/me", requireActor("merchant"), async (c) => {
     const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
     if (!merchant) throw new ApiError(404, "merchant_not_found");
-    return c.json({ merchant: merchantView(merchant) });
+    return c.json({ merchant: merchantView({ ...merchant, balanceMinor: await homeBalance(c.env, merchant) }) });
   })
   .put("/merchant/payout-address", requireActor("merchant"), validate("json", PayoutAddressBody), async (c) => {
     const { address } = c.req.valid("json");

@@ -6,7 +6,8 @@ import { hashApiKey } from "../auth/credentials";
 import { newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry, placeShard } from "../ledger/directory";
+import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
+import { dbOfShard } from "../db/shards";
 import { ensureHomeRow } from "../ledger/home-rows";
 
 export type MerchantRow = typeof merchants.$inferSelect;
@@ -65,3 +66,14 @@ export const listMerchants = (db: Db, limit: number) =>
 
 export const setPayoutAddress = (db: Db, id: string, address: string) =>
   db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));
+
+/** The merchant's balance: its home shard's account row's (the control row is that row in shard 0). */
+export async function homeBalance(env: Env, merchant: MerchantRow): Promise<number> {
+  const shard = await ownerShard(env, "merchant", merchant.id);
+  if (shard === 0) return merchant.balanceMinor;
+  const home = await dbOfShard(env, shard)
+    .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
+    .bind(merchant.id)
+    .first<{ balanceMinor: number }>();
+  return home?.balanceMinor ?? 0;
+}

@@ -1,0 +1,247 @@
+import type { Env } from "../env";
+import { chargeView, type ChargeView } from "../charges/service";
+import { dbOfShard } from "../db/shards";
+import {
+  PENDING_FIGURE,
+  reservationHeldStatement,
+  storeIfHeldStatement,
+  type IdempotencySlot,
+} from "../db/idempotency";
+import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
+import { AGENT_FROZEN } from "../ledger/movements";
+import type { CommitPlan } from "../ledger/plan";
+import {
+  arrivalPlan,
+  arrivalRefusedPlan,
+  completePlan,
+  reversePlan,
+  sendPlan,
+  TRANSFER_ALREADY_ARRIVED,
+  type CrossShardPayment,
+  type PendingTransfer,
+} from "../ledger/transfers";
+import { codeWith } from "../lib/error-codes";
+import { faultPoint, type FaultContext } from "../lib/faults";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
+import { POLICY_REASONS } from "./policy";
+import type { PayableSnapshot, WalletTurnCall } from "./wallet-state";
+
+/*
+ * A wallet payment whose agent (shard A) and charge (shard B) live in different ledger shards: the
+ * phases are built in ledger/transfers.ts; this drives them, in the agent's wallet object (its turn,
+ * or its alarm and the minute cron for a transfer a crash left pending).
+ */
+
+/** What the sending side keeps of the request a transfer answers: its charge as paid and, with a key, the slot and answer. */
+interface TransferAnswer {
+  charge: ChargeView;
+  slot?: IdempotencySlot;
+  /** The 200 body, with the merchant's balance after the payment still to be written in. */
+  template?: string;
+}
+
+interface TransferRow extends PendingTransfer {
+  status: "pending" | "completed" | "reversed";
+  arrivalPlan: string;
+  answer: string | null;
+}
+
+/** How a transfer stands once driven as far as it can go now. */
+export type TransferState =
+  | { status: "absent" }
+  | { status: "pending" }
+  | { status: "completed"; merchantBalanceMinor: number; answer: TransferAnswer }
+  | { status: "reversed"; reason: string };
+
+const readTransfer = (env: Env, shard: number, id: string) =>
+  dbOfShard(env, shard)
+    .prepare(
+      `SELECT id, to_shard AS toShard, agent_id AS agentId, merchant_id AS merchantId, charge_id AS chargeId,
+         amount_minor AS amountMinor, status, arrival_plan AS arrivalPlan, answer FROM ledger_transfers WHERE id = ?`,
+    )
+    .bind(id)
+    .first<TransferRow>();
+
+const readArrival = (env: Env, shard: number, id: string) =>
+  dbOfShard(env, shard)
+    .prepare("SELECT outcome, reason, balance_after AS balanceAfter FROM ledger_arrivals WHERE id = ?")
+    .bind(id)
+    .first<{ outcome: "applied" | "refused"; reason: string | null; balanceAfter: number | null }>();
+
+const commitOrNothing = async (env: Env, shard: number, plan: CommitPlan): Promise<CommitResult | undefined> => {
+  try {
+    return await ledgerOf(env, shard).commit(plan);
+  } catch {
+    // Whether it landed is read back from the row it writes.
+    return undefined;
+  }
+};
+
+const FIGURE = `"merchantBalanceMinor":${PENDING_FIGURE}`;
+
+/**
+ * Drives transfer `id` (sent from shard `from`) as far as it can go: the receiving shard decides
+ * once (P2, or P2′ when refused), then the sending side completes or reverses it (P3). Idempotent:
+ * every phase is guarded by the decision before it, so any number of drivers end in one outcome.
+ * A phase that fails leaves the transfer pending for the next driver.
+ */
+export async function driveTransfer(
+  env: Env,
+  from: number,
+  id: string,
+  context: FaultContext = {},
+): Promise<TransferState> {
+  const t = await readTransfer(env, from, id);
+  if (!t) return { status: "absent" };
+  const to = t.toShard;
+  if (t.status === "pending") {
+    let arrival = await readArrival(env, to, id);
+    if (!arrival) {
+      const arrived = await commitOrNothing(env, to, JSON.parse(t.arrivalPlan) as CommitPlan);
+      faultPoint("transfer.after_arrive", context);
+      if (arrived?.kind === "refused" && arrived.reason !== TRANSFER_ALREADY_ARRIVED) {
+        // The refusal is recorded unless a concurrent driver's arrival got there first: the row decides.
+        await commitOrNothing(env, to, arrivalRefusedPlan(id, from, arrived.reason, nowIso()));
+        faultPoint("transfer.after_refusal", context);
+      }
+      arrival = await readArrival(env, to, id);
+      if (!arrival) return { status: "pending" };
+    }
+    faultPoint("transfer.before_settle", context);
+    const answer = JSON.parse(t.answer ?? "null") as TransferAnswer | null;
+    const at = nowIso();
+    const settle =
+      arrival.outcome === "applied"
+        ? completePlan(id, at, answerStatements(answer, arrival.balanceAfter ?? 0))
+        : reversePlan(t, arrival.reason ?? "refused", at);
+    // A refusal here (transfer_not_pending) means another driver settled it; the row says how.
+    await commitOrNothing(env, from, settle);
+  }
+  return settledState(env, from, id);
+}
+
+async function settledState(env: Env, from: number, id: string): Promise<TransferState> {
+  const t = await readTransfer(env, from, id);
+  if (!t) return { status: "absent" };
+  if (t.status === "pending") return { status: "pending" };
+  const arrival = await readArrival(env, t.toShard, id);
+  if (t.status === "reversed") return { status: "reversed", reason: arrival?.reason ?? "refused" };
+  return {
+    status: "completed",
+    merchantBalanceMinor: arrival?.balanceAfter ?? 0,
+    answer: JSON.parse(t.answer ?? "null") as TransferAnswer,
+  };
+}
+
+/** The request's 200, stored under its key if the request still holds it (none without a key). */
+function answerStatements(answer: TransferAnswer | null, merchantBalanceMinor: number) {
+  if (!answer?.slot || !answer.template) return [];
+  const body = answer.template.replace(FIGURE, `"merchantBalanceMinor":${merchantBalanceMinor}`);
+  return [storeIfHeldStatement(answer.slot, 200, body)];
+}
+
+/** Remembers a transfer in flight in the wallet object, so its alarm drives it if this turn does not finish. */
+export interface TransferIntents {
+  remember(id: string, from: number): Promise<void>;
+  done(id: string): Promise<void>;
+}
+
+/**
+ * Pays a stored charge in shard `to` from the agent's wallet in shard `from`: P1, then P2 and P3
+ * inline, answering exactly as a same-shard payment does (paid, or the same 402/403/409). The turn
+ * is kept until the transfer is decided, so the agent's next decision sees its outcome.
+ */
+export async function commitAcrossShards(
+  { env, agentId, turn, slot }: WalletTurnCall,
+  charge: PayableSnapshot,
+  view: PaidView,
+  { from, to }: { from: number; to: number },
+): Promise<PayOutcome> {
+  const paidAt = nowIso();
+  const reference = newId("payment", from);
+  const paidCharge = chargeView({ ...charge, status: "paid", agentId, method: "ledger", reference, paidAt });
+  const payment: CrossShardPayment = { charge, agentId, fromShard: from, toShard: to, reference, paidAt };
+  const answer: TransferAnswer = slot
+    ? {
+        charge: paidCharge,
+        slot,
+        template: JSON.stringify(paidBody(view, { charge: paidCharge, merchantBalanceMinor: PENDING_FIGURE })),
+      }
+    : { charge: paidCharge };
+  const context = { abort: turn.abort };
+  const end = turn.cache.hold(charge.amountMinor);
+  let ended = false;
+  const finish = (how: Parameters<typeof end>[0]) => {
+    if (!ended) end(how);
+    ended = true;
+  };
+  try {
+    faultPoint("payment.before_commit", context);
+    await turn.intents?.remember(reference, from);
+    const sent = await commitOrNothing(
+      env,
+      from,
+      sendPlan(payment, arrivalPlan(payment), slot ? [reservationHeldStatement(slot)] : [], JSON.stringify(answer)),
+    );
+    if (sent?.kind !== "committed") {
+      const landed = await readTransfer(env, from, reference);
+      if (!landed) {
+        await turn.intents?.done(reference);
+        if (!sent) throw new Error(`transfer ${reference}: the send did not land`);
+        const balance = sent.reason === POLICY_REASONS.balance;
+        const frozen = sent.reason === AGENT_FROZEN;
+        finish(balance || frozen ? "unsure" : "unchanged");
+        if (frozen) return { kind: "frozen" };
+        return balance
+          ? { kind: "rejected", reason: POLICY_REASONS.balance }
+          : { kind: "conflict", reason: codeWith(409, sent.reason) };
+      }
+    }
+    faultPoint("transfer.after_send", context);
+    const state = await driveTransfer(env, from, reference, context);
+    if (state.status === "completed") {
+      await turn.intents?.done(reference);
+      finish("committed");
+      return { kind: "paid", charge: paidCharge, merchantBalanceMinor: state.merchantBalanceMinor };
+    }
+    if (state.status === "reversed") {
+      await turn.intents?.done(reference);
+      finish("unsure");
+      return { kind: "conflict", reason: codeWith(409, state.reason) };
+    }
+    throw new Error(`transfer ${reference} is still pending: its recovery will finish it`);
+  } finally {
+    finish("unsure");
+  }
+}
+
+/**
+ * Before a cross-shard payment of `chargeId`: drives this agent's own transfers of that charge that
+ * a crash left pending, and answers the request a completed one was made for (same key) with its
+ * payment, as its first answer would have been. Nothing to do (undefined) otherwise.
+ */
+export async function resumeTransfersOfCharge(
+  { env, agentId, turn, slot }: WalletTurnCall,
+  from: number,
+  chargeId: string,
+): Promise<PayOutcome | undefined> {
+  const { results } = await dbOfShard(env, from)
+    .prepare("SELECT id, status FROM ledger_transfers WHERE agent_id = ? AND charge_id = ? AND status <> 'reversed'")
+    .bind(agentId, chargeId)
+    .all<{ id: string; status: string }>();
+  if (results.length === 0) return undefined;
+  if (results.some((t) => t.status === "pending")) turn.cache.forget();
+  for (const t of results) {
+    const state =
+      t.status === "pending"
+        ? await driveTransfer(env, from, t.id, { abort: turn.abort })
+        : await settledState(env, from, t.id);
+    if (state.status !== "completed" || !slot) continue;
+    const kept = state.answer.slot;
+    if (kept?.scope === slot.scope && kept.key === slot.key)
+      return { kind: "paid", charge: state.answer.charge, merchantBalanceMinor: state.merchantBalanceMinor };
+  }
+  return undefined;
+}
