@@ -1,8 +1,8 @@
 import type { Env } from "../env";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardNumbers } from "../db/shards";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
-import { shardsOf } from "../ledger/shards";
+import { settingsOf } from "../env";
 
 export interface DeliveryMessage {
   deliveryId: string;
@@ -112,7 +112,7 @@ export async function forwardShardOutbox(env: Env, shard: number, now = Date.now
 
 /** Forwards every shard's (k ≥ 1) pending events into control; shard 0's are control's own. */
 async function forwardShardOutboxes(env: Env): Promise<void> {
-  for (const shard of shardsOf(env)) {
+  for (const shard of shardNumbers(env, settingsOf(env).ledgerShards)) {
     if (shard === 0) continue;
     while ((await forwardShardOutbox(env, shard)) === FAN_OUT_PAGE);
   }
