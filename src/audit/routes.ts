@@ -6,6 +6,7 @@ import { verifyChain } from "./chain";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
+import { settingsOf } from "../env";
 import { auditRows, firstAuditRows } from "./service";
 
 const DAY_MS = 86_400_000;
@@ -19,6 +20,11 @@ const isoDate = z
   );
 
 export const ExportQuery = z.object({ from: isoDate.optional(), to: isoDate.optional() });
+/** The API's export also takes `shard`: one ledger shard's complete chain rather than all merged. */
+export const ShardExportQuery = ExportQuery.extend({
+  // Bounded by LEDGER_SHARDS where it is read: a shard this deployment does not run is refused there.
+  shard: z.coerce.number().int().min(0).max(1000).optional(),
+});
 export const PageQuery = z.object({
   afterSeq: z.coerce.number().int().nonnegative().default(0),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
@@ -41,10 +47,14 @@ export function exportRange(from: string | undefined, to: string | undefined, no
 }
 
 export const auditRoutes = new Hono<AppEnv>()
-  .get("/export/transactions.csv", requireActor("console"), validate("query", ExportQuery), (c) => {
-    const { from, to } = c.req.valid("query");
+  .get("/export/transactions.csv", requireActor("console"), validate("query", ShardExportQuery), (c) => {
+    const { from, to, shard } = c.req.valid("query");
     const range = exportRange(from, to);
-    return csvExportResponse(c.env, range);
+    if (shard !== undefined && shard >= settingsOf(c.env).ledgerShards)
+      throw new ApiError(400, "invalid_request", {
+        issues: [{ path: "shard", code: "custom", message: "no such ledger shard" }],
+      });
+    return csvExportResponse(c.env, range, { shard });
   })
   .get("/console/audit", requireActor("console"), validate("query", PageQuery), async (c) => {
     const { afterSeq, limit } = c.req.valid("query");
