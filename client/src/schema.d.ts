@@ -2284,6 +2284,7 @@ export interface components {
             /** @constant */
             format: "agent-pay-evidence/1";
             chargeId: string;
+            shard?: number;
             exportedAt: string;
             receipt: string;
             auditRow: components["schemas"]["AuditEvent"];
