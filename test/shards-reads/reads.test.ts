@@ -6,6 +6,7 @@ import { genesisHashOf } from "../../src/audit/chain";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { csvExportResponse } from "../../src/audit/csv";
 import { auditRows } from "../../src/audit/service";
+import { archiveHistory } from "../../src/archive/archive";
 import { auditCheckpointJob } from "../../src/checkpoints/anchoring";
 import { checkpointPage, makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { readOverview, readOverviewOfShards, readPayoutTotals } from "../../src/console/ui/queries";
@@ -257,5 +258,39 @@ describe("the treasury's ledger side over shards", () => {
     expect(both.ledger.onChainInMinor - both.ledger.onChainOutMinor).toBe(
       control.ledger.onChainInMinor - control.ledger.onChainOutMinor,
     );
+  });
+});
+
+describe("receipts route by the id's shard", () => {
+  it("answer 404 for an id tagged with a shard this deployment does not run, not an error", async () => {
+    const res = await api("GET", `/charges/${newId("charge", 5)}/receipt`);
+    expect(res.status).toBe(404);
+  });
+});
+
+describe("the history archive per shard", () => {
+  it("archives shard 1's checkpointed rows under a key of its own, and its chain reads whole from R2 and D1", async () => {
+    await creditInShard1(40);
+    const store = { DB: shard1, ARCHIVE: env.ARCHIVE };
+    const before: unknown[] = [];
+    for await (const row of auditRows(store)) before.push(row);
+    // Checkpoint the shard's head, then one more row stays young in D1.
+    expect((await makeCheckpoint(env2, Date.now(), 1)).kind).not.toBe("empty");
+    await creditInShard1(41);
+    const run = await archiveHistory(env2, { now: Date.now() + 91 * 86_400_000, shard: 1 });
+    expect(run.segments).toBeGreaterThan(0);
+    const segments = await shard1
+      .prepare("SELECT object_key AS key, status FROM archive_segments ORDER BY first_seq")
+      .all<{ key: string; status: string }>();
+    expect(segments.results.length).toBeGreaterThan(0);
+    for (const s of segments.results) {
+      expect(s.key).toMatch(/^audit\/shard-1\/\d{15}-\d{15}\.ndjson$/);
+      expect(s.status).toBe("done");
+    }
+    const after: { seq: number; prevHash: string; hash: string }[] = [];
+    for await (const row of auditRows(store)) after.push(row);
+    expect(after.slice(0, before.length)).toEqual(before);
+    expect(after[0]!.prevHash).toBe(genesisHashOf(1));
+    for (let i = 1; i < after.length; i++) expect(after[i]!.prevHash).toBe(after[i - 1]!.hash);
   });
 });
