@@ -4773,6 +4773,7 @@ export interface operations {
             query?: {
                 afterSeq?: number;
                 limit?: number;
+                shard?: number;
             };
             header?: never;
             path?: never;
@@ -4825,6 +4826,7 @@ export interface operations {
             query?: {
                 afterSeq?: number;
                 limit?: number;
+                shard?: number;
             };
             header?: never;
             path?: never;

@@ -1,6 +1,6 @@
 import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, ChainVerdict } from "./responses";
-import { PageQuery, ShardExportQuery } from "./routes";
+import { ShardExportQuery, ShardPageQuery } from "./routes";
 
 /** The audit chain: CSV export, pages and verification. */
 export const AUDIT_OPERATIONS: Operation[] = [
@@ -30,7 +30,7 @@ export const AUDIT_OPERATIONS: Operation[] = [
     summary: "Page through the audit chain",
     tag: "Operator extras",
     auth: "console",
-    query: PageQuery,
+    query: ShardPageQuery,
     responses: { 200: json(AuditPage, "Events after `afterSeq`."), 400: INVALID },
   },
   {
@@ -66,7 +66,7 @@ export const AUDIT_OPERATIONS: Operation[] = [
       "Oldest first, after `afterSeq`; what `audit verify` checks the chain and the on-chain anchors against.",
     tag: "Proofs",
     auth: "console",
-    query: PageQuery,
+    query: ShardPageQuery,
     responses: { 200: json(AuditCheckpointPage, "Checkpoints after `afterSeq`."), 400: INVALID },
   },
   {

@@ -6,7 +6,8 @@ import { verifyChain } from "./chain";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
-import { settingsOf } from "../env";
+import { dbOfShard } from "../db/shards";
+import { type Env, settingsOf } from "../env";
 import { auditRows, firstAuditRows } from "./service";
 
 const DAY_MS = 86_400_000;
@@ -30,6 +31,26 @@ export const PageQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(500),
 });
 
+/** A page of one ledger shard's chain (shard 0, the one there always was, unless named). */
+export const ShardPageQuery = PageQuery.extend({
+  shard: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1000)
+    .default(0)
+    .describe("The ledger shard whose chain (or checkpoints) to read; each shard's seqs start at 1."),
+});
+
+/** A shard this deployment runs, or 400: an unknown shard is a bad request, not an empty chain. */
+export function runShard(env: Env, shard: number): number {
+  if (shard >= settingsOf(env).ledgerShards)
+    throw new ApiError(400, "invalid_request", {
+      issues: [{ path: "shard", code: "custom", message: "no such ledger shard" }],
+    });
+  return shard;
+}
+
 /** `from` and `to` are inclusive UTC days; the default is the last 30 days up to today. */
 export function exportRange(from: string | undefined, to: string | undefined, now = Date.now()) {
   const today = new Date(now).toISOString().slice(0, 10);
@@ -50,15 +71,13 @@ export const auditRoutes = new Hono<AppEnv>()
   .get("/export/transactions.csv", requireActor("console"), validate("query", ShardExportQuery), (c) => {
     const { from, to, shard } = c.req.valid("query");
     const range = exportRange(from, to);
-    if (shard !== undefined && shard >= settingsOf(c.env).ledgerShards)
-      throw new ApiError(400, "invalid_request", {
-        issues: [{ path: "shard", code: "custom", message: "no such ledger shard" }],
-      });
+    if (shard !== undefined) runShard(c.env, shard);
     return csvExportResponse(c.env, range, { shard });
   })
-  .get("/console/audit", requireActor("console"), validate("query", PageQuery), async (c) => {
-    const { afterSeq, limit } = c.req.valid("query");
-    const rows = await firstAuditRows(c.env, limit, { afterSeq });
+  .get("/console/audit", requireActor("console"), validate("query", ShardPageQuery), async (c) => {
+    const { afterSeq, limit, shard } = c.req.valid("query");
+    const store = { DB: dbOfShard(c.env, runShard(c.env, shard)), ARCHIVE: c.env.ARCHIVE };
+    const rows = await firstAuditRows(store, limit, { afterSeq });
     return c.json({ events: rows, nextAfterSeq: rows.length === limit ? rows[rows.length - 1]!.seq : null });
   })
   .get("/console/audit/verify", requireActor("console"), async (c) => {

@@ -224,8 +224,16 @@ describe("the CSV export over shards", () => {
 
   it("refuses through the API a shard this deployment does not run", async () => {
     const { consoleToken } = await import("../helpers/api");
-    const res = await api("GET", "/export/transactions.csv?shard=1", { token: await consoleToken() });
-    expect(res.status).toBe(400);
+    const token = await consoleToken();
+    for (const path of [
+      "/export/transactions.csv?shard=1",
+      "/console/audit?shard=1",
+      "/console/audit/checkpoints?shard=1",
+    ])
+      expect((await api("GET", path, { token })).status).toBe(400);
+    const page = await api("GET", "/console/audit?shard=0&limit=3", { token });
+    expect(page.status).toBe(200);
+    expect(page.body).toEqual((await api("GET", "/console/audit?limit=3", { token })).body);
   });
 });
 
