@@ -5,6 +5,9 @@ import { log } from "./lib/log";
 import { expiredRowSteps } from "./lib/sweep";
 import { nowIso } from "./lib/time";
 import { webhookRetentionSteps } from "./webhooks/retention";
+import { dbOfShard } from "./db/shards";
+import { shardsOf } from "./ledger/shards";
+import { pagedDelete, type DeleteStep } from "./lib/bounded-deletes";
 
 /** Rows per delete: small enough that one statement never holds D1 long, whatever the backlog. */
 const PAGE_ROWS = 500;
@@ -26,11 +29,30 @@ export async function retentionJob(
     retentionDays = settingsOf(env).retentionDays,
   }: { now?: number; budgetMs?: number; pageRows?: number; retentionDays?: number } = {},
 ): Promise<BoundedDeleteRun> {
+  const cutoffIso = nowIso(now - retentionDays * DAY_MS);
   const run = await deleteInPages(
-    [...expiredRowSteps(env.DB, now), ...webhookRetentionSteps(env.DB, nowIso(now - retentionDays * DAY_MS))],
+    [...expiredRowSteps(env.DB, now), ...webhookRetentionSteps(env.DB, cutoffIso), ...shardSteps(env, now, cutoffIso)],
     { limit: pageRows, budgetMs },
   );
   // A backlog that outlasts the budget is worth knowing about: it says deletes fall behind the writes.
   if (run.unfinished.length > 0) log.warn("retention", { unfinished: run.unfinished, deleted: run.deleted });
   return run;
+}
+
+/**
+ * What each ledger shard k ≥ 1 keeps of the same: its stored idempotent answers and its outbox. A
+ * shard's dispatched event was copied into the control database when it was forwarded (the copy is
+ * what deliveries read), so past the retention it goes; an undispatched one never does. The other
+ * tables the steps above clean (rate limits, sessions, deliveries) live in control only.
+ */
+function shardSteps(env: Env, now: number, cutoffIso: string): DeleteStep[] {
+  return shardsOf(env)
+    .filter((shard) => shard !== 0)
+    .flatMap((shard) => {
+      const db = dbOfShard(env, shard);
+      return [
+        pagedDelete(db, `idempotency_keys:${shard}`, "idempotency_keys", "expires_at <= ?", nowIso(now)),
+        pagedDelete(db, `outbox_events:${shard}`, "outbox_events", "dispatched_at < ?", cutoffIso),
+      ];
+    });
 }

@@ -757,7 +757,7 @@ export interface paths {
         };
         /**
          * Export the audit chain as CSV
-         * @description `from` and `to` are inclusive UTC days; the default is the last 30 days. Each row carries its sequence number and event hash.
+         * @description `from` and `to` are inclusive UTC days; the default is the last 30 days. Each row carries its sequence number and event hash. With more than one ledger shard, each row ends with its `shard`, and the shards' chains come merged by time (each shard's rows in its seq order); `shard` gives one shard's chain alone, which verifies by itself.
          */
         get: operations["exportTransactions"];
         put?: never;
@@ -2293,6 +2293,7 @@ export interface components {
             /** @constant */
             format: "agent-pay-evidence/1";
             chargeId: string;
+            shard?: number;
             exportedAt: string;
             receipt: string;
             auditRow: components["schemas"]["AuditEvent"];
@@ -2561,6 +2562,8 @@ export interface components {
                 pendingOutMinor: number;
                 agentBalancesMinor: number;
                 merchantBalancesMinor: number;
+                /** @description Money between two ledger shards (left one, not yet in the other): internal, so it does not change the verdict. */
+                inTransitMinor: number;
             };
             /** @description totalBaseUnits - expectedBaseUnits. */
             differenceBaseUnits: string;
@@ -4750,6 +4753,7 @@ export interface operations {
             query?: {
                 from?: string;
                 to?: string;
+                shard?: number;
             };
             header?: never;
             path?: never;
@@ -4757,7 +4761,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description CSV: seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash */
+            /** @description CSV: seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash (and shard, with more than one ledger shard) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4778,6 +4782,7 @@ export interface operations {
             query?: {
                 afterSeq?: number;
                 limit?: number;
+                shard?: number;
             };
             header?: never;
             path?: never;
@@ -4833,6 +4838,7 @@ export interface operations {
             query?: {
                 afterSeq?: number;
                 limit?: number;
+                shard?: number;
             };
             header?: never;
             path?: never;

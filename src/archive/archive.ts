@@ -6,6 +6,7 @@ import {
   ARCHIVE_SEGMENT_TYP,
   parseSegment,
 } from "../audit/segment";
+import { dbOfShard, shardNumbers } from "../db/shards";
 import type { Env } from "../env";
 import { settingsOf } from "../env";
 import { sha256Hex } from "../lib/crypto";
@@ -54,35 +55,60 @@ export interface ArchiveRun {
  */
 export async function archiveHistory(
   env: Env,
-  options: { now?: number; budgetMs?: number; deleteBatch?: number } = {},
+  options: { now?: number; budgetMs?: number; deleteBatch?: number; shard?: number } = {},
+): Promise<ArchiveRun> {
+  const deadline = Date.now() + (options.budgetMs ?? ARCHIVE_BUDGET_MS);
+  const shards = options.shard === undefined ? shardNumbers(env, settingsOf(env).ledgerShards) : [options.shard];
+  const run: ArchiveRun = { segments: 0, unfinished: false };
+  // One shard after another within the one budget: what a shard leaves, the next run resumes.
+  for (const shard of shards) {
+    const one = await archiveShard(env, shard, deadline, options);
+    run.segments += one.segments;
+    run.unfinished ||= one.unfinished;
+  }
+  return run;
+}
+
+/** Archives ledger shard `shard`'s history: its segments are listed in its database. */
+async function archiveShard(
+  env: Env,
+  shard: number,
+  deadline: number,
+  options: { now?: number; deleteBatch?: number },
 ): Promise<ArchiveRun> {
   const now = options.now ?? Date.now();
-  const deadline = Date.now() + (options.budgetMs ?? ARCHIVE_BUDGET_MS);
   const cutoffIso = nowIso(now - settingsOf(env).archiveAfterMs);
+  const db = dbOfShard(env, shard);
+  const tag = shard === 0 ? {} : { shard };
   let segments = 0;
   while (Date.now() < deadline) {
-    let segment = await unfinishedSegment(env.DB);
+    let segment = await unfinishedSegment(db);
     if (!segment) {
-      const planned = await planNextSegment(env.DB, cutoffIso, nowIso(now));
+      const planned = await planNextSegment(db, cutoffIso, nowIso(now), shard);
       if (!planned) return { segments, unfinished: false };
-      await recordPlan(env.DB, planned);
+      await recordPlan(db, planned);
       // A concurrent run may have planned it first: go on with what D1 holds.
-      segment = await segmentAt(env.DB, planned.firstSeq);
+      segment = await segmentAt(db, planned.firstSeq);
       if (!segment) continue;
     }
     if (segment.status === "planned") {
-      await writeAndVerify(env, segment);
+      await writeAndVerify(env, db, segment);
       continue;
     }
     if (segment.status === "verified") {
-      if (!(await deleteArchivedRows(env.DB, segment, deadline, options.deleteBatch)))
+      if (!(await deleteArchivedRows(db, segment, deadline, options.deleteBatch)))
         return { segments, unfinished: true };
-      await markSegment(env.DB, segment.firstSeq, "verified", "done", nowIso());
+      await markSegment(db, segment.firstSeq, "verified", "done", nowIso());
       segments++;
-      log.info("archive_segment", { firstSeq: segment.firstSeq, lastSeq: segment.lastSeq, key: segment.objectKey });
+      log.info("archive_segment", {
+        ...tag,
+        firstSeq: segment.firstSeq,
+        lastSeq: segment.lastSeq,
+        key: segment.objectKey,
+      });
     }
   }
-  return { segments, unfinished: (await unfinishedSegment(env.DB)) !== null };
+  return { segments, unfinished: (await unfinishedSegment(db)) !== null };
 }
 
 /**
@@ -90,10 +116,10 @@ export async function archiveHistory(
  * is deleted before `verified`); an object already at the key (a run that crashed after writing)
  * is verified as it is and never overwritten, so a key only ever holds one segment.
  */
-async function writeAndVerify(env: Env, s: SegmentRecord): Promise<void> {
+async function writeAndVerify(env: Env, db: D1Database, s: SegmentRecord): Promise<void> {
   const proofs = settingsOf(env).proofs;
-  const rows = await liveAuditRows(env.DB, s.firstSeq, s.lastSeq);
-  const entries = await liveLedgerEntries(env.DB, s.afterEntryId, s.lastEntryId);
+  const rows = await liveAuditRows(db, s.firstSeq, s.lastSeq);
+  const entries = await liveLedgerEntries(db, s.afterEntryId, s.lastEntryId);
   if (rows.length !== s.rows || entries.length !== s.entries)
     throw new Error(
       `archive: segment ${s.firstSeq} has ${rows.length} rows and ${entries.length} entries in D1, planned ${s.rows} and ${s.entries}`,
@@ -120,6 +146,6 @@ async function writeAndVerify(env: Env, s: SegmentRecord): Promise<void> {
   // The object holds exactly the D1 rows: its body is byte for byte the one they make.
   if ((await sha256Hex(segmentBody(rows, entries))) !== parseSegment(text).header.bodySha256)
     throw new Error(`archive: segment ${s.objectKey} differs from the rows in D1`);
-  await markSegment(env.DB, s.firstSeq, "planned", "verified", nowIso(), await sha256Hex(text));
+  await markSegment(db, s.firstSeq, "planned", "verified", nowIso(), await sha256Hex(text));
   faultPoint("archive.after_verify");
 }

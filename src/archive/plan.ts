@@ -1,4 +1,4 @@
-import { GENESIS_HASH } from "../audit/chain";
+import { genesisHashOf } from "../audit/chain";
 import { segmentKey } from "../audit/segment";
 import { latestCheckpoint } from "../checkpoints/checkpoints";
 import { lastSegment, liveAuditRows, type SegmentRecord } from "./segments";
@@ -18,6 +18,7 @@ export async function planNextSegment(
   d1: D1Database,
   cutoffIso: string,
   archivedAt: string,
+  shard = 0,
 ): Promise<Omit<SegmentRecord, "objectSha256" | "status"> | null> {
   const [previous, checkpoint, head] = await Promise.all([
     lastSegment(d1),
@@ -41,7 +42,7 @@ export async function planNextSegment(
   const rows = await liveAuditRows(d1, firstSeq, lastSeq);
   if (rows.length !== lastSeq - firstSeq + 1 || rows[0]?.seq !== firstSeq)
     throw new Error(`archive: audit rows ${firstSeq}..${lastSeq} are not all in D1`);
-  const prevHash = previous ? previous.lastHash : GENESIS_HASH;
+  const prevHash = previous ? previous.lastHash : genesisHashOf(shard);
   if (rows[0]!.prevHash !== prevHash) throw new Error(`archive: row ${firstSeq} does not link to the last segment`);
 
   const next = await d1
@@ -68,7 +69,7 @@ export async function planNextSegment(
     entries: counted?.n ?? 0,
     minCreatedAt: createdAts[0]!,
     maxCreatedAt: createdAts[createdAts.length - 1]!,
-    objectKey: segmentKey(firstSeq, lastSeq),
+    objectKey: segmentKey(firstSeq, lastSeq, shard),
     archivedAt,
   };
 }

@@ -32,6 +32,8 @@ export const AUDIT_ANCHOR_ABI = [
 /** A checkpoint as recorded on chain; hashes as 64 lowercase hex digits, like the audit rows'. */
 export interface OnChainAnchor {
   seq: number;
+  /** The ledger shard, for shard k ≥ 1 only (absent means shard 0, whose anchors are as they always were). */
+  shard?: number;
   head: string;
   rowsRoot: string;
   by: `0x${string}`;
@@ -39,7 +41,15 @@ export interface OnChainAnchor {
   blockNumber: number;
 }
 
-export const anchorCallData = (seq: number, head: string, rowsRoot: string): Hex =>
+const LOW_64 = (1n << 64n) - 1n;
+
+/**
+ * The `seq` an anchor of shard `shard`'s checkpoint sends: the shard in the bits above 64, so the
+ * contract (one uint256) is unchanged and shard 0's anchors are the plain seq they always were.
+ */
+export const anchorSeqOf = (shard: number, seq: number): bigint => (BigInt(shard) << 64n) | BigInt(seq);
+
+export const anchorCallData = (seq: number | bigint, head: string, rowsRoot: string): Hex =>
   encodeFunctionData({
     abi: AUDIT_ANCHOR_ABI,
     functionName: "anchor",
@@ -55,7 +65,7 @@ const ANCHORED_TOPIC = encodeEventTopics({ abi: AUDIT_ANCHOR_ABI, eventName: "An
 export function anchoredLogsFilter(
   contract: `0x${string}`,
   senders: readonly `0x${string}`[],
-  seq?: number,
+  seq?: number | bigint,
   fromBlock = "0x0",
 ) {
   const topics: (Hex | Hex[] | null)[] = [ANCHORED_TOPIC, senders.map((s) => pad(s.toLowerCase() as Hex))];
@@ -85,8 +95,10 @@ export function anchorsIn(logs: readonly RpcLog[], contract: `0x${string}`): OnC
         topics: log.topics as [Hex, ...Hex[]],
         data: log.data,
       });
+      const shard = Number(args.seq >> 64n);
       anchors.push({
-        seq: Number(args.seq),
+        seq: Number(args.seq & LOW_64),
+        ...(shard === 0 ? {} : { shard }),
         head: args.head.slice(2).toLowerCase(),
         rowsRoot: args.rowsRoot.slice(2).toLowerCase(),
         by: args.by.toLowerCase() as `0x${string}`,

@@ -1,7 +1,7 @@
 import type { JWK } from "jose";
 import { verifyJws } from "../proofs/keys";
 import type { OnChainAnchor } from "./anchor-abi";
-import { type AuditRow, type ChainVerdict, verifyChain } from "./chain";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
 import { merkleRoot } from "./merkle";
 
 /*
@@ -67,7 +67,12 @@ interface Range {
 }
 
 /** Reads the rows once, feeding the chain check and keeping only what the checkpoints and anchors need. */
-async function readRows(rows: Iterable<AuditRow> | AsyncIterable<AuditRow>, ranges: Range[], heads: Set<number>) {
+async function readRows(
+  rows: Iterable<AuditRow> | AsyncIterable<AuditRow>,
+  ranges: Range[],
+  heads: Set<number>,
+  shard: number,
+) {
   const source = (
     Symbol.asyncIterator in rows ? rows[Symbol.asyncIterator]() : (rows as Iterable<AuditRow>)[Symbol.iterator]()
   ) as AsyncIterator<AuditRow> | Iterator<AuditRow>;
@@ -88,7 +93,7 @@ async function readRows(rows: Iterable<AuditRow> | AsyncIterable<AuditRow>, rang
       yield next.value;
     }
   }
-  const chain = await verifyChain(tapped());
+  const chain = await verifyChain(tapped(), { seq: 0, hash: genesisHashOf(shard) });
   // A broken chain stops the chain check at its first broken row; the rest is still read for the checkpoints.
   for (let next = await source.next(); !next.done; next = await source.next()) keep(next.value);
   return { chain, rowHash, lastSeq };
@@ -105,13 +110,20 @@ export async function verifyCheckpoints(input: {
    * chain; null when the verifier has no chain to read (the anchors are then not checked at all).
    */
   anchors: readonly OnChainAnchor[] | null;
+  /**
+   * The ledger shard the rows and checkpoints are of (0 when absent): its chain starts from its own
+   * genesis, its checkpoints sign its number (shard 0's sign none), and only its anchors count.
+   */
+  shard?: number;
 }): Promise<CheckpointsVerdict> {
+  const shard = input.shard ?? 0;
   const problems: CheckpointProblem[] = [];
   const checkpoints = [...input.checkpoints].sort((a, b) => a.seq - b.seq);
   // The earliest anchor of each seq is the one that counts; a later one saying otherwise is a conflict.
   const anchorOf = new Map<number, OnChainAnchor>();
   const checkAnchors = input.anchors !== null;
-  for (const anchor of [...(input.anchors ?? [])].sort((a, b) => a.blockNumber - b.blockNumber)) {
+  const ofShard = (input.anchors ?? []).filter((a) => (a.shard ?? 0) === shard);
+  for (const anchor of [...ofShard].sort((a, b) => a.blockNumber - b.blockNumber)) {
     const first = anchorOf.get(anchor.seq);
     if (!first) anchorOf.set(anchor.seq, anchor);
     else if (first.head !== anchor.head || first.rowsRoot !== anchor.rowsRoot)
@@ -124,7 +136,7 @@ export async function verifyCheckpoints(input: {
   }
   const ranges = checkpoints.map((cp) => ({ from: cp.fromSeq, to: cp.seq, hashes: [] as string[] }));
   const heads = new Set([...checkpoints.map((cp) => cp.seq), ...anchorOf.keys()]);
-  const { chain, rowHash, lastSeq } = await readRows(input.rows, ranges, heads);
+  const { chain, rowHash, lastSeq } = await readRows(input.rows, ranges, heads, shard);
 
   const rowsSay = (seq: number, head: string): string | null => {
     const hash = rowHash.get(seq);
@@ -151,7 +163,8 @@ export async function verifyCheckpoints(input: {
         p.hash !== cp.hash ||
         p.fromSeq !== cp.fromSeq ||
         p.rowsRoot !== cp.rowsRoot ||
-        p.signedAt !== cp.signedAt
+        p.signedAt !== cp.signedAt ||
+        (p.shard ?? 0) !== shard
       )
         problem("signature_invalid", "the JWS signs other fields than the checkpoint lists");
     }

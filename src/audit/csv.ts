@@ -1,6 +1,8 @@
 import type { HistoryStore } from "./archived";
 import type { AuditRow } from "./chain";
 import { canonicalJson } from "../lib/canonical-json";
+import { dbOfShard, shardNumbers } from "../db/shards";
+import { type Env, settingsOf } from "../env";
 import { auditRows } from "./service";
 
 export const CSV_COLUMNS = [
@@ -26,34 +28,73 @@ export function csvField(value: unknown): string {
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-export const csvHeader = () => `${CSV_COLUMNS.join(",")}\r\n`;
+/** With more than one ledger shard, each row ends with its shard: seqs of two shards do not compare. */
+export const csvHeader = (sharded = false) => `${CSV_COLUMNS.join(",")}${sharded ? ",shard" : ""}\r\n`;
 
-export function csvRow(row: AuditRow): string {
+export function csvRow(row: AuditRow, shard?: number): string {
   const values: Record<(typeof CSV_COLUMNS)[number], unknown> = { ...row, data: canonicalJson(row.data) };
-  return `${CSV_COLUMNS.map((column) => csvField(values[column])).join(",")}\r\n`;
+  const fields = CSV_COLUMNS.map((column) => csvField(values[column]));
+  if (shard !== undefined) fields.push(String(shard));
+  return `${fields.join(",")}\r\n`;
 }
 
-/** The audit chain of a date range as a streamed CSV download: an export of a long range never sits in memory whole. */
-export function csvExportResponse(
-  store: HistoryStore,
-  range: { fromDay: string; toDay: string; fromIso: string; toIso: string },
-): Response {
+type Range = { fromDay: string; toDay: string; fromIso: string; toIso: string };
+
+/** Shard `shard`'s history: its database and the archive bucket (its segments are listed in its database). */
+const storeOf = (env: Env, shard: number): HistoryStore => ({ DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE });
+
+/**
+ * The rows of every shard in one stream, each with its shard: each shard's rows in their seq order
+ * (so a shard's chain can be followed down the file), and of the shards' next rows the earliest
+ * (createdAt, then shard, then seq) first. Seqs of different shards do not compare; time does. One
+ * page per shard is held at a time.
+ */
+async function* mergedRows(env: Env, shards: number[], range: Range): AsyncGenerator<{ row: AuditRow; shard: number }> {
+  const sources = shards.map((shard) => ({ shard, rows: auditRows(storeOf(env, shard), { range }) }));
+  const heads = await Promise.all(sources.map(async (s) => (await s.rows.next()).value as AuditRow | undefined));
+  for (;;) {
+    let pick = -1;
+    for (const [i, head] of heads.entries()) {
+      if (!head) continue;
+      const best = pick < 0 ? undefined : heads[pick]!;
+      // Shards are visited in order, so on equal times the lower shard (seen first) stays the pick.
+      if (!best || head.createdAt < best.createdAt) pick = i;
+    }
+    if (pick < 0) return;
+    yield { row: heads[pick]!, shard: sources[pick]!.shard };
+    heads[pick] = (await sources[pick]!.rows.next()).value as AuditRow | undefined;
+  }
+}
+
+/**
+ * The audit chain of a date range as a streamed CSV download: an export of a long range never sits in
+ * memory whole. With one ledger shard it is the chain, as it always was. With more, a trailing
+ * `shard` column, and either every shard merged by time, or `shard`'s rows alone: one complete chain
+ * that verifies by itself from that shard's genesis.
+ */
+export function csvExportResponse(env: Env, range: Range, options: { shard?: number } = {}): Response {
   const encoder = new TextEncoder();
-  const rows = auditRows(store, { range });
+  const sharded = settingsOf(env).ledgerShards > 1;
+  const shards = options.shard === undefined ? shardNumbers(env, settingsOf(env).ledgerShards) : [options.shard];
+  const rows: AsyncGenerator<{ row: AuditRow; shard?: number }> = !sharded
+    ? (async function* () {
+        for await (const row of auditRows(storeOf(env, shards[0]!), { range })) yield { row };
+      })()
+    : mergedRows(env, shards, range);
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      controller.enqueue(encoder.encode(csvHeader()));
+      controller.enqueue(encoder.encode(csvHeader(sharded)));
     },
     async pull(controller) {
       const next = await rows.next();
       if (next.done) controller.close();
-      else controller.enqueue(encoder.encode(csvRow(next.value)));
+      else controller.enqueue(encoder.encode(csvRow(next.value.row, next.value.shard)));
     },
   });
   return new Response(body, {
     headers: {
       "content-type": "text/csv; charset=utf-8",
-      "content-disposition": `attachment; filename="transactions-${range.fromDay}-${range.toDay}.csv"`,
+      "content-disposition": `attachment; filename="transactions-${range.fromDay}-${range.toDay}${sharded && options.shard !== undefined ? `-shard-${options.shard}` : ""}.csv"`,
       "cache-control": "no-store",
     },
   });

@@ -1,6 +1,6 @@
 import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, ChainVerdict } from "./responses";
-import { ExportQuery, PageQuery, VerifyQuery } from "./routes";
+import { ShardExportQuery, ShardPageQuery, VerifyQuery } from "./routes";
 
 /** The audit chain: CSV export, pages and verification. */
 export const AUDIT_OPERATIONS: Operation[] = [
@@ -10,14 +10,14 @@ export const AUDIT_OPERATIONS: Operation[] = [
     operationId: "exportTransactions",
     summary: "Export the audit chain as CSV",
     description:
-      "`from` and `to` are inclusive UTC days; the default is the last 30 days. Each row carries its sequence number and event hash.",
+      "`from` and `to` are inclusive UTC days; the default is the last 30 days. Each row carries its sequence number and event hash. With more than one ledger shard, each row ends with its `shard`, and the shards' chains come merged by time (each shard's rows in its seq order); `shard` gives one shard's chain alone, which verifies by itself.",
     tag: "Export",
     auth: "console",
-    query: ExportQuery,
+    query: ShardExportQuery,
     responses: {
       200: {
         description:
-          "CSV: seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash",
+          "CSV: seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash (and shard, with more than one ledger shard)",
         contentType: "text/csv",
       },
       400: INVALID,
@@ -30,7 +30,7 @@ export const AUDIT_OPERATIONS: Operation[] = [
     summary: "Page through the audit chain",
     tag: "Operator extras",
     auth: "console",
-    query: PageQuery,
+    query: ShardPageQuery,
     responses: { 200: json(AuditPage, "Events after `afterSeq`."), 400: INVALID },
   },
   {
@@ -69,7 +69,7 @@ export const AUDIT_OPERATIONS: Operation[] = [
       "Oldest first, after `afterSeq`; what `audit verify` checks the chain and the on-chain anchors against.",
     tag: "Proofs",
     auth: "console",
-    query: PageQuery,
+    query: ShardPageQuery,
     responses: { 200: json(AuditCheckpointPage, "Checkpoints after `afterSeq`."), 400: INVALID },
   },
   {

@@ -49,9 +49,12 @@ export interface Segment {
   entries: ArchivedLedgerEntry[];
 }
 
-/** The R2 key of the segment starting at `firstSeq`: zero-padded so keys sort by seq. */
-export const segmentKey = (firstSeq: number, lastSeq: number) =>
-  `audit/${String(firstSeq).padStart(15, "0")}-${String(lastSeq).padStart(15, "0")}.ndjson`;
+/**
+ * The R2 key of the segment starting at `firstSeq`: zero-padded so keys sort by seq. Ledger shard
+ * k ≥ 1 keeps its segments under `audit/shard-<k>/`: seqs repeat between shards, keys must not.
+ */
+export const segmentKey = (firstSeq: number, lastSeq: number, shard = 0) =>
+  `audit/${shard === 0 ? "" : `shard-${shard}/`}${String(firstSeq).padStart(15, "0")}-${String(lastSeq).padStart(15, "0")}.ndjson`;
 
 const entryLine = (e: ArchivedLedgerEntry) =>
   canonicalJson({

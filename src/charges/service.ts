@@ -4,6 +4,9 @@ import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
 import { charges } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";
 import { newId } from "../lib/ids";
+import type { Env } from "../env";
+import { mergeSorted, newestFirst } from "../lib/merge";
+import { forEachShard } from "../ledger/shards";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 
@@ -156,14 +159,22 @@ export const listAgentPayments = (db: Db, agentId: string, limit: number) =>
  * The agent's charges, most recently paid first, as the console's agent page lists them
  * (every status; a charge not paid yet sorts last).
  */
-export async function listAgentChargesByPaidAt(d1: D1Database, agentId: string, limit: number) {
-  const { results } = await d1
-    .prepare(
-      `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
-     status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor
-     FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
-    )
-    .bind(agentId, limit)
-    .all<ChargeFields>();
-  return results;
+export async function listAgentChargesByPaidAt(env: Env, agentId: string, limit: number) {
+  // A charge lives in its merchant's shard, so an agent's are in any of them: each shard's first page, merged.
+  const pages = await forEachShard(env, async (d1) => {
+    const { results } = await d1
+      .prepare(
+        `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
+       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor
+       FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
+      )
+      .bind(agentId, limit)
+      .all<ChargeFields>();
+    return results;
+  });
+  return mergeSorted(
+    pages,
+    newestFirst((c: ChargeFields) => c.paidAt),
+    limit,
+  );
 }

@@ -15,7 +15,9 @@ import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
 import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
-import { anchorCallData, anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
+import { anchorCallData, anchoredLogsFilter, anchorSeqOf, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
+import { dbOfShard } from "../db/shards";
+import { shardsOf } from "../ledger/shards";
 import { type Checkpoint, checkpointAt, makeCheckpoint, unanchoredCheckpoints } from "./checkpoints";
 
 /*
@@ -57,10 +59,18 @@ export function anchoringOf(env: Env): Anchoring | string {
 
 const matches = (a: OnChainAnchor, cp: Checkpoint) => a.head === cp.hash && a.rowsRoot === cp.rowsRoot;
 
-/** Takes one step with a checkpoint's anchor; see the comment at the top. */
-export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now()): Promise<AnchorStep> {
+/** Whether an anchor on chain is of this shard's checkpoint `seq`. */
+const isOf = (a: OnChainAnchor, shard: number, seq: number) => a.seq === seq && (a.shard ?? 0) === shard;
+
+/**
+ * Takes one step with a checkpoint's anchor; see the comment at the top. `shard` is the ledger shard
+ * the checkpoint belongs to: its row is updated in that shard's database, and its anchor carries the
+ * shard above the seq's 64 bits (anchorSeqOf).
+ */
+export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now(), shard = 0): Promise<AnchorStep> {
   if (cp.anchorStatus === "confirmed")
     return { kind: "confirmed", transaction: cp.txHash!, blockNumber: cp.blockNumber! };
+  const db = dbOfShard(env, shard);
   const anchoring = anchoringOf(env);
   if (typeof anchoring === "string") return { kind: "not_configured", reason: anchoring };
   const { x, contract, lanes } = anchoring;
@@ -70,47 +80,47 @@ export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now(
       const receipt = await receiptNow(x, cp.txHash).catch(() => undefined);
       if (receipt === undefined) return waiting("chain_unavailable");
       if (receipt?.status === "reverted") {
-        await markFailed(env, cp, now);
+        await markFailed(db, cp, now);
         return waiting("transaction_reverted");
       }
       if (receipt) {
-        const found = anchorsIn(receipt.logs, contract).find((a) => a.seq === cp.seq && matches(a, cp));
-        if (found) return confirm(env, cp, found, now);
+        const found = anchorsIn(receipt.logs, contract).find((a) => isOf(a, shard, cp.seq) && matches(a, cp));
+        if (found) return confirm(db, cp, found, now);
       }
     }
     // Another worker (or the request that sent it) may still be on it; after a while the chain decides.
     if (Date.parse(cp.updatedAt) > now - ANCHOR_RESEND_AFTER_MS) return waiting("sent recently");
-    const onChain = await anchorsOnChain(anchoring, cp.seq).catch(() => undefined);
+    const onChain = await anchorsOnChain(anchoring, shard, cp.seq).catch(() => undefined);
     if (onChain === undefined) return waiting("chain_unavailable");
     const found = onChain.find((a) => matches(a, cp));
-    if (found) return confirm(env, cp, found, now);
-    if (onChain.length > 0) return conflicting(cp, onChain);
+    if (found) return confirm(db, cp, found, now);
+    if (onChain.length > 0) return conflicting(cp, shard, onChain);
     // A transaction still waiting to be mined would land beside a second one: wait for the chain.
     const pending = await stillUnmined(x, cp).catch(() => undefined);
     if (pending !== false) return waiting(pending ? "still_in_mempool" : "chain_unavailable");
-    if (!(await claimResend(env, cp, now))) return waiting("another worker has it");
+    if (!(await claimResend(db, cp, now))) return waiting("another worker has it");
   }
   const lane = lanes[cp.seq % lanes.length]!;
-  const data = anchorCallData(cp.seq, cp.hash, cp.rowsRoot);
+  const data = anchorCallData(anchorSeqOf(shard, cp.seq), cp.hash, cp.rowsRoot);
   const prepared = await prepareAnchor(x, contract, data, lane);
   if (typeof prepared === "string") return waiting(prepared);
-  if (!handedOver && !(await markHandedOver(env, cp, lane, now))) return waiting("another worker has it");
+  if (!handedOver && !(await markHandedOver(db, cp, lane, now))) return waiting("another worker has it");
   // A crash here leaves a mark the chain never saw: the chain decides it a while later, not the mark.
   faultPoint("checkpoint.before_send");
   const sent = await laneOf(env, lane).broadcast({ to: contract, ...prepared }, lane);
   faultPoint("checkpoint.after_send");
   if (sent.kind === "rejected") {
     // Nothing left the lane: it can go again at once.
-    await markFailed(env, cp, Date.now());
+    await markFailed(db, cp, Date.now());
     return waiting(sent.reason);
   }
   if (sent.kind === "unknown") return waiting(sent.reason);
-  await recordSent(env, cp, sent.transaction, Date.now());
+  await recordSent(db, cp, sent.transaction, Date.now());
   try {
     const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
-    const found = anchorsIn(receipt.logs, contract).find((a) => a.seq === cp.seq && matches(a, cp));
-    if (receipt.status === "success" && found) return confirm(env, cp, found, Date.now());
-    await markFailed(env, cp, Date.now());
+    const found = anchorsIn(receipt.logs, contract).find((a) => isOf(a, shard, cp.seq) && matches(a, cp));
+    if (receipt.status === "success" && found) return confirm(db, cp, found, Date.now());
+    await markFailed(db, cp, Date.now());
     return waiting("transaction_reverted");
   } catch (error) {
     return waiting(`receipt_unavailable: ${shortError(error)}`);
@@ -134,23 +144,24 @@ async function stillUnmined(x: X402Settings, cp: Checkpoint): Promise<boolean> {
   return BigInt(pending!) > BigInt(mined!);
 }
 
-/** The anchors of `seq` the service's gas addresses sent to the contract. */
-async function anchorsOnChain({ x, contract, lanes }: Anchoring, seq: number): Promise<OnChainAnchor[]> {
+/** The anchors of shard `shard`'s `seq` the service's gas addresses sent to the contract. */
+async function anchorsOnChain({ x, contract, lanes }: Anchoring, shard: number, seq: number): Promise<OnChainAnchor[]> {
   const logs = await rpcCall<Parameters<typeof anchorsIn>[0]>(
     x,
     "eth_getLogs",
-    [anchoredLogsFilter(contract, lanes, seq)],
+    [anchoredLogsFilter(contract, lanes, anchorSeqOf(shard, seq))],
     {
       retry: true,
     },
   );
   const senders = new Set(lanes.map((lane) => lane.toLowerCase()));
-  return anchorsIn(logs, contract).filter((a) => a.seq === seq && senders.has(a.by));
+  return anchorsIn(logs, contract).filter((a) => isOf(a, shard, seq) && senders.has(a.by));
 }
 
 /** An anchor of this seq from the service's own keys that says otherwise: D1 or the chain was changed; an operator must look. */
-function conflicting(cp: Checkpoint, onChain: OnChainAnchor[]): AnchorStep {
+function conflicting(cp: Checkpoint, shard: number, onChain: OnChainAnchor[]): AnchorStep {
   log.error("audit_anchor_conflict", {
+    ...(shard === 0 ? {} : { shard }),
     seq: cp.seq,
     hash: cp.hash,
     rowsRoot: cp.rowsRoot,
@@ -180,10 +191,11 @@ async function prepareAnchor(x: X402Settings, contract: `0x${string}`, data: Hex
   return { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) };
 }
 
-async function changed(env: Env, sql: string, ...params: unknown[]): Promise<boolean> {
+async function changed(db: D1Database, sql: string, ...params: unknown[]): Promise<boolean> {
   return (
     (
-      await env.DB.prepare(sql)
+      await db
+        .prepare(sql)
         .bind(...params)
         .run()
     ).meta.changes === 1
@@ -191,9 +203,9 @@ async function changed(env: Env, sql: string, ...params: unknown[]): Promise<boo
 }
 
 /** The first hand-over (or one after a failure); only one worker's mark lands. */
-const markHandedOver = (env: Env, cp: Checkpoint, lane: string, now: number) =>
+const markHandedOver = (db: D1Database, cp: Checkpoint, lane: string, now: number) =>
   changed(
-    env,
+    db,
     `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, anchor_from = ?, tx_hash = NULL, updated_at = ?
      WHERE seq = ? AND ((anchor_status = 'pending' AND broadcast_at IS NULL) OR (anchor_status = 'failed' AND updated_at = ?))`,
     nowIso(now),
@@ -204,9 +216,9 @@ const markHandedOver = (env: Env, cp: Checkpoint, lane: string, now: number) =>
   );
 
 /** A resend's turn, after the chain showed no anchor: the row unchanged since this worker read it. */
-const claimResend = (env: Env, cp: Checkpoint, now: number) =>
+const claimResend = (db: D1Database, cp: Checkpoint, now: number) =>
   changed(
-    env,
+    db,
     `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, tx_hash = NULL, updated_at = ?
      WHERE seq = ? AND anchor_status IN ('pending', 'sent') AND updated_at = ?`,
     nowIso(now),
@@ -215,26 +227,26 @@ const claimResend = (env: Env, cp: Checkpoint, now: number) =>
     cp.updatedAt,
   );
 
-const recordSent = (env: Env, cp: Checkpoint, transaction: Hex, now: number) =>
+const recordSent = (db: D1Database, cp: Checkpoint, transaction: Hex, now: number) =>
   changed(
-    env,
+    db,
     "UPDATE audit_checkpoints SET anchor_status = 'sent', tx_hash = ?, updated_at = ? WHERE seq = ? AND anchor_status = 'pending'",
     transaction,
     nowIso(now),
     cp.seq,
   );
 
-const markFailed = (env: Env, cp: Checkpoint, now: number) =>
+const markFailed = (db: D1Database, cp: Checkpoint, now: number) =>
   changed(
-    env,
+    db,
     "UPDATE audit_checkpoints SET anchor_status = 'failed', updated_at = ? WHERE seq = ? AND anchor_status IN ('pending', 'sent')",
     nowIso(now),
     cp.seq,
   );
 
-async function confirm(env: Env, cp: Checkpoint, anchor: OnChainAnchor, now: number): Promise<AnchorStep> {
+async function confirm(db: D1Database, cp: Checkpoint, anchor: OnChainAnchor, now: number): Promise<AnchorStep> {
   await changed(
-    env,
+    db,
     `UPDATE audit_checkpoints SET anchor_status = 'confirmed', tx_hash = ?, block_number = ?, anchor_from = ?,
        anchored_at = ?, updated_at = ? WHERE seq = ? AND anchor_status != 'confirmed'`,
     anchor.transaction,
@@ -244,27 +256,36 @@ async function confirm(env: Env, cp: Checkpoint, anchor: OnChainAnchor, now: num
     nowIso(now),
     cp.seq,
   );
-  const stored = await checkpointAt(env.DB, cp.seq);
+  const stored = await checkpointAt(db, cp.seq);
   return { kind: "confirmed", transaction: stored!.txHash!, blockNumber: stored!.blockNumber! };
 }
 
 /**
- * The cron's job: a checkpoint when the head has moved since the last one, then a step with each
- * checkpoint not yet confirmed on chain, oldest first. Without an anchor contract or a gas key that
- * is said once per run, and the checkpoints stay signed and pending.
+ * The cron's job, for every ledger shard in turn: a checkpoint when the shard's head has moved since
+ * its last one, then a step with each of its checkpoints not yet confirmed on chain, oldest first.
+ * Without an anchor contract or a gas key that is said once per shard and run, and the checkpoints
+ * stay signed and pending. One shard failing leaves the others checkpointed, and is thrown after.
  */
 export async function auditCheckpointJob(env: Env, now = Date.now()): Promise<void> {
-  await makeCheckpoint(env, now);
-  const due = await unanchoredCheckpoints(env.DB, 10);
+  const failures: unknown[] = [];
+  // One shard after another: their anchors share the gas lanes, and a run is a handful of sends.
+  for (const shard of shardsOf(env)) await checkpointShard(env, shard, now).catch((error) => failures.push(error));
+  if (failures.length > 0) throw failures[0];
+}
+
+async function checkpointShard(env: Env, shard: number, now: number): Promise<void> {
+  await makeCheckpoint(env, now, shard);
+  const due = await unanchoredCheckpoints(dbOfShard(env, shard), 10);
   if (due.length === 0) return;
+  const tag = shard === 0 ? {} : { shard };
   const anchoring = anchoringOf(env);
   if (typeof anchoring === "string") {
-    log.warn("audit_anchor_not_configured", { reason: anchoring, pending: due.length });
+    log.warn("audit_anchor_not_configured", { ...tag, reason: anchoring, pending: due.length });
     return;
   }
   for (const cp of due) {
-    const step = await anchorCheckpoint(env, cp, now).catch((error: unknown) => waiting(shortError(error)));
+    const step = await anchorCheckpoint(env, cp, now, shard).catch((error: unknown) => waiting(shortError(error)));
     if (step.kind === "waiting" && step.reason !== "sent recently")
-      log.warn("audit_anchor_waiting", { seq: cp.seq, reason: step.reason });
+      log.warn("audit_anchor_waiting", { ...tag, seq: cp.seq, reason: step.reason });
   }
 }

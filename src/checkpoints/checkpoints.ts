@@ -6,6 +6,7 @@ import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { merkleRoot } from "../audit/merkle";
 import type { HistoryStore } from "../audit/archived";
 import { auditRows } from "../audit/service";
+import { dbOfShard } from "../db/shards";
 
 /*
  * Signed checkpoints of the audit chain. Each covers the rows after the checkpoint before it up to
@@ -113,6 +114,17 @@ async function historyRowHashes(store: HistoryStore, fromSeq: number, toSeq: num
   return hashes;
 }
 
+/**
+ * What a checkpoint's JWS signs. Shard 0's payload is the one it always was, field for field; another
+ * shard's names its shard, so a signature over one shard's head can never be shown for another's.
+ */
+export function checkpointPayload(
+  shard: number,
+  fields: { seq: number; hash: string; fromSeq: number; rowsRoot: string; signedAt: string },
+): Record<string, unknown> {
+  return shard === 0 ? { ...fields } : { ...fields, shard };
+}
+
 export type MadeCheckpoint =
   /** This call signed the checkpoint (and perhaps others before it, catching up). */
   | { kind: "created"; checkpoint: Checkpoint }
@@ -121,39 +133,45 @@ export type MadeCheckpoint =
   | { kind: "empty" };
 
 /**
- * Signs checkpoints up to the audit chain's head. Two callers at once never both insert: the insert
+ * Signs checkpoints up to the head of ledger shard `shard`'s audit chain, in that shard's database. Two callers at once never both insert: the insert
  * lands only while no checkpoint reaches `fromSeq` (the one this caller built on is still the
  * latest), and the seq is the primary key; the loser reads back what the winner signed.
  */
-export async function makeCheckpoint(env: Env, now = Date.now()): Promise<MadeCheckpoint> {
+export async function makeCheckpoint(env: Env, now = Date.now(), shard = 0): Promise<MadeCheckpoint> {
   const proofs = settingsOf(env).proofs;
+  const db = dbOfShard(env, shard);
   let created: Checkpoint | null = null;
   for (let made = 0; made < MAX_CHECKPOINTS_PER_CALL; made++) {
     const [last, head] = await Promise.all([
-      latestCheckpoint(env.DB),
-      env.DB.prepare("SELECT seq FROM audit_events ORDER BY seq DESC LIMIT 1").first<{ seq: number }>(),
+      latestCheckpoint(db),
+      db.prepare("SELECT seq FROM audit_events ORDER BY seq DESC LIMIT 1").first<{ seq: number }>(),
     ]);
     if (!head) return { kind: "empty" };
     if (last && last.seq >= head.seq)
       return created ? { kind: "created", checkpoint: created } : { kind: "unchanged", checkpoint: last };
     const fromSeq = (last?.seq ?? 0) + 1;
     const seq = Math.min(head.seq, fromSeq + MAX_ROWS_PER_CHECKPOINT - 1);
-    const hashes = await rowHashes(env, fromSeq, seq);
+    const hashes = await rowHashes({ DB: db, ARCHIVE: env.ARCHIVE }, fromSeq, seq);
     const hash = hashes[hashes.length - 1]!;
     const rowsRoot = merkleRoot(hashes);
     const signedAt = nowIso(now);
-    const jws = await signJws(proofs, CHECKPOINT_TYP, { seq, hash, fromSeq, rowsRoot, signedAt });
-    const inserted = await env.DB.prepare(
-      `INSERT OR IGNORE INTO audit_checkpoints
+    const jws = await signJws(
+      proofs,
+      CHECKPOINT_TYP,
+      checkpointPayload(shard, { seq, hash, fromSeq, rowsRoot, signedAt }),
+    );
+    const inserted = await db
+      .prepare(
+        `INSERT OR IGNORE INTO audit_checkpoints
          (seq, hash, from_seq, rows_root, signed_at, kid, jws, anchor_status, created_at, updated_at)
        SELECT ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?
        WHERE NOT EXISTS (SELECT 1 FROM audit_checkpoints WHERE seq >= ?)`,
-    )
+      )
       .bind(seq, hash, fromSeq, rowsRoot, signedAt, await signingKid(proofs), jws, signedAt, signedAt, fromSeq)
       .run();
-    if (inserted.meta.changes === 1) created = await checkpointAt(env.DB, seq);
+    if (inserted.meta.changes === 1) created = await checkpointAt(db, seq);
   }
-  const latest = await latestCheckpoint(env.DB);
+  const latest = await latestCheckpoint(db);
   if (created) return { kind: "created", checkpoint: created };
   return latest ? { kind: "unchanged", checkpoint: latest } : { kind: "empty" };
 }

@@ -6,7 +6,8 @@ import { log } from "../lib/log";
 import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
 import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
-import { PageQuery } from "../audit/routes";
+import { runShard, ShardPageQuery } from "../audit/routes";
+import { dbOfShard } from "../db/shards";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
 export const checkpointView = (cp: Checkpoint) => ({
@@ -41,9 +42,9 @@ export const checkpointRoutes = new Hono<AppEnv>()
     const checkpoint = (await checkpointAt(c.env.DB, made.checkpoint.seq)) ?? made.checkpoint;
     return c.json({ checkpoint: checkpointView(checkpoint) }, made.kind === "created" ? 201 : 200);
   })
-  .get("/console/audit/checkpoints", requireActor("console"), validate("query", PageQuery), async (c) => {
-    const { afterSeq, limit } = c.req.valid("query");
-    const page = await checkpointPage(c.env.DB, afterSeq, limit);
+  .get("/console/audit/checkpoints", requireActor("console"), validate("query", ShardPageQuery), async (c) => {
+    const { afterSeq, limit, shard } = c.req.valid("query");
+    const page = await checkpointPage(dbOfShard(c.env, runShard(c.env, shard)), afterSeq, limit);
     return c.json({
       checkpoints: page.map(checkpointView),
       nextAfterSeq: page.length === limit ? page[page.length - 1]!.seq : null,

@@ -22,6 +22,8 @@ export const treasuryChecks = sqliteTable(
     onChainInMinor: integer("on_chain_in_minor").notNull(),
     onChainOutMinor: integer("on_chain_out_minor").notNull(),
     pendingOutMinor: integer("pending_out_minor").notNull(),
+    /** Money between two ledger shards when the check ran (internal: not part of the verdict). */
+    inTransitMinor: integer("in_transit_minor").notNull().default(0),
     /** How many receiving addresses were read besides the settlement address. */
     addressesRead: integer("addresses_read").notNull(),
   },

@@ -14,3 +14,13 @@ export function dbOfShard(env: ShardBindings, shard: number): D1Database {
   if (!db) throw new Error(`ledger shard ${shard} has no D1 binding DB_SHARD_${shard}`);
   return db;
 }
+
+/**
+ * Shards 0 … count − 1, each checked to have its binding. For domains below the ledger (webhooks,
+ * audit), which cannot import src/ledger/shards.ts; `count` is the LEDGER_SHARDS setting.
+ */
+export function shardNumbers(env: ShardBindings, count: number): number[] {
+  const shards = Array.from({ length: count }, (_, k) => k);
+  for (const k of shards) dbOfShard(env, k);
+  return shards;
+}

@@ -18,6 +18,7 @@ export type FaultPoint =
   | "draw.after_commit"
   | "delivery.before_post"
   | "delivery.after_post"
+  | "outbox.after_forward"
   | "idempotency.before_store"
   | "outbound.before_send"
   | "outbound.after_send"

@@ -9,6 +9,8 @@ import { dbOf } from "../db/client";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
+import { mergeSorted, newestFirst } from "../lib/merge";
+import { forEachShard } from "../ledger/shards";
 import { nowIso } from "../lib/time";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
 import { sendsOut, settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
@@ -265,10 +267,20 @@ export async function listPayouts(
     where.push("status = ?");
     params.push(filter.status);
   }
-  const rows = await env.DB.prepare(
-    `${PAYOUT_SELECT}${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-  )
-    .bind(...params, filter.limit)
-    .all<PayoutRow>();
-  return rows.results;
+  // A payout lives in its merchant's shard: each shard's newest page, merged by time (each shard's
+  // own order kept; rowid, the tie-break, only orders rows of one database).
+  const pages = await forEachShard(env, async (db) => {
+    const rows = await db
+      .prepare(
+        `${PAYOUT_SELECT}${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+      )
+      .bind(...params, filter.limit)
+      .all<PayoutRow>();
+    return rows.results;
+  });
+  return mergeSorted(
+    pages,
+    newestFirst((p: PayoutRow) => p.createdAt),
+    filter.limit,
+  );
 }

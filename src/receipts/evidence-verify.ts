@@ -23,6 +23,8 @@ const txHash = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
 export const EvidenceFileSchema = z.object({
   format: z.literal(EVIDENCE_FORMAT),
   chargeId: z.string().min(1),
+  /** The ledger shard whose chain the row and checkpoint are of; absent for shard 0. */
+  shard: z.number().int().positive().optional(),
   exportedAt: z.string(),
   receipt: z.string().min(1),
   auditRow: AuditEvent,
@@ -122,7 +124,8 @@ export async function verifyEvidence(
     same(signed.payload.hash, cp.hash) &&
     same(signed.payload.fromSeq, cp.fromSeq) &&
     same(signed.payload.rowsRoot, cp.rowsRoot) &&
-    same(signed.payload.signedAt, cp.signedAt);
+    same(signed.payload.signedAt, cp.signedAt) &&
+    same(signed.payload.shard ?? 0, file.shard ?? 0);
   add(
     "checkpoint",
     signedOk,
@@ -159,7 +162,9 @@ function onChain(file: EvidenceFile, anchors: readonly OnChainAnchor[], chainId?
   if (cp.transaction === null) return [false, `checkpoint ${cp.seq} names no anchoring transaction`];
   if (chainId !== undefined && file.anchor?.chainId !== chainId)
     return [false, `the file's chain (${file.anchor?.chainId ?? "none"}) is not the one read (${chainId})`];
-  const first = [...anchors].filter((a) => a.seq === cp.seq).sort((a, b) => a.blockNumber - b.blockNumber)[0];
+  const first = [...anchors]
+    .filter((a) => a.seq === cp.seq && (a.shard ?? 0) === (file.shard ?? 0))
+    .sort((a, b) => a.blockNumber - b.blockNumber)[0];
   if (!first) return [false, `no anchor of checkpoint ${cp.seq} from the service's addresses on chain`];
   if (first.head !== cp.hash || first.rowsRoot !== cp.rowsRoot)
     return [false, `the chain's first anchor of seq ${cp.seq} (${first.transaction}) is another checkpoint`];

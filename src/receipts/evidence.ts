@@ -1,7 +1,7 @@
 import { anchoringOf } from "../checkpoints/anchoring";
 import { auditRowOf } from "../audit/service";
 import type { auditEvents } from "../db/schema";
-import { archivedReceiptRow } from "../audit/archived";
+import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import type { AuditRow } from "../audit/chain";
 import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
 import { merklePath, merkleRoot } from "../audit/merkle";
@@ -10,7 +10,7 @@ import { settingsOf } from "../env";
 import { nowIso } from "../lib/time";
 import { publishedJwks } from "../proofs/keys";
 import { EVIDENCE_FORMAT, type EvidenceFile } from "./evidence-verify";
-import { chargeReceipt } from "./service";
+import { chargeReceipt, storeOfId } from "./service";
 
 /*
  * The evidence file of one paid charge: what a merchant or agent hands a third party so it can
@@ -30,8 +30,8 @@ export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind:
  * The merchant's paid charge's payment row, from D1 or, once archived, from R2; null for an
  * unknown, unpaid or other merchant's charge.
  */
-async function paymentRow(env: Env, merchantId: string, chargeId: string): Promise<AuditRow | null> {
-  const found = await env.DB.prepare(
+async function paymentRow(store: HistoryStore, merchantId: string, chargeId: string): Promise<AuditRow | null> {
+  const found = await store.DB.prepare(
     `SELECT c.id, a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
        a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
      FROM charges c LEFT JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
@@ -41,35 +41,42 @@ async function paymentRow(env: Env, merchantId: string, chargeId: string): Promi
     .first<{ id: string } & NullableColumns<typeof auditEvents.$inferSelect>>();
   if (!found) return null;
   if (found.seq !== null) return auditRowOf(found as typeof auditEvents.$inferSelect);
-  return archivedReceiptRow(env, "charge.paid", { chargeId });
+  return archivedReceiptRow(store, "charge.paid", { chargeId });
 }
 
 /** The hashes of the rows a checkpoint covers, in order; checked against its signed root. */
-async function coveredHashes(env: Env, cp: Checkpoint): Promise<string[]> {
-  const hashes = await rowHashes(env, cp.fromSeq, cp.seq);
+async function coveredHashes(store: HistoryStore, cp: Checkpoint): Promise<string[]> {
+  const hashes = await rowHashes(store, cp.fromSeq, cp.seq);
   // The database disagreeing with what it signed is for an operator, never a file handed out.
   if (merkleRoot(hashes) !== cp.rowsRoot)
     throw new Error(`audit rows ${cp.fromSeq}..${cp.seq} do not match checkpoint ${cp.seq}`);
   return hashes;
 }
 
+/**
+ * The evidence of a paid charge, read in the charge's ledger shard (its id names it): the row, the
+ * checkpoint and the path are that shard's chain's, and the file names the shard when it is not 0.
+ */
 export async function chargeEvidence(env: Env, merchantId: string, chargeId: string): Promise<EvidenceResult> {
   const settings = settingsOf(env);
-  const auditRow = await paymentRow(env, merchantId, chargeId);
+  const store = storeOfId(env, chargeId);
+  if (!store) return { kind: "not_found" };
+  const auditRow = await paymentRow(store, merchantId, chargeId);
   if (!auditRow) return { kind: "not_found" };
-  const checkpoint = await checkpointCovering(env.DB, auditRow.seq);
+  const checkpoint = await checkpointCovering(store.DB, auditRow.seq);
   const anchoring = anchoringOf(env);
   const anchors = typeof anchoring !== "string";
   if (!checkpoint || (anchors && checkpoint.anchorStatus !== "confirmed")) return { kind: "not_ready" };
-  const receipt = await chargeReceipt(env, settings.proofs, chargeId);
+  const receipt = await chargeReceipt(store, settings.proofs, chargeId);
   if (!receipt) return { kind: "not_found" };
-  const hashes = await coveredHashes(env, checkpoint);
+  const hashes = await coveredHashes(store, checkpoint);
   const onChain = checkpoint.anchorStatus === "confirmed";
   return {
     kind: "ready",
     evidence: {
       format: EVIDENCE_FORMAT,
       chargeId,
+      ...(store.shard === 0 ? {} : { shard: store.shard }),
       exportedAt: nowIso(),
       receipt,
       auditRow,

@@ -7,7 +7,7 @@ import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
 import { PayoutParam } from "../payouts/routes";
 import { chargeEvidence } from "./evidence";
-import { chargeReceipt, payoutReceipt, refundReceipt } from "./service";
+import { chargeReceipt, payoutReceipt, refundReceipt, storeOfId } from "./service";
 
 /** Checkpoints are made on the minute cron: when to ask again for evidence not ready yet. */
 const EVIDENCE_RETRY_SECONDS = 60;
@@ -17,20 +17,26 @@ export const RefundIdParam = z.object({ refundId: pathId });
 export const receiptRoutes = new Hono<AppEnv>()
   // Public like the charge itself: the charge id is the capability to read it.
   .get("/charges/:chargeId/receipt", validate("param", ChargeIdParam), async (c) => {
-    const receipt = await chargeReceipt(c.env, c.get("settings").proofs, c.req.valid("param").chargeId);
+    const { chargeId } = c.req.valid("param");
+    const store = storeOfId(c.env, chargeId);
+    const receipt = store && (await chargeReceipt(store, c.get("settings").proofs, chargeId));
     if (!receipt) throw new ApiError(404, "charge_not_found");
     return c.json({ receipt });
   })
   // Until paid or succeeded there is nothing to vouch for: 404 as for an unpaid charge.
   .get("/merchant/payouts/:payoutId/receipt", requireActor("merchant"), validate("param", PayoutParam), async (c) => {
     const { merchantId } = actorOf(c.get("actor"), "merchant");
-    const receipt = await payoutReceipt(c.env, c.get("settings").proofs, merchantId, c.req.valid("param").payoutId);
+    const { payoutId } = c.req.valid("param");
+    const store = storeOfId(c.env, payoutId);
+    const receipt = store && (await payoutReceipt(store, c.get("settings").proofs, merchantId, payoutId));
     if (!receipt) throw new ApiError(404, "payout_not_found");
     return c.json({ receipt });
   })
   .get("/merchant/refunds/:refundId/receipt", requireActor("merchant"), validate("param", RefundIdParam), async (c) => {
     const { merchantId } = actorOf(c.get("actor"), "merchant");
-    const receipt = await refundReceipt(c.env, c.get("settings").proofs, merchantId, c.req.valid("param").refundId);
+    const { refundId } = c.req.valid("param");
+    const store = storeOfId(c.env, refundId);
+    const receipt = store && (await refundReceipt(store, c.get("settings").proofs, merchantId, refundId));
     if (!receipt) throw new ApiError(404, "refund_not_found");
     return c.json({ receipt });
   })

@@ -1,4 +1,7 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
+import { dbOfShard } from "../db/shards";
+import { type Env, settingsOf } from "../env";
+import { shardOfId } from "../lib/ids";
 import { canonicalJson } from "../lib/canonical-json";
 import { signJws } from "../proofs/keys";
 import type { ProofSettings } from "../proofs/settings";
@@ -19,6 +22,16 @@ import {
  * audit row written in the same batch that completed it (found by charge id, or by the payout or
  * refund id as the row's reference), and only once it is completed.
  */
+
+/**
+ * Where the rows of the object `id` names are: its ledger shard's database (the id's tag says which)
+ * and the archive. Null for an id tagged with a shard this deployment does not run: no such object.
+ */
+export function storeOfId(env: Env, id: string): (HistoryStore & { shard: number }) | null {
+  const shard = shardOfId(id);
+  if (shard >= settingsOf(env).ledgerShards) return null;
+  return { DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE, shard };
+}
 
 type WithAudit<T> = T & { seq: number | null; hash: string | null; data: string | null; auditAt: string | null };
 

@@ -55,8 +55,8 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
     sqlStatement(
       `INSERT INTO treasury_checks (at, as_of_block, status, settlement_base_units, deposit_addresses_base_units,
          total_base_units, expected_base_units, difference_base_units, on_chain_in_minor, on_chain_out_minor,
-         pending_out_minor, addresses_read)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         pending_out_minor, in_transit_minor, addresses_read)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       at,
       holdings.asOfBlock,
       status,
@@ -68,6 +68,7 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
       ledger.onChainInMinor,
       ledger.onChainOutMinor,
       ledger.pendingOutMinor,
+      ledger.inTransitMinor,
       holdings.addressesRead,
     ),
   ];

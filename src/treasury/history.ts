@@ -30,6 +30,7 @@ export interface CheckDetail extends StoredCheck {
   onChainInMinor: number;
   onChainOutMinor: number;
   pendingOutMinor: number;
+  inTransitMinor: number;
   addressesRead: number;
 }
 
@@ -41,7 +42,7 @@ export async function listCheckDetails(db: D1Database, limit: number): Promise<C
          total_base_units AS totalBaseUnits, expected_base_units AS expectedBaseUnits,
          settlement_base_units AS settlementBaseUnits, deposit_addresses_base_units AS depositAddressesBaseUnits,
          on_chain_in_minor AS onChainInMinor, on_chain_out_minor AS onChainOutMinor,
-         pending_out_minor AS pendingOutMinor, addresses_read AS addressesRead
+         pending_out_minor AS pendingOutMinor, in_transit_minor AS inTransitMinor, addresses_read AS addressesRead
        FROM treasury_checks ORDER BY id DESC LIMIT ?`,
     )
     .bind(limit)

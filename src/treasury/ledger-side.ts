@@ -1,4 +1,5 @@
 import type { Env, X402Settings } from "../env";
+import { forEachShard } from "../ledger/shards";
 import { MIN_SWEEP_BASE_UNITS } from "../sweeps/due";
 
 /** What the ledger says the service should hold on chain, in cents, and the balances it owes. */
@@ -11,6 +12,11 @@ export interface LedgerSide {
   pendingOutMinor: number;
   agentBalancesMinor: number;
   merchantBalancesMinor: number;
+  /**
+   * Money between two ledger shards (the sum of the `transit:<k>` accounts): left one shard, not yet
+   * arrived in the other. Internal, never on chain: the verdict does not read it.
+   */
+  inTransitMinor: number;
 }
 
 /** The ledger's side and the receiving addresses whose holdings are not swept yet, read together. */
@@ -37,38 +43,59 @@ const notSwept = (owner: string) =>
  * as 0 cents) are left out, so dust sent to many deposit addresses cannot grow the scan.
  */
 export async function readLedgerSnapshot(env: Env, x: X402Settings): Promise<LedgerSnapshot> {
+  // Every shard's batch at once; all of them finish before the caller pins the block.
+  const shards = await forEachShard(env, (db) => readShardSnapshot(db, x));
+  const ledger = { ...shards[0]!.ledger };
+  for (const one of shards.slice(1))
+    for (const key of Object.keys(ledger) as (keyof LedgerSide)[]) ledger[key] += one.ledger[key];
+  return {
+    ledger,
+    unsweptAddresses: [...new Set(shards.flatMap((one) => one.unsweptAddresses))],
+  };
+}
+
+/**
+ * One ledger shard's figures, in one D1 batch. A sweep's `outbound_transfers` row lives with the
+ * deposit or payment it sweeps (in its owner's shard), so "not swept" stays a query in one database.
+ */
+async function readShardSnapshot(db: D1Database, x: X402Settings): Promise<LedgerSnapshot> {
   const payTo = x.payTo.toLowerCase();
-  const [deposits, payments, payouts, refunds, balances, addresses] = await env.DB.batch<Record<string, number>>([
-    env.DB.prepare(
-      "SELECT COALESCE(SUM(amount_minor), 0) AS n FROM deposits WHERE status = 'credited' AND network = ?",
-    ).bind(x.network),
+  const [deposits, payments, payouts, refunds, balances, addresses, transit] = await db.batch<Record<string, number>>([
+    db
+      .prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM deposits WHERE status = 'credited' AND network = ?")
+      .bind(x.network),
     // The charge's cents, as the ledger credited them (its base units are exactly cents x 10,000).
-    env.DB.prepare(
-      `SELECT COALESCE(SUM(c.amount_minor), 0) AS n FROM x402_payments p JOIN charges c ON c.id = p.charge_id
+    db
+      .prepare(
+        `SELECT COALESCE(SUM(c.amount_minor), 0) AS n FROM x402_payments p JOIN charges c ON c.id = p.charge_id
        WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?`,
-    ).bind(x.network, x.asset.toLowerCase()),
-    env.DB.prepare(
+      )
+      .bind(x.network, x.asset.toLowerCase()),
+    db.prepare(
       `SELECT COALESCE(SUM(CASE WHEN status = 'paid' THEN amount_minor END), 0) AS out,
               COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
        FROM payouts WHERE status IN ('paid', 'pending')`,
     ),
-    env.DB.prepare(
+    db.prepare(
       `SELECT COALESCE(SUM(CASE WHEN status = 'succeeded' THEN amount_minor END), 0) AS out,
               COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
        FROM refunds WHERE method = 'x402' AND status IN ('succeeded', 'pending')`,
     ),
-    env.DB.prepare(
+    db.prepare(
       `SELECT (SELECT COALESCE(SUM(balance_minor), 0) FROM agents) AS agents,
               (SELECT COALESCE(SUM(balance_minor), 0) FROM merchants) AS merchants`,
     ),
-    env.DB.prepare(
-      `SELECT d.address AS address FROM deposits d
+    db
+      .prepare(
+        `SELECT d.address AS address FROM deposits d
        WHERE d.network = ? AND d.address <> ? AND CAST(d.value AS INTEGER) >= ? AND ${notSwept("d.id")}
        UNION
        SELECT p.pay_to AS address FROM x402_payments p
        WHERE p.status = 'settled' AND p.network = ? AND p.asset = ? AND p.pay_to IS NOT NULL AND p.pay_to <> ?
          AND ${notSwept("p.id")}`,
-    ).bind(x.network, payTo, MIN_SWEEP_BASE_UNITS, x.network, x.asset.toLowerCase(), payTo),
+      )
+      .bind(x.network, payTo, MIN_SWEEP_BASE_UNITS, x.network, x.asset.toLowerCase(), payTo),
+    db.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'"),
   ]);
   const one = (r: D1Result<Record<string, number>> | undefined) => r!.results[0]!;
   const paidOut = one(payouts);
@@ -80,6 +107,7 @@ export async function readLedgerSnapshot(env: Env, x: X402Settings): Promise<Led
       pendingOutMinor: paidOut.pending! + refunded.pending!,
       agentBalancesMinor: one(balances).agents!,
       merchantBalancesMinor: one(balances).merchants!,
+      inTransitMinor: one(transit).n!,
     },
     unsweptAddresses: [...new Set(addresses!.results.map((r) => String(r.address).toLowerCase()))],
   };

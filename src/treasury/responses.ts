@@ -35,6 +35,9 @@ export const Treasury = named(
       pendingOutMinor: Cents.describe("Payouts and x402 refunds still `pending`."),
       agentBalancesMinor: Minor,
       merchantBalancesMinor: Minor,
+      inTransitMinor: Minor.describe(
+        "Money between two ledger shards (left one, not yet in the other): internal, so it does not change the verdict.",
+      ),
     }),
     differenceBaseUnits: BaseUnits.describe("totalBaseUnits - expectedBaseUnits."),
     status: Status,
@@ -74,6 +77,7 @@ export const treasuryView = (c: TreasuryCheck) => ({
     pendingOutMinor: c.ledger.pendingOutMinor,
     agentBalancesMinor: c.ledger.agentBalancesMinor,
     merchantBalancesMinor: c.ledger.merchantBalancesMinor,
+    inTransitMinor: c.ledger.inTransitMinor,
   },
   differenceBaseUnits: c.differenceBaseUnits.toString(),
   status: c.status,

@@ -1,5 +1,8 @@
 import type { Env } from "../env";
+import { dbOfShard, shardNumbers } from "../db/shards";
+import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
+import { settingsOf } from "../env";
 
 export interface DeliveryMessage {
   deliveryId: string;
@@ -69,8 +72,55 @@ export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promis
   }
 }
 
-/** Fans out everything pending and enqueues it. Safe to run concurrently and repeatedly. */
+/**
+ * Brings one page of ledger shard `shard`'s (k ≥ 1) undispatched outbox events into the control
+ * database, where the endpoints and deliveries live: a copy of each event, undispatched, which the
+ * fan-out above then delivers as it does shard 0's own. The copy keeps the event's id, so it is
+ * written once (INSERT OR IGNORE) and the deliveries insert stays one per (event, endpoint); only
+ * then is the page marked dispatched on the shard. A crash in between forwards the page again,
+ * which changes nothing. Returns how many events the page had.
+ */
+export async function forwardShardOutbox(env: Env, shard: number, now = Date.now()): Promise<number> {
+  const home = dbOfShard(env, shard);
+  const pending = await home
+    .prepare(
+      `SELECT id, type, merchant_id AS merchantId, data, created_at AS createdAt
+       FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at LIMIT ?`,
+    )
+    .bind(FAN_OUT_PAGE)
+    .all<{ id: string; type: string; merchantId: string | null; data: string; createdAt: string }>();
+  const events = pending.results;
+  if (events.length === 0) return 0;
+  // As one JSON parameter, like the fan-out's page: D1 refuses more than 100 bound values.
+  await env.DB.prepare(
+    `INSERT OR IGNORE INTO outbox_events (id, type, merchant_id, data, created_at)
+     SELECT json_extract(value, '$.id'), json_extract(value, '$.type'), json_extract(value, '$.merchantId'),
+            json_extract(value, '$.data'), json_extract(value, '$.createdAt')
+     FROM json_each(?)`,
+  )
+    .bind(JSON.stringify(events))
+    .run();
+  faultPoint("outbox.after_forward");
+  await home
+    .prepare(
+      "UPDATE outbox_events SET dispatched_at = ? WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL",
+    )
+    .bind(nowIso(now), JSON.stringify(events.map((e) => e.id)))
+    .run();
+  return events.length;
+}
+
+/** Forwards every shard's (k ≥ 1) pending events into control; shard 0's are control's own. */
+async function forwardShardOutboxes(env: Env): Promise<void> {
+  for (const shard of shardNumbers(env, settingsOf(env).ledgerShards)) {
+    if (shard === 0) continue;
+    while ((await forwardShardOutbox(env, shard)) === FAN_OUT_PAGE);
+  }
+}
+
+/** Fans out everything pending, every shard's, and enqueues it. Safe to run concurrently and repeatedly. */
 export async function dispatchOutbox(env: Env): Promise<number> {
+  await forwardShardOutboxes(env);
   let total = 0;
   for (;;) {
     const ids = await fanOutOutbox(env);

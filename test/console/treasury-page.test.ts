@@ -42,6 +42,7 @@ const check = (at: string, held: number, expected: number, status = "balanced"):
   onChainInMinor: 0,
   onChainOutMinor: 0,
   pendingOutMinor: 0,
+  inTransitMinor: 0,
   addressesRead: 0,
 });
 

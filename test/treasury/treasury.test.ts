@@ -131,6 +131,7 @@ describe("the treasury reconciliation", () => {
         pendingOutMinor: 0,
         agentBalancesMinor: 0,
         merchantBalancesMinor: 0,
+        inTransitMinor: 0,
       },
       differenceBaseUnits: "0",
       status: "balanced",
@@ -164,6 +165,7 @@ describe("the treasury reconciliation", () => {
       pendingOutMinor: 0,
       agentBalancesMinor: 250 - 100 + 40,
       merchantBalancesMinor: 700 + 100 - 40,
+      inTransitMinor: 0,
     });
     expect(beforeSweeps.asOfBlock).toBeGreaterThanOrEqual(start.asOfBlock);
 

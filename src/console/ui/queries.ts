@@ -1,4 +1,8 @@
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
+import { dbOfShard } from "../../db/shards";
+import { type Env, settingsOf } from "../../env";
+import { forEachShard } from "../../ledger/shards";
+import { shardOfId } from "../../lib/ids";
 import { nowIso, utcDayStart } from "../../lib/time";
 import type { PayoutRow } from "../../payouts/service";
 
@@ -48,18 +52,48 @@ export async function readOverview(db: D1Database): Promise<Overview> {
   };
 }
 
+/**
+ * The overview over every ledger shard: each shard's figures read in one batch (so they agree with
+ * each other), then summed, hour by hour for the paid cents. The merchant and agent counts are the
+ * control database's alone: a shard k ≥ 1 holds account rows of owners whose identity is in control.
+ * The sum is not one snapshot: shards are read at about the same time, not in one transaction.
+ */
+export async function readOverviewOfShards(env: Env): Promise<Overview> {
+  const [control, ...others] = await forEachShard(env, (db) => readOverview(db));
+  const total = { ...control!, paid: { ...control!.paid }, paidCentsByHour: [...control!.paidCentsByHour] };
+  for (const o of others) {
+    total.paid.n += o.paid.n;
+    total.paid.cents += o.paid.cents;
+    o.paidCentsByHour.forEach((cents, hour) => {
+      total.paidCentsByHour[hour]! += cents;
+    });
+    total.createdToday += o.createdToday;
+    total.pendingApprovals += o.pendingApprovals;
+  }
+  return total;
+}
+
 /** A payout's states, in the order of its life. */
 export const PAYOUT_STATUSES = ["pending", "paid", "failed"] as const satisfies readonly PayoutRow["status"][];
 export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
 
-/** Every merchant's payouts counted and summed by status (cents); a status without payouts reads zero. */
-export async function readPayoutTotals(db: D1Database): Promise<Record<PayoutStatus, { n: number; cents: number }>> {
-  const rows = await db
-    .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
-    .all<{ status: string; n: number; cents: number }>();
+/**
+ * Every merchant's payouts counted and summed by status (cents), over every ledger shard (a payout
+ * lives in its merchant's); a status without payouts reads zero.
+ */
+export async function readPayoutTotals(env: Env): Promise<Record<PayoutStatus, { n: number; cents: number }>> {
+  const shards = await forEachShard(env, (db) =>
+    db
+      .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
+      .all<{ status: string; n: number; cents: number }>(),
+  );
   const totals = { pending: { n: 0, cents: 0 }, paid: { n: 0, cents: 0 }, failed: { n: 0, cents: 0 } };
-  for (const row of rows.results)
-    if (row.status in totals) totals[row.status as PayoutStatus] = { n: row.n, cents: row.cents };
+  for (const rows of shards)
+    for (const row of rows.results)
+      if (row.status in totals) {
+        totals[row.status as PayoutStatus].n += row.n;
+        totals[row.status as PayoutStatus].cents += row.cents;
+      }
   return totals;
 }
 
@@ -73,12 +107,18 @@ export async function readMerchantNames(db: D1Database, ids: string[]): Promise<
   return new Map(rows.results.map((r) => [r.id, r.name]));
 }
 
-/** A charge and its merchant's name, in one query; null for an unknown charge. */
+/**
+ * A charge and its merchant's name, in one query on the charge's shard (its id names it; the merchant's
+ * account row there has the name); null for an unknown charge.
+ */
 export async function readChargeWithMerchant(
-  db: D1Database,
+  env: Env,
   chargeId: string,
 ): Promise<{ charge: ChargeRow; merchantName: string | null } | null> {
-  const row = await db
+  const shard = shardOfId(chargeId);
+  // An id tagged with a shard this deployment does not run names no charge here.
+  if (shard >= settingsOf(env).ledgerShards) return null;
+  const row = await dbOfShard(env, shard)
     .prepare(
       `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName FROM charges c LEFT JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`,
     )

@@ -23,7 +23,7 @@ const agentsOf = async (c: Ui) => (await listAgents(c.get("db"), 200)).map(agent
 async function agentPage(c: Ui, agentId: string, extra: { notice?: string; shown?: (name: string) => unknown } = {}) {
   const agent = await getAgent(c.get("db"), agentId);
   if (!agent) return null;
-  const payments = await listAgentChargesByPaidAt(c.env.DB, agent.id, 20);
+  const payments = await listAgentChargesByPaidAt(c.env, agent.id, 20);
   const page = (
     <AgentPage
       csrf={csrfOf(c)}

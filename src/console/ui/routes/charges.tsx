@@ -58,12 +58,12 @@ const CHANGED =
 export const chargePageRoutes = new Hono<AppEnv>()
   .get("/console/ui/charges/:chargeId", async (c) => {
     const chargeId = c.req.param("chargeId");
-    const found = await readChargeWithMerchant(c.env.DB, chargeId);
+    const found = await readChargeWithMerchant(c.env, chargeId);
     return found ? chargePage(c, found) : unknownCharge(c, chargeId);
   })
   .post("/console/ui/charges/:chargeId/refunds", async (c) => {
     const chargeId = c.req.param("chargeId");
-    const found = await readChargeWithMerchant(c.env.DB, chargeId);
+    const found = await readChargeWithMerchant(c.env, chargeId);
     if (!found) return unknownCharge(c, chargeId);
     const body = await form(c);
     const typed = field(body, "amount");
@@ -83,7 +83,7 @@ export const chargePageRoutes = new Hono<AppEnv>()
       created = await createRefund(c.env, x, merchantId, chargeId, input.data.amountUsdCents, undefined, by);
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      const now = (await readChargeWithMerchant(c.env.DB, chargeId)) ?? found;
+      const now = (await readChargeWithMerchant(c.env, chargeId)) ?? found;
       const remaining = now.charge.amountMinor - now.charge.refundedMinor;
       return chargePage(c, now, { error: refusalText(error.error, remaining), typed });
     }

@@ -16,7 +16,7 @@ export const payoutPageRoutes = new Hono<AppEnv>().get("/console/ui/payouts", as
   // One more than shown, to know whether there are more.
   const [rows, totals] = await Promise.all([
     listPayouts(c.env, { status: status ?? undefined, limit: PAYOUTS_SHOWN + 1 }),
-    readPayoutTotals(c.env.DB),
+    readPayoutTotals(c.env),
   ]);
   const payouts = rows.slice(0, PAYOUTS_SHOWN).map(payoutView);
   const merchantNames = await readMerchantNames(

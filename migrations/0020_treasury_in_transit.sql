@@ -1,0 +1,1 @@
+ALTER TABLE `treasury_checks` ADD `in_transit_minor` integer DEFAULT 0 NOT NULL;
