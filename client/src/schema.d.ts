@@ -794,7 +794,7 @@ export interface paths {
         };
         /**
          * Verify the audit chain
-         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now.
+         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. With more than one ledger shard every shard's chain is verified from its own genesis: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).
          */
         get: operations["verifyAuditChain"];
         put?: never;
@@ -2169,6 +2169,28 @@ export interface components {
             full: boolean;
             from: number;
             checked: number;
+            shards?: ({
+                shard: number;
+                /** @constant */
+                ok: true;
+                rows: number;
+                headSeq: number;
+                headHash: string;
+                full: boolean;
+                from: number;
+                checked: number;
+            } | {
+                shard: number;
+                /** @constant */
+                ok: false;
+                rows: number;
+                brokenSeq: number;
+                /** @enum {string} */
+                problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+                full: boolean;
+                from: number;
+                checked: number;
+            })[];
         } | {
             /** @constant */
             ok: false;
@@ -2179,6 +2201,28 @@ export interface components {
             full: boolean;
             from: number;
             checked: number;
+            shards?: ({
+                shard: number;
+                /** @constant */
+                ok: true;
+                rows: number;
+                headSeq: number;
+                headHash: string;
+                full: boolean;
+                from: number;
+                checked: number;
+            } | {
+                shard: number;
+                /** @constant */
+                ok: false;
+                rows: number;
+                brokenSeq: number;
+                /** @enum {string} */
+                problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+                full: boolean;
+                from: number;
+                checked: number;
+            })[];
         };
         AuditCheckpoint: {
             seq: number;

@@ -39,7 +39,7 @@ export const AUDIT_OPERATIONS: Operation[] = [
     operationId: "verifyAuditChain",
     summary: "Verify the audit chain",
     description:
-      "Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now.",
+      "Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. With more than one ledger shard every shard's chain is verified from its own genesis: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).",
     tag: "Operator extras",
     auth: "console",
     query: VerifyQuery,

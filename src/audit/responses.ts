@@ -35,18 +35,23 @@ const VerificationStart = {
   checked: Cents,
 };
 
+const Holds = { ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash, ...VerificationStart };
+const Broken = {
+  ok: z.literal(false),
+  rows: Cents,
+  brokenSeq: z.number().int(),
+  problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch"]),
+  ...VerificationStart,
+};
+const ShardNumber = z.number().int().min(0);
+/** With more than one ledger shard: each shard's verdict (the top level is the first broken one's, else shard 0's). */
+const Shards = z
+  .array(z.union([z.strictObject({ shard: ShardNumber, ...Holds }), z.strictObject({ shard: ShardNumber, ...Broken })]))
+  .optional();
+
 export const ChainVerdict = named(
   "ChainVerdict",
-  z.union([
-    z.strictObject({ ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash, ...VerificationStart }),
-    z.strictObject({
-      ok: z.literal(false),
-      rows: Cents,
-      brokenSeq: z.number().int(),
-      problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch"]),
-      ...VerificationStart,
-    }),
-  ]),
+  z.union([z.strictObject({ ...Holds, shards: Shards }), z.strictObject({ ...Broken, shards: Shards })]),
 );
 
 const Hex32 = z.string().regex(/^0x[0-9a-f]{64}$/);

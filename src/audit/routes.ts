@@ -7,8 +7,8 @@ import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
 import { dbOfShard } from "../db/shards";
 import { type Env, settingsOf } from "../env";
-import { auditRows, firstAuditRows } from "./service";
-import { verifyAudit } from "./verification";
+import { firstAuditRows } from "./service";
+import { verifyEveryShard } from "./verification";
 
 const DAY_MS = 86_400_000;
 
@@ -84,5 +84,6 @@ export const auditRoutes = new Hono<AppEnv>()
   })
   .get("/console/audit/verify", requireActor("console"), validate("query", VerifyQuery), async (c) => {
     const full = c.req.valid("query").full === "true";
-    return c.json(await verifyAudit(c.env, c.get("settings").proofs, { full }));
+    const settings = c.get("settings");
+    return c.json(await verifyEveryShard(c.env, settings.ledgerShards, settings.proofs, { full }));
   });

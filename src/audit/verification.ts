@@ -3,7 +3,8 @@ import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../proofs/settings";
 import type { HistoryStore } from "./archived";
-import { type ChainVerdict, GENESIS_HASH, verifyChain } from "./chain";
+import { type ChainVerdict, GENESIS_HASH, genesisHashOf, verifyChain } from "./chain";
+import { dbOfShard, type ShardBindings, shardNumbers } from "../db/shards";
 import { auditRows, firstAuditRows } from "./service";
 
 /*
@@ -68,9 +69,13 @@ async function rememberedPoint(d1: D1Database, proofs: ProofSettings): Promise<R
  * What is wrong with the remembered point's row now, if anything: checked as a full pass checks it
  * (linked to the row before, recomputing), and then its hash against the one remembered.
  */
-async function pointProblem(store: HistoryStore, point: RememberedPoint): Promise<ChainProblem | null> {
+async function pointProblem(
+  store: HistoryStore,
+  point: RememberedPoint,
+  genesis: string,
+): Promise<ChainProblem | null> {
   const rows = await firstAuditRows(store, 2, { afterSeq: Math.max(0, point.seq - 2) });
-  const before = point.seq === 1 ? { seq: 0, hash: GENESIS_HASH } : rows.shift();
+  const before = point.seq === 1 ? { seq: 0, hash: genesis } : rows.shift();
   const row = rows[0];
   if (!before || before.seq !== point.seq - 1 || !row || row.seq !== point.seq) return "seq_gap";
   const step = await verifyChain([row], before);
@@ -111,11 +116,12 @@ async function remember(
 export async function verifyAudit(
   store: HistoryStore,
   proofs: ProofSettings,
-  options: { full?: boolean; now?: number } = {},
+  options: { full?: boolean; now?: number; genesis?: string } = {},
 ): Promise<AuditVerdict> {
   const full = options.full ?? false;
+  const genesis = options.genesis ?? GENESIS_HASH;
   const point = await rememberedPoint(store.DB, proofs);
-  const start = point && !full ? { seq: point.seq, hash: point.hash } : { seq: 0, hash: GENESIS_HASH };
+  const start = point && !full ? { seq: point.seq, hash: point.hash } : { seq: 0, hash: genesis };
   // The remembered row is named as broken: it is not the row that was verified.
   const broken = (at: RememberedPoint, problem: ChainProblem, checked: number): AuditVerdict => ({
     ok: false,
@@ -129,7 +135,7 @@ export async function verifyAudit(
 
   // Continuing from the point needs its row to be the one verified; a full pass checks it after the rows.
   if (point && !full) {
-    const problem = await pointProblem(store, point);
+    const problem = await pointProblem(store, point, genesis);
     if (problem) return broken(point, problem, 0);
   }
   const chain = await verifyChain(auditRows(store, { afterSeq: start.seq, pageSize: 1000 }), start);
@@ -137,11 +143,39 @@ export async function verifyAudit(
   if (!chain.ok) return verdict;
   if (point && full) {
     // A chain rewritten whole with fresh hashes recomputes from genesis; the remembered row says otherwise.
-    const problem = await pointProblem(store, point);
+    const problem = await pointProblem(store, point, genesis);
     if (problem) return broken(point, problem, chain.rows);
   }
   // A full pass that reached the point again renews it (`fromSeq` 0 says it was checked from genesis).
   if (chain.headSeq > 0 && (full || chain.headSeq !== point?.seq))
     await remember(store.DB, proofs, chain.headSeq, chain.headHash, start.seq, options.now ?? Date.now());
   return verdict;
+}
+
+/** One shard's verdict, in an answer over more than one shard. */
+export type ShardVerdict = AuditVerdict & { shard: number };
+
+/**
+ * Verifies every ledger shard's chain, each from its own genesis and its own remembered point (kept in
+ * its own database). With one shard the answer is shard 0's verdict as it always was; with more, the
+ * top level is the first broken shard's verdict (shard 0's when all hold, so `ok` is true only when
+ * every shard's is) and `shards` has each shard's.
+ */
+export async function verifyEveryShard(
+  env: ShardBindings & { ARCHIVE: R2Bucket },
+  shardCount: number,
+  proofs: ProofSettings,
+  options: { full?: boolean; now?: number } = {},
+): Promise<AuditVerdict & { shards?: ShardVerdict[] }> {
+  const shards = await Promise.all(
+    shardNumbers(env, shardCount).map(async (shard) => ({
+      shard,
+      ...(await verifyAudit({ DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE }, proofs, {
+        ...options,
+        genesis: genesisHashOf(shard),
+      })),
+    })),
+  );
+  const { shard: _shard, ...top } = shards.find((v) => !v.ok) ?? shards[0]!;
+  return shards.length === 1 ? top : { ...top, shards };
 }

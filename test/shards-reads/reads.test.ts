@@ -6,6 +6,8 @@ import { genesisHashOf } from "../../src/audit/chain";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { csvExportResponse } from "../../src/audit/csv";
 import { auditRows } from "../../src/audit/service";
+import { verifyEveryShard } from "../../src/audit/verification";
+import { settingsOf } from "../../src/settings";
 import { archiveHistory } from "../../src/archive/archive";
 import { auditCheckpointJob } from "../../src/checkpoints/anchoring";
 import { checkpointPage, makeCheckpoint } from "../../src/checkpoints/checkpoints";
@@ -300,5 +302,43 @@ describe("the history archive per shard", () => {
     expect(after.slice(0, before.length)).toEqual(before);
     expect(after[0]!.prevHash).toBe(genesisHashOf(1));
     for (let i = 1; i < after.length; i++) expect(after[i]!.prevHash).toBe(after[i - 1]!.hash);
+  });
+});
+
+describe("audit verify over two shards", () => {
+  it("verifies each shard's chain from its own genesis, and is broken when either shard is", async () => {
+    const proofs = settingsOf(env2).proofs;
+    await creditInShard1(125);
+    const one = await verifyEveryShard(env, 1, proofs, { full: true });
+    expect(one.ok).toBe(true);
+    expect("shards" in one).toBe(false);
+    const both = await verifyEveryShard(env2, 2, proofs, { full: true });
+    expect(both.ok).toBe(true);
+    expect(both.shards!.map((v) => [v.shard, v.ok])).toEqual([
+      [0, true],
+      [1, true],
+    ]);
+    // The top level stays shard 0's verdict when every shard holds.
+    expect(both.ok && one.ok && both.headSeq).toBe(one.ok && one.headSeq);
+
+    // Change one amount in shard 1's chain: shard 0 still holds, the answer does not.
+    const last = await shard1
+      .prepare("SELECT seq FROM audit_events ORDER BY seq DESC LIMIT 1")
+      .first<{ seq: number }>();
+    await shard1.prepare("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = ?").bind(last!.seq).run();
+    try {
+      const broken = await verifyEveryShard(env2, 2, proofs, { full: true });
+      expect(broken.ok).toBe(false);
+      expect(broken.shards!.find((v) => v.shard === 0)!.ok).toBe(true);
+      const one1 = broken.shards!.find((v) => v.shard === 1)!;
+      expect(one1).toMatchObject({ ok: false, brokenSeq: last!.seq, problem: "hash_mismatch" });
+      expect(broken).toMatchObject({ ok: false, brokenSeq: last!.seq, problem: "hash_mismatch" });
+    } finally {
+      await shard1
+        .prepare("UPDATE audit_events SET amount_minor = amount_minor - 1 WHERE seq = ?")
+        .bind(last!.seq)
+        .run();
+    }
+    expect((await verifyEveryShard(env2, 2, proofs, { full: true })).ok).toBe(true);
   });
 });

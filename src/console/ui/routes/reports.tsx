@@ -4,20 +4,20 @@ import type { AppEnv } from "../../../app-env";
 import { csvExportResponse } from "../../../audit/csv";
 import { ExportQuery, exportRange } from "../../../audit/routes";
 import { firstAuditRows } from "../../../audit/service";
-import { verifyAudit } from "../../../audit/verification";
+import { verifyEveryShard } from "../../../audit/verification";
 import { ApiError } from "../../../lib/errors";
 import { issuesOf } from "../../../lib/validation";
 import { receivingReport } from "../../../x402/receiving";
 import { OverviewPage } from "../pages/overview";
 import { ReceivingPage, X402NotConfigured } from "../pages/receiving";
 import { TRANSACTIONS_SHOWN, TransactionsPage } from "../pages/transactions";
-import { readOverview } from "../queries";
+import { readOverviewOfShards } from "../queries";
 import { render } from "../render";
 
 /** What the console reads and never changes: the overview, the audited transactions (and their CSV), x402 receiving. */
 export const reportRoutes = new Hono<AppEnv>()
   .get("/console/ui", async (c) => {
-    const overview = await readOverview(c.env.DB);
+    const overview = await readOverviewOfShards(c.env);
     return render(c, "Overview", "/console/ui", <OverviewPage overview={overview} />);
   })
   .get("/console/ui/transactions", async (c) => {
@@ -31,7 +31,7 @@ export const reportRoutes = new Hono<AppEnv>()
     const [rows, verdict] = await Promise.all([
       firstAuditRows(c.env, TRANSACTIONS_SHOWN, { range }),
       // Only the rows since the last verified point: this page is viewed often (GET /console/audit/verify?full=true checks all).
-      verifyAudit(c.env, c.get("settings").proofs),
+      verifyEveryShard(c.env, c.get("settings").ledgerShards, c.get("settings").proofs),
     ]);
     return render(
       c,
