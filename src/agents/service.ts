@@ -13,7 +13,7 @@ import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
-import { ensureHomeRow } from "../ledger/home-rows";
+import { writeHomeRow } from "../ledger/home-rows";
 
 export type AgentRow = typeof agents.$inferSelect;
 
@@ -66,6 +66,7 @@ export async function createAgent(
     createdAt: nowIso(),
   };
   const shard = placeShard(env);
+  await writeHomeRow(env, "agent", shard, row);
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   for (let attempt = 1; ; attempt++) {
     let deposit: { depositIndex: number; depositAddress: string } | null = null;
@@ -82,7 +83,6 @@ export async function createAgent(
         directoryEntry(db, "agent", agentId, shard, row.createdAt),
         ...(await withCreated(created)),
       ]);
-      await ensureHomeRow(env, "agent", agentId, shard);
       return created;
     } catch (error) {
       const lostTheIndex = /UNIQUE constraint failed: agents\.deposit_(index|address)/.test(String(error));

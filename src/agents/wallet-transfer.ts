@@ -219,29 +219,35 @@ export async function commitAcrossShards(
 
 /**
  * Before a cross-shard payment of `chargeId`: drives this agent's own transfers of that charge that
- * a crash left pending, and answers the request a completed one was made for (same key) with its
- * payment, as its first answer would have been. Nothing to do (undefined) otherwise.
+ * a crash left pending. A completed one made for this request (same key) answers it with its
+ * payment, as its first answer would have been; `drove` says the charge may have changed since it
+ * was read. A transfer still pending after that throws: a new payment (or a refusal stored under
+ * the key) must not go ahead of one whose outcome recovery has yet to decide, and a 5xx frees the
+ * key for a retry that finds it decided.
  */
 export async function resumeTransfersOfCharge(
   { env, agentId, turn, slot }: WalletTurnCall,
   from: number,
   chargeId: string,
-): Promise<PayOutcome | undefined> {
+): Promise<{ paid: PayOutcome } | { drove: boolean }> {
   const { results } = await dbOfShard(env, from)
     .prepare("SELECT id, status FROM ledger_transfers WHERE agent_id = ? AND charge_id = ? AND status <> 'reversed'")
     .bind(agentId, chargeId)
     .all<{ id: string; status: string }>();
-  if (results.length === 0) return undefined;
-  if (results.some((t) => t.status === "pending")) turn.cache.forget();
+  if (results.length === 0) return { drove: false };
+  const pending = results.some((t) => t.status === "pending");
+  if (pending) turn.cache.forget();
   for (const t of results) {
     const state =
       t.status === "pending"
         ? await driveTransfer(env, from, t.id, { abort: turn.abort })
         : await settledState(env, from, t.id);
+    if (state.status === "pending")
+      throw new Error(`transfer ${t.id} of charge ${chargeId} is still pending: its recovery will finish it`);
     if (state.status !== "completed" || !slot) continue;
     const kept = state.answer.slot;
     if (kept?.scope === slot.scope && kept.key === slot.key)
-      return { kind: "paid", charge: state.answer.charge, merchantBalanceMinor: state.merchantBalanceMinor };
+      return { paid: { kind: "paid", charge: state.answer.charge, merchantBalanceMinor: state.merchantBalanceMinor } };
   }
-  return undefined;
+  return { drove: true };
 }

@@ -8,6 +8,7 @@ import { shardOfId } from "../lib/ids";
 import { resumeTransfersOfCharge } from "./wallet-transfer";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
 import {
+  readCharge,
   readChargeState,
   type AgentState,
   type ApprovalSnapshot,
@@ -45,11 +46,17 @@ export async function payCharge(
   ahead: Promise<PayableSnapshot | undefined>,
 ): Promise<PayOutcome> {
   const { env, agentId, turn } = call;
+  let snapshot = ahead;
   const shard = await ownerShard(env, "agent", agentId);
   if (shardOfId(chargeId) !== shard) {
     // A retry of a payment across shards whose first answer was lost finds its transfer first.
     const earlier = await resumeTransfersOfCharge(call, shard, chargeId);
-    if (earlier) return earlier;
+    if ("paid" in earlier) return earlier.paid;
+    // This agent already paid (or is paying) the charge: the snapshot read before the turn is stale.
+    if (earlier.drove) {
+      ahead.catch(() => undefined);
+      snapshot = readCharge(env, chargeId);
+    }
   }
   const now = Date.now();
   const act = (
@@ -64,7 +71,7 @@ export async function payCharge(
       return requestApproval(call, charge, { reason: decision.reason, existing: pendingApproval, now, prelude: [] });
     return commitPayment(call, charge, { view: STORED_CHARGE_VIEW });
   };
-  const charge = await ahead;
+  const charge = await snapshot;
   const first = await turn.cache.decide(env, agentId, now, (agent) => judgeCharge({ charge, agent }), paysNow);
   if (first.kind === "outcome" || first.decision.kind !== "approval") return act(first, undefined);
   // A hold is rare and must see this agent's latest approval of the charge: decide again on one fresh read

@@ -22,6 +22,9 @@ export function placeShard(env: Env): number {
 export const directoryEntry = (db: Db, kind: OwnerKind, ownerId: string, shard: number, at: string) =>
   db.insert(shardDirectory).values({ ownerKind: kind, ownerId, shard, assignedAt: at });
 
+/** The directory has no row for the owner: it does not exist (or its creation did not commit). */
+export class UnknownOwner extends Error {}
+
 // Directory rows never change (the table refuses it), so one read per owner and isolate is enough.
 const homes = new IsolateCache<string, number>(100_000);
 
@@ -38,7 +41,7 @@ export async function homeShard(env: Env, kind: OwnerKind, ownerId: string): Pro
     .from(shardDirectory)
     .where(and(eq(shardDirectory.ownerKind, kind), eq(shardDirectory.ownerId, ownerId)))
     .get();
-  if (!row) throw new Error(`${kind} ${ownerId} has no shard in the directory`);
+  if (!row) throw new UnknownOwner(`${kind} ${ownerId} has no shard in the directory`);
   if (row.shard >= settingsOf(env).ledgerShards)
     throw new Error(`${kind} ${ownerId} lives in shard ${row.shard}, beyond LEDGER_SHARDS`);
   homes.set(key, row.shard);
@@ -62,7 +65,9 @@ export async function keysInHomeOf(env: Env, kind: OwnerKind, ownerId: string): 
   if (settingsOf(env).ledgerShards === 1) return env.DB;
   try {
     return dbOfShard(env, await homeShard(env, kind, ownerId));
-  } catch {
-    return env.DB;
+  } catch (error) {
+    // Only an unknown owner: a failed directory read must not reserve the key where the answer is not stored.
+    if (error instanceof UnknownOwner) return env.DB;
+    throw error;
   }
 }

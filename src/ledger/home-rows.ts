@@ -7,31 +7,48 @@ import type { OwnerKind } from "./directory";
  * moves in (`balance_minor`, which the ledger's postings update and CHECK keeps ≥ 0) and what its
  * batches guard on. Identity (keys, deposit address) stays in the control database only; the copy's
  * `api_key_hash` is a placeholder nobody reads, since keys are looked up in control. In shard 0 the
- * control row is the account row. Written with INSERT OR IGNORE from the control row, so it is made
- * after the creation batch and again by any later use that finds it missing (a crash in between).
+ * control row is the account row.
+ *
+ * It is written BEFORE the batch that creates the owner in control (with its directory row): a crash
+ * between the two leaves at most an account row nothing points to, never an owner whose postings
+ * would update no row. INSERT OR IGNORE, so writing it again changes nothing.
  */
-export async function ensureHomeRow(env: Env, kind: OwnerKind, ownerId: string, shard: number): Promise<void> {
+export interface HomeRow {
+  id: string;
+  name: string;
+  createdAt: string;
+  /** Merchants only. */
+  category?: string | null;
+  /** Agents only: the policy as stored (canonical JSON). */
+  policy?: string;
+}
+
+export async function writeHomeRow(env: Env, kind: OwnerKind, shard: number, row: HomeRow): Promise<void> {
   if (shard === 0) return;
   const home = dbOfShard(env, shard);
-  const control = await env.DB.prepare(
-    kind === "merchant"
-      ? "SELECT id, name, category, currency, created_at FROM merchants WHERE id = ?"
-      : "SELECT id, name, policy, currency, created_at FROM agents WHERE id = ?",
-  )
-    .bind(ownerId)
-    .first<Record<string, string | null>>();
-  if (!control) throw new Error(`${kind} ${ownerId} has no control row`);
-  const placeholder = `home-copy:${ownerId}`;
+  const placeholder = `home-copy:${row.id}`;
   await (kind === "merchant"
     ? home
         .prepare(
-          "INSERT OR IGNORE INTO merchants (id, name, category, api_key_hash, currency, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+          "INSERT OR IGNORE INTO merchants (id, name, category, api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
         )
-        .bind(control.id, control.name, control.category, placeholder, control.currency, control.created_at)
+        .bind(row.id, row.name, row.category ?? null, placeholder, row.createdAt)
     : home
-        .prepare(
-          "INSERT OR IGNORE INTO agents (id, name, policy, api_key_hash, currency, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .bind(control.id, control.name, control.policy, placeholder, control.currency, control.created_at)
+        .prepare("INSERT OR IGNORE INTO agents (id, name, policy, api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)")
+        .bind(row.id, row.name, row.policy ?? "{}", placeholder, row.createdAt)
   ).run();
+}
+
+/** The account row in `shard` of an owner that exists in control (tests, and repairs by hand). */
+export async function ensureHomeRow(env: Env, kind: OwnerKind, ownerId: string, shard: number): Promise<void> {
+  if (shard === 0) return;
+  const control = await env.DB.prepare(
+    kind === "merchant"
+      ? "SELECT id, name, category, created_at AS createdAt FROM merchants WHERE id = ?"
+      : "SELECT id, name, policy, created_at AS createdAt FROM agents WHERE id = ?",
+  )
+    .bind(ownerId)
+    .first<HomeRow>();
+  if (!control) throw new Error(`${kind} ${ownerId} has no control row`);
+  await writeHomeRow(env, kind, shard, control);
 }

@@ -8,7 +8,7 @@ import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
 import { dbOfShard } from "../db/shards";
-import { ensureHomeRow } from "../ledger/home-rows";
+import { writeHomeRow } from "../ledger/home-rows";
 
 export type MerchantRow = typeof merchants.$inferSelect;
 
@@ -44,18 +44,20 @@ export async function registerMerchant(
   const created = { merchantId, apiKey };
   const createdAt = nowIso();
   const shard = placeShard(env);
+  const name = input.name;
+  const category = input.category ?? null;
+  await writeHomeRow(env, "merchant", shard, { id: merchantId, name, category, createdAt });
   await writeTogether(db, [
     db.insert(merchants).values({
       id: merchantId,
-      name: input.name,
-      category: input.category ?? null,
+      name,
+      category,
       apiKeyHash: await hashApiKey(apiKey),
       createdAt,
     }),
     directoryEntry(db, "merchant", merchantId, shard, createdAt),
     ...(await withCreated(created)),
   ]);
-  await ensureHomeRow(env, "merchant", merchantId, shard);
   return created;
 }
 
