@@ -187,8 +187,26 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
     }
 
     // The ledger sequencer's counts so far: the runner reports how many plans each D1 batch carried.
-    case "GET ledger":
-      return json(await ledgerOf(env, 0).stats());
+    // `?shard=k` asks shard k's sequencer (default 0); a shard this deployment does not run is refused.
+    case "GET ledger": {
+      const shard = Number(new URL(request.url).searchParams.get("shard") ?? 0);
+      if (!(Number.isInteger(shard) && shard >= 0 && shard < settingsOf(env).ledgerShards))
+        return json({ error: "invalid_request" }, 400);
+      return json(await ledgerOf(env, shard).stats());
+    }
+
+    // A merchant's or an agent's home ledger shard, from the directory (no public route names it):
+    // the shards group places its owners by creating them until the placement puts them where wanted.
+    case "GET shard": {
+      const params = new URL(request.url).searchParams;
+      const kind = params.get("kind");
+      const id = params.get("id");
+      if ((kind !== "merchant" && kind !== "agent") || !id) return json({ error: "invalid_request" }, 400);
+      const row = await env.DB.prepare("SELECT shard FROM shard_directory WHERE owner_kind = ? AND owner_id = ?")
+        .bind(kind, id)
+        .first<{ shard: number }>();
+      return row ? json({ kind, id, shard: row.shard }) : json({ error: "not_found" }, 404);
+    }
 
     // The database's size: its page count times its page size, as D1 reports after any statement.
     // Freed pages stay in the file, so growth is what rows need beyond the pages deletes freed.

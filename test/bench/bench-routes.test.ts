@@ -204,6 +204,30 @@ describe("bench routes", () => {
     expect(after.body.started).toBe(before.body.started);
   });
 
+  it("report a shard's sequencer when asked for one this deployment runs, and refuse any other", async () => {
+    // This project runs one shard: shard 0 is the default's answer, shard 1 is refused until LEDGER_SHARDS says 2.
+    const zero = await bench("GET", "ledger?shard=0");
+    expect(zero.status).toBe(200);
+    expect(zero.body.shard === null || zero.body.shard === 0).toBe(true);
+    expect((await bench("GET", "ledger?shard=1")).status).toBe(400);
+    expect((await bench("GET", "ledger?shard=x")).status).toBe(400);
+    const one = await bench("GET", "ledger?shard=1", undefined, { LEDGER_SHARDS: "2" } as unknown as Partial<Env>);
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ plans: expect.any(Number), batches: expect.any(Number) });
+  });
+
+  it("name an owner's home shard from the directory, and answer 404 for an owner it does not know", async () => {
+    const merchant = await createMerchant({ name: "shard lookup merchant" });
+    const agent = await createAgent({ name: "shard lookup agent" });
+    expect(await bench("GET", `shard?kind=merchant&id=${merchant.merchantId}`)).toEqual({
+      status: 200,
+      body: { kind: "merchant", id: merchant.merchantId, shard: 0 },
+    });
+    expect((await bench("GET", `shard?kind=agent&id=${agent.agentId}`)).body.shard).toBe(0);
+    expect((await bench("GET", "shard?kind=agent&id=agt_nobody")).status).toBe(404);
+    expect((await bench("GET", `shard?kind=charge&id=${agent.agentId}`)).status).toBe(400);
+  });
+
   it("count a merchant's payouts by status, and say when each decided one was created and paid", async () => {
     const merchant = await createMerchant({ name: "payouts count merchant" });
     const agent = await createAgent({ name: "payouts count agent", credit: 500 });
