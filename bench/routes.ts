@@ -6,6 +6,7 @@ import { gasAccountOf } from "../src/x402/transfer";
 import { termsFor } from "../src/x402/terms";
 import { verifyOffline } from "../src/x402/verify";
 import { ledgerOf } from "../src/ledger/ledger.do";
+import { forEachShard } from "../src/ledger/shards";
 import { retentionJob } from "../src/retention";
 import { archiveHistory } from "../src/archive/archive";
 import { makeCheckpoint } from "../src/checkpoints/checkpoints";
@@ -206,6 +207,23 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
         .bind(kind, id)
         .first<{ shard: number }>();
       return row ? json({ kind, id, shard: row.shard }) : json({ error: "not_found" }, 404);
+    }
+
+    // Cross-shard transfers, per shard: the sum of its `transit:<k>` accounts (its side of the money
+    // between shards) and its transfers by status. At rest every transfer is decided and the sums
+    // over all shards add up to 0.
+    case "GET transit": {
+      const shards = await forEachShard(env, async (db, shard) => {
+        const [transit, transfers] = await db.batch([
+          db.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'"),
+          db.prepare("SELECT status, COUNT(*) AS n FROM ledger_transfers GROUP BY status"),
+        ]);
+        const byStatus = { pending: 0, completed: 0, reversed: 0 } as Record<string, number>;
+        for (const row of (transfers?.results ?? []) as { status: string; n: number }[]) byStatus[row.status] = row.n;
+        const inTransitMinor = Number((transit?.results[0] as { n: number } | undefined)?.n ?? 0);
+        return { shard, inTransitMinor, transfers: byStatus };
+      });
+      return json({ shards });
     }
 
     // The database's size: its page count times its page size, as D1 reports after any statement.

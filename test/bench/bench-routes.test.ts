@@ -228,6 +228,14 @@ describe("bench routes", () => {
     expect((await bench("GET", `shard?kind=charge&id=${agent.agentId}`)).status).toBe(400);
   });
 
+  it("report each shard's transit accounts and its cross-shard transfers by status", async () => {
+    const transit = await bench("GET", "transit");
+    expect(transit).toEqual({
+      status: 200,
+      body: { shards: [{ shard: 0, inTransitMinor: 0, transfers: { pending: 0, completed: 0, reversed: 0 } }] },
+    });
+  });
+
   it("count a merchant's payouts by status, and say when each decided one was created and paid", async () => {
     const merchant = await createMerchant({ name: "payouts count merchant" });
     const agent = await createAgent({ name: "payouts count agent", credit: 500 });
