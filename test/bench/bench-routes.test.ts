@@ -211,7 +211,7 @@ describe("bench routes", () => {
     expect(zero.body.shard === null || zero.body.shard === 0).toBe(true);
     expect((await bench("GET", "ledger?shard=1")).status).toBe(400);
     expect((await bench("GET", "ledger?shard=x")).status).toBe(400);
-    const one = await bench("GET", "ledger?shard=1", undefined, { LEDGER_SHARDS: "2" } as unknown as Partial<Env>);
+    const one = await bench("GET", "ledger?shard=1", undefined, { LEDGER_SHARDS: "2" });
     expect(one.status).toBe(200);
     expect(one.body).toMatchObject({ plans: expect.any(Number), batches: expect.any(Number) });
   });
