@@ -85,6 +85,18 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
     });
 }
 
+/** Outbox events of ledger shards k ≥ 1 not yet forwarded to control (dispatchOutbox forwards them). */
+async function unforwardedEvents(env: Env): Promise<number> {
+  const counts = await forEachShard(env, async (db, k) => {
+    if (k === 0) return 0;
+    const row = await db
+      .prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE dispatched_at IS NULL")
+      .first<{ n: number }>();
+    return Number(row?.n ?? 0);
+  });
+  return counts.reduce((a, n) => a + n, 0);
+}
+
 /** Answers a /__bench/ request, or null for any other path. */
 export async function benchFetch(request: Request, env: Env): Promise<Response | null> {
   const path = new URL(request.url).pathname;
@@ -161,7 +173,10 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
         env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'pending'"),
       ]);
       const count = (r: D1Result | undefined) => Number((r?.results[0] as { n: number } | undefined)?.n ?? 0);
-      return json({ outbox: count(outbox), deliveries: count(deliveries) });
+      // With more than one ledger shard, the events shards k ≥ 1 have not forwarded to control yet count too.
+      const forwarding = settingsOf(env).ledgerShards > 1 ? await unforwardedEvents(env) : 0;
+      const outboxes = count(outbox) + forwarding;
+      return json({ outbox: outboxes, deliveries: count(deliveries) });
     }
 
     // A merchant's payouts by status; with `times=1`, when each decided one was created and decided.
