@@ -133,6 +133,8 @@ describe("bench routes", () => {
   it("write payment-sized batches into scratch copies only, with the payment's guards, and drop them after", async () => {
     const merchant = await createMerchant({ name: "floor merchant" });
     const agent = await createAgent({ name: "floor agent", credit: 1000 });
+    // An agent without money in this database (with shards: homed elsewhere) would fail the balance guard.
+    const broke = await createAgent({ name: "floor agent without money" });
     const template = await createCharge(merchant.apiKey, 500);
     const real = ["charges", "ledger_entries", "audit_events", "outbox_events"];
     const before = await Promise.all(real.map((t) => count(`SELECT COUNT(*) AS n FROM ${t}`)));
@@ -141,6 +143,7 @@ describe("bench routes", () => {
     expect(setup.status).toBe(200);
     expect(setup.body).toMatchObject({ merchantId: merchant.merchantId, pool: 5 });
     expect(setup.body.agentIds).toContain(agent.agentId);
+    expect(setup.body.agentIds).not.toContain(broke.agentId);
 
     const floor = (i: number) => ({ i, agentId: agent.agentId, merchantId: merchant.merchantId });
     const statements =
