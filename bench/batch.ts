@@ -128,7 +128,11 @@ export async function createScratch(
         ]
       : []),
   ]);
-  const agents = await db.prepare(`SELECT id FROM ${PREFIX}agents ORDER BY created_at, id`).all<{ id: string }>();
+  // The agents whose money is in this database: with ledger shards, an agent homed on another shard
+  // has its balance there, and its row here would fail the batch's balance guard.
+  const agents = await db
+    .prepare(`SELECT id FROM ${PREFIX}agents WHERE balance_minor > 0 ORDER BY created_at, id`)
+    .all<{ id: string }>();
   return { merchantId: template.merchantId, agentIds: agents.results.map((a) => a.id), pool: Math.max(have, charges) };
 }
 

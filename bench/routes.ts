@@ -6,6 +6,7 @@ import { gasAccountOf } from "../src/x402/transfer";
 import { termsFor } from "../src/x402/terms";
 import { verifyOffline } from "../src/x402/verify";
 import { ledgerOf } from "../src/ledger/ledger.do";
+import { forEachShard } from "../src/ledger/shards";
 import { retentionJob } from "../src/retention";
 import { archiveHistory } from "../src/archive/archive";
 import { makeCheckpoint } from "../src/checkpoints/checkpoints";
@@ -84,6 +85,18 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
     });
 }
 
+/** Outbox events of ledger shards k ≥ 1 not yet forwarded to control (dispatchOutbox forwards them). */
+async function unforwardedEvents(env: Env): Promise<number> {
+  const counts = await forEachShard(env, async (db, k) => {
+    if (k === 0) return 0;
+    const row = await db
+      .prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE dispatched_at IS NULL")
+      .first<{ n: number }>();
+    return Number(row?.n ?? 0);
+  });
+  return counts.reduce((a, n) => a + n, 0);
+}
+
 /** Answers a /__bench/ request, or null for any other path. */
 export async function benchFetch(request: Request, env: Env): Promise<Response | null> {
   const path = new URL(request.url).pathname;
@@ -160,7 +173,10 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
         env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'pending'"),
       ]);
       const count = (r: D1Result | undefined) => Number((r?.results[0] as { n: number } | undefined)?.n ?? 0);
-      return json({ outbox: count(outbox), deliveries: count(deliveries) });
+      // With more than one ledger shard, the events shards k ≥ 1 have not forwarded to control yet count too.
+      const forwarding = settingsOf(env).ledgerShards > 1 ? await unforwardedEvents(env) : 0;
+      const outboxes = count(outbox) + forwarding;
+      return json({ outbox: outboxes, deliveries: count(deliveries) });
     }
 
     // A merchant's payouts by status; with `times=1`, when each decided one was created and decided.
@@ -187,8 +203,43 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
     }
 
     // The ledger sequencer's counts so far: the runner reports how many plans each D1 batch carried.
-    case "GET ledger":
-      return json(await ledgerOf(env, 0).stats());
+    // `?shard=k` asks shard k's sequencer (default 0); a shard this deployment does not run is refused.
+    case "GET ledger": {
+      const shard = Number(new URL(request.url).searchParams.get("shard") ?? 0);
+      if (!(Number.isInteger(shard) && shard >= 0 && shard < settingsOf(env).ledgerShards))
+        return json({ error: "invalid_request" }, 400);
+      return json(await ledgerOf(env, shard).stats());
+    }
+
+    // A merchant's or an agent's home ledger shard, from the directory (no public route names it):
+    // the shards group places its owners by creating them until the placement puts them where wanted.
+    case "GET shard": {
+      const params = new URL(request.url).searchParams;
+      const kind = params.get("kind");
+      const id = params.get("id");
+      if ((kind !== "merchant" && kind !== "agent") || !id) return json({ error: "invalid_request" }, 400);
+      const row = await env.DB.prepare("SELECT shard FROM shard_directory WHERE owner_kind = ? AND owner_id = ?")
+        .bind(kind, id)
+        .first<{ shard: number }>();
+      return row ? json({ kind, id, shard: row.shard }) : json({ error: "not_found" }, 404);
+    }
+
+    // Cross-shard transfers, per shard: the sum of its `transit:<k>` accounts (its side of the money
+    // between shards) and its transfers by status. At rest every transfer is decided and the sums
+    // over all shards add up to 0.
+    case "GET transit": {
+      const shards = await forEachShard(env, async (db, shard) => {
+        const [transit, transfers] = await db.batch([
+          db.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'"),
+          db.prepare("SELECT status, COUNT(*) AS n FROM ledger_transfers GROUP BY status"),
+        ]);
+        const byStatus = { pending: 0, completed: 0, reversed: 0 } as Record<string, number>;
+        for (const row of (transfers?.results ?? []) as { status: string; n: number }[]) byStatus[row.status] = row.n;
+        const inTransitMinor = Number((transit?.results[0] as { n: number } | undefined)?.n ?? 0);
+        return { shard, inTransitMinor, transfers: byStatus };
+      });
+      return json({ shards });
+    }
 
     // The database's size: its page count times its page size, as D1 reports after any statement.
     // Freed pages stay in the file, so growth is what rows need beyond the pages deletes freed.

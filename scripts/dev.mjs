@@ -4,6 +4,10 @@
 // stablecoin). No account or network is needed. PORT, ANVIL_PORT and
 // DEV_PERSIST_DIR move it aside (tests run their own instance); DEV_CONFIG runs
 // another Worker configuration (`npm run bench`'s, bench/wrangler.toml).
+// DEV_LEDGER_SHARDS and DEV_LEDGER_SHARD_PLACEMENT set LEDGER_SHARDS and
+// LEDGER_SHARD_PLACEMENT for this run only (as bindings over the configuration's
+// vars, which stay as they are): `npm run bench`'s shards group runs its own
+// instance with two ledger shards this way.
 import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -63,6 +67,11 @@ const chainVars = {
   // 1 settles one transaction per payment, as without the batch contract (for comparing the two).
   ...(env.X402_SETTLEMENT_BATCH_MAX ? { X402_SETTLEMENT_BATCH_MAX: env.X402_SETTLEMENT_BATCH_MAX } : {}),
 };
+// The ledger's shard count and placement, over wrangler.toml's (the service validates them as it would those).
+const shardVars = {
+  ...(env.DEV_LEDGER_SHARDS ? { LEDGER_SHARDS: env.DEV_LEDGER_SHARDS } : {}),
+  ...(env.DEV_LEDGER_SHARD_PLACEMENT ? { LEDGER_SHARD_PLACEMENT: env.DEV_LEDGER_SHARD_PLACEMENT } : {}),
+};
 
 /**
  * The mode `wrangler dev` derives from the compatibility date and flags, by the same function of
@@ -72,7 +81,9 @@ const chainVars = {
 const { getNodeCompat } = createRequire(createRequire(import.meta.url).resolve("wrangler"))("miniflare");
 const nodeCompatModeOf = (config) => getNodeCompat(config.compatibility_date, config.compatibility_flags ?? []).mode;
 
-step(`starting the service at http://127.0.0.1:${port}`);
+step(
+  `starting the service at http://127.0.0.1:${port}${shardVars.LEDGER_SHARDS ? ` with ${shardVars.LEDGER_SHARDS} ledger shards` : ""}`,
+);
 // wrangler's own dev server, started through its API rather than `wrangler dev` for one reason:
 // the CLI always attaches its inspector proxy, which forwards every Network event of the Worker
 // (each D1 query and each fetch is one) to the wrangler process as a debug log line, several per
@@ -82,7 +93,9 @@ step(`starting the service at http://127.0.0.1:${port}`);
 const worker = await unstable_startWorker({
   config,
   envFiles,
-  bindings: Object.fromEntries(Object.entries(chainVars).map(([name, value]) => [name, { type: "plain_text", value }])),
+  bindings: Object.fromEntries(
+    Object.entries({ ...chainVars, ...shardVars }).map(([name, value]) => [name, { type: "plain_text", value }]),
+  ),
   // `wrangler dev` tells its bundler the Node.js compatibility mode from wrangler.toml's flags; the
   // API leaves it unset, and the bundle then treats node: imports as missing (the runtime has them).
   build: { nodejsCompatMode: nodeCompatModeOf },

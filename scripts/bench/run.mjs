@@ -12,7 +12,8 @@
 // warm-up second and 100 per measured second; payouts use the same counts), BENCH_ONLY (a
 // comma-separated subset of the row groups below, for a quick look at one path; the table then
 // shows "-" for the rest), BENCH_STORAGE_PAYMENTS (wallet payments per round of the bytes-per-payment
-// measurement, default 1,000).
+// measurement, default 1,000). The group `shards` runs only when BENCH_ONLY names it: after the other
+// groups, with a second service of its own running LEDGER_SHARDS=2 (DEV_LEDGER_SHARDS, scripts/dev.mjs).
 import { mnemonicKey } from "../lib/chain.mjs";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
 import { load } from "./load.mjs";
@@ -78,14 +79,25 @@ const GROUPS = {
   payouts: /^(payouts_|floor_chain_payouts$)/,
   webhooks: /^webhook_/,
   storage: /^storage$/,
+  shards: /^shards_/,
 };
+/**
+ * Groups run only when BENCH_ONLY names them: the shards group starts a service of its own (two
+ * ledger shards), so the default run, its one service and its table stay as they were.
+ */
+const OPT_IN = ["shards"];
 const ONLY = (process.env.BENCH_ONLY ?? "")
   .split(",")
   .map((g) => g.trim())
   .filter(Boolean);
 for (const g of ONLY)
   if (!(g in GROUPS)) throw new Error(`BENCH_ONLY: unknown group "${g}"; groups: ${Object.keys(GROUPS).join(", ")}`);
-const selected = (key) => ONLY.length === 0 || ONLY.some((g) => GROUPS[g].test(key));
+const selected = (key) =>
+  ONLY.length === 0 ? !OPT_IN.some((g) => GROUPS[g].test(key)) : ONLY.some((g) => GROUPS[g].test(key));
+/** The default service's rows: any group but the opt-in ones (a run of BENCH_ONLY=shards starts only the shards' service). */
+const mainSelected = ONLY.length === 0 || ONLY.some((g) => !OPT_IN.includes(g));
+/** The shards group's service runs this many ledger shards, new owners placed on a random one (`spread`). */
+const LEDGER_SHARDS = 2;
 
 const startedAt = new Date();
 const t0 = Date.now();
@@ -117,8 +129,11 @@ const json = (body) => ({ "content-type": "application/json", ...body });
  * The measuring helpers every scenario uses: `quiet` waits for the service's queued work, `measure`
  * runs one row and keeps its full result in `raw` (the JSON file's results), `perStep` times one step.
  */
-function meter(B) {
+function meter(B, { shards = [0] } = {}) {
   const raw = {};
+  /** Each shard's sequencer counts (shard 0's through the route's default, as before shards). */
+  const ledgerStats = () =>
+    Promise.all(shards.map((k) => call(B, "GET", k === 0 ? "/__bench/ledger" : `/__bench/ledger?shard=${k}`)));
   let reloadsSeen = service.reloads();
 
   /**
@@ -141,9 +156,9 @@ function meter(B) {
     await quiet();
     log(`${name} ...`);
     reloadsSeen = service.reloads();
-    const ledgerBefore = await call(B, "GET", "/__bench/ledger");
+    const ledgersBefore = await ledgerStats();
     const result = await fn();
-    const ledgerAfter = await call(B, "GET", "/__bench/ledger");
+    const ledgersAfter = await ledgerStats();
     const reloads = service.reloads() - reloadsSeen;
     reloadsSeen = service.reloads();
     if (reloads > 0)
@@ -161,23 +176,28 @@ function meter(B) {
     // batch, and the statements those batches ran per plan.
     // A ledger object that restarted meanwhile (idle objects are evicted, say while inputs are prepared)
     // counts from zero again: then there is nothing to say.
-    const ledger =
-      ledgerAfter.started !== ledgerBefore.started
+    const ledgers = ledgersAfter.map((after, i) => {
+      const before = ledgersBefore[i];
+      return after.started !== before.started
         ? null
         : {
-            plans: ledgerAfter.plans - ledgerBefore.plans,
-            batches: ledgerAfter.batches - ledgerBefore.batches,
-            statements: ledgerAfter.statements - ledgerBefore.statements,
+            plans: after.plans - before.plans,
+            batches: after.batches - before.batches,
+            statements: after.statements - before.statements,
           };
-    if (ledger && ledger.batches > 0) {
-      const perBatch = (ledger.plans / ledger.batches).toFixed(1);
+    });
+    for (const [i, counts] of ledgers.entries()) {
+      if (!(counts && counts.batches > 0)) continue;
+      const perBatch = (counts.plans / counts.batches).toFixed(1);
       log(
-        `  ledger: ${ledger.plans} plans in ${ledger.batches} D1 batches (${perBatch} per batch, ${(ledger.statements / ledger.plans).toFixed(1)} statements per plan)`,
+        `  ledger${shards.length > 1 ? ` shard ${shards[i]}` : ""}: ${counts.plans} plans in ${counts.batches} D1 batches (${perBatch} per batch, ${(counts.statements / counts.plans).toFixed(1)} statements per plan)`,
       );
     }
+    const [ledger] = ledgers;
     const threads = describeUsage(result.threads);
     if (threads) log(`  threads: ${threads}`);
     raw[key] = { name, kind, ...result, reloads, ledger };
+    if (shards.length > 1) raw[key].ledgerByShard = Object.fromEntries(shards.map((k, i) => [k, ledgers[i]]));
     return result;
   };
 
@@ -262,14 +282,12 @@ const needsScratch = () =>
   selected("floor_do_rpc_d1_batch") || PAYMENT_GROUPS.some((g) => ONLY.length === 0 || ONLY.includes(g));
 
 /**
- * The runtime floors (bench/routes.ts), into `run.floor`; returns the payment batch's statement
- * count. Leaves the scratch tables in place, with `run.floorOptions` (the load of the floor "DO RPC
- * + payment-sized batch") for the payment rows that alternate with it; `dropScratch` ends them.
+ * Scratch copies of the payment's tables with a pool of pending charges cloned from `run.template`
+ * (bench/batch.ts), and the load of the floor "DO RPC + payment-sized batch" on them, which becomes
+ * `run.floorOptions`; `floorBody` makes the next batch's body.
  */
-async function measureFloors(run) {
-  const { B, base, floor, measure, template } = run;
-  if (!needsScratch()) return null;
-  // Scratch copies of the payment's tables with a pool of pending charges (bench/batch.ts).
+async function scratchFloor(run) {
+  const { B, base, template } = run;
   const poolSize = 160_000;
   const scratch = await call(B, "POST", "/__bench/setup", {
     body: { templateChargeId: template, charges: poolSize },
@@ -289,6 +307,18 @@ async function measureFloors(run) {
     next: () => ({ method: "POST", path: "/__bench/do-d1-batch", headers: json(), body: floorBody() }),
   };
   run.floorOptions = rpcBatchLoad;
+  return { floorBody, rpcBatchLoad };
+}
+
+/**
+ * The runtime floors (bench/routes.ts), into `run.floor`; returns the payment batch's statement
+ * count. Leaves the scratch tables in place, with `run.floorOptions` (the load of the floor "DO RPC
+ * + payment-sized batch") for the payment rows that alternate with it; `dropScratch` ends them.
+ */
+async function measureFloors(run) {
+  const { B, base, floor, measure } = run;
+  if (!needsScratch()) return null;
+  const { floorBody, rpcBatchLoad } = await scratchFloor(run);
   floor.noop = await measure("floor_trivial_route", "floor: trivial route", "floor", () =>
     load({ ...base, next: () => ({ path: "/__bench/noop" }) }),
   );
@@ -374,18 +404,23 @@ async function measureChargeCreation(run) {
   return { chargeCreation, pending };
 }
 
-/** Wallet payments across the agents and from one hot agent, each paying its own pending charge. */
-async function measureWalletPayments(run, chargeCreation, pending) {
-  const { B, base, crowd, floor, hot, quiet, raw, shop } = run;
-  /** Inputs for `rate` successful requests a second over `seconds`, with a margin for a faster run. */
-  const inputsFor = (rate, seconds) => Math.ceil(rate * seconds * 1.6) + CONNECTIONS * 2;
-  /** Fills `list` up to `want` with `make(n)`; preparing inputs is never part of a measured window. */
-  const topUp = async (list, want, what, make) => {
-    if (list.length >= want) return;
-    log(`  preparing ${want - list.length} ${what}`);
-    list.push(...(await make(want - list.length)));
-  };
-  const shopCharges = (n) => createCharges(B, shop.apiKey, n, CONNECTIONS);
+/** Inputs for `rate` successful requests a second over `seconds`, with a margin for a faster run. */
+const inputsFor = (rate, seconds) => Math.ceil(rate * seconds * 1.6) + CONNECTIONS * 2;
+
+/** Fills `list` up to `want` with `make(n)`; preparing inputs is never part of a measured window. */
+async function topUp(list, want, what, make) {
+  if (list.length >= want) return;
+  log(`  preparing ${want - list.length} ${what}`);
+  list.push(...(await make(want - list.length)));
+}
+
+/**
+ * Wallet-payment scenarios paying the pending charges in `pending` (ids), made by `makeCharges(n)`
+ * when it runs low: each request pays its own pending charge. The warm-up runs on a guess; the
+ * measured run gets what the warm-up's rate says it needs (prepared in between).
+ */
+function walletScenarios(run, pending, makeCharges) {
+  const { base, floor, quiet, raw } = run;
   let ranDry = 0;
   const nextPending = () => {
     const id = pending.pop();
@@ -393,13 +428,9 @@ async function measureWalletPayments(run, chargeCreation, pending) {
     ranDry++;
     return "chg_pool_ran_dry";
   };
-  /**
-   * A wallet-payment scenario: each request pays its own pending charge. The warm-up runs on a
-   * guess; the measured run gets what the warm-up's rate says it needs (prepared in between).
-   */
-  const payScenario = async (key, name, agentOf, guess) => {
+  return async (key, name, agentOf, guess) => {
     if (!selected(key)) return null;
-    await topUp(pending, inputsFor(guess, WARMUP), "pending charges", shopCharges);
+    await topUp(pending, inputsFor(guess, WARMUP), "pending charges", makeCharges);
     const result = await alternated(run, key, name, {
       ...base,
       next: () => ({
@@ -413,7 +444,7 @@ async function measureWalletPayments(run, chargeCreation, pending) {
           pending,
           inputsFor(Math.max(warm.okRps, floor.rpcBatch?.okRps ?? 0), PAIRS * PAIR_SECONDS),
           "pending charges",
-          shopCharges,
+          makeCharges,
         );
         await quiet();
         ranDry = 0;
@@ -425,6 +456,12 @@ async function measureWalletPayments(run, chargeCreation, pending) {
     }
     return result;
   };
+}
+
+/** Wallet payments across the agents and from one hot agent, each paying its own pending charge. */
+async function measureWalletPayments(run, chargeCreation, pending) {
+  const { B, crowd, floor, hot, shop } = run;
+  const payScenario = walletScenarios(run, pending, (n) => createCharges(B, shop.apiKey, n, CONNECTIONS));
 
   // --- Wallet payments --------------------------------------------------------------------------
   // A payment does strictly more than a charge creation or the floor, so neither rate is exceeded.
@@ -755,6 +792,115 @@ async function measureWebhooks(run, payRate) {
 }
 
 /**
+ * The shards group: a service of its own with two ledger shards (its own ports and state), its
+ * merchants and agents placed by `spread` and sorted by the directory (`/__bench/shard`), and
+ * wallet payments within a shard and across the two, each row alternating with the same floor as
+ * the wallet rows (DO RPC + a payment-sized batch, in shard 0's database). Returns the rows'
+ * results and their raw figures (the sequencer counts of both shards included).
+ */
+async function measureShards(guess) {
+  log(`shards: starting a second service with ${LEDGER_SHARDS} ledger shards (placement: spread)`);
+  service = await startService({
+    log,
+    vars: { DEV_LEDGER_SHARDS: String(LEDGER_SHARDS), DEV_LEDGER_SHARD_PLACEMENT: "spread" },
+  });
+  const B = service.url;
+  const m = meter(B, { shards: Array.from({ length: LEDGER_SHARDS }, (_, k) => k) });
+  const consoleKey = consoleToken(B);
+  const homeOf = async (kind, id) => (await call(B, "GET", `/__bench/shard?kind=${kind}&id=${id}`)).shard;
+
+  // One merchant on each shard, and AGENTS agents on each: created until the placement has put enough
+  // on both (each owner's shard is random, so about twice as many are made; the rest stay idle).
+  log(`  seeding: a merchant and ${AGENTS} agents on each of the ${LEDGER_SHARDS} shards`);
+  const merchants = Array(LEDGER_SHARDS).fill(null);
+  for (let n = 0; merchants.includes(null); n++) {
+    if (n >= 64) throw new Error("64 merchants and still a shard without one: is LEDGER_SHARDS set?");
+    const merchant = await createMerchant(B, consoleKey, `bench shards merchant ${n}`);
+    merchants[await homeOf("merchant", merchant.merchantId)] ??= merchant;
+  }
+  const crowds = merchants.map(() => []);
+  let made = 0;
+  while (crowds.some((c) => c.length < AGENTS)) {
+    if (made > AGENTS * LEDGER_SHARDS * 8) throw new Error("the placement keeps missing a shard");
+    const missing = Math.max(...crowds.map((c) => AGENTS - c.length));
+    const names = Array.from({ length: missing * LEDGER_SHARDS }, () => `bench shards agent ${made++}`);
+    const agents = await inParallel(names, 8, async (name) => {
+      const agent = await createAgent(B, consoleKey, name, CREDIT);
+      return { ...agent, shard: await homeOf("agent", agent.agentId) };
+    });
+    for (const agent of agents) if (crowds[agent.shard].length < AGENTS) crowds[agent.shard].push(agent);
+  }
+  log(`  ${made} agents made for ${AGENTS} on each shard`);
+  // The directory and the ids agree: a shard-1 merchant's charges carry its shard (`chg_s1_...`).
+  const [probe] = await createCharges(B, merchants[1].apiKey, 1);
+  if (!probe.includes("_s1_")) throw new Error(`a shard-1 merchant's charge ${probe} does not carry its shard`);
+
+  // The floor's scratch pool is cloned from a charge in shard 0's database (DB), the control database.
+  const [template] = await createCharges(B, merchants[0].apiKey, 1);
+  const base = {
+    url: B,
+    connections: CONNECTIONS,
+    warmupSeconds: WARMUP,
+    seconds: SECONDS,
+    meter: threadMeter(service.pgid, service.port),
+  };
+  // No floor rows here: the guess stands in for the floor's rate when the pending charges are topped up after a warm-up.
+  const run = { B, ...m, base, template, floor: { rpcBatch: { okRps: guess } }, turn: 0 };
+  await scratchFloor(run);
+  const scenarioOf = (merchant) => walletScenarios(run, [], (n) => createCharges(B, merchant.apiKey, n, CONNECTIONS));
+  const payTo = merchants.map(scenarioOf);
+  const roundRobin = (agents) => {
+    let k = 0;
+    return () => agents[k++ % agents.length];
+  };
+  // Half of each shard's crowd, interleaved: every other payment crosses.
+  const half = AGENTS / 2;
+  const mixed = crowds[0].slice(0, half).flatMap((a, k) => [a, crowds[1][k]]);
+  const within0 = await payTo[0](
+    "shards_within_0",
+    "wallet pay, 2 shards, within shard 0",
+    roundRobin(crowds[0]),
+    guess,
+  );
+  const within1 = await payTo[1](
+    "shards_within_1",
+    "wallet pay, 2 shards, within shard 1",
+    roundRobin(crowds[1]),
+    within0?.okRps ?? guess,
+  );
+  const across = await payTo[1](
+    "shards_across",
+    `wallet pay, 2 shards, ${AGENTS} agents, all across shards`,
+    roundRobin(crowds[0]),
+    within0?.okRps ?? guess,
+  );
+  const mixedRow = await payTo[1](
+    "shards_mixed",
+    `wallet pay, 2 shards, ${AGENTS} agents, half across`,
+    roundRobin(mixed),
+    within0?.okRps ?? guess,
+  );
+  await dropScratch(run);
+  // Correctness at rest: every cross-shard transfer decided (the wallet drives each inline; the alarm
+  // and the cron finish any left over), and the transit accounts summing to nothing over the shards.
+  let transit = await call(B, "GET", "/__bench/transit");
+  const pendingOf = (t) => t.shards.reduce((n, x) => n + x.transfers.pending, 0);
+  for (const deadline = Date.now() + 30_000; pendingOf(transit) > 0 && Date.now() < deadline; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    transit = await call(B, "GET", "/__bench/transit");
+  }
+  const figures = transit.shards.map(
+    (x) =>
+      `shard ${x.shard}: ${x.transfers.completed} transfers completed, ${x.transfers.reversed} reversed, ${x.transfers.pending} pending, transit accounts ${x.inTransitMinor} cents`,
+  );
+  // Each shard's transit accounts hold its side of the transfers; over the shards they sum to 0 at rest.
+  const inTransit = transit.shards.reduce((n, x) => n + x.inTransitMinor, 0);
+  log(`  at rest: ${figures.join("; ")}; over both shards ${inTransit} cents in transit`);
+  m.raw.shards_transit = transit;
+  return { raw: m.raw, within0, within1, across, mixed: mixedRow, transit };
+}
+
+/**
  * The service thread's CPU per expected answer during a row's measured window, in ms: its share of
  * a core times the window, over the answers (for x402 settle, the CPU per settlement, whatever
  * else ran on the thread meanwhile, the cron's sweeps included). Null without the thread's figures.
@@ -780,6 +926,7 @@ function tableRows(floor, results) {
     settle,
     payouts,
     webhooks,
+    shards,
   } = results;
   const rows = [];
   const ratio = (r, f) => (r && f && f.okRps > 0 ? r.okRps / f.okRps : null);
@@ -886,6 +1033,47 @@ function tableRows(floor, results) {
         webhooks.errors === 0,
     },
   );
+  // The shards group's rows, only in a run that names it (BENCH_ONLY=shards): the default table is unchanged.
+  if (ONLY.includes("shards")) {
+    // A row's cost beside the same shard's payments within it: the ratio of their ratios to the floor.
+    const perWithin = (r) => {
+      const x = r?.ratio?.median;
+      const w = shards?.within1?.ratio?.median;
+      return x && w ? `per floor ${(x / w).toFixed(2)} of within shard 1's rate` : null;
+    };
+    const crossing = (r, what) => ({
+      ...payTarget(r),
+      target: `none (${what})`,
+      met: null,
+      note: perWithin(r),
+    });
+    rows.push(
+      {
+        name: "wallet pay, 2 shards, within shard 0",
+        kind: "shards",
+        result: shards?.within0,
+        ...payTarget(shards?.within0),
+      },
+      {
+        name: "wallet pay, 2 shards, within shard 1",
+        kind: "shards",
+        result: shards?.within1,
+        ...payTarget(shards?.within1),
+      },
+      {
+        name: `wallet pay, 2 shards, ${AGENTS} agents, all across`,
+        kind: "shards",
+        result: shards?.across,
+        ...crossing(shards?.across, "three phases"),
+      },
+      {
+        name: `wallet pay, 2 shards, ${AGENTS} agents, half across`,
+        kind: "shards",
+        result: shards?.mixed,
+        ...crossing(shards?.mixed, "half three phases"),
+      },
+    );
+  }
   // Rows BENCH_ONLY left out show "-", neither met nor missed.
   for (const r of rows) if (!r.result) Object.assign(r, { ratio: null, spread: null, met: null });
   // The webhook row's events are delivered after its window too: its thread share says nothing per event.
@@ -919,6 +1107,15 @@ async function report(rows, raw, { statements, steps, storage }) {
         `(held for ARCHIVE_AFTER_DAYS), ${storage.archivedBytesPerPayment} once archived too, for good ` +
         `(target <= ${storage.target}: ${storage.met ? "met" : "MISSED"}; ${storage.payments} payments a round).`,
     );
+  if (raw.shards_transit)
+    console.log(
+      `Two shards at rest: ${raw.shards_transit.shards
+        .map(
+          (x) =>
+            `shard ${x.shard} ${x.transfers.completed} transfers completed, ${x.transfers.reversed} reversed, ${x.transfers.pending} pending, transit accounts ${x.inTransitMinor} cents`,
+        )
+        .join("; ")}.`,
+    );
   const file = writeJson({
     startedAt: startedAt.toISOString(),
     seconds: SECONDS,
@@ -951,8 +1148,8 @@ async function report(rows, raw, { statements, steps, storage }) {
   log(`results written to ${file}`);
 }
 
-async function main() {
-  log(`${SECONDS} s per scenario after a ${WARMUP} s warm-up, ${CONNECTIONS} concurrent requests`);
+/** Every group but the opt-in ones, on the default service (wrangler.toml's settings: one ledger shard). */
+async function measureDefault() {
   receiver = await startReceiver();
   service = await startService({ log });
   const B = service.url;
@@ -986,7 +1183,44 @@ async function main() {
     payouts,
     webhooks,
   };
-  await report(tableRows(run.floor, results), m.raw, { statements, steps, storage: m.raw.storage });
+  return { floor: run.floor, raw: m.raw, results, statements, steps, storage: m.raw.storage };
+}
+
+async function main() {
+  log(`${SECONDS} s per scenario after a ${WARMUP} s warm-up, ${CONNECTIONS} concurrent requests`);
+  const measured = mainSelected
+    ? await measureDefault()
+    : {
+        floor: {},
+        raw: {},
+        // Every default row null: the table shows "-" for each.
+        results: Object.fromEntries(
+          [
+            "chargeCreation",
+            "across",
+            "hotAgent",
+            "checkout",
+            "drawOne",
+            "drawMany",
+            "verify",
+            "settle",
+            "payouts",
+            "webhooks",
+          ].map((row) => [row, null]),
+        ),
+        statements: null,
+        steps: null,
+        storage: undefined,
+      };
+  if (ONLY.includes("shards")) {
+    // The default service goes first, so the two never share the machine's cores.
+    if (service) await service.stop();
+    const shards = await measureShards(measured.results.across?.okRps ?? 200);
+    Object.assign(measured.raw, shards.raw);
+    measured.results.shards = shards;
+  }
+  const { floor, raw, results, statements, steps, storage } = measured;
+  await report(tableRows(floor, results), raw, { statements, steps, storage });
 }
 
 async function machine() {

@@ -2,7 +2,8 @@
 // chain, all on workerd) for the benchmark: on free ports, with its own throw-away state
 // directory, and running the bench's Worker (bench/worker.ts: the service plus the runtime-floor
 // routes). A developer's own `npm run dev` is never touched. `stop()` ends the whole process group
-// it started.
+// it started. `vars` adds settings to its environment (the shards group's instance runs with
+// DEV_LEDGER_SHARDS=2: scripts/dev.mjs); without them it is the default bench's service.
 import { spawn } from "node:child_process";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -28,16 +29,18 @@ export function freePort() {
 }
 
 /**
- * @param {{ log: (line: string) => void }} options
+ * @param {{ log: (line: string) => void, vars?: Record<string, string> }} options
  * @returns {Promise<{ url: string, rpcUrl: string, output: () => string, reloads: () => number, stop: () => Promise<void> }>}
  */
-export async function startService({ log }) {
+export async function startService({ log, vars = {} }) {
   checkBenchConfig();
   const port = await freePort();
   const anvilPort = await freePort();
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-bench-"));
+  // The shard settings come from `vars` only: a DEV_LEDGER_SHARDS left in the shell must not move the default bench.
+  const { DEV_LEDGER_SHARDS: _shards, DEV_LEDGER_SHARD_PLACEMENT: _placement, ...inherited } = process.env;
   const env = {
-    ...process.env,
+    ...inherited,
     PORT: String(port),
     ANVIL_PORT: String(anvilPort),
     DEV_PERSIST_DIR: stateDir,
@@ -45,6 +48,7 @@ export async function startService({ log }) {
     // The cron at production's cadence (once a minute), not `npm run dev`'s every 10 s: six times the
     // background jobs (checkpoints, treasury checks, sweeps) would land in the measured windows.
     DEV_CRON_SECONDS: process.env.DEV_CRON_SECONDS ?? "60",
+    ...vars,
   };
   // Its own process group (detached), so stop() reaches wrangler, workerd and anvil too.
   const child = spawn(process.execPath, [path.join(ROOT, "scripts/dev.mjs")], {

@@ -133,6 +133,8 @@ describe("bench routes", () => {
   it("write payment-sized batches into scratch copies only, with the payment's guards, and drop them after", async () => {
     const merchant = await createMerchant({ name: "floor merchant" });
     const agent = await createAgent({ name: "floor agent", credit: 1000 });
+    // An agent without money in this database (with shards: homed elsewhere) would fail the balance guard.
+    const broke = await createAgent({ name: "floor agent without money" });
     const template = await createCharge(merchant.apiKey, 500);
     const real = ["charges", "ledger_entries", "audit_events", "outbox_events"];
     const before = await Promise.all(real.map((t) => count(`SELECT COUNT(*) AS n FROM ${t}`)));
@@ -141,6 +143,7 @@ describe("bench routes", () => {
     expect(setup.status).toBe(200);
     expect(setup.body).toMatchObject({ merchantId: merchant.merchantId, pool: 5 });
     expect(setup.body.agentIds).toContain(agent.agentId);
+    expect(setup.body.agentIds).not.toContain(broke.agentId);
 
     const floor = (i: number) => ({ i, agentId: agent.agentId, merchantId: merchant.merchantId });
     const statements =
@@ -202,6 +205,38 @@ describe("bench routes", () => {
     // The same start of the object, which is how the runner knows the difference means something.
     expect(after.body.started).toEqual(expect.any(String));
     expect(after.body.started).toBe(before.body.started);
+  });
+
+  it("report a shard's sequencer when asked for one this deployment runs, and refuse any other", async () => {
+    // This project runs one shard: shard 0 is the default's answer, shard 1 is refused until LEDGER_SHARDS says 2.
+    const zero = await bench("GET", "ledger?shard=0");
+    expect(zero.status).toBe(200);
+    expect(zero.body.shard === null || zero.body.shard === 0).toBe(true);
+    expect((await bench("GET", "ledger?shard=1")).status).toBe(400);
+    expect((await bench("GET", "ledger?shard=x")).status).toBe(400);
+    const one = await bench("GET", "ledger?shard=1", undefined, { LEDGER_SHARDS: "2" });
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ plans: expect.any(Number), batches: expect.any(Number) });
+  });
+
+  it("name an owner's home shard from the directory, and answer 404 for an owner it does not know", async () => {
+    const merchant = await createMerchant({ name: "shard lookup merchant" });
+    const agent = await createAgent({ name: "shard lookup agent" });
+    expect(await bench("GET", `shard?kind=merchant&id=${merchant.merchantId}`)).toEqual({
+      status: 200,
+      body: { kind: "merchant", id: merchant.merchantId, shard: 0 },
+    });
+    expect((await bench("GET", `shard?kind=agent&id=${agent.agentId}`)).body.shard).toBe(0);
+    expect((await bench("GET", "shard?kind=agent&id=agt_nobody")).status).toBe(404);
+    expect((await bench("GET", `shard?kind=charge&id=${agent.agentId}`)).status).toBe(400);
+  });
+
+  it("report each shard's transit accounts and its cross-shard transfers by status", async () => {
+    const transit = await bench("GET", "transit");
+    expect(transit).toEqual({
+      status: 200,
+      body: { shards: [{ shard: 0, inTransitMinor: 0, transfers: { pending: 0, completed: 0, reversed: 0 } }] },
+    });
   });
 
   it("count a merchant's payouts by status, and say when each decided one was created and paid", async () => {
