@@ -14,6 +14,7 @@ import {
   segments,
 } from "../helpers/archive";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
+import { injectOnce as crashOnceAt } from "../helpers/faults";
 
 /*
  * A crash at each step of archiving a segment (after the object is written, after it is verified,
@@ -22,17 +23,6 @@ import { createAgent, createCharge, createMerchant, payCharge } from "../helpers
  */
 
 afterEach(() => setFaultHook(null));
-
-/** Throws at `point` the first time it is reached. */
-function crashOnceAt(point: FaultPoint) {
-  let fired = false;
-  setFaultHook((at) => {
-    if (fired || at !== point) return;
-    fired = true;
-    throw new Error(`injected fault at ${point}`);
-  });
-  return () => fired;
-}
 
 const liveRows = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events").first<{ n: number }>())!.n;
 

@@ -5,6 +5,7 @@ import { enqueueDeliveries, redriveDueDeliveries } from "../../src/webhooks/disp
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
+import { type FaultMode as Mode, injectOnce } from "../helpers/faults";
 
 /**
  * Fault injection (issue 7): a crash at each step of a payment, a draw, an
@@ -12,18 +13,6 @@ import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
  * half-applied, the ledger sums to zero and the audit chain verifies; a retry
  * with the same Idempotency-Key ends in exactly one effect.
  */
-type Mode = "throw" | "abort";
-
-function injectOnce(point: FaultPoint, mode: Mode) {
-  let fired = false;
-  setFaultHook((at, context) => {
-    if (fired || at !== point) return;
-    fired = true;
-    if (mode === "abort" && context.abort) context.abort();
-    throw new Error(`injected fault at ${point}`);
-  });
-  return () => fired;
-}
 
 afterEach(() => setFaultHook(null));
 

@@ -16,6 +16,7 @@ import {
   merchantOn,
   paymentEvents,
 } from "./helpers";
+import { type FaultMode as Mode, injectOnce } from "../helpers/faults";
 
 /*
  * A crash at every step of a payment across shards (each transfer seam, the ledger's own around
@@ -23,18 +24,6 @@ import {
  * charge.paid, the agent debited once, no balance below zero, nothing left in flight, and the
  * request's Idempotency-Key answering the same 200.
  */
-type Mode = "throw" | "abort";
-
-function injectOnce(point: FaultPoint, mode: Mode) {
-  let fired = false;
-  setFaultHook((at, context) => {
-    if (fired || at !== point) return;
-    fired = true;
-    if (mode === "abort" && context.abort) context.abort();
-    throw new Error(`injected fault at ${point}`);
-  });
-  return () => fired;
-}
 
 afterEach(() => setFaultHook(null));
 

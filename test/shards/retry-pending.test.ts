@@ -2,24 +2,16 @@ import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import { dbOfShard } from "../../src/db/shards";
-import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
 import { createCharge } from "../helpers/factories";
 import { agentOn, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
+import { injectOnce } from "../helpers/faults";
 
 /*
  * A retry whose first transfer is still pending must not pay again or store a refusal under the key
  * (found by a review: the retry answered 402 and stored it, and the first transfer then completed).
  */
-function injectOnce(point: FaultPoint) {
-  let fired = false;
-  setFaultHook((at) => {
-    if (fired || at !== point) return;
-    fired = true;
-    throw new Error(`injected fault at ${point}`);
-  });
-  return () => fired;
-}
 afterEach(() => setFaultHook(null));
 
 const payWithKey = (agentKey: string, chargeId: string, key: string) =>
