@@ -1,5 +1,6 @@
 import { outboxEvent, outboxEvents } from "../webhooks/outbox";
 import { guard, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../db/statements";
+import type { AuditDraft } from "../audit/chain";
 import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
@@ -122,6 +123,24 @@ export const paymentEventData = (charge: PayableCharge, agentId: string | null, 
   reference,
 });
 
+/** The audit row of a movement on a charge: the charge's amount and parties, `data` what the movement adds. */
+export const chargeAudit = (
+  type: string,
+  charge: { id: string; merchantId: string; amountMinor: number; currency: string },
+  by: { reference: string; agentId: string | null; at: string },
+  data: Record<string, unknown>,
+): AuditDraft => ({
+  type,
+  reference: by.reference,
+  chargeId: charge.id,
+  agentId: by.agentId,
+  merchantId: charge.merchantId,
+  amountMinor: charge.amountMinor,
+  currency: charge.currency,
+  data,
+  createdAt: by.at,
+});
+
 /**
  * One wallet payment as one batch: the charge flips from pending to paid (and
  * the batch aborts if it is no longer pending), the agent is debited and the
@@ -153,17 +172,12 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
       ...(p.epilogue ?? []),
     ],
     audit: [
-      {
-        type: "charge.paid",
-        reference: p.reference,
-        chargeId: charge.id,
-        agentId: p.agentId,
-        merchantId: charge.merchantId,
-        amountMinor: charge.amountMinor,
-        currency: charge.currency,
-        data: { method: p.method, description: charge.description, ...p.auditData },
-        createdAt: p.paidAt,
-      },
+      chargeAudit(
+        "charge.paid",
+        charge,
+        { reference: p.reference, agentId: p.agentId, at: p.paidAt },
+        { method: p.method, description: charge.description, ...p.auditData },
+      ),
     ],
   };
 }
@@ -266,17 +280,12 @@ export function x402PaymentPlan(p: X402Settlement): CommitPlan {
       outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
     ],
     audit: [
-      {
-        type: "charge.paid",
-        reference: p.transaction,
-        chargeId: charge.id,
-        agentId: null,
-        merchantId: charge.merchantId,
-        amountMinor: charge.amountMinor,
-        currency: charge.currency,
-        data: { method: "x402", network: p.network, payer: p.payer, description: charge.description },
-        createdAt: p.paidAt,
-      },
+      chargeAudit(
+        "charge.paid",
+        charge,
+        { reference: p.transaction, agentId: null, at: p.paidAt },
+        { method: "x402", network: p.network, payer: p.payer, description: charge.description },
+      ),
     ],
   };
 }

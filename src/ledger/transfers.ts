@@ -3,6 +3,7 @@ import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { outboxEvents } from "../webhooks/outbox";
 import {
   agentNotFrozenCheck,
+  chargeAudit,
   chargePaidStatements,
   paymentEventData,
   payableChecks,
@@ -63,17 +64,12 @@ export function arrivalPlan(p: CrossShardPayment): CommitPlan {
     ],
     // The same row a same-shard payment writes: the merchant's chain does not depend on where the agent lives.
     audit: [
-      {
-        type: "charge.paid",
-        reference: p.reference,
-        chargeId: charge.id,
-        agentId: p.agentId,
-        merchantId: charge.merchantId,
-        amountMinor: charge.amountMinor,
-        currency: charge.currency,
-        data: { method: "ledger", description: charge.description },
-        createdAt: p.paidAt,
-      },
+      chargeAudit(
+        "charge.paid",
+        charge,
+        { reference: p.reference, agentId: p.agentId, at: p.paidAt },
+        { method: "ledger", description: charge.description },
+      ),
     ],
   };
 }
@@ -120,17 +116,12 @@ export function sendPlan(
       ),
     ],
     audit: [
-      {
-        type: "transfer.sent",
-        reference: p.reference,
-        chargeId: charge.id,
-        agentId: p.agentId,
-        merchantId: charge.merchantId,
-        amountMinor: charge.amountMinor,
-        currency: charge.currency,
-        data: { toShard: p.toShard },
-        createdAt: p.paidAt,
-      },
+      chargeAudit(
+        "transfer.sent",
+        charge,
+        { reference: p.reference, agentId: p.agentId, at: p.paidAt },
+        { toShard: p.toShard },
+      ),
     ],
   };
 }
@@ -192,16 +183,11 @@ export const reversePlan = (t: PendingTransfer, reason: string, at: string): Com
     ),
   ],
   audit: [
-    {
-      type: "transfer.reversed",
-      reference: `${t.id}:reversal`,
-      chargeId: t.chargeId,
-      agentId: t.agentId,
-      merchantId: t.merchantId,
-      amountMinor: t.amountMinor,
-      currency: "USD",
-      data: { transferId: t.id, toShard: t.toShard, reason },
-      createdAt: at,
-    },
+    chargeAudit(
+      "transfer.reversed",
+      { id: t.chargeId, merchantId: t.merchantId, amountMinor: t.amountMinor, currency: "USD" },
+      { reference: `${t.id}:reversal`, agentId: t.agentId, at },
+      { transferId: t.id, toShard: t.toShard, reason },
+    ),
   ],
 });
