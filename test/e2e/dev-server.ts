@@ -31,8 +31,24 @@ export interface DevServer {
   stop: () => Promise<void>;
 }
 
-/** Starts `npm run dev` (with its own local chain) on free ports with its own state directory, as a person would. */
+/**
+ * Starts `npm run dev` (with its own local chain) on free ports with its own state directory, as a person would.
+ * A free port can be taken between finding it and binding it (the e2e files and the workers pool start
+ * servers at the same time): a start that dies before it is ready is tried again on new ports.
+ */
 export async function startDevServer(): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce();
+    } catch (error) {
+      if (!(error instanceof ExitedEarly) || attempt === 3) throw error;
+    }
+  }
+}
+
+class ExitedEarly extends Error {}
+
+async function startOnce(): Promise<DevServer> {
   const port = await freePort();
   const anvilPort = await freePort();
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
@@ -54,13 +70,20 @@ export async function startDevServer(): Promise<DevServer> {
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 90_000;
+  // Ready means this server said so and its own 404 answers: another process that holds the port
+  // (a chain, another test's server) must not pass for it.
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`npm run dev exited early:\n${output}`);
-    try {
-      const res = await fetch(`${url}/no-such-route`);
-      if (res.status === 404) break;
-    } catch {
-      // not listening yet
+    if (child.exitCode !== null) {
+      rmSync(stateDir, { recursive: true, force: true });
+      throw new ExitedEarly(`npm run dev exited early:\n${output}`);
+    }
+    if (output.includes(`[dev] ready on ${url}`)) {
+      try {
+        const res = await fetch(`${url}/no-such-route`);
+        if (res.status === 404 && ((await res.json()) as { error?: string }).error === "not_found") break;
+      } catch {
+        // not listening yet
+      }
     }
     if (Date.now() > deadline) throw new Error(`npm run dev did not answer within 90 s:\n${output}`);
     await new Promise((r) => setTimeout(r, 300));
