@@ -4908,7 +4908,9 @@ export interface operations {
     };
     createAuditCheckpoint: {
         parameters: {
-            query?: never;
+            query?: {
+                shard?: number;
+            };
             header?: {
                 /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
                 "Idempotency-Key"?: string;
@@ -4936,7 +4938,7 @@ export interface operations {
                     "application/json": components["schemas"]["AuditCheckpointBody"];
                 };
             };
-            400: components["responses"]["InvalidIdempotencyKey"];
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
             /** @description The audit chain has no rows yet: there is no head to sign. */
@@ -4955,7 +4957,9 @@ export interface operations {
     };
     getLatestAuditCheckpoint: {
         parameters: {
-            query?: never;
+            query?: {
+                shard?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4971,6 +4975,7 @@ export interface operations {
                     "application/json": components["schemas"]["AuditCheckpointBody"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
             /** @description Unknown checkpoint (none signed yet). */

@@ -1,6 +1,6 @@
 import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, ChainVerdict } from "./responses";
-import { ShardExportQuery, ShardPageQuery, VerifyQuery } from "./routes";
+import { ShardExportQuery, ShardPageQuery, ShardQuery, VerifyQuery } from "./routes";
 
 /** The audit chain: CSV export, pages and verification. */
 export const AUDIT_OPERATIONS: Operation[] = [
@@ -54,9 +54,11 @@ export const AUDIT_OPERATIONS: Operation[] = [
       "Signs the audit chain's head (`seq`, `hash`) and the Merkle root of the rows since the previous checkpoint as a compact JWS (`typ` `agent-pay-checkpoint+jwt`, checked with `/.well-known/jwks.json`), and records it on chain: the AuditAnchor contract's `Anchored` event carries `seq`, `hash` and `rowsRoot`. The anchor is sent within the request; `transaction` is null while it is not yet confirmed (`anchorStatus`), and the cron takes it on. The cron signs one by itself whenever the head has moved.",
     tag: "Proofs",
     auth: "console",
+    query: ShardQuery,
     responses: {
       201: json(AuditCheckpointBody, "A checkpoint of the head, signed now."),
       200: json(AuditCheckpointBody, "The head has not moved since the latest checkpoint: that one."),
+      400: INVALID,
       409: error("The audit chain has no rows yet: there is no head to sign.", "audit_chain_empty"),
     },
   },
@@ -79,8 +81,10 @@ export const AUDIT_OPERATIONS: Operation[] = [
     summary: "The latest audit checkpoint",
     tag: "Proofs",
     auth: "console",
+    query: ShardQuery,
     responses: {
       200: json(AuditCheckpointBody, "The latest checkpoint; `transaction` is null until it is confirmed on chain."),
+      400: INVALID,
       404: NOT_FOUND("checkpoint (none signed yet)", "checkpoint_not_found"),
     },
   },

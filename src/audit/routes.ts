@@ -34,15 +34,18 @@ export const PageQuery = z.object({
 export const VerifyQuery = z.object({ full: z.enum(["true", "false"]).default("false") });
 
 /** A page of one ledger shard's chain (shard 0, the one there always was, unless named). */
-export const ShardPageQuery = PageQuery.extend({
-  shard: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(1000)
-    .default(0)
-    .describe("The ledger shard whose chain (or checkpoints) to read; each shard's seqs start at 1."),
-});
+const shardParam = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(1000)
+  .default(0)
+  .describe("The ledger shard whose chain (or checkpoints) to read; each shard's seqs start at 1.");
+
+export const ShardPageQuery = PageQuery.extend({ shard: shardParam });
+
+/** The ledger shard a checkpoint route signs or reads (shard 0 without one). */
+export const ShardQuery = z.object({ shard: shardParam });
 
 /** A shard this deployment runs, or 400: an unknown shard is a bad request, not an empty chain. */
 export function runShard(env: Env, shard: number): number {

@@ -1,5 +1,5 @@
 import { and, desc, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import { dbOf, type Db } from "../db/client";
 import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
 import { charges } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";
@@ -143,17 +143,25 @@ export const listMerchantCharges = (db: Db, merchantId: string, limit = 100) =>
     .all();
 
 /**
- * The agent's paid charges (wallet, checkout link and PayLink payments), most
- * recently paid first.
+ * The agent's paid charges (wallet, checkout link and PayLink payments), most recently paid first.
+ * A charge lives in its merchant's shard, so an agent's are in any of them: each shard's first page, merged.
  */
-export const listAgentPayments = (db: Db, agentId: string, limit: number) =>
-  db
-    .select()
-    .from(charges)
-    .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
-    .orderBy(desc(charges.paidAt), desc(sql`rowid`))
-    .limit(limit)
-    .all();
+export async function listAgentPayments(env: Env, agentId: string, limit: number) {
+  const pages = await forEachShard(env, (d1) =>
+    dbOf(d1)
+      .select()
+      .from(charges)
+      .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
+      .orderBy(desc(charges.paidAt), desc(sql`rowid`))
+      .limit(limit)
+      .all(),
+  );
+  return mergeSorted(
+    pages,
+    newestFirst((c) => c.paidAt),
+    limit,
+  );
+}
 
 /**
  * The agent's charges, most recently paid first, as the console's agent page lists them

@@ -6,7 +6,7 @@ import { log } from "../lib/log";
 import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
 import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
-import { runShard, ShardPageQuery } from "../audit/routes";
+import { runShard, ShardPageQuery, ShardQuery } from "../audit/routes";
 import { dbOfShard } from "../db/shards";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
@@ -30,16 +30,17 @@ export const checkpointRoutes = new Hono<AppEnv>()
    * Signs a checkpoint of the head now (201), or answers the latest when the head has not moved
    * since (200), then takes its anchor one step on chain within the request.
    */
-  .post("/console/audit/checkpoints", requireActor("console"), async (c) => {
-    const made = await makeCheckpoint(c.env);
+  .post("/console/audit/checkpoints", requireActor("console"), validate("query", ShardQuery), async (c) => {
+    const shard = runShard(c.env, c.req.valid("query").shard);
+    const made = await makeCheckpoint(c.env, Date.now(), shard);
     if (made.kind === "empty") throw new ApiError(409, "audit_chain_empty");
     try {
-      await anchorCheckpoint(c.env, made.checkpoint);
+      await anchorCheckpoint(c.env, made.checkpoint, Date.now(), shard);
     } catch (error) {
       // Signed and stored all the same: the cron takes the anchor on from here.
-      log.warn("audit_anchor_request", { seq: made.checkpoint.seq, error });
+      log.warn("audit_anchor_request", { shard, seq: made.checkpoint.seq, error });
     }
-    const checkpoint = (await checkpointAt(c.env.DB, made.checkpoint.seq)) ?? made.checkpoint;
+    const checkpoint = (await checkpointAt(dbOfShard(c.env, shard), made.checkpoint.seq)) ?? made.checkpoint;
     return c.json({ checkpoint: checkpointView(checkpoint) }, made.kind === "created" ? 201 : 200);
   })
   .get("/console/audit/checkpoints", requireActor("console"), validate("query", ShardPageQuery), async (c) => {
@@ -50,8 +51,8 @@ export const checkpointRoutes = new Hono<AppEnv>()
       nextAfterSeq: page.length === limit ? page[page.length - 1]!.seq : null,
     });
   })
-  .get("/audit/checkpoints/latest", requireActor("console"), async (c) => {
-    const latest = await latestCheckpoint(c.env.DB);
+  .get("/audit/checkpoints/latest", requireActor("console"), validate("query", ShardQuery), async (c) => {
+    const latest = await latestCheckpoint(dbOfShard(c.env, runShard(c.env, c.req.valid("query").shard)));
     if (!latest) throw new ApiError(404, "checkpoint_not_found");
     return c.json({ checkpoint: checkpointView(latest) });
   });

@@ -139,7 +139,7 @@ const listRecentPayments: ToolDefinition<typeof RecentPaymentsInput> = {
   input: RecentPaymentsInput,
   annotations: READ,
   async run(ctx, input) {
-    const rows = await listAgentPayments(ctx.db, ctx.agentId, input.limit);
+    const rows = await listAgentPayments(ctx.env, ctx.agentId, input.limit);
     return {
       body: { charges: rows.map(chargeView) },
       summary: `${rows.length} recent payment${rows.length === 1 ? "" : "s"}.`,

@@ -663,6 +663,8 @@ describe("the audit chain", () => {
     expect((await rec.call("GET", "/audit/checkpoints/latest", { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/audit/checkpoints?limit=5", { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/audit/checkpoints?afterSeq=-1", { token })).status).toBe(400);
+    expect((await rec.call("POST", "/console/audit/checkpoints?shard=7", { token })).status).toBe(400);
+    expect((await rec.call("GET", "/audit/checkpoints/latest?shard=7", { token })).status).toBe(400);
   });
 });
 

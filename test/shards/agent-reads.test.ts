@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { shardOfId } from "../../src/lib/ids";
+import { callTool, connectAgent } from "../mcp/client";
+import { createCharge, payCharge } from "../helpers/factories";
+import { agentOn, merchantOn } from "./helpers";
+
+// What an agent reads of its own payments, when its charges live in its merchants' shards.
+
+describe("an agent's recent payments over shards", () => {
+  it("lists the charges it paid in both shards, most recently paid first", async () => {
+    const agent = await agentOn(0, { credit: 5_000 });
+    const [m0, m1] = [await merchantOn(0), await merchantOn(1)];
+    const paidIds: string[] = [];
+    for (const [merchant, amount] of [
+      [m1, 100],
+      [m0, 200],
+      [m1, 300],
+    ] as const) {
+      const charge = await createCharge(merchant.apiKey, amount);
+      expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+      paidIds.push(charge.chargeId);
+    }
+    expect(paidIds.map(shardOfId)).toEqual([1, 0, 1]);
+    // One left unpaid in shard 1 is not a payment.
+    await createCharge(m1.apiKey, 400);
+
+    const client = await connectAgent(agent.apiKey);
+    const recent = await callTool(client, "list_recent_payments");
+    expect(recent.isError, recent.text).toBe(false);
+    const listed = (recent.body.charges as { chargeId: string; amountMinor: number }[]).map((c) => c.chargeId);
+    expect(listed).toEqual([...paidIds].reverse());
+
+    const two = await callTool(client, "list_recent_payments", { limit: 2 });
+    expect((two.body.charges as { chargeId: string }[]).map((c) => c.chargeId)).toEqual(
+      [...paidIds].reverse().slice(0, 2),
+    );
+  });
+});
