@@ -28,8 +28,8 @@ describe("appendable inserts", () => {
       2,
       0,
       appendRows(OTHER, 4, [
-        [`t_${scope}`, "agent:a", -5, "t"],
-        [`t_${scope}`, "merchant:m", 5, "t"],
+        [`t_${scope}`, "external:a", -5, "t"],
+        [`t_${scope}`, "external:m", 5, "t"],
       ]),
     );
     const merged = mergeAppends(statements);
