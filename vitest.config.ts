@@ -26,7 +26,7 @@ export default defineConfig(async () => {
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
         // Two ledger shards, owners spread over both: payments within one shard and across two.
-        workersProject("workers-shards", { include: [SHARDS_TESTS], vars: SHARDS_VARS }, migrations),
+        workersProject("workers-shards", { include: [SHARDS_TESTS, SAME_WORLD_TESTS], vars: SHARDS_VARS }, migrations),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
         workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
         {
@@ -61,6 +61,8 @@ const TREASURY_VARS = {
 };
 /** The ledger-shard tests run with two shards (DB and DB_SHARD_1), new owners placed on either. */
 const SHARDS_TESTS = "test/shards/**/*.test.ts";
+/** Scripted worlds whose every answer is written out: run with one shard (workers) and with two. */
+const SAME_WORLD_TESTS = "test/worlds/**/*.test.ts";
 const SHARDS_VARS = { LEDGER_SHARDS: "2", LEDGER_SHARD_PLACEMENT: "spread" };
 /** The runtime floors' tests run against the bench's own Worker, which the service's bundle does not hold. */
 const BENCH_TESTS = "test/bench/**";

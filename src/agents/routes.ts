@@ -8,7 +8,7 @@ import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
 import { normalizePolicy, PolicySchema } from "./policy";
-import { agentView, balanceView, createAgent, getAgent, listAgents } from "./service";
+import { agentView, balanceView, createAgent, getAgentAtHome, listAgentsAtHome } from "./service";
 import { walletOf } from "./wallet.do";
 import { payOutcomeResponse } from "./outcomes";
 import { keysInHomeOf } from "../ledger/directory";
@@ -45,11 +45,11 @@ export const agentRoutes = new Hono<AppEnv>()
     return c.json(created, 201);
   })
   .get("/console/agents", requireActor("console"), validate("query", ListQuery), async (c) => {
-    const rows = await listAgents(c.get("db"), c.req.valid("query").limit);
+    const rows = await listAgentsAtHome(c.env, c.get("db"), c.req.valid("query").limit);
     return c.json({ agents: rows.map(agentView) });
   })
   .get("/console/agents/:agentId", requireActor("console"), validate("param", AgentParam), async (c) => {
-    const agent = await getAgent(c.get("db"), c.req.valid("param").agentId);
+    const agent = await getAgentAtHome(c.env, c.get("db"), c.req.valid("param").agentId);
     if (!agent) throw new ApiError(404, "agent_not_found");
     return c.json(agentView(agent));
   })

@@ -13,7 +13,7 @@ import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
-import { writeHomeRow } from "../ledger/home-rows";
+import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
 
 export type AgentRow = typeof agents.$inferSelect;
 
@@ -95,6 +95,16 @@ export const getAgent = (db: Db, id: string) => db.select().from(agents).where(e
 
 export const listAgents = (db: Db, limit: number) =>
   db.select().from(agents).orderBy(desc(agents.createdAt), desc(sql`rowid`)).limit(limit).all();
+
+/** An agent as the console shows it: its money and freeze from its home shard. */
+export const getAgentAtHome = async (env: Env, db: Db, id: string) => {
+  const agent = await getAgent(db, id);
+  return agent && (await withHomeFields(env, "agent", [agent]))[0]!;
+};
+
+/** The newest agents as the console lists them: their money and freezes from their home shards. */
+export const listAgentsAtHome = async (env: Env, db: Db, limit: number) =>
+  withHomeFields(env, "agent", await listAgents(db, limit));
 
 /** The agent's own view of its wallet (GET /balance), its deposit address assigned on first sight; null for an unknown agent. */
 export async function balanceView(env: Env, db: Db, agentId: string) {

@@ -1,5 +1,6 @@
 import { dbOfShard } from "../db/shards";
 import type { Env } from "../env";
+import { settingsOf } from "../settings";
 import type { OwnerKind } from "./directory";
 
 /**
@@ -51,4 +52,57 @@ export async function ensureHomeRow(env: Env, kind: OwnerKind, ownerId: string, 
     .first<HomeRow>();
   if (!control) throw new Error(`${kind} ${ownerId} has no control row`);
   await writeHomeRow(env, kind, shard, control);
+}
+
+/** What of an owner's account its home row decides: its money and, for an agent, its freeze. */
+interface HomeFields {
+  balanceMinor: number;
+  frozenAt?: string | null;
+  frozenReason?: string | null;
+}
+
+/** D1 binds at most 100 parameters a statement. */
+const IDS_PER_READ = 90;
+
+/**
+ * Control rows with their money (and an agent's freeze) read from their home shard, for views that
+ * list owners: one directory read, then one read per shard for the owners living there. A shard-0
+ * owner's control row is its home row already, and with one shard nothing is read.
+ */
+export async function withHomeFields<T extends { id: string } & HomeFields>(
+  env: Env,
+  kind: OwnerKind,
+  rows: T[],
+): Promise<T[]> {
+  if (settingsOf(env).ledgerShards === 1 || rows.length === 0) return rows;
+  const table = kind === "merchant" ? "merchants" : "agents";
+  const columns =
+    kind === "merchant"
+      ? "id, balance_minor AS balanceMinor"
+      : "id, balance_minor AS balanceMinor, frozen_at AS frozenAt, frozen_reason AS frozenReason";
+  const home = new Map<string, HomeFields>();
+  for (let i = 0; i < rows.length; i += IDS_PER_READ) {
+    const ids = rows.slice(i, i + IDS_PER_READ).map((r) => r.id);
+    const marks = ids.map(() => "?").join(", ");
+    const { results: placed } = await env.DB.prepare(
+      `SELECT owner_id AS id, shard FROM shard_directory WHERE owner_kind = ? AND shard <> 0 AND owner_id IN (${marks})`,
+    )
+      .bind(kind, ...ids)
+      .all<{ id: string; shard: number }>();
+    const byShard = new Map<number, string[]>();
+    for (const p of placed) byShard.set(p.shard, [...(byShard.get(p.shard) ?? []), p.id]);
+    await Promise.all(
+      [...byShard].map(async ([shard, owners]) => {
+        const { results } = await dbOfShard(env, shard)
+          .prepare(`SELECT ${columns} FROM ${table} WHERE id IN (${owners.map(() => "?").join(", ")})`)
+          .bind(...owners)
+          .all<HomeFields & { id: string }>();
+        for (const { id, ...fields } of results) home.set(id, fields);
+      }),
+    );
+  }
+  return rows.map((row) => {
+    const fields = home.get(row.id);
+    return fields ? { ...row, ...fields } : row;
+  });
 }

@@ -13,7 +13,7 @@ import {
   consoleMerchantView,
   getMerchant,
   homeBalance,
-  listMerchants,
+  listMerchantsAtHome,
   merchantView,
   registerMerchant,
   setPayoutAddress,
@@ -53,7 +53,7 @@ export const merchantRoutes = new Hono<AppEnv>()
     return c.json(created, 201);
   })
   .get("/console/merchants", requireActor("console"), validate("query", ListQuery), async (c) => {
-    const rows = await listMerchants(c.get("db"), c.req.valid("query").limit);
+    const rows = await listMerchantsAtHome(c.env, c.get("db"), c.req.valid("query").limit);
     return c.json({ merchants: rows.map(consoleMerchantView) });
   })
   .post(

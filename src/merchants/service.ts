@@ -8,7 +8,7 @@ import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
 import { dbOfShard } from "../db/shards";
-import { writeHomeRow } from "../ledger/home-rows";
+import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
 
 export type MerchantRow = typeof merchants.$inferSelect;
 
@@ -65,6 +65,10 @@ export const getMerchant = (db: Db, id: string) => db.select().from(merchants).w
 
 export const listMerchants = (db: Db, limit: number) =>
   db.select().from(merchants).orderBy(desc(merchants.createdAt), desc(sql`rowid`)).limit(limit).all();
+
+/** The newest merchants as the console lists them: their balances from their home shards. */
+export const listMerchantsAtHome = async (env: Env, db: Db, limit: number) =>
+  withHomeFields(env, "merchant", await listMerchants(db, limit));
 
 export const setPayoutAddress = (db: Db, id: string, address: string) =>
   db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));

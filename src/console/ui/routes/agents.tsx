@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../app-env";
 import { CreateAgentBody, CreditBody, FreezeBody } from "../../../agents/routes";
-import { agentView, createAgent, getAgent, listAgents } from "../../../agents/service";
+import { agentView, createAgent, getAgentAtHome, listAgentsAtHome } from "../../../agents/service";
 import { walletOf } from "../../../agents/wallet.do";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { chargeView, listAgentChargesByPaidAt } from "../../../charges/service";
@@ -14,14 +14,14 @@ import { OldKeyEnds } from "../pages/key-roll";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
 
 /** The agents the page lists. */
-const agentsOf = async (c: Ui) => (await listAgents(c.get("db"), 200)).map(agentView);
+const agentsOf = async (c: Ui) => (await listAgentsAtHome(c.env, c.get("db"), 200)).map(agentView);
 
 /**
  * One agent's page (with a secret shown once above it, after a key roll), or null for an unknown agent.
  * Its frozen state is read from D1, where the wallet object writes it.
  */
 async function agentPage(c: Ui, agentId: string, extra: { notice?: string; shown?: (name: string) => unknown } = {}) {
-  const agent = await getAgent(c.get("db"), agentId);
+  const agent = await getAgentAtHome(c.env, c.get("db"), agentId);
   if (!agent) return null;
   const payments = await listAgentChargesByPaidAt(c.env, agent.id, 20);
   const page = (

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../../app-env";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { RegisterBody } from "../../../merchants/routes";
-import { consoleMerchantView, getMerchant, listMerchants, registerMerchant } from "../../../merchants/service";
+import { consoleMerchantView, getMerchant, listMerchantsAtHome, registerMerchant } from "../../../merchants/service";
 import { field, form, GRACE_RULE, graceFromForm } from "../forms";
 import { ShownOnce } from "../layout";
 import { OldKeyEnds } from "../pages/key-roll";
@@ -10,7 +10,7 @@ import { MerchantsPage } from "../pages/merchants";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
 
 /** The merchants the page lists. */
-const merchantsOf = async (c: Ui) => (await listMerchants(c.get("db"), 200)).map(consoleMerchantView);
+const merchantsOf = async (c: Ui) => (await listMerchantsAtHome(c.env, c.get("db"), 200)).map(consoleMerchantView);
 
 /** Merchants: the list, registering one, rolling one's API key. */
 export const merchantRoutes = new Hono<AppEnv>()
