@@ -184,7 +184,8 @@ export const sendRefund = (env: Env, x: X402Settings, refundId: string) =>
   runOutbound(env, x, "refund", refundId, completeRefund);
 
 /** The cron's pass: x402 refunds whose request stopped before their transfer was decided. */
-export const advanceDueRefunds = (env: Env, x: X402Settings) => advanceDue(env, x, "refund", completeRefund);
+export const advanceDueRefunds = (env: Env, x: X402Settings, now?: number) =>
+  advanceDue(env, x, "refund", completeRefund, now);
 
 /** A charge's refunds, oldest first; 404 unless it is a charge of this merchant. */
 export async function listRefunds(env: Env, merchantId: string, chargeId: string): Promise<RefundView[]> {
