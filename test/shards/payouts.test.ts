@@ -115,6 +115,11 @@ describe("payouts of a merchant on shard 1", () => {
       ),
     ).toBe(2);
 
+    // Its receipt is read in its shard.
+    const receipt = await api("GET", `/merchant/payouts/${payoutId}/receipt`, { token: m.apiKey });
+    expect(receipt.status, receipt.text).toBe(200);
+    expect(typeof receipt.body.receipt).toBe("string");
+
     // The key answers the same bytes; lists and reads find it.
     const again = await api("POST", "/merchant/payouts", { token: m.apiKey, headers, body: { amountUsdCents: 1_000 } });
     expect(again.status).toBe(201);

@@ -126,6 +126,10 @@ describe("wallet refunds with two shards", () => {
       );
       expect(JSON.parse(event!.data)).toMatchObject({ refundId, chargeId, amountMinor: 300, refundedMinor: 300 });
 
+      // Its receipt is read in the merchant's shard, where its charge.refunded row is.
+      const receipt = await api("GET", `/merchant/refunds/${refundId}/receipt`, { token: merchant.apiKey });
+      expect(receipt.status, receipt.text).toBe(200);
+
       // The key answers the same bytes, and refunds nothing twice.
       const again = await refund(merchant.apiKey, chargeId, { amountUsdCents: 300 }, { "idempotency-key": key });
       expect(again.status).toBe(201);
