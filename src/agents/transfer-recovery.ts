@@ -1,30 +1,56 @@
 import type { Env } from "../env";
 import { forEachShard } from "../ledger/shards";
+import { TRANSFER_ABANDONED_MS } from "../ledger/transfers";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { walletOf } from "./wallet.do";
 
-/** A transfer pending longer than this lost its driver (its wallet's turn and alarm): the cron drives it. */
-export const TRANSFER_ABANDONED_MS = 60_000;
+export { TRANSFER_ABANDONED_MS };
 const PAGE = 50;
+/** The longest a transfer waits between two of the cron's attempts. */
+const MAX_BACKOFF_MS = 60 * 60_000;
+
+/** When the cron may try a transfer again after its `attempts`-th try: a minute, doubling, at most an hour. */
+export const nextAttemptAfter = (attempts: number, now: number) =>
+  nowIso(now + Math.min(MAX_BACKOFF_MS, TRANSFER_ABANDONED_MS * 2 ** Math.max(0, attempts - 1)));
 
 /**
- * The minute cron's backstop for payments across ledger shards: every transfer still pending a
- * while after it was sent is driven to its end by its agent's wallet object, in the agent's turn.
- * Driving is idempotent, so meeting the alarm or the paying turn itself changes nothing. Answers
- * how many transfers were handed over.
+ * The minute cron's backstop for money across ledger shards (payments and their refunds): every
+ * transfer still pending once it is due (`TRANSFER_ABANDONED_MS` after it was sent, then backing
+ * off after each attempt) is driven to its end by its agent's wallet object, in the agent's turn.
+ * Each attempt is counted and pushes the transfer's next one back before it is handed over, so one
+ * that cannot finish (a shard down, a fault to repair) gives way to the others instead of filling
+ * every page. Driving is idempotent, so meeting the alarm or the paying turn itself changes
+ * nothing. Answers how many transfers were handed over.
  */
 export async function recoverTransfers(env: Env, now = Date.now()): Promise<number> {
-  const before = nowIso(now - TRANSFER_ABANDONED_MS);
+  const due = nowIso(now);
   const counts = await forEachShard(env, async (db, shard) => {
     const { results } = await db
       .prepare(
-        "SELECT id, agent_id AS agentId FROM ledger_transfers WHERE status = 'pending' AND created_at < ? ORDER BY created_at LIMIT ?",
+        `SELECT id, agent_id AS agentId, attempts FROM ledger_transfers
+         WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
       )
-      .bind(before, PAGE)
-      .all<{ id: string; agentId: string }>();
+      .bind(due, PAGE)
+      .all<{ id: string; agentId: string; attempts: number }>();
+    if (results.length === 0) return 0;
+    // Bookkeeping, not money: the rows stay pending, and only a driver's guarded phases decide them.
+    await db.batch(
+      results.map((t) =>
+        db
+          .prepare(
+            "UPDATE ledger_transfers SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ? AND status = 'pending'",
+          )
+          .bind(nextAttemptAfter(t.attempts + 1, now), t.id),
+      ),
+    );
     const byAgent = new Map<string, string[]>();
     for (const t of results) byAgent.set(t.agentId, [...(byAgent.get(t.agentId) ?? []), t.id]);
-    await Promise.all([...byAgent].map(([agentId, ids]) => walletOf(env, agentId).resumeTransfers(shard, ids)));
+    // One wallet failing (its next attempt is already pushed back) does not keep the others from theirs.
+    const resumed = await Promise.allSettled(
+      [...byAgent].map(([agentId, ids]) => walletOf(env, agentId).resumeTransfers(shard, ids)),
+    );
+    for (const r of resumed) if (r.status === "rejected") log.warn("transfer_recover", { shard, error: r.reason });
     return results.length;
   });
   return counts.reduce((a, b) => a + b, 0);

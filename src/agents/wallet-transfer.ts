@@ -11,27 +11,29 @@ import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { AGENT_FROZEN } from "../ledger/movements";
 import type { CommitPlan } from "../ledger/plan";
 import {
-  arrivalPlan,
+  arrivalOf,
   arrivalRefusedPlan,
   completePlan,
   reversePlan,
   sendPlan,
   TRANSFER_ALREADY_ARRIVED,
   type CrossShardPayment,
-  type PendingTransfer,
+  type TransferRecord,
 } from "../ledger/transfers";
 import { codeWith } from "../lib/error-codes";
 import { faultPoint, type FaultContext } from "../lib/faults";
 import { newId } from "../lib/ids";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
 import { POLICY_REASONS } from "./policy";
 import type { PayableSnapshot, WalletTurnCall } from "./wallet-state";
 
 /*
- * A wallet payment whose agent (shard A) and charge (shard B) live in different ledger shards: the
- * phases are built in ledger/transfers.ts; this drives them, in the agent's wallet object (its turn,
- * or its alarm and the minute cron for a transfer a crash left pending).
+ * Money between an agent (shard A) and a charge (shard B) living in different ledger shards: a
+ * wallet payment (sent from A) or its refund (sent from B). The phases are built in
+ * ledger/transfers.ts; this drives them, in the agent's wallet object (its turn, or its alarm and
+ * the minute cron for a transfer a crash left pending).
  */
 
 /** What the sending side keeps of the request a transfer answers: its charge as paid and, with a key, the slot and answer. */
@@ -42,9 +44,8 @@ interface TransferAnswer {
   template?: string;
 }
 
-interface TransferRow extends PendingTransfer {
+interface TransferRow extends Omit<TransferRecord, "fromShard"> {
   status: "pending" | "completed" | "reversed";
-  arrivalPlan: string;
   answer: string | null;
 }
 
@@ -58,8 +59,9 @@ export type TransferState =
 const readTransfer = (env: Env, shard: number, id: string) =>
   dbOfShard(env, shard)
     .prepare(
-      `SELECT id, to_shard AS toShard, agent_id AS agentId, merchant_id AS merchantId, charge_id AS chargeId,
-         amount_minor AS amountMinor, status, arrival_plan AS arrivalPlan, answer FROM ledger_transfers WHERE id = ?`,
+      `SELECT id, kind, to_shard AS toShard, agent_id AS agentId, merchant_id AS merchantId, charge_id AS chargeId,
+         amount_minor AS amountMinor, currency, description, checkout_link_id AS checkoutLinkId, created_at AS createdAt,
+         status, answer FROM ledger_transfers WHERE id = ?`,
     )
     .bind(id)
     .first<TransferRow>();
@@ -82,10 +84,11 @@ const commitOrNothing = async (env: Env, shard: number, plan: CommitPlan): Promi
 const FIGURE = `"merchantBalanceMinor":${PENDING_FIGURE}`;
 
 /**
- * Drives transfer `id` (sent from shard `from`) as far as it can go: the receiving shard decides
- * once (P2, or P2′ when refused), then the sending side completes or reverses it (P3). Idempotent:
- * every phase is guarded by the decision before it, so any number of drivers end in one outcome.
- * A phase that fails leaves the transfer pending for the next driver.
+ * Drives transfer `id` (sent from shard `from`, a payment or a refund) as far as it can go: the
+ * receiving shard decides once (P2, or P2′ when a payment's arrival is refused), then the sending
+ * side completes or reverses it (P3). Idempotent: every phase is guarded by the decision before
+ * it, so any number of drivers end in one outcome. A phase that fails leaves the transfer pending
+ * for the next driver.
  */
 export async function driveTransfer(
   env: Env,
@@ -99,8 +102,13 @@ export async function driveTransfer(
   if (t.status === "pending") {
     let arrival = await readArrival(env, to, id);
     if (!arrival) {
-      const arrived = await commitOrNothing(env, to, JSON.parse(t.arrivalPlan) as CommitPlan);
+      const arrived = await commitOrNothing(env, to, arrivalOf({ ...t, fromShard: from }));
       faultPoint("transfer.after_arrive", context);
+      if (arrived?.kind === "refused" && arrived.reason !== TRANSFER_ALREADY_ARRIVED && t.kind === "refund") {
+        // A refund's arrival has nothing to refuse it (see refundArrivalPlan): a fault to repair, not an outcome.
+        log.error("refund_arrival_refused", { id, from, to, reason: arrived.reason });
+        return { status: "pending" };
+      }
       if (arrived?.kind === "refused" && arrived.reason !== TRANSFER_ALREADY_ARRIVED) {
         // The refusal is recorded unless a concurrent driver's arrival got there first: the row decides.
         await commitOrNothing(env, to, arrivalRefusedPlan(id, from, arrived.reason, nowIso()));
@@ -110,7 +118,8 @@ export async function driveTransfer(
       if (!arrival) return { status: "pending" };
     }
     faultPoint("transfer.before_settle", context);
-    const answer = JSON.parse(t.answer ?? "null") as TransferAnswer | null;
+    // A refund's answer was stored with the refund itself, in P1.
+    const answer = t.kind === "payment" ? (JSON.parse(t.answer ?? "null") as TransferAnswer | null) : null;
     const at = nowIso();
     const settle =
       arrival.outcome === "applied"
@@ -183,7 +192,7 @@ export async function commitAcrossShards(
     const sent = await commitOrNothing(
       env,
       from,
-      sendPlan(payment, arrivalPlan(payment), slot ? [reservationHeldStatement(slot)] : [], JSON.stringify(answer)),
+      sendPlan(payment, slot ? [reservationHeldStatement(slot)] : [], JSON.stringify(answer)),
     );
     if (sent?.kind !== "committed") {
       const landed = await readTransfer(env, from, reference);
@@ -218,6 +227,35 @@ export async function commitAcrossShards(
 }
 
 /**
+ * A refund whose charge (shard `from`) and agent live in different shards: P1 commits the refund
+ * and its send into transit on `from` and decides it (its result, refused or committed, is the
+ * refund's answer); then the arrival in the agent's shard and the completion are driven inline.
+ * What this does not finish (a crash, a shard unreachable) is owed, not undecided: the wallet's
+ * alarm (the transfer is remembered before P1) and the recovery cron finish it.
+ */
+export async function refundAcrossShards(
+  { env, intents, context }: { env: Env; intents: TransferIntents; context: FaultContext },
+  from: number,
+  id: string,
+  plan: CommitPlan,
+): Promise<CommitResult> {
+  await intents.remember(id, from);
+  const sent = await ledgerOf(env, from).commit(plan);
+  if (sent.kind !== "committed") {
+    await intents.done(id);
+    return sent;
+  }
+  try {
+    faultPoint("transfer.after_send", context);
+    const state = await driveTransfer(env, from, id, context);
+    if (state.status !== "pending") await intents.done(id);
+  } catch (error) {
+    log.warn("refund_transfer", { id, error });
+  }
+  return sent;
+}
+
+/**
  * Before a cross-shard payment of `chargeId`: drives this agent's own transfers of that charge that
  * a crash left pending. A completed one made for this request (same key) answers it with its
  * payment, as its first answer would have been; `drove` says the charge may have changed since it
@@ -231,7 +269,9 @@ export async function resumeTransfersOfCharge(
   chargeId: string,
 ): Promise<{ paid: PayOutcome } | { drove: boolean }> {
   const { results } = await dbOfShard(env, from)
-    .prepare("SELECT id, status FROM ledger_transfers WHERE agent_id = ? AND charge_id = ? AND status <> 'reversed'")
+    .prepare(
+      "SELECT id, status FROM ledger_transfers WHERE agent_id = ? AND charge_id = ? AND kind = 'payment' AND status <> 'reversed'",
+    )
     .bind(agentId, chargeId)
     .all<{ id: string; status: string }>();
   if (results.length === 0) return { drove: false };

@@ -21,7 +21,7 @@ import {
 import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
 import { grantApproval } from "./wallet-hold";
 import { AgentStateCache, readCharge, type WalletTurnCall } from "./wallet-state";
-import { driveTransfer, type TransferIntents } from "./wallet-transfer";
+import { driveTransfer, refundAcrossShards, type TransferIntents } from "./wallet-transfer";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -188,10 +188,23 @@ export class WalletDurableObject extends DurableObject<Env> {
     return this.serialize(() => this.forgetting(creditWallet({ env: this.env, agentId, slot }, credit)));
   }
 
-  /** A merchant's refund of this agent's payment: its plan (guarded by the refunds service) committed in the agent's turn. */
-  refund(plan: CommitPlan) {
-    const commit = async (): Promise<CommitResult> => ledgerOf(this.env, 0).commit(plan);
+  /**
+   * A merchant's refund of this agent's payment, the charge in the agent's shard: its plan (guarded
+   * by the refunds service) committed on that shard's ledger in the agent's turn.
+   */
+  refund(plan: CommitPlan, shard = 0) {
+    const commit = async (): Promise<CommitResult> => ledgerOf(this.env, shard).commit(plan);
     return this.serialize(() => this.forgetting(commit()));
+  }
+
+  /**
+   * A refund of this agent's payment whose charge lives in shard `from`, not the agent's: the
+   * refund and its send (`plan`, P1) on `from`, then its arrival in this agent's shard, in the
+   * agent's turn (see refundAcrossShards).
+   */
+  refundAcrossShards(agentId: string, from: number, id: string, plan: CommitPlan) {
+    const refund = { env: this.env, intents: this.intents(agentId), context: this.faultContext() };
+    return this.serialize(() => this.forgetting(refundAcrossShards(refund, from, id, plan)));
   }
 
   creditDeposit(transfer: DepositTransfer, credit: boolean) {

@@ -2,36 +2,43 @@ import { sql } from "drizzle-orm";
 import { check, index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /**
- * A payment whose agent and charge live in different ledger shards moves in two phases through
- * transit accounts. This is the sending side, on the agent's shard: one row per transfer, written
- * with the debit (`pending`) and decided once (`completed` or `reversed`) after the receiving shard
- * decided. `arrival_plan` is the receiving side's plan, kept so recovery replays the very same one.
+ * Money moving between two ledger shards goes in two phases through transit accounts. This is the
+ * sending side: one row per transfer, written with the debit (`pending`) and decided once
+ * (`completed` or `reversed`) after the receiving shard decided. `kind` says what moves: a wallet
+ * `payment` (sent from the agent's shard to the charge's) or a `refund` of one (sent from the
+ * charge's shard back to the agent's). The receiving side's plan is rebuilt from the row's fields
+ * by kind (never stored as SQL), so every driver builds the very same one.
  */
 export const ledgerTransfers = sqliteTable(
   "ledger_transfers",
   {
-    /** The payment reference (`PAY_…`), also the ledger entries' transfer id on both shards. */
+    /** The payment reference (`PAY_…`) or the refund's id, also the ledger entries' transfer id on both shards. */
     id: text("id").primaryKey(),
-    kind: text("kind", { enum: ["payment"] }).notNull(),
+    kind: text("kind", { enum: ["payment", "refund"] }).notNull(),
     toShard: integer("to_shard").notNull(),
     agentId: text("agent_id").notNull(),
     merchantId: text("merchant_id").notNull(),
     chargeId: text("charge_id").notNull(),
     amountMinor: integer("amount_minor").notNull(),
-    /** JSON of the receiving shard's CommitPlan. */
-    arrivalPlan: text("arrival_plan").notNull(),
+    currency: text("currency").notNull().default("USD"),
+    /** A payment's charge as its arrival pays it: its description and the checkout link it was born from. */
+    description: text("description"),
+    checkoutLinkId: text("checkout_link_id"),
     /** JSON: the request's idempotency slot and its answer, stored when the transfer completes; or NULL. */
     answer: text("answer"),
     status: text("status", { enum: ["pending", "completed", "reversed"] }).notNull(),
     createdAt: text("created_at").notNull(),
     decidedAt: text("decided_at"),
+    /** How many times the recovery cron handed it over, and when it next may (backing off, so a stuck one does not starve the rest). */
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: text("next_attempt_at").notNull(),
   },
   (t) => [
-    // The recovery scan reads pending transfers oldest first; partial, so it holds only those.
-    index("ledger_transfers_pending").on(t.createdAt).where(sql`${t.status} = 'pending'`),
+    // The recovery scan reads pending transfers due first; partial, so it holds only those.
+    index("ledger_transfers_pending").on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
     // Spent today, and a retry looking for its own transfer of a charge.
     index("ledger_transfers_agent").on(t.agentId, t.createdAt),
-    check("ledger_transfers_kind", sql`${t.kind} IN ('payment')`),
+    check("ledger_transfers_kind", sql`${t.kind} IN ('payment', 'refund')`),
     check("ledger_transfers_status", sql`${t.status} IN ('pending', 'completed', 'reversed')`),
     check("ledger_transfers_amount_positive", sql`${t.amountMinor} > 0`),
   ],

@@ -13,14 +13,136 @@ import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
 
 /*
- * A wallet payment whose agent lives in shard A and whose charge in shard B ≠ A: a two-phase
- * transfer through transit accounts (docs/decisions.md, "Ledger shards"). Each phase is one batch on
- * one shard whose entries sum to zero:
+ * Money between two ledger shards: a two-phase transfer through transit accounts (docs/decisions.md,
+ * "Ledger shards"). Each phase is one batch on one shard whose entries sum to zero. A wallet
+ * `payment` whose agent lives in shard A and whose charge in shard B ≠ A:
  *   P1 send (A):     agent → transit:B, the transfer row `pending`
  *   P2 arrival (B):  transit:A → merchant, the charge paid, the arrival `applied`; or
  *   P2′ refusal (B): the arrival `refused`, nothing moves
  *   P3 (A):          `completed`; or `reversed`, transit:B → agent
+ * A `refund` of such a payment goes the other way, sent from the charge's shard B to the agent's A:
+ *   P1 send (B):     the refund itself (refund row, the charge's refunded sum, its event and answer),
+ *                    merchant → transit:A, the transfer row `pending`
+ *   P2 arrival (A):  transit:B → agent, the arrival `applied` (never refused: see refundArrivalPlan)
+ *   P3 (B):          `completed`
+ * The sending side's row keeps the fields the arrival is built from, by kind; every driver rebuilds
+ * the same plan from them (`arrivalOf`).
  */
+
+/** What a transfer between shards carries. */
+export type TransferKind = "payment" | "refund";
+
+/** A transfer pending this long lost its driver (its wallet's turn and alarm): the recovery cron may drive it. */
+export const TRANSFER_ABANDONED_MS = 60_000;
+
+/** The fields of a transfer row (on the sending shard) the arrival is rebuilt from. */
+export interface TransferRecord {
+  id: string;
+  kind: TransferKind;
+  fromShard: number;
+  toShard: number;
+  /** The paying agent of a payment, the agent a refund goes back to. */
+  agentId: string;
+  merchantId: string;
+  chargeId: string;
+  amountMinor: number;
+  currency: string;
+  /** A payment's charge: its description and checkout link (null for a refund). */
+  description: string | null;
+  checkoutLinkId: string | null;
+  createdAt: string;
+}
+
+/**
+ * The transfer row, `pending`, for a P1 batch: its primary key refuses a second send. `answer` is
+ * what the sending side keeps for whoever completes it. The cron may drive it once it has been
+ * pending `TRANSFER_ABANDONED_MS`.
+ */
+export const transferInsert = (t: TransferRecord, answer: string | null): SqlStatement =>
+  sqlStatement(
+    `INSERT INTO ledger_transfers (id, kind, to_shard, agent_id, merchant_id, charge_id, amount_minor, currency, description,
+       checkout_link_id, answer, status, created_at, decided_at, attempts, next_attempt_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, 0, ?)`,
+    t.id,
+    t.kind,
+    t.toShard,
+    t.agentId,
+    t.merchantId,
+    t.chargeId,
+    t.amountMinor,
+    t.currency,
+    t.description,
+    t.checkoutLinkId,
+    answer,
+    t.createdAt,
+    new Date(Date.parse(t.createdAt) + TRANSFER_ABANDONED_MS).toISOString(),
+  );
+
+/** The receiving shard's plan of a transfer, rebuilt from its row by kind. */
+export function arrivalOf(t: TransferRecord): CommitPlan {
+  if (t.kind === "refund") return refundArrivalPlan(t);
+  return arrivalPlan(paymentOf(t));
+}
+
+/** The payment a `payment` transfer row records. */
+const paymentOf = (t: TransferRecord): CrossShardPayment => ({
+  charge: {
+    id: t.chargeId,
+    merchantId: t.merchantId,
+    amountMinor: t.amountMinor,
+    currency: t.currency,
+    description: t.description,
+    checkoutLinkId: t.checkoutLinkId,
+  },
+  agentId: t.agentId,
+  fromShard: t.fromShard,
+  toShard: t.toShard,
+  reference: t.id,
+  paidAt: t.createdAt,
+});
+
+/** The guard every arrival opens with: one decision per transfer id on the receiving shard. */
+const notArrived = (id: string) =>
+  guard(TRANSFER_ALREADY_ARRIVED, "NOT EXISTS (SELECT 1 FROM ledger_arrivals WHERE id = ?)", id);
+
+/**
+ * P2 of a refund, on the agent's shard: transit:<charge's shard> → the agent, and the arrival
+ * `applied`. Nothing in it can refuse but its own decision: a credit only raises a balance, the
+ * agent's home row exists from the agent's creation (the directory places it there and never moves
+ * it), and a freeze stops money leaving an agent, not reaching it (a refund within one shard
+ * credits a frozen agent too). The refund was decided and answered in P1, so its arrival is owed:
+ * a refusal would be a fault to repair, and the transfer stays pending (the driver logs it) rather
+ * than undoing a refund the merchant was told about.
+ */
+export function refundArrivalPlan(t: TransferRecord): CommitPlan {
+  return {
+    statements: [
+      notArrived(t.id),
+      ...postingStatements(
+        t.id,
+        [{ from: `transit:${t.fromShard}`, to: `agent:${t.agentId}`, amountMinor: t.amountMinor }],
+        t.createdAt,
+      ),
+      sqlStatement(
+        `INSERT INTO ledger_arrivals (id, from_shard, outcome, reason, balance_after, created_at)
+         VALUES (?, ?, 'applied', NULL, (SELECT balance_minor FROM agents WHERE id = ?), ?)`,
+        t.id,
+        t.fromShard,
+        t.agentId,
+        t.createdAt,
+      ),
+    ],
+    // The agent's chain records the money it received; the merchant's has the refund's `charge.refunded`.
+    audit: [
+      chargeAudit(
+        "transfer.received",
+        { id: t.chargeId, merchantId: t.merchantId, amountMinor: t.amountMinor, currency: t.currency },
+        { reference: t.id, agentId: t.agentId, at: t.createdAt },
+        { kind: t.kind, refundId: t.id, fromShard: t.fromShard },
+      ),
+    ],
+  };
+}
 
 /** P2 refuses once the receiving shard decided this transfer: every later attempt reads the decision. */
 export const TRANSFER_ALREADY_ARRIVED = "transfer_already_arrived";
@@ -43,7 +165,7 @@ export function arrivalPlan(p: CrossShardPayment): CommitPlan {
   const data = paymentEventData(charge, p.agentId, "ledger", p.reference);
   return {
     statements: [
-      guard(TRANSFER_ALREADY_ARRIVED, "NOT EXISTS (SELECT 1 FROM ledger_arrivals WHERE id = ?)", p.reference),
+      notArrived(p.reference),
       guards(...payableChecks(charge)),
       ...chargePaidStatements(charge, p.agentId, "ledger", p.reference, p.paidAt),
       ...postingStatements(
@@ -77,15 +199,11 @@ export function arrivalPlan(p: CrossShardPayment): CommitPlan {
 /**
  * P1: the agent's side: its guards (not frozen, enough balance), the transfer row (its primary key
  * refuses a second send) and the debit into transit. `answer` is what the request is to be answered
- * (its charge as paid, and with a key its slot), kept so whoever completes the transfer can store it. `answerGuard` is the request's reservation
- * check, so a send whose request already gave up (and freed its key) does not land.
+ * (its charge as paid, and with a key its slot), kept so whoever completes the transfer can store
+ * it. `answerGuard` is the request's reservation check, so a send whose request already gave up
+ * (and freed its key) does not land.
  */
-export function sendPlan(
-  p: CrossShardPayment,
-  arrival: CommitPlan,
-  answerGuard: SqlStatement[],
-  answer: string,
-): CommitPlan {
+export function sendPlan(p: CrossShardPayment, answerGuard: SqlStatement[], answer: string): CommitPlan {
   const { charge } = p;
   return {
     statements: [
@@ -96,18 +214,22 @@ export function sendPlan(
         charge.amountMinor,
       ]),
       ...answerGuard,
-      sqlStatement(
-        `INSERT INTO ledger_transfers (id, kind, to_shard, agent_id, merchant_id, charge_id, amount_minor, arrival_plan, answer, status, created_at, decided_at)
-         VALUES (?, 'payment', ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL)`,
-        p.reference,
-        p.toShard,
-        p.agentId,
-        charge.merchantId,
-        charge.id,
-        charge.amountMinor,
-        JSON.stringify(arrival),
+      transferInsert(
+        {
+          id: p.reference,
+          kind: "payment",
+          fromShard: p.fromShard,
+          toShard: p.toShard,
+          agentId: p.agentId,
+          merchantId: charge.merchantId,
+          chargeId: charge.id,
+          amountMinor: charge.amountMinor,
+          currency: charge.currency,
+          description: charge.description,
+          checkoutLinkId: charge.checkoutLinkId,
+          createdAt: p.paidAt,
+        },
         answer,
-        p.paidAt,
       ),
       ...postingStatements(
         p.reference,
@@ -158,16 +280,12 @@ export const completePlan = (id: string, at: string, answer: SqlStatement[]): Co
   audit: [],
 });
 
-export interface PendingTransfer {
-  id: string;
-  toShard: number;
-  agentId: string;
-  merchantId: string;
-  chargeId: string;
-  amountMinor: number;
-}
+export type PendingTransfer = Pick<
+  TransferRecord,
+  "id" | "toShard" | "agentId" | "merchantId" | "chargeId" | "amountMinor"
+>;
 
-/** P3 after a refused arrival: the money comes back from transit to the agent. */
+/** P3 after a refused arrival of a payment: the money comes back from transit to the agent. */
 export const reversePlan = (t: PendingTransfer, reason: string, at: string): CommitPlan => ({
   statements: [
     stillPending(t.id),

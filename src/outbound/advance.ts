@@ -10,9 +10,11 @@ import {
   tokenCall,
   type RpcAnswer,
 } from "../chain/client";
+import { dbOfShard } from "../db/shards";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../env";
 import { faultPoint } from "../lib/faults";
+import { shardOfId } from "../lib/ids";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
@@ -178,12 +180,20 @@ async function checkOutbound(x: X402Settings, t: OutboundTransfer, data: Hex, ga
   };
 }
 
+/**
+ * The database a transfer's row lives in: its owner's ledger shard, which its id names (it is
+ * recorded in the batch that debits the owner). Every mark below is made there, so the guarantees
+ * of one row (handed over once, one turn, one outcome) hold per shard as they do in one database.
+ */
+export const dbOfTransfer = (env: Env, t: Pick<OutboundTransfer, "id">) => dbOfShard(env, shardOfId(t.id));
+
 /** Marks the first hand-over; only one worker's mark lands, and a failed or confirmed row takes none. */
 async function markHandedOver(env: Env, t: OutboundTransfer, now: number): Promise<boolean> {
   const at = nowIso(now);
-  const result = await env.DB.prepare(
-    "UPDATE outbound_transfers SET broadcast_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL",
-  )
+  const result = await dbOfTransfer(env, t)
+    .prepare(
+      "UPDATE outbound_transfers SET broadcast_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL",
+    )
     .bind(at, at, t.id)
     .run();
   return result.meta.changes === 1;
@@ -191,9 +201,8 @@ async function markHandedOver(env: Env, t: OutboundTransfer, now: number): Promi
 
 /** A resend's turn: the row unchanged since this worker read it. */
 async function claimTurn(env: Env, t: OutboundTransfer, now: number): Promise<boolean> {
-  const result = await env.DB.prepare(
-    "UPDATE outbound_transfers SET updated_at = ? WHERE id = ? AND status = 'pending' AND updated_at = ?",
-  )
+  const result = await dbOfTransfer(env, t)
+    .prepare("UPDATE outbound_transfers SET updated_at = ? WHERE id = ? AND status = 'pending' AND updated_at = ?")
     .bind(nowIso(now), t.id, t.updatedAt)
     .run();
   return result.meta.changes === 1;
@@ -229,12 +238,12 @@ export function outboundOutcomeStatements(t: OutboundTransfer, outcome: Advance,
 }
 
 /**
- * The pending transfers of one purpose a worker should look at now: not touched for
- * `RESEND_AFTER_MS` (never handed over because the request that made it stopped, or handed over
- * and not yet seen decided), oldest first.
+ * The pending transfers of one purpose in one shard's database a worker should look at now: not
+ * touched for `RESEND_AFTER_MS` (never handed over because the request that made it stopped, or
+ * handed over and not yet seen decided), oldest first.
  */
 export async function dueOutbound(
-  env: Env,
+  db: D1Database,
   purpose: OutboundPurpose,
   now = Date.now(),
   limit = 25,
@@ -242,16 +251,18 @@ export async function dueOutbound(
   withUnsent = false,
 ): Promise<OutboundTransfer[]> {
   const unsent = withUnsent ? "broadcast_at IS NULL OR " : "";
-  const rows = await env.DB.prepare(
-    `${OUTBOUND_SELECT} WHERE status = 'pending' AND purpose = ? AND (${unsent}updated_at <= ?) ORDER BY updated_at LIMIT ?`,
-  )
+  const rows = await db
+    .prepare(
+      `${OUTBOUND_SELECT} WHERE status = 'pending' AND purpose = ? AND (${unsent}updated_at <= ?) ORDER BY updated_at LIMIT ?`,
+    )
     .bind(purpose, nowIso(now - RESEND_AFTER_MS), limit)
     .all<OutboundTransfer>();
   return rows.results;
 }
 
-/** The transfer of one owner (a payout, a refund, a deposit), if it has one. */
+/** The transfer of one owner (a payout, a refund, a deposit), if it has one: in the owner's shard, which its id names. */
 export const outboundOf = (env: Env, purpose: OutboundPurpose, ownerId: string) =>
-  env.DB.prepare(`${OUTBOUND_SELECT} WHERE purpose = ? AND owner_id = ?`)
+  dbOfShard(env, shardOfId(ownerId))
+    .prepare(`${OUTBOUND_SELECT} WHERE purpose = ? AND owner_id = ?`)
     .bind(purpose, ownerId)
     .first<OutboundTransfer>();

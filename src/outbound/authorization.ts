@@ -51,7 +51,9 @@ export const outboundNonce = (purpose: OutboundPurpose, ownerId: string): Hex =>
 
 /**
  * The statement that records a transfer to send, for the batch that makes it owed (a payout's
- * debit, a refund's): it exists exactly when the money left the ledger for the chain.
+ * debit, a refund's): it exists exactly when the money left the ledger for the chain. `shard`: the
+ * ledger shard of that batch, where the row lives; its id carries it (`otx_s1_…`), so every later
+ * step finds the row's database from the id alone.
  */
 export function outboundInsert(
   x: X402Settings,
@@ -63,9 +65,10 @@ export function outboundInsert(
     to: Hex;
     value: bigint;
     createdAt: string;
+    shard?: number;
   },
 ): { id: string; statement: SqlStatement } {
-  const id = newId("outboundTransfer");
+  const id = newId("outboundTransfer", t.shard ?? 0);
   const validBefore = Math.floor(Date.parse(t.createdAt) / 1000) + OUTBOUND_AUTHORIZATION_SECONDS;
   return {
     id,
@@ -92,9 +95,10 @@ export function outboundInsert(
 /** A transfer of `amountMinor` cents from the settlement address, signed by its key (a payout, an x402 refund). */
 export const settlementTransfer = (
   x: X402Settings,
-  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; amountMinor: number; createdAt: string },
+  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; amountMinor: number; createdAt: string; shard: number },
 ) =>
   outboundInsert(x, {
+    shard: t.shard,
     purpose: t.purpose,
     ownerId: t.ownerId,
     from: x.payTo,

@@ -1,4 +1,5 @@
-import type { Env, X402Settings } from "../env";
+import { dbOfShard, shardNumbers } from "../db/shards";
+import { settingsOf, type Env, type X402Settings } from "../env";
 import { log } from "../lib/log";
 import { dispatchAfterWrite } from "../webhooks/dispatch";
 import type { CommitResult } from "../ledger/ledger.do";
@@ -65,7 +66,11 @@ async function step(
   return outcome.kind;
 }
 
-/** The cron's pass over one purpose's transfers that nobody has moved for a while (`now`: tests move the clock). */
+/**
+ * The cron's pass over one purpose's transfers that nobody has moved for a while (`now`: tests move
+ * the clock), in every ledger shard's database (a payout or refund lives in its merchant's; sweeps
+ * only in shard 0's): the shards one after the other, each with `pass.limit`.
+ */
 export async function advanceDue(
   env: Env,
   x: X402Settings,
@@ -75,7 +80,9 @@ export async function advanceDue(
   pass: DuePass = {},
 ): Promise<Record<Advance["kind"], number>> {
   const counts: Record<Advance["kind"], number> = { confirmed: 0, failed: 0, waiting: 0 };
-  const due = await dueOutbound(env, purpose, now, pass.limit, pass.withUnsent);
+  const due: OutboundTransfer[] = [];
+  for (const k of shardNumbers(env, settingsOf(env).ledgerShards))
+    due.push(...(await dueOutbound(dbOfShard(env, k), purpose, now, pass.limit, pass.withUnsent)));
   const atOnce = pass.atOnce ?? 1;
   for (let i = 0; i < due.length; i += atOnce) {
     const group = due.slice(i, i + atOnce);

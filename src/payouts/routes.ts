@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
+import { keysInHomeOf } from "../ledger/directory";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { amountMinor } from "../lib/money";
@@ -20,7 +21,10 @@ export const PayoutParam = z.object({ payoutId: pathId });
 export const payoutRoutes = new Hono<AppEnv>()
   .post(
     "/merchant/payouts",
-    requireActor("merchant"),
+    // The answer is stored by the payout's batch, in the merchant's home shard: its key is reserved there.
+    requireActor("merchant", {
+      keysIn: (c) => keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId),
+    }),
     validate("json", PayoutBody, { optionalBody: true }),
     async (c) => {
       const x = treasuryOf(c.get("settings").x402);

@@ -8,7 +8,9 @@ import { balanceAfter, postingStatements, type Account } from "../ledger/posting
 import { dbOf } from "../db/client";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
+import { ownerShard } from "../ledger/directory";
 import { mergeSorted, newestFirst } from "../lib/merge";
 import { forEachShard } from "../ledger/shards";
 import { nowIso } from "../lib/time";
@@ -66,7 +68,9 @@ export function treasuryOf(x: X402Settings | null): X402Settings {
  * and the transfer that will send it, and appends its audit row, in one ledger batch (with the
  * answer, under an Idempotency-Key). The transfer is sent afterwards (`sendPayout`). Without an
  * amount the whole balance goes; the batch re-checks the balance, so concurrent payouts never
- * take more than there is.
+ * take more than there is. All of it in the merchant's home shard, where its balance is: the
+ * payout's id (and its transfer's) carry that shard. The payout address is the merchant's
+ * identity, kept in control (shard 0).
  */
 export async function createPayout(
   env: Env,
@@ -75,12 +79,19 @@ export async function createPayout(
   requested: number | undefined,
   slot: IdempotencySlot | undefined,
 ): Promise<{ payout: PayoutView; balanceMinor: number }> {
-  const merchant = await env.DB.prepare(
-    "SELECT balance_minor AS balanceMinor, payout_address AS payoutAddress FROM merchants WHERE id = ?",
-  )
-    .bind(merchantId)
-    .first<{ balanceMinor: number; payoutAddress: string | null }>();
-  if (!merchant) throw new ApiError(404, "merchant_not_found");
+  const shard = await ownerShard(env, "merchant", merchantId);
+  const home = dbOfShard(env, shard);
+  const [identity, account] = await Promise.all([
+    env.DB.prepare("SELECT payout_address AS payoutAddress FROM merchants WHERE id = ?")
+      .bind(merchantId)
+      .first<{ payoutAddress: string | null }>(),
+    home
+      .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
+      .bind(merchantId)
+      .first<{ balanceMinor: number }>(),
+  ]);
+  if (!identity || !account) throw new ApiError(404, "merchant_not_found");
+  const merchant = { balanceMinor: account.balanceMinor, payoutAddress: identity.payoutAddress };
   if (!merchant.payoutAddress) throw new ApiError(409, "payout_address_missing");
   const kyt = await screenAddress(dbOf(env.DB), merchant.payoutAddress);
   if (kyt.verdict !== "pass")
@@ -90,7 +101,7 @@ export async function createPayout(
 
   const createdAt = nowIso();
   const payout: PayoutRow = {
-    id: newId("payout"),
+    id: newId("payout", shard),
     merchantId,
     amountMinor,
     currency: "USD",
@@ -107,6 +118,7 @@ export async function createPayout(
     to: payout.destination as Hex,
     amountMinor,
     createdAt,
+    shard,
   });
   // The answer names the balance after the debit; the batch writes it in (see storeTemplateStatements).
   const answer = slot
@@ -119,7 +131,7 @@ export async function createPayout(
         merchantId,
       )
     : [];
-  const result = await ledgerOf(env, 0).commit({
+  const result = await ledgerOf(env, shard).commit({
     statements: [
       guard(
         INSUFFICIENT_BALANCE,
@@ -181,9 +193,14 @@ const payoutEventData = (p: PayoutRow, transaction: string | null, failureReason
  * the webhook event and the audit row are in the same batch.
  */
 export const completePayout: Completion = async (env, x, t, outcome) => {
-  const payout = await env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ?`).bind(t.ownerId).first<PayoutRow>();
+  // In the payout's shard, which its id names (its transfer row is there too).
+  const shard = shardOfId(t.ownerId);
+  const payout = await dbOfShard(env, shard)
+    .prepare(`${PAYOUT_SELECT} WHERE id = ?`)
+    .bind(t.ownerId)
+    .first<PayoutRow>();
   if (!payout) return null;
-  return ledgerOf(env, 0).commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
+  return ledgerOf(env, shard).commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
 };
 
 function payoutOutcomePlan(
@@ -246,8 +263,10 @@ export const sendPayout = (env: Env, x: X402Settings, payoutId: string) =>
 export const advanceDuePayouts = (env: Env, x: X402Settings, now?: number) =>
   advanceDue(env, x, "payout", completePayout, now);
 
+/** A payout of this merchant, read in the shard its id names. */
 export async function getPayout(env: Env, merchantId: string, payoutId: string): Promise<PayoutRow | null> {
-  return env.DB.prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`)
+  return dbOfShard(env, shardOfId(payoutId))
+    .prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`)
     .bind(payoutId, merchantId)
     .first<PayoutRow>();
 }

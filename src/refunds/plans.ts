@@ -5,6 +5,7 @@ import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../env";
 import type { CommitPlan } from "../ledger/plan";
 import { postingStatements, type Account } from "../ledger/postings";
+import { transferInsert } from "../ledger/transfers";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
 import { settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
@@ -147,15 +148,62 @@ export function walletRefundPlan(r: RefundRow & { agentId: string }, answer: Sql
 }
 
 /**
+ * A refund of a wallet payment whose agent lives in shard `to`, the charge (and this batch) in
+ * `from`: P1 of a transfer between shards (ledger/transfers.ts). The refund is decided and answered
+ * here as within one shard (the same guards, refund row, refunded sum, `charge.refunded` and its
+ * audit row on the merchant's chain), but the merchant's debit goes into `transit:<to>` with the
+ * transfer row, pending, that the agent's shard credits from (P2).
+ */
+export function crossShardRefundPlan(
+  r: RefundRow & { agentId: string },
+  { from, to }: { from: number; to: number },
+  answer: SqlStatement[],
+): CommitPlan {
+  return {
+    statements: [
+      ...openingStatements(r),
+      transferInsert(
+        {
+          id: r.id,
+          kind: "refund",
+          fromShard: from,
+          toShard: to,
+          agentId: r.agentId,
+          merchantId: r.merchantId,
+          chargeId: r.chargeId,
+          amountMinor: r.amountMinor,
+          currency: r.currency,
+          description: null,
+          checkoutLinkId: null,
+          createdAt: r.createdAt,
+        },
+        null,
+      ),
+      ...postingStatements(
+        r.id,
+        [{ from: `merchant:${r.merchantId}`, to: `transit:${to}`, amountMinor: r.amountMinor }],
+        r.createdAt,
+      ),
+      refundEvent("charge.refunded", r, refundEventData(r, null), r.createdAt),
+      ...answer,
+    ],
+    audit: [auditOf(r, "charge.refunded", {}, r.createdAt)],
+  };
+}
+
+/**
  * An x402 refund taken: the merchant debited at once, the refund `pending`, and the transfer that
- * sends it back to the payer from the settlement address, recorded to be sent after the batch.
+ * sends it back to the payer from the settlement address, recorded to be sent after the batch (in
+ * the same shard's database, `shard`).
  */
 export function x402RefundPlan(
   x: X402Settings,
+  shard: number,
   r: RefundRow & { destination: string },
   answer: SqlStatement[],
 ): CommitPlan {
   const transfer = settlementTransfer(x, {
+    shard,
     purpose: "refund",
     ownerId: r.id,
     to: r.destination as Hex,

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
+import { keysInHomeOf } from "../ledger/directory";
 import { log } from "../lib/log";
 import { amountMinor } from "../lib/money";
 import { pathId, validate } from "../lib/validation";
@@ -19,7 +20,10 @@ export const RefundChargeParam = z.object({ chargeId: pathId });
 export const refundRoutes = new Hono<AppEnv>()
   .post(
     "/merchant/charges/:chargeId/refunds",
-    requireActor("merchant"),
+    // The answer is stored by the refund's batch, in the charge's shard (the merchant's home): its key is reserved there.
+    requireActor("merchant", {
+      keysIn: (c) => keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId),
+    }),
     validate("param", RefundChargeParam),
     validate("json", RefundBody, { optionalBody: true }),
     async (c) => {

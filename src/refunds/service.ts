@@ -1,18 +1,27 @@
 import { walletOf } from "../agents/wallet.do";
 import { chargeRowStatement, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../env";
 import { screenAddress } from "../kyt/screening";
+import { ownerShard } from "../ledger/directory";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { sendsOut } from "../outbound/authorization";
 import { advanceDue, runOutbound, type Completion } from "../outbound/run";
-import { refundedAfter, refundOutcomePlan, walletRefundPlan, x402RefundPlan, type RefundRow } from "./plans";
+import {
+  crossShardRefundPlan,
+  refundedAfter,
+  refundOutcomePlan,
+  walletRefundPlan,
+  x402RefundPlan,
+  type RefundRow,
+} from "./plans";
 
 export type { RefundRow } from "./plans";
 
@@ -35,9 +44,12 @@ export const refundView = (r: RefundRow) => ({
 
 export type RefundView = ReturnType<typeof refundView>;
 
-/** A charge of this merchant, or 404 (another merchant's charge is as unknown as a missing one). */
+/**
+ * A charge of this merchant, or 404 (another merchant's charge is as unknown as a missing one), read
+ * in the shard its id names: the merchant's home, where its refunds, its balance and its ledger are.
+ */
 async function merchantCharge(env: Env, merchantId: string, chargeId: string): Promise<ChargeRow> {
-  const charge = await chargeRowStatement(env.DB, chargeId).first<ChargeRow>();
+  const charge = await chargeRowStatement(dbOfShard(env, shardOfId(chargeId)), chargeId).first<ChargeRow>();
   if (!charge || charge.merchantId !== merchantId) throw new ApiError(404, "charge_not_found");
   return charge;
 }
@@ -45,8 +57,11 @@ async function merchantCharge(env: Env, merchantId: string, chargeId: string): P
 /**
  * Refunds a paid charge of the merchant: what remains of it without an amount. The checks here
  * give the refusals; the batch checks the same again (the charge paid, the remaining amount, the
- * merchant's balance), so concurrent refunds and payouts never take more than there is. A wallet
- * payment's refund is done in its batch, through the paying agent's wallet object; an x402
+ * merchant's balance), so concurrent refunds and payouts never take more than there is. Everything
+ * of the refund is in the charge's shard (the merchant's home): the refund row and its id, the
+ * debit, the charge's refunded sum. A wallet payment's refund is done in its batch, through the
+ * paying agent's wallet object; when the agent lives in another shard, that batch sends the money
+ * toward it through transit and the wallet object brings it home (`refundAcrossShards`). An x402
  * payment's is debited in its batch and sent on chain afterwards (`sendRefund`).
  */
 export async function createRefund(
@@ -59,6 +74,7 @@ export async function createRefund(
   /** A console user refunding for the merchant, for the audit row. */
   by?: string,
 ): Promise<{ refund: RefundView; charge: ChargeView }> {
+  const shard = shardOfId(chargeId);
   const charge = await merchantCharge(env, merchantId, chargeId);
   if (charge.status !== "paid" || !charge.method) throw new ApiError(409, "charge_not_paid");
   const remaining = charge.amountMinor - charge.refundedMinor;
@@ -66,7 +82,7 @@ export async function createRefund(
   if (amountMinor <= 0 || amountMinor > remaining) throw new ApiError(409, "refund_exceeds_remaining");
 
   const refund: RefundRow = {
-    id: newId("refund"),
+    id: newId("refund", shard),
     chargeId,
     merchantId,
     agentId: charge.agentId,
@@ -83,17 +99,29 @@ export async function createRefund(
   let result: CommitResult;
   if (charge.method === "x402") {
     if (!sendsOut(x)) throw new ApiError(503, "treasury_not_configured");
-    refund.destination = await refundDestination(env, chargeId);
-    await requireBalance(env, merchantId, amountMinor);
+    refund.destination = await refundDestination(env, shard, chargeId);
+    await requireBalance(env, shard, merchantId, amountMinor);
     const answer = answerStatements(slot, refund, charge);
-    result = await ledgerOf(env, 0).commit(x402RefundPlan(x, { ...refund, destination: refund.destination }, answer));
+    result = await ledgerOf(env, shard).commit(
+      x402RefundPlan(x, shard, { ...refund, destination: refund.destination }, answer),
+    );
   } else {
     const agentId = charge.agentId;
     if (!agentId) throw new Error(`wallet charge ${chargeId} has no agent`);
-    await requireBalance(env, merchantId, amountMinor);
+    await requireBalance(env, shard, merchantId, amountMinor);
     const answer = answerStatements(slot, refund, charge);
+    const agentShard = await ownerShard(env, "agent", agentId);
     // In the agent's turn: its wallet object forgets the balance it keeps, which the refund changes.
-    result = await walletOf(env, agentId).refund(walletRefundPlan({ ...refund, agentId }, answer));
+    const wallet = walletOf(env, agentId);
+    result =
+      agentShard === shard
+        ? await wallet.refund(walletRefundPlan({ ...refund, agentId }, answer), shard)
+        : await wallet.refundAcrossShards(
+            agentId,
+            shard,
+            refund.id,
+            crossShardRefundPlan({ ...refund, agentId }, { from: shard, to: agentShard }, answer),
+          );
   }
   if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
   return {
@@ -102,11 +130,10 @@ export async function createRefund(
   };
 }
 
-/** The payer of an x402 charge (the authorization's `from`), screened as a payout address is. */
-async function refundDestination(env: Env, chargeId: string): Promise<string> {
-  const payment = await env.DB.prepare(
-    "SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1",
-  )
+/** The payer of an x402 charge (the authorization's `from`, its payment kept with the charge), screened as a payout address is. */
+async function refundDestination(env: Env, shard: number, chargeId: string): Promise<string> {
+  const payment = await dbOfShard(env, shard)
+    .prepare("SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1")
     .bind(chargeId)
     .first<{ payer: string }>();
   if (!payment) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
@@ -117,8 +144,9 @@ async function refundDestination(env: Env, chargeId: string): Promise<string> {
 }
 
 /** The refusal for a balance below the amount, before anything is written (the batch guards it again). */
-async function requireBalance(env: Env, merchantId: string, amountMinor: number): Promise<void> {
-  const merchant = await env.DB.prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
+async function requireBalance(env: Env, shard: number, merchantId: string, amountMinor: number): Promise<void> {
+  const merchant = await dbOfShard(env, shard)
+    .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
     .bind(merchantId)
     .first<{ balanceMinor: number }>();
   if (!merchant || merchant.balanceMinor < amountMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
@@ -140,11 +168,15 @@ const answerStatements = (slot: IdempotencySlot | undefined, refund: RefundRow, 
       )
     : [];
 
-/** Records an x402 refund's decided transfer once (see refundOutcomePlan). */
+/** Records an x402 refund's decided transfer once (see refundOutcomePlan), in the refund's shard, which its id names. */
 export const completeRefund: Completion = async (env, x, t, outcome) => {
-  const refund = await env.DB.prepare(`${REFUND_SELECT} WHERE id = ?`).bind(t.ownerId).first<RefundRow>();
+  const shard = shardOfId(t.ownerId);
+  const refund = await dbOfShard(env, shard)
+    .prepare(`${REFUND_SELECT} WHERE id = ?`)
+    .bind(t.ownerId)
+    .first<RefundRow>();
   if (!refund) return null;
-  return ledgerOf(env, 0).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
+  return ledgerOf(env, shard).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
 };
 
 /** Sends an x402 refund just taken (or takes the next step with it), and records the outcome once decided. */
@@ -152,12 +184,14 @@ export const sendRefund = (env: Env, x: X402Settings, refundId: string) =>
   runOutbound(env, x, "refund", refundId, completeRefund);
 
 /** The cron's pass: x402 refunds whose request stopped before their transfer was decided. */
-export const advanceDueRefunds = (env: Env, x: X402Settings) => advanceDue(env, x, "refund", completeRefund);
+export const advanceDueRefunds = (env: Env, x: X402Settings, now?: number) =>
+  advanceDue(env, x, "refund", completeRefund, now);
 
 /** A charge's refunds, oldest first; 404 unless it is a charge of this merchant. */
 export async function listRefunds(env: Env, merchantId: string, chargeId: string): Promise<RefundView[]> {
   await merchantCharge(env, merchantId, chargeId);
-  const rows = await env.DB.prepare(`${REFUND_SELECT} WHERE charge_id = ? ORDER BY created_at, rowid`)
+  const rows = await dbOfShard(env, shardOfId(chargeId))
+    .prepare(`${REFUND_SELECT} WHERE charge_id = ? ORDER BY created_at, rowid`)
     .bind(chargeId)
     .all<RefundRow>();
   return rows.results.map(refundView);
