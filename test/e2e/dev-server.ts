@@ -36,10 +36,10 @@ export interface DevServer {
  * A free port can be taken between finding it and binding it (the e2e files and the workers pool start
  * servers at the same time): a start that dies before it is ready is tried again on new ports.
  */
-export async function startDevServer(): Promise<DevServer> {
+export async function startDevServer(vars: Record<string, string> = {}): Promise<DevServer> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce();
+      return await startOnce(vars);
     } catch (error) {
       if (!(error instanceof ExitedEarly) || attempt === 3) throw error;
     }
@@ -48,7 +48,7 @@ export async function startDevServer(): Promise<DevServer> {
 
 class ExitedEarly extends Error {}
 
-async function startOnce(): Promise<DevServer> {
+async function startOnce(vars: Record<string, string>): Promise<DevServer> {
   const port = await freePort();
   const anvilPort = await freePort();
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
@@ -58,6 +58,7 @@ async function startOnce(): Promise<DevServer> {
     ANVIL_PORT: String(anvilPort),
     DEV_PERSIST_DIR: stateDir,
     DEV_CRON_SECONDS: "2",
+    ...vars,
   };
   const child: ChildProcess = spawn("npm", ["run", "--silent", "dev"], {
     cwd: ROOT,
