@@ -7,7 +7,7 @@ import { setFaultHook } from "../../src/lib/faults";
 import { shardOfId } from "../../src/lib/ids";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { settlerOf } from "../../src/x402/settler.do";
-import { api, type ApiResponse } from "../helpers/api";
+import { api, consoleToken, type ApiResponse } from "../helpers/api";
 import { createCharge } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";
 import { freshPayer, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
@@ -115,7 +115,7 @@ describe("x402 with two ledger shards", () => {
   for (const [from, to] of [
     [0, 1],
     [1, 0],
-  ]) {
+  ] as const) {
     it(`an authorization that paid a charge on shard ${from} pays no charge on shard ${to}`, async () => {
       const paid = await chargeOn(from);
       const target = await chargeOn(to);
@@ -184,6 +184,50 @@ describe("x402 with two ledger shards", () => {
     expect(spent.filter((b) => b === VALUE)).toHaveLength(payers.length - 1);
     expect(await paymentsIn(0, chargeId)).toEqual([]);
     await expectShardsAtRest();
+  });
+
+  it("the console's receiving report counts and lists the settled payments of every shard, with their owners from control", async () => {
+    const paid = [];
+    for (const shard of [0, 1]) {
+      const { merchant, chargeId } = await chargeOn(shard);
+      const payer = await freshPayer(VALUE);
+      const { header, payload } = await xPaymentFor(x402Path(chargeId), payer.key, VALUE);
+      expect(isSettled(await pay(chargeId, header))).toBe(true);
+      paid.push({ chargeId, merchantId: merchant.merchantId, address: payload.authorization.to.toLowerCase() });
+    }
+    const settled = async (shard: number) =>
+      (await dbOfShard(env, shard)
+        .prepare(
+          "SELECT COUNT(*) AS n, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS v FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
+        )
+        .first<{ n: number; v: number }>())!;
+    const [zero, one] = [await settled(0), await settled(1)];
+    expect(zero.n).toBeGreaterThan(0);
+    expect(one.n).toBeGreaterThan(0);
+    const res = await api("GET", "/console/x402/receiving-addresses?limit=200", { token: await consoleToken() });
+    expect(res.status).toBe(200);
+    expect(res.body.totals).toEqual({
+      addresses: zero.n + one.n,
+      payments: zero.n + one.n,
+      receivedBaseUnits: String(zero.v + one.v),
+    });
+    expect(res.body.addresses).toHaveLength(zero.n + one.n);
+    for (const p of paid)
+      expect(res.body.addresses).toContainEqual(
+        expect.objectContaining({
+          address: p.address,
+          ownerKind: "charge",
+          ownerId: p.chargeId,
+          merchantId: p.merchantId,
+          payments: 1,
+          receivedBaseUnits: VALUE.toString(),
+          balanceBaseUnits: VALUE.toString(),
+        }),
+      );
+    // Newest first over both shards: the shard-1 payment, made last, leads.
+    expect(res.body.addresses[0].ownerId).toBe(paid[1]!.chargeId);
+    const one1 = await api("GET", "/console/x402/receiving-addresses?limit=1", { token: await consoleToken() });
+    expect(one1.body.addresses.map((a: { ownerId: string }) => a.ownerId)).toEqual([paid[1]!.chargeId]);
   });
 
   const FAULTS: ["ledger.before_batch" | "ledger.after_batch", FaultMode, "alarm" | "cron"][] = [
