@@ -26,7 +26,17 @@ export default defineConfig(async () => {
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
         // Two ledger shards, owners spread over both: payments within one shard and across two.
-        workersProject("workers-shards", { include: [SHARDS_TESTS, SAME_WORLD_TESTS], vars: SHARDS_VARS }, migrations),
+        workersProject(
+          "workers-shards",
+          { include: [SHARDS_TESTS, SAME_WORLD_TESTS], exclude: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS },
+          migrations,
+        ),
+        // The same two shards with x402 settlements batched: one transaction settling charges of both shards.
+        workersProject(
+          "workers-shards-batch",
+          { include: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS, batched: true },
+          migrations,
+        ),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
         workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
         {
@@ -64,6 +74,8 @@ const SHARDS_TESTS = "test/shards/**/*.test.ts";
 /** Scripted worlds whose every answer is written out: run with one shard (workers) and with two. */
 const SAME_WORLD_TESTS = "test/worlds/**/*.test.ts";
 const SHARDS_VARS = { LEDGER_SHARDS: "2", LEDGER_SHARD_PLACEMENT: "spread" };
+/** The two-shard tests of batched x402 settlement, in a project of their own (settlements batched). */
+const SHARDS_BATCH_TESTS = "test/shards/x402-batch.test.ts";
 /** The runtime floors' tests run against the bench's own Worker, which the service's bundle does not hold. */
 const BENCH_TESTS = "test/bench/**";
 

@@ -1,4 +1,5 @@
-import type { Env, X402Settings } from "../env";
+import { settingsOf, type Env, type X402Settings } from "../env";
+import { forEachShard } from "../ledger/shards";
 import { hdAddressAt } from "../lib/hd";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
@@ -86,27 +87,8 @@ export interface ReceivingReport {
  * payments are swept, then nothing (or what arrived outside a payment).
  */
 export async function receivingReport(env: Env, x: X402Settings, limit: number): Promise<ReceivingReport> {
-  const [listed, totals] = await env.DB.batch<Record<string, unknown>>([
-    env.DB.prepare(
-      `SELECT r.address, r.owner_kind AS ownerKind, r.owner_id AS ownerId, r.merchant_id AS merchantId,
-              COUNT(*) AS payments, SUM(CAST(p.value AS INTEGER)) AS received, MAX(p.updated_at) AS lastPaymentAt
-       FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
-       WHERE p.status = 'settled' GROUP BY r.address ORDER BY lastPaymentAt DESC LIMIT ?`,
-    ).bind(limit),
-    env.DB.prepare(
-      "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
-    ),
-  ]);
-  const rows = listed!.results as {
-    address: string;
-    ownerKind: string;
-    ownerId: string;
-    merchantId: string;
-    payments: number;
-    received: number;
-    lastPaymentAt: string;
-  }[];
-  const total = totals!.results[0] as { addresses: number; payments: number; received: number };
+  const { rows, total } =
+    settingsOf(env).ledgerShards > 1 ? await settledOverShards(env, limit) : await settledInOne(env, limit);
   const held = await balancesAt(
     x,
     rows.map((r) => r.address),
@@ -129,6 +111,77 @@ export async function receivingReport(env: Env, x: X402Settings, limit: number):
       lastPaymentAt: r.lastPaymentAt,
     })),
   };
+}
+
+interface SettledTo {
+  address: string;
+  ownerKind: string;
+  ownerId: string;
+  merchantId: string;
+  payments: number;
+  received: number;
+  lastPaymentAt: string;
+}
+type SettledTotals = { addresses: number; payments: number; received: number };
+
+/** One database holds the payments and the addresses: one batch, a join. */
+async function settledInOne(env: Env, limit: number): Promise<{ rows: SettledTo[]; total: SettledTotals }> {
+  const [listed, totals] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(
+      `SELECT r.address, r.owner_kind AS ownerKind, r.owner_id AS ownerId, r.merchant_id AS merchantId,
+              COUNT(*) AS payments, SUM(CAST(p.value AS INTEGER)) AS received, MAX(p.updated_at) AS lastPaymentAt
+       FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
+       WHERE p.status = 'settled' GROUP BY r.address ORDER BY lastPaymentAt DESC LIMIT ?`,
+    ).bind(limit),
+    env.DB.prepare(
+      "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
+    ),
+  ]);
+  return { rows: listed!.results as unknown as SettledTo[], total: totals!.results[0] as unknown as SettledTotals };
+}
+
+/**
+ * With more than one ledger shard, the payments are in their charges' shards and the addresses in
+ * control: each shard's most recently paid addresses (at most `limit`) and totals, then the
+ * addresses' owners from control. An address is one charge's or link's, so in one shard only, and
+ * the shards' totals add up.
+ */
+async function settledOverShards(env: Env, limit: number): Promise<{ rows: SettledTo[]; total: SettledTotals }> {
+  const perShard = await forEachShard(env, (db) =>
+    db.batch<Record<string, unknown>>([
+      db
+        .prepare(
+          `SELECT pay_to AS address, COUNT(*) AS payments, SUM(CAST(value AS INTEGER)) AS received, MAX(updated_at) AS lastPaymentAt
+           FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL GROUP BY pay_to ORDER BY lastPaymentAt DESC LIMIT ?`,
+        )
+        .bind(limit),
+      db.prepare(
+        "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
+      ),
+    ]),
+  );
+  const total: SettledTotals = { addresses: 0, payments: 0, received: 0 };
+  for (const [, totals] of perShard) {
+    const t = totals!.results[0] as unknown as SettledTotals;
+    total.addresses += t.addresses;
+    total.payments += t.payments;
+    total.received += t.received;
+  }
+  const paid = perShard
+    .flatMap(([listed]) => listed!.results as unknown as Omit<SettledTo, "ownerKind" | "ownerId" | "merchantId">[])
+    .sort((a, b) => (a.lastPaymentAt < b.lastPaymentAt ? 1 : a.lastPaymentAt > b.lastPaymentAt ? -1 : 0));
+  const owners = await env.DB.prepare(
+    `SELECT address, owner_kind AS ownerKind, owner_id AS ownerId, merchant_id AS merchantId
+     FROM receiving_addresses WHERE address IN (SELECT value FROM json_each(?))`,
+  )
+    .bind(JSON.stringify(paid.map((p) => p.address)))
+    .all<{ address: string; ownerKind: string; ownerId: string; merchantId: string }>();
+  const ownerOf = new Map(owners.results.map((o) => [o.address, o]));
+  const rows = paid.flatMap((p) => {
+    const owner = ownerOf.get(p.address);
+    return owner ? [{ ...p, ...owner }] : [];
+  });
+  return { rows: rows.slice(0, limit), total };
 }
 
 /** The token balances of `addresses` at the chain's current block, in one batch; null when the chain cannot be read. */

@@ -2,6 +2,9 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
+import { shardsOf } from "../ledger/shards";
+import { shardOfId } from "../lib/ids";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { authorizationFate, authorizationUsed, movedBy, receiptNow, rpcBatch, type Receipt } from "../chain/client";
@@ -91,7 +94,7 @@ export async function reconcilePayment(
     await release(env, p.id, p.chargeId, "authorization_used_without_transfer", nowIso());
     return "failed";
   }
-  const charge = await getCharge(dbOf(env.DB), p.chargeId);
+  const charge = await getCharge(dbOf(dbOfShard(env, shardOfId(p.chargeId))), p.chargeId);
   if (!charge) return "waiting";
   await credit(env, x, charge, p.id, p.payer.toLowerCase(), receipt.transactionHash);
   return "credited";
@@ -146,11 +149,19 @@ const FINAL_VERDICTS = [
  * as an error for an operator and marked, never credited.
  */
 export async function watchReleasedPayments(env: Env, x: X402Settings, nowSeconds: number): Promise<number> {
-  const released = await env.DB.prepare(
-    `SELECT id, charge_id AS chargeId, payer, nonce, network, asset FROM x402_payments
+  let reopened = 0;
+  // A payment lives in its charge's shard: each shard's released payments are watched in turn.
+  for (const shard of shardsOf(env)) reopened += await watchReleasedIn(env, dbOfShard(env, shard), x, nowSeconds);
+  return reopened;
+}
+
+async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSeconds: number): Promise<number> {
+  const released = await db
+    .prepare(
+      `SELECT id, charge_id AS chargeId, payer, nonce, network, asset FROM x402_payments
      WHERE status = 'failed' AND valid_before + ? > ? AND COALESCE(error, '') NOT IN (${FINAL_VERDICTS.map(() => "?").join(", ")})
      ORDER BY updated_at LIMIT 50`,
-  )
+    )
     .bind(CLOCK_SKEW_SECONDS, nowSeconds, ...FINAL_VERDICTS)
     .all<{
       id: string;
@@ -170,7 +181,8 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
     }
     // Held by another payment still being settled: that one may yet fail (this authorization took the
     // payer's funds, say) and leave the charge open for this one, so it is looked at again next run.
-    const charge = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")
+    const charge = await db
+      .prepare("SELECT status FROM charges WHERE id = ?")
       .bind(p.chargeId)
       .first<{ status: string }>();
     if (charge?.status === "pending") continue;
@@ -182,18 +194,20 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
         transaction: fate.kind === "used" ? fate.transaction : null,
       });
     // Recorded with the transaction that moved the payer's money, for the operator who returns it.
-    await env.DB.prepare(
-      "UPDATE x402_payments SET error = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id = ? AND status = 'failed'",
-    )
+    await db
+      .prepare(
+        "UPDATE x402_payments SET error = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id = ? AND status = 'failed'",
+      )
       .bind(LATE_USE, fate.kind === "used" ? fate.transaction : null, nowIso(), p.id)
       .run();
   }
   // Least recently checked first: released payments that stay unused must not keep later ones from being read.
   const checked = released.results.map((p) => p.id);
   if (checked.length > 0)
-    await env.DB.prepare(
-      `UPDATE x402_payments SET updated_at = ? WHERE status = 'failed' AND id IN (${checked.map(() => "?").join(", ")})`,
-    )
+    await db
+      .prepare(
+        `UPDATE x402_payments SET updated_at = ? WHERE status = 'failed' AND id IN (${checked.map(() => "?").join(", ")})`,
+      )
       .bind(nowIso(), ...checked)
       .run();
   return reopened;
@@ -210,13 +224,21 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
   } catch (error) {
     log.warn("x402_watch_released", { error });
   }
-  const open = await env.DB.prepare(
-    `${OPEN_PAYMENT_SELECT}
+  // Every shard's open payments (each payment lives in its charge's shard), at most 50 of each.
+  const open = (
+    await Promise.all(
+      shardsOf(env).map((shard) =>
+        dbOfShard(env, shard)
+          .prepare(
+            `${OPEN_PAYMENT_SELECT}
      WHERE status = 'unknown' OR (status = 'settling' AND updated_at <= ?) ORDER BY updated_at LIMIT 50`,
-  )
-    .bind(nowIso(now - STALE_SETTLING_MS))
-    .all<OpenPayment>();
-  for (const payment of open.results) {
+          )
+          .bind(nowIso(now - STALE_SETTLING_MS))
+          .all<OpenPayment>(),
+      ),
+    )
+  ).flatMap((r) => r.results);
+  for (const payment of open) {
     try {
       counts[await reconcilePayment(env, x, payment)]++;
     } catch (error) {

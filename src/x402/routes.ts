@@ -10,6 +10,9 @@ import { log } from "../lib/log";
 import { validate, pathId } from "../lib/validation";
 import { requireActor } from "../auth/middleware";
 import { receivingReport } from "./receiving";
+import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
+import { shardOfId } from "../lib/ids";
 import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
 import { base64Json, caip2, type Terms } from "./terms";
 import { protocolReason } from "./reasons";
@@ -159,14 +162,14 @@ export const x402Routes = new Hono<AppEnv>()
   .use("/x402/settlements/*", x402Cors)
   // What became of a payment, for a client that lost its answer: by the settlement id a 202 named, or by the authorization.
   .get("/x402/settlements/:settlementId", validate("param", SettlementParam), async (c) => {
-    const found = await settlementById(c.env.DB, x402Settings(c), c.req.valid("param").settlementId);
+    const found = await settlementById(c.env, x402Settings(c), c.req.valid("param").settlementId);
     if (!found) throw new ApiError(404, "settlement_not_found");
     c.header("Cache-Control", "no-store");
     return c.json(found);
   })
   .get("/x402/settlements", validate("query", SettlementQuery), async (c) => {
     const { payer, nonce } = c.req.valid("query");
-    const found = await settlementByAuthorization(c.env.DB, x402Settings(c), payer, nonce);
+    const found = await settlementByAuthorization(c.env, x402Settings(c), payer, nonce);
     if (!found) throw new ApiError(404, "settlement_not_found");
     c.header("Cache-Control", "no-store");
     return c.json(found);
@@ -178,7 +181,10 @@ export const x402Routes = new Hono<AppEnv>()
     // A resent payment that settled this charge gets its settlement back; otherwise a paid charge answers with itself.
     // The charge is read with the payment's own lookups.
     if (header) return respond(c, await payWithX402(c.env, { kind: "charge_id", chargeId }, resourceOf(c), header));
-    const charge = await getCharge(c.get("db"), chargeId);
+    // The charge is read in its shard, which its id names; a shard not run here holds no charge.
+    const shard = shardOfId(chargeId);
+    const charge =
+      shard < c.get("settings").ledgerShards ? await getCharge(dbOf(dbOfShard(c.env, shard)), chargeId) : undefined;
     if (!charge) throw new ApiError(404, "charge_not_found");
     const target: X402Target = { kind: "charge", charge };
     if (charge.status === "paid") return c.json(chargeView(charge), 200);

@@ -13,7 +13,8 @@ import {
 import { linkActiveCheck } from "../ledger/movements";
 import { guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
 import { canonicalJson } from "../lib/canonical-json";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { isAddressEqual } from "viem";
@@ -73,6 +74,15 @@ const ownerOf = (t: X402Target): ReceivingOwner =>
     ? { kind: "charge", id: t.charge.id, merchantId: t.charge.merchantId }
     : { kind: "checkout_link", id: t.link.id, merchantId: t.link.merchantId };
 
+/**
+ * The ledger shard an x402 payment of this target lives in, with the charge it pays: a stored
+ * charge's own (its id carries it), and for a checkout link the link's, where the charge it makes
+ * is born. Its reservation, claim, credit and status all live there; the receiving address and the
+ * blocklist stay in control (DB).
+ */
+export const shardOfTarget = (ref: X402TargetRef): number =>
+  shardOfId(ref.kind === "charge_id" ? ref.chargeId : ref.kind === "charge" ? ref.charge.id : ref.link.id);
+
 /** The terms of a target: its amount, to its own receiving address (assigned on first use). */
 export async function termsForTarget(
   env: Env,
@@ -89,11 +99,13 @@ const PAYMENT_SELECT =
   "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer FROM x402_payments";
 
 /** The payment this payer made earlier with the same v2 payment identifier (a retry of one purchase). */
-const identifiedStatement = (env: Env, payment: DecodedPayment) =>
-  env.DB.prepare(
-    `SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer, payload, valid_before AS validBefore
+const identifiedStatement = (db: D1Database, payment: DecodedPayment) =>
+  db
+    .prepare(
+      `SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer, payload, valid_before AS validBefore
      FROM x402_payments WHERE payer = ? AND payment_identifier = ?`,
-  ).bind(payment.authorization.from.toLowerCase(), payment.paymentIdentifier);
+    )
+    .bind(payment.authorization.from.toLowerCase(), payment.paymentIdentifier);
 
 /** What an earlier payment of this purchase answers now: its settlement, or that it is still being settled. */
 const outcomeOfEarlier = (p: PaymentRow, payer: string): X402Outcome =>
@@ -101,34 +113,55 @@ const outcomeOfEarlier = (p: PaymentRow, payer: string): X402Outcome =>
     ? { kind: "settled", settlementId: p.id, chargeId: p.chargeId, transaction: p.txHash ?? "", payer }
     : { kind: "pending", settlementId: p.id, chargeId: p.chargeId, transaction: p.txHash, payer };
 
-const paymentStatement = (env: Env, x: X402Settings, payment: DecodedPayment) =>
-  env.DB.prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`).bind(
-    x.network,
-    x.asset.toLowerCase(),
-    payment.authorization.from.toLowerCase(),
-    payment.authorization.nonce.toLowerCase(),
-  );
+const paymentStatement = (db: D1Database, x: X402Settings, payment: DecodedPayment) =>
+  db
+    .prepare(`${PAYMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
+    .bind(
+      x.network,
+      x.asset.toLowerCase(),
+      payment.authorization.from.toLowerCase(),
+      payment.authorization.nonce.toLowerCase(),
+    );
 
-async function findPayment(env: Env, x: X402Settings, payment: DecodedPayment): Promise<PaymentRow | null> {
-  return paymentStatement(env, x, payment).first<PaymentRow>();
+async function findPayment(db: D1Database, x: X402Settings, payment: DecodedPayment): Promise<PaymentRow | null> {
+  return paymentStatement(db, x, payment).first<PaymentRow>();
 }
 
 /**
- * Everything read before the checks, in one round trip: the charge when the target names it by id
- * (null when there is none), the target's receiving address, an earlier payment with this
- * authorization, and whether the payer is on the operators' blocklist. A payment that did not
- * decode reads the charge and its address alone.
+ * Everything read before the checks, in one round trip per database: the charge when the target
+ * names it by id (null when there is none), an earlier payment with this authorization and one
+ * with its payment identifier (all three in the target's shard), the target's receiving address
+ * and whether the payer is on the operators' blocklist (both in control). With one shard, or a
+ * target in shard 0, that is one batch, as it always was. A payment that did not decode reads the
+ * charge and its address alone.
  */
 async function lookUp(env: Env, x: X402Settings, ref: X402TargetRef, payment: DecodedPayment | null) {
   const ownerId = ref.kind === "charge_id" ? ref.chargeId : ref.kind === "charge" ? ref.charge.id : ref.link.id;
-  const reads = [
-    ...(ref.kind === "charge_id" ? [chargeRowStatement(env.DB, ref.chargeId)] : []),
-    receivingAddressStatement(env.DB, ownerId),
-    ...(payment ? [paymentStatement(env, x, payment), blocklistStatement(env.DB, payment.authorization.from)] : []),
-    ...(payment?.paymentIdentifier ? [identifiedStatement(env, payment)] : []),
+  const shard = shardOfTarget(ref);
+  const db = dbOfShard(env, shard);
+  const inShard = [
+    ...(ref.kind === "charge_id" ? [chargeRowStatement(db, ref.chargeId)] : []),
+    ...(payment ? [paymentStatement(db, x, payment)] : []),
+    ...(payment?.paymentIdentifier ? [identifiedStatement(db, payment)] : []),
   ];
-  const results = await env.DB.batch<Record<string, unknown>>(reads);
-  const [charge, receiving, earlier, listed, identified] = ref.kind === "charge_id" ? results : [undefined, ...results];
+  const inControl = [
+    receivingAddressStatement(env.DB, ownerId),
+    ...(payment ? [blocklistStatement(env.DB, payment.authorization.from)] : []),
+  ];
+  let shardResults: D1Result<Record<string, unknown>>[];
+  let controlResults: D1Result<Record<string, unknown>>[];
+  if (shard === 0) {
+    const all = await env.DB.batch<Record<string, unknown>>([...inShard, ...inControl]);
+    shardResults = all.slice(0, inShard.length);
+    controlResults = all.slice(inShard.length);
+  } else {
+    [shardResults, controlResults] = await Promise.all([
+      inShard.length > 0 ? db.batch<Record<string, unknown>>(inShard) : Promise.resolve([]),
+      env.DB.batch<Record<string, unknown>>(inControl),
+    ]);
+  }
+  const [charge, earlier, identified] = ref.kind === "charge_id" ? shardResults : [undefined, ...shardResults];
+  const [receiving, listed] = controlResults;
   const target: X402Target | null =
     ref.kind !== "charge_id"
       ? ref
@@ -208,6 +241,8 @@ export async function payWithX402(
 ): Promise<X402Outcome> {
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
+  // An id naming a shard this deployment does not run names no charge.
+  if (shardOfTarget(ref) >= settingsOf(env).ledgerShards) return { kind: "charge_not_found" };
   let payment = decodePaymentHeader(header);
   const found = await lookUp(env, x, ref, payment);
   const { target, receiving, identified, onBlocklist } = found;
@@ -324,9 +359,11 @@ async function leaveToReconciliation(
   transaction: `0x${string}` | null,
   reason: string,
 ): Promise<void> {
-  await env.DB.prepare(
-    "UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'",
-  )
+  // The payment lives in its charge's shard, which its id names.
+  await dbOfShard(env, shardOfId(paymentId))
+    .prepare(
+      "UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'",
+    )
     .bind(transaction, reason.slice(0, 300), nowIso(), paymentId)
     .run();
   await watchSoon(env, paymentId);
@@ -356,7 +393,10 @@ async function reserve(
 ): Promise<Reservation> {
   const a = payment.authorization;
   const at = nowIso();
-  const paymentId = earlier?.id ?? newId("x402Payment");
+  // Everything the reservation guards and writes is in the target's shard, and the payment's id carries it.
+  const shard = shardOfTarget(target);
+  const db = dbOfShard(env, shard);
+  const paymentId = earlier?.id ?? newId("x402Payment", shard);
   const charge =
     target.kind === "charge"
       ? target.charge
@@ -370,6 +410,7 @@ async function reserve(
             x402Claim: paymentId,
           },
           at,
+          shard,
         );
   const payload = canonicalJson({ authorization: a, signature: payment.signature, version: payment.version });
   const statements: SqlStatement[] = [];
@@ -446,31 +487,32 @@ async function reserve(
       ),
     );
   try {
-    await executeBatch(env.DB, statements);
+    await executeBatch(db, statements);
     return { kind: "reserved", paymentId, charge };
   } catch (error) {
     const reason = guardReasonOf(error);
     // The same authorization raced itself: the other request holds the reservation (or is about to).
     // Its `to` is this target's address, so that request paid this same charge or link; anything
     // else would be another's payment, which is refused without naming it.
-    const sameAuthorization = await findPayment(env, x, payment);
+    const sameAuthorization = await findPayment(db, x, payment);
     if (sameAuthorization && sameAuthorization.status !== "failed") {
       if (!sameTarget(sameAuthorization, target, terms))
         return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
       return { kind: "outcome", outcome: outcomeOfEarlier(sameAuthorization, sameAuthorization.payer) };
     }
     // The same purchase raced itself with two authorizations: the identifier's unique index let one in.
-    const samePurchase = payment.paymentIdentifier ? await identifiedStatement(env, payment).first<PaymentRow>() : null;
+    const samePurchase = payment.paymentIdentifier ? await identifiedStatement(db, payment).first<PaymentRow>() : null;
     if (samePurchase && samePurchase.status !== "failed") {
       if (!sameTarget(samePurchase, target, terms)) return { kind: "refused", reason: "invalid_payload" };
       return { kind: "outcome", outcome: outcomeOfEarlier(samePurchase, samePurchase.payer) };
     }
     if (reason === "charge_unavailable" && target.kind === "charge") {
-      const current = await env.DB.prepare("SELECT status FROM charges WHERE id = ?")
+      const current = await db
+        .prepare("SELECT status FROM charges WHERE id = ?")
         .bind(charge.id)
         .first<{ status: string }>();
       if (current?.status === "paid") {
-        const paid = await dbOf(env.DB).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, charge.id) });
+        const paid = await dbOf(db).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, charge.id) });
         if (paid) return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(paid) } };
       }
       return { kind: "refused", reason: "charge_settlement_in_progress" };

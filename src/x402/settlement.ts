@@ -4,11 +4,15 @@ import type { Env, X402Settings } from "../env";
 import { ledgerOf } from "../ledger/ledger.do";
 import { x402PaymentPlan } from "../ledger/movements";
 import { nowIso } from "../lib/time";
+import { dbOfShard } from "../db/shards";
+import { shardOfId } from "../lib/ids";
 
 /*
  * How a settlement ends, whoever learns it: the request that settled (service.ts) or the
  * reconciliation that asked the chain later (reconcile.ts). Kept apart from both so the
- * settler, which reconciles, never reaches back into the request path.
+ * settler, which reconciles, never reaches back into the request path. A payment lives with the
+ * charge it pays, in the charge's ledger shard (both ids carry it): every ending is written there,
+ * and the credit commits on that shard's sequencer.
  */
 
 /** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
@@ -20,7 +24,7 @@ export async function credit(
   payer: string,
   transaction: string,
 ): Promise<boolean> {
-  const result = await ledgerOf(env, 0).commit(
+  const result = await ledgerOf(env, shardOfId(charge.id)).commit(
     x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
   );
   return result.kind === "committed";
@@ -34,7 +38,7 @@ export async function release(
   reason: string,
   at: string,
 ): Promise<void> {
-  await executeBatch(env.DB, [
+  await executeBatch(dbOfShard(env, shardOfId(chargeId)), [
     sqlStatement(
       "UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')",
       reason.slice(0, 300),
@@ -57,14 +61,19 @@ export async function release(
  */
 export async function reopenReleased(env: Env, paymentId: string, chargeId: string): Promise<boolean> {
   const released = "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')";
-  const [, reopened] = await env.DB.batch([
-    env.DB.prepare(
-      `UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND ${released}`,
-    ).bind(paymentId, chargeId, paymentId),
-    env.DB.prepare(
-      `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
+  const db = dbOfShard(env, shardOfId(chargeId));
+  const [, reopened] = await db.batch([
+    db
+      .prepare(
+        `UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND ${released}`,
+      )
+      .bind(paymentId, chargeId, paymentId),
+    db
+      .prepare(
+        `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
        WHERE id = ? AND status = 'failed' AND EXISTS (SELECT 1 FROM charges WHERE id = ? AND x402_claim = ?)`,
-    ).bind(nowIso(), paymentId, chargeId, paymentId),
+      )
+      .bind(nowIso(), paymentId, chargeId, paymentId),
   ]);
   return (reopened?.meta.changes ?? 0) > 0;
 }

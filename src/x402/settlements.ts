@@ -1,4 +1,7 @@
-import type { X402Settings } from "../env";
+import { settingsOf, type Env, type X402Settings } from "../env";
+import { dbOfShard } from "../db/shards";
+import { forEachShard } from "../ledger/shards";
+import { shardOfId } from "../lib/ids";
 import { caip2 } from "./terms";
 import { protocolReason, type ProtocolReason } from "./reasons";
 
@@ -51,21 +54,31 @@ function settlementView(x: X402Settings, row: SettlementRow): SettlementView {
   };
 }
 
-export async function settlementById(db: D1Database, x: X402Settings, id: string): Promise<SettlementView | null> {
-  const row = await db.prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
+/** A settlement by its id, read in the shard the id names (its charge's); a shard not run here has none. */
+export async function settlementById(env: Env, x: X402Settings, id: string): Promise<SettlementView | null> {
+  const shard = shardOfId(id);
+  if (shard >= settingsOf(env).ledgerShards) return null;
+  const row = await dbOfShard(env, shard).prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
   return row ? settlementView(x, row) : null;
 }
 
-/** The settlement of one authorization, found by what the payer signed: its address and nonce. */
+/**
+ * The settlement of one authorization, found by what the payer signed: its address and nonce. What
+ * is signed names no shard, so every shard is asked (at once); an authorization pays the receiving
+ * address it signs, which belongs to one charge or link, so at most one shard holds it.
+ */
 export async function settlementByAuthorization(
-  db: D1Database,
+  env: Env,
   x: X402Settings,
   payer: string,
   nonce: string,
 ): Promise<SettlementView | null> {
-  const row = await db
-    .prepare(`${SETTLEMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
-    .bind(x.network, x.asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase())
-    .first<SettlementRow>();
+  const rows = await forEachShard(env, (db) =>
+    db
+      .prepare(`${SETTLEMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
+      .bind(x.network, x.asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase())
+      .first<SettlementRow>(),
+  );
+  const row = rows.find((r) => r !== null);
   return row ? settlementView(x, row) : null;
 }

@@ -9,6 +9,8 @@ import { receiptWithin, rpcCall, shortError } from "../chain/client";
 import { gasAccountOf, type PreparedTransfer, type SettleOutcome } from "./transfer";
 import { batchTransfer, outcomesIn, type BatchedAuthorization } from "./batch";
 import { nowIso } from "../lib/time";
+import { dbOfShard } from "../db/shards";
+import { shardOfId } from "../lib/ids";
 import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
 
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
@@ -164,14 +166,27 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       key.slice(PENDING.length),
     );
     if (!x || watched.length === 0) return;
-    const open = await this.env.DB.prepare(
-      `${OPEN_PAYMENT_SELECT}
+    // A payment lives in its charge's shard, which its id names: each shard is read for its own.
+    const byShard = new Map<number, string[]>();
+    for (const id of watched) {
+      const shard = shardOfId(id);
+      if (shard < settingsOf(this.env).ledgerShards) byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
+    }
+    const open = (
+      await Promise.all(
+        [...byShard].map(([shard, ids]) =>
+          dbOfShard(this.env, shard)
+            .prepare(
+              `${OPEN_PAYMENT_SELECT}
        WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('unknown', 'settling')`,
-    )
-      .bind(JSON.stringify(watched))
-      .all<OpenPayment>();
+            )
+            .bind(JSON.stringify(ids))
+            .all<OpenPayment>(),
+        ),
+      )
+    ).flatMap((r) => r.results);
     const stillOpen = new Set<string>();
-    for (const payment of open.results) {
+    for (const payment of open) {
       try {
         if ((await reconcilePayment(this.env, x, payment)) === "waiting") stillOpen.add(payment.id);
       } catch (error) {
