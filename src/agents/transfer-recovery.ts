@@ -7,6 +7,8 @@ import { walletOf } from "./wallet.do";
 
 export { TRANSFER_ABANDONED_MS };
 const PAGE = 50;
+/** Attempts after which a transfer still pending is logged as stuck (about half an hour of backing off). */
+export const STUCK_AFTER_ATTEMPTS = 5;
 /** The longest a transfer waits between two of the cron's attempts. */
 const MAX_BACKOFF_MS = 60 * 60_000;
 
@@ -25,7 +27,16 @@ export const nextAttemptAfter = (attempts: number, now: number) =>
  */
 export async function recoverTransfers(env: Env, now = Date.now()): Promise<number> {
   const due = nowIso(now);
-  const counts = await forEachShard(env, async (db, shard) => {
+  // One shard's database failing does not keep the other shards' transfers from their pass.
+  const counts = await forEachShard(env, (db, shard) =>
+    recoverInShard(db, shard).catch((error: unknown) => {
+      log.warn("transfer_recover", { shard, error });
+      return 0;
+    }),
+  );
+  return counts.reduce((a, b) => a + b, 0);
+
+  async function recoverInShard(db: D1Database, shard: number): Promise<number> {
     const { results } = await db
       .prepare(
         `SELECT id, agent_id AS agentId, attempts FROM ledger_transfers
@@ -51,7 +62,10 @@ export async function recoverTransfers(env: Env, now = Date.now()): Promise<numb
       [...byAgent].map(([agentId, ids]) => walletOf(env, agentId).resumeTransfers(shard, ids)),
     );
     for (const r of resumed) if (r.status === "rejected") log.warn("transfer_recover", { shard, error: r.reason });
+    // Money parked in transit this long needs a person: the operator's alert (docs/operations.md).
+    for (const t of results)
+      if (t.attempts + 1 >= STUCK_AFTER_ATTEMPTS)
+        log.error("transfer_stuck", { shard, id: t.id, agentId: t.agentId, attempts: t.attempts + 1 });
     return results.length;
-  });
-  return counts.reduce((a, b) => a + b, 0);
+  }
 }

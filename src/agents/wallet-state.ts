@@ -1,3 +1,4 @@
+import { dbOfIdOrNull } from "../ledger/shards";
 import type { Env } from "../env";
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
@@ -97,8 +98,8 @@ export async function readAgentState(env: Env, agentId: string, now: number): Pr
  * statement: only a hold needs the charge's pending approval, and a hold reads everything again.
  */
 export async function readCharge(env: Env, chargeId: string): Promise<PayableSnapshot | undefined> {
-  const db = dbOfShard(env, shardOfId(chargeId));
-  return (await db.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
+  const db = dbOfIdOrNull(env, chargeId);
+  return (await db?.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
 }
 
 /**

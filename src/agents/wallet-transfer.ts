@@ -75,8 +75,9 @@ const readArrival = (env: Env, shard: number, id: string) =>
 const commitOrNothing = async (env: Env, shard: number, plan: CommitPlan): Promise<CommitResult | undefined> => {
   try {
     return await ledgerOf(env, shard).commit(plan);
-  } catch {
-    // Whether it landed is read back from the row it writes.
+  } catch (error) {
+    // Whether it landed is read back from the row it writes; a phase that keeps failing shows here.
+    log.warn("transfer_phase", { shard, error });
     return undefined;
   }
 };

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env";
+import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
 import { setFrozen } from "./freeze";
 import type { Policy } from "./policy";
@@ -95,10 +96,21 @@ export class WalletDurableObject extends DurableObject<Env> {
     return this.serialize(async () => {
       this.cache.forget();
       const states = [];
-      for (const id of ids) states.push((await driveTransfer(this.env, from, id, this.faultContext())).status);
+      // One transfer that cannot be driven now (its other shard down, say) does not hold the others.
+      for (const id of ids) states.push((await this.driveOne(from, id))?.status ?? "pending");
       this.cache.forget();
       return states;
     });
+  }
+
+  /** Drives one transfer; a failure to read or write a shard is logged and leaves it to the next driver. */
+  private async driveOne(from: number, id: string) {
+    try {
+      return await driveTransfer(this.env, from, id, this.faultContext());
+    } catch (error) {
+      log.warn("transfer_drive", { id, from, error });
+      return null;
+    }
   }
 
   private faultContext() {
@@ -117,9 +129,9 @@ export class WalletDurableObject extends DurableObject<Env> {
       this.cache.forget();
       let left = false;
       for (const [key, { from, at }] of intents) {
-        const state = await driveTransfer(this.env, from, key.slice(INTENT.length), this.faultContext());
-        const over = state.status === "completed" || state.status === "reversed";
-        if (over || (state.status === "absent" && Date.now() - at > TRANSFER_RETRY_MS))
+        const state = await this.driveOne(from, key.slice(INTENT.length));
+        const over = state?.status === "completed" || state?.status === "reversed";
+        if (over || (state?.status === "absent" && Date.now() - at > TRANSFER_RETRY_MS))
           await this.ctx.storage.delete(key);
         else left = true;
       }
@@ -146,7 +158,12 @@ export class WalletDurableObject extends DurableObject<Env> {
    * nothing twice (every step is guarded), and the minute cron sweeps whatever an alarm missed.
    */
   override async alarm(): Promise<void> {
-    const retryAt = (await this.driveIntents()) ? Date.now() + TRANSFER_RETRY_MS : null;
+    // Approvals expire even when a transfer's drive fails outright; the intents are retried either way.
+    const left = await this.driveIntents().catch((error: unknown) => {
+      log.warn("transfer_intents", { error });
+      return true;
+    });
+    const retryAt = left ? Date.now() + TRANSFER_RETRY_MS : null;
     const nextExpiry = await this.expireApprovals();
     const next = Math.min(retryAt ?? Number.POSITIVE_INFINITY, nextExpiry ?? Number.POSITIVE_INFINITY);
     if (Number.isFinite(next)) await this.ctx.storage.setAlarm(next);

@@ -1,8 +1,8 @@
+import { dbOfIdOrNull } from "../ledger/shards";
 import { type Context, Hono } from "hono";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { keysInHomeOf, ownerShard } from "../ledger/directory";
-import { shardOfId } from "../lib/ids";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -57,7 +57,8 @@ export const chargeRoutes = new Hono<AppEnv>()
   // The id names the charge's shard.
   .get("/charges/:chargeId", validate("param", ChargeIdParam), async (c) => {
     const { chargeId } = c.req.valid("param");
-    const charge = await getCharge(dbOf(dbOfShard(c.env, shardOfId(chargeId))), chargeId);
+    const db = dbOfIdOrNull(c.env, chargeId);
+    const charge = db && (await getCharge(dbOf(db), chargeId));
     if (!charge) throw new ApiError(404, "charge_not_found");
     return c.json(chargeView(charge));
   });

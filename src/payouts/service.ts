@@ -1,3 +1,4 @@
+import { dbOfIdOrNull } from "../ledger/shards";
 import type { Hex } from "viem";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
@@ -265,10 +266,9 @@ export const advanceDuePayouts = (env: Env, x: X402Settings, now?: number) =>
 
 /** A payout of this merchant, read in the shard its id names. */
 export async function getPayout(env: Env, merchantId: string, payoutId: string): Promise<PayoutRow | null> {
-  return dbOfShard(env, shardOfId(payoutId))
-    .prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`)
-    .bind(payoutId, merchantId)
-    .first<PayoutRow>();
+  const db = dbOfIdOrNull(env, payoutId);
+  if (!db) return null;
+  return db.prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`).bind(payoutId, merchantId).first<PayoutRow>();
 }
 
 /** A merchant's payouts (or, without one, all merchants'), newest first, optionally of one status. */

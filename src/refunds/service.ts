@@ -1,3 +1,4 @@
+import { dbOfIdOrNull } from "../ledger/shards";
 import { walletOf } from "../agents/wallet.do";
 import { chargeRowStatement, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { dbOf } from "../db/client";
@@ -49,7 +50,8 @@ export type RefundView = ReturnType<typeof refundView>;
  * in the shard its id names: the merchant's home, where its refunds, its balance and its ledger are.
  */
 async function merchantCharge(env: Env, merchantId: string, chargeId: string): Promise<ChargeRow> {
-  const charge = await chargeRowStatement(dbOfShard(env, shardOfId(chargeId)), chargeId).first<ChargeRow>();
+  const db = dbOfIdOrNull(env, chargeId);
+  const charge = db && (await chargeRowStatement(db, chargeId).first<ChargeRow>());
   if (!charge || charge.merchantId !== merchantId) throw new ApiError(404, "charge_not_found");
   return charge;
 }
