@@ -282,7 +282,7 @@ export const completePlan = (id: string, at: string, answer: SqlStatement[]): Co
 
 export type PendingTransfer = Pick<
   TransferRecord,
-  "id" | "toShard" | "agentId" | "merchantId" | "chargeId" | "amountMinor"
+  "id" | "toShard" | "agentId" | "merchantId" | "chargeId" | "amountMinor" | "currency"
 >;
 
 /** P3 after a refused arrival of a payment: the money comes back from transit to the agent. */
@@ -303,7 +303,7 @@ export const reversePlan = (t: PendingTransfer, reason: string, at: string): Com
   audit: [
     chargeAudit(
       "transfer.reversed",
-      { id: t.chargeId, merchantId: t.merchantId, amountMinor: t.amountMinor, currency: "USD" },
+      { id: t.chargeId, merchantId: t.merchantId, amountMinor: t.amountMinor, currency: t.currency },
       { reference: `${t.id}:reversal`, agentId: t.agentId, at },
       { transferId: t.id, toShard: t.toShard, reason },
     ),
