@@ -123,14 +123,7 @@ export function refundArrivalPlan(t: TransferRecord): CommitPlan {
         [{ from: `transit:${t.fromShard}`, to: `agent:${t.agentId}`, amountMinor: t.amountMinor }],
         t.createdAt,
       ),
-      sqlStatement(
-        `INSERT INTO ledger_arrivals (id, from_shard, outcome, reason, balance_after, created_at)
-         VALUES (?, ?, 'applied', NULL, (SELECT balance_minor FROM agents WHERE id = ?), ?)`,
-        t.id,
-        t.fromShard,
-        t.agentId,
-        t.createdAt,
-      ),
+      arrivalApplied(t.id, t.fromShard, `agent:${t.agentId}`, t.createdAt),
     ],
     // The agent's chain records the money it received; the merchant's has the refund's `charge.refunded`.
     audit: [
@@ -142,6 +135,22 @@ export function refundArrivalPlan(t: TransferRecord): CommitPlan {
       ),
     ],
   };
+}
+
+/**
+ * The receiving shard's decision that transfer `id` arrived, with the credited account's balance
+ * after it (a payment's answer, given later by recovery, carries the merchant's).
+ */
+function arrivalApplied(id: string, fromShard: number, credited: `agent:${string}` | `merchant:${string}`, at: string) {
+  const [kind, ownerId] = credited.split(":") as ["agent" | "merchant", string];
+  return sqlStatement(
+    `INSERT INTO ledger_arrivals (id, from_shard, outcome, reason, balance_after, created_at)
+     VALUES (?, ?, 'applied', NULL, (SELECT balance_minor FROM ${kind === "agent" ? "agents" : "merchants"} WHERE id = ?), ?)`,
+    id,
+    fromShard,
+    ownerId,
+    at,
+  );
 }
 
 /** P2 refuses once the receiving shard decided this transfer: every later attempt reads the decision. */
@@ -173,15 +182,7 @@ export function arrivalPlan(p: CrossShardPayment): CommitPlan {
         [{ from: `transit:${p.fromShard}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
         p.paidAt,
       ),
-      // The merchant's balance after this payment, for an answer given later (by recovery, say).
-      sqlStatement(
-        `INSERT INTO ledger_arrivals (id, from_shard, outcome, reason, balance_after, created_at)
-         VALUES (?, ?, 'applied', NULL, (SELECT balance_minor FROM merchants WHERE id = ?), ?)`,
-        p.reference,
-        p.fromShard,
-        charge.merchantId,
-        p.paidAt,
-      ),
+      arrivalApplied(p.reference, p.fromShard, `merchant:${charge.merchantId}`, p.paidAt),
       outboxEvents(charge.merchantId, data, p.paidAt, "payment.succeeded", "charge.succeeded"),
     ],
     // The same row a same-shard payment writes: the merchant's chain does not depend on where the agent lives.
