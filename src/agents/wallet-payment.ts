@@ -11,6 +11,7 @@ import { newId, shardOfId } from "../lib/ids";
 import { dbOfShard } from "../db/shards";
 import { ownerShard } from "../ledger/directory";
 import { commitAcrossShards } from "./wallet-transfer";
+import { commitAcrossShardsWith } from "./wallet-transfer-with";
 import { nowIso } from "../lib/time";
 import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
 import { evaluatePolicy, POLICY_REASONS } from "./policy";
@@ -51,7 +52,10 @@ export interface PaymentOptions {
   view: PaidView;
   method?: "ledger" | "paylink";
   prelude?: SqlStatement[];
+  /** On the charge's side: a grant's guard and figures (with one shard, simply in the batch). */
   extraStatements?: SqlStatement[];
+  /** On the agent's side: an approval's guard and its flip (with one shard, simply in the batch, after the extras). */
+  payerStatements?: SqlStatement[];
   auditData?: Record<string, unknown>;
 }
 
@@ -89,10 +93,15 @@ export async function commitPayment(
   const shard = await ownerShard(env, "agent", agentId);
   const chargeShard = shardOfId(charge.id);
   if (chargeShard !== shard) {
-    // Only a stored charge paid from the wallet crosses shards so far: a charge born with its payment
-    // (checkout link), a PayLink draw or an approval grant stays in one (docs/decisions.md, "Ledger shards").
-    if (options.prelude?.length || options.extraStatements?.length || (options.method ?? "ledger") !== "ledger")
-      throw new Error(`a payment with a prelude or extras cannot cross from shard ${shard} to ${chargeShard} yet`);
+    // A charge born with its payment (checkout link), a PayLink draw or an approval grant carries
+    // statements on either side: the adapter sends its own arrival plan (docs/decisions.md, "Ledger shards").
+    if (
+      options.prelude?.length ||
+      options.extraStatements?.length ||
+      options.payerStatements?.length ||
+      (options.method ?? "ledger") !== "ledger"
+    )
+      return commitAcrossShardsWith(call, charge, options, { from: shard, to: chargeShard });
     return commitAcrossShards(call, charge, options.view, { from: shard, to: chargeShard });
   }
   const paidAt = nowIso();
@@ -124,7 +133,7 @@ export async function commitPayment(
         reference,
         paidAt,
         prelude: options.prelude,
-        extraStatements: options.extraStatements,
+        extraStatements: [...(options.extraStatements ?? []), ...(options.payerStatements ?? [])],
         epilogue,
         auditData: options.auditData,
       }),
