@@ -1,6 +1,5 @@
 import { buildApp } from "./app";
 import { expireOverdueApprovalsEverywhere } from "./approvals/service";
-import { dbOf } from "./db/client";
 import type { Env } from "./env";
 import { settingsOf } from "./env";
 import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
