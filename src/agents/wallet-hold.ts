@@ -140,7 +140,15 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
   if (closed) return closed;
   const { charge, agent } = await readChargeState(env, agentId, approval.chargeId, now);
   if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
-  if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
+  if (charge.status !== "pending") {
+    // Within one shard the batch that paid the charge expired its pending approvals; across shards
+    // that batch could not reach this one, held on the agent's shard: it is expired now, as it would be.
+    if (shardOfId(charge.id) !== shardOfId(approvalId)) {
+      await expireApproval(env, approvalId, nowIso(now));
+      return { kind: "conflict", reason: "approval_not_pending" };
+    }
+    return { kind: "conflict", reason: "charge_not_pending" };
+  }
   const decision = decide(agent, charge, true);
   if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
@@ -194,11 +202,14 @@ export async function checkApprovalOpen(
   if (approval.status !== "pending") return { kind: "conflict", reason: "approval_not_pending" };
   const at = nowIso(now);
   if (approval.expiresAt <= at) {
-    await dbOfShard(env, shardOfId(approval.id))
-      .prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
-      .bind(at, approval.id)
-      .run();
+    await expireApproval(env, approval.id, at);
     return { kind: "conflict", reason: "approval_expired" };
   }
   return null;
 }
+
+const expireApproval = (env: Env, id: string, at: string) =>
+  dbOfShard(env, shardOfId(id))
+    .prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
+    .bind(at, id)
+    .run();

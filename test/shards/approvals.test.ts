@@ -98,13 +98,13 @@ describe("approvals across ledger shards", () => {
     await expectShardsAtRest();
   });
 
-  it("a charge paid by another agent meanwhile: the grant's transfer is reversed, the approval expired", async () => {
+  it("a charge paid by another agent meanwhile: the approval on the other shard is expired, as within one", async () => {
     const { agent, merchant, charge, approvalId } = await held(1, 0);
     const rival = await agentOn(1, { credit: 5_000 });
     expect((await payCharge(rival.apiKey, charge.chargeId)).status).toBe(200);
     const refused = await grant(approvalId);
     expect(refused.status).toBe(409);
-    expect(refused.body.error).toBe("charge_not_pending");
+    expect(refused.body.error).toBe("approval_not_pending");
     expect(await homeBalance("agent", agent.agentId)).toBe(10_000);
     expect(await homeBalance("merchant", merchant.merchantId)).toBe(2_500);
     expect(await approvalRow(approvalId)).toMatchObject({ status: "expired" });

@@ -75,7 +75,12 @@ describe("PayLinks across ledger shards", () => {
       expect(first.body).toMatchObject({ spentMinor: 200, remainingMinor: 300, exhausted: false });
       const chargeId = first.body.charge.chargeId as string;
       expect(shardOfId(chargeId)).toBe(m);
-      expect(first.body.charge).toMatchObject({ status: "paid", method: "paylink", agentId: agent.agentId });
+      expect(first.body.charge).toMatchObject({ status: "paid", method: "paylink" });
+      const stored = await dbOfShard(env, m)
+        .prepare("SELECT agent_id AS agentId, paylink_grant_id AS grantId FROM charges WHERE id = ?")
+        .bind(chargeId)
+        .first<{ agentId: string; grantId: string }>();
+      expect(stored).toEqual({ agentId: agent.agentId, grantId });
       expect((await draw(merchant.apiKey, pl.code, agent.agentId, 400)).body.error).toBe("excede_tope_por_uso");
       expect((await draw(merchant.apiKey, pl.code, agent.agentId, 300)).status).toBe(200);
       const over = await draw(merchant.apiKey, pl.code, agent.agentId, 1);
