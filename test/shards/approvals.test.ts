@@ -131,6 +131,41 @@ describe("approvals across ledger shards", () => {
     await expectShardsAtRest();
   });
 
+  it("a link disabled between the hold and the grant across shards: the send is reversed, the approval pending again", async () => {
+    const merchant = await merchantOn(0);
+    const agent = await agentOn(1, { credit: 10_000, policy: POLICY });
+    const link = await api("POST", "/merchant/checkout", {
+      token: merchant.apiKey,
+      body: { amountUsdCents: 2_000, description: "big report" },
+    });
+    const token = link.body.checkoutToken as string;
+    const held = await api("POST", `/checkout/${token}/pay`, { token: agent.apiKey });
+    expect(held.status).toBe(402);
+    const approvalId = held.body.approvalId as string;
+    const off = await api("PATCH", `/merchant/checkout-links/${token}`, {
+      token: merchant.apiKey,
+      body: { active: false },
+    });
+    expect(off.status).toBe(200);
+    const refused = await grant(approvalId);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toBe("checkout_link_disabled");
+    expect(await approvalRow(approvalId)).toEqual({ status: "pending", decidedBy: null });
+    expect(await homeBalance("agent", agent.agentId)).toBe(10_000);
+    expect(await homeBalance("merchant", merchant.merchantId)).toBe(0);
+    // The reversal is on the agent's chain, the refusal on the merchant's shard.
+    const reversed = await dbOfShard(env, 1)
+      .prepare("SELECT status FROM ledger_transfers WHERE charge_id = ?")
+      .bind(held.body.charge.chargeId)
+      .first<{ status: string }>();
+    expect(reversed).toEqual({ status: "reversed" });
+    // Enabled again, the same approval is granted and paid.
+    await api("PATCH", `/merchant/checkout-links/${token}`, { token: merchant.apiKey, body: { active: true } });
+    expect((await grant(approvalId)).status).toBe(200);
+    expect(await homeBalance("merchant", merchant.merchantId)).toBe(2_000);
+    await expectShardsAtRest();
+  });
+
   for (const how of ["alarm", "cron"] as const) {
     it(`a crash after the send of a grant across shards is finished by the ${how}`, async () => {
       const [m, a] = how === "alarm" ? [1, 0] : [0, 1];

@@ -82,7 +82,10 @@ describe("PayLinks across ledger shards", () => {
         .first<{ agentId: string; grantId: string }>();
       expect(stored).toEqual({ agentId: agent.agentId, grantId });
       expect((await draw(merchant.apiKey, pl.code, agent.agentId, 400)).body.error).toBe("excede_tope_por_uso");
-      expect((await draw(merchant.apiKey, pl.code, agent.agentId, 300)).status).toBe(200);
+      const keyed = await draw(merchant.apiKey, pl.code, agent.agentId, 300, `draw-${m}-${a}`);
+      expect(keyed.status).toBe(200);
+      // The key replays the answer stored on the agent's home shard, and draws nothing more.
+      expect((await draw(merchant.apiKey, pl.code, agent.agentId, 300, `draw-${m}-${a}`)).text).toBe(keyed.text);
       const over = await draw(merchant.apiKey, pl.code, agent.agentId, 1);
       expect(over.status).toBe(409);
       expect(over.body.error).toBe("paylink_exhausted");
