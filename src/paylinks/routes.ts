@@ -51,7 +51,13 @@ const merchantKeysInHome = (c: Context<AppEnv>) =>
 
 /** The drawn agent's home shard, from the body (not validated yet: an unusable one reserves in control, and is refused after). */
 async function agentOfDrawKeysInHome(c: Context<AppEnv>) {
-  const body: unknown = await c.req.json().catch(() => null);
+  // The bytes, as the validator and the key's hash read them (hono keeps them): a parsed copy would be re-serialized for them.
+  let body: unknown = null;
+  try {
+    body = JSON.parse(new TextDecoder().decode(await c.req.arrayBuffer()));
+  } catch {
+    body = null;
+  }
   const agentId = body && typeof body === "object" && "agentId" in body ? body.agentId : null;
   return typeof agentId === "string" && agentId.length > 0 && agentId.length <= 64
     ? keysInHomeOf(c.env, "agent", agentId)
