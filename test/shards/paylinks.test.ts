@@ -172,4 +172,23 @@ describe("PayLinks across ledger shards", () => {
       await expectShardsAtRest();
     });
   }
+
+  for (const point of ["transfer.after_arrive", "transfer.before_settle", "ledger.after_batch"] as const) {
+    it(`a draw across shards failing at ${point} is settled once by the cron, the grant counting it once`, async () => {
+      const { merchant, agent, pl, grantId } = await setUp(0, 1, { budgetUsdCents: 1_000 });
+      const fired = injectOnce(point, "throw");
+      const first = await draw(merchant.apiKey, pl.code, agent.agentId, 400);
+      expect(fired()).toBe(true);
+      setFaultHook(null);
+      expect([200, 500]).toContain(first.status);
+      await recoverTransfers(env, Date.now() + 120_000);
+      expect(await grantRow(grantId)).toEqual({ spent: 400, uses: 1 });
+      expect(await homeBalance("agent", agent.agentId)).toBe(600);
+      expect(await homeBalance("merchant", merchant.merchantId)).toBe(400);
+      const rest = await draw(merchant.apiKey, pl.code, agent.agentId, 600);
+      expect(rest.status).toBe(200);
+      expect(rest.body).toMatchObject({ spentMinor: 1_000, exhausted: true });
+      await expectShardsAtRest();
+    });
+  }
 });
