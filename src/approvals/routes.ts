@@ -7,6 +7,7 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";
 import { payOutcomeResponse } from "../agents/outcomes";
+import { earlierAnswerUnderKey } from "../agents/wallet-transfer-with";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
 import { APPROVAL_STATUSES, approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "./service";
@@ -32,6 +33,9 @@ export const approvalRoutes = new Hono<AppEnv>()
       const approval = await getApproval(dbOfApproval(c.env, c.req.valid("param").id), c.req.valid("param").id);
       if (!approval) throw new ApiError(404, "approval_not_found");
       const { email } = actorOf(c.get("actor"), "console");
+      // A retry whose first grant crossed shards and lost its answer is answered with that payment.
+      const earlier = await earlierAnswerUnderKey(c.env, approval.agentId, c.get("idempotency"));
+      if (earlier) return c.json(earlier);
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(
         approval.agentId,
         approval.id,

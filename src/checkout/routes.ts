@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { payOutcomeResponse } from "../agents/outcomes";
+import { earlierAnswerUnderKey } from "../agents/wallet-transfer-with";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -105,6 +106,9 @@ export const checkoutRoutes = new Hono<AppEnv>()
     validate("param", TokenParam),
     async (c) => {
       const { agentId } = actorOf(c.get("actor"), "agent");
+      // A retry whose first payment crossed shards and lost its answer is answered with that payment.
+      const earlier = await earlierAnswerUnderKey(c.env, agentId, c.get("idempotency"));
+      if (earlier) return c.json(earlier);
       const outcome = await payCheckoutLink(c.env, agentId, c.req.valid("param").token, c.get("idempotency"));
       return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW, "agent");
     },

@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { paidBody, refusalError } from "../agents/outcomes";
+import { earlierAnswerUnderKey } from "../agents/wallet-transfer-with";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -119,6 +120,9 @@ export const paylinkRoutes = new Hono<AppEnv>()
         throw new ApiError(404, "paylink_not_found");
       const grantId = target.grantId;
       if (!grantId) throw new ApiError(409, "sin_grant_del_agente");
+      // A retry whose first draw crossed shards and lost its answer is answered with that draw.
+      const earlier = await earlierAnswerUnderKey(c.env, body.agentId, c.get("idempotency"));
+      if (earlier) return c.json(earlier);
       const outcome = await grantObjectOf(c.env, grantId).draw(
         { grantId, amountMinor: body.amountUsdCents, description: body.description ?? null },
         c.get("idempotency"),

@@ -179,6 +179,13 @@ describe("approvals across ledger shards", () => {
       if (how === "alarm") await runDurableObjectAlarm(env.WALLET.getByName(agent.agentId));
       else await recoverTransfers(env, Date.now() + 120_000);
       expect(await approvalRow(approvalId)).toMatchObject({ status: "granted" });
+      // The retry under the same key is answered with the payment that landed.
+      const retry = await grant(approvalId, `grant-fault-${how}`);
+      expect(retry.status).toBe(200);
+      expect(retry.body).toMatchObject({
+        approval: { approvalId, status: "granted" },
+        charge: { chargeId: charge.chargeId, status: "paid" },
+      });
       expect((await api("GET", `/charges/${charge.chargeId}`)).body.status).toBe("paid");
       expect(await homeBalance("agent", agent.agentId)).toBe(7_500);
       expect(await homeBalance("merchant", merchant.merchantId)).toBe(2_500);

@@ -122,6 +122,10 @@ describe("checkout links across ledger shards", () => {
       if (how === "alarm") await runDurableObjectAlarm(env.WALLET.getByName(agent.agentId));
       else await recoverTransfers(env, Date.now() + 120_000);
       expect(await inFlight()).toBe(0);
+      // The retry under the same key is answered with the payment that landed, never paid twice.
+      const retry = await pay(agent.apiKey, link.checkoutToken, key);
+      expect(retry.status).toBe(200);
+      expect(retry.body.charge).toMatchObject({ status: "paid", amountMinor: 300 });
       expect(await chargesOfLink(link.checkoutLinkId)).toBe(1);
       expect(await homeBalance("agent", agent.agentId)).toBe(700);
       expect(await homeBalance("merchant", merchant.merchantId)).toBe(300);

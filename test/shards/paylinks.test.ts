@@ -163,6 +163,11 @@ describe("PayLinks across ledger shards", () => {
       else await recoverTransfers(env, Date.now() + 120_000);
       expect(await inFlight()).toBe(0);
       expect(await grantRow(grantId)).toEqual({ spent: 250, uses: 1 });
+      // The retry under the same key is answered with the draw that landed, never drawn twice.
+      const retry = await draw(merchant.apiKey, pl.code, agent.agentId, 250, `draw-fault-${how}`);
+      expect(retry.status).toBe(200);
+      expect(retry.body).toMatchObject({ paid: true, spentMinor: 250, remainingMinor: 750 });
+      expect(await grantRow(grantId)).toEqual({ spent: 250, uses: 1 });
       expect(await homeBalance("agent", agent.agentId)).toBe(750);
       expect(await homeBalance("merchant", merchant.merchantId)).toBe(250);
       // The grant object forgot the draw it could not see land: the next draw is decided on the committed figures.
