@@ -1,6 +1,5 @@
 import { buildApp } from "./app";
-import { expireOverdueApprovals } from "./approvals/service";
-import { dbOf } from "./db/client";
+import { expireOverdueApprovalsEverywhere } from "./approvals/service";
 import type { Env } from "./env";
 import { settingsOf } from "./env";
 import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
@@ -40,7 +39,7 @@ export default {
         // What may write events first, then the fan-out, so they go out in this same run. A job that
         // fails leaves the others running, and says so: a deposit watcher failing every minute is an outage.
         const jobs = {
-          approvals_expiry: expireOverdueApprovals(dbOf(env.DB)),
+          approvals_expiry: expireOverdueApprovalsEverywhere(env),
           x402_reconcile: reconcileOpenPayments(env),
           transfer_recover: recoverTransfers(env),
           deposit_watch: watchDeposits(env),

@@ -6,7 +6,9 @@ import { executeBatch } from "../db/statements";
 import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";
 import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../db/statements";
 import { storeResponseStatements } from "../db/idempotency";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
+import { ownerShard } from "../ledger/directory";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { heldBody, type PayOutcome } from "./outcomes";
@@ -61,7 +63,10 @@ export async function requestApproval(
       ),
     );
   }
-  const approvalId = newId("approval");
+  // Held on the agent's side, its home shard; the charge may live in another (its merchant's).
+  const home = await ownerShard(env, "agent", agentId);
+  const chargeShard = shardOfId(charge.id);
+  const approvalId = newId("approval", home);
   const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
   const data = {
     approvalId,
@@ -74,10 +79,17 @@ export async function requestApproval(
   };
   const held = { approvalId, reason, expiresAt, charge: view };
   try {
-    await executeBatch(env.DB, [
-      ...prelude,
-      // After the prelude, so a charge born in this batch is checked as created.
-      guards(agentNotFrozenCheck(agentId), ...payableChecks(charge)),
+    const together = home === chargeShard;
+    if (!together && prelude.length > 0) {
+      // A charge born with its hold in another shard (a checkout link's) is created there first, in
+      // its own batch with its link's guard; a hold refused after that leaves it pending, payable.
+      await executeBatch(dbOfShard(env, chargeShard), [...prelude, guards(...payableChecks(charge))]);
+    }
+    await executeBatch(dbOfShard(env, home), [
+      ...(together ? prelude : []),
+      // After the prelude, so a charge born in this batch is checked as created. Across shards the
+      // charge was read payable before the turn, and the grant's payment guards it again.
+      guards(agentNotFrozenCheck(agentId), ...(together ? payableChecks(charge) : [])),
       ...expireStale,
       sqlStatement(
         `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
@@ -119,7 +131,8 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
   // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
   await turn.cache.settled();
   const now = Date.now();
-  const approval = (await env.DB.prepare(`${APPROVAL_SELECT} WHERE id = ?`)
+  const approval = (await dbOfShard(env, shardOfId(approvalId))
+    .prepare(`${APPROVAL_SELECT} WHERE id = ?`)
     .bind(approvalId)
     .first()) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
@@ -127,14 +140,23 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
   if (closed) return closed;
   const { charge, agent } = await readChargeState(env, agentId, approval.chargeId, now);
   if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
-  if (charge.status !== "pending") return { kind: "conflict", reason: "charge_not_pending" };
+  if (charge.status !== "pending") {
+    // Within one shard the batch that paid the charge expired its pending approvals; across shards
+    // that batch could not reach this one, held on the agent's shard: it is expired now, as it would be.
+    if (shardOfId(charge.id) !== shardOfId(approvalId)) {
+      await expireApproval(env, approvalId, nowIso(now));
+      return { kind: "conflict", reason: "approval_not_pending" };
+    }
+    return { kind: "conflict", reason: "charge_not_pending" };
+  }
   const decision = decide(agent, charge, true);
   if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
-  return commitPayment(call, charge, {
+  const outcome = await commitPayment(call, charge, {
     view: { kind: "approval", approvalId },
-    extraStatements: [
+    // On the agent's side: across shards, in the send, so a refused send leaves the approval pending.
+    payerStatements: [
       guard(
         "approval_not_pending",
         "EXISTS (SELECT 1 FROM approvals WHERE id = ? AND status = 'pending' AND expires_at > ?)",
@@ -150,6 +172,25 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
     ],
     auditData: { approvalId, approvedBy: decidedBy },
   });
+  if (outcome.kind === "conflict" && shardOfId(approval.chargeId) !== shardOfId(approvalId))
+    await reopenAfterReversal(env, approvalId, decidedAt, outcome.reason);
+  return outcome;
+}
+
+/**
+ * Across shards the approval flipped to granted in the send (P1); a transfer the charge's shard then
+ * refused (paid by someone else meanwhile, its link disabled) is reversed, and the approval is left
+ * as a same-shard refusal leaves it: expired when the charge was paid by another, else pending.
+ */
+async function reopenAfterReversal(env: Env, approvalId: string, decidedAt: string, reason: string) {
+  const paidElsewhere = reason === "charge_not_pending";
+  await dbOfShard(env, shardOfId(approvalId))
+    .prepare(
+      `UPDATE approvals SET status = ?, decided_at = ?, decided_by = NULL
+       WHERE id = ? AND status = 'granted' AND decided_at = ?`,
+    )
+    .bind(paidElsewhere ? "expired" : "pending", paidElsewhere ? decidedAt : null, approvalId, decidedAt)
+    .run();
 }
 
 /** Null when the approval can still be decided; otherwise the conflict, marking an overdue one expired. */
@@ -161,10 +202,14 @@ export async function checkApprovalOpen(
   if (approval.status !== "pending") return { kind: "conflict", reason: "approval_not_pending" };
   const at = nowIso(now);
   if (approval.expiresAt <= at) {
-    await env.DB.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
-      .bind(at, approval.id)
-      .run();
+    await expireApproval(env, approval.id, at);
     return { kind: "conflict", reason: "approval_expired" };
   }
   return null;
 }
+
+const expireApproval = (env: Env, id: string, at: string) =>
+  dbOfShard(env, shardOfId(id))
+    .prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
+    .bind(at, id)
+    .run();

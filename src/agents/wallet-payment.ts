@@ -11,6 +11,7 @@ import { newId, shardOfId } from "../lib/ids";
 import { dbOfShard } from "../db/shards";
 import { ownerShard } from "../ledger/directory";
 import { commitAcrossShards } from "./wallet-transfer";
+import type { ArrivalExtras } from "../ledger/transfers";
 import { nowIso } from "../lib/time";
 import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
 import { evaluatePolicy, POLICY_REASONS } from "./policy";
@@ -51,7 +52,10 @@ export interface PaymentOptions {
   view: PaidView;
   method?: "ledger" | "paylink";
   prelude?: SqlStatement[];
+  /** On the charge's side: a grant's guard and figures (with one shard, simply in the batch). */
   extraStatements?: SqlStatement[];
+  /** On the agent's side: an approval's guard and its flip (with one shard, simply in the batch, after the extras). */
+  payerStatements?: SqlStatement[];
   auditData?: Record<string, unknown>;
 }
 
@@ -79,6 +83,22 @@ async function landedPayment(
   return row ?? undefined;
 }
 
+/** The arrival's extras of a payment across shards; none for a plain wallet payment of a stored charge. */
+function arrivalExtrasOf(options: PaymentOptions): ArrivalExtras | undefined {
+  const extras: ArrivalExtras = {
+    method: options.method ?? "ledger",
+    prelude: options.prelude ?? [],
+    statements: options.extraStatements ?? [],
+    auditData: options.auditData ?? {},
+  };
+  const plain =
+    extras.method === "ledger" &&
+    extras.prelude.length === 0 &&
+    extras.statements.length === 0 &&
+    Object.keys(extras.auditData).length === 0;
+  return plain ? undefined : extras;
+}
+
 /** Commits a wallet payment of a pending charge and answers the paid outcome, or why it did not land. */
 export async function commitPayment(
   call: WalletTurnCall,
@@ -89,11 +109,15 @@ export async function commitPayment(
   const shard = await ownerShard(env, "agent", agentId);
   const chargeShard = shardOfId(charge.id);
   if (chargeShard !== shard) {
-    // Only a stored charge paid from the wallet crosses shards so far: a charge born with its payment
-    // (checkout link), a PayLink draw or an approval grant stays in one (docs/decisions.md, "Ledger shards").
-    if (options.prelude?.length || options.extraStatements?.length || (options.method ?? "ledger") !== "ledger")
-      throw new Error(`a payment with a prelude or extras cannot cross from shard ${shard} to ${chargeShard} yet`);
-    return commitAcrossShards(call, charge, options.view, { from: shard, to: chargeShard });
+    // A charge born with its payment (checkout link), a PayLink draw or an approval grant carries
+    // statements on either side: the charge's go in the arrival, the agent's in the send.
+    return commitAcrossShards(
+      call,
+      charge,
+      options.view,
+      { from: shard, to: chargeShard },
+      { arrival: arrivalExtrasOf(options), payerStatements: options.payerStatements },
+    );
   }
   const paidAt = nowIso();
   const reference = newId("payment", shard);
@@ -124,7 +148,7 @@ export async function commitPayment(
         reference,
         paidAt,
         prelude: options.prelude,
-        extraStatements: options.extraStatements,
+        extraStatements: [...(options.extraStatements ?? []), ...(options.payerStatements ?? [])],
         epilogue,
         auditData: options.auditData,
       }),

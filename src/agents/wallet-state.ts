@@ -68,17 +68,18 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
 export async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
   const db = dbOfShard(env, shardOfId(chargeId));
   const home = dbOfShard(env, await ownerShard(env, "agent", agentId));
-  const chargeReads = [
-    db.prepare(CHARGE_SELECT).bind(chargeId),
-    db
+  // This agent's approvals are held on its home shard.
+  const agentReads = [
+    home
       .prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`)
       .bind(chargeId, agentId),
+    ...agentStatements(home, agentId, now),
   ];
   // One snapshot when both live in one database; across shards, each side's own.
   const [charge, approval, agent, spent] =
     home === db
-      ? await db.batch([...chargeReads, ...agentStatements(db, agentId, now)])
-      : [...(await db.batch(chargeReads)), ...(await home.batch(agentStatements(home, agentId, now)))];
+      ? await db.batch([db.prepare(CHARGE_SELECT).bind(chargeId), ...agentReads])
+      : [(await db.prepare(CHARGE_SELECT).bind(chargeId).all()) as D1Result, ...(await home.batch(agentReads))];
   return {
     charge: charge?.results[0] as PayableSnapshot | undefined,
     pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,

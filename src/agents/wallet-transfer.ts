@@ -12,6 +12,7 @@ import { AGENT_FROZEN } from "../ledger/movements";
 import type { CommitPlan } from "../ledger/plan";
 import {
   arrivalOf,
+  type ArrivalExtras,
   arrivalRefusedPlan,
   completePlan,
   reversePlan,
@@ -20,6 +21,7 @@ import {
   type CrossShardPayment,
   type TransferRecord,
 } from "../ledger/transfers";
+import type { SqlStatement } from "../db/statements";
 import { codeWith } from "../lib/error-codes";
 import { faultPoint, type FaultContext } from "../lib/faults";
 import { newId } from "../lib/ids";
@@ -44,9 +46,10 @@ interface TransferAnswer {
   template?: string;
 }
 
-interface TransferRow extends Omit<TransferRecord, "fromShard"> {
+interface TransferRow extends Omit<TransferRecord, "fromShard" | "extras"> {
   status: "pending" | "completed" | "reversed";
   answer: string | null;
+  arrivalExtras: string | null;
 }
 
 /** How a transfer stands once driven as far as it can go now. */
@@ -61,7 +64,7 @@ const readTransfer = (env: Env, shard: number, id: string) =>
     .prepare(
       `SELECT id, kind, to_shard AS toShard, agent_id AS agentId, merchant_id AS merchantId, charge_id AS chargeId,
          amount_minor AS amountMinor, currency, description, checkout_link_id AS checkoutLinkId, created_at AS createdAt,
-         status, answer FROM ledger_transfers WHERE id = ?`,
+         status, answer, arrival_extras AS arrivalExtras FROM ledger_transfers WHERE id = ?`,
     )
     .bind(id)
     .first<TransferRow>();
@@ -103,7 +106,15 @@ export async function driveTransfer(
   if (t.status === "pending") {
     let arrival = await readArrival(env, to, id);
     if (!arrival) {
-      const arrived = await commitOrNothing(env, to, arrivalOf({ ...t, fromShard: from }));
+      const arrived = await commitOrNothing(
+        env,
+        to,
+        arrivalOf({
+          ...t,
+          fromShard: from,
+          extras: t.arrivalExtras ? (JSON.parse(t.arrivalExtras) as ArrivalExtras) : null,
+        }),
+      );
       faultPoint("transfer.after_arrive", context);
       if (arrived?.kind === "refused" && arrived.reason !== TRANSFER_ALREADY_ARRIVED && t.kind === "refund") {
         // A refund's arrival has nothing to refuse it (see refundArrivalPlan): a fault to repair, not an outcome.
@@ -158,20 +169,39 @@ export interface TransferIntents {
   done(id: string): Promise<void>;
 }
 
+/** What a payment across shards carries beyond paying a stored charge (see ArrivalExtras). */
+export interface CrossShardExtras {
+  arrival?: ArrivalExtras;
+  /** Statements on the agent's shard, in the send (P1): an approval's guard and its flip to granted. */
+  payerStatements?: SqlStatement[];
+}
+
+/** A refusal's reason as a 409 when it is one, else as given (a grant's own `paylink_grant_changed`). */
+const conflictReason = (reason: string) => {
+  try {
+    return codeWith(409, reason);
+  } catch {
+    return reason as ReturnType<typeof codeWith<409>>;
+  }
+};
+
 /**
- * Pays a stored charge in shard `to` from the agent's wallet in shard `from`: P1, then P2 and P3
- * inline, answering exactly as a same-shard payment does (paid, or the same 402/403/409). The turn
- * is kept until the transfer is decided, so the agent's next decision sees its outcome.
+ * Pays a charge in shard `to` from the agent's wallet in shard `from`: P1, then P2 and P3 inline,
+ * answering exactly as a same-shard payment does (paid, or the same 402/403/409). The turn is kept
+ * until the transfer is decided, so the agent's next decision sees its outcome. `extras` carry a
+ * charge born with its payment, a grant's statements and an approval's (see CrossShardExtras).
  */
 export async function commitAcrossShards(
   { env, agentId, turn, slot }: WalletTurnCall,
   charge: PayableSnapshot,
   view: PaidView,
   { from, to }: { from: number; to: number },
+  extras: CrossShardExtras = {},
 ): Promise<PayOutcome> {
   const paidAt = nowIso();
   const reference = newId("payment", from);
-  const paidCharge = chargeView({ ...charge, status: "paid", agentId, method: "ledger", reference, paidAt });
+  const method = extras.arrival?.method ?? "ledger";
+  const paidCharge = chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt });
   const payment: CrossShardPayment = { charge, agentId, fromShard: from, toShard: to, reference, paidAt };
   const answer: TransferAnswer = slot
     ? {
@@ -193,7 +223,12 @@ export async function commitAcrossShards(
     const sent = await commitOrNothing(
       env,
       from,
-      sendPlan(payment, slot ? [reservationHeldStatement(slot)] : [], JSON.stringify(answer)),
+      sendPlan(
+        payment,
+        [...(slot ? [reservationHeldStatement(slot)] : []), ...(extras.payerStatements ?? [])],
+        JSON.stringify(answer),
+        extras.arrival,
+      ),
     );
     if (sent?.kind !== "committed") {
       const landed = await readTransfer(env, from, reference);
@@ -206,7 +241,7 @@ export async function commitAcrossShards(
         if (frozen) return { kind: "frozen" };
         return balance
           ? { kind: "rejected", reason: POLICY_REASONS.balance }
-          : { kind: "conflict", reason: codeWith(409, sent.reason) };
+          : { kind: "conflict", reason: conflictReason(sent.reason) };
       }
     }
     faultPoint("transfer.after_send", context);
@@ -219,7 +254,7 @@ export async function commitAcrossShards(
     if (state.status === "reversed") {
       await turn.intents?.done(reference);
       finish("unsure");
-      return { kind: "conflict", reason: codeWith(409, state.reason) };
+      return { kind: "conflict", reason: conflictReason(state.reason) };
     }
     throw new Error(`transfer ${reference} is still pending: its recovery will finish it`);
   } finally {

@@ -196,8 +196,8 @@ export class WalletDurableObject extends DurableObject<Env> {
   }
 
   /** A write that must not land for a frozen agent (a PayLink grant): decided and written in one turn, so no freeze lands between. */
-  writeUnlessFrozen(agentId: string, statements: SqlStatement[]) {
-    return this.serialize((endTurn) => writeUnlessFrozen(this.call(agentId, endTurn, undefined), statements));
+  writeUnlessFrozen(agentId: string, statements: SqlStatement[], shard = 0) {
+    return this.serialize((endTurn) => writeUnlessFrozen(this.call(agentId, endTurn, undefined), statements, shard));
   }
 
   credit(agentId: string, amountMinor: number, reference: string | null, by: string, slot?: IdempotencySlot) {

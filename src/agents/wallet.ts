@@ -5,6 +5,7 @@ import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
 import { ownerShard } from "../ledger/directory";
 import { shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
 import { resumeTransfersOfCharge } from "./wallet-transfer";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
 import {
@@ -147,19 +148,26 @@ export async function drawFromWallet(
 }
 
 /**
- * Writes `statements` in one batch unless the agent is frozen, as the wallet object already knows
- * it (every freeze takes its turn there); the batch guards it too. With no statements, only tells
- * whether the agent is frozen. An agent that does not exist is not frozen, and its batch is refused.
+ * Writes `statements` in one batch on shard `shard` unless the agent is frozen, as the wallet object
+ * already knows it from the agent's home shard (every freeze takes its turn there). When the batch
+ * runs on the home shard it guards the freeze too; on another shard there is no agent row to guard,
+ * and the wallet's turn is the guarantee. With no statements, only tells whether the agent is frozen.
+ * An agent that does not exist is not frozen, and its home batch is refused.
  */
 export async function writeUnlessFrozen(
   { env, agentId, turn }: WalletTurnCall,
   statements: SqlStatement[],
+  shard = 0,
 ): Promise<"written" | "frozen"> {
   const agent = await turn.cache.read(env, agentId, Date.now());
   if (agent?.frozen) return "frozen";
   if (statements.length === 0) return "written";
+  const home = await ownerShard(env, "agent", agentId);
   try {
-    await executeBatch(env.DB, [guard(...agentNotFrozenCheck(agentId)), ...statements]);
+    await executeBatch(dbOfShard(env, shard), [
+      ...(shard === home ? [guard(...agentNotFrozenCheck(agentId))] : []),
+      ...statements,
+    ]);
   } catch (error) {
     if (guardReasonOf(error) === AGENT_FROZEN) return "frozen";
     throw error;

@@ -1,13 +1,16 @@
 import { Hono } from "hono";
+import { dbOfShard } from "../db/shards";
+import { shardOfId } from "../lib/ids";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";
 import { payOutcomeResponse } from "../agents/outcomes";
+import { earlierAnswerUnderKey } from "../agents/transfer-retries";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
-import { APPROVAL_STATUSES, approvalView, getApproval, listApprovals, rejectApproval } from "./service";
+import { APPROVAL_STATUSES, approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "./service";
 
 export const ListQuery = z.object({
   status: z.enum(APPROVAL_STATUSES).optional(),
@@ -18,23 +21,32 @@ export const ApprovalParam = z.object({ id: pathId });
 export const approvalRoutes = new Hono<AppEnv>()
   .get("/console/approvals", requireActor("console"), validate("query", ListQuery), async (c) => {
     const { status, limit } = c.req.valid("query");
-    const rows = await listApprovals(c.get("db"), status, limit);
+    const rows = await listApprovals(c.env, status, limit);
     return c.json({ approvals: rows.map(approvalView) });
   })
-  .post("/approvals/:id/grant", requireActor("console"), validate("param", ApprovalParam), async (c) => {
-    const approval = await getApproval(c.get("db"), c.req.valid("param").id);
-    if (!approval) throw new ApiError(404, "approval_not_found");
-    const { email } = actorOf(c.get("actor"), "console");
-    const outcome = await walletOf(c.env, approval.agentId).grantApproval(
-      approval.agentId,
-      approval.id,
-      email,
-      c.get("idempotency"),
-    );
-    return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id }, "console");
-  })
+  .post(
+    "/approvals/:id/grant",
+    // The payment's answer is stored where its last batch commits: the agent's home, the approval's shard.
+    requireActor("console", { keysIn: async (c) => dbOfShard(c.env, shardOfId(c.req.param("id") ?? "")) }),
+    validate("param", ApprovalParam),
+    async (c) => {
+      const approval = await getApproval(dbOfApproval(c.env, c.req.valid("param").id), c.req.valid("param").id);
+      if (!approval) throw new ApiError(404, "approval_not_found");
+      const { email } = actorOf(c.get("actor"), "console");
+      // A retry whose first grant crossed shards and lost its answer is answered with that payment.
+      const earlier = await earlierAnswerUnderKey(c.env, approval.agentId, c.get("idempotency"));
+      if (earlier) return c.json(earlier);
+      const outcome = await walletOf(c.env, approval.agentId).grantApproval(
+        approval.agentId,
+        approval.id,
+        email,
+        c.get("idempotency"),
+      );
+      return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id }, "console");
+    },
+  )
   .post("/approvals/:id/reject", requireActor("console"), validate("param", ApprovalParam), async (c) => {
-    const db = c.get("db");
+    const db = dbOfApproval(c.env, c.req.valid("param").id);
     const approval = await getApproval(db, c.req.valid("param").id);
     if (!approval) throw new ApiError(404, "approval_not_found");
     const conflict = await checkApprovalOpen(c.env, approval, Date.now());

@@ -1,5 +1,9 @@
 import { and, desc, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import { dbOf, type Db } from "../db/client";
+import { dbOfShard } from "../db/shards";
+import type { Env } from "../env";
+import { forEachShard } from "../ledger/shards";
+import { shardOfId } from "../lib/ids";
 import { approvals } from "../db/schema";
 import { nowIso } from "../lib/time";
 
@@ -30,12 +34,32 @@ export async function expireOverdueApprovals(db: Db, now = Date.now()): Promise<
   return result.meta.changes;
 }
 
-export async function listApprovals(db: Db, status: (typeof APPROVAL_STATUSES)[number] | undefined, limit: number) {
+/** Every shard's overdue approvals expired (approvals are held on their agent's home shard). */
+export async function expireOverdueApprovalsEverywhere(env: Env, now = Date.now()): Promise<number> {
+  const counts = await forEachShard(env, (db) => expireOverdueApprovals(dbOf(db), now));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+const listIn = async (db: Db, status: (typeof APPROVAL_STATUSES)[number] | undefined, limit: number) => {
   await expireOverdueApprovals(db);
   const query = db.select().from(approvals);
   const filtered = status ? query.where(eq(approvals.status, status)) : query;
   return filtered.orderBy(desc(approvals.createdAt), desc(sql`rowid`)).limit(limit).all();
+};
+
+/** Newest first: with one shard its list as before; with more, each shard's first page merged by time. */
+export async function listApprovals(env: Env, status: (typeof APPROVAL_STATUSES)[number] | undefined, limit: number) {
+  const pages = await forEachShard(env, (db) => listIn(dbOf(db), status, limit));
+  if (pages.length === 1) return pages[0]!;
+  // A stable sort keeps each shard's own order among rows of one instant.
+  return pages
+    .flat()
+    .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
+    .slice(0, limit);
 }
+
+/** The database of the shard an approval's id names: its agent's home. */
+export const dbOfApproval = (env: Env, id: string): Db => dbOf(dbOfShard(env, shardOfId(id)));
 
 export const getApproval = (db: Db, id: string) => db.select().from(approvals).where(eq(approvals.id, id)).get();
 

@@ -1,8 +1,12 @@
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
+import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
+import { keysInHomeOf, ownerShard } from "../ledger/directory";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { payOutcomeResponse } from "../agents/outcomes";
+import { earlierAnswerUnderKey } from "../agents/transfer-retries";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -13,6 +17,7 @@ import {
   checkoutLinkMerchantView,
   checkoutLinkPublicView,
   createCheckoutLink,
+  dbOfCheckoutLink,
   listCheckoutLinks,
   payCheckoutLink,
   setCheckoutLinkActive,
@@ -30,24 +35,41 @@ export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(10
 export const PatchBody = z.object({ active: z.boolean() }).strict();
 export const TokenParam = z.object({ token: pathId });
 
+const merchantKeysInHome = (c: Context<AppEnv>) =>
+  keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId);
+/** A payment's answer (or its hold's) is stored in the agent's home shard, where its last batch commits. */
+const agentKeysInHome = (c: Context<AppEnv>) => keysInHomeOf(c.env, "agent", actorOf(c.get("actor"), "agent").agentId);
+
+/** The merchant's home shard, where its links live. */
+const merchantHome = async (c: Context<AppEnv>) =>
+  dbOf(dbOfShard(c.env, await ownerShard(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId)));
+
 export const checkoutRoutes = new Hono<AppEnv>()
-  .post("/merchant/checkout", requireActor("merchant"), validate("json", CreateBody), async (c) => {
-    const body = c.req.valid("json");
-    const link = await createCheckoutLink(
-      c.get("db"),
-      actorOf(c.get("actor"), "merchant").merchantId,
-      {
-        amountMinor: body.amountUsdCents,
-        description: body.description,
-        externalId: body.externalId,
-      },
-      (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
-    );
-    return c.json(checkoutLinkCreatedView(link), 201);
-  })
+  .post(
+    "/merchant/checkout",
+    requireActor("merchant", { keysIn: merchantKeysInHome }),
+    validate("json", CreateBody),
+    async (c) => {
+      const body = c.req.valid("json");
+      const { merchantId } = actorOf(c.get("actor"), "merchant");
+      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const link = await createCheckoutLink(
+        dbOf(dbOfShard(c.env, shard)),
+        merchantId,
+        {
+          amountMinor: body.amountUsdCents,
+          description: body.description,
+          externalId: body.externalId,
+        },
+        (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
+        shard,
+      );
+      return c.json(checkoutLinkCreatedView(link), 201);
+    },
+  )
   .get("/merchant/checkout-links", requireActor("merchant"), validate("query", ListQuery), async (c) => {
     const { links, total } = await listCheckoutLinks(
-      c.get("db"),
+      await merchantHome(c),
       actorOf(c.get("actor"), "merchant").merchantId,
       c.req.valid("query").limit,
     );
@@ -60,7 +82,7 @@ export const checkoutRoutes = new Hono<AppEnv>()
     validate("json", PatchBody),
     async (c) => {
       const link = await setCheckoutLinkActive(
-        c.get("db"),
+        await merchantHome(c),
         actorOf(c.get("actor"), "merchant").merchantId,
         c.req.valid("param").token,
         c.req.valid("json").active,
@@ -71,14 +93,23 @@ export const checkoutRoutes = new Hono<AppEnv>()
   )
   .get("/checkout/:token", validate("param", TokenParam), async (c) => {
     // Hono answers HEAD with this handler (and drops the body): only a GET is a visit.
-    const visited = await visitCheckoutLink(c.get("db"), c.req.valid("param").token, c.req.method === "GET");
+    const { token } = c.req.valid("param");
+    const visited = await visitCheckoutLink(dbOfCheckoutLink(c.env, token), token, c.req.method === "GET");
     if (!visited) throw new ApiError(404, "checkout_link_not_found");
     // "Checkout errors: 404 unknown token; 409 link disabled": no status value but `active` is ever shown.
     if (!visited.link.active) throw new ApiError(409, "checkout_link_disabled");
     return c.json(checkoutLinkPublicView(visited.link, visited.merchantName));
   })
-  .post("/checkout/:token/pay", requireActor("agent"), validate("param", TokenParam), async (c) => {
-    const { agentId } = actorOf(c.get("actor"), "agent");
-    const outcome = await payCheckoutLink(c.env, agentId, c.req.valid("param").token, c.get("idempotency"));
-    return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW, "agent");
-  });
+  .post(
+    "/checkout/:token/pay",
+    requireActor("agent", { keysIn: agentKeysInHome }),
+    validate("param", TokenParam),
+    async (c) => {
+      const { agentId } = actorOf(c.get("actor"), "agent");
+      // A retry whose first payment crossed shards and lost its answer is answered with that payment.
+      const earlier = await earlierAnswerUnderKey(c.env, agentId, c.get("idempotency"));
+      if (earlier) return c.json(earlier);
+      const outcome = await payCheckoutLink(c.env, agentId, c.req.valid("param").token, c.get("idempotency"));
+      return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW, "agent");
+    },
+  );

@@ -1,7 +1,9 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { checkoutLinks, merchants } from "../db/schema";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
+import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import type { Env } from "../env";
@@ -55,10 +57,12 @@ export async function createCheckoutLink(
   merchantId: string,
   input: { amountMinor: number; description: string; externalId?: string | undefined },
   withCreated: WithCreated<CheckoutLinkRow> = nothingMore,
+  shard = 0,
 ) {
+  // With its merchant (`db` is the merchant's home shard), the token naming that shard as the id does.
   const row: CheckoutLinkRow = {
-    id: newId("checkoutLink"),
-    token: newId("checkoutToken"),
+    id: newId("checkoutLink", shard),
+    token: newId("checkoutToken", shard),
     merchantId,
     amountMinor: input.amountMinor,
     currency: "USD",
@@ -96,6 +100,9 @@ export async function setCheckoutLinkActive(db: Db, merchantId: string, token: s
     .returning()
     .get();
 }
+
+/** The database of the shard a checkout link's token (or id) names: its merchant's. */
+export const dbOfCheckoutLink = (env: Env, tokenOrId: string): Db => dbOf(dbOfShard(env, shardOfId(tokenOrId)));
 
 /** The link with its merchant's name for the public view; `count` (a GET, not a HEAD) counts the visit. */
 export async function visitCheckoutLink(db: Db, token: string, count = true) {
@@ -160,7 +167,7 @@ async function linkToPay(env: Env, token: string, now: number): Promise<{ link: 
 }
 
 async function readLinkToPay(env: Env, token: string, now: number): Promise<LinkToPay | null> {
-  const link = await env.DB.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
+  const link = await dbOfShard(env, shardOfId(token)).prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
   payableLinks.delete(token);
   if (link?.active) {
     // The oldest entry goes first (a Map keeps insertion order).
@@ -185,12 +192,18 @@ export async function payCheckoutLink(
   if (!link) return { kind: "not_found", reason: "checkout_link_not_found" };
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
-    ...newPendingCharge(link.merchantId, {
-      amountMinor: link.amountMinor,
-      description: link.description,
-      externalId: link.externalId,
-      checkoutLinkId: link.id,
-    }),
+    // Born in the link's shard (its merchant's), with an id naming it.
+    ...newPendingCharge(
+      link.merchantId,
+      {
+        amountMinor: link.amountMinor,
+        description: link.description,
+        externalId: link.externalId,
+        checkoutLinkId: link.id,
+      },
+      nowIso(),
+      shardOfId(link.id),
+    ),
     merchantName: link.merchantName,
     merchantCategory: link.merchantCategory,
   };

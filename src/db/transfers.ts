@@ -26,6 +26,11 @@ export const ledgerTransfers = sqliteTable(
     checkoutLinkId: text("checkout_link_id"),
     /** JSON: the request's idempotency slot and its answer, stored when the transfer completes; or NULL. */
     answer: text("answer"),
+    /**
+     * JSON, a payment's arrival beyond paying a stored charge (a charge born with it, a PayLink
+     * grant's guarded figures, its method and audit data), as decided by its request; or NULL.
+     */
+    arrivalExtras: text("arrival_extras"),
     status: text("status", { enum: ["pending", "completed", "reversed"] }).notNull(),
     createdAt: text("created_at").notNull(),
     decidedAt: text("decided_at"),

@@ -51,6 +51,24 @@ export interface TransferRecord {
   description: string | null;
   checkoutLinkId: string | null;
   createdAt: string;
+  /** A payment's arrival beyond paying a stored charge; none for a plain wallet payment or a refund. */
+  extras?: ArrivalExtras | null;
+}
+
+/**
+ * What a payment's arrival (P2) carries beyond paying a stored charge, decided by its request in the
+ * payer's turn: the statements that create the charge it pays (a checkout link's, a PayLink draw's)
+ * and their guards, run first; statements on the charge's side before it is paid (a grant's guard on
+ * the exact figures the draw was decided on, and their move); the payment's method and audit data.
+ * They are kept with the transfer as built: recovery cannot decide them again (the grant's figures
+ * have moved on), and a migration of the tables they touch waits until no transfer is pending
+ * (docs/operations.md, "Ledger shards").
+ */
+export interface ArrivalExtras {
+  method: "ledger" | "paylink";
+  prelude: SqlStatement[];
+  statements: SqlStatement[];
+  auditData: Record<string, unknown>;
 }
 
 /**
@@ -61,8 +79,8 @@ export interface TransferRecord {
 export const transferInsert = (t: TransferRecord, answer: string | null): SqlStatement =>
   sqlStatement(
     `INSERT INTO ledger_transfers (id, kind, to_shard, agent_id, merchant_id, charge_id, amount_minor, currency, description,
-       checkout_link_id, answer, status, created_at, decided_at, attempts, next_attempt_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, 0, ?)`,
+       checkout_link_id, answer, arrival_extras, status, created_at, decided_at, attempts, next_attempt_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, 0, ?)`,
     t.id,
     t.kind,
     t.toShard,
@@ -74,6 +92,7 @@ export const transferInsert = (t: TransferRecord, answer: string | null): SqlSta
     t.description,
     t.checkoutLinkId,
     answer,
+    t.extras ? JSON.stringify(t.extras) : null,
     t.createdAt,
     new Date(Date.parse(t.createdAt) + TRANSFER_ABANDONED_MS).toISOString(),
   );
@@ -81,7 +100,7 @@ export const transferInsert = (t: TransferRecord, answer: string | null): SqlSta
 /** The receiving shard's plan of a transfer, rebuilt from its row by kind. */
 export function arrivalOf(t: TransferRecord): CommitPlan {
   if (t.kind === "refund") return refundArrivalPlan(t);
-  return arrivalPlan(paymentOf(t));
+  return arrivalPlan(paymentOf(t), t.extras ?? undefined);
 }
 
 /** The payment a `payment` transfer row records. */
@@ -168,15 +187,23 @@ export interface CrossShardPayment {
   paidAt: string;
 }
 
-/** P2: the charge's side of the payment, as a same-shard payment writes it, credited from transit:A. */
-export function arrivalPlan(p: CrossShardPayment): CommitPlan {
+/**
+ * P2: the charge's side of the payment, as a same-shard payment writes it, credited from transit:A;
+ * with `extras`, the charge born first (after the one-decision guard, so a second arrival is refused
+ * before it meets the charge it created) and the grant's statements before it is paid.
+ */
+export function arrivalPlan(p: CrossShardPayment, extras?: ArrivalExtras): CommitPlan {
   const { charge } = p;
-  const data = paymentEventData(charge, p.agentId, "ledger", p.reference);
+  const method = extras?.method ?? "ledger";
+  const prelude = extras?.prelude ?? [];
+  const data = paymentEventData(charge, p.agentId, method, p.reference);
   return {
     statements: [
       notArrived(p.reference),
+      ...prelude,
       guards(...payableChecks(charge)),
-      ...chargePaidStatements(charge, p.agentId, "ledger", p.reference, p.paidAt),
+      ...(extras?.statements ?? []),
+      ...chargePaidStatements(charge, p.agentId, method, p.reference, p.paidAt, prelude.length > 0),
       ...postingStatements(
         p.reference,
         [{ from: `transit:${p.fromShard}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
@@ -191,7 +218,7 @@ export function arrivalPlan(p: CrossShardPayment): CommitPlan {
         "charge.paid",
         charge,
         { reference: p.reference, agentId: p.agentId, at: p.paidAt },
-        { method: "ledger", description: charge.description },
+        { method, description: charge.description, ...extras?.auditData },
       ),
     ],
   };
@@ -204,7 +231,12 @@ export function arrivalPlan(p: CrossShardPayment): CommitPlan {
  * it. `answerGuard` is the request's reservation check, so a send whose request already gave up
  * (and freed its key) does not land.
  */
-export function sendPlan(p: CrossShardPayment, answerGuard: SqlStatement[], answer: string): CommitPlan {
+export function sendPlan(
+  p: CrossShardPayment,
+  answerGuard: SqlStatement[],
+  answer: string,
+  extras?: ArrivalExtras,
+): CommitPlan {
   const { charge } = p;
   return {
     statements: [
@@ -229,6 +261,7 @@ export function sendPlan(p: CrossShardPayment, answerGuard: SqlStatement[], answ
           description: charge.description,
           checkoutLinkId: charge.checkoutLinkId,
           createdAt: p.paidAt,
+          extras,
         },
         answer,
       ),

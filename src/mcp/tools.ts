@@ -9,6 +9,7 @@ import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
 import {
   acceptPaylinkByCode,
+  dbOfPaylink,
   acceptRefusal,
   paylinkByCode,
   paylinkPublicView,
@@ -102,9 +103,10 @@ const viewPaylink: ToolDefinition<typeof PaylinkInput> = {
   input: PaylinkInput,
   annotations: READ,
   async run(ctx, input) {
-    const found = await paylinkByCode(ctx.db, input.code);
+    const db = dbOfPaylink(ctx.env, input.code);
+    const found = await paylinkByCode(db, input.code);
     if (!found) throw new ApiError(404, "paylink_not_found");
-    const view = paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(ctx.db, found.paylink.id));
+    const view = paylinkPublicView(found.paylink, found.merchantName, await paylinkUsage(db, found.paylink.id));
     const label = view.label === null ? "" : ` "${view.label}"`;
     return {
       body: view,
@@ -121,7 +123,7 @@ const acceptPaylinkTool: ToolDefinition<typeof PaylinkInput> = {
   input: PaylinkInput,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(ctx, input) {
-    const accepted = await acceptPaylinkByCode(ctx.env, ctx.db, input.code, ctx.agentId);
+    const accepted = await acceptPaylinkByCode(ctx.env, input.code, ctx.agentId);
     if (accepted.kind !== "accepted") throw acceptRefusal(accepted);
     const { grantId, paylink } = accepted;
     return {

@@ -6,6 +6,8 @@ import { newPendingCharge, type ChargeView } from "../charges/service";
 import { guard, sqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
+import { shardOfId } from "../lib/ids";
+import { dbOfShard } from "../db/shards";
 import { outboxEvent } from "../webhooks/outbox";
 import type { IdempotencySlot } from "../db/idempotency";
 
@@ -69,7 +71,9 @@ export interface GrantTurn {
 /** The grant as its draws see it: the committed figures plus the draws in flight. */
 async function readGrant(env: Env, grantId: string, figures: HeldFigures<GrantState>): Promise<GrantState | null> {
   const view = await figures.read(
-    async () => (await env.DB.prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null,
+    // The grant lives with its PayLink, in the merchant's shard, which its id names.
+    async () =>
+      (await dbOfShard(env, shardOfId(grantId)).prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null,
   );
   return (
     view && {
@@ -117,6 +121,7 @@ export async function drawOnGrant(
       grant.merchantId,
       { amountMinor: request.amountMinor, description: request.description, paylinkGrantId: grant.id },
       at,
+      shardOfId(grant.id),
     ),
     merchantName: grant.merchantName,
     merchantCategory: grant.merchantCategory,

@@ -5,7 +5,9 @@ import { merchants, paylinkGrants, paylinks } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";
 import { AGENT_FROZEN } from "../ledger/movements";
 import { walletOf } from "../agents/wallet.do";
-import { newId } from "../lib/ids";
+import { newId, shardOfId } from "../lib/ids";
+import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
@@ -59,11 +61,13 @@ export async function createPaylink(
     expiresInHours?: number | undefined;
   },
   withCreated: WithCreated<PaylinkRow> = nothingMore,
+  shard = 0,
 ) {
   const now = Date.now();
+  // With its merchant (`db` is the merchant's home shard), the code naming that shard as the id does.
   const row: PaylinkRow = {
-    id: newId("paylink"),
-    code: newId("paylinkCode"),
+    id: newId("paylink", shard),
+    code: newId("paylinkCode", shard),
     merchantId,
     label: input.label ?? null,
     budgetMinor: input.budgetMinor,
@@ -75,6 +79,9 @@ export async function createPaylink(
   await writeTogether(db, [db.insert(paylinks).values(row), ...(await withCreated(row))]);
   return row;
 }
+
+/** The database of the shard a PayLink's code (or id, or a grant's id) names: its merchant's. */
+export const dbOfPaylink = (env: Env, codeOrId: string): Db => dbOf(dbOfShard(env, shardOfId(codeOrId)));
 
 /** The PayLink by code, with its merchant's name and category. */
 export const paylinkByCode = (db: Db, code: string) =>
@@ -108,7 +115,8 @@ export async function paylinkUsage(db: Db, paylinkId: string): Promise<Usage> {
 const knownPaylinks = new IsolateCache<string, { id: string; merchantId: string }>(10_000);
 const knownGrants = new IsolateCache<string, string>(50_000);
 
-export async function drawTargetOf(db: Db, code: string, agentId: string) {
+export async function drawTargetOf(env: Env, code: string, agentId: string) {
+  const db = dbOfPaylink(env, code);
   let paylink = knownPaylinks.get(code);
   if (!paylink) {
     const found = await paylinkByCode(db, code);
@@ -138,7 +146,9 @@ export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
  * the same grant and fires nothing.
  */
 function acceptStatements(paylink: PaylinkRow, agentId: string): SqlStatement[] {
-  const grantId = newId("grant");
+  // The grant lives with its PayLink, in the merchant's shard: its draws guard and move its figures in
+  // the batch that pays the merchant (the arrival, across shards), and a PayLink's usage sums its grants.
+  const grantId = newId("grant", shardOfId(paylink.id));
   const createdAt = nowIso();
   return [
     sqlStatement(
@@ -175,7 +185,8 @@ export type AcceptOutcome =
  * accepting again returns the same grant, which outlives the link's expiry;
  * an expired link cannot be newly accepted.
  */
-export async function acceptPaylinkByCode(env: Env, db: Db, code: string, agentId: string): Promise<AcceptOutcome> {
+export async function acceptPaylinkByCode(env: Env, code: string, agentId: string): Promise<AcceptOutcome> {
+  const db = dbOfPaylink(env, code);
   const found = await paylinkByCode(db, code);
   if (!found) return { kind: "not_found", reason: "paylink_not_found" };
   const existing = await grantOfAgent(db, found.paylink.id, agentId);
@@ -185,6 +196,7 @@ export async function acceptPaylinkByCode(env: Env, db: Db, code: string, agentI
   const written = await walletOf(env, agentId).writeUnlessFrozen(
     agentId,
     existing || expired ? [] : acceptStatements(found.paylink, agentId),
+    shardOfId(code),
   );
   if (written === "frozen") return { kind: "frozen", reason: AGENT_FROZEN };
   if (expired) return { kind: "conflict", reason: "paylink_expired" };

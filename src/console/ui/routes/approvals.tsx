@@ -2,18 +2,20 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../../app-env";
 import { checkApprovalOpen } from "../../../agents/wallet-hold";
 import { walletOf } from "../../../agents/wallet.do";
-import { approvalView, getApproval, listApprovals, rejectApproval } from "../../../approvals/service";
+import { approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "../../../approvals/service";
 import { ApprovalsPage } from "../pages/approvals";
 import { back, csrfOf, emailOf, render } from "../render";
 
 /** Approvals: the pending ones; granting one pays it through the agent's wallet object, rejecting leaves it pending. */
 export const approvalRoutes = new Hono<AppEnv>()
   .get("/console/ui/approvals", async (c) => {
-    const approvals = (await listApprovals(c.get("db"), "pending", 200)).map(approvalView);
+    const approvals = (await listApprovals(c.env, "pending", 200)).map(approvalView);
     return render(c, "Approvals", "/console/ui/approvals", <ApprovalsPage csrf={csrfOf(c)} approvals={approvals} />);
   })
   .post("/console/ui/approvals/:id/:decision{grant|reject}", async (c) => {
-    const approval = await getApproval(c.get("db"), c.req.param("id"));
+    // Held on the agent's home shard, which the id names.
+    const db = dbOfApproval(c.env, c.req.param("id"));
+    const approval = await getApproval(db, c.req.param("id"));
     if (!approval) return c.notFound();
     if (c.req.param("decision") === "grant") {
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, emailOf(c));
@@ -26,7 +28,7 @@ export const approvalRoutes = new Hono<AppEnv>()
       );
     }
     const closed = await checkApprovalOpen(c.env, approval, Date.now());
-    const rejected = !closed && (await rejectApproval(c.get("db"), approval.id, emailOf(c)));
+    const rejected = !closed && (await rejectApproval(db, approval.id, emailOf(c)));
     return back(
       c,
       ["approvals"],

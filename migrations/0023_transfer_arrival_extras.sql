@@ -1,0 +1,1 @@
+ALTER TABLE `ledger_transfers` ADD `arrival_extras` text;
