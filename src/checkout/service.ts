@@ -3,6 +3,7 @@ import type { Db } from "../db/client";
 import { checkoutLinks, merchants } from "../db/schema";
 import { newId, shardOfId } from "../lib/ids";
 import { dbOfShard } from "../db/shards";
+import { dbOfIdOrNull } from "../ledger/shards";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
@@ -167,7 +168,7 @@ async function linkToPay(env: Env, token: string, now: number): Promise<{ link: 
 }
 
 async function readLinkToPay(env: Env, token: string, now: number): Promise<LinkToPay | null> {
-  const link = await dbOfShard(env, shardOfId(token)).prepare(LINK_TO_PAY).bind(token).first<LinkToPay>();
+  const link = (await dbOfIdOrNull(env, token)?.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>()) ?? null;
   payableLinks.delete(token);
   if (link?.active) {
     // The oldest entry goes first (a Map keeps insertion order).

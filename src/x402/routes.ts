@@ -10,6 +10,7 @@ import { log } from "../lib/log";
 import { validate, pathId } from "../lib/validation";
 import { requireActor } from "../auth/middleware";
 import { receivingReport } from "./receiving";
+import { dbOfIdOrNull } from "../ledger/shards";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { shardOfId } from "../lib/ids";
@@ -141,7 +142,9 @@ export const SettlementQuery = z
 
 /** The checkout link as an x402 target; 404 unknown, 409 disabled. */
 async function checkoutTarget(c: Context<AppEnv>, token: string): Promise<X402Target> {
-  const found = await checkoutLinkForPayment(c.get("db"), token);
+  // The link lives in its merchant's shard, which its token names; a shard not run here has none.
+  const db = dbOfIdOrNull(c.env, token);
+  const found = db && (await checkoutLinkForPayment(dbOf(db), token));
   if (!found) throw new ApiError(404, "checkout_link_not_found");
   if (!found.link.active) throw new ApiError(409, "checkout_link_disabled");
   return { kind: "checkout", link: found.link, merchantName: found.merchantName };

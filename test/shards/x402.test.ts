@@ -8,7 +8,7 @@ import { shardOfId } from "../../src/lib/ids";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { settlerOf } from "../../src/x402/settler.do";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";
-import { createCharge } from "../helpers/factories";
+import { createCharge, createCheckoutLink } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";
 import { freshPayer, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
 import { chargePaidRows, expectShardsAtRest, homeBalance, merchantOn, paymentEvents } from "./helpers";
@@ -280,4 +280,35 @@ describe("x402 with two ledger shards", () => {
       await expectShardsAtRest();
     });
   }
+});
+
+describe("x402 on a checkout link of a shard-1 merchant", () => {
+  it("finds the link in its merchant's shard and pays it there once; a token of a shard not run here is 404", async () => {
+    const merchant = await shopOn(1);
+    const link = await createCheckoutLink(merchant.apiKey, CENTS);
+    expect(shardOfId(link.checkoutLinkId)).toBe(1);
+    const path = `/checkout/${link.checkoutToken}/x402`;
+    const terms = await api("GET", path);
+    expect(terms.status).toBe(402);
+    const payer = await freshPayer(VALUE);
+    const before = await homeBalance("merchant", merchant.merchantId);
+    const { header } = await xPaymentFor(path, payer.key, VALUE);
+    const res = await api("GET", path, { headers: { "X-PAYMENT": header } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const chargeId = res.body.chargeId as string;
+    expect(shardOfId(chargeId)).toBe(1);
+    expect(await chargeOf(chargeId)).toMatchObject({ status: "paid", method: "x402" });
+    expect(await homeBalance("merchant", merchant.merchantId)).toBe(before + CENTS);
+    expect((await paymentsIn(1, chargeId)).filter((r) => r.status === "settled")).toHaveLength(1);
+    expect(await paymentsIn(0, chargeId)).toEqual([]);
+    // The same authorization again pays nothing more.
+    const again = await api("GET", path, { headers: { "X-PAYMENT": header } });
+    expect(again.status).not.toBe(500);
+    expect(await homeBalance("merchant", merchant.merchantId)).toBe(before + CENTS);
+
+    const forged = link.checkoutToken.replace(/_s1_/i, (m) => m.replace("1", "7"));
+    expect(forged).not.toBe(link.checkoutToken);
+    expect((await api("GET", `/checkout/${forged}/x402`)).status).toBe(404);
+    await expectShardsAtRest();
+  });
 });
