@@ -3,7 +3,7 @@ import { ledgerOf } from "../ledger/ledger.do";
 import { guards, sqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";
 import { nowIso } from "../lib/time";
-import { ownerShard } from "../ledger/directory";
+import { knownOwnerShard } from "../ledger/directory";
 
 export type FreezeOutcome = "done" | "unchanged" | "not_found";
 
@@ -23,14 +23,9 @@ export async function setFrozen(
   by: string,
 ): Promise<FreezeOutcome> {
   // Frozen is decided on the agent's home row, so the freeze and its audit row go to its shard.
-  let shard: number;
-  try {
-    shard = await ownerShard(env, "agent", agentId);
-  } catch (error) {
-    // Every agent is in the directory from its creation on: one that is not does not exist.
-    if (/no shard in the directory/.test(String(error))) return "not_found";
-    throw error;
-  }
+  // Every agent is in the directory from its creation on: one that is not does not exist.
+  const shard = await knownOwnerShard(env, "agent", agentId);
+  if (shard === null) return "not_found";
   const result = await ledgerOf(env, shard).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
   if (result.kind === "committed") return "done";
   if (result.reason === "agent_not_found") return "not_found";

@@ -6,7 +6,7 @@ import { balanceAfter } from "../ledger/postings";
 import { PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
 import { newId } from "../lib/ids";
 import { dbOfShard } from "../db/shards";
-import { ownerShard } from "../ledger/directory";
+import { knownOwnerShard, ownerShard } from "../ledger/directory";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import type { Policy } from "./policy";
@@ -35,7 +35,8 @@ export async function creditWallet(
         agentId,
       )
     : [];
-  const shard = await ownerShard(env, "agent", agentId);
+  const shard = await knownOwnerShard(env, "agent", agentId);
+  if (shard === null) return { ok: false, reason: "agent_not_found" };
   const result = await ledgerOf(env, shard).commit(
     agentCreditPlan({
       agentId,
@@ -66,7 +67,8 @@ export const creditBody = (balanceMinor: number) => ({ balanceMinor });
 
 /** Replaces the agent's policy; returns false if the agent does not exist. */
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
-  const shard = await ownerShard(env, "agent", agentId);
+  const shard = await knownOwnerShard(env, "agent", agentId);
+  if (shard === null) return false;
   const update = (db: D1Database) =>
     db.prepare("UPDATE agents SET policy = ? WHERE id = ?").bind(canonicalJson(policy), agentId).run();
   // The home row's policy is the one payments decide on; the control row's copy is what agent views show.

@@ -56,6 +56,16 @@ export async function ownerShard(env: Env, kind: OwnerKind, ownerId: string): Pr
   return settingsOf(env).ledgerShards === 1 ? 0 : homeShard(env, kind, ownerId);
 }
 
+/** The owner's home shard, or null for an owner the directory does not know (it does not exist). */
+export async function knownOwnerShard(env: Env, kind: OwnerKind, ownerId: string): Promise<number | null> {
+  try {
+    return await ownerShard(env, kind, ownerId);
+  } catch (error) {
+    if (error instanceof UnknownOwner) return null;
+    throw error;
+  }
+}
+
 /**
  * The database an Idempotency-Key of a request acting on this owner's money is reserved in: its home
  * shard's, where the plan that stores the answer commits. An owner the directory does not know

@@ -69,3 +69,18 @@ describe("ids naming a shard this deployment does not run", () => {
     ).toBe(404);
   });
 });
+
+describe("an agent the directory does not know", () => {
+  it("is 404 agent_not_found on the console's credit, policy and freeze routes, as on its page", async () => {
+    const token = await (await import("../helpers/api")).consoleToken();
+    for (const agentId of ["agent_s9_x", "agent_zzzzzzzzzzzzzzzzzzzzzzzz"]) {
+      const answers = [
+        await api("POST", `/console/agents/${agentId}/credits`, { token, body: { amountUsdCents: 1 } }),
+        await api("PUT", `/console/agents/${agentId}/policy`, { token, body: {} }),
+        await api("POST", `/console/agents/${agentId}/freeze`, { token, body: {} }),
+        await api("GET", `/console/agents/${agentId}`, { token }),
+      ];
+      expect(answers.map((a) => [a.status, a.body])).toEqual(answers.map(() => [404, { error: "agent_not_found" }]));
+    }
+  });
+});
