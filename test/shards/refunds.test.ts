@@ -271,56 +271,77 @@ describe("faults in a refund across shards", () => {
 });
 
 describe("the recovery cron", () => {
-  it("backs off a transfer it could not finish, so it does not hold the page, and finishes it later", async () => {
-    const { merchant, agent, chargeId } = await paidAcross(1, 0, 500);
-    // The refund lands in P1; its arrival fails now and at the cron's first try.
-    let failing = true;
+  it("drives healthy transfers beside one whose arrival keeps failing, backs that one off, and finishes it later", async () => {
+    // Three refunds from shard 1 to agents on shard 0, each left pending after P1 (the send's answer lost).
+    const charges = [await paidAcross(1, 0, 500), await paidAcross(1, 0, 300), await paidAcross(1, 0, 200)];
     setFaultHook((at) => {
-      if (failing && at === "transfer.after_send") throw new Error("injected: the agent's shard is down");
+      if (at === "transfer.after_send") throw new Error("injected: the send's answer is lost");
     });
-    const res = await refund(merchant.apiKey, chargeId, { amountUsdCents: 500 });
-    expect(res.status).toBe(201);
-    const refundId = res.body.refund.refundId as string;
-    expect(await inFlight()).toBe(500);
-    expect(await homeBalance("agent", agent.agentId)).toBe(0);
-
-    // Not due yet: the cron leaves a fresh transfer to its driver.
-    expect(await recoverTransfers(env)).toBe(0);
-    setFaultHook((at) => {
-      if (failing && at === "transfer.after_arrive") throw new Error("injected: lost on the way back");
-    });
-    const now = Date.now() + 120_000;
-    expect(await recoverTransfers(env, now)).toBeGreaterThanOrEqual(1);
-    const tried = await row<{ attempts: number; next: string; status: string }>(
-      1,
-      "SELECT attempts, next_attempt_at AS next, status FROM ledger_transfers WHERE id = ?",
-      refundId,
-    );
-    // The arrival landed before the fault (after_arrive): P3 is what is left; the attempt was counted.
-    expect(tried).toEqual({ attempts: 1, next: nextAttemptAfter(1, now), status: "pending" });
-    expect(await homeBalance("agent", agent.agentId)).toBe(500);
-    // Within its back-off the same run of the cron skips it.
-    const skipped = await dbOfShard(env, 1)
-      .prepare(
-        "SELECT COUNT(*) AS n FROM ledger_transfers WHERE id = ? AND status = 'pending' AND next_attempt_at <= ?",
-      )
-      .bind(refundId, new Date(now).toISOString())
-      .first<{ n: number }>();
-    expect(skipped!.n).toBe(0);
-
-    failing = false;
+    const refunded = async (paid: (typeof charges)[number], cents: number) => {
+      const res = await refund(paid.merchant.apiKey, paid.chargeId, { amountUsdCents: cents });
+      expect([201, 500]).toContain(res.status);
+      const [one] = await refundsOf(paid.merchant.apiKey, paid.chargeId);
+      return { ...paid, cents, refundId: one!.refundId as string };
+    };
+    const stuck = await refunded(charges[0]!, 500);
+    const healthy = [await refunded(charges[1]!, 300), await refunded(charges[2]!, 200)];
     setFaultHook(null);
-    await recoverTransfers(env, now + 61_000);
-    expect(
-      await row<{ status: string; attempts: number }>(
+    const all = [stuck, ...healthy];
+    const statusOf = (r: { refundId: string }) =>
+      row<{ status: string; attempts: number; next: string }>(
         1,
-        "SELECT status, attempts FROM ledger_transfers WHERE id = ?",
-        refundId,
-      ),
-    ).toEqual({ status: "completed", attempts: 2 });
-    expect(await homeBalance("agent", agent.agentId)).toBe(500);
-    expect(await homeBalance("merchant", merchant.merchantId)).toBe(0);
-    expect((await refundsOf(merchant.apiKey, chargeId))[0]).toMatchObject({ refundId, status: "succeeded" });
+        "SELECT status, attempts, next_attempt_at AS next FROM ledger_transfers WHERE id = ?",
+        r.refundId,
+      );
+    for (const r of all) {
+      expect(await statusOf(r)).toMatchObject({ status: "pending", attempts: 0 });
+      expect(await homeBalance("agent", r.agent.agentId)).toBe(0);
+    }
+    expect(await inFlight()).toBe(1_000);
+
+    // The stuck agent's shard refuses its arrival (a fault to repair): every batch crediting it fails.
+    const trigger = `test_stuck_${crypto.randomUUID().replaceAll("-", "")}`;
+    await env.DB.prepare(
+      `CREATE TRIGGER ${trigger} BEFORE INSERT ON ledger_entries WHEN NEW.account = 'agent:${stuck.agent.agentId}'
+       BEGIN SELECT RAISE(ABORT, 'injected: the agent''s shard refuses'); END`,
+    ).run();
+    try {
+      // Not due yet: the cron leaves fresh transfers to their drivers, and drives none of them.
+      expect(await recoverTransfers(env)).toBe(0);
+      for (const r of all) {
+        expect(await statusOf(r)).toMatchObject({ status: "pending", attempts: 0 });
+        expect(await homeBalance("agent", r.agent.agentId)).toBe(0);
+      }
+
+      // Due: one pass drives all three; the healthy ones complete beside the stuck one.
+      const now = Date.now() + 120_000;
+      expect(await recoverTransfers(env, now)).toBeGreaterThanOrEqual(3);
+      for (const r of healthy) {
+        expect(await statusOf(r)).toMatchObject({ status: "completed", attempts: 1 });
+        expect(await homeBalance("agent", r.agent.agentId)).toBe(r.cents);
+        expect((await refundsOf(r.merchant.apiKey, r.chargeId))[0]).toMatchObject({ status: "succeeded" });
+      }
+      // The stuck one was tried once and backed off.
+      expect(await statusOf(stuck)).toEqual({ status: "pending", attempts: 1, next: nextAttemptAfter(1, now) });
+      expect(await homeBalance("agent", stuck.agent.agentId)).toBe(0);
+      expect(await inFlight()).toBe(500);
+
+      // Within its back-off the cron does not take it again (its attempts would count it).
+      expect(await recoverTransfers(env, now + 30_000)).toBe(0);
+      expect(await statusOf(stuck)).toEqual({ status: "pending", attempts: 1, next: nextAttemptAfter(1, now) });
+    } finally {
+      await env.DB.prepare(`DROP TRIGGER IF EXISTS ${trigger}`).run();
+    }
+
+    // Repaired and past its back-off: the cron finishes it.
+    await recoverTransfers(env, Date.now() + 120_000 + 61_000);
+    expect(await statusOf(stuck)).toMatchObject({ status: "completed", attempts: 2 });
+    expect(await homeBalance("agent", stuck.agent.agentId)).toBe(500);
+    expect(await homeBalance("merchant", stuck.merchant.merchantId)).toBe(0);
+    expect((await refundsOf(stuck.merchant.apiKey, stuck.chargeId))[0]).toMatchObject({
+      refundId: stuck.refundId,
+      status: "succeeded",
+    });
     await expectShardsAtRest();
   });
 
