@@ -270,6 +270,79 @@ describe("faults in a refund across shards", () => {
   }
 });
 
+/** Strikes at `point` the `nth` time it is reached (counting from now): a refund's ledger batches are P1, P2 (arrival), P3. */
+function injectAtNth(point: FaultPoint, nth: number, mode: FaultMode): () => boolean {
+  let seen = 0;
+  let fired = false;
+  setFaultHook((at, context) => {
+    if (fired || at !== point || ++seen < nth) return;
+    fired = true;
+    if (mode === "abort" && context.abort) context.abort();
+    throw new Error(`injected fault at ${point} #${nth}`);
+  });
+  return () => fired;
+}
+
+const LATER_PHASES: [FaultPoint, 2 | 3, FaultMode, Recovery][] = [
+  ["ledger.before_batch", 2, "throw", "alarm"],
+  ["ledger.before_batch", 2, "abort", "cron"],
+  ["ledger.after_batch", 2, "throw", "cron"],
+  ["ledger.after_batch", 2, "abort", "alarm"],
+  ["ledger.before_batch", 3, "throw", "cron"],
+  ["ledger.before_batch", 3, "abort", "alarm"],
+  ["ledger.after_batch", 3, "throw", "alarm"],
+  ["ledger.after_batch", 3, "abort", "cron"],
+];
+
+describe("faults in the arrival (P2) and completion (P3) of a refund across shards", () => {
+  for (const [point, nth, mode, how] of LATER_PHASES) {
+    const [m, a] = how === "alarm" ? [0, 1] : [1, 0];
+    const phase = nth === 2 ? "P2" : "P3";
+    it(`${point} of ${phase} (${mode}), merchant in ${m} → agent in ${a}, recovered by the ${how}`, async () => {
+      const { merchant, agent, chargeId } = await paidAcross(m, a, 1_000);
+      const key = `refund-late-fault-${phase}-${point}-${mode}-${crypto.randomUUID()}`;
+      const fired = injectAtNth(point, nth, mode);
+      const first = await refund(merchant.apiKey, chargeId, { amountUsdCents: 400 }, { "idempotency-key": key });
+      expect(fired()).toBe(true);
+      setFaultHook(null);
+      expect([201, 500]).toContain(first.status);
+      // The fault struck where it was aimed: P1 landed (the refund on the merchant's shard, its transfer);
+      // before P2's batch nothing arrived and the transfer is pending; before P3's it arrived and is still pending.
+      const [made] = await refundsOf(merchant.apiKey, chargeId);
+      expect(made).toBeDefined();
+      const at = await refundRecords(made!.refundId, m, a);
+      expect(at.rowsOnMerchant).toBe(1);
+      expect(at.transfer).toMatchObject({ kind: "refund", toShard: a });
+      if (nth === 2 && point === "ledger.before_batch") {
+        expect(at.arrival).toBeNull();
+        expect(at.transfer!.status).toBe("pending");
+      } else expect(at.arrival).toMatchObject({ outcome: "applied", fromShard: m });
+      if (nth === 3 && point === "ledger.before_batch") expect(at.transfer!.status).toBe("pending");
+      expect([0, 400]).toContain(await inFlight());
+
+      await recover(how, agent.agentId);
+      const retry = await refund(merchant.apiKey, chargeId, { amountUsdCents: 400 }, { "idempotency-key": key });
+      expect(retry.status, retry.text).toBe(201);
+      if (first.status === 201) expect(retry.text).toBe(first.text);
+      await recoverTransfers(env, Date.now() + 3_600_000);
+
+      const refunds = await refundsOf(merchant.apiKey, chargeId);
+      expect(refunds).toHaveLength(1);
+      expect(refunds[0]!.refundId).toBe(made!.refundId);
+      expect(await homeBalance("agent", agent.agentId)).toBe(400);
+      expect(await homeBalance("merchant", merchant.merchantId)).toBe(600);
+      expect(await refundRecords(made!.refundId, m, a)).toMatchObject({
+        rowsOnMerchant: 1,
+        transfer: { kind: "refund", status: "completed" },
+        arrival: { outcome: "applied" },
+        refundedAudit: 1,
+        receivedAudit: 1,
+      });
+      await expectShardsAtRest();
+    });
+  }
+});
+
 describe("the recovery cron", () => {
   it("drives healthy transfers beside one whose arrival keeps failing, backs that one off, and finishes it later", async () => {
     // Three refunds from shard 1 to agents on shard 0, each left pending after P1 (the send's answer lost).
