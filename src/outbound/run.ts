@@ -32,7 +32,7 @@ export async function runOutbound(
 
 /** How the cron's pass over one purpose goes. */
 export interface DuePass {
-  /** The most transfers stepped in one run. */
+  /** The most transfers stepped in one run, over every shard (`DUE_PER_RUN` unless given). */
   limit?: number;
   /** Transfers stepped side by side: each waits for its receipt, the gas keys' lanes order the sends. */
   atOnce?: number;
@@ -68,8 +68,11 @@ async function step(
 
 /**
  * The cron's pass over one purpose's transfers that nobody has moved for a while (`now`: tests move
- * the clock), in every ledger shard's database (a payout or refund lives in its merchant's; sweeps
- * only in shard 0's): the shards one after the other, each with `pass.limit`.
+ * the clock), in every ledger shard's database (a payout, refund or sweep lives in its owner's
+ * shard). The shards are read side by side and each on its own: a shard whose database fails is
+ * logged and skipped, and the others' transfers are still stepped. Their due rows are taken in
+ * turn (one of each shard, then the next), so no shard waits behind another's backlog, up to
+ * `pass.limit` in the run.
  */
 export async function advanceDue(
   env: Env,
@@ -80,9 +83,17 @@ export async function advanceDue(
   pass: DuePass = {},
 ): Promise<Record<Advance["kind"], number>> {
   const counts: Record<Advance["kind"], number> = { confirmed: 0, failed: 0, waiting: 0 };
-  const due: OutboundTransfer[] = [];
-  for (const k of shardNumbers(env, settingsOf(env).ledgerShards))
-    due.push(...(await dueOutbound(dbOfShard(env, k), purpose, now, pass.limit, pass.withUnsent)));
+  const limit = pass.limit ?? DUE_PER_RUN;
+  const shards = shardNumbers(env, settingsOf(env).ledgerShards);
+  const reads = await Promise.allSettled(
+    shards.map((k) => dueOutbound(dbOfShard(env, k), purpose, now, limit, pass.withUnsent)),
+  );
+  const perShard: OutboundTransfer[][] = [];
+  for (const [i, read] of reads.entries()) {
+    if (read.status === "fulfilled") perShard.push(read.value);
+    else log.error("outbound_shard_unavailable", { purpose, shard: shards[i], error: read.reason });
+  }
+  const due = interleave(perShard).slice(0, limit);
   const atOnce = pass.atOnce ?? 1;
   for (let i = 0; i < due.length; i += atOnce) {
     const group = due.slice(i, i + atOnce);
@@ -96,4 +107,15 @@ export async function advanceDue(
     }
   }
   return counts;
+}
+
+/** The most transfers of one purpose stepped in one run, unless the pass says otherwise. */
+export const DUE_PER_RUN = 25;
+
+/** The first of each list, then the second of each, and so on. */
+function interleave<T>(lists: T[][]): T[] {
+  const out: T[] = [];
+  const longest = Math.max(0, ...lists.map((l) => l.length));
+  for (let i = 0; i < longest; i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
+  return out;
 }

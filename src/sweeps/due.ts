@@ -1,6 +1,8 @@
 import type { Hex } from "viem";
 import { executeBatch, type SqlStatement } from "../db/statements";
-import type { Env, X402Settings } from "../env";
+import { dbOfShard, shardNumbers } from "../db/shards";
+import { settingsOf, type Env, type X402Settings } from "../env";
+import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { outboundInsert } from "../outbound/authorization";
 
@@ -27,20 +29,53 @@ export interface DueSweep {
 const notSwept = (owner: string) =>
   `NOT EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${owner})`;
 
+/*
+ * Where each piece is: a deposit is credited in its agent's home shard and an x402 payment lives in
+ * its charge's shard, so each shard's deposits and payments are read (and their sweeps written)
+ * in that shard's database. Deposit addresses and receiving addresses are allocated in control
+ * (shard 0's database): shard 0 joins them in one query as it always did; a shard k ≥ 1 reads its
+ * deposits or payments first, then their addresses' keys from control.
+ */
+
 /**
  * Credited deposits to agents' deposit addresses, oldest first, without a sweep. Blocked deposits
  * (their sender failed screening) stay where they are, held for an operator.
  */
-function dueDeposits(env: Env, x: X402Settings, limit: number) {
-  return env.DB.prepare(
-    `SELECT d.id AS ownerId, a.deposit_address AS "from", 'deposit:' || a.deposit_index AS signer, d.value
+async function dueDeposits(env: Env, x: X402Settings, shard: number, limit: number): Promise<DueSweep[]> {
+  if (shard === 0)
+    return (
+      await env.DB.prepare(
+        `SELECT d.id AS ownerId, a.deposit_address AS "from", 'deposit:' || a.deposit_index AS signer, d.value
      FROM deposits d JOIN agents a ON a.id = d.agent_id AND a.deposit_address = d.address
      WHERE d.status = 'credited' AND d.network = ? AND a.deposit_index IS NOT NULL
        AND CAST(d.value AS INTEGER) >= ? AND d.address <> ? AND ${notSwept("d.id")}
      ORDER BY d.created_at, d.id LIMIT ?`,
-  )
+      )
+        .bind(x.network, MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
+        .all<DueSweep>()
+    ).results;
+  const deposits = await dbOfShard(env, shard)
+    .prepare(
+      `SELECT d.id AS ownerId, d.agent_id AS agentId, d.address, d.value FROM deposits d
+       WHERE d.status = 'credited' AND d.network = ? AND CAST(d.value AS INTEGER) >= ? AND d.address <> ? AND ${notSwept("d.id")}
+       ORDER BY d.created_at, d.id LIMIT ?`,
+    )
     .bind(x.network, MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
-    .all<DueSweep>();
+    .all<{ ownerId: string; agentId: string; address: string; value: string }>();
+  if (deposits.results.length === 0) return [];
+  // A deposit address is set once per agent (never changed), so each deposit's is its agent's.
+  const agents = await env.DB.prepare(
+    `SELECT id, deposit_address AS address, deposit_index AS idx FROM agents
+     WHERE id IN (SELECT value FROM json_each(?)) AND deposit_index IS NOT NULL AND deposit_address IS NOT NULL`,
+  )
+    .bind(JSON.stringify([...new Set(deposits.results.map((d) => d.agentId))]))
+    .all<{ id: string; address: string; idx: number }>();
+  const agentOf = new Map(agents.results.map((a) => [a.id, a]));
+  return deposits.results.flatMap((d) => {
+    const agent = agentOf.get(d.agentId);
+    if (agent?.address !== d.address) return [];
+    return [{ ownerId: d.ownerId, from: agent.address as Hex, signer: `deposit:${agent.idx}`, value: d.value }];
+  });
 }
 
 /**
@@ -48,31 +83,73 @@ function dueDeposits(env: Env, x: X402Settings, limit: number) {
  * without a sweep. A payment to the settlement address itself (no `pay_to`, or `pay_to` it) is
  * already where sweeps take money, and joins no receiving address.
  */
-function duePayments(env: Env, x: X402Settings, limit: number) {
-  return env.DB.prepare(
-    `SELECT p.id AS ownerId, r.address AS "from", 'receiving:' || r.idx AS signer, p.value
+async function duePayments(env: Env, x: X402Settings, shard: number, limit: number): Promise<DueSweep[]> {
+  if (shard === 0)
+    return (
+      await env.DB.prepare(
+        `SELECT p.id AS ownerId, r.address AS "from", 'receiving:' || r.idx AS signer, p.value
      FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
      WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?
        AND CAST(p.value AS INTEGER) >= ? AND p.pay_to <> ? AND ${notSwept("p.id")}
      ORDER BY p.updated_at, p.id LIMIT ?`,
-  )
+      )
+        .bind(x.network, x.asset.toLowerCase(), MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
+        .all<DueSweep>()
+    ).results;
+  const payments = await dbOfShard(env, shard)
+    .prepare(
+      `SELECT p.id AS ownerId, p.pay_to AS payTo, p.value FROM x402_payments p
+       WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?
+         AND CAST(p.value AS INTEGER) >= ? AND p.pay_to <> ? AND ${notSwept("p.id")}
+       ORDER BY p.updated_at, p.id LIMIT ?`,
+    )
     .bind(x.network, x.asset.toLowerCase(), MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
-    .all<DueSweep>();
+    .all<{ ownerId: string; payTo: string; value: string }>();
+  if (payments.results.length === 0) return [];
+  const addresses = await env.DB.prepare(
+    "SELECT idx, address FROM receiving_addresses WHERE address IN (SELECT value FROM json_each(?))",
+  )
+    .bind(JSON.stringify([...new Set(payments.results.map((p) => p.payTo))]))
+    .all<{ idx: number; address: string }>();
+  const indexOf = new Map(addresses.results.map((a) => [a.address, a.idx]));
+  return payments.results.flatMap((p) => {
+    const idx = indexOf.get(p.payTo);
+    return idx === undefined
+      ? []
+      : [{ ownerId: p.ownerId, from: p.payTo as Hex, signer: `receiving:${idx}`, value: p.value }];
+  });
 }
 
 /**
- * Writes the sweep transfers owed now (at most `limit` of each kind), each to the settlement
- * address for exactly the value that came in. A row per deposit or payment, ever: the insert
- * does nothing when its owner already has one (a concurrent run wrote it first), so runs side by
- * side, or again after a crash, never make a second.
+ * Writes the sweep transfers owed now (at most `limit` of each kind in each shard), each to the
+ * settlement address for exactly the value that came in, in the shard of the deposit or payment it
+ * sweeps (its id carries it, `otx_s1_…`). A row per deposit or payment, ever: the insert does
+ * nothing when its owner already has one (a concurrent run wrote it first), so runs side by side,
+ * or again after a crash, never make a second. Each shard on its own: one whose database fails is
+ * logged, and the others' sweeps are still written.
  */
 export async function createDueSweeps(env: Env, x: X402Settings, limit = SWEEPS_PER_RUN): Promise<number> {
-  const [deposits, payments] = await Promise.all([dueDeposits(env, x, limit), duePayments(env, x, limit)]);
-  const due = [...deposits.results, ...payments.results];
+  const shards = shardNumbers(env, settingsOf(env).ledgerShards);
+  const written = await Promise.allSettled(shards.map((k) => createDueSweepsOn(env, x, k, limit)));
+  let created = 0;
+  for (const [i, w] of written.entries()) {
+    if (w.status === "fulfilled") created += w.value;
+    else log.error("sweeps_shard_unavailable", { shard: shards[i], error: w.reason });
+  }
+  return created;
+}
+
+async function createDueSweepsOn(env: Env, x: X402Settings, shard: number, limit: number): Promise<number> {
+  const [deposits, payments] = await Promise.all([
+    dueDeposits(env, x, shard, limit),
+    duePayments(env, x, shard, limit),
+  ]);
+  const due = [...deposits, ...payments];
   if (due.length === 0) return 0;
   const createdAt = nowIso();
   const statements: SqlStatement[] = due.map((s) => {
     const { statement } = outboundInsert(x, {
+      shard,
       purpose: "sweep",
       ownerId: s.ownerId,
       from: s.from,
@@ -83,6 +160,6 @@ export async function createDueSweeps(env: Env, x: X402Settings, limit = SWEEPS_
     });
     return { ...statement, sql: `${statement.sql} ON CONFLICT DO NOTHING` };
   });
-  const results = await executeBatch(env.DB, statements);
+  const results = await executeBatch(dbOfShard(env, shard), statements);
   return results.reduce((n, r) => n + (r.meta.changes ?? 0), 0);
 }

@@ -132,10 +132,8 @@ describe("payouts of a merchant on shard 1", () => {
     const stranger = await merchantOn(1);
     expect((await api("GET", `/merchant/payouts/${payoutId}`, { token: stranger.apiKey })).status).toBe(404);
 
-    // The cron passes again over every shard: nothing moves twice.
-    await advanceDuePayouts(env, x402(), Date.now() + RESEND_AFTER_MS + 5_000);
+    // (A pass over a row handed over but not yet recorded sends nothing again: "a crash after the broadcast" below.)
     expect(await transfersTo(m.address)).toHaveLength(1);
-    expect((await payoutOf(m.apiKey, payoutId)).status).toBe("paid");
     await expectShardsAtRest();
   });
 
@@ -168,10 +166,13 @@ describe("payouts of a merchant on shard 1", () => {
     // Taken without the send the route starts after its answer: as if the request stopped there.
     const { payout } = await createPayout(env, x402(), m.merchantId, 500, undefined);
     expect(payout.status).toBe("pending");
+    // Fresh, it is not the cron's yet (its request may still be sending it): the pass leaves it.
+    await advanceDuePayouts(env, x402());
+    expect((await payoutOf(m.apiKey, payout.payoutId)).status).toBe("pending");
+    expect(await transfersTo(m.address)).toEqual([]);
     const counts = await advanceDuePayouts(env, x402(), Date.now() + RESEND_AFTER_MS + 5_000);
     expect(counts.confirmed).toBeGreaterThanOrEqual(1);
     expect((await payoutOf(m.apiKey, payout.payoutId)).status).toBe("paid");
-    await advanceDuePayouts(env, x402(), Date.now() + 2 * RESEND_AFTER_MS + 5_000);
     expect(await transfersTo(m.address)).toHaveLength(1);
     expect(await tokenBalance(m.address)).toBe(500n * UNITS_PER_CENT);
     expect(await homeBalance("merchant", m.merchantId)).toBe(0);
@@ -296,8 +297,6 @@ describe("x402 refunds of a merchant on shard 1", () => {
         refundId,
       ),
     ).toBe(2);
-    // The cron's pass over every shard finds nothing to do again.
-    await advanceDueRefunds(env, x402());
     expect(await transfersTo(payer)).toHaveLength(1);
     await expectShardsAtRest();
   });
@@ -310,7 +309,25 @@ describe("x402 refunds of a merchant on shard 1", () => {
     // Due once untouched for RESEND_AFTER_MS: the pass is run with its clock moved past it.
     const due = await dueOutbound(dbOfShard(env, 1), "refund", Date.now() + RESEND_AFTER_MS + 5_000);
     expect(due.map((t) => t.ownerId)).toContain(created.refund.refundId);
+    // The pass sends it and the answer is lost: left pending, handed over.
+    let fired = false;
+    setFaultHook((at) => {
+      if (fired || at !== "outbound.after_send") return;
+      fired = true;
+      throw new Error("injected fault at outbound.after_send");
+    });
     await advanceDueRefunds(env, x402(), Date.now() + RESEND_AFTER_MS + 5_000);
+    expect(fired).toBe(true);
+    setFaultHook(null);
+    expect((await refundsOf(merchant.apiKey, chargeId))[0]).toMatchObject({ status: "pending" });
+    const handed = await dbOfShard(env, 1)
+      .prepare("SELECT status, broadcast_at AS broadcastAt FROM outbound_transfers WHERE owner_id = ?")
+      .bind(created.refund.refundId)
+      .first<{ status: string; broadcastAt: string | null }>();
+    expect(handed!.status).toBe("pending");
+    expect(handed!.broadcastAt).not.toBeNull();
+    expect(await transfersTo(payer)).toHaveLength(1);
+    // Past the resend window the next pass reads the chain: recorded from the one transfer, none sent again.
     await advanceDueRefunds(env, x402(), Date.now() + 2 * RESEND_AFTER_MS + 5_000);
     const [r] = await refundsOf(merchant.apiKey, chargeId);
     expect(r).toMatchObject({ refundId: created.refund.refundId, status: "succeeded", amountMinor: 400 });

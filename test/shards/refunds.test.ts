@@ -270,57 +270,151 @@ describe("faults in a refund across shards", () => {
   }
 });
 
+/** Strikes at `point` the `nth` time it is reached (counting from now): a refund's ledger batches are P1, P2 (arrival), P3. */
+function injectAtNth(point: FaultPoint, nth: number, mode: FaultMode): () => boolean {
+  let seen = 0;
+  let fired = false;
+  setFaultHook((at, context) => {
+    if (fired || at !== point || ++seen < nth) return;
+    fired = true;
+    if (mode === "abort" && context.abort) context.abort();
+    throw new Error(`injected fault at ${point} #${nth}`);
+  });
+  return () => fired;
+}
+
+const LATER_PHASES: [FaultPoint, 2 | 3, FaultMode, Recovery][] = [
+  ["ledger.before_batch", 2, "throw", "alarm"],
+  ["ledger.before_batch", 2, "abort", "cron"],
+  ["ledger.after_batch", 2, "throw", "cron"],
+  ["ledger.after_batch", 2, "abort", "alarm"],
+  ["ledger.before_batch", 3, "throw", "cron"],
+  ["ledger.before_batch", 3, "abort", "alarm"],
+  ["ledger.after_batch", 3, "throw", "alarm"],
+  ["ledger.after_batch", 3, "abort", "cron"],
+];
+
+describe("faults in the arrival (P2) and completion (P3) of a refund across shards", () => {
+  for (const [point, nth, mode, how] of LATER_PHASES) {
+    const [m, a] = how === "alarm" ? [0, 1] : [1, 0];
+    const phase = nth === 2 ? "P2" : "P3";
+    it(`${point} of ${phase} (${mode}), merchant in ${m} → agent in ${a}, recovered by the ${how}`, async () => {
+      const { merchant, agent, chargeId } = await paidAcross(m, a, 1_000);
+      const key = `refund-late-fault-${phase}-${point}-${mode}-${crypto.randomUUID()}`;
+      const fired = injectAtNth(point, nth, mode);
+      const first = await refund(merchant.apiKey, chargeId, { amountUsdCents: 400 }, { "idempotency-key": key });
+      expect(fired()).toBe(true);
+      setFaultHook(null);
+      expect([201, 500]).toContain(first.status);
+      // The fault struck where it was aimed: P1 landed (the refund on the merchant's shard, its transfer);
+      // before P2's batch nothing arrived and the transfer is pending; before P3's it arrived and is still pending.
+      const [made] = await refundsOf(merchant.apiKey, chargeId);
+      expect(made).toBeDefined();
+      const at = await refundRecords(made!.refundId, m, a);
+      expect(at.rowsOnMerchant).toBe(1);
+      expect(at.transfer).toMatchObject({ kind: "refund", toShard: a });
+      if (nth === 2 && point === "ledger.before_batch") {
+        expect(at.arrival).toBeNull();
+        expect(at.transfer!.status).toBe("pending");
+      } else expect(at.arrival).toMatchObject({ outcome: "applied", fromShard: m });
+      if (nth === 3 && point === "ledger.before_batch") expect(at.transfer!.status).toBe("pending");
+      expect([0, 400]).toContain(await inFlight());
+
+      await recover(how, agent.agentId);
+      const retry = await refund(merchant.apiKey, chargeId, { amountUsdCents: 400 }, { "idempotency-key": key });
+      expect(retry.status, retry.text).toBe(201);
+      if (first.status === 201) expect(retry.text).toBe(first.text);
+      await recoverTransfers(env, Date.now() + 3_600_000);
+
+      const refunds = await refundsOf(merchant.apiKey, chargeId);
+      expect(refunds).toHaveLength(1);
+      expect(refunds[0]!.refundId).toBe(made!.refundId);
+      expect(await homeBalance("agent", agent.agentId)).toBe(400);
+      expect(await homeBalance("merchant", merchant.merchantId)).toBe(600);
+      expect(await refundRecords(made!.refundId, m, a)).toMatchObject({
+        rowsOnMerchant: 1,
+        transfer: { kind: "refund", status: "completed" },
+        arrival: { outcome: "applied" },
+        refundedAudit: 1,
+        receivedAudit: 1,
+      });
+      await expectShardsAtRest();
+    });
+  }
+});
+
 describe("the recovery cron", () => {
-  it("backs off a transfer it could not finish, so it does not hold the page, and finishes it later", async () => {
-    const { merchant, agent, chargeId } = await paidAcross(1, 0, 500);
-    // The refund lands in P1; its arrival fails now and at the cron's first try.
-    let failing = true;
+  it("drives healthy transfers beside one whose arrival keeps failing, backs that one off, and finishes it later", async () => {
+    // Three refunds from shard 1 to agents on shard 0, each left pending after P1 (the send's answer lost).
+    const charges = [await paidAcross(1, 0, 500), await paidAcross(1, 0, 300), await paidAcross(1, 0, 200)];
     setFaultHook((at) => {
-      if (failing && at === "transfer.after_send") throw new Error("injected: the agent's shard is down");
+      if (at === "transfer.after_send") throw new Error("injected: the send's answer is lost");
     });
-    const res = await refund(merchant.apiKey, chargeId, { amountUsdCents: 500 });
-    expect(res.status).toBe(201);
-    const refundId = res.body.refund.refundId as string;
-    expect(await inFlight()).toBe(500);
-    expect(await homeBalance("agent", agent.agentId)).toBe(0);
-
-    // Not due yet: the cron leaves a fresh transfer to its driver.
-    expect(await recoverTransfers(env)).toBe(0);
-    setFaultHook((at) => {
-      if (failing && at === "transfer.after_arrive") throw new Error("injected: lost on the way back");
-    });
-    const now = Date.now() + 120_000;
-    expect(await recoverTransfers(env, now)).toBeGreaterThanOrEqual(1);
-    const tried = await row<{ attempts: number; next: string; status: string }>(
-      1,
-      "SELECT attempts, next_attempt_at AS next, status FROM ledger_transfers WHERE id = ?",
-      refundId,
-    );
-    // The arrival landed before the fault (after_arrive): P3 is what is left; the attempt was counted.
-    expect(tried).toEqual({ attempts: 1, next: nextAttemptAfter(1, now), status: "pending" });
-    expect(await homeBalance("agent", agent.agentId)).toBe(500);
-    // Within its back-off the same run of the cron skips it.
-    const skipped = await dbOfShard(env, 1)
-      .prepare(
-        "SELECT COUNT(*) AS n FROM ledger_transfers WHERE id = ? AND status = 'pending' AND next_attempt_at <= ?",
-      )
-      .bind(refundId, new Date(now).toISOString())
-      .first<{ n: number }>();
-    expect(skipped!.n).toBe(0);
-
-    failing = false;
+    const refunded = async (paid: (typeof charges)[number], cents: number) => {
+      const res = await refund(paid.merchant.apiKey, paid.chargeId, { amountUsdCents: cents });
+      expect([201, 500]).toContain(res.status);
+      const [one] = await refundsOf(paid.merchant.apiKey, paid.chargeId);
+      return { ...paid, cents, refundId: one!.refundId as string };
+    };
+    const stuck = await refunded(charges[0]!, 500);
+    const healthy = [await refunded(charges[1]!, 300), await refunded(charges[2]!, 200)];
     setFaultHook(null);
-    await recoverTransfers(env, now + 61_000);
-    expect(
-      await row<{ status: string; attempts: number }>(
+    const all = [stuck, ...healthy];
+    const statusOf = (r: { refundId: string }) =>
+      row<{ status: string; attempts: number; next: string }>(
         1,
-        "SELECT status, attempts FROM ledger_transfers WHERE id = ?",
-        refundId,
-      ),
-    ).toEqual({ status: "completed", attempts: 2 });
-    expect(await homeBalance("agent", agent.agentId)).toBe(500);
-    expect(await homeBalance("merchant", merchant.merchantId)).toBe(0);
-    expect((await refundsOf(merchant.apiKey, chargeId))[0]).toMatchObject({ refundId, status: "succeeded" });
+        "SELECT status, attempts, next_attempt_at AS next FROM ledger_transfers WHERE id = ?",
+        r.refundId,
+      );
+    for (const r of all) {
+      expect(await statusOf(r)).toMatchObject({ status: "pending", attempts: 0 });
+      expect(await homeBalance("agent", r.agent.agentId)).toBe(0);
+    }
+    expect(await inFlight()).toBe(1_000);
+
+    // The stuck agent's shard refuses its arrival (a fault to repair): every batch crediting it fails.
+    const trigger = `test_stuck_${crypto.randomUUID().replaceAll("-", "")}`;
+    await env.DB.prepare(
+      `CREATE TRIGGER ${trigger} BEFORE INSERT ON ledger_entries WHEN NEW.account = 'agent:${stuck.agent.agentId}'
+       BEGIN SELECT RAISE(ABORT, 'injected: the agent''s shard refuses'); END`,
+    ).run();
+    try {
+      // Not due yet: the cron leaves fresh transfers to their drivers, and drives none of them.
+      expect(await recoverTransfers(env)).toBe(0);
+      for (const r of all) {
+        expect(await statusOf(r)).toMatchObject({ status: "pending", attempts: 0 });
+        expect(await homeBalance("agent", r.agent.agentId)).toBe(0);
+      }
+
+      // Due: one pass drives all three; the healthy ones complete beside the stuck one.
+      const now = Date.now() + 120_000;
+      expect(await recoverTransfers(env, now)).toBeGreaterThanOrEqual(3);
+      for (const r of healthy) {
+        expect(await statusOf(r)).toMatchObject({ status: "completed", attempts: 1 });
+        expect(await homeBalance("agent", r.agent.agentId)).toBe(r.cents);
+        expect((await refundsOf(r.merchant.apiKey, r.chargeId))[0]).toMatchObject({ status: "succeeded" });
+      }
+      // The stuck one was tried once and backed off.
+      expect(await statusOf(stuck)).toEqual({ status: "pending", attempts: 1, next: nextAttemptAfter(1, now) });
+      expect(await homeBalance("agent", stuck.agent.agentId)).toBe(0);
+      expect(await inFlight()).toBe(500);
+
+      // Within its back-off the cron does not take it again (its attempts would count it).
+      expect(await recoverTransfers(env, now + 30_000)).toBe(0);
+      expect(await statusOf(stuck)).toEqual({ status: "pending", attempts: 1, next: nextAttemptAfter(1, now) });
+    } finally {
+      await env.DB.prepare(`DROP TRIGGER IF EXISTS ${trigger}`).run();
+    }
+
+    // Repaired and past its back-off: the cron finishes it.
+    await recoverTransfers(env, Date.now() + 120_000 + 61_000);
+    expect(await statusOf(stuck)).toMatchObject({ status: "completed", attempts: 2 });
+    expect(await homeBalance("agent", stuck.agent.agentId)).toBe(500);
+    expect(await homeBalance("merchant", stuck.merchant.merchantId)).toBe(0);
+    expect((await refundsOf(stuck.merchant.apiKey, stuck.chargeId))[0]).toMatchObject({
+      refundId: stuck.refundId,
+      status: "succeeded",
+    });
     await expectShardsAtRest();
   });
 
