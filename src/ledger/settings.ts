@@ -34,14 +34,7 @@ export function ledgerSettings(s: { LEDGER_SHARDS: number; LEDGER_SHARD_PLACEMEN
 }
 
 /** A fixed placement must name a shard this deployment runs. */
-export function refineLedger(
-  s: { ENVIRONMENT: string; LEDGER_SHARDS: number; LEDGER_SHARD_PLACEMENT: string },
-  ctx: z.RefinementCtx,
-) {
-  // Payments whose two sides live in different shards are not built yet (docs/decisions.md, "Ledger
-  // shards"): until they are, a production deployment runs one ledger database.
-  if (s.ENVIRONMENT === "production" && s.LEDGER_SHARDS > 1)
-    ctx.addIssue({ code: "custom", message: "LEDGER_SHARDS above 1 is not available in production yet" });
+export function refineLedger(s: { LEDGER_SHARDS: number; LEDGER_SHARD_PLACEMENT: string }, ctx: z.RefinementCtx) {
   const fixed = /^fixed:(\d+)$/.exec(s.LEDGER_SHARD_PLACEMENT);
   if (fixed && Number(fixed[1]) >= s.LEDGER_SHARDS)
     ctx.addIssue({ code: "custom", message: `LEDGER_SHARD_PLACEMENT names shard ${fixed[1]} of ${s.LEDGER_SHARDS}` });
