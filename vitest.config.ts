@@ -25,6 +25,13 @@ export default defineConfig(async () => {
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
+        // The same reconciliation with two ledger shards, owners spread over both: the same answers.
+        // Its treasury (settlement, gas and receiving keys) is its own too, so the two run at once.
+        workersProject(
+          "workers-treasury-shards",
+          { include: [TREASURY_TESTS], vars: { ...TREASURY_SHARDS_VARS, ...SHARDS_VARS } },
+          migrations,
+        ),
         // Two ledger shards, owners spread over both: payments within one shard and across two.
         workersProject(
           "workers-shards",
@@ -68,6 +75,13 @@ const TREASURY_VARS = {
   SETTLEMENT_PRIVATE_KEY: TREASURY_SETTLEMENT_KEY,
   FACILITATOR_PRIVATE_KEY: keccak256(stringToHex("agent-pay test treasury gas key")),
   DEPOSIT_MNEMONIC: "legal winner thank year wave sausage worth useful legal winner thank yellow",
+};
+const TREASURY_SHARDS_SETTLEMENT_KEY = keccak256(stringToHex("agent-pay test two-shard treasury settlement key"));
+const TREASURY_SHARDS_VARS = {
+  X402_PAY_TO: privateKeyToAddress(TREASURY_SHARDS_SETTLEMENT_KEY),
+  SETTLEMENT_PRIVATE_KEY: TREASURY_SHARDS_SETTLEMENT_KEY,
+  FACILITATOR_PRIVATE_KEY: keccak256(stringToHex("agent-pay test two-shard treasury gas key")),
+  DEPOSIT_MNEMONIC: "frost coconut depart corn gauge scrub razor sugar faculty giant width sick",
 };
 /** The ledger-shard tests run with two shards (DB and DB_SHARD_1), new owners placed on either. */
 const SHARDS_TESTS = "test/shards/**/*.test.ts";
