@@ -15,6 +15,9 @@ import {
   inFlight,
   merchantOn,
   paymentEvents,
+  recoverBy,
+  type Recovery,
+  TRANSFER_FAULTS,
 } from "./helpers";
 import { type FaultMode as Mode, injectOnce } from "../helpers/faults";
 
@@ -30,25 +33,8 @@ afterEach(() => setFaultHook(null));
 const FAULTS: [FaultPoint, Mode][] = [
   ["payment.before_commit", "throw"],
   ["payment.before_commit", "abort"],
-  ["ledger.before_batch", "throw"],
-  ["ledger.before_batch", "abort"],
-  ["ledger.after_batch", "throw"],
-  ["ledger.after_batch", "abort"],
-  ["transfer.after_send", "throw"],
-  ["transfer.after_send", "abort"],
-  ["transfer.after_arrive", "throw"],
-  ["transfer.after_arrive", "abort"],
-  ["transfer.before_settle", "throw"],
-  ["transfer.before_settle", "abort"],
+  ...TRANSFER_FAULTS,
 ];
-
-type Recovery = "alarm" | "cron";
-
-const recover = async (how: Recovery, agentId: string) => {
-  if (how === "alarm") await runDurableObjectAlarm(env.WALLET.getByName(agentId));
-  // The cron takes transfers pending over a minute: run it as a minute and more from now.
-  else await recoverTransfers(env, Date.now() + 120_000);
-};
 
 const payWithKey = (agentKey: string, chargeId: string, key: string) =>
   api("POST", `/charges/${chargeId}/pay`, { token: agentKey, headers: { "idempotency-key": key } });
@@ -70,7 +56,7 @@ describe("faults in a payment across shards", () => {
         // Whatever happened, money is never created: in flight is the payment or nothing.
         expect([0, 300]).toContain(await inFlight());
 
-        await recover(how, agent.agentId);
+        await recoverBy(how, agent.agentId);
         const retry = await payWithKey(agent.apiKey, charge.chargeId, key);
         expect(retry.status).toBe(200);
         if (first.status === 200) expect(retry.text).toBe(first.text);

@@ -1,4 +1,8 @@
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { recoverTransfers } from "../../src/agents/transfer-recovery";
+import type { FaultPoint } from "../../src/lib/faults";
+import type { FaultMode } from "../helpers/faults";
 import { expect } from "vitest";
 import { auditRowOf } from "../../src/audit/service";
 import { genesisHashOf, verifyChain } from "../../src/audit/chain";
@@ -124,3 +128,26 @@ export async function chargePaidRows(chargeId: string) {
     .all<{ reference: string }>();
   return results;
 }
+
+/** The ledger's seams around a batch and the transfer's between its phases, each thrown and aborted. */
+export const TRANSFER_FAULTS: [FaultPoint, FaultMode][] = [
+  ["ledger.before_batch", "throw"],
+  ["ledger.before_batch", "abort"],
+  ["ledger.after_batch", "throw"],
+  ["ledger.after_batch", "abort"],
+  ["transfer.after_send", "throw"],
+  ["transfer.after_send", "abort"],
+  ["transfer.after_arrive", "throw"],
+  ["transfer.after_arrive", "abort"],
+  ["transfer.before_settle", "throw"],
+  ["transfer.before_settle", "abort"],
+];
+
+/** Who finishes a transfer a fault left pending: the agent's wallet alarm, or the minute cron. */
+export type Recovery = "alarm" | "cron";
+
+export const recoverBy = async (how: Recovery, agentId: string) => {
+  if (how === "alarm") await runDurableObjectAlarm(env.WALLET.getByName(agentId));
+  // The cron takes transfers due a minute after they were sent: run it as a minute and more from now.
+  else await recoverTransfers(env, Date.now() + 120_000);
+};

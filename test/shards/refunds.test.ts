@@ -1,5 +1,4 @@
 import { env } from "cloudflare:workers";
-import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import { nextAttemptAfter, recoverTransfers } from "../../src/agents/transfer-recovery";
 import { dbOfShard } from "../../src/db/shards";
@@ -9,7 +8,17 @@ import { api } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";
 import { refund, refundsOf } from "../helpers/money-out";
-import { agentOn, entrySum, expectShardsAtRest, homeBalance, inFlight, merchantOn } from "./helpers";
+import {
+  agentOn,
+  entrySum,
+  expectShardsAtRest,
+  homeBalance,
+  inFlight,
+  merchantOn,
+  recoverBy,
+  type Recovery,
+  TRANSFER_FAULTS,
+} from "./helpers";
 
 /*
  * Refunds of wallet payments with two ledger shards. Everything of a refund lives in the charge's
@@ -208,26 +217,7 @@ describe("wallet refunds with two shards", () => {
   });
 });
 
-const FAULTS: [FaultPoint, FaultMode][] = [
-  ["ledger.before_batch", "throw"],
-  ["ledger.before_batch", "abort"],
-  ["ledger.after_batch", "throw"],
-  ["ledger.after_batch", "abort"],
-  ["transfer.after_send", "throw"],
-  ["transfer.after_send", "abort"],
-  ["transfer.after_arrive", "throw"],
-  ["transfer.after_arrive", "abort"],
-  ["transfer.before_settle", "throw"],
-  ["transfer.before_settle", "abort"],
-];
-
-type Recovery = "alarm" | "cron";
-
-const recover = async (how: Recovery, agentId: string) => {
-  if (how === "alarm") await runDurableObjectAlarm(env.WALLET.getByName(agentId));
-  // The cron takes transfers due a minute after they were sent: run it as a minute and more from now.
-  else await recoverTransfers(env, Date.now() + 120_000);
-};
+const FAULTS = TRANSFER_FAULTS;
 
 describe("faults in a refund across shards", () => {
   for (const [point, mode] of FAULTS) {
@@ -245,7 +235,7 @@ describe("faults in a refund across shards", () => {
         // Whatever happened, money is never created: in flight is the refund or nothing.
         expect([0, 400]).toContain(await inFlight());
 
-        await recover(how, agent.agentId);
+        await recoverBy(how, agent.agentId);
         const retry = await refund(merchant.apiKey, chargeId, { amountUsdCents: 400 }, { "idempotency-key": key });
         expect(retry.status, retry.text).toBe(201);
         if (first.status === 201) expect(retry.text).toBe(first.text);
@@ -320,7 +310,7 @@ describe("faults in the arrival (P2) and completion (P3) of a refund across shar
       if (nth === 3 && point === "ledger.before_batch") expect(at.transfer!.status).toBe("pending");
       expect([0, 400]).toContain(await inFlight());
 
-      await recover(how, agent.agentId);
+      await recoverBy(how, agent.agentId);
       const retry = await refund(merchant.apiKey, chargeId, { amountUsdCents: 400 }, { "idempotency-key": key });
       expect(retry.status, retry.text).toBe(201);
       if (first.status === 201) expect(retry.text).toBe(first.text);
