@@ -1,8 +1,7 @@
 import { env } from "cloudflare:workers";
-import { type Hex, toHex } from "viem";
+import type { Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { watchDeposits } from "../../src/deposits/watcher";
 import { dbOfShard } from "../../src/db/shards";
 import { type Env, settingsOf, type X402Settings } from "../../src/env";
 import { homeShard } from "../../src/ledger/directory";
@@ -16,6 +15,7 @@ import { createCharge } from "../helpers/factories";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
 import { agentOn, merchantOn } from "./helpers";
+import { creditDeposits } from "../helpers/deposits";
 
 /*
  * Sweeps with two ledger shards, on the real local chain: a deposit is credited in its agent's
@@ -38,17 +38,6 @@ beforeAll(async () => {
     .bind(base, address, first.agentId)
     .run();
 });
-
-/** Runs the deposit watcher past the confirmations (2) up to the head. */
-async function creditDeposits() {
-  await publicClient().request({ method: "anvil_mine" as never, params: [toHex(2)] as never });
-  for (let pass = 0; pass < 50; pass++) {
-    const head = Number(await publicClient().getBlockNumber());
-    const result = await watchDeposits(env);
-    if (result.toBlock === null || result.toBlock >= head - 1) return;
-  }
-  throw new Error("the deposit watcher did not catch up with the chain");
-}
 
 /** An agent on `shard` with its deposit address (allocated in control). */
 async function depositAgentOn(shard: number) {

@@ -3,7 +3,6 @@ import { env } from "cloudflare:workers";
 import { keccak256, parseEventLogs, toHex, type Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { watchDeposits } from "../../src/deposits/watcher";
 import { settingsOf, type X402Settings } from "../../src/env";
 import worker from "../../src/index";
 import { sweepToSettlement } from "../../src/sweeps/run";
@@ -11,6 +10,7 @@ import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { freshSender, sendTokens, setTokens, TOKEN } from "../helpers/tokens";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
+import { creditDeposits } from "../helpers/deposits";
 
 /*
  * Sweeps on the real local chain: what lands on the service's receiving addresses (agents' deposit
@@ -21,17 +21,6 @@ import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../h
  * deposits land on (or are swept from) this file's addresses.
  */
 let x: X402Settings;
-
-/** Runs the deposit watcher past the confirmations (2) up to the head. */
-async function creditDeposits() {
-  await publicClient().request({ method: "anvil_mine" as never, params: [toHex(2)] as never });
-  for (let pass = 0; pass < 50; pass++) {
-    const head = Number(await publicClient().getBlockNumber());
-    const result = await watchDeposits(env);
-    if (result.toBlock === null || result.toBlock >= head - 1) return;
-  }
-  throw new Error("the deposit watcher did not catch up with the chain");
-}
 
 /** A new agent and its deposit address. */
 async function depositAgent(name: string) {

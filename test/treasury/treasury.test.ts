@@ -2,7 +2,6 @@ import { env } from "cloudflare:workers";
 import { createWalletClient, encodeFunctionData, http, toHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { watchDeposits } from "../../src/deposits/watcher";
 import { settingsOf, type X402Settings } from "../../src/env";
 import { createPayout, sendPayout } from "../../src/payouts/service";
 import { sweepToSettlement } from "../../src/sweeps/run";
@@ -14,6 +13,7 @@ import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { received, registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
+import { creditDeposits } from "../helpers/deposits";
 
 /*
  * The treasury reconciliation against the real local chain. This file runs in a project of its own
@@ -65,17 +65,6 @@ async function sendFromSettlement(to: Hex, value: bigint) {
   } finally {
     await client().request({ method: "anvil_stopImpersonatingAccount" as never, params: [x.payTo] as never });
   }
-}
-
-/** Runs the deposit watcher past the confirmations up to the head. */
-async function creditDeposits() {
-  await client().request({ method: "anvil_mine" as never, params: [toHex(2)] as never });
-  for (let pass = 0; pass < 50; pass++) {
-    const head = Number(await client().getBlockNumber());
-    const result = await watchDeposits(env);
-    if (result.toBlock === null || result.toBlock >= head - 1) return;
-  }
-  throw new Error("the deposit watcher did not catch up with the chain");
 }
 
 /** A merchant with a charge of `cents` paid by x402 from a fresh payer (the tokens land on the charge's receiving address). */
