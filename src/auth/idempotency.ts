@@ -105,6 +105,9 @@ export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database 
     requestHash: await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`),
   };
   const material = c.get("settings").webhookSecretsKey;
+  // With more than one ledger shard the reservation below may be in any shard: control claims the key first.
+  const claimed = c.get("settings").ledgerShards > 1;
+  if (claimed) await claimKey(c.env.DB, request);
   const reservation = await reserveKey(db, material, request);
   if (reservation.kind === "replay") {
     const { answer } = reservation;
@@ -115,11 +118,50 @@ export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database 
     return;
   }
   c.set("idempotency", reservation.slot);
-  await keepAnswer(db, material, reservation.slot, async () => {
-    await next();
-    return { status: c.res.status, contentType: c.res.headers.get("content-type"), body: () => c.res.clone().text() };
-  });
+  await keepAnswer(
+    db,
+    material,
+    reservation.slot,
+    async () => {
+      await next();
+      return { status: c.res.status, contentType: c.res.headers.get("content-type"), body: () => c.res.clone().text() };
+    },
+    claimed ? () => releaseClaim(c.env.DB, request) : undefined,
+  );
 }
+
+/**
+ * Claims `key` for this request in control, where every shard's keyed requests meet: a key another
+ * request holds (not yet expired) is 409 `idempotency_key_reused`, even when this request's
+ * reservation goes to another shard than that one's. The claim lasts as the reservation does, and is
+ * freed with it when the request keeps no answer.
+ */
+async function claimKey(control: D1Database, { scope, key, requestHash }: KeyedRequest): Promise<void> {
+  const now = Date.now();
+  const claimed = await control
+    .prepare(
+      `INSERT INTO idempotency_claims (scope, key, request_hash, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (scope, key) DO UPDATE SET request_hash = excluded.request_hash, expires_at = excluded.expires_at
+       WHERE idempotency_claims.expires_at <= ?
+       RETURNING request_hash`,
+    )
+    .bind(scope, key, requestHash, nowIso(now + IDEMPOTENCY_TTL_MS), nowIso(now))
+    .first();
+  if (claimed) return;
+  const held = await control
+    .prepare("SELECT request_hash AS requestHash FROM idempotency_claims WHERE scope = ? AND key = ?")
+    .bind(scope, key)
+    .first<{ requestHash: string }>();
+  if (held && held.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
+}
+
+/** Frees this request's claim, with its reservation, when it keeps no answer: the key may serve a retry. */
+const releaseClaim = async (control: D1Database, { scope, key, requestHash }: KeyedRequest) => {
+  await control
+    .prepare("DELETE FROM idempotency_claims WHERE scope = ? AND key = ? AND request_hash = ?")
+    .bind(scope, key, requestHash)
+    .run();
+};
 
 /** A request under a key: who asks (`scope`), the key, and what is asked (`requestHash`). */
 export interface KeyedRequest {
@@ -204,6 +246,8 @@ export async function keepAnswer<A extends RanAnswer>(
   material: string,
   slot: IdempotencySlot,
   run: () => Promise<A>,
+  /** Frees what else holds the key for this request (its claim in control) when no answer is kept. */
+  alsoFree?: () => Promise<void>,
 ): Promise<A> {
   let stored = false;
   try {
@@ -223,6 +267,9 @@ export async function keepAnswer<A extends RanAnswer>(
     return answer;
   } finally {
     // Nothing to replay: free the key for a retry.
-    if (!stored) await releaseReservation(db, slot);
+    if (!stored) {
+      await releaseReservation(db, slot);
+      await alsoFree?.();
+    }
   }
 }

@@ -70,3 +70,19 @@ export const idempotencyKeys = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.scope, t.key] }), index("idempotency_keys_expires").on(t.expiresAt)],
 );
+
+/**
+ * With more than one ledger shard, a keyed request's reservation (`idempotency_keys`) lives in the
+ * shard its request routes to, which the request's own body or path may choose. Control keeps which
+ * request each key belongs to, so the same key on another request is refused wherever it routes.
+ */
+export const idempotencyClaims = sqliteTable(
+  "idempotency_claims",
+  {
+    scope: text("scope").notNull(),
+    key: text("key").notNull(),
+    requestHash: text("request_hash").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.scope, t.key] }), index("idempotency_claims_expires").on(t.expiresAt)],
+);

@@ -12,6 +12,7 @@ export function expiredRowSteps(db: D1Database, now = Date.now()): DeleteStep[] 
   const at = nowIso(now);
   return [
     pagedDelete(db, "idempotency_keys", "idempotency_keys", "expires_at <= ?", at),
+    pagedDelete(db, "idempotency_claims", "idempotency_claims", "expires_at <= ?", at),
     pagedDelete(db, "rate_limits", "rate_limits", "window_start < ?", Math.floor(now / 1000) - MAX_WINDOW_SECONDS),
     pagedDelete(db, "console_revoked_sessions", "console_revoked_sessions", "expires_at <= ?", at),
   ];
