@@ -13,7 +13,7 @@ const has = async (sql: string, ...params: unknown[]) =>
     .first()) !== null;
 
 describe("expiredRowSteps", () => {
-  it("deletes expired idempotent answers, finished rate-limit windows and revoked sessions past their expiry; keeps the rest", async () => {
+  it("deletes expired idempotent answers and key claims, finished rate-limit windows and revoked sessions past their expiry; keeps the rest", async () => {
     const now = Date.now();
     const nowSeconds = Math.floor(now / 1000);
     const tag = crypto.randomUUID();
@@ -25,6 +25,14 @@ describe("expiredRowSteps", () => {
         env.DB.prepare(
           "INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at) VALUES (?, ?, 'h', 'done', ?, ?)",
         ).bind(`sweep-${tag}`, name, iso(now - 7_200_000), iso(expires as number)),
+      ),
+      ...[
+        ["old", now - 1000],
+        ["live", now + 3_600_000],
+      ].map(([name, expires]) =>
+        env.DB.prepare(
+          "INSERT INTO idempotency_claims (scope, key, request_hash, expires_at) VALUES (?, ?, 'h', ?)",
+        ).bind(`sweep-${tag}`, name, iso(expires as number)),
       ),
       env.DB.prepare("INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 3)").bind(
         `sweep-${tag}-old`,
@@ -51,6 +59,8 @@ describe("expiredRowSteps", () => {
 
     expect(await has("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = 'old'", `sweep-${tag}`)).toBe(false);
     expect(await has("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = 'live'", `sweep-${tag}`)).toBe(true);
+    expect(await has("SELECT 1 FROM idempotency_claims WHERE scope = ? AND key = 'old'", `sweep-${tag}`)).toBe(false);
+    expect(await has("SELECT 1 FROM idempotency_claims WHERE scope = ? AND key = 'live'", `sweep-${tag}`)).toBe(true);
     expect(await has("SELECT 1 FROM rate_limits WHERE key = ?", `sweep-${tag}-old`)).toBe(false);
     expect(await has("SELECT 1 FROM rate_limits WHERE key = ?", `sweep-${tag}-live`)).toBe(true);
     expect(await has("SELECT 1 FROM console_revoked_sessions WHERE jti = ?", `sweep-${tag}-old`)).toBe(false);
