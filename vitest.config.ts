@@ -68,21 +68,27 @@ const BATCH_ONLY_TESTS = "test/x402/batch.test.ts";
 const BATCH_TESTS = ["test/x402/races.test.ts", "test/x402/settle-outcomes.test.ts", BATCH_ONLY_TESTS];
 /** The treasury tests run in a project of their own (see TREASURY_VARS). */
 const TREASURY_TESTS = "test/treasury/**";
-/** Test-only keys, fixed so the config can name them; the tests fund them with gas on the local chain. */
-const TREASURY_SETTLEMENT_KEY = keccak256(stringToHex("agent-pay test treasury settlement key"));
-const TREASURY_VARS = {
-  X402_PAY_TO: privateKeyToAddress(TREASURY_SETTLEMENT_KEY),
-  SETTLEMENT_PRIVATE_KEY: TREASURY_SETTLEMENT_KEY,
-  FACILITATOR_PRIVATE_KEY: keccak256(stringToHex("agent-pay test treasury gas key")),
-  DEPOSIT_MNEMONIC: "legal winner thank year wave sausage worth useful legal winner thank yellow",
-};
-const TREASURY_SHARDS_SETTLEMENT_KEY = keccak256(stringToHex("agent-pay test two-shard treasury settlement key"));
-const TREASURY_SHARDS_VARS = {
-  X402_PAY_TO: privateKeyToAddress(TREASURY_SHARDS_SETTLEMENT_KEY),
-  SETTLEMENT_PRIVATE_KEY: TREASURY_SHARDS_SETTLEMENT_KEY,
-  FACILITATOR_PRIVATE_KEY: keccak256(stringToHex("agent-pay test two-shard treasury gas key")),
-  DEPOSIT_MNEMONIC: "frost coconut depart corn gauge scrub razor sugar faculty giant width sick",
-};
+/**
+ * A treasury of its own for a project: test-only keys, fixed so the config can name them (the tests
+ * fund them with gas on the local chain), and a deposit mnemonic no other project derives from.
+ */
+function treasuryVars(name: string, mnemonic: string) {
+  const settlementKey = keccak256(stringToHex(`agent-pay test ${name} settlement key`));
+  return {
+    X402_PAY_TO: privateKeyToAddress(settlementKey),
+    SETTLEMENT_PRIVATE_KEY: settlementKey,
+    FACILITATOR_PRIVATE_KEY: keccak256(stringToHex(`agent-pay test ${name} gas key`)),
+    DEPOSIT_MNEMONIC: mnemonic,
+  };
+}
+const TREASURY_VARS = treasuryVars(
+  "treasury",
+  "legal winner thank year wave sausage worth useful legal winner thank yellow",
+);
+const TREASURY_SHARDS_VARS = treasuryVars(
+  "two-shard treasury",
+  "frost coconut depart corn gauge scrub razor sugar faculty giant width sick",
+);
 /** The ledger-shard tests run with two shards (DB and DB_SHARD_1), new owners placed on either. */
 const SHARDS_TESTS = "test/shards/**/*.test.ts";
 /** Scripted worlds whose every answer is written out: run with one shard (workers) and with two. */
