@@ -12,8 +12,6 @@ import { requireActor } from "../auth/middleware";
 import { receivingReport } from "./receiving";
 import { dbOfIdOrNull } from "../ledger/shards";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { shardOfId } from "../lib/ids";
 import { payWithX402, termsForTarget, type X402Outcome, type X402Target } from "./service";
 import { base64Json, caip2, type Terms } from "./terms";
 import { protocolReason } from "./reasons";
@@ -185,9 +183,8 @@ export const x402Routes = new Hono<AppEnv>()
     // The charge is read with the payment's own lookups.
     if (header) return respond(c, await payWithX402(c.env, { kind: "charge_id", chargeId }, resourceOf(c), header));
     // The charge is read in its shard, which its id names; a shard not run here holds no charge.
-    const shard = shardOfId(chargeId);
-    const charge =
-      shard < c.get("settings").ledgerShards ? await getCharge(dbOf(dbOfShard(c.env, shard)), chargeId) : undefined;
+    const db = dbOfIdOrNull(c.env, chargeId);
+    const charge = db && (await getCharge(dbOf(db), chargeId));
     if (!charge) throw new ApiError(404, "charge_not_found");
     const target: X402Target = { kind: "charge", charge };
     if (charge.status === "paid") return c.json(chargeView(charge), 200);

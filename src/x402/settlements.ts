@@ -1,7 +1,5 @@
-import { settingsOf, type Env, type X402Settings } from "../env";
-import { dbOfShard } from "../db/shards";
-import { forEachShard } from "../ledger/shards";
-import { shardOfId } from "../lib/ids";
+import type { Env, X402Settings } from "../env";
+import { dbOfIdOrNull, forEachShard } from "../ledger/shards";
 import { caip2 } from "./terms";
 import { protocolReason, type ProtocolReason } from "./reasons";
 
@@ -56,9 +54,9 @@ function settlementView(x: X402Settings, row: SettlementRow): SettlementView {
 
 /** A settlement by its id, read in the shard the id names (its charge's); a shard not run here has none. */
 export async function settlementById(env: Env, x: X402Settings, id: string): Promise<SettlementView | null> {
-  const shard = shardOfId(id);
-  if (shard >= settingsOf(env).ledgerShards) return null;
-  const row = await dbOfShard(env, shard).prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
+  const db = dbOfIdOrNull(env, id);
+  if (!db) return null;
+  const row = await db.prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
   return row ? settlementView(x, row) : null;
 }
 
