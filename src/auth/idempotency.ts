@@ -82,8 +82,8 @@ const storedText = (material: string, body: string) =>
  * one who keyed it, and a refused credential gets the same
  * 401 or 403 with or without a key. Routes without a credential (x402) are
  * exactly-once by their own reservation and ignore the header. The MCP
- * paying tools' `idempotencyKey` argument is kept by the same `reserveKey`
- * and `keepAnswer`, under the same scope.
+ * paying tools' `idempotencyKey` argument is kept by the same code, under the
+ * same scope, except that a repeat waits for the first (`reserveKeyOrWait`).
  */
 export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database = c.env.DB): Promise<void> {
   const key = c.req.header("idempotency-key");
