@@ -5,6 +5,7 @@ import {
   ABANDONED_AFTER_MS,
   IDEMPOTENCY_TTL_MS,
   releaseReservation,
+  reservationRunning,
   storeAnswer,
   storeResponseStatements,
   type IdempotencySlot,
@@ -81,8 +82,8 @@ const storedText = (material: string, body: string) =>
  * one who keyed it, and a refused credential gets the same
  * 401 or 403 with or without a key. Routes without a credential (x402) are
  * exactly-once by their own reservation and ignore the header. The MCP
- * paying tools' `idempotencyKey` argument is kept by the same `reserveKey`
- * and `keepAnswer`, under the same scope.
+ * paying tools' `idempotencyKey` argument is kept by the same code, under the
+ * same scope, except that a repeat waits for the first (`reserveKeyOrWait`).
  */
 export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database = c.env.DB): Promise<void> {
   const key = c.req.header("idempotency-key");
@@ -184,6 +185,12 @@ export interface RanAnswer {
   body: () => Promise<string>;
 }
 
+/** What a key holds for a request: reserved for it now, its kept answer, or a reservation still running. */
+type Found =
+  | { kind: "reserved"; slot: IdempotencySlot }
+  | { kind: "replay"; answer: KeptAnswer }
+  | { kind: "running"; since: string };
+
 /**
  * Reserves the key for this request, or finds what it holds: the answer kept
  * for the same request (to replay), 409 `idempotency_key_reused` for another
@@ -193,8 +200,66 @@ export interface RanAnswer {
 export async function reserveKey(
   db: D1Database,
   material: string,
-  { scope, key, requestHash }: KeyedRequest,
+  request: KeyedRequest,
 ): Promise<{ kind: "reserved"; slot: IdempotencySlot } | { kind: "replay"; answer: KeptAnswer }> {
+  const found = await findOrReserve(db, material, request);
+  if (found.kind === "running") throw new ApiError(409, "idempotency_key_in_use");
+  return found;
+}
+
+/**
+ * How long a repeat waits for the first call under its key (`reserveKeyOrWait`), counted from when
+ * the first began: a payment answers in well under a second, so one still running after this is
+ * stuck or slow, and the repeat says so (409) rather than hold its caller longer. Below
+ * `ABANDONED_AFTER_MS`, so a wait never ends in taking over a reservation that is still live.
+ */
+export const KEY_WAIT_MS = 25_000;
+
+/**
+ * As `reserveKey`, but a repeat of a request that is still running waits for it
+ * instead of answering 409 `idempotency_key_in_use`: it replays the first's
+ * answer once kept, and reserves the key itself if the first kept none (its
+ * reservation was freed: it failed, and a retry runs again, as it would have
+ * run had it come a moment later). Only a first call still running `KEY_WAIT_MS`
+ * after it began (or after this one began, if the key changed hands meanwhile)
+ * is 409 `idempotency_key_in_use`. For callers that cannot retry well on a
+ * conflict: a model making several tool calls at once (src/mcp/paying.ts).
+ */
+export async function reserveKeyOrWait(
+  db: D1Database,
+  material: string,
+  request: KeyedRequest,
+): Promise<{ kind: "reserved"; slot: IdempotencySlot } | { kind: "replay"; answer: KeptAnswer }> {
+  const began = Date.now();
+  for (;;) {
+    const found = await findOrReserve(db, material, request);
+    if (found.kind !== "running") return found;
+    faultPoint("idempotency.waiting");
+    const deadline = Math.min(Date.parse(found.since), began) + KEY_WAIT_MS;
+    const slot = { scope: request.scope, key: request.key, reservedAt: found.since };
+    if (!(await reservationEnds(db, slot, deadline))) throw new ApiError(409, "idempotency_key_in_use");
+  }
+}
+
+/**
+ * Waits until the reservation `slot` names is no longer running (answered,
+ * freed or taken over): true; false if it still runs at `deadline`. Reads with
+ * a pause from 25 ms growing to 250 ms: a waiting Worker spends no CPU on a timer.
+ */
+async function reservationEnds(db: D1Database, slot: IdempotencySlot, deadline: number): Promise<boolean> {
+  for (let pause = 25; Date.now() < deadline; pause = Math.min(pause * 2, 250)) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, deadline - Date.now())));
+    if (!(await reservationRunning(db, slot))) return true;
+  }
+  return false;
+}
+
+/** `reserveKey`'s work, with a running reservation reported (and when it was made) instead of refused. */
+async function findOrReserve(
+  db: D1Database,
+  material: string,
+  { scope, key, requestHash }: KeyedRequest,
+): Promise<Found> {
   const now = Date.now();
   const reserved = await db
     .prepare(
@@ -211,19 +276,21 @@ export async function reserveKey(
 
   const row = await db
     .prepare(
-      "SELECT request_hash AS requestHash, status, response_status AS responseStatus, response_body AS responseBody, response_content_type AS contentType FROM idempotency_keys WHERE scope = ? AND key = ?",
+      "SELECT request_hash AS requestHash, status, created_at AS createdAt, response_status AS responseStatus, response_body AS responseBody, response_content_type AS contentType FROM idempotency_keys WHERE scope = ? AND key = ?",
     )
     .bind(scope, key)
     .first<{
       requestHash: string;
       status: string;
+      createdAt: string;
       responseStatus: number;
       responseBody: string;
       contentType: string | null;
     }>();
-  if (!row) throw new ApiError(409, "idempotency_key_in_use");
+  // Freed between the two statements: as good as running (a waiter reads it again at once).
+  if (!row) return { kind: "running", since: nowIso(now) };
   if (row.requestHash !== requestHash) throw new ApiError(409, "idempotency_key_reused");
-  if (row.status !== "done") throw new ApiError(409, "idempotency_key_in_use");
+  if (row.status !== "done") return { kind: "running", since: row.createdAt };
   return {
     kind: "replay",
     answer: {

@@ -98,6 +98,13 @@ export const releaseReservation = (db: D1Database, slot: IdempotencySlot) =>
     .bind(...reservationOf(slot))
     .run();
 
+/** Whether the reservation `slot` names still runs: not answered, freed or taken over (a repeat waits on it). */
+export const reservationRunning = async (db: D1Database, slot: IdempotencySlot): Promise<boolean> =>
+  (await db
+    .prepare(`SELECT 1 AS running FROM idempotency_keys${STILL_RESERVED}`)
+    .bind(...reservationOf(slot))
+    .first()) !== null;
+
 /** Stands in the template for the figure the batch writes (see `storeTemplateStatements`). */
 export const PENDING_FIGURE = Number.MIN_SAFE_INTEGER;
 

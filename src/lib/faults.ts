@@ -20,6 +20,8 @@ export type FaultPoint =
   | "delivery.after_post"
   | "outbox.after_forward"
   | "idempotency.before_store"
+  /** Not a crash: a repeat begins to wait for the first call under its key (tests see that it waits). */
+  | "idempotency.waiting"
   | "outbound.before_send"
   | "outbound.after_send"
   | "checkpoint.before_send"

@@ -1,10 +1,16 @@
 import { z } from "zod";
 import { outcomeReply, refusalError, type PaidView, type PayOutcome } from "../agents/outcomes";
 import { keysInHomeOf } from "../ledger/directory";
-import { IDEMPOTENCY_KEY_SHAPE, idempotencyScope, keepAnswer, reserveKey } from "../auth/idempotency";
+import {
+  IDEMPOTENCY_KEY_SHAPE,
+  idempotencyScope,
+  keepAnswer,
+  type KeyedRequest,
+  reserveKeyOrWait,
+} from "../auth/idempotency";
 import type { ChargeView } from "../charges/service";
 import type { IdempotencySlot } from "../db/idempotency";
-import { settingsOf } from "../env";
+import { type Env, settingsOf } from "../env";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import type { ErrorCode, StatusOf } from "../lib/error-codes";
@@ -37,7 +43,7 @@ export const IdempotencyKeyArg = z
 
 /** What to tell a model about retries, in every paying tool's description. */
 export const RETRY_RULE =
-  "Retries: never pay again just because an answer was lost or unclear. Repeat the call with the SAME idempotencyKey (it returns the first outcome; error 409 idempotency_key_in_use means that call is still running: wait a few seconds and repeat), or, if you know the chargeId, call get_charge to see whether it is paid. The same key with other arguments is refused (409 idempotency_key_reused).";
+  "Retries: never pay again just because an answer was lost or unclear. Repeat the call with the SAME idempotencyKey: it returns the first outcome, also when the calls run at the same time (a later call waits for the first and answers the same). Error 409 idempotency_key_in_use means the first call was still running after about 25 seconds: wait and repeat with the same key, or, if you know the chargeId, call get_charge to see whether it is paid. The same key with other arguments is refused (409 idempotency_key_reused).";
 
 /** A payment's answer as its HTTP route gives it, and as an idempotency key keeps it. */
 interface RouteReply {
@@ -80,11 +86,35 @@ async function toolAnswer(ctx: ToolContext, { status, body }: RouteReply, replay
 }
 
 /**
+ * Where a tool call's key is reserved and what it reserves: the agent's home
+ * shard (where the wallet's payment stores its answer), the agent's scope, and
+ * the request as the tool's name and its other arguments, which no HTTP
+ * request hashes to.
+ */
+export async function toolKey(
+  env: Env,
+  agentId: string,
+  tool: string,
+  key: string,
+  request: Record<string, unknown>,
+): Promise<{ db: D1Database; keyed: KeyedRequest }> {
+  return {
+    db: await keysInHomeOf(env, "agent", agentId),
+    keyed: {
+      scope: await idempotencyScope({ kind: "agent", agentId }),
+      key,
+      requestHash: await sha256Hex(`MCP tools/call ${tool}\n${canonicalJson(request)}`),
+    },
+  };
+}
+
+/**
  * Pays once per key: without `idempotencyKey` every call runs; with one, the
- * first call reserves it under the agent's scope and its request (the tool's
- * name and its other arguments, which no HTTP request hashes to), the wallet
- * stores the route answer in the payment's batch, and a repeat gets that
- * answer back (409 while the first still runs, 409 for other arguments).
+ * first call reserves it (`toolKey`), the wallet stores the route answer in
+ * the payment's batch, and a repeat gets that answer back: one that overlaps
+ * the first waits for it (`reserveKeyOrWait`: a model may send its calls at
+ * once), 409 only if the first still runs after that wait, 409 for other
+ * arguments.
  */
 export async function payOnce(
   ctx: ToolContext,
@@ -94,14 +124,9 @@ export async function payOnce(
   pay: (slot: IdempotencySlot | undefined) => Promise<PayOutcome>,
 ): Promise<ToolAnswer> {
   if (idempotencyKey === undefined) return toolAnswer(ctx, routeReply(await pay(undefined), view), false);
-  // Reserved where the wallet's payment stores its answer: the agent's home shard.
-  const db = await keysInHomeOf(ctx.env, "agent", ctx.agentId);
+  const { db, keyed } = await toolKey(ctx.env, ctx.agentId, tool, idempotencyKey, request);
   const material = settingsOf(ctx.env).webhookSecretsKey;
-  const reservation = await reserveKey(db, material, {
-    scope: await idempotencyScope({ kind: "agent", agentId: ctx.agentId }),
-    key: idempotencyKey,
-    requestHash: await sha256Hex(`MCP tools/call ${tool}\n${canonicalJson(request)}`),
-  });
+  const reservation = await reserveKeyOrWait(db, material, keyed);
   if (reservation.kind === "replay") {
     const { status, body } = reservation.answer;
     return toolAnswer(ctx, { status, body: JSON.parse(body) }, true);
