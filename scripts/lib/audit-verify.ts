@@ -71,10 +71,13 @@ export function anchorSource(values: AnchorOptions, usage: (message: string) => 
   return { rpcUrl, anchor: anchor.toLowerCase() as `0x${string}`, senders: senders as `0x${string}`[] };
 }
 
-/** The anchors of the source's contract from its senders (of one `seq`, or all), read from the chain. */
+/**
+ * The anchors of the source's contract from its senders (of one anchored `seq`, or all), read from the
+ * chain. A shard k ≥ 1's checkpoint is anchored as anchorSeqOf(k, seq): the shard above bit 64.
+ */
 export async function chainAnchors(
   source: NonNullable<ReturnType<typeof anchorSource>>,
-  seq?: number,
+  seq?: number | bigint,
 ): Promise<OnChainAnchor[]> {
   let response: Response;
   try {

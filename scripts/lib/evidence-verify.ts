@@ -1,10 +1,11 @@
 // `evidence verify FILE` of the CLI: a charge's evidence file (GET /merchant/charges/:chargeId/evidence)
 // checked by src/receipts/evidence-verify.ts with keys and a chain the verifier chooses, never the
-// file's word: the key set from --keys, the anchors read from the verifier's own chain settings.
+// file's word: the key set from --keys, the anchors read from the verifier's own chain settings, for
+// the shard and seq the checkpoint signed (a shard k ≥ 1 anchors its seq with k above bit 64).
 import { readFileSync } from "node:fs";
 import type { JWK } from "jose";
-import type { OnChainAnchor } from "../../src/audit/anchor-abi";
-import { verifyEvidence } from "../../src/receipts/evidence-verify";
+import { anchorSeqOf } from "../../src/audit/anchor-abi";
+import { type AnchorsRead, verifyEvidence } from "../../src/receipts/evidence-verify";
 import { type AnchorOptions, anchorSource, chainAnchors } from "./audit-verify";
 
 export interface EvidenceOptions extends AnchorOptions {
@@ -50,23 +51,22 @@ export async function verifyEvidenceFile(
     usage(
       "evidence verify needs --keys <service>/.well-known/jwks.json (or a saved copy): the file's own keys prove nothing",
     );
-  const evidence = readJson(file, "the evidence file") as { checkpoint?: { seq?: unknown } };
+  const evidence = readJson(file, "the evidence file");
   const keys = await trustedKeys(options.keys);
   process.stderr.write(`keys: ${options.keys}\n`);
 
-  let anchors: OnChainAnchor[] | null = null;
-  let chainId: number | undefined;
+  let anchors: AnchorsRead | null = null;
+  let chain: { chainId: number; contract: string } | undefined;
   if (!options.offline) {
     const source = anchorSource(options, usage);
     if (!source)
       usage("no chain to read: give --rpc-url and --anchor (or RPC_URL and AUDIT_ANCHOR_ADDRESS), or --offline");
-    const seq = evidence.checkpoint?.seq;
     process.stderr.write(`chain: ${source.rpcUrl}, anchor ${source.anchor} from ${source.senders.join(", ")}\n`);
-    chainId = await chainIdAt(source.rpcUrl);
-    anchors = typeof seq === "number" && Number.isSafeInteger(seq) ? await chainAnchors(source, seq) : [];
+    chain = { chainId: await chainIdAt(source.rpcUrl), contract: source.anchor };
+    anchors = ({ shard, seq }) => chainAnchors(source, anchorSeqOf(shard, seq));
   }
 
-  const verdict = await verifyEvidence(evidence, { keys, anchors, chainId });
+  const verdict = await verifyEvidence(evidence, { keys, anchors, ...chain });
   for (const c of verdict.checks) console.log(`${c.outcome.padEnd(7)} ${c.check}: ${c.detail}`);
   console.log(verdict.ok ? (anchors === null ? "evidence ok (the chain not read)" : "evidence ok") : "evidence FAILED");
   return verdict.ok;

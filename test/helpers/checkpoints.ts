@@ -33,8 +33,11 @@ export async function deployAnchor(): Promise<Hex> {
 /** The Worker's env with checkpoints anchored on `contract`. */
 export const anchoredEnv = (contract: Hex) => ({ ...env, AUDIT_ANCHOR_ADDRESS: contract }) as Env;
 
-/** Every anchor the service's gas addresses sent to `contract`, read from the chain itself. */
-export async function anchorsOn(contract: Hex, seq?: number): Promise<OnChainAnchor[]> {
+/**
+ * Every anchor the service's gas addresses sent to `contract`, read from the chain itself; of one
+ * anchored seq if given (a shard k ≥ 1's checkpoint is anchored as anchorSeqOf(k, seq)).
+ */
+export async function anchorsOn(contract: Hex, seq?: number | bigint): Promise<OnChainAnchor[]> {
   const logs = await publicClient().request({
     method: "eth_getLogs" as never,
     params: [anchoredLogsFilter(contract, gasAddresses(), seq)] as never,
