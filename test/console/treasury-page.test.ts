@@ -44,6 +44,7 @@ const check = (at: string, held: number, expected: number, status = "balanced"):
   pendingOutMinor: 0,
   inTransitMinor: 0,
   addressesRead: 0,
+  floatBaseUnits: "0",
 });
 
 describe("the Treasury page", () => {
