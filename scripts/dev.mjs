@@ -15,6 +15,7 @@ import path from "node:path";
 import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
 import { auditAnchorVars, settlementBatchVars, startLocalChain, x402Vars } from "./lib/chain.mjs";
+import { bookDevFundings } from "./lib/dev-funding.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -110,6 +111,8 @@ const worker = await unstable_startWorker({
 });
 await worker.ready;
 step(`ready on http://127.0.0.1:${port}`);
+// The settlement address's float is the operator's on purpose: booked, the treasury reads balanced.
+void bookDevFundings({ base: `http://127.0.0.1:${port}`, transactions: chain.fundingTransactions, log: step });
 
 // Local workerd does not fire cron triggers by itself; fire the scheduled
 // handler on a short period (DEV_CRON_SECONDS, default 10) so deposits and
