@@ -110,9 +110,10 @@ const worker = await unstable_startWorker({
   },
 });
 await worker.ready;
-step(`ready on http://127.0.0.1:${port}`);
 // The settlement address's float is the operator's on purpose: booked, the treasury reads balanced.
-void bookDevFundings({ base: `http://127.0.0.1:${port}`, transactions: chain.fundingTransactions, log: step });
+// Before "ready", so whoever waits for it finds the booking (and its audit row, seq 1 on a fresh start) done.
+await bookDevFundings({ base: `http://127.0.0.1:${port}`, transactions: chain.fundingTransactions, log: step });
+step(`ready on http://127.0.0.1:${port}`);
 
 // Local workerd does not fire cron triggers by itself; fire the scheduled
 // handler on a short period (DEV_CRON_SECONDS, default 10) so deposits and

@@ -43,6 +43,7 @@ export async function bookDevFundings({ base, transactions, log }) {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify({ transaction }),
+        signal: AbortSignal.timeout(30_000),
       });
       const body = await res.json().catch(() => null);
       if (res.status === 201)
