@@ -15,6 +15,7 @@ import path from "node:path";
 import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
 import { auditAnchorVars, settlementBatchVars, startLocalChain, x402Vars } from "./lib/chain.mjs";
+import { bookDevFundings } from "./lib/dev-funding.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -109,6 +110,9 @@ const worker = await unstable_startWorker({
   },
 });
 await worker.ready;
+// The settlement address's float is the operator's on purpose: booked, the treasury reads balanced.
+// Before "ready", so whoever waits for it finds the booking (and its audit row, seq 1 on a fresh start) done.
+await bookDevFundings({ base: `http://127.0.0.1:${port}`, transactions: chain.fundingTransactions, log: step });
 step(`ready on http://127.0.0.1:${port}`);
 
 // Local workerd does not fire cron triggers by itself; fire the scheduled

@@ -1702,6 +1702,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/treasury/fundings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Book a funding of the treasury as the operator's float */
+        post: operations["consoleTreasuryFunding"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/treasury": {
         parameters: {
             query?: never;
@@ -1716,6 +1733,26 @@ export interface paths {
         get: operations["getTreasury"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/treasury/fundings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Book a funding of the treasury as the operator's float
+         * @description Reads the transaction's receipt from the chain and books the sum of its transfers of the token to the settlement address, once per transaction, as the operator's float: from then on the ledger's expectation (`floatBaseUnits`) includes it, so tokens put into the treasury on purpose no longer read as a surplus. The transaction must be mined as deep as a deposit must be (`DEPOSIT_CONFIRMATIONS`). No ledger money moves; the booking is an audit row (`treasury.funding_booked`).
+         */
+        post: operations["bookTreasuryFunding"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2600,7 +2637,9 @@ export interface components {
                 onChainInMinor: number;
                 /** @description Every `paid` payout and `succeeded` x402 refund. */
                 onChainOutMinor: number;
-                /** @description (onChainInMinor - onChainOutMinor) x 10,000. */
+                /** @description The operator's float: every funding booked with POST /console/treasury/fundings (tokens put into the treasury on purpose). */
+                floatBaseUnits: string;
+                /** @description (onChainInMinor - onChainOutMinor) x 10,000 + floatBaseUnits. */
                 expectedBaseUnits: string;
                 /** @description Payouts and x402 refunds still `pending`. */
                 pendingOutMinor: number;
@@ -2636,6 +2675,16 @@ export interface components {
         TreasuryCheckList: {
             /** @description Newest first. */
             checks: components["schemas"]["TreasuryCheck"][];
+        };
+        TreasuryFundingBooked: {
+            funding: {
+                /** @description The transaction, lower case. */
+                transaction: string;
+                /** @description What the transaction brought to the settlement address: the sum of its transfers of the token there. */
+                amountBaseUnits: string;
+                /** Format: date-time */
+                bookedAt: string;
+            };
         };
         RegisterMerchantRequest: {
             name: string;
@@ -2749,6 +2798,10 @@ export interface components {
                 [key: string]: unknown;
             };
         }[];
+        TreasuryFundingRequest: {
+            /** @description A transaction hash: 0x and 64 hex digits. */
+            transaction: string;
+        };
     };
     responses: {
         /** @description An invalid body, path or query: `invalid_request` with `issues`. */
@@ -7285,6 +7338,56 @@ export interface operations {
             500: components["responses"]["InternalError"];
         };
     };
+    consoleTreasuryFunding: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The CSRF token of the page the form is on. */
+                    _csrf?: string;
+                    /** @description The transaction's hash: 0x and 64 hex digits. */
+                    transaction?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The treasury page with the refusal in plain words (its code in brackets), nothing booked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (back to the treasury, with the booked amount in a notice). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `_csrf` field is missing or wrong (`csrf_token_invalid`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     getTreasury: {
         parameters: {
             query?: never;
@@ -7305,6 +7408,66 @@ export interface operations {
             };
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description This deployment takes no payments on chain (`treasury_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    bookTreasuryFunding: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TreasuryFundingRequest"];
+            };
+        };
+        responses: {
+            /** @description Booked. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TreasuryFundingBooked"];
+                };
+            };
+            /** @description An invalid body (`invalid_request`: `transaction` must be 0x and 64 hex digits); or the transaction carries no transfer of the token to the settlement address: unknown to the node, not mined yet, reverted, or moving the token elsewhere (`no_funding_transfer`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidRequest"] | components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Booked before (`funding_already_booked`); mined but not yet `DEPOSIT_CONFIRMATIONS` deep (`funding_not_confirmed`: send it again later, with a new `Idempotency-Key` if the first had one); or one of the service's own movements the ledger already counts, a sweep, an x402 settlement or a deposit (`funding_already_counted`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             /** @description This deployment takes no payments on chain (`treasury_not_configured`). */

@@ -63,9 +63,12 @@ const deployed = async (client, address) => {
   return !!code && code !== "0x";
 };
 
-/** The token, anchor and batch contract this chain already has from an earlier start (remembered in `file`); each null if not. */
+/**
+ * The token, anchor and batch contract this chain already has from an earlier start (remembered in `file`); each null if not.
+ * With them, the transactions that funded the settlement address then (`fundingTransactions`), to be booked again.
+ */
 async function remembered(file, rpcUrl, client) {
-  const none = { token: null, anchor: null, batch: null };
+  const none = { token: null, anchor: null, batch: null, fundingTransactions: [] };
   if (!file || !existsSync(file)) return none;
   try {
     const saved = JSON.parse(readFileSync(file, "utf8"));
@@ -75,6 +78,7 @@ async function remembered(file, rpcUrl, client) {
       token: (await deployed(client, saved.token)) ? saved.token : null,
       anchor: (await deployed(client, saved.anchor)) ? saved.anchor : null,
       batch: (await deployed(client, saved.batch)) ? saved.batch : null,
+      fundingTransactions: saved.fundingTransactions ?? [],
     };
   } catch {
     return none;
@@ -139,7 +143,7 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
   const { abi, bytecode } = compileTestUsdc();
   const payTo = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 10 }).address;
   const facilitatorKeys = GAS_LANES.map((addressIndex) => mnemonicKey(addressIndex));
-  const started = (token, { anchor, batch }) => ({
+  const started = (token, { anchor, batch, fundingTransactions }) => ({
     rpcUrl,
     chainId: LOCAL_CHAIN_ID,
     token,
@@ -148,6 +152,8 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
     anchor,
     /** The contract that settles several x402 authorizations in one transaction. */
     batch,
+    /** The mint of the settlement address's float: `npm run dev` books it as the operator's funding. */
+    fundingTransactions,
     payTo,
     /** The settlement address's key: it signs payouts and x402 refunds (anvil's account 10). */
     settlementKey: mnemonicKey(10),
@@ -166,18 +172,23 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
     },
   });
   const known =
-    existing !== null ? await remembered(rememberIn, rpcUrl, client) : { token: null, anchor: null, batch: null };
+    existing !== null
+      ? await remembered(rememberIn, rpcUrl, client)
+      : { token: null, anchor: null, batch: null, fundingTransactions: [] };
   /** The contracts beside the token: the ones this chain has already, the others deployed now. */
-  const helpersOf = async (token) => {
+  const helpersOf = async (token, fundingTransactions = known.fundingTransactions) => {
     const anchor = known.anchor ?? (await deployAuditAnchor(wallet, client));
     log(`audit checkpoints are anchored at ${anchor}${known.anchor ? " (already there)" : ""}`);
     const batch = known.batch ?? (await deployCompiled(wallet, client, compileSettlementBatch()));
     log(`x402 settlements are batched through ${batch}${known.batch ? " (already there)" : ""}`);
-    if (rememberIn && (!known.anchor || !known.batch)) {
+    if (rememberIn && (!known.anchor || !known.batch || fundingTransactions !== known.fundingTransactions)) {
       const genesis = await client.getBlock({ blockNumber: 0n });
-      writeFileSync(rememberIn, JSON.stringify({ rpcUrl, genesis: genesis.hash, token, anchor, batch }));
+      writeFileSync(
+        rememberIn,
+        JSON.stringify({ rpcUrl, genesis: genesis.hash, token, anchor, batch, fundingTransactions }),
+      );
     }
-    return { anchor, batch };
+    return { anchor, batch, fundingTransactions };
   };
   if (known.token) {
     log(`using the test stablecoin this chain already has at ${known.token} (its balances as they are)`);
@@ -211,7 +222,7 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
   log(
     `the facilitator pays gas from ${facilitatorKeys.length} keys (accounts ${GAS_LANES.join(", ")}), one settlement lane each`,
   );
-  return started(contractAddress, await helpersOf(contractAddress));
+  return started(contractAddress, await helpersOf(contractAddress, [floatHash]));
 }
 
 /** The Worker settings that point x402 at a local chain. */

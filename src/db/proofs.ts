@@ -1,4 +1,4 @@
-import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
  * One treasury reconciliation: the service's holdings read from the chain at one block against
@@ -24,10 +24,37 @@ export const treasuryChecks = sqliteTable(
     pendingOutMinor: integer("pending_out_minor").notNull(),
     /** Money between two ledger shards when the check ran (internal: not part of the verdict). */
     inTransitMinor: integer("in_transit_minor").notNull().default(0),
+    /** The operator's booked float, part of `expected_base_units` (decimal text; "0" on checks from before fundings). */
+    floatBaseUnits: text("float_base_units").notNull().default("0"),
     /** How many receiving addresses were read besides the settlement address. */
     addressesRead: integer("addresses_read").notNull(),
   },
   (t) => [index("treasury_checks_at").on(t.at)],
+);
+
+/**
+ * Tokens the operator put into the treasury on purpose (a float to pay payouts from), booked once
+ * per transaction: the sum of that transaction's transfers of the token to the settlement address.
+ * The ledger's expectation counts every row of the deployment's network and token. Lives in
+ * control (shard 0), never updated or deleted; its audit row is written in the same batch.
+ */
+export const treasuryFundings = sqliteTable(
+  "treasury_fundings",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    /** The transaction hash, lower case: a transaction is booked at most once. */
+    txHash: text("tx_hash").notNull(),
+    network: text("network").notNull(),
+    /** The token contract, lower case. */
+    asset: text("asset").notNull(),
+    /** Token base units as a decimal string (they can pass 2^53). */
+    amountBaseUnits: text("amount_base_units").notNull(),
+    blockNumber: integer("block_number").notNull(),
+    /** The console user who booked it. */
+    bookedBy: text("booked_by").notNull(),
+    bookedAt: text("booked_at").notNull(),
+  },
+  (t) => [uniqueIndex("treasury_fundings_tx").on(t.txHash)],
 );
 
 /**

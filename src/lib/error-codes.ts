@@ -88,6 +88,15 @@ export const ERROR_CODES = {
   /** Payouts and on-chain refunds need the settlement key, a gas key and the chain (docs/operations.md). */
   treasury_not_configured: 503,
 
+  // The operator's float: fundings of the treasury
+  /** The transaction carries no transfer of the token to the settlement address (or is not mined, or reverted). */
+  no_funding_transfer: 400,
+  funding_already_booked: 409,
+  /** Mined, not yet as deep as DEPOSIT_CONFIRMATIONS: send it again later. */
+  funding_not_confirmed: 409,
+  /** A sweep, x402 settlement or deposit the ledger already counts. */
+  funding_already_counted: 409,
+
   // x402: the `error` of the 402 terms body, and what keeps a payment from being tried
   "X-PAYMENT header is required": 402,
   "Pago inválido": 402,

@@ -13,7 +13,7 @@ export interface TreasuryCheck {
   at: string;
   settlementAddress: string;
   holdings: Holdings;
-  ledger: LedgerSide & { expectedBaseUnits: bigint };
+  ledger: LedgerSide & { floatBaseUnits: bigint; expectedBaseUnits: bigint };
   differenceBaseUnits: bigint;
   status: TreasuryStatus;
   /** Whether this check announced a new shortfall episode (`treasury.shortfall`). */
@@ -31,6 +31,10 @@ export function treasuryStatus(total: bigint, expected: bigint, pendingOutMinor:
   return "balanced";
 }
 
+/** What the chain should hold: every cent in less every cent out, in base units, plus the operator's float. */
+export const expectedBaseUnits = (ledger: LedgerSide, floatBaseUnits: bigint) =>
+  BigInt(ledger.onChainInMinor - ledger.onChainOutMinor) * USDC_UNITS_PER_CENT + floatBaseUnits;
+
 /**
  * A shortfall is announced once per episode: the event is written only when the check stored just
  * before this one (in the same batch, so the latest but one) was not short. Two checks racing are
@@ -45,9 +49,9 @@ const EPISODE_STARTS = `COALESCE((SELECT status FROM treasury_checks
  * flight shows at worst as a passing surplus, never as a shortfall.
  */
 export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<TreasuryCheck> {
-  const { ledger, unsweptAddresses } = await readLedgerSnapshot(env, x);
+  const { ledger, floatBaseUnits, unsweptAddresses } = await readLedgerSnapshot(env, x);
   const holdings = await readHoldings(x, unsweptAddresses);
-  const expected = BigInt(ledger.onChainInMinor - ledger.onChainOutMinor) * USDC_UNITS_PER_CENT;
+  const expected = expectedBaseUnits(ledger, floatBaseUnits);
   const difference = holdings.totalBaseUnits - expected;
   const status = treasuryStatus(holdings.totalBaseUnits, expected, ledger.pendingOutMinor);
   const at = nowIso();
@@ -55,8 +59,8 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
     sqlStatement(
       `INSERT INTO treasury_checks (at, as_of_block, status, settlement_base_units, deposit_addresses_base_units,
          total_base_units, expected_base_units, difference_base_units, on_chain_in_minor, on_chain_out_minor,
-         pending_out_minor, in_transit_minor, addresses_read)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         pending_out_minor, in_transit_minor, addresses_read, float_base_units)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       at,
       holdings.asOfBlock,
       status,
@@ -70,6 +74,7 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
       ledger.pendingOutMinor,
       ledger.inTransitMinor,
       holdings.addressesRead,
+      floatBaseUnits.toString(),
     ),
   ];
   if (status === "shortfall") {
@@ -86,7 +91,7 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
     at,
     settlementAddress: x.payTo.toLowerCase(),
     holdings,
-    ledger: { ...ledger, expectedBaseUnits: expected },
+    ledger: { ...ledger, floatBaseUnits, expectedBaseUnits: expected },
     differenceBaseUnits: difference,
     status,
     announced: (results[1]?.meta.changes ?? 0) > 0,

@@ -32,6 +32,8 @@ export interface CheckDetail extends StoredCheck {
   pendingOutMinor: number;
   inTransitMinor: number;
   addressesRead: number;
+  /** The operator's float the check counted ("0" on checks from before fundings). */
+  floatBaseUnits: string;
 }
 
 /** The `limit` latest checks with every figure, newest first. */
@@ -42,7 +44,8 @@ export async function listCheckDetails(db: D1Database, limit: number): Promise<C
          total_base_units AS totalBaseUnits, expected_base_units AS expectedBaseUnits,
          settlement_base_units AS settlementBaseUnits, deposit_addresses_base_units AS depositAddressesBaseUnits,
          on_chain_in_minor AS onChainInMinor, on_chain_out_minor AS onChainOutMinor,
-         pending_out_minor AS pendingOutMinor, in_transit_minor AS inTransitMinor, addresses_read AS addressesRead
+         pending_out_minor AS pendingOutMinor, in_transit_minor AS inTransitMinor, addresses_read AS addressesRead,
+         float_base_units AS floatBaseUnits
        FROM treasury_checks ORDER BY id DESC LIMIT ?`,
     )
     .bind(limit)

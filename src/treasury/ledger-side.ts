@@ -1,6 +1,7 @@
 import type { Env, X402Settings } from "../env";
 import { forEachShard } from "../ledger/shards";
 import { MIN_SWEEP_BASE_UNITS } from "../sweeps/due";
+import { readFloat } from "./fundings";
 
 /** What the ledger says the service should hold on chain, in cents, and the balances it owes. */
 export interface LedgerSide {
@@ -22,6 +23,8 @@ export interface LedgerSide {
 /** The ledger's side and the receiving addresses whose holdings are not swept yet, read together. */
 export interface LedgerSnapshot {
   ledger: LedgerSide;
+  /** The operator's booked float (src/treasury/fundings.ts), in base units: part of what the chain should hold. */
+  floatBaseUnits: bigint;
   /** Lowercase addresses, each once; never the settlement address. */
   unsweptAddresses: string[];
 }
@@ -43,13 +46,19 @@ const notSwept = (owner: string) =>
  * as 0 cents) are left out, so dust sent to many deposit addresses cannot grow the scan.
  */
 export async function readLedgerSnapshot(env: Env, x: X402Settings): Promise<LedgerSnapshot> {
-  // Every shard's batch at once; all of them finish before the caller pins the block.
-  const shards = await forEachShard(env, (db) => readShardSnapshot(db, x));
+  // Every shard's batch and control's float at once; all of them finish before the caller pins the
+  // block. A funding is booked only once its transaction is mined deep enough, so a float read here
+  // is in that block too.
+  const [shards, floatBaseUnits] = await Promise.all([
+    forEachShard(env, (db) => readShardSnapshot(db, x)),
+    readFloat(env.DB, x),
+  ]);
   const ledger = { ...shards[0]!.ledger };
   for (const one of shards.slice(1))
     for (const key of Object.keys(ledger) as (keyof LedgerSide)[]) ledger[key] += one.ledger[key];
   return {
     ledger,
+    floatBaseUnits,
     unsweptAddresses: [...new Set(shards.flatMap((one) => one.unsweptAddresses))],
   };
 }
@@ -58,7 +67,7 @@ export async function readLedgerSnapshot(env: Env, x: X402Settings): Promise<Led
  * One ledger shard's figures, in one D1 batch. A sweep's `outbound_transfers` row lives with the
  * deposit or payment it sweeps (in its owner's shard), so "not swept" stays a query in one database.
  */
-async function readShardSnapshot(db: D1Database, x: X402Settings): Promise<LedgerSnapshot> {
+async function readShardSnapshot(db: D1Database, x: X402Settings): Promise<Omit<LedgerSnapshot, "floatBaseUnits">> {
   const payTo = x.payTo.toLowerCase();
   const [deposits, payments, payouts, refunds, balances, addresses, transit] = await db.batch<Record<string, number>>([
     db

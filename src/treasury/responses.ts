@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Cents, EvmAddress, named, Timestamp } from "../lib/api-shapes";
 import type { TreasuryCheck } from "./check";
+import type { Funding } from "./fundings";
 import type { StoredCheck } from "./history";
 
 /** Response bodies: the treasury reconciliation. */
@@ -31,7 +32,10 @@ export const Treasury = named(
     ledger: z.strictObject({
       onChainInMinor: Cents.describe("Every credited deposit and every settled x402 payment."),
       onChainOutMinor: Cents.describe("Every `paid` payout and `succeeded` x402 refund."),
-      expectedBaseUnits: BaseUnits.describe("(onChainInMinor - onChainOutMinor) x 10,000."),
+      floatBaseUnits: BaseUnits.describe(
+        "The operator's float: every funding booked with POST /console/treasury/fundings (tokens put into the treasury on purpose).",
+      ),
+      expectedBaseUnits: BaseUnits.describe("(onChainInMinor - onChainOutMinor) x 10,000 + floatBaseUnits."),
       pendingOutMinor: Cents.describe("Payouts and x402 refunds still `pending`."),
       agentBalancesMinor: Minor,
       merchantBalancesMinor: Minor,
@@ -61,6 +65,29 @@ export const TreasuryCheckList = named(
   z.strictObject({ checks: z.array(TreasuryCheckItem).describe("Newest first.") }),
 );
 
+export const TransactionHash = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{64}$/)
+  .describe("A transaction hash: 0x and 64 hex digits.");
+
+export const FundingBooked = named(
+  "TreasuryFundingBooked",
+  z.strictObject({
+    funding: z.strictObject({
+      transaction: TransactionHash.describe("The transaction, lower case."),
+      amountBaseUnits: BaseUnits.describe(
+        "What the transaction brought to the settlement address: the sum of its transfers of the token there.",
+      ),
+      bookedAt: Timestamp,
+    }),
+  }),
+);
+
+/** The answer to POST /console/treasury/fundings. */
+export const fundingView = (f: Funding) => ({
+  funding: { transaction: f.transaction, amountBaseUnits: f.amountBaseUnits.toString(), bookedAt: f.bookedAt },
+});
+
 /** The answer to GET /console/treasury. */
 export const treasuryView = (c: TreasuryCheck) => ({
   asOfBlock: c.holdings.asOfBlock,
@@ -73,6 +100,7 @@ export const treasuryView = (c: TreasuryCheck) => ({
   ledger: {
     onChainInMinor: c.ledger.onChainInMinor,
     onChainOutMinor: c.ledger.onChainOutMinor,
+    floatBaseUnits: c.ledger.floatBaseUnits.toString(),
     expectedBaseUnits: c.ledger.expectedBaseUnits.toString(),
     pendingOutMinor: c.ledger.pendingOutMinor,
     agentBalancesMinor: c.ledger.agentBalancesMinor,

@@ -58,6 +58,13 @@ const ROUTES: RouteDescriptor[] = [
   { method: "GET", path: "/merchant/refunds/re_doesnotexist/receipt", expects: "merchant" },
   { method: "GET", path: "/merchant/charges/ch_doesnotexist/evidence", expects: "merchant" },
   { method: "GET", path: "/console/payouts", expects: "console" },
+  { method: "GET", path: "/console/treasury/checks", expects: "console" },
+  {
+    method: "POST",
+    path: "/console/treasury/fundings",
+    expects: "console",
+    body: { transaction: `0x${randomAddress().slice(2)}${"0".repeat(24)}` },
+  },
 ];
 
 describe("authentication matrix", () => {

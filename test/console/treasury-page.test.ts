@@ -4,6 +4,8 @@ import { usdOfBaseUnits } from "../../src/console/ui/layout";
 import { TreasuryChart } from "../../src/console/ui/pages/treasury-chart";
 import type { CheckDetail } from "../../src/treasury/history";
 import { api, consoleToken } from "../helpers/api";
+import { freshSender, sendTokens } from "../helpers/tokens";
+import { chain, publicClient } from "../helpers/x402";
 
 // The console's Treasury page. In this project the settlement address holds the local chain's
 // float, so every check here is a surplus; shortfalls and the banner are tested in
@@ -44,6 +46,7 @@ const check = (at: string, held: number, expected: number, status = "balanced"):
   pendingOutMinor: 0,
   inTransitMinor: 0,
   addressesRead: 0,
+  floatBaseUnits: "0",
 });
 
 describe("the Treasury page", () => {
@@ -90,6 +93,62 @@ describe("the Treasury page", () => {
       { total: usdOfBaseUnits(stored!.total), expected: usdOfBaseUnits(stored!.expected) },
       { total: usdOfBaseUnits(latest!.total), expected: usdOfBaseUnits(latest!.expected) },
     ]).toContainEqual(shown);
+  });
+
+  it("books a funding from its form: the float and the fundings list show it; a refusal says why, nothing booked", async () => {
+    const sender = await freshSender(1_000_000n);
+    const { hash } = await sendTokens(sender, chain().payTo, 12_345n);
+    // Two confirmations are asked (DEPOSIT_CONFIRMATIONS): a block on top.
+    await publicClient().request({ method: "anvil_mine" as never, params: ["0x1"] as never });
+    const s = await session();
+    const submit = (transaction: string, csrf = s.csrf) =>
+      api("POST", "/console/ui/treasury/fundings", {
+        body: new URLSearchParams({ _csrf: csrf, transaction }).toString(),
+        headers: { ...FORM, cookie: s.cookie },
+      });
+    expect((await submit(hash, "not-the-token")).status).toBe(403);
+
+    const booked = await submit(hash);
+    expect(booked.status).toBe(303);
+    const notice = `Booked $0.012345 from ${hash.toLowerCase()} as the operator's float.`;
+    expect(booked.headers.get("location")).toBe(`/console/ui/treasury?notice=${encodeURIComponent(notice)}`);
+    const row = await env.DB.prepare(
+      "SELECT amount_base_units AS a, booked_by AS b FROM treasury_fundings WHERE tx_hash = ?",
+    )
+      .bind(hash.toLowerCase())
+      .first();
+    expect(row).toEqual({ a: "12345", b: "ops@example.com" });
+
+    const page = await api("GET", booked.headers.get("location")!, { headers: { cookie: s.cookie } });
+    expect(page.text).toContain(notice.replace("'", "&#39;"));
+    expect(page.text).toMatch(
+      new RegExp(`<table id="treasury-fundings-list">[\\s\\S]*title="${hash.toLowerCase()}"[\\s\\S]*\\$0\\.012345`),
+    );
+    // The float of the latest check, once a check has run since the booking (another file may check in between).
+    await checkNow();
+    const latestFloat = async () =>
+      (await env.DB.prepare("SELECT float_base_units AS f FROM treasury_checks ORDER BY id DESC LIMIT 1").first<string>(
+        "f",
+      ))!;
+    const before = await latestFloat();
+    const shown = stat(
+      (await api("GET", "/console/ui/treasury", { headers: { cookie: s.cookie } })).text,
+      "treasury-float",
+    );
+    expect([before, await latestFloat()].map((f) => usdOfBaseUnits(f))).toContain(shown);
+    expect(BigInt(before)).toBeGreaterThanOrEqual(12_345n);
+
+    const again = await submit(hash);
+    expect(again.status).toBe(200);
+    expect(again.text).toContain("(funding_already_booked)");
+    const bad = await submit("0x1234");
+    expect(bad.status).toBe(200);
+    expect(bad.text).toContain("Enter a transaction hash: 0x and 64 hex digits.");
+    expect(bad.text).toContain('value="0x1234"');
+    const none = await env.DB.prepare("SELECT COUNT(*) AS n FROM treasury_fundings WHERE tx_hash = ?")
+      .bind(hash.toLowerCase())
+      .first<number>("n");
+    expect(none).toBe(1);
   });
 
   it("charts holdings against the ledger with dollar axes, marking a shortfall red", async () => {

@@ -469,14 +469,17 @@ describe("the console in a browser", () => {
     await page.waitForURL(`${dev.url}/console/ui/treasury`);
     await page.click("#treasury-check-now");
     await page.waitForSelector(".notice");
-    // The development chain minted the settlement address a float no payment brought: a surplus, and no banner.
-    expect(await text(".notice")).toMatch(/^Checked at block \d+: surplus\.$/);
+    // The development chain minted the settlement address a float, which `npm run dev` booked as the
+    // operator's: the payout above left from it, and the treasury is balanced, with no banner.
+    expect(await text(".notice")).toMatch(/^Checked at block \d+: balanced\.$/);
+    expect(await text("#treasury-float b")).toBe("$100,000.00");
+    expect(await page.locator("#treasury-fundings-list tbody tr").count()).toBe(1);
     expect(await page.locator("#treasury-shortfall").count()).toBe(0);
     // The page's figures are the stored check's, which the API lists with the same session token.
     const token = (await context.cookies()).find((c) => c.name === "console_session")!.value;
     // The dev cron checks every 10 s too: the page shows one of the latest few.
     const { checks } = (await api("GET", "/console/treasury/checks?limit=5", token)).body;
-    expect(checks[0].status).toBe("surplus");
+    expect(checks[0].status).toBe("balanced");
     const dollars = (units: string) =>
       `$${(BigInt(units) / 1_000_000n).toLocaleString("en-US")}.${(BigInt(units) % 1_000_000n)
         .toString()
@@ -489,7 +492,7 @@ describe("the console in a browser", () => {
     expect(await page.locator("#treasury-chart .y-label").count()).toBeGreaterThanOrEqual(2);
     expect(await text("#treasury-chart .y-label")).toMatch(/^-?\$[\d,]+\.\d\d$/);
     expect(await page.locator("#treasury-checks tbody tr").count()).toBeGreaterThanOrEqual(1);
-    expect(await text("#treasury-checks tbody tr .badge")).toBe("surplus");
+    expect(await text("#treasury-checks tbody tr .badge")).toBe("balanced");
     await shot("treasury");
   });
 

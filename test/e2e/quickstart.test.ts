@@ -31,6 +31,34 @@ describe("npm run dev and the CLI", () => {
     return { status: res.status, text, json: () => JSON.parse(text) };
   };
 
+  // First, on the server as it starts: nothing else has moved money yet.
+  it("books the local chain's settlement float before it is ready, so a fresh service's treasury reads balanced", async () => {
+    const booked =
+      /\[dev\] booked the settlement float (0x[0-9a-f]{64}) \(100,000 tokens\) as the operator's funding\n[\s\S]*\[dev\] ready on /.exec(
+        dev.log(),
+      );
+    expect(booked, dev.log()).not.toBeNull();
+    const funding = booked![1]!;
+    const token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
+    const treasury = await call("GET", "/console/treasury", token);
+    expect(treasury.status, treasury.text).toBe(200);
+    const float = String(100_000n * 1_000_000n);
+    expect(treasury.json()).toMatchObject({
+      holdings: { settlementBaseUnits: float, depositAddressesBaseUnits: "0", totalBaseUnits: float },
+      ledger: { onChainInMinor: 0, onChainOutMinor: 0, floatBaseUnits: float, expectedBaseUnits: float },
+      differenceBaseUnits: "0",
+      status: "balanced",
+    });
+    // The booking is the audit chain's first row; booking it again is refused.
+    const first = dev.d1("SELECT type, reference FROM audit_events WHERE seq = 1");
+    expect(first.status, first.stderr).toBe(0);
+    expect(first.stdout).toContain('"type": "treasury.funding_booked"');
+    expect(first.stdout).toContain(`"reference": "${funding}"`);
+    const again = await call("POST", "/console/treasury/fundings", token, { transaction: funding });
+    expect(again.status).toBe(409);
+    expect(again.json()).toEqual({ error: "funding_already_booked" });
+  });
+
   it("walks the quick start: token, merchant, agent, charge, pay, approval, CSV, audit verify", async () => {
     const tokenRun = dev.cli("console-token", "--email", "ops@example.com");
     expect(tokenRun.status).toBe(0);
@@ -88,11 +116,11 @@ describe("npm run dev and the CLI", () => {
     expect(lines[0]).toBe(
       "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash",
     );
-    expect(lines).toHaveLength(1 + 3); // the credit and two payments
+    expect(lines).toHaveLength(1 + 4); // the float's booking at start, the credit and two payments
 
     const verify = dev.cli("audit", "verify");
     expect(verify.status).toBe(0);
-    expect(verify.stdout).toContain("audit chain ok: 3 rows");
+    expect(verify.stdout).toContain("audit chain ok: 4 rows");
     expect(verify.stdout).toContain("checkpoints ok: ");
 
     // Tamper with one row behind the service's back: the CLI names it.

@@ -10,7 +10,8 @@ import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
-import { chain, xPaymentFor } from "../helpers/x402";
+import { freshSender, sendTokens } from "../helpers/tokens";
+import { chain, publicClient, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 
 // The OpenAPI document against the service itself (issue #9): every route of
@@ -384,6 +385,24 @@ describe("x402", () => {
     expect(treasury.body.status).toBe("surplus");
     expect((await rec.call("GET", "/console/treasury/checks?limit=5", { token })).status).toBe(200);
     expect((await rec.call("GET", "/console/treasury/checks?limit=0", { token })).status).toBe(400);
+
+    // A float sent to the settlement address on purpose, booked once; a transfer elsewhere is no funding.
+    const sender = await freshSender(1_000_000n);
+    const { hash } = await sendTokens(sender, chain().payTo, 10_000n);
+    const elsewhere = await sendTokens(sender, privateKeyToAccount(generatePrivateKey()).address, 10_000n);
+    // Two confirmations are asked (DEPOSIT_CONFIRMATIONS): a block on top.
+    await publicClient().request({ method: "anvil_mine" as never, params: ["0x1"] as never });
+    const fundings = "/console/treasury/fundings";
+    const booked = await rec.call("POST", fundings, { token, body: { transaction: hash } });
+    expect(booked.status, booked.text).toBe(201);
+    expect(booked.body.funding).toMatchObject({ transaction: hash.toLowerCase(), amountBaseUnits: "10000" });
+    expect((await rec.call("POST", fundings, { token, body: { transaction: hash } })).body).toEqual({
+      error: "funding_already_booked",
+    });
+    expect((await rec.call("POST", fundings, { token, body: { transaction: elsewhere.hash } })).body).toEqual({
+      error: "no_funding_transfer",
+    });
+    expect((await rec.call("POST", fundings, { token, body: { transaction: "0x12" } })).status).toBe(400);
   });
 
   it("refunds an x402 payment on chain, and refuses a payer that no longer passes screening", async () => {
@@ -1016,6 +1035,7 @@ describe("console pages", () => {
     expect((await get("/console/ui/receiving")).status).toBe(200);
     expect((await get("/console/ui/payouts?status=paid")).status).toBe(200);
     expect((await post("/console/ui/treasury/check")).status).toBe(303);
+    expect((await post("/console/ui/treasury/fundings", { transaction: "0x12" })).status).toBe(200);
     expect((await get("/console/ui/treasury")).status).toBe(200);
     const shop = await createMerchant({ name: "Page Refund Shop" });
     const sold = await createCharge(shop.apiKey, 300);

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, encodeFunctionData, http, toHex, type Hex } from "viem";
+import { createWalletClient, encodeFunctionData, http, parseAbi, toHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf, type X402Settings } from "../../src/env";
@@ -94,6 +94,59 @@ const payoutStatus = (merchantKey: string, payoutId: string) =>
     (p) => p.status !== "pending",
   );
 
+/** The test token's owner mints: account 0 of the local chain, which no key of this project's Worker is. */
+const MINT = parseAbi(["function mint(address to, uint256 value)"]);
+
+/** Mints `value` to the settlement address: a real transaction the operator could book as float. */
+async function mintToSettlement(value: bigint): Promise<Hex> {
+  const owner = createWalletClient({
+    account: privateKeyToAccount(chain().accounts[0]!.privateKey as Hex),
+    transport: http(chain().rpcUrl),
+  });
+  const hash = await owner.writeContract({
+    chain: null,
+    address: chain().token,
+    abi: MINT,
+    functionName: "mint",
+    args: [x.payTo, value],
+  });
+  expect((await client().waitForTransactionReceipt({ hash, pollingInterval: 100 })).status).toBe("success");
+  return hash;
+}
+
+/** Mines blocks on top, so the transactions before them are as deep as DEPOSIT_CONFIRMATIONS (2) asks. */
+const deepen = () => client().request({ method: "anvil_mine" as never, params: [toHex(1)] as never });
+
+/** POST /console/treasury/fundings as the console. */
+async function book(transaction: string, headers: Record<string, string> = {}) {
+  return api("POST", "/console/treasury/fundings", { token: await consoleToken(), body: { transaction }, headers });
+}
+
+/** The audit rows of fundings of `transaction`, in control (where the treasury's fundings live). */
+const fundingAuditRows = async (transaction: string) =>
+  (
+    await env.DB.prepare(
+      "SELECT amount_minor AS amountMinor, data FROM audit_events WHERE type = 'treasury.funding_booked' AND reference = ?",
+    )
+      .bind(transaction.toLowerCase())
+      .all<{ amountMinor: number; data: string }>()
+  ).results;
+
+/** The latest sweep's transaction, from whichever ledger shard holds it. */
+async function latestSweepHash(): Promise<Hex> {
+  const found: { txHash: Hex; createdAt: string }[] = [];
+  for (const db of [env.DB, env.DB_SHARD_1].filter((d) => d !== undefined)) {
+    const row = await db
+      .prepare(
+        "SELECT tx_hash AS txHash, created_at AS createdAt FROM outbound_transfers WHERE purpose = 'sweep' AND status = 'confirmed' ORDER BY created_at DESC LIMIT 1",
+      )
+      .first<{ txHash: Hex; createdAt: string }>();
+    if (row) found.push(row);
+  }
+  found.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  return found[0]!.txHash;
+}
+
 const shortfallEvents = async () =>
   (await env.DB.prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'treasury.shortfall'").first<number>(
     "n",
@@ -116,6 +169,7 @@ describe("the treasury reconciliation", () => {
       ledger: {
         onChainInMinor: 0,
         onChainOutMinor: 0,
+        floatBaseUnits: "0",
         expectedBaseUnits: "0",
         pendingOutMinor: 0,
         agentBalancesMinor: 0,
@@ -150,6 +204,7 @@ describe("the treasury reconciliation", () => {
     expect(beforeSweeps.ledger).toEqual({
       onChainInMinor: 950,
       onChainOutMinor: 0,
+      floatBaseUnits: "0",
       expectedBaseUnits: String(950n * UNITS),
       pendingOutMinor: 0,
       agentBalancesMinor: 250 - 100 + 40,
@@ -314,6 +369,139 @@ describe("the treasury reconciliation", () => {
     await expectBalanced();
   });
 
+  it("books a mint to the settlement address as the operator's float, once: a surplus reads balanced again", async () => {
+    const before = await expectBalanced();
+    const minted = 250_000_000n + 1n; // $250.000001: exact to the base unit
+    const hash = await mintToSettlement(minted);
+    await deepen();
+    const surplus = await checkNow();
+    expect(surplus).toMatchObject({ status: "surplus", differenceBaseUnits: String(minted) });
+    expect(surplus.ledger.floatBaseUnits).toBe("0");
+
+    const booked = await book(hash);
+    expect(booked.status, booked.text).toBe(201);
+    expect(booked.body).toEqual({
+      funding: { transaction: hash.toLowerCase(), amountBaseUnits: String(minted), bookedAt: expect.any(String) },
+    });
+    const after = await expectBalanced();
+    expect(after.ledger).toMatchObject({
+      onChainInMinor: before.ledger.onChainInMinor,
+      onChainOutMinor: before.ledger.onChainOutMinor,
+      floatBaseUnits: String(minted),
+      expectedBaseUnits: String(BigInt(before.ledger.expectedBaseUnits) + minted),
+    });
+    expect(after.holdings.settlementBaseUnits).toBe(String(BigInt(before.holdings.settlementBaseUnits) + minted));
+    const stored = await env.DB.prepare(
+      "SELECT float_base_units AS f, status FROM treasury_checks ORDER BY id DESC LIMIT 1",
+    ).first<{ f: string; status: string }>();
+    expect(stored).toEqual({ f: String(minted), status: "balanced" });
+
+    // The booking is an audit row of control's chain: no ledger money moves, the amount is in its data.
+    const [row, ...more] = await fundingAuditRows(hash);
+    expect(more).toHaveLength(0);
+    expect(row!.amountMinor).toBe(0);
+    expect(JSON.parse(row!.data)).toEqual({
+      by: "ops@example.com",
+      transaction: hash.toLowerCase(),
+      amountBaseUnits: String(minted),
+      network: x.network,
+      asset: x.asset.toLowerCase(),
+      blockNumber: expect.any(Number),
+    });
+
+    // Again (in any case of hex): booked before, and the float is counted once.
+    const again = await book(hash.toUpperCase().replace("0X", "0x"));
+    expect(again.status).toBe(409);
+    expect(again.body).toEqual({ error: "funding_already_booked" });
+    expect((await expectBalanced()).ledger.floatBaseUnits).toBe(String(minted));
+  });
+
+  it("books a funding once under eight requests at once: one 201, the rest funding_already_booked", async () => {
+    const sender = await freshSender(10_000_000n);
+    const sent = 1_234_567n;
+    const { hash } = await sendTokens(sender, x.payTo, sent);
+    await deepen();
+    const floatBefore = BigInt((await checkNow()).ledger.floatBaseUnits);
+    const answers = await Promise.all(Array.from({ length: 8 }, () => book(hash)));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
+    for (const refused of answers.filter((a) => a.status === 409))
+      expect(refused.body).toEqual({ error: "funding_already_booked" });
+    expect(answers.find((a) => a.status === 201)!.body.funding.amountBaseUnits).toBe(String(sent));
+    expect(await fundingAuditRows(hash)).toHaveLength(1);
+    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM treasury_fundings WHERE tx_hash = ?")
+      .bind(hash.toLowerCase())
+      .first<number>("n");
+    expect(rows).toBe(1);
+    expect((await expectBalanced()).ledger.floatBaseUnits).toBe(String(floatBefore + sent));
+  });
+
+  it("replays a keyed booking, and refuses what is no funding, already counted, or badly asked", async () => {
+    const sender = await freshSender(10_000_000n);
+    // An Idempotency-Key replays the first 201 byte for byte; without it, the same transaction is booked already.
+    const { hash: keyed } = await sendTokens(sender, x.payTo, 5_000n);
+    await deepen();
+    const key = `funding-${crypto.randomUUID()}`;
+    const first = await book(keyed, { "idempotency-key": key });
+    expect(first.status, first.text).toBe(201);
+    const replay = await book(keyed, { "idempotency-key": key });
+    expect(replay.status).toBe(201);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.text).toBe(first.text);
+    expect(await fundingAuditRows(keyed)).toHaveLength(1);
+    expect((await book(keyed)).body).toEqual({ error: "funding_already_booked" });
+
+    // No transfer of the token to the settlement address: elsewhere, reverted, or no such transaction.
+    const elsewhere = await sendTokens(sender, privateKeyToAccount(generatePrivateKey()).address, 7_000n);
+    const reverted = await sender.wallet.writeContract({
+      chain: null,
+      address: chain().token,
+      abi: TOKEN,
+      functionName: "transfer",
+      args: [x.payTo, 10n ** 18n], // more than the sender holds
+      gas: 200_000n,
+    });
+    expect((await client().waitForTransactionReceipt({ hash: reverted, pollingInterval: 100 })).status).toBe(
+      "reverted",
+    );
+    await deepen();
+    for (const transaction of [elsewhere.hash, reverted, toHex(crypto.getRandomValues(new Uint8Array(32)))]) {
+      const refused = await book(transaction);
+      expect(refused.status, transaction).toBe(400);
+      expect(refused.body).toEqual({ error: "no_funding_transfer" });
+    }
+
+    // A sweep into the settlement address is the service's own: the ledger counts its tokens already.
+    await paidByX402(150);
+    expect(await sweepToSettlement(env, x)).toMatchObject({ confirmed: 1 });
+    await deepen();
+    const sweep = await latestSweepHash();
+    const counted = await book(sweep);
+    expect(counted.status).toBe(409);
+    expect(counted.body).toEqual({ error: "funding_already_counted" });
+    await expectBalanced();
+
+    for (const bad of [
+      {},
+      { transaction: "0x1234" },
+      { transaction: `0x${"g".repeat(64)}` },
+      { transaction: keyed, more: 1 },
+    ]) {
+      const res = await api("POST", "/console/treasury/fundings", { token: await consoleToken(), body: bad });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body.error).toBe("invalid_request");
+    }
+    const merchant = await createMerchant();
+    const path = "/console/treasury/fundings";
+    expect((await api("POST", path, { body: { transaction: keyed } })).status).toBe(401);
+    const forged = await api("POST", path, { token: "not-a-token", body: { transaction: keyed } });
+    expect(forged.status).toBe(401);
+    expect(forged.body.error).toBe("console_session_required");
+    const other = await api("POST", path, { token: merchant.apiKey, body: { transaction: keyed } });
+    expect(other.status).toBe(403);
+    expect(other.body.error).toBe("credential_not_allowed");
+  });
+
   it("finds a surplus when tokens arrive outside any payment, and a sub-cent deposit remainder is one", async () => {
     const sender = await freshSender(10_000_000n);
     await sendTokens(sender, x.payTo, 4_321n);
@@ -371,5 +559,22 @@ describe("the treasury reconciliation", () => {
       expect(other.status).toBe(403);
       expect(other.body.error).toBe("credential_not_allowed");
     }
+  });
+
+  it("books a transaction only once it is as deep as a deposit must be (last: it stops the chain's empty blocks)", async () => {
+    // The chain mines each transaction at once and an empty block every 2 s, which could land between
+    // a transfer and its booking. With transactions alone (anvil cannot go back to both: this runs
+    // last), a transfer stays one block deep until one is mined on top; two confirmations are asked.
+    await client().request({ method: "evm_setAutomine" as never, params: [true] as never });
+    const sender = await freshSender(10_000_000n);
+    const { hash } = await sendTokens(sender, x.payTo, 9_000n);
+    const early = await book(hash);
+    expect(early.status).toBe(409);
+    expect(early.body).toEqual({ error: "funding_not_confirmed" });
+    expect(await fundingAuditRows(hash)).toHaveLength(0);
+    await deepen();
+    const booked = await book(hash);
+    expect(booked.status, booked.text).toBe(201);
+    expect(booked.body.funding.amountBaseUnits).toBe("9000");
   });
 });

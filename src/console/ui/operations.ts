@@ -303,4 +303,15 @@ export const PAGE_OPERATIONS: Operation[] = [
     { 303: SEE_OTHER("back to the treasury, with the check's status in a notice") },
     {},
   ),
+  page(
+    "post",
+    "/console/ui/treasury/fundings",
+    "consoleTreasuryFunding",
+    "Book a funding of the treasury as the operator's float",
+    {
+      200: HTML("The treasury page with the refusal in plain words (its code in brackets), nothing booked."),
+      303: SEE_OTHER("back to the treasury, with the booked amount in a notice"),
+    },
+    { transaction: "The transaction's hash: 0x and 64 hex digits." },
+  ),
 ];

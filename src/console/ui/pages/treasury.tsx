@@ -1,3 +1,4 @@
+import type { FundingRow } from "../../../treasury/fundings";
 import type { CheckDetail } from "../../../treasury/history";
 import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
 import { TreasuryChart } from "./treasury-chart";
@@ -16,16 +17,79 @@ const Stat = (props: { id: string; label: string; value: string; note?: string }
   </div>
 );
 
-/** The latest check's figures, the history as a chart and a table, and "Check now". */
-export function TreasuryPage(props: { checks: CheckDetail[]; settlementAddress: string; csrf: string }) {
+/** The page lists this many fundings, newest first. */
+export const FUNDINGS_SHOWN = 10;
+
+/** The operator's fundings: booking one by its transaction, and the latest booked. */
+const Fundings = (props: { fundings: FundingRow[]; csrf: string; typed?: string }) => (
+  <div class="card" id="treasury-fundings">
+    <h2>Operator's float</h2>
+    <p class="muted">
+      Tokens put into the settlement address on purpose (a float to pay payouts from) are booked by their transaction,
+      once: the ledger then expects them, and they no longer read as a surplus.
+    </p>
+    <form method="post" action="/console/ui/treasury/fundings">
+      <Csrf token={props.csrf} />
+      <label for="f-transaction">Transaction hash</label>
+      <input id="f-transaction" name="transaction" required placeholder="0x…" value={props.typed ?? ""} />
+      <button type="submit" id="treasury-book-funding">
+        Book as float
+      </button>
+    </form>
+    {props.fundings.length > 0 ? (
+      <table id="treasury-fundings-list">
+        <caption class="muted">The {props.fundings.length} latest fundings, newest first</caption>
+        <thead>
+          <tr>
+            <th scope="col">Booked</th>
+            <th scope="col">Transaction</th>
+            <th scope="col" class="num">
+              Amount
+            </th>
+            <th scope="col">By</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.fundings.map((f) => (
+            <tr>
+              <td>
+                <When iso={f.bookedAt} />
+              </td>
+              <td>
+                <code class="hash" title={f.transaction}>
+                  {f.transaction}
+                </code>
+              </td>
+              <td class="num">{usdOfBaseUnits(f.amountBaseUnits)}</td>
+              <td>{f.bookedBy}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    ) : (
+      <p class="muted">No funding booked yet.</p>
+    )}
+  </div>
+);
+
+/** The latest check's figures, the history as a chart and a table, "Check now", and the fundings. */
+export function TreasuryPage(props: {
+  checks: CheckDetail[];
+  fundings: FundingRow[];
+  settlementAddress: string;
+  csrf: string;
+  /** The transaction typed in the funding form, shown again with its refusal. */
+  typed?: string;
+}) {
   const [latest] = props.checks;
   return (
     <>
       <p class="muted">
         What the service holds on chain (the settlement address <code>{props.settlementAddress}</code> and every
         receiving address not swept yet, read at one block) against what the ledger expects it to hold: every credited
-        deposit and settled x402 payment, less every paid payout and on-chain refund. A surplus is tokens that came
-        outside any payment (or are not credited yet); a shortfall is tokens gone that the ledger did not send.
+        deposit and settled x402 payment, less every paid payout and on-chain refund, plus the operator's float. A
+        surplus is tokens that came outside any payment (or are not credited yet); a shortfall is tokens gone that the
+        ledger did not send.
       </p>
       <form method="post" action="/console/ui/treasury/check" class="inline">
         <Csrf token={props.csrf} />
@@ -55,6 +119,12 @@ export function TreasuryPage(props: { checks: CheckDetail[]; settlementAddress: 
               note="not swept yet"
             />
             <Stat id="treasury-expected" label="Ledger expects" value={usdOfBaseUnits(latest.expectedBaseUnits)} />
+            <Stat
+              id="treasury-float"
+              label="Operator's float"
+              value={usdOfBaseUnits(latest.floatBaseUnits)}
+              note="booked fundings, in the expectation"
+            />
             <Stat id="treasury-difference" label="Difference" value={usdOfBaseUnits(latest.differenceBaseUnits)} />
             <Stat
               id="treasury-pending"
@@ -112,6 +182,7 @@ export function TreasuryPage(props: { checks: CheckDetail[]; settlementAddress: 
           No check yet: the cron runs one every minute, or check now.
         </p>
       )}
+      <Fundings fundings={props.fundings} csrf={props.csrf} typed={props.typed} />
     </>
   );
 }
