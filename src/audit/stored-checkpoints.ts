@@ -38,7 +38,7 @@ export interface CheckpointsReport {
   checked: number;
   /** How many of them failed; `problems` lists the first ten problems. */
   failed: number;
-  /** The latest checkpoint stored, whether checked now or not; null before the first. */
+  /** The latest checkpoint stored when the verification started, whether checked now or not; null before the first. */
   latestSeq: number | null;
   problems: StoredCheckpointProblem[];
 }
@@ -81,6 +81,7 @@ export class CheckpointCheck {
     latestSeq: number | null,
   ) {
     this.readAfter = fromSeq - 1;
+    this.exhausted = latestSeq === null;
     this.report = { checked: 0, failed: 0, latestSeq, problems: [] };
   }
 
@@ -121,11 +122,15 @@ export class CheckpointCheck {
     return this.sofar;
   }
 
+  /**
+   * The next checkpoint, up to the latest there was at `open`: one signed since covers rows appended
+   * after the verification may have read its last page, and is not beyond the rows it read.
+   */
   private async peek(): Promise<Stored | undefined> {
     if (this.page.length === 0 && !this.exhausted) {
       const rows = await this.db
-        .prepare(`${SELECT} WHERE seq > ? ORDER BY seq LIMIT ?`)
-        .bind(this.readAfter, PAGE)
+        .prepare(`${SELECT} WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?`)
+        .bind(this.readAfter, this.report.latestSeq, PAGE)
         .all<Stored>();
       this.page = rows.results;
       this.exhausted = rows.results.length < PAGE;

@@ -4,6 +4,8 @@ import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type AuditRow, chainHash, GENESIS_HASH } from "../../src/audit/chain";
 import { CHECKPOINT_TYP } from "../../src/audit/checkpoints-verify";
 import { auditRows } from "../../src/audit/service";
+import { CheckpointCheck } from "../../src/audit/stored-checkpoints";
+import { settingsOf } from "../../src/settings";
 import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { api, consoleToken } from "../helpers/api";
 import { auditVerify } from "../helpers/archive";
@@ -223,5 +225,19 @@ describe("the console's verification against the stored checkpoints", () => {
     expect(page.text).toContain(`checkpoint seq ${signed[2]!.seq}: checkpoint_contradicts_rows: the rows end at seq`);
     expect(page.text).toContain("anchors on chain are not checked here");
     expect(page.text).toContain("npm run --silent cli -- audit verify");
+  });
+
+  // Last: it appends rows, which the restore before each test would take away from under the sequencer.
+  it("does not take a checkpoint signed after the verification started for rows removed from the end", async () => {
+    const head = original.audit_events!.at(-1)!.seq as number;
+    const check = await CheckpointCheck.open(env.DB, settingsOf(env).proofs, 0, 0);
+    // Rows appended and signed while the verification reads: its last page may have come before them.
+    await createAgent({ credit: 400 });
+    const later = await makeCheckpoint(env);
+    expect(later.kind === "created" && later.checkpoint.seq).toBeGreaterThan(head);
+    for await (const row of auditRows(env)) if (row.seq <= head) await check.row(row.seq, row.hash);
+    expect(await check.finish(head)).toEqual({ checked: 3, failed: 0, latestSeq: signed[2]!.seq, problems: [] });
+    // The next verification compares it.
+    expect(await auditVerify({ full: true })).toMatchObject({ ok: true, checkpoints: { checked: 4, failed: 0 } });
   });
 });
