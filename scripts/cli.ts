@@ -10,8 +10,9 @@
 //                                        refuse every payment of the agent; print { agentId, frozen } as one JSON line
 //   agent unfreeze <agentId>             let its policy decide its payments again; print { agentId, frozen }
 //   audit verify [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,b,...>]
-//                                        recompute the audit chain; name the first broken row; check it
-//                                        against the signed checkpoints and their anchors read from the chain
+//                                        recompute every ledger shard's audit chain; name the first broken row;
+//                                        check each shard against its signed checkpoints and their anchors read
+//                                        from the chain; every line names its shard
 //   evidence verify FILE --keys <url|file> [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,...>] [--offline]
 //                                        check a charge's evidence file (GET /merchant/charges/:id/evidence)
 //                                        against the service's keys and the chain: receipt, audit row,

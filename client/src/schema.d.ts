@@ -785,6 +785,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/audit/shards": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The ledger shards whose audit chains to verify
+         * @description Each ledger shard keeps its own audit chain and checkpoints, read with `shard` on the routes of the chain and of the checkpoints. `audit verify` of the CLI walks every shard listed here (and fails an anchor on chain of a shard not listed).
+         */
+        get: operations["listAuditShards"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/audit/verify": {
         parameters: {
             query?: never;
@@ -794,7 +814,7 @@ export interface paths {
         };
         /**
          * Verify the audit chain
-         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. With more than one ledger shard every shard's chain is verified from its own genesis: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).
+         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. The rows are also compared with the signed checkpoints stored with them (`checkpoints`: those from `from` on, every one with `full=true`): each checkpoint's JWS must verify with the published keys and sign what is stored, its head row must have the hash it signed (else the chain was rewritten), no checkpoint may lie beyond the last row (rows removed from the end), and each must start where the one before ends. When the rows hold but contradict a checkpoint, `ok` is false and `brokenSeq` is that checkpoint's seq. The checkpoints' anchors on chain are not read here (`anchorsChecked` is false, `note` says so): rows cut short or rewritten together with their checkpoints are found only by `npm run --silent cli -- audit verify`, which reads the anchors from the chain with settings of its own. With more than one ledger shard every shard's chain is verified from its own genesis against its own checkpoints: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).
          */
         get: operations["verifyAuditChain"];
         put?: never;
@@ -2206,6 +2226,29 @@ export interface components {
             full: boolean;
             from: number;
             checked: number;
+            /** @description The signed checkpoints stored with the rows, checked with the service's published keys. */
+            checkpoints: {
+                /** @description Checkpoints compared with the rows now: those from `from` on, every one with `full=true`. */
+                checked: number;
+                /** @description How many of them the rows contradict, or whose signature does not hold. */
+                failed: number;
+                /** @description The latest checkpoint stored; null before the first. */
+                latestSeq: number | null;
+                /** @description The first ten problems, by checkpoint seq. */
+                problems: {
+                    /** @enum {string} */
+                    kind: "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
+                    seq: number;
+                    detail: string;
+                }[];
+            };
+            /**
+             * @description Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone.
+             * @constant
+             */
+            anchorsChecked: false;
+            /** @description What this verification checks and what it leaves to `audit verify` of the CLI. */
+            note: string;
             shards?: ({
                 shard: number;
                 /** @constant */
@@ -2216,28 +2259,99 @@ export interface components {
                 full: boolean;
                 from: number;
                 checked: number;
+                /** @description The signed checkpoints stored with the rows, checked with the service's published keys. */
+                checkpoints: {
+                    /** @description Checkpoints compared with the rows now: those from `from` on, every one with `full=true`. */
+                    checked: number;
+                    /** @description How many of them the rows contradict, or whose signature does not hold. */
+                    failed: number;
+                    /** @description The latest checkpoint stored; null before the first. */
+                    latestSeq: number | null;
+                    /** @description The first ten problems, by checkpoint seq. */
+                    problems: {
+                        /** @enum {string} */
+                        kind: "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
+                        seq: number;
+                        detail: string;
+                    }[];
+                };
+                /**
+                 * @description Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone.
+                 * @constant
+                 */
+                anchorsChecked: false;
+                /** @description What this verification checks and what it leaves to `audit verify` of the CLI. */
+                note: string;
             } | {
                 shard: number;
                 /** @constant */
                 ok: false;
                 rows: number;
+                /** @description The first broken row, or, when the rows hold, the first stored checkpoint they contradict. */
                 brokenSeq: number;
                 /** @enum {string} */
-                problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+                problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch" | "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
                 full: boolean;
                 from: number;
                 checked: number;
+                /** @description The signed checkpoints stored with the rows, checked with the service's published keys. */
+                checkpoints: {
+                    /** @description Checkpoints compared with the rows now: those from `from` on, every one with `full=true`. */
+                    checked: number;
+                    /** @description How many of them the rows contradict, or whose signature does not hold. */
+                    failed: number;
+                    /** @description The latest checkpoint stored; null before the first. */
+                    latestSeq: number | null;
+                    /** @description The first ten problems, by checkpoint seq. */
+                    problems: {
+                        /** @enum {string} */
+                        kind: "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
+                        seq: number;
+                        detail: string;
+                    }[];
+                };
+                /**
+                 * @description Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone.
+                 * @constant
+                 */
+                anchorsChecked: false;
+                /** @description What this verification checks and what it leaves to `audit verify` of the CLI. */
+                note: string;
             })[];
         } | {
             /** @constant */
             ok: false;
             rows: number;
+            /** @description The first broken row, or, when the rows hold, the first stored checkpoint they contradict. */
             brokenSeq: number;
             /** @enum {string} */
-            problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+            problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch" | "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
             full: boolean;
             from: number;
             checked: number;
+            /** @description The signed checkpoints stored with the rows, checked with the service's published keys. */
+            checkpoints: {
+                /** @description Checkpoints compared with the rows now: those from `from` on, every one with `full=true`. */
+                checked: number;
+                /** @description How many of them the rows contradict, or whose signature does not hold. */
+                failed: number;
+                /** @description The latest checkpoint stored; null before the first. */
+                latestSeq: number | null;
+                /** @description The first ten problems, by checkpoint seq. */
+                problems: {
+                    /** @enum {string} */
+                    kind: "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
+                    seq: number;
+                    detail: string;
+                }[];
+            };
+            /**
+             * @description Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone.
+             * @constant
+             */
+            anchorsChecked: false;
+            /** @description What this verification checks and what it leaves to `audit verify` of the CLI. */
+            note: string;
             shards?: ({
                 shard: number;
                 /** @constant */
@@ -2248,18 +2362,69 @@ export interface components {
                 full: boolean;
                 from: number;
                 checked: number;
+                /** @description The signed checkpoints stored with the rows, checked with the service's published keys. */
+                checkpoints: {
+                    /** @description Checkpoints compared with the rows now: those from `from` on, every one with `full=true`. */
+                    checked: number;
+                    /** @description How many of them the rows contradict, or whose signature does not hold. */
+                    failed: number;
+                    /** @description The latest checkpoint stored; null before the first. */
+                    latestSeq: number | null;
+                    /** @description The first ten problems, by checkpoint seq. */
+                    problems: {
+                        /** @enum {string} */
+                        kind: "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
+                        seq: number;
+                        detail: string;
+                    }[];
+                };
+                /**
+                 * @description Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone.
+                 * @constant
+                 */
+                anchorsChecked: false;
+                /** @description What this verification checks and what it leaves to `audit verify` of the CLI. */
+                note: string;
             } | {
                 shard: number;
                 /** @constant */
                 ok: false;
                 rows: number;
+                /** @description The first broken row, or, when the rows hold, the first stored checkpoint they contradict. */
                 brokenSeq: number;
                 /** @enum {string} */
-                problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch";
+                problem: "seq_gap" | "prev_hash_mismatch" | "hash_mismatch" | "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
                 full: boolean;
                 from: number;
                 checked: number;
+                /** @description The signed checkpoints stored with the rows, checked with the service's published keys. */
+                checkpoints: {
+                    /** @description Checkpoints compared with the rows now: those from `from` on, every one with `full=true`. */
+                    checked: number;
+                    /** @description How many of them the rows contradict, or whose signature does not hold. */
+                    failed: number;
+                    /** @description The latest checkpoint stored; null before the first. */
+                    latestSeq: number | null;
+                    /** @description The first ten problems, by checkpoint seq. */
+                    problems: {
+                        /** @enum {string} */
+                        kind: "signature_invalid" | "checkpoint_contradicts_rows" | "checkpoint_missing";
+                        seq: number;
+                        detail: string;
+                    }[];
+                };
+                /**
+                 * @description Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone.
+                 * @constant
+                 */
+                anchorsChecked: false;
+                /** @description What this verification checks and what it leaves to `audit verify` of the CLI. */
+                note: string;
             })[];
+        };
+        AuditShards: {
+            /** @description The ledger shards this deployment runs, 0 first; each has its own audit chain and checkpoints. */
+            shards: number[];
         };
         AuditCheckpoint: {
             seq: number;
@@ -4897,6 +5062,30 @@ export interface operations {
                 };
             };
             400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAuditShards: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The shards, 0 first (just `[0]` with one). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditShards"];
+                };
+            };
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
             429: components["responses"]["RateLimited"];

@@ -1,5 +1,6 @@
-// `audit verify` of the operator CLI: the audit chain read through the API, checked against the
-// signed checkpoints and the anchors read from the chain itself (src/audit/checkpoints-verify.ts).
+// `audit verify` of the operator CLI: every ledger shard's audit chain read through the API, checked
+// against that shard's signed checkpoints and its anchors read from the chain itself
+// (src/audit/checkpoints-verify.ts).
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { JWK } from "jose";
@@ -12,24 +13,24 @@ import { GAS_LANES, mnemonicKey } from "./chain.mjs";
 
 type Get = <T>(path: string) => Promise<T>;
 
-async function* remoteAuditRows(get: Get): AsyncGenerator<AuditRow> {
+async function* remoteAuditRows(get: Get, shard: number): AsyncGenerator<AuditRow> {
   let after = 0;
   for (;;) {
     const page = await get<{ events: AuditRow[]; nextAfterSeq: number | null }>(
-      `/console/audit?afterSeq=${after}&limit=1000`,
+      `/console/audit?shard=${shard}&afterSeq=${after}&limit=1000`,
     );
     yield* page.events;
     if (page.nextAfterSeq === null) return;
     after = page.nextAfterSeq;
-    process.stderr.write(`\rread through seq ${after}`);
+    process.stderr.write(`\rshard ${shard}: read through seq ${after}`);
   }
 }
 
-async function remoteCheckpoints(get: Get): Promise<ListedCheckpoint[]> {
+async function remoteCheckpoints(get: Get, shard: number): Promise<ListedCheckpoint[]> {
   const checkpoints: ListedCheckpoint[] = [];
   for (let after = 0; ; ) {
     const page = await get<{ checkpoints: ListedCheckpoint[]; nextAfterSeq: number | null }>(
-      `/console/audit/checkpoints?afterSeq=${after}&limit=1000`,
+      `/console/audit/checkpoints?shard=${shard}&afterSeq=${after}&limit=1000`,
     );
     checkpoints.push(...page.checkpoints);
     if (page.nextAfterSeq === null) return checkpoints;
@@ -99,40 +100,78 @@ export async function chainAnchors(
   return anchorsIn(body.result, source.anchor);
 }
 
-/** Prints progress on standard error and the verdict on standard output; whether it holds. */
+/** One shard's chain against its own checkpoints and anchors; prints its lines, each naming the shard. */
+async function verifyShard(
+  get: Get,
+  shard: number,
+  jwks: { keys: JWK[] },
+  anchors: OnChainAnchor[] | null,
+): Promise<boolean> {
+  const name = `shard ${shard}`;
+  const checkpoints = await remoteCheckpoints(get, shard);
+  const own = anchors?.filter((a) => (a.shard ?? 0) === shard).length ?? 0;
+  process.stderr.write(`${name}: ${checkpoints.length} checkpoints, ${own} anchors; reading the rows\n`);
+  const verdict = await verifyCheckpoints({ rows: remoteAuditRows(get, shard), checkpoints, jwks, anchors, shard });
+  process.stderr.write("\n");
+  const { chain } = verdict;
+  if (chain.ok)
+    console.log(`${name}: audit chain ok: ${chain.rows} rows, head seq ${chain.headSeq}, head hash ${chain.headHash}`);
+  else console.log(`${name}: audit chain BROKEN at seq ${chain.brokenSeq}: ${chain.problem}`);
+  if (verdict.problems.length === 0) {
+    const latest = verdict.latestAnchored;
+    const onChain = anchors === null ? "anchors not checked" : `${verdict.anchors} anchors on chain`;
+    const pending = verdict.unanchored.length > 0 ? `; not yet on chain: seq ${verdict.unanchored.join(", ")}` : "";
+    console.log(
+      `${name}: checkpoints ok: ${verdict.checkpoints} checkpoints, ${onChain}` +
+        (latest ? `; latest anchored: seq ${latest.seq} (tx ${latest.transaction})` : "") +
+        pending,
+    );
+  } else {
+    console.log(`${name}: checkpoints FAILED: ${verdict.problems.length} problems`);
+    for (const p of verdict.problems)
+      console.log(`  ${name}: checkpoint seq ${p.seq} (tx ${p.transaction ?? "none"}): ${p.kind}: ${p.detail}`);
+  }
+  return verdict.ok;
+}
+
+/**
+ * Anchors on chain of a shard the service does not list: a shard hidden from the verifier (or
+ * dropped with its history) still has its anchors, which the service's own keys sent.
+ */
+function unlistedShards(anchors: readonly OnChainAnchor[], shards: readonly number[]): boolean {
+  const strays = anchors.filter((a) => !shards.includes(a.shard ?? 0));
+  if (strays.length === 0) return true;
+  console.log(`anchors FAILED: ${strays.length} anchors of shards the service does not run`);
+  for (const a of strays)
+    console.log(
+      `  shard ${a.shard ?? 0}: checkpoint seq ${a.seq} (tx ${a.transaction}): anchored on chain, but the service lists shards ${shards.join(", ")} only`,
+    );
+  return false;
+}
+
+/**
+ * Every ledger shard the service runs, each against its own checkpoints and anchors. Prints progress on
+ * standard error and the verdicts on standard output, each line naming its shard, then one line for
+ * all; whether every shard holds.
+ */
 export async function verifyAgainstCheckpoints(
   get: Get,
   values: AnchorOptions,
   usage: (message: string) => never,
 ): Promise<boolean> {
   const source = anchorSource(values, usage);
-  const checkpoints = await remoteCheckpoints(get);
+  const { shards } = await get<{ shards: number[] }>("/console/audit/shards");
   const jwks = await get<{ keys: JWK[] }>("/.well-known/jwks.json");
   let anchors: OnChainAnchor[] | null = null;
   if (source) {
     process.stderr.write(`reading anchors of ${source.anchor} from ${source.senders.join(", ")} at ${source.rpcUrl}\n`);
     anchors = await chainAnchors(source);
   } else process.stderr.write("no chain to read anchors from (RPC_URL, AUDIT_ANCHOR_ADDRESS): anchors not checked\n");
-  process.stderr.write(`${checkpoints.length} checkpoints, ${anchors?.length ?? 0} anchors; reading the rows\n`);
-  const verdict = await verifyCheckpoints({ rows: remoteAuditRows(get), checkpoints, jwks, anchors });
-  process.stderr.write("\n");
-  const { chain } = verdict;
-  if (chain.ok)
-    console.log(`audit chain ok: ${chain.rows} rows, head seq ${chain.headSeq}, head hash ${chain.headHash}`);
-  else console.log(`audit chain BROKEN at seq ${chain.brokenSeq}: ${chain.problem}`);
-  if (verdict.problems.length === 0) {
-    const latest = verdict.latestAnchored;
-    const onChain = anchors === null ? "anchors not checked" : `${verdict.anchors} anchors on chain`;
-    const pending = verdict.unanchored.length > 0 ? `; not yet on chain: seq ${verdict.unanchored.join(", ")}` : "";
-    console.log(
-      `checkpoints ok: ${verdict.checkpoints} checkpoints, ${onChain}` +
-        (latest ? `; latest anchored: seq ${latest.seq} (tx ${latest.transaction})` : "") +
-        pending,
-    );
-  } else {
-    console.log(`checkpoints FAILED: ${verdict.problems.length} problems`);
-    for (const p of verdict.problems)
-      console.log(`  checkpoint seq ${p.seq} (tx ${p.transaction ?? "none"}): ${p.kind}: ${p.detail}`);
-  }
-  return verdict.ok;
+  const failed: number[] = [];
+  for (const shard of shards) if (!(await verifyShard(get, shard, jwks, anchors))) failed.push(shard);
+  const listed = anchors === null || unlistedShards(anchors, shards);
+  const plural = (list: number[]) => `${list.length === 1 ? "shard" : "shards"} ${list.join(", ")}`;
+  if (failed.length === 0 && listed) console.log(`audit verify ok: ${plural(shards)}`);
+  else console.log(`audit verify FAILED: ${failed.length > 0 ? plural(failed) : "anchors of unlisted shards"}`);
+  return failed.length === 0 && listed;
 }

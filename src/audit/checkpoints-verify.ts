@@ -60,6 +60,19 @@ export interface CheckpointsVerdict {
   problems: CheckpointProblem[];
 }
 
+/** Whether a checkpoint's signed payload differs from its fields, or names another shard (shard 0's name none). */
+export const signsOtherFields = (
+  p: Record<string, unknown>,
+  cp: Pick<ListedCheckpoint, "seq" | "hash" | "fromSeq" | "rowsRoot" | "signedAt">,
+  shard: number,
+) =>
+  p.seq !== cp.seq ||
+  p.hash !== cp.hash ||
+  p.fromSeq !== cp.fromSeq ||
+  p.rowsRoot !== cp.rowsRoot ||
+  p.signedAt !== cp.signedAt ||
+  (p.shard ?? 0) !== shard;
+
 interface Range {
   from: number;
   to: number;
@@ -157,15 +170,7 @@ export async function verifyCheckpoints(input: {
     const signed = await verifyJws(cp.jws, input.jwks, CHECKPOINT_TYP);
     if (!signed.ok) problem("signature_invalid", signed.reason);
     else {
-      const p = signed.payload;
-      if (
-        p.seq !== cp.seq ||
-        p.hash !== cp.hash ||
-        p.fromSeq !== cp.fromSeq ||
-        p.rowsRoot !== cp.rowsRoot ||
-        p.signedAt !== cp.signedAt ||
-        (p.shard ?? 0) !== shard
-      )
+      if (signsOtherFields(signed.payload, cp, shard))
         problem("signature_invalid", "the JWS signs other fields than the checkpoint lists");
     }
     const rows = rowsSay(cp.seq, cp.hash);

@@ -1,5 +1,5 @@
 import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
-import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, ChainVerdict } from "./responses";
+import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, AuditShards, ChainVerdict } from "./responses";
 import { ShardExportQuery, ShardPageQuery, ShardQuery, VerifyQuery } from "./routes";
 
 /** The audit chain: CSV export, pages and verification. */
@@ -35,11 +35,22 @@ export const AUDIT_OPERATIONS: Operation[] = [
   },
   {
     method: "get",
+    path: "/console/audit/shards",
+    operationId: "listAuditShards",
+    summary: "The ledger shards whose audit chains to verify",
+    description:
+      "Each ledger shard keeps its own audit chain and checkpoints, read with `shard` on the routes of the chain and of the checkpoints. `audit verify` of the CLI walks every shard listed here (and fails an anchor on chain of a shard not listed).",
+    tag: "Operator extras",
+    auth: "console",
+    responses: { 200: json(AuditShards, "The shards, 0 first (just `[0]` with one).") },
+  },
+  {
+    method: "get",
     path: "/console/audit/verify",
     operationId: "verifyAuditChain",
     summary: "Verify the audit chain",
     description:
-      "Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. With more than one ledger shard every shard's chain is verified from its own genesis: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).",
+      "Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. The rows are also compared with the signed checkpoints stored with them (`checkpoints`: those from `from` on, every one with `full=true`): each checkpoint's JWS must verify with the published keys and sign what is stored, its head row must have the hash it signed (else the chain was rewritten), no checkpoint may lie beyond the last row (rows removed from the end), and each must start where the one before ends. When the rows hold but contradict a checkpoint, `ok` is false and `brokenSeq` is that checkpoint's seq. The checkpoints' anchors on chain are not read here (`anchorsChecked` is false, `note` says so): rows cut short or rewritten together with their checkpoints are found only by `npm run --silent cli -- audit verify`, which reads the anchors from the chain with settings of its own. With more than one ledger shard every shard's chain is verified from its own genesis against its own checkpoints: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).",
     tag: "Operator extras",
     auth: "console",
     query: VerifyQuery,

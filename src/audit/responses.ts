@@ -28,19 +28,46 @@ export const AuditPage = named(
   z.strictObject({ events: z.array(AuditEvent), nextAfterSeq: z.number().int().positive().nullable() }),
 );
 
-/** Where a verification started re-hashing (src/audit/verification.ts); `rows` counts from genesis either way. */
+const CheckpointProblemKind = z.enum(["signature_invalid", "checkpoint_contradicts_rows", "checkpoint_missing"]);
+
+/** The stored checkpoints a verification compared with the rows (src/audit/stored-checkpoints.ts). */
+const CheckpointsChecked = z
+  .strictObject({
+    checked: Cents.describe(
+      "Checkpoints compared with the rows now: those from `from` on, every one with `full=true`.",
+    ),
+    failed: Cents.describe("How many of them the rows contradict, or whose signature does not hold."),
+    latestSeq: z.number().int().positive().nullable().describe("The latest checkpoint stored; null before the first."),
+    problems: z
+      .array(z.strictObject({ kind: CheckpointProblemKind, seq: z.number().int().positive(), detail: z.string() }))
+      .describe("The first ten problems, by checkpoint seq."),
+  })
+  .describe("The signed checkpoints stored with the rows, checked with the service's published keys.");
+
+/**
+ * Where a verification started re-hashing (src/audit/verification.ts), the checkpoints it compared, and
+ * that the anchors on chain are not among what it checked; `rows` counts from genesis either way.
+ */
 const VerificationStart = {
   full: z.boolean(),
   from: Cents,
   checked: Cents,
+  checkpoints: CheckpointsChecked,
+  anchorsChecked: z
+    .literal(false)
+    .describe("Always false: the anchors on chain are checked by `npm run --silent cli -- audit verify` alone."),
+  note: z.string().describe("What this verification checks and what it leaves to `audit verify` of the CLI."),
 };
 
 const Holds = { ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash, ...VerificationStart };
 const Broken = {
   ok: z.literal(false),
   rows: Cents,
-  brokenSeq: z.number().int(),
-  problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch"]),
+  brokenSeq: z
+    .number()
+    .int()
+    .describe("The first broken row, or, when the rows hold, the first stored checkpoint they contradict."),
+  problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch", ...CheckpointProblemKind.options]),
   ...VerificationStart,
 };
 const ShardNumber = z.number().int().min(0);
@@ -52,6 +79,15 @@ const Shards = z
 export const ChainVerdict = named(
   "ChainVerdict",
   z.union([z.strictObject({ ...Holds, shards: Shards }), z.strictObject({ ...Broken, shards: Shards })]),
+);
+
+export const AuditShards = named(
+  "AuditShards",
+  z.strictObject({
+    shards: z
+      .array(z.number().int().min(0))
+      .describe("The ledger shards this deployment runs, 0 first; each has its own audit chain and checkpoints."),
+  }),
 );
 
 const Hex32 = z.string().regex(/^0x[0-9a-f]{64}$/);

@@ -5,7 +5,7 @@ import { requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardNumbers } from "../db/shards";
 import { type Env, settingsOf } from "../env";
 import { firstAuditRows } from "./service";
 import { verifyEveryShard } from "./verification";
@@ -85,6 +85,10 @@ export const auditRoutes = new Hono<AppEnv>()
     const rows = await firstAuditRows(store, limit, { afterSeq });
     return c.json({ events: rows, nextAfterSeq: rows.length === limit ? rows[rows.length - 1]!.seq : null });
   })
+  // Every shard whose chain a verifier must walk: each is read with `?shard=k` on the routes above and below.
+  .get("/console/audit/shards", requireActor("console"), (c) =>
+    c.json({ shards: shardNumbers(c.env, c.get("settings").ledgerShards) }),
+  )
   .get("/console/audit/verify", requireActor("console"), validate("query", VerifyQuery), async (c) => {
     const full = c.req.valid("query").full === "true";
     const settings = c.get("settings");

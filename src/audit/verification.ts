@@ -3,9 +3,15 @@ import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../proofs/settings";
 import type { HistoryStore } from "./archived";
-import { type ChainVerdict, GENESIS_HASH, genesisHashOf, verifyChain } from "./chain";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
 import { dbOfShard, type ShardBindings, shardNumbers } from "../db/shards";
 import { auditRows, firstAuditRows } from "./service";
+import {
+  ANCHORS_NOT_CHECKED,
+  CheckpointCheck,
+  type CheckpointsReport,
+  type StoredCheckpointProblemKind,
+} from "./stored-checkpoints";
 
 /*
  * Verifying the audit chain at a cost that does not grow with its history. A verification that
@@ -23,15 +29,24 @@ import { auditRows, firstAuditRows } from "./service";
 /** The JWS `typ` of a remembered verification. */
 export const VERIFICATION_TYP = "agent-pay-audit-verification+jwt";
 
-/** The verdict of GET /console/audit/verify: the chain's, and where re-hashing started. */
-export type AuditVerdict = ChainVerdict & {
+type ChainProblem = Extract<ChainVerdict, { ok: false }>["problem"];
+
+/**
+ * The verdict of GET /console/audit/verify: the chain's (or, when it holds, the first stored checkpoint
+ * that contradicts it, named by its seq), where re-hashing started, and the checkpoints checked.
+ */
+export type AuditVerdict = (
+  | Extract<ChainVerdict, { ok: true }>
+  | { ok: false; rows: number; brokenSeq: number; problem: ChainProblem | StoredCheckpointProblemKind }
+) & {
   /** Re-hashed from genesis because the caller asked for it. */
   full: boolean;
   /** The seq re-hashing continued after: 0 is genesis, else a point an earlier verification reached. */
   from: number;
   /** The rows re-hashed by this verification; `rows` counts from genesis either way. */
   checked: number;
-};
+  checkpoints: CheckpointsReport;
+} & typeof ANCHORS_NOT_CHECKED;
 
 interface RememberedPoint {
   seq: number;
@@ -83,8 +98,6 @@ async function pointProblem(
   return row.hash === point.hash ? null : "hash_mismatch";
 }
 
-type ChainProblem = Extract<ChainVerdict, { ok: false }>["problem"];
-
 /** Remembers a verified head as the only point; concurrent verifications may leave either's, both true. */
 async function remember(
   d1: D1Database,
@@ -108,48 +121,68 @@ async function remember(
   ]);
 }
 
+/** The rows after `afterSeq`, each shown to the checkpoint check on its way to the chain check. */
+async function* shownTo(check: CheckpointCheck, rows: AsyncIterable<AuditRow>): AsyncGenerator<AuditRow> {
+  for await (const row of rows) {
+    await check.row(row.seq, row.hash);
+    yield row;
+  }
+}
+
 /**
- * Verifies the chain after the remembered point (or from genesis, when there is none or `full` is
- * asked), archived segments included, and remembers the head when it holds. A failed verification
- * remembers nothing and keeps the point it started from, so it fails again until someone looks.
+ * Verifies shard `shard`'s chain (shard 0 without one) after the remembered point (or from genesis,
+ * when there is none or `full` is asked), archived segments included, against the stored checkpoints
+ * from the point on (every one when full), and remembers the head when all holds. A failed
+ * verification remembers nothing and keeps the point it started from, so it fails again until
+ * someone looks.
  */
 export async function verifyAudit(
   store: HistoryStore,
   proofs: ProofSettings,
-  options: { full?: boolean; now?: number; genesis?: string } = {},
+  options: { full?: boolean; now?: number; shard?: number } = {},
 ): Promise<AuditVerdict> {
   const full = options.full ?? false;
-  const genesis = options.genesis ?? GENESIS_HASH;
+  const shard = options.shard ?? 0;
+  const genesis = genesisHashOf(shard);
   const point = await rememberedPoint(store.DB, proofs);
   const start = point && !full ? { seq: point.seq, hash: point.hash } : { seq: 0, hash: genesis };
+  const check = await CheckpointCheck.open(store.DB, proofs, shard, start.seq);
+  const done = { full, from: start.seq, ...ANCHORS_NOT_CHECKED };
   // The remembered row is named as broken: it is not the row that was verified.
   const broken = (at: RememberedPoint, problem: ChainProblem, checked: number): AuditVerdict => ({
     ok: false,
     rows: at.seq,
     brokenSeq: at.seq,
     problem,
-    full,
-    from: start.seq,
     checked,
+    checkpoints: check.sofar,
+    ...done,
   });
 
   // Continuing from the point needs its row to be the one verified; a full pass checks it after the rows.
   if (point && !full) {
     const problem = await pointProblem(store, point, genesis);
     if (problem) return broken(point, problem, 0);
+    await check.row(point.seq, point.hash);
   }
-  const chain = await verifyChain(auditRows(store, { afterSeq: start.seq, pageSize: 1000 }), start);
-  const verdict: AuditVerdict = { ...chain, rows: start.seq + chain.rows, full, from: start.seq, checked: chain.rows };
-  if (!chain.ok) return verdict;
+  const rows = shownTo(check, auditRows(store, { afterSeq: start.seq, pageSize: 1000 }));
+  const chain = await verifyChain(rows, start);
+  const counts = { rows: start.seq + chain.rows, checked: chain.rows };
+  // A broken chain stops the reading: the checkpoints after the broken row are not reached.
+  if (!chain.ok) return { ...chain, ...counts, checkpoints: check.sofar, ...done };
+  const checkpoints = await check.finish(chain.headSeq);
   if (point && full) {
     // A chain rewritten whole with fresh hashes recomputes from genesis; the remembered row says otherwise.
     const problem = await pointProblem(store, point, genesis);
-    if (problem) return broken(point, problem, chain.rows);
+    if (problem) return { ...broken(point, problem, chain.rows), checkpoints };
   }
+  // A chain that holds but contradicts a checkpoint signed before: cut short, or rewritten with fresh hashes.
+  const first = checkpoints.problems[0];
+  if (first) return { ok: false, brokenSeq: first.seq, problem: first.kind, ...counts, checkpoints, ...done };
   // A full pass that reached the point again renews it (`fromSeq` 0 says it was checked from genesis).
   if (chain.headSeq > 0 && (full || chain.headSeq !== point?.seq))
     await remember(store.DB, proofs, chain.headSeq, chain.headHash, start.seq, options.now ?? Date.now());
-  return verdict;
+  return { ...chain, ...counts, checkpoints, ...done };
 }
 
 /** One shard's verdict, in an answer over more than one shard. */
@@ -170,10 +203,7 @@ export async function verifyEveryShard(
   const shards = await Promise.all(
     shardNumbers(env, shardCount).map(async (shard) => ({
       shard,
-      ...(await verifyAudit({ DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE }, proofs, {
-        ...options,
-        genesis: genesisHashOf(shard),
-      })),
+      ...(await verifyAudit({ DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE }, proofs, { ...options, shard })),
     })),
   );
   const { shard: _shard, ...top } = shards.find((v) => !v.ok) ?? shards[0]!;

@@ -51,6 +51,7 @@ const ROUTES: RouteDescriptor[] = [
   { method: "POST", path: "/approvals/apr_doesnotexist/reject", expects: "console" },
   { method: "GET", path: "/console/audit", expects: "console" },
   { method: "GET", path: "/console/audit/verify", expects: "console" },
+  { method: "GET", path: "/console/audit/shards", expects: "console" },
   { method: "POST", path: "/merchant/payouts", expects: "merchant", body: { amountUsdCents: 100 } },
   { method: "GET", path: "/merchant/payouts", expects: "merchant" },
   { method: "GET", path: "/merchant/payouts/po_doesnotexist", expects: "merchant" },

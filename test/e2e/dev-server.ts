@@ -24,8 +24,8 @@ export interface DevServer {
   /** The process group of `npm run dev` and everything it started (wrangler, both workerd, anvil). */
   pgid: number;
   rpcUrl: string;
-  /** Runs SQL against the server's local D1 (as an operator with wrangler would). */
-  d1: (sql: string) => { status: number | null; stdout: string; stderr: string };
+  /** Runs SQL against the server's local D1 (as an operator with wrangler would): `DB`, or another binding such as `DB_SHARD_1`. */
+  d1: (sql: string, binding?: string) => { status: number | null; stdout: string; stderr: string };
   log: () => string;
   cli: (...args: string[]) => { status: number | null; stdout: string; stderr: string };
   stop: () => Promise<void>;
@@ -94,7 +94,7 @@ async function startOnce(vars: Record<string, string>): Promise<DevServer> {
     port,
     pgid: child.pid!,
     rpcUrl: `http://127.0.0.1:${anvilPort}`,
-    d1: (sql) => {
+    d1: (sql, binding = "DB") => {
       // A second process on the running server's local database: under a loaded machine it failed
       // once in a full run (the server writing at that moment, most likely), so it gets three tries;
       // the last failure's output is returned for the caller's assertion.
@@ -103,7 +103,7 @@ async function startOnce(vars: Record<string, string>): Promise<DevServer> {
         if (attempt > 0) spawnSync("sleep", ["1"]);
         result = spawnSync(
           path.join(ROOT, "node_modules/.bin/wrangler"),
-          ["d1", "execute", "DB", "--local", "--persist-to", stateDir, "--command", sql],
+          ["d1", "execute", binding, "--local", "--persist-to", stateDir, "--command", sql],
           {
             cwd: ROOT,
             env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },

@@ -54,6 +54,14 @@ export async function auditVerify({ full = true } = {}) {
     checked: number;
     brokenSeq?: number;
     problem?: string;
+    checkpoints: {
+      checked: number;
+      failed: number;
+      latestSeq: number | null;
+      problems: { kind: string; seq: number; detail: string }[];
+    };
+    anchorsChecked: false;
+    note: string;
   };
 }
 

@@ -673,6 +673,7 @@ describe("the audit chain", () => {
       from: 0,
     });
     expect((await rec.call("GET", "/console/audit/verify?full=yes", { token })).status).toBe(400);
+    expect((await rec.call("GET", "/console/audit/shards", { token })).body).toEqual({ shards: [0] });
   });
 
   it("signs checkpoints, answers the latest, and pages them", async () => {

@@ -341,4 +341,51 @@ describe("audit verify over two shards", () => {
     }
     expect((await verifyEveryShard(env2, 2, proofs, { full: true })).ok).toBe(true);
   });
+
+  it("checks each shard's rows against its own signed checkpoints: rows cut from shard 1's end fail shard 1", async () => {
+    const proofs = settingsOf(env2).proofs;
+    await creditInShard1(40);
+    await creditInShard1(41);
+    const made = await makeCheckpoint(env2, Date.now(), 1);
+    expect(made.kind).toBe("created");
+    const cp = made.kind === "created" ? made.checkpoint : null;
+    const clean = await verifyEveryShard(env2, 2, proofs, { full: true });
+    expect(clean.ok).toBe(true);
+    // Shard 1's checkpoints sign its number: checked as shard 0's, none would hold.
+    expect(clean.shards![1]).toMatchObject({ shard: 1, ok: true, checkpoints: { failed: 0, latestSeq: cp!.seq } });
+    expect(clean.shards![1]!.checkpoints.checked).toBeGreaterThan(0);
+
+    const cut = (await shard1.prepare("SELECT * FROM audit_events WHERE seq >= ? ORDER BY seq").bind(cp!.seq).all())
+      .results;
+    const points = (await shard1.prepare("SELECT * FROM audit_verifications").all()).results;
+    await shard1.batch([
+      shard1.prepare("DELETE FROM audit_events WHERE seq >= ?").bind(cp!.seq),
+      shard1.prepare("DELETE FROM audit_verifications"),
+    ]);
+    try {
+      const broken = await verifyEveryShard(env2, 2, proofs, { full: true });
+      expect(broken).toMatchObject({ ok: false, brokenSeq: cp!.seq, problem: "checkpoint_contradicts_rows" });
+      expect(broken.shards!.map((v) => [v.shard, v.ok])).toEqual([
+        [0, true],
+        [1, false],
+      ]);
+      expect(broken.shards![1]!.checkpoints.problems).toEqual([
+        {
+          kind: "checkpoint_contradicts_rows",
+          seq: cp!.seq,
+          detail: `the rows end at seq ${cp!.seq - 1}: rows removed from the end`,
+        },
+      ]);
+    } finally {
+      for (const row of [...cut, ...points]) {
+        const table = "prev_hash" in row ? "audit_events" : "audit_verifications";
+        const columns = Object.keys(row);
+        await shard1
+          .prepare(`INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
+          .bind(...columns.map((c) => row[c]))
+          .run();
+      }
+    }
+    expect((await verifyEveryShard(env2, 2, proofs, { full: true })).ok).toBe(true);
+  });
 });

@@ -1,15 +1,59 @@
-import type { AuditRow, ChainVerdict } from "../../../audit/chain";
+import type { AuditRow } from "../../../audit/chain";
+import type { AuditVerdict, ShardVerdict } from "../../../audit/verification";
 import { usd, When } from "../layout";
 import { ChargeLink } from "./charge";
 
+type TransactionsVerdict = AuditVerdict & { shards?: ShardVerdict[] };
+
 /** The page shows this many rows; the CSV has them all. */
 export const TRANSACTIONS_SHOWN = 500;
+
+/** One shard's checking: the rows re-hashed, the checkpoints compared, and the first problems found. */
+const ShardScope = ({ verdict, shard }: { verdict: AuditVerdict; shard: number | null }) => {
+  const { checkpoints } = verdict;
+  const latest = checkpoints.latestSeq === null ? "none signed yet" : `the latest at seq ${checkpoints.latestSeq}`;
+  const failed = checkpoints.failed > 0 ? `; the rows contradict ${checkpoints.failed}` : "";
+  return (
+    <>
+      <p>
+        {shard === null ? "" : `Shard ${shard}: `}
+        {verdict.ok ? "holds" : `broken at seq ${verdict.brokenSeq} (${verdict.problem})`}; re-hashed {verdict.checked}{" "}
+        rows after seq {verdict.from}; compared with {checkpoints.checked} signed checkpoints ({latest}){failed}.
+      </p>
+      {checkpoints.problems.length > 0 ? (
+        <ul class="checkpoint-problems">
+          {checkpoints.problems.map((p) => (
+            <li>
+              checkpoint seq {p.seq}: {p.kind}: {p.detail}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </>
+  );
+};
+
+/** What the badge rests on, shard by shard, and what is not checked here. */
+const VerificationScope = ({ verdict }: { verdict: TransactionsVerdict }) => (
+  <div id="chain-scope" class="muted">
+    {verdict.shards ? (
+      verdict.shards.map((v) => <ShardScope verdict={v} shard={v.shard} />)
+    ) : (
+      <ShardScope verdict={verdict} shard={null} />
+    )}
+    <p>
+      The checkpoints' anchors on chain are not checked here. Rows cut short or rewritten together with their
+      checkpoints are found only by <code>npm run --silent cli -- audit verify</code>, which reads the anchors from the
+      chain with settings of its own.
+    </p>
+  </div>
+);
 
 /** The audit rows of a range of days, the chain's verdict, and the CSV of the same range. */
 export const TransactionsPage = (props: {
   range: { fromDay: string; toDay: string };
   rows: AuditRow[];
-  verdict: ChainVerdict;
+  verdict: TransactionsVerdict;
 }) => {
   const { range, rows, verdict } = props;
   const csvHref = `/console/ui/transactions.csv?from=${range.fromDay}&to=${range.toDay}`;
@@ -43,6 +87,7 @@ export const TransactionsPage = (props: {
           </span>
         )}
       </p>
+      <VerificationScope verdict={verdict} />
       <div class="card">
         <table>
           <thead>
