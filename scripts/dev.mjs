@@ -20,7 +20,13 @@ import { ensureDevVars } from "./lib/dev-vars.mjs";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const wrangler = fileURLToPath(new URL("../node_modules/.bin/wrangler", import.meta.url));
 // No metrics, no interactive prompts; the wrangler below runs in this process and reads these too.
-Object.assign(process.env, { WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "true" });
+// No fetch of Request.cf's data from workers.cloudflare.com either (each start did one, which fails
+// offline with a warning): requests get miniflare's placeholder, which is what an offline start had.
+Object.assign(process.env, {
+  WRANGLER_SEND_METRICS: "false",
+  CI: process.env.CI ?? "true",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+});
 const env = process.env;
 const port = process.env.PORT ?? "8787";
 // Tests run their own instance beside a developer's, with separate state.
