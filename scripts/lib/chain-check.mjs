@@ -1,0 +1,106 @@
+// What the service's local databases recorded as done on chain, looked up on the chain itself:
+// `npm run dev` refuses a chain that lacks any of it (docs/operations.md#local), since the service
+// would run on deposits, settlements and anchors that no longer exist.
+import { spawn } from "node:child_process";
+import { ChainStateError } from "./chain-state.mjs";
+
+/**
+ * Per kind, the newest transactions recorded as done. A chain that came back from an older save
+ * lacks the newest first, and a new chain lacks them all, so these few tell either.
+ */
+const PER_KIND = 20;
+const DONE = [
+  ["deposit", "SELECT id, tx_hash FROM deposits ORDER BY block_number DESC, created_at DESC"],
+  ["x402 settlement", "SELECT id, tx_hash FROM x402_payments WHERE status = 'settled' ORDER BY updated_at DESC"],
+  ["transfer out", "SELECT id, tx_hash FROM outbound_transfers WHERE status = 'confirmed' ORDER BY updated_at DESC"],
+  ["payout", "SELECT id, tx_hash FROM payouts WHERE status = 'paid' ORDER BY updated_at DESC"],
+  [
+    "refund",
+    "SELECT id, tx_hash FROM refunds WHERE status = 'succeeded' AND tx_hash IS NOT NULL ORDER BY updated_at DESC",
+  ],
+  [
+    "audit anchor",
+    "SELECT 'checkpoint ' || seq AS id, tx_hash FROM audit_checkpoints WHERE anchor_status = 'confirmed' ORDER BY seq DESC",
+  ],
+];
+// One statement per kind (D1 refuses a compound SELECT of this many terms); each answers apart.
+const SQL = DONE.map(([kind, select]) => `SELECT '${kind}' AS kind, * FROM (${select} LIMIT ${PER_KIND})`).join("; ");
+
+/**
+ * The transactions `binding`'s local database recorded as done, `{ kind, id, tx_hash, binding }`,
+ * read with `wrangler d1 execute` (`args`: where its state is and which configuration).
+ */
+export function recordedIn(binding, { wrangler, args, cwd, env }) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(wrangler, ["d1", "execute", binding, "--local", ...args, "--json", "--command", SQL], {
+      cwd,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      err += chunk;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`reading ${binding} failed:\n${err || out}`));
+      const rows = JSON.parse(out)
+        .flatMap((answer) => answer.results)
+        .filter((row) => row.tx_hash);
+      resolve(rows.map((row) => ({ ...row, binding })));
+    });
+  });
+}
+
+/** The ones of `recorded` whose transaction the chain at `rpcUrl` has no receipt for (one batched request). */
+export async function lackingOn(rpcUrl, recorded) {
+  if (recorded.length === 0) return [];
+  const calls = recorded.map((row, id) => ({
+    jsonrpc: "2.0",
+    id,
+    method: "eth_getTransactionReceipt",
+    params: [row.tx_hash],
+  }));
+  const res = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(calls),
+  });
+  const answers = await res.json();
+  const failed = answers.find((answer) => answer.error);
+  if (failed)
+    throw new Error(`the chain at ${rpcUrl} did not answer eth_getTransactionReceipt: ${failed.error.message}`);
+  const found = new Set(answers.filter((answer) => answer.result).map((answer) => answer.id));
+  return recorded.filter((_, id) => !found.has(id));
+}
+
+/**
+ * The `check` of startLocalChain for `npm run dev`: refuses a chain that lacks a transaction the
+ * service's databases (DB and DB_SHARD_1) recorded as done. `reading` says how to run wrangler on
+ * them; `chainDir` is where the chain's state is kept, for the message.
+ */
+export function chainCheck({ chainDir, ...reading }) {
+  return async (rpcUrl, { kept }) => {
+    const recorded = (await Promise.all(["DB", "DB_SHARD_1"].map((binding) => recordedIn(binding, reading)))).flat();
+    const lacking = await lackingOn(rpcUrl, recorded);
+    if (lacking.length === 0) return;
+    const why = kept
+      ? `the chain is behind the database: it stopped before its last save, or its state (${chainDir}) was deleted`
+      : `the chain answering at ${rpcUrl} was not started by npm run dev for this state directory: stop it, or set another ANVIL_PORT`;
+    throw new ChainStateError(
+      [
+        `the local chain at ${rpcUrl} lacks ${lacking.length} transaction(s) the service's database recorded as done:`,
+        ...lacking.map((row) => `  ${row.kind} ${row.id} (${row.binding}): ${row.tx_hash}`),
+        `${why}.`,
+      ].join("\n"),
+    );
+  };
+}
+
+/** How to start over from `stateDir` (the service's and the chain's state). */
+export const startingOver = (stateDir) =>
+  `To start over with an empty database and a new chain: stop npm run dev, delete ${stateDir} (the local database and the chain's state), and run npm run dev again.`;
