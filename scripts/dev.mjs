@@ -84,6 +84,7 @@ try {
       cwd: root,
       env,
       chainDir: shown(chainDir ?? stateDir),
+      log: step,
     }),
   });
 } catch (error) {

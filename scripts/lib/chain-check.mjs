@@ -23,16 +23,17 @@ const DONE = [
     "SELECT 'checkpoint ' || seq AS id, tx_hash FROM audit_checkpoints WHERE anchor_status = 'confirmed' ORDER BY seq DESC",
   ],
 ];
-// One statement per kind (D1 refuses a compound SELECT of this many terms); each answers apart.
-const SQL = DONE.map(([kind, select]) => `SELECT '${kind}' AS kind, * FROM (${select} LIMIT ${PER_KIND})`).join("; ");
+// One statement per kind (D1 refuses a compound SELECT of this many terms); each answers apart. Last,
+// the chain watchers' cursors (the deposit watcher's), which must not be ahead of the chain.
+const SQL = [
+  ...DONE.map(([kind, select]) => `SELECT '${kind}' AS kind, * FROM (${select} LIMIT ${PER_KIND})`),
+  "SELECT 'cursor' AS kind, name AS id, NULL AS tx_hash, block_number FROM chain_cursors",
+].join("; ");
 
-/**
- * The transactions `binding`'s local database recorded as done, `{ kind, id, tx_hash, binding }`,
- * read with `wrangler d1 execute` (`args`: where its state is and which configuration).
- */
-export function recordedIn(binding, { wrangler, args, cwd, env }) {
+/** Runs `command` on `binding`'s local database with `wrangler d1 execute` (`args`: where its state is, which configuration). */
+function d1(binding, command, { wrangler, args, cwd, env }) {
   return new Promise((resolve, reject) => {
-    const child = spawn(wrangler, ["d1", "execute", binding, "--local", ...args, "--json", "--command", SQL], {
+    const child = spawn(wrangler, ["d1", "execute", binding, "--local", ...args, "--json", "--command", command], {
       cwd,
       env,
       stdio: ["ignore", "pipe", "pipe"],
@@ -47,13 +48,27 @@ export function recordedIn(binding, { wrangler, args, cwd, env }) {
     });
     child.on("error", reject);
     child.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`reading ${binding} failed:\n${err || out}`));
-      const rows = JSON.parse(out)
-        .flatMap((answer) => answer.results)
-        .filter((row) => row.tx_hash);
-      resolve(rows.map((row) => ({ ...row, binding })));
+      if (code !== 0) return reject(new Error(`wrangler d1 execute ${binding} failed:\n${err || out}`));
+      resolve(JSON.parse(out).flatMap((answer) => answer.results));
     });
   });
+}
+
+/**
+ * What `binding`'s local database recorded: the transactions done, `{ kind, id, tx_hash, binding }`,
+ * and the cursors, `{ kind: "cursor", id, block_number, binding }`.
+ */
+export async function recordedIn(binding, reading) {
+  return (await d1(binding, SQL, reading)).map((row) => ({ ...row, binding }));
+}
+
+async function headOf(rpcUrl) {
+  const res = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }),
+  });
+  return Number((await res.json()).result);
 }
 
 /** The ones of `recorded` whose transaction the chain at `rpcUrl` has no receipt for (one batched request). */
@@ -80,24 +95,39 @@ export async function lackingOn(rpcUrl, recorded) {
 
 /**
  * The `check` of startLocalChain for `npm run dev`: refuses a chain that lacks a transaction the
- * service's databases (DB and DB_SHARD_1) recorded as done. `reading` says how to run wrangler on
- * them; `chainDir` is where the chain's state is kept, for the message.
+ * service's databases (DB and DB_SHARD_1) recorded as done. A cursor ahead of a chain that holds
+ * all of it (the chain came back from a save a few empty blocks behind) is set back to the chain's
+ * head, so that the deposit watcher reads every block the chain mines from now on. `reading` says
+ * how to run wrangler on the databases; `chainDir` is where the chain's state is kept, for the message.
  */
-export function chainCheck({ chainDir, ...reading }) {
+export function chainCheck({ chainDir, log, ...reading }) {
   return async (rpcUrl, { kept }) => {
-    const recorded = (await Promise.all(["DB", "DB_SHARD_1"].map((binding) => recordedIn(binding, reading)))).flat();
-    const lacking = await lackingOn(rpcUrl, recorded);
-    if (lacking.length === 0) return;
-    const why = kept
-      ? `the chain is behind the database: it stopped before its last save, or its state (${chainDir}) was deleted`
-      : `the chain answering at ${rpcUrl} was not started by npm run dev for this state directory: stop it, or set another ANVIL_PORT`;
-    throw new ChainStateError(
-      [
-        `the local chain at ${rpcUrl} lacks ${lacking.length} transaction(s) the service's database recorded as done:`,
-        ...lacking.map((row) => `  ${row.kind} ${row.id} (${row.binding}): ${row.tx_hash}`),
-        `${why}.`,
-      ].join("\n"),
-    );
+    const rows = (await Promise.all(["DB", "DB_SHARD_1"].map((binding) => recordedIn(binding, reading)))).flat();
+    const done = rows.filter((row) => row.tx_hash);
+    const lacking = await lackingOn(rpcUrl, done);
+    if (lacking.length > 0) {
+      const why = kept
+        ? `the chain is behind the database: it stopped before its last save, or its state (${chainDir}) was deleted`
+        : `the chain answering at ${rpcUrl} was not started by npm run dev for this state directory: stop it, or set another ANVIL_PORT`;
+      throw new ChainStateError(
+        [
+          `the local chain at ${rpcUrl} lacks ${lacking.length} transaction(s) the service's database recorded as done:`,
+          ...lacking.map((row) => `  ${row.kind} ${row.id} (${row.binding}): ${row.tx_hash}`),
+          `${why}.`,
+        ].join("\n"),
+      );
+    }
+    const head = await headOf(rpcUrl);
+    for (const cursor of rows.filter((row) => row.kind === "cursor" && row.block_number > head)) {
+      log(
+        `the chain watcher's cursor ${cursor.id} (block ${cursor.block_number}) is set back to the chain's head ${head}`,
+      );
+      await d1(
+        cursor.binding,
+        `UPDATE chain_cursors SET block_number = ${head}, updated_at = '${new Date().toISOString()}' WHERE name = '${cursor.id.replaceAll("'", "''")}' AND block_number > ${head}`,
+        reading,
+      );
+    }
   };
 }
 

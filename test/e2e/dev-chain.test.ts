@@ -105,6 +105,23 @@ describe("npm run dev's chain across restarts", () => {
     expect(settlement.success).toBe(true);
     return settlement.transaction as Hex;
   };
+  /** Sends `units` of the token from the depositor to the agent's deposit address: the transaction, mined. */
+  const deposit = async (units: bigint) => {
+    const { depositAddress } = (await call("GET", "/balance", agentKey)).json as { depositAddress: Hex };
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(depositor.privateKey),
+      transport: http(dev.rpcUrl),
+    });
+    const hash = await wallet.writeContract({
+      chain: null,
+      address: asset,
+      abi: ERC20,
+      functionName: "transfer",
+      args: [depositAddress, units],
+    });
+    await chain().waitForTransactionReceipt({ hash });
+    return hash;
+  };
   const receiptsOf = (hashes: Hex[]) =>
     Promise.all(
       hashes.map((hash) =>
@@ -118,24 +135,12 @@ describe("npm run dev's chain across restarts", () => {
     const token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
     merchantKey = (await call("POST", "/merchants", token, { name: "Kept Chain Co" })).json.apiKey as string;
     agentKey = (JSON.parse(dev.cli("agent", "create", "--name", "kept").stdout.trim()) as { apiKey: string }).apiKey;
-    const { depositAddress } = (await call("GET", "/balance", agentKey)).json as { depositAddress: Hex };
     const terms = await fetch(
       `${dev.url}/charges/${(await call("POST", "/merchant/charges", merchantKey, { amountUsdCents: 1 })).json.chargeId}/x402`,
     );
     asset = ((await terms.json()) as { accepts: { asset: Hex }[] }).accepts[0]!.asset;
 
-    const wallet = createWalletClient({
-      account: privateKeyToAccount(depositor.privateKey),
-      transport: http(dev.rpcUrl),
-    });
-    const sent = await wallet.writeContract({
-      chain: null,
-      address: asset,
-      abi: ERC20,
-      functionName: "transfer",
-      args: [depositAddress, 5_000_000n],
-    });
-    await chain().waitForTransactionReceipt({ hash: sent });
+    const sent = await deposit(5_000_000n);
     const settled = await payByX402(150);
     expect((await call("POST", "/console/audit/checkpoints", token)).status).toBeLessThan(300);
 
@@ -196,6 +201,14 @@ describe("npm run dev's chain across restarts", () => {
     const next = await payByX402(30);
     expect(await receiptsOf([next])).toEqual(["success"]);
     expect((await balances()).merchant).toBe(before.merchant + 30);
+    // The deposit watcher goes on too: a new deposit is credited.
+    await deposit(2_000_000n);
+    let agent = (await balances()).agent;
+    for (let i = 0; i < 150 && agent === before.agent; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      agent = (await balances()).agent;
+    }
+    expect(agent).toBe(500 + 200);
   });
 
   it("refuses a chain that lacks what the database recorded, and says how to start over", async () => {
