@@ -70,15 +70,16 @@ export function newestState(files) {
 export const savedHead = (files) => headOf(files.saved);
 
 /**
- * The pid of the anvil an earlier start left running for this directory at `port`, or null. Its
- * command line names this directory's files and the port, so a reused pid is never taken for it.
+ * The pid of the anvil an earlier start left running for this directory at `port` (null: at any
+ * port), or null. Its command line names this directory's files and the port, so a reused pid is
+ * never taken for it.
  */
 export function keptAnvilAt(files, port) {
   try {
     const pid = Number(readFileSync(files.pid, "utf8").trim());
     const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
     const portAt = args.indexOf("--port");
-    return args.includes(files.atExit) && args[portAt + 1] === String(port) ? pid : null;
+    return args.includes(files.atExit) && (port === null || args[portAt + 1] === String(port)) ? pid : null;
   } catch {
     return null;
   }

@@ -81,7 +81,9 @@ async function remembered(file, rpcUrl, client) {
   try {
     const saved = JSON.parse(readFileSync(file, "utf8"));
     const genesis = await client.getBlock({ blockNumber: 0n });
-    if (saved.rpcUrl !== rpcUrl || saved.genesis !== genesis.hash) return none;
+    if (saved.genesis !== genesis.hash) return none;
+    // The same chain at another port (a kept chain started again with another ANVIL_PORT): remembered there now.
+    if (saved.rpcUrl !== rpcUrl) writeFileSync(file, JSON.stringify({ ...saved, rpcUrl }));
     return {
       token: (await deployed(client, saved.token)) ? saved.token : null,
       anchor: (await deployed(client, saved.anchor)) ? saved.anchor : null,
@@ -144,6 +146,12 @@ export async function startLocalChain({
     const where = ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID)];
     const args = [...where, ...mining, "--silent"];
     if (kept) {
+      // The chain this directory kept running at another port (ANVIL_PORT changed): stopped, it dumps its state for this one.
+      const elsewhere = keptAnvilAt(kept, null);
+      if (elsewhere) {
+        log(`stopping the chain this state directory kept at another port (anvil ${elsewhere})`);
+        await stopAnvil(elsewhere);
+      }
       fromSave = newestState(kept);
       if (fromSave !== null) log(`the chain comes back from its saved state ${kept.saved} (block ${fromSave})`);
       child = spawnKeptAnvil(anvilBin, args, kept);
