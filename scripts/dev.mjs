@@ -7,7 +7,9 @@
 // DEV_LEDGER_SHARDS and DEV_LEDGER_SHARD_PLACEMENT set LEDGER_SHARDS and
 // LEDGER_SHARD_PLACEMENT for this run only (as bindings over the configuration's
 // vars, which stay as they are): `npm run bench`'s shards group runs its own
-// instance with two ledger shards this way.
+// instance with two ledger shards this way. The chain's state is kept in the state directory's `chain/`
+// and anvil runs apart from this process group (scripts/lib/chain-state.mjs); DEV_CHAIN_PERSIST=false
+// runs it as part of the group with nothing kept, a new chain every start (`npm run bench`).
 import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -16,12 +18,20 @@ import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
 import { auditAnchorVars, settlementBatchVars, startLocalChain, x402Vars } from "./lib/chain.mjs";
 import { bookDevFundings } from "./lib/dev-funding.mjs";
+import { chainCheck, startingOver } from "./lib/chain-check.mjs";
+import { ChainStateError } from "./lib/chain-state.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const wrangler = fileURLToPath(new URL("../node_modules/.bin/wrangler", import.meta.url));
 // No metrics, no interactive prompts; the wrangler below runs in this process and reads these too.
-Object.assign(process.env, { WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "true" });
+// No fetch of Request.cf's data from workers.cloudflare.com either (each start did one, which fails
+// offline with a warning): requests get miniflare's placeholder, which is what an offline start had.
+Object.assign(process.env, {
+  WRANGLER_SEND_METRICS: "false",
+  CI: process.env.CI ?? "true",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+});
 const env = process.env;
 const port = process.env.PORT ?? "8787";
 // Tests run their own instance beside a developer's, with separate state.
@@ -54,11 +64,38 @@ for (const binding of ["DB", "DB_SHARD_1"]) {
 // The token a chain that is already running got from an earlier start is remembered beside the service's state.
 const stateDir = process.env.DEV_PERSIST_DIR ?? path.join(root, ".wrangler", "state");
 mkdirSync(stateDir, { recursive: true });
-const chain = await startLocalChain({
-  port: Number(process.env.ANVIL_PORT ?? 8545),
-  log: step,
-  rememberIn: path.join(stateDir, "local-chain.json"),
-});
+if (!["true", "false", undefined].includes(env.DEV_CHAIN_PERSIST)) {
+  console.error("[dev] DEV_CHAIN_PERSIST is true or false");
+  process.exit(1);
+}
+// The chain kept beside the service's state (its saves, anvil's pid and log), unless DEV_CHAIN_PERSIST=false.
+const chainDir = env.DEV_CHAIN_PERSIST === "false" ? null : path.join(stateDir, "chain");
+const shown = (dir) => (path.relative(root, dir).startsWith("..") ? dir : path.relative(root, dir));
+let chain;
+try {
+  chain = await startLocalChain({
+    port: Number(process.env.ANVIL_PORT ?? 8545),
+    log: step,
+    rememberIn: path.join(stateDir, "local-chain.json"),
+    keepIn: chainDir,
+    // Every ledger shard's database is read: DEV_LEDGER_SHARDS=2 records in DB_SHARD_1 too.
+    check: chainCheck({
+      wrangler,
+      args: ["--config", config, ...persist],
+      cwd: root,
+      env,
+      chainDir: shown(chainDir ?? stateDir),
+      log: step,
+    }),
+  });
+} catch (error) {
+  if (!(error instanceof ChainStateError)) throw error;
+  for (const line of `${error.message}\n${startingOver(shown(stateDir))}`.split("\n")) console.error(`[dev] ${line}`);
+  process.exit(1);
+}
+// Whatever ends this process from here on ends the chain it started or took over too (a kept anvil
+// dumps its state as it exits); only a kill of the whole group (SIGKILL) leaves a kept one running.
+process.on("exit", () => chain.kill());
 // The chain's settings (token address, RPC, the facilitator's gas keys: public accounts of anvil's mnemonic) are local-only.
 const chainVars = {
   ...x402Vars(chain),
@@ -139,4 +176,3 @@ const stop = () =>
   })());
 process.on("SIGINT", stop);
 process.on("SIGTERM", stop);
-process.on("exit", () => chain.kill());

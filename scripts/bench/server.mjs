@@ -48,6 +48,9 @@ export async function startService({ log, vars = {} }) {
     // The cron at production's cadence (once a minute), not `npm run dev`'s every 10 s: six times the
     // background jobs (checkpoints, treasury checks, sweeps) would land in the measured windows.
     DEV_CRON_SECONDS: process.env.DEV_CRON_SECONDS ?? "60",
+    // anvil in the process group, as the meter finds it (scripts/bench/threads.mjs) and stop() ends it,
+    // and no saves of its state in the measured windows: the bench's chain is thrown away anyway.
+    DEV_CHAIN_PERSIST: "false",
     ...vars,
   };
   // Its own process group (detached), so stop() reaches wrangler, workerd and anvil too.

@@ -7,6 +7,17 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
+import {
+  ChainStateError,
+  chainFiles,
+  keepSaving,
+  keptAnvilAt,
+  logTail,
+  newestState,
+  savedHead,
+  spawnKeptAnvil,
+  stopAnvil,
+} from "./chain-state.mjs";
 import { compileAuditAnchor, compileSettlementBatch, compileTestUsdc } from "./contracts.mjs";
 
 export const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
@@ -73,7 +84,9 @@ async function remembered(file, rpcUrl, client) {
   try {
     const saved = JSON.parse(readFileSync(file, "utf8"));
     const genesis = await client.getBlock({ blockNumber: 0n });
-    if (saved.rpcUrl !== rpcUrl || saved.genesis !== genesis.hash) return none;
+    if (saved.genesis !== genesis.hash) return none;
+    // The same chain at another port (a kept chain started again with another ANVIL_PORT): remembered there now.
+    if (saved.rpcUrl !== rpcUrl) writeFileSync(file, JSON.stringify({ ...saved, rpcUrl }));
     return {
       token: (await deployed(client, saved.token)) ? saved.token : null,
       anchor: (await deployed(client, saved.anchor)) ? saved.anchor : null,
@@ -101,16 +114,32 @@ export const deployAuditAnchor = (wallet, client) => deployCompiled(wallet, clie
  * got from an earlier start (remembered in `rememberIn`) is used again rather
  * than a new one: what the service sent on the old token (a payout whose answer
  * was lost in a restart) must be found there, never sent again on a new one.
- * `stop()` ends only what this call started.
+ *
+ * With `keepIn` (a directory), the chain is kept there (scripts/lib/chain-state.mjs): anvil runs in a
+ * session of its own and its state is saved, so the chain outlives a kill of the caller's process
+ * group (the next start finds it running and takes it over) and a stop (the next start loads it).
+ * `check(rpcUrl, { kept })`, once the chain answers and before anything is sent to it, may throw to
+ * refuse it. `stop()` ends only what this call started or took over.
  */
-export async function startLocalChain({ port = 8545, log = () => {}, rememberIn = null } = {}) {
+export async function startLocalChain({
+  port = 8545,
+  log = () => {},
+  rememberIn = null,
+  keepIn = null,
+  check = null,
+} = {}) {
   const rpcUrl = `http://127.0.0.1:${port}`;
   let child = null;
   const existing = await chainIdAt(rpcUrl);
+  const kept = keepIn ? chainFiles(keepIn) : null;
+  /** The kept anvil: left running for this directory by an earlier start, or started below. */
+  let keptPid = existing !== null && kept ? keptAnvilAt(kept, port) : null;
+  /** The block the kept chain's last save reached (null: no save yet). */
+  let fromSave = keptPid ? savedHead(kept) : null;
   if (existing !== null) {
     if (existing !== LOCAL_CHAIN_ID)
       throw new Error(`a chain with id ${existing} answers at ${rpcUrl}; expected ${LOCAL_CHAIN_ID}`);
-    log(`using the chain already running at ${rpcUrl}`);
+    log(`using the chain already running at ${rpcUrl}${keptPid ? ` (anvil ${keptPid}, kept in ${keepIn})` : ""}`);
   } else {
     log(`starting anvil (chain id ${LOCAL_CHAIN_ID}) at ${rpcUrl}`);
     // Each transaction is mined at once, and an empty block every 2 s keeps the chain's clock current, as
@@ -118,16 +147,58 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
     // transfer (which the service runs at the latest block) refuses what x402-fetch 1.x signs, valid
     // from 10 minutes ago, as "not yet valid" once the chain has been idle for 10 minutes.
     const mining = ["--block-time", "2", "--mixed-mining"];
-    child = spawn(
-      anvilBin,
-      ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID), ...mining, "--silent"],
-      { stdio: "ignore" },
-    );
+    const where = ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID)];
+    const args = [...where, ...mining, "--silent"];
+    if (kept) {
+      // The chain this directory kept running at another port (ANVIL_PORT changed): stopped, it dumps its state for this one.
+      const elsewhere = keptAnvilAt(kept, null);
+      if (elsewhere) {
+        log(`stopping the chain this state directory kept at another port (anvil ${elsewhere})`);
+        await stopAnvil(elsewhere);
+      }
+      fromSave = newestState(kept);
+      if (fromSave !== null) log(`the chain comes back from its saved state ${kept.saved} (block ${fromSave})`);
+      child = spawnKeptAnvil(anvilBin, args, kept);
+      keptPid = child.pid;
+    } else child = spawn(anvilBin, args, { stdio: "ignore" });
     const deadline = Date.now() + 20_000;
     while ((await chainIdAt(rpcUrl)) === null) {
-      if (child.exitCode !== null) throw new Error(`anvil exited with ${child.exitCode}`);
+      if (child.exitCode !== null) {
+        const reason = `anvil exited with ${child.exitCode}${kept ? `: ${logTail(kept)}` : ""}`;
+        throw fromSave !== null ? new ChainStateError(`${reason}\n(loading ${kept.saved})`) : new Error(reason);
+      }
       if (Date.now() > deadline) throw new Error("anvil did not start within 20 s");
       await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const saving = keptPid ? keepSaving(rpcUrl, kept, fromSave) : null;
+  /** Ends what this call started or took over; a chain that runs apart from it stays. */
+  const own = {
+    /** At once and synchronously, for exit handlers (a kept anvil still dumps its state as it exits). */
+    kill: () => {
+      if (keptPid) {
+        try {
+          process.kill(keptPid, "SIGTERM");
+        } catch {
+          // already gone
+        }
+      } else if (child && child.exitCode === null) child.kill("SIGTERM");
+    },
+    stop: async () => {
+      await saving?.stop();
+      if (keptPid) await stopAnvil(keptPid);
+      else if (child && child.exitCode === null) {
+        child.kill("SIGTERM");
+        await new Promise((r) => child.once("exit", r));
+      }
+    },
+  };
+  if (check) {
+    try {
+      await check(rpcUrl, { kept: keptPid !== null });
+    } catch (error) {
+      await own.stop();
+      throw error;
     }
   }
   const chain = defineChain({
@@ -160,19 +231,11 @@ export async function startLocalChain({ port = 8545, log = () => {}, rememberIn 
     /** One settlement lane each (FACILITATOR_PRIVATE_KEY takes them separated by commas). */
     facilitatorKeys,
     accounts,
-    /** At once and synchronously, for exit handlers. */
-    kill: () => {
-      if (child && child.exitCode === null) child.kill("SIGTERM");
-    },
-    stop: async () => {
-      if (child && child.exitCode === null) {
-        child.kill("SIGTERM");
-        await new Promise((r) => child.once("exit", r));
-      }
-    },
+    kill: own.kill,
+    stop: own.stop,
   });
   const known =
-    existing !== null
+    existing !== null || fromSave !== null
       ? await remembered(rememberIn, rpcUrl, client)
       : { token: null, anchor: null, batch: null, fundingTransactions: [] };
   /** The contracts beside the token: the ones this chain has already, the others deployed now. */

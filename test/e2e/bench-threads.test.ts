@@ -95,7 +95,8 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
   describe("on `npm run dev`", () => {
     let dev: DevServer;
     beforeAll(async () => {
-      dev = await startDevServer();
+      // As the bench runs it (scripts/bench/server.mjs): anvil in npm run dev's process group.
+      dev = await startDevServer({ DEV_CHAIN_PERSIST: "false" });
     });
     afterAll(async () => {
       await dev?.stop();

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,14 +21,33 @@ async function freePort(): Promise<number> {
 export interface DevServer {
   url: string;
   port: number;
-  /** The process group of `npm run dev` and everything it started (wrangler, both workerd, anvil). */
+  /**
+   * The process group of `npm run dev` and everything it started (wrangler, both workerd; anvil too
+   * with DEV_CHAIN_PERSIST=false, else anvil runs in a session of its own).
+   */
   pgid: number;
   rpcUrl: string;
+  /** Its DEV_PERSIST_DIR: the local database, Durable Objects and (in `chain/`) the chain's state. */
+  stateDir: string;
   /** Runs SQL against the server's local D1 (as an operator with wrangler would): `DB`, or another binding such as `DB_SHARD_1`. */
   d1: (sql: string, binding?: string) => { status: number | null; stdout: string; stderr: string };
   log: () => string;
   cli: (...args: string[]) => { status: number | null; stdout: string; stderr: string };
+  /** Kills its process group at once (SIGKILL: nothing gets to clean up); the state directory stays. */
+  kill: () => Promise<void>;
+  /**
+   * `npm run dev` again on the same ports and state directory (after `kill()`), with `vars` over the
+   * first start's. Rejects with its output when it exits before it is ready.
+   */
+  restart: (vars?: Record<string, string>) => Promise<DevServer>;
+  /** Stops it (SIGTERM to the group), ends the chain kept for its state directory, and deletes that directory. */
   stop: () => Promise<void>;
+}
+
+interface Place {
+  port: number;
+  anvilPort: number;
+  stateDir: string;
 }
 
 /**
@@ -48,10 +67,51 @@ export async function startDevServer(vars: Record<string, string> = {}): Promise
 
 class ExitedEarly extends Error {}
 
-async function startOnce(vars: Record<string, string>): Promise<DevServer> {
-  const port = await freePort();
-  const anvilPort = await freePort();
-  const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
+/** Whether `pid` runs (a zombie does not). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** The anvil npm run dev keeps for `stateDir` (its pid file), if it runs. */
+export function keptAnvil(stateDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(path.join(stateDir, "chain", "anvil.pid"), "utf8"));
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    return running(pid) && cmdline.includes(stateDir) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Ends the anvil kept for `stateDir`, if one runs: npm run dev stops it as it stops itself, so it is
+ * given `graceMs` to go (dumping its state) before it is sent SIGTERM, and SIGKILL 30 s later.
+ */
+async function endKeptAnvil(stateDir: string, graceMs: number) {
+  const pid = keptAnvil(stateDir);
+  if (pid === null) return;
+  const termAt = Date.now() + graceMs;
+  const killAt = termAt + 30_000;
+  let termed = false;
+  while (running(pid)) {
+    if (!termed && Date.now() > termAt) {
+      process.kill(pid, "SIGTERM");
+      termed = true;
+    }
+    if (Date.now() > killAt) process.kill(pid, "SIGKILL");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function startOnce(vars: Record<string, string>, place?: Place): Promise<DevServer> {
+  const port = place?.port ?? (await freePort());
+  const anvilPort = place?.anvilPort ?? (await freePort());
+  const stateDir = place?.stateDir ?? mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
   const env = {
     ...process.env,
     PORT: String(port),
@@ -66,6 +126,8 @@ async function startOnce(vars: Record<string, string>): Promise<DevServer> {
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
+  /** Until it exits, with a code or by a signal. */
+  const up = () => child.exitCode === null && child.signalCode === null;
   let output = "";
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -74,9 +136,12 @@ async function startOnce(vars: Record<string, string>): Promise<DevServer> {
   // Ready means this server said so and its own 404 answers: another process that holds the port
   // (a chain, another test's server) must not pass for it.
   for (;;) {
-    if (child.exitCode !== null) {
-      rmSync(stateDir, { recursive: true, force: true });
-      throw new ExitedEarly(`npm run dev exited early:\n${output}`);
+    if (!up()) {
+      if (!place) {
+        await endKeptAnvil(stateDir, 5_000);
+        rmSync(stateDir, { recursive: true, force: true });
+      }
+      throw new ExitedEarly(`npm run dev exited early with ${child.exitCode ?? child.signalCode}:\n${output}`);
     }
     if (output.includes(`[dev] ready on ${url}`)) {
       try {
@@ -94,6 +159,7 @@ async function startOnce(vars: Record<string, string>): Promise<DevServer> {
     port,
     pgid: child.pid!,
     rpcUrl: `http://127.0.0.1:${anvilPort}`,
+    stateDir,
     d1: (sql, binding = "DB") => {
       // A second process on the running server's local database: under a loaded machine it failed
       // once in a full run (the server writing at that moment, most likely), so it gets three tries;
@@ -124,11 +190,20 @@ async function startOnce(vars: Record<string, string>): Promise<DevServer> {
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
     },
-    stop: async () => {
-      if (child.exitCode === null && child.pid) {
-        process.kill(-child.pid, "SIGTERM");
+    kill: async () => {
+      if (up() && child.pid) {
+        process.kill(-child.pid, "SIGKILL");
         await new Promise((r) => child.once("exit", r));
       }
+    },
+    restart: (more = {}) => startOnce({ ...vars, ...more }, { port, anvilPort, stateDir }),
+    stop: async () => {
+      const stopping = up() && child.pid;
+      if (stopping) {
+        process.kill(-child.pid!, "SIGTERM");
+        await new Promise((r) => child.once("exit", r));
+      }
+      await endKeptAnvil(stateDir, stopping ? 10_000 : 0);
       rmSync(stateDir, { recursive: true, force: true });
     },
   };
