@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { outcomeReply, refusalError, type PaidView, type PayOutcome } from "../agents/outcomes";
+import { earlierAnswerUnderKey } from "../agents/transfer-retries";
 import { keysInHomeOf } from "../ledger/directory";
 import {
   IDEMPOTENCY_KEY_SHAPE,
@@ -132,7 +133,10 @@ export async function payOnce(
     return toolAnswer(ctx, { status, body: JSON.parse(body) }, true);
   }
   const { reply } = await keepAnswer(db, material, reservation.slot, async () => {
-    const reply = routeReply(await pay(reservation.slot), view);
+    // As the HTTP routes do: a first call that crossed shards and lost its answer (its 5xx freed the
+    // key before its transfer settled) is answered with that payment, never paid a second time.
+    const earlier = await earlierAnswerUnderKey(ctx.env, ctx.agentId, reservation.slot);
+    const reply = earlier ? { status: 200, body: earlier } : routeReply(await pay(reservation.slot), view);
     const text = JSON.stringify(reply.body);
     return { reply, status: reply.status, contentType: "application/json", body: async () => text };
   });
