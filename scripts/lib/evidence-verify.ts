@@ -24,10 +24,18 @@ const readJson = (file: string, what: string): unknown => {
 };
 
 async function trustedKeys(from: string): Promise<{ keys: JWK[] }> {
-  if (!/^https?:\/\//.test(from)) return readJson(from, "the key set") as { keys: JWK[] };
-  const response = await fetch(from).catch(() => null);
-  if (!response?.ok) throw new Error(`cannot fetch the keys at ${from}`);
-  return (await response.json()) as { keys: JWK[] };
+  let set: unknown;
+  if (!/^https?:\/\//.test(from)) set = readJson(from, "the key set");
+  else {
+    const response = await fetch(from).catch(() => null);
+    if (!response?.ok) throw new Error(`cannot fetch the keys at ${from}`);
+    set = await response.json().catch(() => null);
+  }
+  // A JWK set: `{ keys: [ { kid, ... }, ... ] }`. Anything else is said as such, not met later as a TypeError.
+  const keys = (set as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === "object" && k !== null && typeof k.kid === "string"))
+    throw new Error(`${from} is not a JWK set ({ "keys": [ { "kid": ..., ... } ] })`);
+  return { keys: keys as JWK[] };
 }
 
 async function chainIdAt(rpcUrl: string): Promise<number> {

@@ -225,7 +225,13 @@ function checkKeys(file: EvidenceFile, trust: EvidenceTrust, signers: (string | 
   const inFile = new Map(file.keys.keys.map((k) => [k.kid, k]));
   const wrong: string[] = [];
   let unknown = 0;
-  for (const [kid, key] of inFile) {
+  // Every key the file holds, in order: a second key under a kid (which a reader's map would keep or
+  // drop) is refused, never passed over.
+  const seen = new Set<unknown>();
+  for (const key of file.keys.keys) {
+    const kid = key.kid;
+    if (seen.has(kid)) wrong.push(`keys: the file holds more than one key of kid ${kid}`);
+    seen.add(kid);
     const known = typeof kid === "string" ? trusted.get(kid) : undefined;
     if (!known) unknown++;
     else if (!sameKey(key, known)) wrong.push(`keys: the file's key ${kid} is not the trusted key of that kid`);
@@ -233,7 +239,7 @@ function checkKeys(file: EvidenceFile, trust: EvidenceTrust, signers: (string | 
   for (const kid of new Set(signers))
     if (kid !== undefined && !inFile.has(kid)) wrong.push(`keys: the file's key set lacks ${kid}, which signed it`);
   const told = unknown > 0 ? ` (${unknown} not in the trusted set, signing nothing here)` : "";
-  add("keys", wrong, `the file's ${inFile.size} keys agree with the trusted ones${told}`);
+  add("keys", wrong, `the file's ${file.keys.keys.length} keys agree with the trusted ones${told}`);
 }
 
 /** The row is among the checkpoint's rows, and its Merkle path leads to the root the checkpoint signed. */

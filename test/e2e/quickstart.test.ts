@@ -222,6 +222,10 @@ describe("npm run dev and the CLI", () => {
     expect(verified.stdout.trim().split("\n").at(-1)).toBe("evidence ok");
     // The file's own keys are never trusted: without --keys it refuses to judge.
     expect(dev.cli("evidence", "verify", file).status).toBe(2);
+    // A key set that is not one (here the OpenAPI document) is said to be none, not met as a TypeError.
+    const notKeys = dev.cli("evidence", "verify", file, "--keys", `${dev.url}/openapi.json`);
+    expect(notKeys.status).toBe(1);
+    expect(notKeys.stderr).toContain(`${dev.url}/openapi.json is not a JWK set`);
 
     const forged = evidence.json();
     forged.auditRow.amountMinor = 45;

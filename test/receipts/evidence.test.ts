@@ -323,6 +323,22 @@ describe("a charge's evidence file", () => {
         [named("keys", "keys: the file's key test-only-receipts-1 is not the trusted key of that kid")],
       ],
       [
+        // A forged key put first under the signer's kid, the genuine one after it (found by an
+        // outside attack: a map by kid kept the last and said the file's keys agree).
+        "keys (a second key of the signer's kid, before the genuine one)",
+        (f) => {
+          const genuine = f.keys.keys.find((k) => k.kid === "test-only-receipts-1")!;
+          f.keys.keys = [{ ...genuine, x: TEST_RECEIPT_KEYS[0].x }, ...f.keys.keys];
+        },
+        [
+          named(
+            "keys",
+            "keys: the file's key test-only-receipts-1 is not the trusted key of that kid",
+            "keys: the file holds more than one key of kid test-only-receipts-1",
+          ),
+        ],
+      ],
+      [
         "keys (the signer left out)",
         (f) => {
           f.keys.keys = f.keys.keys.filter((k) => k.kid !== "test-only-receipts-1");
