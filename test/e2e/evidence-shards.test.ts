@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevServer, type DevServer } from "./dev-server";
+import { shardOwners } from "./shard-owners";
 
 // `evidence verify` of the CLI on a charge of ledger shard 1, against `npm run dev` with two shards
 // and its local chain: the file a merchant downloads verifies as it is, and names the field changed.
@@ -20,44 +21,11 @@ describe("evidence verify with two ledger shards", () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const call = async (method: string, path: string, key: string, body?: unknown) => {
-    const res = await fetch(`${dev.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        connection: "close",
-        ...(body ? { "content-type": "application/json" } : {}),
-      },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    return {
-      status: res.status,
-      text,
-      body: res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : null,
-    };
-  };
-  const charge = async (merchantKey: string, amountUsdCents: number) => {
-    const res = await call("POST", "/merchant/charges", merchantKey, { amountUsdCents });
-    expect(res.status, res.text).toBe(201);
-    return res.body.chargeId as string;
-  };
-
-  /** A merchant of shard 1: new merchants are placed at random, and a charge's id (`chg_s1_…`) says where. */
-  async function merchantOfShard1() {
-    for (let i = 0; i < 40; i++) {
-      const res = await call("POST", "/merchants", token, { name: `shop ${i}` });
-      expect(res.status).toBe(201);
-      const key = res.body.apiKey as string;
-      if ((await charge(key, 1)).startsWith("chg_s1_")) return key;
-    }
-    throw new Error("no merchant landed on shard 1");
-  }
-
   const verify = (file: string) => dev.cli("evidence", "verify", file, "--keys", `${dev.url}/.well-known/jwks.json`);
 
   it("verifies a shard-1 charge's file, and fails a copy whose anchoredBy is another address, naming the field", async () => {
-    const merchantKey = await merchantOfShard1();
+    const { call, charge, merchantsOfEachShard } = shardOwners(dev, token);
+    const [, merchantKey] = await merchantsOfEachShard();
     const agent = JSON.parse(dev.cli("agent", "create", "--name", "evidenced", "--credit", "900").stdout.trim());
     const chargeId = await charge(merchantKey, 450);
     expect((await call("POST", `/charges/${chargeId}/pay`, agent.apiKey)).status).toBe(200);

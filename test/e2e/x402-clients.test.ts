@@ -10,27 +10,8 @@ import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fet
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
+import { ERC20 } from "./erc20";
 import { startDevServer, type DevServer } from "./dev-server";
-
-const ERC20 = [
-  {
-    type: "function",
-    name: "balanceOf",
-    stateMutability: "view",
-    inputs: [{ name: "a", type: "address" }],
-    outputs: [{ type: "uint256" }],
-  },
-  {
-    type: "function",
-    name: "transfer",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "to", type: "address" },
-      { name: "v", type: "uint256" },
-    ],
-    outputs: [{ type: "bool" }],
-  },
-] as const;
 
 // The official x402 clients, unchanged, paying the local service on its local chain.
 describe("official x402 clients against npm run dev", () => {

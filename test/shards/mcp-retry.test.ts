@@ -4,8 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { dbOfShard } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
 import { shardOfId } from "../../src/lib/ids";
-import { api } from "../helpers/api";
-import { createCharge } from "../helpers/factories";
+import { createCharge, createCheckoutLink } from "../helpers/factories";
 import { injectOnce } from "../helpers/faults";
 import { callTool, connectAgent } from "../mcp/client";
 import { agentOn, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
@@ -18,14 +17,6 @@ import { agentOn, expectShardsAtRest, homeBalance, merchantOn } from "./helpers"
  */
 afterEach(() => setFaultHook(null));
 
-const newLink = async (merchantKey: string, amountUsdCents: number) => {
-  const res = await api("POST", "/merchant/checkout", {
-    token: merchantKey,
-    body: { amountUsdCents, description: "one report" },
-  });
-  expect(res.status).toBe(201);
-  return res.body as { checkoutLinkId: string; checkoutToken: string };
-};
 const chargesOfLink = async (linkId: string) =>
   (await dbOfShard(env, shardOfId(linkId))
     .prepare("SELECT COUNT(*) AS n FROM charges WHERE checkout_link_id = ?")
@@ -41,7 +32,7 @@ describe("an MCP paying tool's retry after a lost answer across shards", () => {
     it(`pay_checkout_link: a fault at ${point}, recovery by ${recovery}, pays once`, async () => {
       const merchant = await merchantOn(1);
       const agent = await agentOn(0, { credit: 1_000 });
-      const link = await newLink(merchant.apiKey, 250);
+      const link = await createCheckoutLink(merchant.apiKey, 250);
       const client = await connectAgent(agent.apiKey);
       const args = { token: link.checkoutToken, idempotencyKey: `mcp-lost-${point}-${recovery}` };
       const fired = injectOnce(point, point === "transfer.after_arrive" ? "abort" : "throw");
