@@ -1,6 +1,6 @@
 import { publishedJwks, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../proofs/settings";
-import { CHECKPOINT_TYP, signsOtherFields } from "./checkpoints-verify";
+import { CHECKPOINT_TYP, type ListedCheckpoint, signsOtherFields } from "./checkpoints-verify";
 
 /*
  * The audit chain checked against the signed checkpoints stored beside it, inside the service (GET
@@ -43,14 +43,8 @@ export interface CheckpointsReport {
   problems: StoredCheckpointProblem[];
 }
 
-interface Stored {
-  seq: number;
-  hash: string;
-  fromSeq: number;
-  rowsRoot: string;
-  signedAt: string;
-  jws: string;
-}
+/** A stored checkpoint: a listed one without its anchor's transaction, which this check never reads. */
+type Stored = Omit<ListedCheckpoint, "transaction">;
 
 const SELECT = `SELECT seq, hash, from_seq AS fromSeq, rows_root AS rowsRoot, signed_at AS signedAt, jws
   FROM audit_checkpoints`;
