@@ -9,10 +9,11 @@
 //   agent freeze <agentId> [--reason <text>]
 //                                        refuse every payment of the agent; print { agentId, frozen } as one JSON line
 //   agent unfreeze <agentId>             let its policy decide its payments again; print { agentId, frozen }
-//   audit verify [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,b,...>]
+//   audit verify [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,b,...>] [--offline]
 //                                        recompute every ledger shard's audit chain; name the first broken row;
 //                                        check each shard against its signed checkpoints and their anchors read
-//                                        from the chain; every line names its shard
+//                                        from the chain (without a chain: a usage error, unless --offline, which
+//                                        checks rows and checkpoints only and says so); every line names its shard
 //   evidence verify FILE --keys <url|file> [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,...>] [--offline]
 //                                        check a charge's evidence file (GET /merchant/charges/:id/evidence)
 //                                        against the service's keys and the chain: receipt, audit row,
@@ -148,6 +149,7 @@ async function auditVerify(args: string[]) {
       "rpc-url": { type: "string" },
       anchor: { type: "string" },
       "anchor-from": { type: "string" },
+      offline: { type: "boolean" },
     },
   });
   // Loaded here: the verifier and the chain code would slow every other command's start.
@@ -203,7 +205,7 @@ async function main(argv: string[]) {
     await evidenceVerify(rest);
   } else {
     throw new UsageError(
-      "commands: console-token --email <a> | agent create --name <n> [...] | agent roll-key <agentId> [--grace <seconds>] | agent freeze <agentId> [--reason <r>] | agent unfreeze <agentId> | audit verify | evidence verify FILE",
+      "commands: console-token --email <a> | agent create --name <n> [...] | agent roll-key <agentId> [--grace <seconds>] | agent freeze <agentId> [--reason <r>] | agent unfreeze <agentId> | audit verify [--offline] | evidence verify FILE",
     );
   }
 }

@@ -42,6 +42,8 @@ export interface AnchorOptions {
   "rpc-url"?: string;
   anchor?: string;
   "anchor-from"?: string;
+  /** Read no chain: the rows and signed checkpoints only, said so in the verdict. */
+  offline?: boolean;
 }
 
 /**
@@ -120,7 +122,11 @@ async function verifyShard(
   if (verdict.problems.length === 0) {
     const latest = verdict.latestAnchored;
     const onChain = anchors === null ? "anchors not checked" : `${verdict.anchors} anchors on chain`;
-    const pending = verdict.unanchored.length > 0 ? `; not yet on chain: seq ${verdict.unanchored.join(", ")}` : "";
+    // Only the chain read says what is not on it yet: without it, nothing is claimed either way.
+    const pending =
+      anchors !== null && verdict.unanchored.length > 0
+        ? `; not yet on chain: seq ${verdict.unanchored.join(", ")}`
+        : "";
     console.log(
       `${name}: checkpoints ok: ${verdict.checkpoints} checkpoints, ${onChain}` +
         (latest ? `; latest anchored: seq ${latest.seq} (tx ${latest.transaction})` : "") +
@@ -160,18 +166,25 @@ export async function verifyAgainstCheckpoints(
   usage: (message: string) => never,
 ): Promise<boolean> {
   const source = anchorSource(values, usage);
+  // Without the anchors, checkpoints deleted with the rows they covered go unseen: reading none is
+  // asked for by name (--offline), never the quiet fallback of a missing setting.
+  if (!source && !values.offline)
+    usage(
+      "no chain to read anchors from: give --rpc-url and --anchor (or RPC_URL and AUDIT_ANCHOR_ADDRESS), or --offline",
+    );
   const { shards } = await get<{ shards: number[] }>("/console/audit/shards");
   const jwks = await get<{ keys: JWK[] }>("/.well-known/jwks.json");
   let anchors: OnChainAnchor[] | null = null;
   if (source) {
     process.stderr.write(`reading anchors of ${source.anchor} from ${source.senders.join(", ")} at ${source.rpcUrl}\n`);
     anchors = await chainAnchors(source);
-  } else process.stderr.write("no chain to read anchors from (RPC_URL, AUDIT_ANCHOR_ADDRESS): anchors not checked\n");
+  } else process.stderr.write("--offline: the anchors on chain are not read\n");
   const failed: number[] = [];
   for (const shard of shards) if (!(await verifyShard(get, shard, jwks, anchors))) failed.push(shard);
   const listed = anchors === null || unlistedShards(anchors, shards);
   const plural = (list: number[]) => `${list.length === 1 ? "shard" : "shards"} ${list.join(", ")}`;
-  if (failed.length === 0 && listed) console.log(`audit verify ok: ${plural(shards)}`);
+  const unread = anchors === null ? " (offline: anchors on chain not checked)" : "";
+  if (failed.length === 0 && listed) console.log(`audit verify ok${unread}: ${plural(shards)}`);
   else console.log(`audit verify FAILED: ${failed.length > 0 ? plural(failed) : "anchors of unlisted shards"}`);
   return failed.length === 0 && listed;
 }

@@ -33,6 +33,11 @@ export interface DevServer {
   d1: (sql: string, binding?: string) => { status: number | null; stdout: string; stderr: string };
   log: () => string;
   cli: (...args: string[]) => { status: number | null; stdout: string; stderr: string };
+  /** The CLI as `cli`, with `vars` over its environment (another DEV_PERSIST_DIR: no local chain recorded). */
+  cliWith: (
+    vars: Record<string, string>,
+    ...args: string[]
+  ) => { status: number | null; stdout: string; stderr: string };
   /** Kills its process group at once (SIGKILL: nothing gets to clean up); the state directory stays. */
   kill: () => Promise<void>;
   /**
@@ -154,7 +159,7 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
     if (Date.now() > deadline) throw new Error(`npm run dev did not answer within 90 s:\n${output}`);
     await new Promise((r) => setTimeout(r, 300));
   }
-  return {
+  const server: DevServer = {
     url,
     port,
     pgid: child.pid!,
@@ -181,11 +186,12 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
       return { status: result.status, stdout: String(result.stdout), stderr: String(result.stderr) };
     },
     log: () => output,
-    cli: (...args) => {
+    cli: (...args) => server.cliWith({}, ...args),
+    cliWith: (vars, ...args) => {
       const result = spawnSync("npm", ["run", "--silent", "cli", "--", ...args], {
         cwd: ROOT,
         // The state directory too: the CLI finds this server's local chain (and its audit anchor) recorded there.
-        env: { ...process.env, SERVICE_URL: url, DEV_PERSIST_DIR: stateDir },
+        env: { ...process.env, SERVICE_URL: url, DEV_PERSIST_DIR: stateDir, ...vars },
         encoding: "utf8",
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
@@ -207,4 +213,5 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
       rmSync(stateDir, { recursive: true, force: true });
     },
   };
+  return server;
 }

@@ -268,5 +268,20 @@ describe("npm run dev and the CLI", () => {
     expect(broken.stdout).toContain(
       `checkpoint seq ${seq} (tx ${latest.transaction}): anchor_contradicts_rows: the rows end at seq ${seq - 1}`,
     );
+
+    // With no chain to read (no local chain recorded where it looks), it refuses to judge rather than
+    // pass over the anchors, which alone show the rows and checkpoints removed above (an outside attack
+    // read "audit verify ok" here); --offline asks for the rest and says what it left out.
+    const nowhere = mkdtempSync(join(tmpdir(), "agent-pay-no-chain-"));
+    const refused = dev.cliWith({ DEV_PERSIST_DIR: nowhere }, "audit", "verify");
+    expect(refused.status, refused.stdout + refused.stderr).toBe(2);
+    expect(refused.stderr).toContain("no chain to read anchors from");
+    const offline = dev.cliWith({ DEV_PERSIST_DIR: nowhere }, "audit", "verify", "--offline");
+    expect(offline.status, offline.stdout + offline.stderr).toBe(0);
+    expect(offline.stdout).not.toContain("not yet on chain");
+    expect(offline.stdout.trim().split("\n").at(-1)).toMatch(
+      /^audit verify ok \(offline: anchors on chain not checked\): shard 0$/,
+    );
+    rmSync(nowhere, { recursive: true, force: true });
   });
 });
