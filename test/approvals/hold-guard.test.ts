@@ -103,7 +103,7 @@ describe("a hold re-checks the charge in its batch", () => {
 
   it("an x402 payment claims the charge between the read and the hold: 409 charge_not_pending, no approval, no event", async () => {
     const { charge, outcome } = await holdWithInterference(async (chargeId) => {
-      // What the x402 settle's claim does to a pending charge (src/x402/service.ts).
+      // What the x402 settle's claim does to a pending charge (src/x402/reserve.ts).
       await env.DB.prepare(
         "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
       )

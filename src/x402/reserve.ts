@@ -1,0 +1,202 @@
+import type { Env, X402Settings } from "../env";
+import { dbOf } from "../db/client";
+import { dbOfShard } from "../db/shards";
+import { executeBatch, guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
+import { chargeCreationStatements, chargeView, newPendingCharge, type ChargeRow } from "../charges/service";
+import { linkActiveCheck } from "../ledger/movements";
+import { canonicalJson } from "../lib/canonical-json";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
+import { findPayment, identifiedStatement, outcomeOfEarlier, sameTarget, type PaymentRow } from "./earlier-payments";
+import type { X402Outcome } from "./outcome";
+import type { DecodedPayment } from "./payload";
+import { shardOfTarget, type X402Target } from "./target";
+import type { Terms } from "./terms";
+
+export type Reservation =
+  | { kind: "reserved"; paymentId: string; charge: ChargeRow }
+  | { kind: "outcome"; outcome: X402Outcome }
+  | { kind: "refused"; reason: string };
+
+/**
+ * Reserves (network, asset, payer, nonce) and claims the charge in one batch, before the
+ * facilitator is called: a racing payment finds the claim, a replayed authorization finds the
+ * reservation. A checkout link's charge is born in the same batch, already claimed.
+ */
+export async function reserve(
+  env: Env,
+  x: X402Settings,
+  target: X402Target,
+  terms: Terms,
+  payment: DecodedPayment,
+  earlier: PaymentRow | null,
+): Promise<Reservation> {
+  const at = nowIso();
+  // Everything the reservation guards and writes is in the target's shard, and the payment's id carries it.
+  const shard = shardOfTarget(target);
+  const db = dbOfShard(env, shard);
+  const paymentId = earlier?.id ?? newId("x402Payment", shard);
+  const charge = chargeToClaim(target, paymentId, at, shard);
+  const statements: SqlStatement[] = [
+    ...chargeGuards(target, charge),
+    ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at),
+  ];
+  if (target.kind === "charge")
+    statements.push(
+      sqlStatement(
+        "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
+        paymentId,
+        charge.id,
+      ),
+    );
+  try {
+    await executeBatch(db, statements);
+    return { kind: "reserved", paymentId, charge };
+  } catch (error) {
+    const answer = await answerToRefusal(db, x, target, terms, payment, charge.id, guardReasonOf(error));
+    if (answer) return answer;
+    throw error;
+  }
+}
+
+/** The charge a reservation claims: the stored one, or the one a checkout link's payment gives birth to. */
+function chargeToClaim(target: X402Target, paymentId: string, at: string, shard: number): ChargeRow {
+  if (target.kind === "charge") return target.charge;
+  return newPendingCharge(
+    target.link.merchantId,
+    {
+      amountMinor: target.link.amountMinor,
+      description: target.link.description,
+      externalId: target.link.externalId,
+      checkoutLinkId: target.link.id,
+      x402Claim: paymentId,
+    },
+    at,
+    shard,
+  );
+}
+
+/** The guards on what is being paid: a stored charge still pending and unclaimed, a link still active. */
+function chargeGuards(target: X402Target, charge: ChargeRow): SqlStatement[] {
+  if (target.kind !== "charge")
+    return [guard(...linkActiveCheck(target.link.id)), ...chargeCreationStatements(charge, target.merchantName)];
+  const statements = [
+    guard(
+      "charge_unavailable",
+      "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
+      charge.id,
+    ),
+  ];
+  // A charge born from a checkout link is paid only while the link is active, whatever pays it.
+  if (charge.checkoutLinkId) statements.push(guard(...linkActiveCheck(charge.checkoutLinkId)));
+  return statements;
+}
+
+/** The payment's own row, written as settling: a new one, or a failed attempt with this authorization taken up again. */
+function paymentStatements(
+  x: X402Settings,
+  terms: Terms,
+  payment: DecodedPayment,
+  earlier: PaymentRow | null,
+  paymentId: string,
+  chargeId: string,
+  at: string,
+): SqlStatement[] {
+  const a = payment.authorization;
+  const payload = canonicalJson({ authorization: a, signature: payment.signature, version: payment.version });
+  const statements: SqlStatement[] = [];
+  if (payment.paymentIdentifier) {
+    // A failed payment leaves its identifier to the next attempt at the same purchase.
+    statements.push(
+      sqlStatement(
+        "UPDATE x402_payments SET payment_identifier = NULL WHERE payer = ? AND payment_identifier = ? AND status = 'failed'",
+        a.from.toLowerCase(),
+        payment.paymentIdentifier,
+      ),
+    );
+  }
+  if (earlier) {
+    // A failed attempt with this authorization may be retried: the nonce was never used.
+    statements.push(
+      guard(
+        "x402_payment_in_use",
+        "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')",
+        earlier.id,
+      ),
+    );
+    statements.push(
+      sqlStatement(
+        "UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, payment_identifier = ?, error = NULL, updated_at = ? WHERE id = ?",
+        chargeId,
+        terms.payTo.toLowerCase(),
+        payment.paymentIdentifier,
+        at,
+        earlier.id,
+      ),
+    );
+    return statements;
+  }
+  statements.push(
+    sqlStatement(
+      `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, payment_identifier, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
+      paymentId,
+      x.network,
+      x.asset.toLowerCase(),
+      a.from.toLowerCase(),
+      a.nonce.toLowerCase(),
+      chargeId,
+      terms.payTo.toLowerCase(),
+      a.value,
+      Number(a.validBefore),
+      payload,
+      payment.paymentIdentifier,
+      at,
+      at,
+    ),
+  );
+  return statements;
+}
+
+/**
+ * What a reservation the batch refused answers: the payment that won a race, the charge paid by
+ * something else, or the guard's reason. Null when the failure was no guard's (it is thrown on).
+ */
+async function answerToRefusal(
+  db: D1Database,
+  x: X402Settings,
+  target: X402Target,
+  terms: Terms,
+  payment: DecodedPayment,
+  chargeId: string,
+  reason: string | null,
+): Promise<Reservation | null> {
+  // The same authorization raced itself: the other request holds the reservation (or is about to).
+  // Its `to` is this target's address, so that request paid this same charge or link; anything
+  // else would be another's payment, which is refused without naming it.
+  const sameAuthorization = await findPayment(db, x, payment);
+  if (sameAuthorization && sameAuthorization.status !== "failed") {
+    if (!sameTarget(sameAuthorization, target, terms))
+      return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
+    return { kind: "outcome", outcome: outcomeOfEarlier(sameAuthorization, sameAuthorization.payer) };
+  }
+  // The same purchase raced itself with two authorizations: the identifier's unique index let one in.
+  const samePurchase = payment.paymentIdentifier ? await identifiedStatement(db, payment).first<PaymentRow>() : null;
+  if (samePurchase && samePurchase.status !== "failed") {
+    if (!sameTarget(samePurchase, target, terms)) return { kind: "refused", reason: "invalid_payload" };
+    return { kind: "outcome", outcome: outcomeOfEarlier(samePurchase, samePurchase.payer) };
+  }
+  if (reason === "charge_unavailable" && target.kind === "charge") {
+    const current = await db
+      .prepare("SELECT status FROM charges WHERE id = ?")
+      .bind(chargeId)
+      .first<{ status: string }>();
+    if (current?.status === "paid") {
+      const paid = await dbOf(db).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, chargeId) });
+      if (paid) return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(paid) } };
+    }
+    return { kind: "refused", reason: "charge_settlement_in_progress" };
+  }
+  if (reason) return { kind: "refused", reason };
+  return null;
+}
