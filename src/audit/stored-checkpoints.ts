@@ -24,7 +24,10 @@ export type StoredCheckpointProblemKind =
   | "signature_invalid"
   /** The rows end before the checkpoint's head (rows removed from the end), or have another hash there (rewritten). */
   | "checkpoint_contradicts_rows"
-  /** The checkpoint does not start where the one before it ends: a checkpoint between them was removed. */
+  /**
+   * The checkpoint does not start where the one before it ends (a checkpoint between them was removed),
+   * or it is the latest a verification saw, since removed or stored with another head.
+   */
   | "checkpoint_missing";
 
 export interface StoredCheckpointProblem {
@@ -41,6 +44,12 @@ export interface CheckpointsReport {
   /** The latest checkpoint stored when the verification started, whether checked now or not; null before the first. */
   latestSeq: number | null;
   problems: StoredCheckpointProblem[];
+}
+
+/** A checkpoint's seq and head: the latest stored when a verification started, remembered with its point. */
+export interface SeenCheckpoint {
+  seq: number;
+  hash: string;
 }
 
 /** A stored checkpoint: a listed one without its anchor's transaction, which this check never reads. */
@@ -69,28 +78,41 @@ export class CheckpointCheck {
     private readonly db: D1Database,
     private readonly jwks: Awaited<ReturnType<typeof publishedJwks>>,
     private readonly shard: number,
-    fromSeq: number,
+    private readonly fromSeq: number,
     /** The seq the checkpoint before the next one ends at (0: none). */
     private previous: number,
-    latestSeq: number | null,
+    /** The latest checkpoint stored now (at `open`), null before the first. */
+    readonly latest: SeenCheckpoint | null,
+    /** The latest one stored when the verification `fromSeq` continues after started. */
+    private readonly seen: SeenCheckpoint | null,
   ) {
+    const latestSeq = latest?.seq ?? null;
     this.readAfter = fromSeq - 1;
     this.exhausted = latestSeq === null;
     this.report = { checked: 0, failed: 0, latestSeq, problems: [] };
   }
 
-  /** Checks the checkpoints with seq ≥ `fromSeq` (every one from 0) of shard `shard`, whose database `db` is. */
-  static async open(db: D1Database, proofs: ProofSettings, shard: number, fromSeq: number) {
+  /**
+   * Checks the checkpoints with seq ≥ `fromSeq` (every one from 0) of shard `shard`, whose database `db`
+   * is, and that `seen` (the latest at the verification remembered, if known) is still stored as it was.
+   */
+  static async open(
+    db: D1Database,
+    proofs: ProofSettings,
+    shard: number,
+    fromSeq: number,
+    seen: SeenCheckpoint | null = null,
+  ) {
     const [before, latest, jwks] = await Promise.all([
       db
         .prepare("SELECT MAX(seq) AS seq FROM audit_checkpoints WHERE seq < ?")
         .bind(fromSeq)
         .first<{ seq: number | null }>(),
-      db.prepare("SELECT MAX(seq) AS seq FROM audit_checkpoints").first<{ seq: number | null }>(),
+      db.prepare("SELECT seq, hash FROM audit_checkpoints ORDER BY seq DESC LIMIT 1").first<SeenCheckpoint>(),
       // Every published key: a checkpoint keeps the key it was signed with, rotated out or not.
       publishedJwks(proofs),
     ]);
-    return new CheckpointCheck(db, jwks, shard, fromSeq, before?.seq ?? 0, latest?.seq ?? null);
+    return new CheckpointCheck(db, jwks, shard, fromSeq, before?.seq ?? 0, latest, seen);
   }
 
   /** The report so far: what a verification that stopped early (a broken chain) has checked. */
@@ -113,7 +135,31 @@ export class CheckpointCheck {
       this.page.shift();
       await this.check(cp, cut);
     }
+    if (this.seen) await this.recall(this.seen);
     return this.sofar;
+  }
+
+  /**
+   * Checkpoints are never removed, and one before `fromSeq` is not read: the latest a verification saw
+   * must still be stored with its head. A table swapped for another shard's, or its recent checkpoints
+   * deleted, would otherwise hold from the point on (none reaches past it).
+   */
+  private async recall(seen: SeenCheckpoint) {
+    const now = await this.db
+      .prepare("SELECT hash FROM audit_checkpoints WHERE seq = ?")
+      .bind(seen.seq)
+      .first<{ hash: string }>();
+    // One at `fromSeq` or after was compared with the rows just now.
+    if (now && (now.hash === seen.hash || seen.seq >= this.fromSeq)) return;
+    const detail = now
+      ? `has head ${short(now.hash)}, but the last verification saw it with ${short(seen.hash)}`
+      : `is gone, but the last verification saw it (the latest stored is ${this.report.latestSeq ?? "none"})`;
+    this.report.failed++;
+    const problems = this.report.problems;
+    problems.push({ kind: "checkpoint_missing", seq: seen.seq, detail: `the checkpoint at seq ${seen.seq} ${detail}` });
+    // The verdict names the first problem by seq.
+    problems.sort((a, b) => a.seq - b.seq);
+    problems.splice(MAX_PROBLEMS);
   }
 
   /**

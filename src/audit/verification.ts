@@ -10,6 +10,7 @@ import {
   ANCHORS_NOT_CHECKED,
   CheckpointCheck,
   type CheckpointsReport,
+  type SeenCheckpoint,
   type StoredCheckpointProblemKind,
 } from "./stored-checkpoints";
 
@@ -53,6 +54,14 @@ interface RememberedPoint {
   hash: string;
   fromSeq: number;
   verifiedAt: string;
+  /** The latest checkpoint stored when that verification started; in the JWS alone (none in points signed before). */
+  checkpoint: SeenCheckpoint | null;
+}
+
+/** The checkpoint a point's payload names, if it names one as it is written. */
+function seenIn(payload: Record<string, unknown>): SeenCheckpoint | null {
+  const cp = payload.checkpoint as Partial<SeenCheckpoint> | null | undefined;
+  return typeof cp?.seq === "number" && typeof cp.hash === "string" ? { seq: cp.seq, hash: cp.hash } : null;
 }
 
 /** The remembered point, when its signature holds with the signing key of now; else null (start from genesis). */
@@ -61,7 +70,7 @@ async function rememberedPoint(d1: D1Database, proofs: ProofSettings): Promise<R
     .prepare(
       "SELECT seq, hash, from_seq AS fromSeq, verified_at AS verifiedAt, jws FROM audit_verifications ORDER BY seq DESC LIMIT 1",
     )
-    .first<RememberedPoint & { jws: string }>();
+    .first<Omit<RememberedPoint, "checkpoint"> & { jws: string }>();
   if (!row) return null;
   // The current key alone: a point signed by a key rotated out (perhaps because it leaked) is not trusted.
   const current = (await publishedJwks(proofs)).keys.slice(0, 1);
@@ -74,7 +83,7 @@ async function rememberedPoint(d1: D1Database, proofs: ProofSettings): Promise<R
     signed.payload.fromSeq === point.fromSeq &&
     signed.payload.verifiedAt === point.verifiedAt
   )
-    return point;
+    return { ...point, checkpoint: seenIn(signed.payload) };
   // After a key rotation this is expected once; otherwise someone wrote the row who should not have.
   log.warn("audit_verification_point_unsigned", { seq: row.seq, reason: signed.ok ? "fields differ" : signed.reason });
   return null;
@@ -102,13 +111,11 @@ async function pointProblem(
 async function remember(
   d1: D1Database,
   proofs: ProofSettings,
-  seq: number,
-  hash: string,
-  fromSeq: number,
+  { seq, hash, fromSeq, checkpoint }: Omit<RememberedPoint, "verifiedAt">,
   now: number,
 ) {
   const verifiedAt = nowIso(now);
-  const jws = await signJws(proofs, VERIFICATION_TYP, { seq, hash, fromSeq, verifiedAt });
+  const jws = await signJws(proofs, VERIFICATION_TYP, { seq, hash, fromSeq, verifiedAt, checkpoint });
   await d1.batch([
     d1
       .prepare(
@@ -146,12 +153,13 @@ export async function verifyAudit(
   const genesis = genesisHashOf(shard);
   const point = await rememberedPoint(store.DB, proofs);
   const start = point && !full ? { seq: point.seq, hash: point.hash } : { seq: 0, hash: genesis };
-  const check = await CheckpointCheck.open(store.DB, proofs, shard, start.seq);
+  // What the point says of the checkpoints holds whether or not the pass is full.
+  const check = await CheckpointCheck.open(store.DB, proofs, shard, start.seq, point?.checkpoint);
   const done = { full, from: start.seq, ...ANCHORS_NOT_CHECKED };
   // The remembered row is named as broken: it is not the row that was verified.
-  const broken = (at: RememberedPoint, problem: ChainProblem, checked: number): AuditVerdict => ({
+  const broken = (at: RememberedPoint, problem: ChainProblem, rows: number, checked: number): AuditVerdict => ({
     ok: false,
-    rows: at.seq,
+    rows,
     brokenSeq: at.seq,
     problem,
     checked,
@@ -162,7 +170,7 @@ export async function verifyAudit(
   // Continuing from the point needs its row to be the one verified; a full pass checks it after the rows.
   if (point && !full) {
     const problem = await pointProblem(store, point, genesis);
-    if (problem) return broken(point, problem, 0);
+    if (problem) return broken(point, problem, point.seq, 0);
     await check.row(point.seq, point.hash);
   }
   const rows = shownTo(check, auditRows(store, { afterSeq: start.seq, pageSize: 1000 }));
@@ -171,17 +179,24 @@ export async function verifyAudit(
   // A broken chain stops the reading: the checkpoints after the broken row are not reached.
   if (!chain.ok) return { ...chain, ...counts, checkpoints: check.sofar, ...done };
   const checkpoints = await check.finish(chain.headSeq);
-  if (point && full) {
-    // A chain rewritten whole with fresh hashes recomputes from genesis; the remembered row says otherwise.
-    const problem = await pointProblem(store, point, genesis);
-    if (problem) return { ...broken(point, problem, chain.rows), checkpoints };
-  }
   // A chain that holds but contradicts a checkpoint signed before: cut short, or rewritten with fresh hashes.
   const first = checkpoints.problems[0];
   if (first) return { ok: false, brokenSeq: first.seq, problem: first.kind, ...counts, checkpoints, ...done };
-  // A full pass that reached the point again renews it (`fromSeq` 0 says it was checked from genesis).
-  if (chain.headSeq > 0 && (full || chain.headSeq !== point?.seq))
-    await remember(store.DB, proofs, chain.headSeq, chain.headHash, start.seq, options.now ?? Date.now());
+  if (point && full) {
+    // A chain rewritten whole with fresh hashes recomputes from genesis; the remembered row says otherwise.
+    // The checkpoints spoke first: with none contradicted, the point is the first thing the rows contradict.
+    const problem = await pointProblem(store, point, genesis);
+    if (problem) return { ...broken(point, problem, counts.rows, chain.rows), checkpoints };
+  }
+  // A full pass that reached the point again renews it (`fromSeq` 0 says it was checked from genesis), and
+  // so does one that saw a checkpoint signed since, for the next to find it still there.
+  const latest = check.latest;
+  const newCheckpoint =
+    latest !== null && (latest.seq !== point?.checkpoint?.seq || latest.hash !== point.checkpoint.hash);
+  if (chain.headSeq > 0 && (full || chain.headSeq !== point?.seq || newCheckpoint)) {
+    const head = { seq: chain.headSeq, hash: chain.headHash, fromSeq: start.seq, checkpoint: latest };
+    await remember(store.DB, proofs, head, options.now ?? Date.now());
+  }
   return { ...chain, ...counts, checkpoints, ...done };
 }
 

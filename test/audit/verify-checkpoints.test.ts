@@ -227,6 +227,77 @@ describe("the console's verification against the stored checkpoints", () => {
     expect(page.text).toContain("npm run --silent cli -- audit verify");
   });
 
+  it("with full=true names the first checkpoint a rewrite contradicts, not the remembered point", async () => {
+    const point = original.audit_verifications![0]!.seq as number;
+    await rewriteChain();
+    // The point is kept: the full pass re-hashes from genesis, and the checkpoints signed before speak first.
+    const verdict = await auditVerify({ full: true });
+    expect(verdict).toMatchObject({
+      ok: false,
+      brokenSeq: signed[0]!.seq,
+      problem: "checkpoint_contradicts_rows",
+      rows: point,
+      from: 0,
+    });
+    // From the point the rows before it are not read: the remembered row tells, at its seq.
+    expect(await auditVerify({ full: false })).toMatchObject({
+      ok: false,
+      brokenSeq: point,
+      problem: "hash_mismatch",
+      from: point,
+    });
+  });
+
+  it("with full=true counts the rows there are when rows past the point were removed", async () => {
+    const point = original.audit_verifications![0]!.seq as number;
+    const [, middle, last] = signed;
+    await env.DB.prepare("DELETE FROM audit_events WHERE seq > ?").bind(middle!.seq).run();
+    expect(await auditVerify({ full: true })).toMatchObject({
+      ok: false,
+      rows: middle!.seq,
+      brokenSeq: last!.seq,
+      problem: "checkpoint_contradicts_rows",
+    });
+    // Past every checkpoint only the remembered row is missing: it is named, the rows counted as they are.
+    await restore("audit_events", original.audit_events!);
+    await env.DB.prepare("DELETE FROM audit_events WHERE seq = ?").bind(point).run();
+    expect(await auditVerify({ full: true })).toMatchObject({
+      ok: false,
+      rows: point - 1,
+      checked: point - 1,
+      brokenSeq: point,
+      problem: "seq_gap",
+    });
+  });
+
+  it("fails from the point when the latest checkpoint the last verification saw is gone", async () => {
+    const [, middle, last] = signed;
+    // As after swapping in another table whose checkpoints all lie before the point.
+    await env.DB.prepare("DELETE FROM audit_checkpoints WHERE seq = ?").bind(last!.seq).run();
+    const verdict = await auditVerify({ full: false });
+    expect(verdict).toMatchObject({
+      ok: false,
+      brokenSeq: last!.seq,
+      problem: "checkpoint_missing",
+      checkpoints: { checked: 0, failed: 1, latestSeq: middle!.seq },
+    });
+    expect(verdict.checkpoints.problems[0]!.detail).toContain("the last verification saw it");
+    // The full pass says so too: nothing else in D1 shows the checkpoint was there.
+    expect(await auditVerify({ full: true })).toMatchObject({
+      ok: false,
+      brokenSeq: last!.seq,
+      problem: "checkpoint_missing",
+    });
+    // Put in again with another head (a table from elsewhere): from the point it does not hold either.
+    await restore("audit_checkpoints", original.audit_checkpoints!);
+    await env.DB.prepare("UPDATE audit_checkpoints SET hash = ? WHERE seq = ?").bind("ab".repeat(32), last!.seq).run();
+    expect(await auditVerify({ full: false })).toMatchObject({
+      ok: false,
+      brokenSeq: last!.seq,
+      problem: "checkpoint_missing",
+    });
+  });
+
   // Last: it appends rows, which the restore before each test would take away from under the sequencer.
   it("does not take a checkpoint signed after the verification started for rows removed from the end", async () => {
     const head = original.audit_events!.at(-1)!.seq as number;
