@@ -5,8 +5,7 @@ import { log } from "./lib/log";
 import { expiredRowSteps } from "./lib/sweep";
 import { nowIso } from "./lib/time";
 import { webhookRetentionSteps } from "./webhooks/retention";
-import { dbOfShard } from "./db/shards";
-import { shardsOf } from "./ledger/shards";
+import { dbOfShard, shardNumbers } from "./db/shards";
 import { pagedDelete, type DeleteStep } from "./lib/bounded-deletes";
 
 /** Rows per delete: small enough that one statement never holds D1 long, whatever the backlog. */
@@ -46,7 +45,7 @@ export async function retentionJob(
  * tables the steps above clean (rate limits, sessions, deliveries) live in control only.
  */
 function shardSteps(env: Env, now: number, cutoffIso: string): DeleteStep[] {
-  return shardsOf(env)
+  return shardNumbers(env, settingsOf(env).ledgerShards)
     .filter((shard) => shard !== 0)
     .flatMap((shard) => {
       const db = dbOfShard(env, shard);

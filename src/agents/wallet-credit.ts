@@ -69,11 +69,12 @@ export const creditBody = (balanceMinor: number) => ({ balanceMinor });
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
   const shard = await knownOwnerShard(env, "agent", agentId);
   if (shard === null) return false;
-  const update = (db: D1Database) =>
-    db.prepare("UPDATE agents SET policy = ? WHERE id = ?").bind(canonicalJson(policy), agentId).run();
-  // The home row's policy is the one payments decide on; the control row's copy is what agent views show.
-  const result = await update(dbOfShard(env, shard));
-  if (shard !== 0 && result.meta.changes > 0) await update(env.DB);
+  // One write, to the home row: payments decide on its policy and agent views read it there
+  // (withHomeFields). A second write to the control row could be lost to a crash between the two.
+  const result = await dbOfShard(env, shard)
+    .prepare("UPDATE agents SET policy = ? WHERE id = ?")
+    .bind(canonicalJson(policy), agentId)
+    .run();
   return result.meta.changes > 0;
 }
 

@@ -1,4 +1,4 @@
-import { and, asc, gt, gte, lt, sql } from "drizzle-orm";
+import { and, asc, gt, gte, lt } from "drizzle-orm";
 import { type Db, dbOf } from "../db/client";
 import { auditEvents } from "../db/schema";
 import { type HistoryStore, nextSegment, segmentRows } from "./archived";
@@ -64,11 +64,3 @@ export async function firstAuditRows(
   }
   return rows;
 }
-
-export const auditHead = (db: Db) =>
-  db
-    .select({ seq: auditEvents.seq, hash: auditEvents.hash })
-    .from(auditEvents)
-    .orderBy(sql`${auditEvents.seq} DESC`)
-    .limit(1)
-    .get();

@@ -125,13 +125,6 @@ export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id
 export const chargeRowStatement = (d1: D1Database, id: string) =>
   d1.prepare(`SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.id = ?`).bind(id);
 
-export const getMerchantCharge = (db: Db, merchantId: string, id: string) =>
-  db
-    .select()
-    .from(charges)
-    .where(and(eq(charges.id, id), eq(charges.merchantId, merchantId)))
-    .get();
-
 /** The merchant's last `limit` charges, newest first. */
 export const listMerchantCharges = (db: Db, merchantId: string, limit = 100) =>
   db

@@ -16,8 +16,8 @@ export function dbOfShard(env: ShardBindings, shard: number): D1Database {
 }
 
 /**
- * Shards 0 … count − 1, each checked to have its binding. For domains below the ledger (webhooks,
- * audit), which cannot import src/ledger/shards.ts; `count` is the LEDGER_SHARDS setting.
+ * The ledger shards this deployment runs, 0 … count − 1, each checked to have its binding; `count` is
+ * the LEDGER_SHARDS setting (src/db cannot read the settings itself).
  */
 export function shardNumbers(env: ShardBindings, count: number): number[] {
   const shards = Array.from({ length: count }, (_, k) => k);

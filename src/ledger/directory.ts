@@ -1,12 +1,11 @@
 import { and, eq } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardNumbers } from "../db/shards";
 import { shardDirectory } from "../db/schema";
 import type { Env } from "../env";
 import { IsolateCache } from "../lib/isolate-cache";
 import { settingsOf } from "../settings";
-import { shardsOf } from "./shards";
 
 export type OwnerKind = "merchant" | "agent";
 
@@ -14,7 +13,7 @@ export type OwnerKind = "merchant" | "agent";
 export function placeShard(env: Env): number {
   const placement = settingsOf(env).shardPlacement;
   if (placement.kind === "fixed") return placement.shard;
-  const shards = shardsOf(env);
+  const shards = shardNumbers(env, settingsOf(env).ledgerShards);
   return shards[crypto.getRandomValues(new Uint32Array(1))[0]! % shards.length]!;
 }
 

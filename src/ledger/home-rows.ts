@@ -54,18 +54,20 @@ export async function ensureHomeRow(env: Env, kind: OwnerKind, ownerId: string, 
   await writeHomeRow(env, kind, shard, control);
 }
 
-/** What of an owner's account its home row decides: its money and, for an agent, its freeze. */
+/** What of an owner's account its home row decides: its money and, for an agent, its freeze and policy. */
 interface HomeFields {
   balanceMinor: number;
   frozenAt?: string | null;
   frozenReason?: string | null;
+  /** The policy as stored (canonical JSON): the one payments decide on. */
+  policy?: string;
 }
 
 /** D1 binds at most 100 parameters a statement. */
 const IDS_PER_READ = 90;
 
 /**
- * Control rows with their money (and an agent's freeze) read from their home shard, for views that
+ * Control rows with their money (and an agent's freeze and policy) read from their home shard, for views that
  * list owners: one directory read, then one read per shard for the owners living there. A shard-0
  * owner's control row is its home row already, and with one shard nothing is read.
  */
@@ -79,7 +81,7 @@ export async function withHomeFields<T extends { id: string } & HomeFields>(
   const columns =
     kind === "merchant"
       ? "id, balance_minor AS balanceMinor"
-      : "id, balance_minor AS balanceMinor, frozen_at AS frozenAt, frozen_reason AS frozenReason";
+      : "id, balance_minor AS balanceMinor, frozen_at AS frozenAt, frozen_reason AS frozenReason, policy";
   const home = new Map<string, HomeFields>();
   for (let i = 0; i < rows.length; i += IDS_PER_READ) {
     const ids = rows.slice(i, i + IDS_PER_READ).map((r) => r.id);

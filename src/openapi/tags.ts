@@ -102,5 +102,3 @@ export const TAGS = [
       "The server-rendered web console (text/html). A page session is the console token in the `console_session` cookie; every POST carries the page's `_csrf` field.",
   },
 ] as const;
-
-export type TagName = (typeof TAGS)[number]["name"];

@@ -5,6 +5,7 @@ import type { PayOutcome } from "../agents/outcomes";
 import { newPendingCharge, type ChargeView } from "../charges/service";
 import { guard, sqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
+import { budgetLeftCode } from "../lib/error-codes";
 import { nowIso } from "../lib/time";
 import { shardOfId } from "../lib/ids";
 import { dbOfShard } from "../db/shards";
@@ -53,7 +54,7 @@ function checkGrant(grant: GrantState, amountMinor: number, now: number): DrawOu
   if (grant.maxUses !== null && grant.uses >= grant.maxUses) return { kind: "conflict", reason: "max_uses_alcanzado" };
   if (grant.perChargeMinor !== null && amountMinor > grant.perChargeMinor)
     return { kind: "rejected", reason: "excede_tope_por_uso" };
-  if (amountMinor > remaining) return { kind: "rejected", reason: `excede_presupuesto_restante_${remaining}` };
+  if (amountMinor > remaining) return { kind: "rejected", reason: budgetLeftCode(remaining) };
   return null;
 }
 

@@ -16,7 +16,6 @@ import { ApiError } from "../lib/errors";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
-export type GrantRow = typeof paylinkGrants.$inferSelect;
 
 const HOUR_MS = 3600_000;
 

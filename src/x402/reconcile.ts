@@ -2,8 +2,7 @@ import type { Env, X402Settings } from "../env";
 import { settingsOf } from "../env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { shardsOf } from "../ledger/shards";
+import { dbOfShard, shardNumbers } from "../db/shards";
 import { shardOfId } from "../lib/ids";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
@@ -151,7 +150,8 @@ const FINAL_VERDICTS = [
 export async function watchReleasedPayments(env: Env, x: X402Settings, nowSeconds: number): Promise<number> {
   let reopened = 0;
   // A payment lives in its charge's shard: each shard's released payments are watched in turn.
-  for (const shard of shardsOf(env)) reopened += await watchReleasedIn(env, dbOfShard(env, shard), x, nowSeconds);
+  for (const shard of shardNumbers(env, settingsOf(env).ledgerShards))
+    reopened += await watchReleasedIn(env, dbOfShard(env, shard), x, nowSeconds);
   return reopened;
 }
 
@@ -227,7 +227,7 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
   // Every shard's open payments (each payment lives in its charge's shard), at most 50 of each.
   const open = (
     await Promise.all(
-      shardsOf(env).map((shard) =>
+      shardNumbers(env, settingsOf(env).ledgerShards).map((shard) =>
         dbOfShard(env, shard)
           .prepare(
             `${OPEN_PAYMENT_SELECT}

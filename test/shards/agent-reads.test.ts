@@ -1,6 +1,9 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { dbOfShard } from "../../src/db/shards";
 import { shardOfId } from "../../src/lib/ids";
 import { callTool, connectAgent } from "../mcp/client";
+import { api, consoleToken } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
 import { agentOn, merchantOn } from "./helpers";
 
@@ -34,5 +37,34 @@ describe("an agent's recent payments over shards", () => {
     expect((two.body.charges as { chargeId: string }[]).map((c) => c.chargeId)).toEqual(
       [...paidIds].reverse().slice(0, 2),
     );
+  });
+});
+
+describe("a shard-1 agent's policy", () => {
+  it("is written to its home row only, and the console's agent views read it there", async () => {
+    const agent = await agentOn(1, { policy: { maxPerTransactionUsdCents: 500 } });
+    const token = await consoleToken();
+    const set = await api("PUT", `/console/agents/${agent.agentId}/policy`, {
+      token,
+      body: { maxPerTransactionUsdCents: 900 },
+    });
+    expect(set.status).toBe(200);
+    expect(set.body.policy.maxPerTransactionUsdCents).toBe(900);
+
+    const stored = async (shard: number) =>
+      JSON.parse(
+        (await dbOfShard(env, shard)
+          .prepare("SELECT policy FROM agents WHERE id = ?")
+          .bind(agent.agentId)
+          .first<{ policy: string }>())!.policy,
+      ).maxPerTransactionUsdCents;
+    // One write: the control row keeps the policy it was created with, nothing reads it.
+    expect([await stored(1), await stored(0)]).toEqual([900, 500]);
+
+    const one = await api("GET", `/console/agents/${agent.agentId}`, { token });
+    expect(one.body.policy).toEqual(set.body.policy);
+    const listed = await api("GET", "/console/agents?limit=200", { token });
+    const row = (listed.body.agents as { agentId: string; policy: unknown }[]).find((a) => a.agentId === agent.agentId);
+    expect(row?.policy).toEqual(set.body.policy);
   });
 });
