@@ -7,6 +7,7 @@ import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { merkleRoot } from "../../src/audit/merkle";
 import { auditRows } from "../../src/audit/service";
+import { restoreRows, rowsOf } from "../helpers/tables";
 import { api, consoleToken } from "../helpers/api";
 import { anchoredEnv, anchorsOn, deployAnchor } from "../helpers/checkpoints";
 import { createAgent } from "../helpers/factories";
@@ -19,18 +20,6 @@ let contract: `0x${string}`;
 let original: { rows: Record<string, unknown>[]; checkpoints: Record<string, unknown>[] };
 /** The checkpoints as anchored before any tampering, oldest first. */
 let anchored: { seq: number; fromSeq: number; txHash: string }[];
-
-const all = async (table: string) => (await env.DB.prepare(`SELECT * FROM ${table} ORDER BY seq`).all()).results;
-
-async function restore(table: string, rows: Record<string, unknown>[]) {
-  await env.DB.prepare(`DELETE FROM ${table}`).run();
-  for (const row of rows) {
-    const columns = Object.keys(row);
-    await env.DB.prepare(`INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
-      .bind(...columns.map((c) => row[c]))
-      .run();
-  }
-}
 
 /** What `audit verify` checks: the rows and checkpoints from the service, the keys it publishes, the anchors from the chain. */
 async function verify() {
@@ -75,7 +64,7 @@ beforeAll(async () => {
     await createAgent({ credit: 200 + i });
     await auditCheckpointJob(anchoredEnv(contract));
   }
-  original = { rows: await all("audit_events"), checkpoints: await all("audit_checkpoints") };
+  original = { rows: await rowsOf("audit_events"), checkpoints: await rowsOf("audit_checkpoints") };
   anchored = original.checkpoints.map((c) => ({
     seq: c.seq as number,
     fromSeq: c.from_seq as number,
@@ -85,8 +74,8 @@ beforeAll(async () => {
 });
 
 beforeEach(async () => {
-  await restore("audit_events", original.rows);
-  await restore("audit_checkpoints", original.checkpoints);
+  await restoreRows("audit_events", original.rows);
+  await restoreRows("audit_checkpoints", original.checkpoints);
 });
 
 describe("audit verify against checkpoints anchored on chain", () => {

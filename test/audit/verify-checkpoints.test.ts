@@ -7,6 +7,7 @@ import { auditRows } from "../../src/audit/service";
 import { CheckpointCheck } from "../../src/audit/stored-checkpoints";
 import { settingsOf } from "../../src/settings";
 import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
+import { restoreRows, rowsOf } from "../helpers/tables";
 import { api, consoleToken } from "../helpers/api";
 import { auditVerify } from "../helpers/archive";
 import { createAgent } from "../helpers/factories";
@@ -23,18 +24,6 @@ let original: Record<string, Record<string, unknown>[]>;
 /** The checkpoints as signed before any tampering, oldest first. */
 let signed: { seq: number; fromSeq: number; hash: string }[];
 const TABLES = ["audit_events", "audit_checkpoints", "audit_verifications"];
-
-const all = async (table: string) => (await env.DB.prepare(`SELECT * FROM ${table} ORDER BY seq`).all()).results;
-
-async function restore(table: string, rows: Record<string, unknown>[]) {
-  await env.DB.prepare(`DELETE FROM ${table}`).run();
-  for (const row of rows) {
-    const columns = Object.keys(row);
-    await env.DB.prepare(`INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
-      .bind(...columns.map((c) => row[c]))
-      .run();
-  }
-}
 
 const forgetPoint = () => env.DB.prepare("DELETE FROM audit_verifications").run();
 
@@ -73,7 +62,7 @@ beforeAll(async () => {
   }
   await createAgent({ credit: 300 });
   await auditVerify({ full: true });
-  original = Object.fromEntries(await Promise.all(TABLES.map(async (t) => [t, await all(t)] as const)));
+  original = Object.fromEntries(await Promise.all(TABLES.map(async (t) => [t, await rowsOf(t)] as const)));
   signed = original.audit_checkpoints!.map((c) => ({
     seq: c.seq as number,
     fromSeq: c.from_seq as number,
@@ -83,7 +72,7 @@ beforeAll(async () => {
 });
 
 beforeEach(async () => {
-  for (const table of TABLES) await restore(table, original[table]!);
+  for (const table of TABLES) await restoreRows(table, original[table]!);
 });
 
 describe("the console's verification against the stored checkpoints", () => {
@@ -118,7 +107,7 @@ describe("the console's verification against the stored checkpoints", () => {
       expect(verdict.checkpoints.problems[0]!.detail).toContain("the chain was rewritten");
     }
     // Nothing was remembered: the next verification starts from genesis again and fails again.
-    expect(await all("audit_verifications")).toEqual([]);
+    expect(await rowsOf("audit_verifications")).toEqual([]);
   });
 
   it("fails rows removed from the end, naming the checkpoint beyond the last row", async () => {
@@ -149,8 +138,8 @@ describe("the console's verification against the stored checkpoints", () => {
     await forgetPoint();
     expect(await auditVerify({ full: true })).toMatchObject({ ok: true, headSeq: middle!.seq });
     // The history went on; then the rows after the point were removed.
-    await restore("audit_events", original.audit_events!);
-    await restore("audit_checkpoints", original.audit_checkpoints!);
+    await restoreRows("audit_events", original.audit_events!);
+    await restoreRows("audit_checkpoints", original.audit_checkpoints!);
     await env.DB.prepare("DELETE FROM audit_events WHERE seq > ?").bind(middle!.seq).run();
     const verdict = await auditVerify({ full: false });
     expect(verdict).toMatchObject({
@@ -259,7 +248,7 @@ describe("the console's verification against the stored checkpoints", () => {
       problem: "checkpoint_contradicts_rows",
     });
     // Past every checkpoint only the remembered row is missing: it is named, the rows counted as they are.
-    await restore("audit_events", original.audit_events!);
+    await restoreRows("audit_events", original.audit_events!);
     await env.DB.prepare("DELETE FROM audit_events WHERE seq = ?").bind(point).run();
     expect(await auditVerify({ full: true })).toMatchObject({
       ok: false,
@@ -289,7 +278,7 @@ describe("the console's verification against the stored checkpoints", () => {
       problem: "checkpoint_missing",
     });
     // Put in again with another head (a table from elsewhere): from the point it does not hold either.
-    await restore("audit_checkpoints", original.audit_checkpoints!);
+    await restoreRows("audit_checkpoints", original.audit_checkpoints!);
     await env.DB.prepare("UPDATE audit_checkpoints SET hash = ? WHERE seq = ?").bind("ab".repeat(32), last!.seq).run();
     expect(await auditVerify({ full: false })).toMatchObject({
       ok: false,
