@@ -1,12 +1,12 @@
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { createPublicClient, createWalletClient, http, type Hex } from "viem";
+import { createPublicClient, http, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
-import { ERC20 } from "./erc20";
+import { ERC20, sendTokens } from "./erc20";
 import { keptAnvil, startDevServer, type DevServer } from "./dev-server";
 
 interface Recorded {
@@ -89,19 +89,7 @@ describe("npm run dev's chain across restarts", () => {
   /** Sends `units` of the token from the depositor to the agent's deposit address: the transaction, mined. */
   const deposit = async (units: bigint) => {
     const { depositAddress } = (await call("GET", "/balance", agentKey)).json as { depositAddress: Hex };
-    const wallet = createWalletClient({
-      account: privateKeyToAccount(depositor.privateKey),
-      transport: http(dev.rpcUrl),
-    });
-    const hash = await wallet.writeContract({
-      chain: null,
-      address: asset,
-      abi: ERC20,
-      functionName: "transfer",
-      args: [depositAddress, units],
-    });
-    await chain().waitForTransactionReceipt({ hash });
-    return hash;
+    return sendTokens(dev.rpcUrl, depositor.privateKey, asset, depositAddress, units);
   };
   const receiptsOf = (hashes: Hex[]) =>
     Promise.all(

@@ -1,3 +1,6 @@
+import { createPublicClient, createWalletClient, http, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+
 /** The test stablecoin's ERC-20 calls the e2e tests make from outside: a balance, and a plain transfer. */
 export const ERC20 = [
   {
@@ -18,3 +21,17 @@ export const ERC20 = [
     outputs: [{ type: "bool" }],
   },
 ] as const;
+
+/** Sends `units` of the token at `asset` from `privateKey`'s account to `to` on the chain at `rpcUrl`; the transaction, mined. */
+export async function sendTokens(rpcUrl: string, privateKey: Hex, asset: Hex, to: Hex, units: bigint): Promise<Hex> {
+  const wallet = createWalletClient({ account: privateKeyToAccount(privateKey), transport: http(rpcUrl) });
+  const hash = await wallet.writeContract({
+    chain: null,
+    address: asset,
+    abi: ERC20,
+    functionName: "transfer",
+    args: [to, units],
+  });
+  await createPublicClient({ transport: http(rpcUrl) }).waitForTransactionReceipt({ hash });
+  return hash;
+}

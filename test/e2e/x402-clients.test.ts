@@ -3,14 +3,14 @@ import type { AddressInfo } from "node:net";
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier";
 import { wrapFetchWithPayment as wrapV2, x402Client, x402HTTPClient } from "@x402/fetch";
 import { registerExactEvmScheme } from "@x402/evm/exact/client";
-import { createPublicClient, createWalletClient, http, type Hex } from "viem";
+import { createPublicClient, http, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
-import { ERC20 } from "./erc20";
+import { ERC20, sendTokens } from "./erc20";
 import { startDevServer, type DevServer } from "./dev-server";
 
 // The official x402 clients, unchanged, paying the local service on its local chain.
@@ -341,18 +341,7 @@ describe("official x402 clients against npm run dev", () => {
     const { depositAddress } = await balance();
     const terms = await fetch(`${dev.url}/charges/${await newCharge(1)}/x402`);
     const asset = ((await terms.json()) as { accepts: { asset: Hex }[] }).accepts[0]!.asset;
-    const wallet = createWalletClient({
-      account: privateKeyToAccount(accounts[3]!.privateKey),
-      transport: http(dev.rpcUrl),
-    });
-    const hash = await wallet.writeContract({
-      chain: null,
-      address: asset,
-      abi: ERC20,
-      functionName: "transfer",
-      args: [depositAddress, 5_000_000n],
-    });
-    await createPublicClient({ transport: http(dev.rpcUrl) }).waitForTransactionReceipt({ hash });
+    await sendTokens(dev.rpcUrl, accounts[3]!.privateKey, asset, depositAddress, 5_000_000n);
     const deadline = Date.now() + 30_000;
     let credited = 0;
     while (Date.now() < deadline && credited === 0) {
