@@ -1,17 +1,19 @@
 /**
- * The import rules `npm test` enforces (npm run deps): folders only point down.
+ * The import rules `npm test` enforces (npm run deps; test/house/deps-rules.test.ts breaks each on
+ * purpose): every module of src/ sits in a layer, and layers only point down.
  *
  *   lib        helpers that know no domain
+ *   config     the settings: parsed from vars and secrets; knows lib only
  *   db         D1 access, statements and batches; knows lib only
- *   chain      the EVM chain client (token ABI, JSON-RPC, receipts); knows lib and the settings' types only
- *   domains    ledger, audit, auth, keys, merchants, agents, approvals, charges, checkout, paylinks,
- *              deposits, kyt, webhooks, x402, outbound, payouts, refunds, sweeps, archive: import lib, db, chain and
- *              each other, never in a circle
+ *   chain      the EVM chain client (token ABI, JSON-RPC, receipts); knows lib only
+ *   domains    DOMAINS below: import lib, config, db, chain and each other, never in a circle
  *   surfaces   console, openapi, mcp: import domains; no domain imports them
- *   app.ts, index.ts   wire everything together
+ *   jobs       the cron's work (src/jobs/): imports domains; nothing below imports it
+ *   index.ts, app.ts   the entry: wire everything together; the only files at the root of src/
  */
 const DOMAINS =
-  "(chain|ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|outbound|payouts|refunds|sweeps|treasury|proofs|receipts|checkpoints|archive|settings)";
+  "(ledger|audit|auth|keys|merchants|agents|approvals|charges|checkout|paylinks|deposits|kyt|webhooks|x402|outbound|payouts|refunds|sweeps|treasury|proofs|receipts|checkpoints|archive)";
+const LAYERS = `(lib|config|db|chain|${DOMAINS.slice(1, -1)}|console|openapi|mcp|jobs)`;
 
 module.exports = {
   forbidden: [
@@ -39,10 +41,17 @@ module.exports = {
     },
     {
       name: "chain-knows-no-domain",
-      comment: "src/chain/ talks to the EVM chain: it imports only src/lib/ and the settings' types (src/env.ts).",
+      comment: "src/chain/ talks to the EVM chain: it imports only src/lib/ (its settings type is its own).",
       severity: "error",
       from: { path: "^src/chain/" },
-      to: { path: "^src/", pathNot: "^src/(chain|lib)/|^src/env\\.ts$" },
+      to: { path: "^src/", pathNot: "^src/(chain|lib)/" },
+    },
+    {
+      name: "config-knows-no-domain",
+      comment: "src/config/ parses the settings: it imports only src/lib/ (and itself).",
+      severity: "error",
+      from: { path: "^src/config/" },
+      to: { path: "^src/", pathNot: "^src/(config|lib)/" },
     },
     {
       name: "domains-know-no-surface",
@@ -52,11 +61,33 @@ module.exports = {
       to: { path: "^src/(console|openapi|mcp)/" },
     },
     {
-      name: "nothing-imports-the-entry",
-      comment: "src/index.ts and src/app.ts wire the service together; nothing below imports them.",
+      name: "domains-know-no-job",
+      comment: "The cron's jobs (src/jobs/) call the domains; no domain or surface calls a job.",
+      severity: "error",
+      from: { path: `^src/(lib|config|db|chain|console|openapi|mcp|${DOMAINS.slice(1, -1)})/` },
+      to: { path: "^src/jobs/" },
+    },
+    {
+      name: "nothing-imports-the-root",
+      comment:
+        "Files at the root of src/ (the entry: index.ts, app.ts) wire the service together; nothing below imports them.",
       severity: "error",
       from: { path: "^src/.+/" },
-      to: { path: "^src/(index|app)\\.ts$" },
+      to: { path: "^src/[^/]+\\.ts$" },
+    },
+    {
+      name: "root-holds-only-the-entry",
+      comment: "Only index.ts and app.ts sit at the root of src/: any other module belongs in a layer's folder.",
+      severity: "error",
+      from: { path: "^src/[^/]+\\.ts$", pathNot: "^src/(index|app)\\.ts$" },
+      to: {},
+    },
+    {
+      name: "every-folder-in-a-layer",
+      comment: "A folder of src/ the layers above do not name: add it to DOMAINS or to a layer.",
+      severity: "error",
+      from: { path: "^src/[^/]+/", pathNot: `^src/${LAYERS}/` },
+      to: {},
     },
     {
       name: "src-stands-alone",

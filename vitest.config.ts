@@ -14,7 +14,15 @@ export default defineConfig(async () => {
           "workers",
           {
             include: ["test/**/*.test.ts"],
-            exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS, BATCH_ONLY_TESTS, SHARDS_TESTS],
+            exclude: [
+              "test/e2e/**",
+              "test/house/**",
+              LANES_TEST,
+              BENCH_TESTS,
+              TREASURY_TESTS,
+              BATCH_ONLY_TESTS,
+              SHARDS_TESTS,
+            ],
           },
           migrations,
         ),
@@ -46,6 +54,10 @@ export default defineConfig(async () => {
         ),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
         workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
+        {
+          // The house rules themselves (import layers), from Node: each broken on purpose.
+          test: { name: "house", environment: "node", include: ["test/house/**/*.test.ts"] },
+        },
         {
           // `npm run dev` and the CLI exactly as a person runs them, from Node.
           test: {

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../src/env";
+import type { Env } from "../src/config/env";
 import type { SqlStatement } from "../src/db/statements";
 import { serialQueue } from "../src/lib/serial";
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { settingsOf } from "../src/env";
+import { settingsOf } from "../src/config/env";
 import { publicClientOf, rpcCall } from "../src/chain/client";
 import { decodePaymentHeader } from "../src/x402/payload";
 import { gasAccountOf } from "../src/x402/transfer";
@@ -7,7 +7,7 @@ import { termsFor } from "../src/x402/terms";
 import { verifyOffline } from "../src/x402/verify";
 import { ledgerOf } from "../src/ledger/ledger.do";
 import { forEachShard } from "../src/ledger/shards";
-import { retentionJob } from "../src/retention";
+import { retentionJob } from "../src/jobs/retention";
 import { archiveHistory } from "../src/archive/archive";
 import { makeCheckpoint } from "../src/checkpoints/checkpoints";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";

@@ -5,7 +5,7 @@
 // `npm run dev` writes) or .env as a secret, and its own `--check` reads .dev.vars again whatever the
 // file was made with. So this script passes an empty env file (which stops wrangler reading .dev.vars
 // and .env), keeps the process environment out, and checks by generating a fresh copy and comparing.
-// Secrets and optional settings are typed by the settings modules (src/settings.ts), not here.
+// Secrets and optional settings are typed by the settings modules (src/config/settings.ts), not here.
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
-import type { AppEnv } from "./app-env";
+import type { AppEnv } from "./auth/app-env";
 import { agentRoutes } from "./agents/routes";
 import { approvalRoutes } from "./approvals/routes";
 import { auditRoutes } from "./audit/routes";
@@ -11,7 +11,7 @@ import { checkoutRoutes } from "./checkout/routes";
 import { consoleAuthRoutes } from "./console/auth-routes";
 import { consoleUiRoutes } from "./console/ui/routes";
 import { dbOf } from "./db/client";
-import { settingsOf } from "./env";
+import { settingsOf } from "./config/env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
 import { log } from "./lib/log";

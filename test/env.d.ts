@@ -1,5 +1,5 @@
 import type { D1Migration } from "cloudflare:test";
-import type { OptionalBindings, SettingsVars } from "../src/env";
+import type { OptionalBindings, SettingsVars } from "../src/config/env";
 
 // `env` in tests: the generated bindings (worker-types.d.ts), what the settings read, and the migrations.
 declare global {

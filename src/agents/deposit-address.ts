@@ -1,5 +1,5 @@
-import type { Env } from "../env";
-import { settingsOf } from "../env";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
 import { hdAddressAt } from "../lib/hd";
 
 /** Deposit addresses are account 0 of the service's receiving key; charges and links receive on account 1. */

@@ -1,4 +1,4 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { ledgerOf } from "../ledger/ledger.do";
 import { guards, sqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";

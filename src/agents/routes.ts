@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { codeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";

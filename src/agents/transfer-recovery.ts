@@ -1,4 +1,4 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { forEachShard } from "../ledger/shards";
 import { TRANSFER_ABANDONED_MS } from "../ledger/transfers";
 import { log } from "../lib/log";

@@ -1,6 +1,6 @@
 import { dbOfShard } from "../db/shards";
 import { PENDING_FIGURE, type IdempotencySlot } from "../db/idempotency";
-import { settingsOf, type Env } from "../env";
+import { settingsOf, type Env } from "../config/env";
 import { ownerShard, UnknownOwner } from "../ledger/directory";
 import { nowIso } from "../lib/time";
 import { driveTransfer } from "./wallet-transfer";

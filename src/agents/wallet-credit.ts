@@ -1,4 +1,4 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { canonicalJson } from "../lib/canonical-json";
 import { ledgerOf } from "../ledger/ledger.do";
 import { agentCreditPlan, depositPlan, type DepositTransfer } from "../ledger/movements";

@@ -1,6 +1,6 @@
 import { codeWith } from "../lib/error-codes";
-import type { Env } from "../env";
-import { settingsOf } from "../env";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
 import { chargeView } from "../charges/service";
 import { executeBatch } from "../db/statements";
 import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";

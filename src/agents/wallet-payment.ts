@@ -1,5 +1,5 @@
 import { codeWith } from "../lib/error-codes";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { chargeView } from "../charges/service";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
 import { AGENT_FROZEN, walletPaymentPlan } from "../ledger/movements";

@@ -1,5 +1,5 @@
 import { dbOfIdOrNull } from "../ledger/shards";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";

@@ -1,4 +1,4 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { chargeView, type ChargeView } from "../charges/service";
 import { dbOfShard } from "../db/shards";
 import {

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
 import { setFrozen } from "./freeze";

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { dbOfShard } from "../db/shards";
 import { shardOfId } from "../lib/ids";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";

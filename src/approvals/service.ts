@@ -1,7 +1,7 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { dbOf, type Db } from "../db/client";
 import { dbOfShard } from "../db/shards";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { forEachShard } from "../ledger/shards";
 import { shardOfId } from "../lib/ids";
 import { approvals } from "../db/schema";

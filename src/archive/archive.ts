@@ -7,8 +7,8 @@ import {
   parseSegment,
 } from "../audit/segment";
 import { dbOfShard, shardNumbers } from "../db/shards";
-import type { Env } from "../env";
-import { settingsOf } from "../env";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
 import { sha256Hex } from "../lib/crypto";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";

@@ -2,7 +2,7 @@ import type { HistoryStore } from "./archived";
 import type { AuditRow } from "./chain";
 import { canonicalJson } from "../lib/canonical-json";
 import { dbOfShard, shardNumbers } from "../db/shards";
-import { type Env, settingsOf } from "../env";
+import { type Env, settingsOf } from "../config/env";
 import { auditRows } from "./service";
 
 export const CSV_COLUMNS = [

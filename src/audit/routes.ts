@@ -1,12 +1,12 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
 import { dbOfShard, shardNumbers } from "../db/shards";
-import { type Env, settingsOf } from "../env";
+import { type Env, settingsOf } from "../config/env";
 import { firstAuditRows } from "./service";
 import { verifyEveryShard } from "./verification";
 

@@ -1,5 +1,5 @@
 import { publishedJwks, verifyJws } from "../proofs/keys";
-import type { ProofSettings } from "../proofs/settings";
+import type { ProofSettings } from "../config/proofs";
 import { CHECKPOINT_TYP, type ListedCheckpoint, signsOtherFields } from "./checkpoints-verify";
 
 /*

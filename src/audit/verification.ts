@@ -1,7 +1,7 @@
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
-import type { ProofSettings } from "../proofs/settings";
+import type { ProofSettings } from "../config/proofs";
 import type { HistoryStore } from "./archived";
 import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
 import { dbOfShard, type ShardBindings, shardNumbers } from "../db/shards";

@@ -1,7 +1,7 @@
 import { eq, or } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { agents, consoleRevokedSessions, consoleUsers, merchants } from "../db/schema";
-import type { Settings } from "../env";
+import type { Settings } from "../config/env";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
 import { verifyConsoleToken } from "./jwt";

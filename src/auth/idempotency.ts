@@ -1,5 +1,5 @@
 import type { Context, Next } from "hono";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "./app-env";
 import type { Actor } from "./credentials";
 import {
   ABANDONED_AFTER_MS,

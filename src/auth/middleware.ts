@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "./app-env";
 import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { idempotent } from "./idempotency";

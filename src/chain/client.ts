@@ -14,7 +14,18 @@ import {
   type PublicClient,
   type RpcTransactionReceipt,
 } from "viem";
-import type { X402Settings } from "../env";
+
+/**
+ * What the chain client needs to know of the deployment's chain: the x402 settings carry it, and
+ * anything else that talks to the same chain can pass the same four fields.
+ */
+export interface ChainSettings {
+  chainId: number;
+  network: string;
+  rpcUrl: string;
+  /** The stablecoin contract (EIP-3009). */
+  asset: `0x${string}`;
+}
 
 /** The part of the EIP-3009 token the service uses. */
 export const EIP3009_ABI = [
@@ -90,7 +101,7 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   ],
 } as const;
 
-export const chainOf = (x: X402Settings) =>
+export const chainOf = (x: ChainSettings) =>
   defineChain({
     id: x.chainId,
     name: x.network,
@@ -101,7 +112,7 @@ export const chainOf = (x: X402Settings) =>
 const clients = new Map<string, PublicClient>();
 
 /** One JSON-RPC client per RPC URL and chain, reused across requests in an isolate. */
-export function publicClientOf(x: X402Settings): PublicClient {
+export function publicClientOf(x: ChainSettings): PublicClient {
   const key = `${x.chainId}:${x.rpcUrl}`;
   let client = clients.get(key);
   if (!client) {
@@ -131,7 +142,7 @@ export const rpcErrorMessage = (body: unknown) => (body as RpcAnswer | null)?.er
  * (the connection goes back to the pool); an HTTP error that carries a JSON-RPC error is that
  * error, so the node's own message ("nonce too low") reaches the caller whatever the status.
  */
-async function postRpc(x: X402Settings, payload: unknown): Promise<unknown> {
+async function postRpc(x: ChainSettings, payload: unknown): Promise<unknown> {
   let status: number;
   let text: string;
   try {
@@ -162,7 +173,7 @@ async function postRpc(x: X402Settings, payload: unknown): Promise<unknown> {
  * parse. The service's own calls on the settlement path go this way, not through viem's client:
  * the same request without the client's per-call work (a timeout error built up front for each call).
  */
-export async function rpcBatch(x: X402Settings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
+export async function rpcBatch(x: ChainSettings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
   const answers = await postRpc(
     x,
     calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c })),
@@ -179,7 +190,7 @@ export async function rpcBatch(x: X402Settings, calls: { method: string; params:
  * node may have taken it.
  */
 export async function rpcCall<T = unknown>(
-  x: X402Settings,
+  x: ChainSettings,
   method: string,
   params: unknown[],
   { retry = false } = {},
@@ -208,7 +219,7 @@ export async function rpcCall<T = unknown>(
  * getTransactionReceipt, which makes a receipt not there yet an exception (with a long message it
  * formats): the node's null answer says the same for nothing.
  */
-export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
+export async function receiptWithin(x: ChainSettings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
   const deadline = Date.now() + timeoutMs;
   for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
     const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], {
@@ -221,7 +232,7 @@ export async function receiptWithin(x: X402Settings, hash: `0x${string}`, timeou
 }
 
 /** The receipt of `hash` now, or null when the node has none (not mined, or never seen). */
-export async function receiptNow(x: X402Settings, hash: `0x${string}`) {
+export async function receiptNow(x: ChainSettings, hash: `0x${string}`) {
   const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], { retry: true });
   return receipt ? formatTransactionReceipt(receipt) : null;
 }
@@ -234,7 +245,7 @@ const TOKEN_READS = {
 
 /** A read of the token at `block` (the latest by default), as one JSON-RPC call (alone, or in a batch). */
 export const tokenCall = (
-  x: X402Settings,
+  x: ChainSettings,
   functionName: "authorizationState" | "balanceOf",
   args: readonly unknown[],
   block = "latest",
@@ -250,7 +261,7 @@ export const tokenCall = (
 });
 
 /** Whether the token marks `payer`'s authorization `nonce` used, at the latest block. */
-export async function authorizationUsed(x: X402Settings, payer: string, nonce: string): Promise<boolean> {
+export async function authorizationUsed(x: ChainSettings, payer: string, nonce: string): Promise<boolean> {
   const { method, params } = tokenCall(x, "authorizationState", [payer, nonce]);
   const result = await rpcCall<Hex>(x, method, params, { retry: true });
   return decodeFunctionResult({ abi: EIP3009_ABI, functionName: "authorizationState", data: result });
@@ -281,7 +292,7 @@ export type AuthorizationFate =
  * `cancelAuthorization`), or nothing in reach yet.
  */
 export async function authorizationFate(
-  x: X402Settings,
+  x: ChainSettings,
   authorizer: `0x${string}`,
   nonce: `0x${string}`,
 ): Promise<AuthorizationFate> {
@@ -315,7 +326,7 @@ export type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
 
 /** Did this mined transaction move exactly `value` of the token from `from` to `to`? */
 export function movedBy(
-  x: X402Settings,
+  x: ChainSettings,
   receipt: Receipt,
   transfer: { from: `0x${string}`; to: `0x${string}`; value: bigint },
 ): boolean {
@@ -343,7 +354,7 @@ export const BALANCE_READS_PER_REQUEST = 500;
  * fails: a partial sum would look like a shortfall.
  */
 export async function tokenBalancesAt(
-  x: X402Settings,
+  x: ChainSettings,
   addresses: readonly string[],
   block: Hex,
   perRequest = BALANCE_READS_PER_REQUEST,

@@ -4,7 +4,7 @@ import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { keysInHomeOf, ownerShard } from "../ledger/directory";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { getMerchant } from "../merchants/service";
 import { ApiError } from "../lib/errors";

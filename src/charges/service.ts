@@ -4,7 +4,7 @@ import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
 import { charges } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";
 import { newId } from "../lib/ids";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { mergeSorted, newestFirst } from "../lib/merge";
 import { forEachShard } from "../ledger/shards";
 import { nowIso } from "../lib/time";

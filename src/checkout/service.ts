@@ -7,7 +7,7 @@ import { dbOfIdOrNull } from "../ledger/shards";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/outcomes";
 import { newPendingCharge } from "../charges/service";

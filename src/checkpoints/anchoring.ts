@@ -8,8 +8,8 @@ import {
   shortError,
   type RpcAnswer,
 } from "../chain/client";
-import type { Env, X402Settings } from "../env";
-import { settingsOf } from "../env";
+import type { Env, X402Settings } from "../config/env";
+import { settingsOf } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";

@@ -1,5 +1,5 @@
-import type { Env } from "../env";
-import { settingsOf } from "../env";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
 import { nowIso } from "../lib/time";
 import { signingKid, signJws } from "../proofs/keys";
 import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";

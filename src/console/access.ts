@@ -1,5 +1,5 @@
 import { createRemoteJWKSet, jwtVerify } from "jose";
-import type { Settings } from "../env";
+import type { Settings } from "../config/env";
 
 const keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
 

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import { actorOf, requireActor } from "../auth/middleware";

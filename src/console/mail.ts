@@ -1,4 +1,4 @@
-import type { Env, Settings } from "../env";
+import type { Env, Settings } from "../config/env";
 
 export interface Mail {
   to: string;

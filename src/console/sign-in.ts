@@ -1,4 +1,4 @@
-import type { Env, Settings } from "../env";
+import type { Env, Settings } from "../config/env";
 import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import type { Db } from "../db/client";

@@ -1,5 +1,5 @@
-import type { Env, X402Settings } from "../env";
-import { settingsOf } from "../env";
+import type { Env, X402Settings } from "../config/env";
+import { settingsOf } from "../config/env";
 import { walletOf } from "../agents/wallet.do";
 import { screenAddress } from "../kyt/screening";
 import { dbOf } from "../db/client";

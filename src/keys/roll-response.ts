@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { ApiError } from "../lib/errors";
 import { answerInBatch } from "../auth/idempotency";
 import { rollKey, type KeyHolder, type RolledKey } from "./roll";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { ledgerOf } from "../ledger/ledger.do";
 import { guards, sqlStatement, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";

@@ -1,7 +1,7 @@
 import { desc } from "drizzle-orm";
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { kytBlocklist } from "../db/schema";
 import { nowIso } from "../lib/time";

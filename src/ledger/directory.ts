@@ -3,9 +3,9 @@ import type { Db } from "../db/client";
 import { dbOf } from "../db/client";
 import { dbOfShard, shardNumbers } from "../db/shards";
 import { shardDirectory } from "../db/schema";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { IsolateCache } from "../lib/isolate-cache";
-import { settingsOf } from "../settings";
+import { settingsOf } from "../config/settings";
 
 export type OwnerKind = "merchant" | "agent";
 

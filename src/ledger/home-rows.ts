@@ -1,6 +1,6 @@
 import { dbOfShard } from "../db/shards";
-import type { Env } from "../env";
-import { settingsOf } from "../settings";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/settings";
 import type { OwnerKind } from "./directory";
 
 /**

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { auditInserts, chainHash, genesisHashOf, type AuditRow } from "../audit/chain";

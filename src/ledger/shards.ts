@@ -1,7 +1,7 @@
 import { dbOfShard, shardNumbers } from "../db/shards";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { shardOfId } from "../lib/ids";
-import { settingsOf } from "../settings";
+import { settingsOf } from "../config/settings";
 
 /** Runs `fn` on every shard's database at once, answers in shard order. */
 export const forEachShard = <T>(env: Env, fn: (db: D1Database, shard: number) => Promise<T>): Promise<T[]> =>

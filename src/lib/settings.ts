@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-// Helpers for the settings groups, which src/settings.ts composes. Settings arrive as the Worker's
+// Helpers for the settings groups, which src/config/settings.ts composes. Settings arrive as the Worker's
 // vars and secrets: each one a string, or absent.
 
 /** The vars a group of settings reads, by the names of its schema's fields. */

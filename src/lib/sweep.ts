@@ -3,7 +3,7 @@ import { MAX_WINDOW_SECONDS } from "./rate-limit";
 import { nowIso } from "./time";
 
 /**
- * Rows that outlived their use, deleted a page at a time by the minute cron (src/storage/retention.ts)
+ * Rows that outlived their use, deleted a page at a time by the minute cron (src/jobs/retention.ts)
  * so no table grows without bound: stored idempotent answers past their expiry, rate-limit counters
  * whose window is over, and revoked console sessions whose token has expired anyway (its signature
  * check refuses it before any revocation lookup). Each condition has an index (migration 0015).

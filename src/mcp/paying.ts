@@ -11,7 +11,7 @@ import {
 } from "../auth/idempotency";
 import type { ChargeView } from "../charges/service";
 import type { IdempotencySlot } from "../db/idempotency";
-import { type Env, settingsOf } from "../env";
+import { type Env, settingsOf } from "../config/env";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import type { ErrorCode, StatusOf } from "../lib/error-codes";

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { isAddress, isAddressEqual } from "viem";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";

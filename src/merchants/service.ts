@@ -1,6 +1,6 @@
 import { desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
 import { newId, newSecret } from "../lib/ids";

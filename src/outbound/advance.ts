@@ -12,7 +12,7 @@ import {
 } from "../chain/client";
 import { dbOfShard } from "../db/shards";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { shardOfId } from "../lib/ids";
 import { log } from "../lib/log";

@@ -1,7 +1,7 @@
 import { encodeFunctionData, keccak256, parseSignature, stringToHex, type Hex } from "viem";
 import { EIP3009_ABI, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client";
 import { sqlStatement, type SqlStatement } from "../db/statements";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import { hdPrivateKeyAt } from "../lib/hd";
 import { newId } from "../lib/ids";
 import { centsToUsdcUnits } from "../lib/money";

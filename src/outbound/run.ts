@@ -1,5 +1,5 @@
 import { dbOfShard, shardNumbers } from "../db/shards";
-import { settingsOf, type Env, type X402Settings } from "../env";
+import { settingsOf, type Env, type X402Settings } from "../config/env";
 import { log } from "../lib/log";
 import { dispatchAfterWrite } from "../webhooks/dispatch";
 import type { CommitResult } from "../ledger/ledger.do";

@@ -1,4 +1,4 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import type { walletOf } from "../agents/wallet.do";
 import type { HeldFigures } from "../lib/held-figures";
 import type { PayOutcome } from "../agents/outcomes";

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { IdempotencySlot } from "../db/idempotency";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { serialQueue } from "../lib/serial";
 import { HeldFigures } from "../lib/held-figures";
 import { walletOf } from "../agents/wallet.do";

@@ -3,7 +3,7 @@ import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { keysInHomeOf, ownerShard } from "../ledger/directory";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { paidBody, refusalError } from "../agents/outcomes";
 import { earlierAnswerUnderKey } from "../agents/transfer-retries";

@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import type { Db } from "../db/client";
 import { merchants, paylinkGrants, paylinks } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";

@@ -2,7 +2,7 @@ import { dbOfIdOrNull } from "../ledger/shards";
 import type { Hex } from "viem";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { screenAddress } from "../kyt/screening";
 import { ledgerOf } from "../ledger/ledger.do";
 import { balanceAfter, postingStatements, type Account } from "../ledger/postings";

@@ -1,5 +1,5 @@
 import { calculateJwkThumbprint, CompactSign, compactVerify, createLocalJWKSet, importJWK, type JWK } from "jose";
-import type { PrivateJwk, ProofSettings, PublicJwk } from "./settings";
+import type { PrivateJwk, ProofSettings, PublicJwk } from "../config/proofs";
 
 /*
  * Signing what the service vouches for (receipts, audit checkpoints) as compact JWS, and the

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { publishedJwks } from "./keys";
 
 export const proofRoutes = new Hono<AppEnv>().get("/.well-known/jwks.json", async (c) => {

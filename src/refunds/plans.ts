@@ -2,7 +2,7 @@ import type { Hex } from "viem";
 import type { AuditDraft } from "../audit/chain";
 import { PENDING_FIGURE } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import type { CommitPlan } from "../ledger/plan";
 import { postingStatements, type Account } from "../ledger/postings";
 import { transferInsert } from "../ledger/transfers";

@@ -5,7 +5,7 @@ import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { screenAddress } from "../kyt/screening";
 import { ownerShard } from "../ledger/directory";
 import { ledgerOf, type CommitResult } from "../ledger/ledger.do";

@@ -1,7 +1,7 @@
 import type { Hex } from "viem";
 import { executeBatch, type SqlStatement } from "../db/statements";
 import { dbOfShard, shardNumbers } from "../db/shards";
-import { settingsOf, type Env, type X402Settings } from "../env";
+import { settingsOf, type Env, type X402Settings } from "../config/env";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { outboundInsert } from "../outbound/authorization";

@@ -1,5 +1,5 @@
 import { executeBatch, sqlStatement } from "../db/statements";
-import { type Env, settingsOf, type X402Settings } from "../env";
+import { type Env, settingsOf, type X402Settings } from "../config/env";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";

@@ -1,7 +1,7 @@
 import { isAddressEqual, parseEventLogs } from "viem";
 import { EIP3009_ABI, type Receipt, receiptNow, rpcCall } from "../chain/client";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { ledgerOf } from "../ledger/ledger.do";
 import type { CommitPlan } from "../ledger/plan";
 import { forEachShard } from "../ledger/shards";

@@ -1,6 +1,6 @@
 import { toHex } from "viem";
 import { rpcCall, tokenBalancesAt } from "../chain/client";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 
 /** What the service holds on chain at one block, in token base units. */
 export interface Holdings {

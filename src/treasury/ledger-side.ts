@@ -1,4 +1,4 @@
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { forEachShard } from "../ledger/shards";
 import { MIN_SWEEP_BASE_UNITS } from "../sweeps/due";
 import { readFloat } from "./fundings";

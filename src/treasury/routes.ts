@@ -1,9 +1,9 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { answerInBatch } from "../auth/idempotency";
 import { actorOf, requireActor } from "../auth/middleware";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { validate } from "../lib/validation";

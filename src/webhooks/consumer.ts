@@ -1,6 +1,6 @@
 import { z } from "zod";
-import type { Env } from "../env";
-import { MAX_QUEUE_DELAY_SECONDS, settingsOf } from "../env";
+import type { Env } from "../config/env";
+import { MAX_QUEUE_DELAY_SECONDS, settingsOf } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
@@ -8,7 +8,7 @@ import { executeBatch } from "../db/statements";
 import { sqlStatement } from "../db/statements";
 import { outboxEventWhen } from "./outbox";
 import type { DeliveryMessage } from "./dispatch";
-import { FAILING_ENDPOINT_DAYS } from "./settings";
+import { FAILING_ENDPOINT_DAYS } from "../config/webhooks";
 import { signingSecrets, type EndpointRow } from "./endpoints";
 import { signatureHeader } from "./signing";
 import { checkDestination } from "./dns-guard";

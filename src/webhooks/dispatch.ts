@@ -1,8 +1,8 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { dbOfShard, shardNumbers } from "../db/shards";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
-import { settingsOf } from "../env";
+import { settingsOf } from "../config/env";
 
 export interface DeliveryMessage {
   deliveryId: string;

@@ -8,7 +8,7 @@ import {
   toEventSelector,
   type Hex,
 } from "viem";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import type { Receipt } from "../chain/client";
 import type { Fees, PreparedTransfer, SettleOutcome } from "./transfer";
 

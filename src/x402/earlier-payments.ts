@@ -1,5 +1,5 @@
 import { isAddressEqual } from "viem";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import type { X402Outcome } from "./outcome";
 import type { DecodedPayment } from "./payload";
 import type { X402Target } from "./target";

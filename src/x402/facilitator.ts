@@ -1,5 +1,5 @@
 import type { Hex } from "viem";
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { receiptWithin, shortError } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import { laneOf } from "./settler.do";

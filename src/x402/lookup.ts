@@ -1,4 +1,4 @@
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { chargeRowStatement, type ChargeRow } from "../charges/service";
 import { dbOfShard } from "../db/shards";
 import { blocklistStatement } from "../kyt/screening";

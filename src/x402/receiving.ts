@@ -1,4 +1,4 @@
-import { settingsOf, type Env, type X402Settings } from "../env";
+import { settingsOf, type Env, type X402Settings } from "../config/env";
 import { forEachShard } from "../ledger/shards";
 import { hdAddressAt } from "../lib/hd";
 import { log } from "../lib/log";

@@ -1,4 +1,4 @@
-import type { Env } from "../env";
+import type { Env } from "../config/env";
 import { dbOfShard } from "../db/shards";
 import { shardOfId } from "../lib/ids";
 import { log } from "../lib/log";

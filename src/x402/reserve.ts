@@ -1,4 +1,4 @@
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { executeBatch, guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";

@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import { cors } from "hono/cors";
 import { z } from "zod";
-import type { AppEnv } from "../app-env";
+import type { AppEnv } from "../auth/app-env";
 import { checkoutLinkForPayment } from "../checkout/service";
 import { chargeView, getCharge } from "../charges/service";
 import type { CodeWith } from "../lib/error-codes";

@@ -1,5 +1,5 @@
-import type { Env, X402Settings } from "../env";
-import { settingsOf } from "../env";
+import type { Env, X402Settings } from "../config/env";
+import { settingsOf } from "../config/env";
 import { chargeView } from "../charges/service";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";

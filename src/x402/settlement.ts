@@ -1,6 +1,6 @@
 import type { ChargeRow } from "../charges/service";
 import { executeBatch, sqlStatement } from "../db/statements";
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { ledgerOf } from "../ledger/ledger.do";
 import { x402PaymentPlan } from "../ledger/movements";
 import { nowIso } from "../lib/time";

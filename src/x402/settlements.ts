@@ -1,4 +1,4 @@
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import { dbOfIdOrNull, forEachShard } from "../ledger/shards";
 import { caip2 } from "./terms";
 import { protocolReason, type ProtocolReason } from "./reasons";

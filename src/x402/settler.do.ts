@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { keccak256, type Hex } from "viem";
-import type { Env, X402Settings } from "../env";
-import { settingsOf } from "../env";
+import type { Env, X402Settings } from "../config/env";
+import { settingsOf } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";

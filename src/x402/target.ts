@@ -1,4 +1,4 @@
-import type { Env, X402Settings } from "../env";
+import type { Env, X402Settings } from "../config/env";
 import type { ChargeRow } from "../charges/service";
 import { shardOfId } from "../lib/ids";
 import { ensureReceivingAddress, type ReceivingOwner, type ReceivingRow } from "./receiving";

@@ -1,5 +1,5 @@
 import { getAddress } from "viem";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import { centsToUsdcUnits } from "../lib/money";
 
 /** The v1 requirements object: every field the official v1 clients' strict schema demands, and no `outputSchema: null`. */

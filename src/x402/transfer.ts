@@ -1,6 +1,6 @@
 import { encodeFunctionData, parseSignature, prepareEncodeFunctionData, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type RpcAnswer } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";

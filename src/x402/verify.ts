@@ -1,5 +1,5 @@
 import { isAddressEqual, verifyTypedData } from "viem";
-import type { X402Settings } from "../env";
+import type { X402Settings } from "../config/env";
 import { screened } from "../kyt/screening";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client";
 import type { DecodedPayment } from "./payload";

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { archiveHistory } from "../../src/archive/archive";
 import { GENESIS_HASH } from "../../src/audit/chain";
-import type { Env } from "../../src/env";
+import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
 import { parseSegment, segmentProblem } from "../../src/audit/segment";
 import type { EvidenceFile } from "../../src/receipts/evidence-verify";

@@ -5,7 +5,7 @@ import { auditRowOf } from "../../src/audit/service";
 import { VERIFICATION_TYP } from "../../src/audit/verification";
 import type { auditEvents } from "../../src/db/schema";
 import { signJws } from "../../src/proofs/keys";
-import type { ProofSettings } from "../../src/proofs/settings";
+import type { ProofSettings } from "../../src/config/proofs";
 import { api, consoleToken } from "../helpers/api";
 import { archiveAll, auditVerify, checkpointNow, segments } from "../helpers/archive";
 import { createAgent, creditAgent } from "../helpers/factories";

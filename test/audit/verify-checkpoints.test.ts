@@ -5,7 +5,7 @@ import { type AuditRow, chainHash, GENESIS_HASH } from "../../src/audit/chain";
 import { CHECKPOINT_TYP } from "../../src/audit/checkpoints-verify";
 import { auditRows } from "../../src/audit/service";
 import { CheckpointCheck } from "../../src/audit/stored-checkpoints";
-import { settingsOf } from "../../src/settings";
+import { settingsOf } from "../../src/config/settings";
 import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { restoreRows, rowsOf } from "../helpers/tables";
 import { api, consoleToken } from "../helpers/api";

@@ -5,7 +5,7 @@ import { paymentShapedBatch, SCRATCH_TABLES } from "../../bench/batch";
 import type { BenchEnv } from "../../bench/env";
 import { BENCH_STEPS } from "../../bench/routes";
 import benchWorker from "../../bench/worker";
-import type { Env } from "../../src/env";
+import type { Env } from "../../src/config/env";
 import service from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
 import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";

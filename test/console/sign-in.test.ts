@@ -1,6 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import type { Env } from "../../src/env";
+import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
 import { receiverUrl } from "../helpers/webhooks";
 import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";

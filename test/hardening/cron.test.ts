@@ -1,7 +1,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
-import type { Env } from "../../src/env";
+import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
 
 // The minute cron runs its jobs side by side; one that fails must not stop the others, nor fail silently.

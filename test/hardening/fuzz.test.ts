@@ -6,7 +6,7 @@ import { createAgent as createAgentRow } from "../../src/agents/service";
 import { buildApp } from "../../src/app";
 import { signConsoleToken } from "../../src/auth/jwt";
 import { dbOf } from "../../src/db/client";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { hmacSha256Hex } from "../../src/lib/crypto";
 import { base64url } from "../../src/lib/ids";
 import { registerMerchant } from "../../src/merchants/service";

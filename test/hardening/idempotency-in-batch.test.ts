@@ -126,7 +126,7 @@ describe("answers stored in the batch of their effect survive a crash before the
     expect(rotated.status).toBe(200);
     expect(rotated.body.secret).not.toBe(created.body.secret);
     const { signingSecrets } = await import("../../src/webhooks/endpoints");
-    const { settingsOf } = await import("../../src/env");
+    const { settingsOf } = await import("../../src/config/env");
     const row = await env.DB.prepare("SELECT * FROM webhook_endpoints WHERE id = ?").bind(created.body.id).first();
     const endpoint = {
       ...(row as Record<string, unknown>),

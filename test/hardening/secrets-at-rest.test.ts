@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from
 import { normalizePolicy } from "../../src/agents/policy";
 import { createAgent as createAgentRow } from "../../src/agents/service";
 import { dbOf } from "../../src/db/client";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { sha256Hex } from "../../src/lib/crypto";
 import { registerMerchant } from "../../src/merchants/service";
 import { createEndpoint } from "../../src/webhooks/endpoints";

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { createWalletClient, http, toHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../../src/audit/anchor-abi";
-import type { Env } from "../../src/env";
+import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
 import { gasAccountOf } from "../../src/x402/transfer";
 import { BASE, consoleToken } from "./api";

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { keccak256, stringToHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { setFaultHook } from "../../src/lib/faults";
 import { outboundOf } from "../../src/outbound/advance";
 import { completePayout } from "../../src/payouts/service";

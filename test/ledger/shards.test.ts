@@ -10,7 +10,7 @@ import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerName, ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import { ID_PREFIXES, type IdKind, newId, shardOfId } from "../../src/lib/ids";
-import { settingsOf } from "../../src/settings";
+import { settingsOf } from "../../src/config/settings";
 import { createAgent, createMerchant } from "../helpers/factories";
 
 /*

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { erc20Abi, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { ApiError } from "../../src/lib/errors";
 import { treasuryOf } from "../../src/payouts/service";
 import { describe, expect, it } from "vitest";

@@ -1,9 +1,9 @@
 import { SELF } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { publishedJwks, signJws, signingKid, verifyJws } from "../../src/proofs/keys";
-import type { ProofSettings } from "../../src/proofs/settings";
+import type { ProofSettings } from "../../src/config/proofs";
 import { TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
 // The signing keys of receipts and checkpoints: what one signs, the published set verifies offline;

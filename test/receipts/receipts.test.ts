@@ -5,7 +5,7 @@ import { buildApp } from "../../src/app";
 import { verifyJws } from "../../src/proofs/keys";
 import { createPayout, sendPayout, treasuryOf } from "../../src/payouts/service";
 import { createRefund, sendRefund } from "../../src/refunds/service";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { paidCharge, refund, refundsOf } from "../helpers/money-out";

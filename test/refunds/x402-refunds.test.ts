@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { parseAbi, parseEventLogs, type Hex } from "viem";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { ApiError } from "../../src/lib/errors";
-import { moneyOutJobs } from "../../src/money-out";
+import { moneyOutJobs } from "../../src/jobs/money-out";
 import { createRefund, sendRefund } from "../../src/refunds/service";
 import { refund, refundsOf } from "../helpers/money-out";
 import { api, consoleToken } from "../helpers/api";

@@ -7,13 +7,13 @@ import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../
 import { csvExportResponse } from "../../src/audit/csv";
 import { auditRows } from "../../src/audit/service";
 import { verifyEveryShard } from "../../src/audit/verification";
-import { settingsOf } from "../../src/settings";
+import { settingsOf } from "../../src/config/settings";
 import { archiveHistory } from "../../src/archive/archive";
 import { auditCheckpointJob } from "../../src/checkpoints/anchoring";
 import { checkpointPage, makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { readOverview, readOverviewOfShards, readPayoutTotals } from "../../src/console/ui/queries";
 import { dbOfShard } from "../../src/db/shards";
-import type { Env, X402Settings } from "../../src/env";
+import type { Env, X402Settings } from "../../src/config/env";
 import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";

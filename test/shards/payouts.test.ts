@@ -3,7 +3,7 @@ import { erc20Abi, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterEach, describe, expect, it } from "vitest";
 import { dbOfShard } from "../../src/db/shards";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { x402PaymentPlan } from "../../src/ledger/movements";
 import { setFaultHook } from "../../src/lib/faults";

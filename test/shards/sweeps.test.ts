@@ -3,7 +3,7 @@ import type { Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { dbOfShard } from "../../src/db/shards";
-import { type Env, settingsOf, type X402Settings } from "../../src/env";
+import { type Env, settingsOf, type X402Settings } from "../../src/config/env";
 import { homeShard } from "../../src/ledger/directory";
 import { setFaultHook } from "../../src/lib/faults";
 import { shardOfId } from "../../src/lib/ids";

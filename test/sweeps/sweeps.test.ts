@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { keccak256, parseEventLogs, toHex, type Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { settingsOf, type X402Settings } from "../../src/env";
+import { settingsOf, type X402Settings } from "../../src/config/env";
 import worker from "../../src/index";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { api, consoleToken } from "../helpers/api";

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { createWalletClient, encodeFunctionData, http, parseAbi, toHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { settingsOf, type X402Settings } from "../../src/env";
+import { settingsOf, type X402Settings } from "../../src/config/env";
 import { createPayout, sendPayout } from "../../src/payouts/service";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { dispatchOutbox } from "../../src/webhooks/dispatch";

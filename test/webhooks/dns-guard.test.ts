@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { checkDestination, isForbiddenAddress } from "../../src/webhooks/dns-guard";
 import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
 import { api, consoleToken } from "../helpers/api";

@@ -1,10 +1,10 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { Env } from "../../src/env";
+import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
 import { deleteInPages } from "../../src/lib/bounded-deletes";
-import { retentionJob } from "../../src/retention";
+import { retentionJob } from "../../src/jobs/retention";
 import { webhookRetentionSteps } from "../../src/webhooks/retention";
 
 // Webhook history older than RETENTION_DAYS leaves D1 a page at a time; what a pending delivery

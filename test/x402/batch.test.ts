@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
 import {
   OPEN_PAYMENT_SELECT,

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import type { DecodedPayment } from "../../src/x402/payload";
 import { termsFor } from "../../src/x402/terms";
 import { checkTransfer, gasAccountOf } from "../../src/x402/transfer";

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { laneOf, settlerOf } from "../../src/x402/settler.do";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";

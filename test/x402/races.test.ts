@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { createWalletClient, http, type Hex } from "viem";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken, type ApiResponse } from "../helpers/api";

@@ -4,7 +4,7 @@ import { parseAbiItem, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import {
   OPEN_PAYMENT_SELECT,

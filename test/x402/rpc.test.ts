@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { rpcCall } from "../../src/chain/client";
 import { refuseAtRelay } from "../helpers/x402";
 

@@ -4,7 +4,7 @@ import { parseSignature, type Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import { setFaultHook } from "../../src/lib/faults";
 import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";

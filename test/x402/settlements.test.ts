@@ -3,7 +3,7 @@ import type { Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
-import { settingsOf } from "../../src/env";
+import { settingsOf } from "../../src/config/env";
 import type { Facilitator } from "../../src/x402/facilitator";
 import { PROTOCOL_REASONS, protocolReason } from "../../src/x402/reasons";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";

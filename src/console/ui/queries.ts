@@ -1,6 +1,6 @@
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
 import { dbOfShard } from "../../db/shards";
-import { type Env, settingsOf } from "../../env";
+import { type Env, settingsOf } from "../../config/env";
 import { forEachShard } from "../../ledger/shards";
 import { shardOfId } from "../../lib/ids";
 import { nowIso, utcDayStart } from "../../lib/time";

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../app-env";
+import type { AppEnv } from "../../auth/app-env";
 import { actorOf } from "../../auth/middleware";
 import { latestCheck } from "../../treasury/history";
 import { Page } from "./layout";

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { getCookie, setCookie, deleteCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../../app-env";
+import type { AppEnv } from "../../auth/app-env";
 import { resolveCredential } from "../../auth/credentials";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../../lib/crypto";
 import { ApiError } from "../../lib/errors";

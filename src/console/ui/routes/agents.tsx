@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { CreateAgentBody, CreditBody, FreezeBody } from "../../../agents/routes";
 import { agentView, createAgent, getAgentAtHome, listAgentsAtHome } from "../../../agents/service";
 import { walletOf } from "../../../agents/wallet.do";

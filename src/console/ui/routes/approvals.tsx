@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { checkApprovalOpen } from "../../../agents/wallet-hold";
 import { walletOf } from "../../../agents/wallet.do";
 import { approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "../../../approvals/service";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { chargeView, type ChargeRow } from "../../../charges/service";
 import { ApiError } from "../../../lib/errors";
 import { log } from "../../../lib/log";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { requirePageSession } from "../session";
 import { agentRoutes } from "./agents";
 import { approvalRoutes } from "./approvals";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { EVM_ADDRESS, screenAddress } from "../../../kyt/screening";
 import { field, form } from "../forms";
 import { KytForm, KytVerdict } from "../pages/kyt";

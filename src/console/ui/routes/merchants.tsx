@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { RegisterBody } from "../../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchantsAtHome, registerMerchant } from "../../../merchants/service";

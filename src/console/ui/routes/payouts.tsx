@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { listPayouts, payoutView } from "../../../payouts/service";
 import { PAYOUTS_SHOWN, PayoutsPage } from "../pages/payouts";
 import { PAYOUT_STATUSES, readMerchantNames, readPayoutTotals } from "../queries";

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { csvExportResponse } from "../../../audit/csv";
 import { ExportQuery, exportRange } from "../../../audit/routes";
 import { firstAuditRows } from "../../../audit/service";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { actorOf } from "../../../auth/middleware";
 import { ApiError } from "../../../lib/errors";
 import { clientAddressOf, limitSignIn, SignInEmail } from "../../auth-routes";

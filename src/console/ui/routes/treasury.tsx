@@ -1,6 +1,6 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
-import type { X402Settings } from "../../../env";
+import type { AppEnv } from "../../../auth/app-env";
+import type { X402Settings } from "../../../config/env";
 import { nothingMore } from "../../../db/statements";
 import { log } from "../../../lib/log";
 import { runTreasuryCheck } from "../../../treasury/check";

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { nowIso } from "../../../lib/time";
 import { normalizeEmail } from "../../sign-in";
 import { addConsoleUser, listAddedConsoleUsers } from "../../users";

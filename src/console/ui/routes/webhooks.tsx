@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../app-env";
+import type { AppEnv } from "../../../auth/app-env";
 import { consoleMerchantView, getMerchant, listMerchants } from "../../../merchants/service";
 import { type RedeliverOutcome, redeliver } from "../../../webhooks/dispatch";
 import {

@@ -1,9 +1,9 @@
-import type { Env } from "./env";
-import { settingsOf } from "./env";
-import { sendsOut } from "./outbound/authorization";
-import { advanceDuePayouts } from "./payouts/service";
-import { advanceDueRefunds } from "./refunds/service";
-import { sweepToSettlement } from "./sweeps/run";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
+import { sendsOut } from "../outbound/authorization";
+import { advanceDuePayouts } from "../payouts/service";
+import { advanceDueRefunds } from "../refunds/service";
+import { sweepToSettlement } from "../sweeps/run";
 
 /**
  * The cron's jobs that send money out. Sweeps need only a gas key (the receiving key signs them);

@@ -1,7 +1,7 @@
 import type { SettingsVars } from "./settings";
 
-export { MAX_QUEUE_DELAY_SECONDS, DEFAULT_RETRY_SCHEDULE } from "./webhooks/settings";
-export { MAX_GAS_KEYS, type X402Settings } from "./x402/settings";
+export { MAX_QUEUE_DELAY_SECONDS, DEFAULT_RETRY_SCHEDULE } from "./webhooks";
+export { MAX_GAS_KEYS, type X402Settings } from "./x402";
 export { settingsOf, type Settings, type SettingsVars } from "./settings";
 
 /** Bindings a deployment may add that wrangler.toml does not declare. */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { approvalSettings, approvalsShape } from "./approvals/settings";
+import { approvalSettings, approvalsShape } from "./approvals";
 import {
   type AuthSettings,
   authHttpsUrls,
@@ -9,20 +9,14 @@ import {
   refineAuth,
   signInSettings,
   signInShape,
-} from "./auth/settings";
-import { auditAnchorSettings, auditAnchorShape } from "./audit/settings";
-import { archiveSettings, archiveShape } from "./archive/settings";
-import { type LedgerSettings, ledgerSettings, ledgerShape, refineLedger } from "./ledger/settings";
-import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs/settings";
-import { type Environment, isHttps, issuesOf, type VarsOf } from "./lib/settings";
-import {
-  type WebhookSettings,
-  webhookHttpsUrls,
-  webhookSecrets,
-  webhookSettings,
-  webhooksShape,
-} from "./webhooks/settings";
-import { type X402Settings, type X402Vars, x402Settings } from "./x402/settings";
+} from "./auth";
+import { auditAnchorSettings, auditAnchorShape } from "./audit";
+import { archiveSettings, archiveShape } from "./archive";
+import { type LedgerSettings, ledgerSettings, ledgerShape, refineLedger } from "./ledger";
+import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs";
+import { type Environment, isHttps, issuesOf, type VarsOf } from "../lib/settings";
+import { type WebhookSettings, webhookHttpsUrls, webhookSecrets, webhookSettings, webhooksShape } from "./webhooks";
+import { type X402Settings, type X402Vars, x402Settings } from "./x402";
 
 // The service's settings, parsed from its vars and secrets. Each group sits beside its domain
 // (auth, approvals, webhooks, x402); this module puts them together and adds the rules across groups.

@@ -1,7 +1,7 @@
-import type { Actor } from "./auth/credentials";
-import type { Db } from "./db/client";
-import type { Env, Settings } from "./env";
-import type { IdempotencySlot } from "./db/idempotency";
+import type { Actor } from "./credentials";
+import type { Db } from "../db/client";
+import type { Env, Settings } from "../config/env";
+import type { IdempotencySlot } from "../db/idempotency";
 
 /** Hono's environment: bindings plus per-request variables set by middleware. */
 export interface AppEnv {
