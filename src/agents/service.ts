@@ -2,7 +2,7 @@ import { desc, eq, sql } from "drizzle-orm";
 import { hashApiKey } from "../auth/credentials";
 import type { Db } from "../db/client";
 import { agents } from "../db/schema";
-import { newId, newSecret } from "../lib/ids";
+import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { canonicalJson } from "../lib/canonical-json";
 import { parseStoredPolicy, type Policy } from "./policy";
@@ -56,7 +56,7 @@ export async function createAgent(
   input: { name: string; policy: Policy },
   withCreated: WithCreated<CreatedAgent> = nothingMore,
 ): Promise<CreatedAgent> {
-  const agentId = newId("agent");
+  const agentId = newId("agent", CONTROL_IDS);
   const apiKey = newSecret("agentKey");
   const row = {
     id: agentId,

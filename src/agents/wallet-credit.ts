@@ -41,7 +41,7 @@ export async function creditWallet(
     agentCreditPlan({
       agentId,
       amountMinor,
-      transferId: newId("credit", shard),
+      transferId: newId("credit", { shard: shard }),
       reference,
       by,
       createdAt: nowIso(),
@@ -90,7 +90,10 @@ export async function creditDeposit(
   const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
   const shard = await ownerShard(env, "agent", transfer.agentId);
   const result = await ledgerOf(env, shard).commit(
-    depositPlan({ ...transfer, depositId: newId("deposit", shard), amountMinor, createdAt: nowIso() }, credit),
+    depositPlan(
+      { ...transfer, depositId: newId("deposit", { shard: shard }), amountMinor, createdAt: nowIso() },
+      credit,
+    ),
   );
   if (result.kind === "refused") return "duplicate";
   return credit ? "credited" : "blocked";

@@ -66,7 +66,7 @@ export async function requestApproval(
   // Held on the agent's side, its home shard; the charge may live in another (its merchant's).
   const home = await ownerShard(env, "agent", agentId);
   const chargeShard = shardOfId(charge.id);
-  const approvalId = newId("approval", home);
+  const approvalId = newId("approval", { shard: home });
   const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
   const data = {
     approvalId,

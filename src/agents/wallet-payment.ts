@@ -120,7 +120,7 @@ export async function commitPayment(
     );
   }
   const paidAt = nowIso();
-  const reference = newId("payment", shard);
+  const reference = newId("payment", { shard: shard });
   const method = options.method ?? "ledger";
   const paidCharge = chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt });
   // The answer, with the merchant's balance after this payment written in by the batch itself.

@@ -199,7 +199,7 @@ export async function commitAcrossShards(
   extras: CrossShardExtras = {},
 ): Promise<PayOutcome> {
   const paidAt = nowIso();
-  const reference = newId("payment", from);
+  const reference = newId("payment", { shard: from });
   const method = extras.arrival?.method ?? "ledger";
   const paidCharge = chargeView({ ...charge, status: "paid", agentId, method, reference, paidAt });
   const payment: CrossShardPayment = { charge, agentId, fromShard: from, toShard: to, reference, paidAt };

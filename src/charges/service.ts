@@ -49,7 +49,7 @@ export function newPendingCharge(
   shard = 0,
 ): ChargeRow {
   return {
-    id: newId("charge", shard),
+    id: newId("charge", { shard: shard }),
     merchantId,
     agentId: null,
     amountMinor: input.amountMinor,

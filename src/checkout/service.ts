@@ -62,8 +62,8 @@ export async function createCheckoutLink(
 ) {
   // With its merchant (`db` is the merchant's home shard), the token naming that shard as the id does.
   const row: CheckoutLinkRow = {
-    id: newId("checkoutLink", shard),
-    token: newId("checkoutToken", shard),
+    id: newId("checkoutLink", { shard: shard }),
+    token: newId("checkoutToken", { shard: shard }),
     merchantId,
     amountMinor: input.amountMinor,
     currency: "USD",

@@ -29,12 +29,21 @@ export type IdKind = keyof typeof ID_PREFIXES;
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"; // Crockford base32: no I, L, O, U
 
+/** Where a new object lives: a ledger place (src/ledger/place.ts); control's ids carry no tag. */
+export interface IdPlace {
+  readonly shard: number;
+}
+
+/** The ids of objects that live in the control database: merchants, agents, webhook endpoints and events. */
+export const CONTROL_IDS: IdPlace = { shard: 0 };
+
 /**
  * Random, URL-safe, 120 bits of entropy (24 base32 characters). An object that lives in ledger
  * shard k ≥ 1 carries it after the prefix (`chg_s1_…`, `PAY_S1…`), so a route that has only an id
  * finds the object's database without reading the shard directory; shard 0's ids are untagged.
  */
-export function newId(kind: IdKind, shard = 0): string {
+export function newId(kind: IdKind, at: IdPlace): string {
+  const { shard } = at;
   const bytes = crypto.getRandomValues(new Uint8Array(15));
   let out = "";
   let buffer = 0;

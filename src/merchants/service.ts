@@ -3,7 +3,7 @@ import type { Db } from "../db/client";
 import type { Env } from "../config/env";
 import { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
-import { newId, newSecret } from "../lib/ids";
+import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
 import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
@@ -39,7 +39,7 @@ export async function registerMerchant(
   input: { name: string; category?: string | undefined },
   withCreated: WithCreated<{ merchantId: string; apiKey: string }> = nothingMore,
 ) {
-  const merchantId = newId("merchant");
+  const merchantId = newId("merchant", CONTROL_IDS);
   const apiKey = newSecret("merchantKey");
   const created = { merchantId, apiKey };
   const createdAt = nowIso();

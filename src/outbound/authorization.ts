@@ -68,7 +68,7 @@ export function outboundInsert(
     shard?: number;
   },
 ): { id: string; statement: SqlStatement } {
-  const id = newId("outboundTransfer", t.shard ?? 0);
+  const id = newId("outboundTransfer", { shard: t.shard ?? 0 });
   const validBefore = Math.floor(Date.parse(t.createdAt) / 1000) + OUTBOUND_AUTHORIZATION_SECONDS;
   return {
     id,

@@ -65,8 +65,8 @@ export async function createPaylink(
   const now = Date.now();
   // With its merchant (`db` is the merchant's home shard), the code naming that shard as the id does.
   const row: PaylinkRow = {
-    id: newId("paylink", shard),
-    code: newId("paylinkCode", shard),
+    id: newId("paylink", { shard: shard }),
+    code: newId("paylinkCode", { shard: shard }),
     merchantId,
     label: input.label ?? null,
     budgetMinor: input.budgetMinor,
@@ -147,7 +147,7 @@ export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
 function acceptStatements(paylink: PaylinkRow, agentId: string): SqlStatement[] {
   // The grant lives with its PayLink, in the merchant's shard: its draws guard and move its figures in
   // the batch that pays the merchant (the arrival, across shards), and a PayLink's usage sums its grants.
-  const grantId = newId("grant", shardOfId(paylink.id));
+  const grantId = newId("grant", { shard: shardOfId(paylink.id) });
   const createdAt = nowIso();
   return [
     sqlStatement(

@@ -102,7 +102,7 @@ export async function createPayout(
 
   const createdAt = nowIso();
   const payout: PayoutRow = {
-    id: newId("payout", shard),
+    id: newId("payout", { shard: shard }),
     merchantId,
     amountMinor,
     currency: "USD",

@@ -84,7 +84,7 @@ export async function createRefund(
   if (amountMinor <= 0 || amountMinor > remaining) throw new ApiError(409, "refund_exceeds_remaining");
 
   const refund: RefundRow = {
-    id: newId("refund", shard),
+    id: newId("refund", { shard: shard }),
     chargeId,
     merchantId,
     agentId: charge.agentId,

@@ -1,7 +1,7 @@
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { merchants, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
-import { newId, newSecret } from "../lib/ids";
+import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { decryptSecret, encryptSecret } from "../lib/encryption";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
@@ -47,7 +47,7 @@ export async function createEndpoint(
 ) {
   const secret = newSecret("webhookSecret");
   const row: EndpointRow = {
-    id: newId("webhookEndpoint"),
+    id: newId("webhookEndpoint", CONTROL_IDS),
     url: input.url,
     events: JSON.stringify(input.events),
     merchantId: input.merchantId,

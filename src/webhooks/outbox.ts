@@ -1,4 +1,4 @@
-import { newId } from "../lib/ids";
+import { CONTROL_IDS, newId } from "../lib/ids";
 import { canonicalJson } from "../lib/canonical-json";
 import { appendRows, sqlStatement, type SqlStatement } from "../db/statements";
 
@@ -52,7 +52,7 @@ export function outboxEvents(
   return appendRows(
     OUTBOX_INSERT,
     5,
-    types.map((type) => [newId("webhookEvent"), type, merchantId, payload, createdAt]),
+    types.map((type) => [newId("webhookEvent", CONTROL_IDS), type, merchantId, payload, createdAt]),
   );
 }
 
@@ -67,7 +67,7 @@ export function outboxEventWhen(
 ): SqlStatement {
   return sqlStatement(
     `${OUTBOX_INSERT} SELECT ?, ?, ?, ?, ? WHERE ${condition}`,
-    newId("webhookEvent"),
+    newId("webhookEvent", CONTROL_IDS),
     type,
     merchantId,
     canonicalJson(data),
@@ -91,7 +91,7 @@ export function outboxEventWithFigure(
 ): SqlStatement {
   return sqlStatement(
     `${OUTBOX_INSERT} SELECT ?, ?, ?, replace(?, ?, ? || (${figure.sql})), ?`,
-    newId("webhookEvent"),
+    newId("webhookEvent", CONTROL_IDS),
     type,
     merchantId,
     canonicalJson(data),

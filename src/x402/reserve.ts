@@ -35,7 +35,7 @@ export async function reserve(
   // Everything the reservation guards and writes is in the target's shard, and the payment's id carries it.
   const shard = shardOfTarget(target);
   const db = dbOfShard(env, shard);
-  const paymentId = earlier?.id ?? newId("x402Payment", shard);
+  const paymentId = earlier?.id ?? newId("x402Payment", { shard });
   const charge = chargeToClaim(target, paymentId, at, shard);
   const statements: SqlStatement[] = [
     ...chargeGuards(target, charge),

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { refusalText } from "../../src/console/ui/pages/charge";
-import { newId } from "../../src/lib/ids";
+import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
@@ -254,7 +254,7 @@ describe("the charge page", () => {
   it("an x402 refund shows pending, with the words that say it is being sent, and its transaction once decided", async () => {
     // The page only reads: an x402 charge and its refunds written straight into D1 are all it needs.
     const merchant = await createMerchant({ name: "X402 Page Shop" });
-    const chargeId = newId("charge");
+    const chargeId = newId("charge", CONTROL_IDS);
     const at = new Date().toISOString();
     await env.DB.prepare(
       `INSERT INTO charges (id, merchant_id, amount_minor, currency, status, method, reference, created_at, paid_at, refunded_minor)
@@ -269,8 +269,8 @@ describe("the charge page", () => {
       )
         .bind(id, chargeId, merchant.merchantId, amount, `0x${"cd".repeat(20)}`, status, tx, createdAt, createdAt)
         .run();
-    const sent = newId("refund");
-    const pending = newId("refund");
+    const sent = newId("refund", CONTROL_IDS);
+    const pending = newId("refund", CONTROL_IDS);
     await refund(sent, 200, "succeeded", `0x${"ef".repeat(32)}`, "2030-01-01T00:00:00.000Z");
     await refund(pending, 300, "pending", null, "2030-01-01T00:00:01.000Z");
 

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { newId } from "../../src/lib/ids";
+import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
@@ -45,7 +45,7 @@ async function paidOut(m: { apiKey: string }, cents: number) {
 
 /** A failed payout written straight into D1: the page only reads, so a row is all it needs. */
 async function failedRow(merchantId: string, reason: string, createdAt = new Date().toISOString()) {
-  const id = newId("payout");
+  const id = newId("payout", CONTROL_IDS);
   await env.DB.prepare(
     `INSERT INTO payouts (id, merchant_id, amount_minor, currency, destination, status, failure_reason, created_at, updated_at)
      VALUES (?, ?, 4321, 'USD', ?, 'failed', ?, ?, ?)`,

@@ -9,7 +9,7 @@ import { homeShard } from "../../src/ledger/directory";
 import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerName, ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
-import { ID_PREFIXES, type IdKind, newId, shardOfId } from "../../src/lib/ids";
+import { ID_PREFIXES, type IdKind, CONTROL_IDS, newId, shardOfId } from "../../src/lib/ids";
 import { settingsOf } from "../../src/config/settings";
 import { createAgent, createMerchant } from "../helpers/factories";
 
@@ -32,18 +32,18 @@ describe("ids carry their shard", () => {
   it("shard 0's ids are untagged and every other shard's round-trip through shardOfId", () => {
     for (const kind of Object.keys(ID_PREFIXES) as IdKind[]) {
       if (kind === "merchantKey" || kind === "agentKey" || kind === "webhookSecret") continue;
-      const plain = newId(kind);
+      const plain = newId(kind, CONTROL_IDS);
       expect(plain.startsWith(ID_PREFIXES[kind])).toBe(true);
       expect(shardOfId(plain)).toBe(0);
       for (const shard of [1, 7, 63]) {
-        const tagged = newId(kind, shard);
+        const tagged = newId(kind, { shard });
         expect(tagged.startsWith(ID_PREFIXES[kind])).toBe(true);
         expect(shardOfId(tagged)).toBe(shard);
       }
     }
     // Upper-case references keep their style; the tag follows it.
-    expect(newId("payment", 1)).toMatch(/^PAY_S1_[0-9A-Z]{24}$/);
-    expect(newId("charge", 1)).toMatch(/^chg_s1_[0-9a-z]{24}$/);
+    expect(newId("payment", { shard: 1 })).toMatch(/^PAY_S1_[0-9A-Z]{24}$/);
+    expect(newId("charge", { shard: 1 })).toMatch(/^chg_s1_[0-9a-z]{24}$/);
     // Something that only looks like a tag is not one unless the random part follows it whole.
     expect(shardOfId("chg_s1_short")).toBe(0);
   });
@@ -80,7 +80,7 @@ describe("the shard directory", () => {
   });
 
   it("answers an error, not shard 0, for an owner it does not know", async () => {
-    await expect(homeShard(env, "agent", newId("agent"))).rejects.toThrow(/no shard in the directory/);
+    await expect(homeShard(env, "agent", newId("agent", CONTROL_IDS))).rejects.toThrow(/no shard in the directory/);
   });
 });
 

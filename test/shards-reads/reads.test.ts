@@ -18,7 +18,7 @@ import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import { setFaultHook } from "../../src/lib/faults";
-import { newId } from "../../src/lib/ids";
+import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { readLedgerSnapshot } from "../../src/treasury/ledger-side";
 import { dispatchOutbox, forwardShardOutbox } from "../../src/webhooks/dispatch";
 import { api } from "../helpers/api";
@@ -112,7 +112,7 @@ describe("webhooks from shard 1", () => {
   it("reach their endpoint once, even when forwarding crashes between control and the shard", async () => {
     const merchant = await createMerchant();
     const endpoint = await registerEndpoint(`reads-${crypto.randomUUID()}`, { merchantId: merchant.merchantId });
-    const eventId = newId("webhookEvent");
+    const eventId = newId("webhookEvent", CONTROL_IDS);
     await shard1
       .prepare(
         "INSERT INTO outbox_events (id, type, merchant_id, data, created_at) VALUES (?, 'charge.succeeded', ?, ?, ?)",
@@ -165,7 +165,7 @@ describe("console figures over shards", () => {
       .prepare(
         "INSERT INTO charges (id, merchant_id, amount_minor, status, created_at, paid_at) VALUES (?, ?, 725, 'paid', ?, ?)",
       )
-      .bind(newId("charge", 1), merchant.merchantId, at, at)
+      .bind(newId("charge", { shard: 1 }), merchant.merchantId, at, at)
       .run();
     const [control, other, both] = await Promise.all([
       readOverview(env.DB),
@@ -273,7 +273,7 @@ describe("the treasury's ledger side over shards", () => {
 
 describe("receipts route by the id's shard", () => {
   it("answer 404 for an id tagged with a shard this deployment does not run, not an error", async () => {
-    const res = await api("GET", `/charges/${newId("charge", 5)}/receipt`);
+    const res = await api("GET", `/charges/${newId("charge", { shard: 5 })}/receipt`);
     expect(res.status).toBe(404);
   });
 });

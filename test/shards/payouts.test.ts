@@ -222,7 +222,7 @@ async function x402PaidOnShard1(cents: number, payer: Hex) {
   const merchant = await merchantOn(1);
   const charge = await createCharge(merchant.apiKey, cents);
   const db = dbOfShard(env, 1);
-  const paymentId = newId("x402Payment", 1);
+  const paymentId = newId("x402Payment", { shard: 1 });
   const now = new Date().toISOString();
   const x = x402();
   await db.batch([
