@@ -5,8 +5,7 @@ import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { TransferIntents } from "./wallet-transfer";
 import { utcDayStart } from "../lib/time";
-import { dbOfShard } from "../db/shards";
-import { shardOfId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { ownerShard } from "../ledger/directory";
 import { parseStoredPolicy, type Policy } from "./policy";
 

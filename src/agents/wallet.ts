@@ -4,8 +4,7 @@ import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
 import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
 import { ownerShard } from "../ledger/directory";
-import { shardOfId } from "../lib/ids";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { resumeTransfersOfCharge } from "./wallet-transfer";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
 import {

@@ -1,6 +1,5 @@
 import { Hono } from "hono";
-import { dbOfShard } from "../db/shards";
-import { shardOfId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";

@@ -1,9 +1,8 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { dbOf, type Db } from "../db/client";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardOfId } from "../db/shards";
 import type { Env } from "../config/env";
 import { forEachShard } from "../ledger/shards";
-import { shardOfId } from "../lib/ids";
 import { approvals } from "../db/schema";
 import { nowIso } from "../lib/time";
 

@@ -1,8 +1,8 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { checkoutLinks, merchants } from "../db/schema";
-import { newId, shardOfId } from "../lib/ids";
-import { dbOfShard } from "../db/shards";
+import { newId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { dbOfIdOrNull } from "../ledger/shards";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";

@@ -24,3 +24,11 @@ export function shardNumbers(env: ShardBindings, count: number): number[] {
   for (const k of shards) dbOfShard(env, k);
   return shards;
 }
+
+const SHARD_TAG = /_[sS](\d{1,3})_[0-9A-Za-z]{24}$/;
+
+/** The ledger shard an id (lib/ids.ts `newId` tags it)'s object lives in: its tag, or 0 for an untagged id (every id before shards). */
+export function shardOfId(id: string): number {
+  const tag = SHARD_TAG.exec(id);
+  return tag ? Number(tag[1]) : 0;
+}

@@ -1,7 +1,6 @@
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/settings";
-import { dbOfShard, shardNumbers } from "../db/shards";
-import { shardOfId } from "../lib/ids";
+import { dbOfShard, shardNumbers, shardOfId } from "../db/shards";
 import { homeShard, type OwnerKind, placeShard, UnknownOwner } from "./directory";
 import { type CommitResult, ledgerOf } from "./ledger.do";
 import type { CommitPlan } from "./plan";

@@ -1,6 +1,5 @@
-import { dbOfShard, shardNumbers } from "../db/shards";
+import { dbOfShard, shardNumbers, shardOfId } from "../db/shards";
 import type { Env } from "../config/env";
-import { shardOfId } from "../lib/ids";
 import { settingsOf } from "../config/settings";
 
 /** Runs `fn` on every shard's database at once, answers in shard order. */

@@ -63,14 +63,6 @@ export function newId(kind: IdKind, at: IdPlace): string {
   return prefix + tag + (upper ? out : out.toLowerCase());
 }
 
-const SHARD_TAG = /_[sS](\d{1,3})_[0-9A-Za-z]{24}$/;
-
-/** The ledger shard an id's object lives in: its tag, or 0 for an untagged id (every id before shards). */
-export function shardOfId(id: string): number {
-  const tag = SHARD_TAG.exec(id);
-  return tag ? Number(tag[1]) : 0;
-}
-
 /** A secret credential: prefix + 32 random bytes as base64url (43 characters). */
 export function newSecret(kind: "merchantKey" | "agentKey" | "webhookSecret"): string {
   return ID_PREFIXES[kind] + base64url(crypto.getRandomValues(new Uint8Array(32)));

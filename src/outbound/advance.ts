@@ -10,11 +10,10 @@ import {
   tokenCall,
   type RpcAnswer,
 } from "../chain/client";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
 import { faultPoint } from "../lib/faults";
-import { shardOfId } from "../lib/ids";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";

@@ -7,8 +7,7 @@ import { guard, sqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { budgetLeftCode } from "../lib/error-codes";
 import { nowIso } from "../lib/time";
-import { shardOfId } from "../lib/ids";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { outboxEvent } from "../webhooks/outbox";
 import type { IdempotencySlot } from "../db/idempotency";
 

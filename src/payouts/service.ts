@@ -9,8 +9,8 @@ import { balanceAfter, postingStatements, type Account } from "../ledger/posting
 import { dbOf } from "../db/client";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
-import { newId, shardOfId } from "../lib/ids";
-import { dbOfShard } from "../db/shards";
+import { newId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { ownerShard } from "../ledger/directory";
 import { mergeSorted, newestFirst } from "../lib/merge";
 import { forEachShard } from "../ledger/shards";

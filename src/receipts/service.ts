@@ -1,7 +1,6 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
-import { dbOfShard } from "../db/shards";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { type Env, settingsOf } from "../config/env";
-import { shardOfId } from "../lib/ids";
 import { canonicalJson } from "../lib/canonical-json";
 import { signJws } from "../proofs/keys";
 import type { ProofSettings } from "../config/proofs";

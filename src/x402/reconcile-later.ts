@@ -1,6 +1,5 @@
 import type { Env } from "../config/env";
-import { dbOfShard } from "../db/shards";
-import { shardOfId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { settlerOf } from "./settler.do";

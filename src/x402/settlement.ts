@@ -4,8 +4,7 @@ import type { Env, X402Settings } from "../config/env";
 import { ledgerOf } from "../ledger/ledger.do";
 import { x402PaymentPlan } from "../ledger/movements";
 import { nowIso } from "../lib/time";
-import { dbOfShard } from "../db/shards";
-import { shardOfId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 
 /*
  * How a settlement ends, whoever learns it: the request that settled (service.ts) or the

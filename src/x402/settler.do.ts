@@ -9,8 +9,7 @@ import { receiptWithin, rpcCall, shortError } from "../chain/client";
 import { gasAccountOf, type PreparedTransfer, type SettleOutcome } from "./transfer";
 import { batchTransfer, outcomesIn, type BatchedAuthorization } from "./batch";
 import { nowIso } from "../lib/time";
-import { dbOfShard } from "../db/shards";
-import { shardOfId } from "../lib/ids";
+import { dbOfShard, shardOfId } from "../db/shards";
 import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
 
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */

@@ -1,6 +1,6 @@
 import type { Env, X402Settings } from "../config/env";
 import type { ChargeRow } from "../charges/service";
-import { shardOfId } from "../lib/ids";
+import { shardOfId } from "../db/shards";
 import { ensureReceivingAddress, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { termsFor, type Terms } from "./terms";
 

@@ -4,12 +4,12 @@ import { describe, expect, it } from "vitest";
 import { genesisHashOf, GENESIS_HASH, verifyChain } from "../../src/audit/chain";
 import { auditRowOf } from "../../src/audit/service";
 import { dbOf } from "../../src/db/client";
-import { dbOfShard } from "../../src/db/shards";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { homeShard } from "../../src/ledger/directory";
 import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerName, ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
-import { ID_PREFIXES, type IdKind, CONTROL_IDS, newId, shardOfId } from "../../src/lib/ids";
+import { ID_PREFIXES, type IdKind, CONTROL_IDS, newId } from "../../src/lib/ids";
 import { settingsOf } from "../../src/config/settings";
 import { createAgent, createMerchant } from "../helpers/factories";
 

@@ -1,7 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dbOfShard } from "../../src/db/shards";
-import { shardOfId } from "../../src/lib/ids";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { callTool, connectAgent } from "../mcp/client";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";

@@ -109,7 +109,7 @@ export async function expectChainVerifies(shard: number) {
 
 /** The events the charge's payment put in its shard's outbox, by type. */
 export async function paymentEvents(chargeId: string) {
-  const { shardOfId } = await import("../../src/lib/ids");
+  const { shardOfId } = await import("../../src/db/shards");
   const { results } = await dbOfShard(env, shardOfId(chargeId))
     .prepare(
       "SELECT type FROM outbox_events WHERE json_extract(data, '$.chargeId') = ? AND type IN ('payment.succeeded', 'charge.succeeded') ORDER BY type",
@@ -121,7 +121,7 @@ export async function paymentEvents(chargeId: string) {
 
 /** The charge.paid audit rows of a charge, in its shard. */
 export async function chargePaidRows(chargeId: string) {
-  const { shardOfId } = await import("../../src/lib/ids");
+  const { shardOfId } = await import("../../src/db/shards");
   const { results } = await dbOfShard(env, shardOfId(chargeId))
     .prepare("SELECT reference FROM audit_events WHERE type = 'charge.paid' AND charge_id = ?")
     .bind(chargeId)

@@ -1,9 +1,8 @@
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { dbOfShard } from "../../src/db/shards";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
-import { shardOfId } from "../../src/lib/ids";
 import { createCharge, createCheckoutLink } from "../helpers/factories";
 import { injectOnce } from "../helpers/faults";
 import { callTool, connectAgent } from "../mcp/client";

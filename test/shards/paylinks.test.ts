@@ -2,9 +2,8 @@ import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import { recoverTransfers } from "../../src/agents/transfer-recovery";
-import { dbOfShard } from "../../src/db/shards";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
-import { shardOfId } from "../../src/lib/ids";
 import { api } from "../helpers/api";
 import { injectOnce } from "../helpers/faults";
 import {

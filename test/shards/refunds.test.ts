@@ -1,9 +1,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { nextAttemptAfter, recoverTransfers } from "../../src/agents/transfer-recovery";
-import { dbOfShard } from "../../src/db/shards";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
-import { shardOfId } from "../../src/lib/ids";
 import { api } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";

@@ -1,10 +1,9 @@
 import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { dbOfShard } from "../../src/db/shards";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { settingsOf } from "../../src/config/env";
 import { setFaultHook } from "../../src/lib/faults";
-import { shardOfId } from "../../src/lib/ids";
 import {
   OPEN_PAYMENT_SELECT,
   reconcileOpenPayments,

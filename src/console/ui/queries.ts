@@ -1,8 +1,7 @@
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
-import { dbOfShard } from "../../db/shards";
+import { dbOfShard, shardOfId } from "../../db/shards";
 import { type Env, settingsOf } from "../../config/env";
 import { forEachShard } from "../../ledger/shards";
-import { shardOfId } from "../../lib/ids";
 import { nowIso, utcDayStart } from "../../lib/time";
 import type { PayoutRow } from "../../payouts/service";
 
