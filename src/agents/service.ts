@@ -10,7 +10,8 @@ import type { Env } from "../config/env";
 import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { settingsOf } from "../config/env";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
+import { directoryEntry, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
@@ -65,8 +66,8 @@ export async function createAgent(
     policy: canonicalJson(input.policy),
     createdAt: nowIso(),
   };
-  const shard = placeShard(env);
-  await writeHomeRow(env, "agent", shard, row);
+  const home = placementOf(env).forNewOwner();
+  await writeHomeRow("agent", home, row);
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   for (let attempt = 1; ; attempt++) {
     let deposit: { depositIndex: number; depositAddress: string } | null = null;
@@ -80,7 +81,7 @@ export async function createAgent(
     try {
       await writeTogether(db, [
         db.insert(agents).values({ ...row, ...deposit }),
-        directoryEntry(db, "agent", agentId, shard, row.createdAt),
+        directoryEntry(db, "agent", agentId, home, row.createdAt),
         ...(await withCreated(created)),
       ]);
       return created;

@@ -18,8 +18,8 @@ export function placeShard(env: Env): number {
 }
 
 /** The directory row of a new owner, written in the batch that creates it: its shard from then on. */
-export const directoryEntry = (db: Db, kind: OwnerKind, ownerId: string, shard: number, at: string) =>
-  db.insert(shardDirectory).values({ ownerKind: kind, ownerId, shard, assignedAt: at });
+export const directoryEntry = (db: Db, kind: OwnerKind, ownerId: string, home: { shard: number }, at: string) =>
+  db.insert(shardDirectory).values({ ownerKind: kind, ownerId, shard: home.shard, assignedAt: at });
 
 /** The directory has no row for the owner: it does not exist (or its creation did not commit). */
 export class UnknownOwner extends Error {}

@@ -2,6 +2,7 @@ import { dbOfShard } from "../db/shards";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/settings";
 import type { OwnerKind } from "./directory";
+import { type Place, placeAt } from "./place";
 
 /**
  * An owner living in shard k ≥ 1 has an account row there too, with the same id: the row its money
@@ -24,9 +25,9 @@ export interface HomeRow {
   policy?: string;
 }
 
-export async function writeHomeRow(env: Env, kind: OwnerKind, shard: number, row: HomeRow): Promise<void> {
-  if (shard === 0) return;
-  const home = dbOfShard(env, shard);
+export async function writeHomeRow(kind: OwnerKind, place: Place, row: HomeRow): Promise<void> {
+  if (place.isControl) return;
+  const home = place.db;
   const placeholder = `home-copy:${row.id}`;
   await (kind === "merchant"
     ? home
@@ -51,7 +52,7 @@ export async function ensureHomeRow(env: Env, kind: OwnerKind, ownerId: string, 
     .bind(ownerId)
     .first<HomeRow>();
   if (!control) throw new Error(`${kind} ${ownerId} has no control row`);
-  await writeHomeRow(env, kind, shard, control);
+  await writeHomeRow(kind, placeAt(env, shard), control);
 }
 
 /** What of an owner's account its home row decides: its money and, for an agent, its freeze and policy. */

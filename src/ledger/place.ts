@@ -78,7 +78,8 @@ export function placementOf(env: Env): Placement {
   return placement;
 }
 
-function placeAt(env: Env, shard: number): Place {
+/** The place of shard `shard` (src/ledger only: everyone else asks the placement). */
+export function placeAt(env: Env, shard: number): Place {
   // The sequencer's stub is made per commit: a stub belongs to the request that made it.
   return {
     db: dbOfShard(env, shard),

@@ -6,7 +6,8 @@ import { hashApiKey } from "../auth/credentials";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry, ownerShard, placeShard } from "../ledger/directory";
+import { directoryEntry, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { dbOfShard } from "../db/shards";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
 
@@ -43,10 +44,10 @@ export async function registerMerchant(
   const apiKey = newSecret("merchantKey");
   const created = { merchantId, apiKey };
   const createdAt = nowIso();
-  const shard = placeShard(env);
+  const home = placementOf(env).forNewOwner();
   const name = input.name;
   const category = input.category ?? null;
-  await writeHomeRow(env, "merchant", shard, { id: merchantId, name, category, createdAt });
+  await writeHomeRow("merchant", home, { id: merchantId, name, category, createdAt });
   await writeTogether(db, [
     db.insert(merchants).values({
       id: merchantId,
@@ -55,7 +56,7 @@ export async function registerMerchant(
       apiKeyHash: await hashApiKey(apiKey),
       createdAt,
     }),
-    directoryEntry(db, "merchant", merchantId, shard, createdAt),
+    directoryEntry(db, "merchant", merchantId, home, createdAt),
     ...(await withCreated(created)),
   ]);
   return created;
