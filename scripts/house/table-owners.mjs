@@ -17,16 +17,18 @@ import ts from "typescript";
 /**
  * The folder of src/ that owns each table: other folders call its exported statements. An owner sits
  * low enough for its users to import it without a circle; a folder below the owner that must still
- * read or write the table (auth's key lookups, keys' rolls) has that statement in src/db, beside the
+ * read or write the table (auth's key lookups, keys' rolls, webhooks' merchant check) has that statement in src/db, beside the
  * table's schema. A value may list several folders, though none does.
  */
 export const OWNERS = {
   agents: "agents",
   // The wallet object holds, grants and expires approvals; approvals/ (routes, lists) imports agents/.
   approvals: "agents",
-  archive_segments: "archive",
-  archived_audit_refs: "archive",
-  archived_balances: "archive",
+  // The audit chain's history index: audit/archived.ts reads it; archive/ (which imports audit/) writes it.
+  archive_segments: "audit",
+  archived_audit_refs: "audit",
+  // Archived ledger entries' carried totals: the ledger's figures.
+  archived_balances: "ledger",
   // The audit chain's: audit/ verifies against them; checkpoints/ (which imports audit/) writes and anchors them.
   audit_checkpoints: "audit",
   audit_events: "audit",

@@ -27,10 +27,9 @@ const STILL_TO_MOVE: Record<string, string[]> = {
   "src/agents/wallet-state.ts": ["charges", "ledger_transfers", "merchants"],
   "src/agents/wallet-transfer.ts": ["ledger_arrivals", "ledger_transfers"],
   "src/approvals/service.ts": ["approvals"],
-  "src/archive/delete.ts": ["audit_events", "ledger_entries"],
+  "src/archive/delete.ts": ["archived_audit_refs", "archived_balances", "audit_events", "ledger_entries"],
   "src/archive/plan.ts": ["audit_events", "ledger_entries"],
-  "src/archive/segments.ts": ["audit_events", "ledger_entries"],
-  "src/audit/archived.ts": ["archive_segments", "archived_audit_refs"],
+  "src/archive/segments.ts": ["archive_segments", "audit_events", "ledger_entries"],
   "src/auth/credentials.ts": ["agents", "merchants"],
   "src/checkout/service.ts": ["merchants"],
   "src/checkpoints/anchoring.ts": ["audit_checkpoints"],
@@ -202,7 +201,7 @@ describe("the table-owners scanner", () => {
 });
 
 describe("the service's tables", () => {
-  it("each have one owner, a folder of src/", () => {
+  it("each have one owner, a folder of src/", { timeout: 60_000 }, () => {
     const { migrations, drizzle } = tablesOf(repo);
     const tables = [...new Set([...migrations, ...drizzle.values()])].sort();
     expect(Object.keys(OWNERS).sort()).toEqual(tables);
@@ -212,7 +211,8 @@ describe("the service's tables", () => {
     for (const owner of [...Object.values(OWNERS).flat(), ...EVERYWHERE]) expect(folders).toContain(owner);
   });
 
-  it("are used outside their owner, src/db and src/ledger only where STILL_TO_MOVE says", () => {
+  // Parsing every file of src/ takes seconds on a busy machine.
+  it("are used outside their owner, src/db and src/ledger only where STILL_TO_MOVE says", { timeout: 60_000 }, () => {
     expect(violationsByFile(tableViolations(repo))).toEqual(STILL_TO_MOVE);
   });
 });
