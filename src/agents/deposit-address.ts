@@ -1,6 +1,7 @@
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
 import { hdAddressAt } from "../lib/hd";
+import { placementOf } from "../ledger/place";
 
 /** Deposit addresses are account 0 of the service's receiving key; charges and links receive on account 1. */
 const DEPOSIT_ACCOUNT = 0;
@@ -19,7 +20,8 @@ export const depositAddressAt = (mnemonic: string, index: number): `0x${string}`
 export async function ensureDepositAddress(env: Env, agentId: string): Promise<string | null> {
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   if (!mnemonic) return null;
-  const db = env.DB;
+  // Deposit indexes are allocated in control, with the agent's identity.
+  const db = placementOf(env).control.db;
   const row = await db
     .prepare("SELECT deposit_index AS depositIndex, deposit_address AS address FROM agents WHERE id = ?")
     .bind(agentId)

@@ -1,9 +1,8 @@
 import type { Env } from "../config/env";
-import { ledgerOf } from "../ledger/ledger.do";
 import { guards, sqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";
 import { nowIso } from "../lib/time";
-import { knownOwnerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 
 export type FreezeOutcome = "done" | "unchanged" | "not_found";
 
@@ -22,11 +21,11 @@ export async function setFrozen(
   reason: string | null,
   by: string,
 ): Promise<FreezeOutcome> {
-  // Frozen is decided on the agent's home row, so the freeze and its audit row go to its shard.
+  // Frozen is decided on the agent's home row, so the freeze and its audit row go to its home.
   // Every agent is in the directory from its creation on: one that is not does not exist.
-  const shard = await knownOwnerShard(env, "agent", agentId);
-  if (shard === null) return "not_found";
-  const result = await ledgerOf(env, shard).commit(freezePlan(agentId, frozen, reason, by, nowIso()));
+  const home = await placementOf(env).ofKnown("agent", agentId);
+  if (home === null) return "not_found";
+  const result = await home.commit(freezePlan(agentId, frozen, reason, by, nowIso()));
   if (result.kind === "committed") return "done";
   if (result.reason === "agent_not_found") return "not_found";
   if (result.reason === "agent_already_frozen" || result.reason === "agent_not_frozen") return "unchanged";

@@ -10,10 +10,9 @@ import type { Env } from "../config/env";
 import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { settingsOf } from "../config/env";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry, ownerShard } from "../ledger/directory";
+import { directoryEntry } from "../ledger/directory";
 import { placementOf } from "../ledger/place";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
 
 export type AgentRow = typeof agents.$inferSelect;
@@ -66,15 +65,16 @@ export async function createAgent(
     policy: canonicalJson(input.policy),
     createdAt: nowIso(),
   };
-  const home = placementOf(env).forNewOwner();
+  const place = placementOf(env);
+  const home = place.forNewOwner();
   await writeHomeRow("agent", home, row);
   const mnemonic = settingsOf(env).x402?.receivingMnemonic;
   for (let attempt = 1; ; attempt++) {
     let deposit: { depositIndex: number; depositAddress: string } | null = null;
     if (mnemonic) {
-      const next = await env.DB.prepare("SELECT COALESCE(MAX(deposit_index), -1) + 1 AS next FROM agents").first<{
-        next: number;
-      }>();
+      const next = await place.control.db
+        .prepare("SELECT COALESCE(MAX(deposit_index), -1) + 1 AS next FROM agents")
+        .first<{ next: number }>();
       deposit = { depositIndex: next!.next, depositAddress: depositAddressAt(mnemonic, next!.next).toLowerCase() };
     }
     const created = { agentId, apiKey, policy: input.policy, depositAddress: deposit?.depositAddress ?? null };
@@ -113,9 +113,8 @@ export async function balanceView(env: Env, db: Db, agentId: string) {
   if (!agent) return null;
   const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(env, agent.id));
   // Money and the freeze are the home row's (the control row is that row in shard 0).
-  const shard = await ownerShard(env, "agent", agentId);
-  const home =
-    shard === 0 ? agent : await dbOf(dbOfShard(env, shard)).select().from(agents).where(eq(agents.id, agentId)).get();
+  const at = await placementOf(env).ofAgent(agentId);
+  const home = at.isControl ? agent : await dbOf(at.db).select().from(agents).where(eq(agents.id, agentId)).get();
   return {
     agentId: agent.id,
     balanceMinor: home?.balanceMinor ?? 0,

@@ -1,9 +1,8 @@
-import { dbOfShard } from "../db/shards";
-import { PENDING_FIGURE, type IdempotencySlot } from "../db/idempotency";
-import { settingsOf, type Env } from "../config/env";
-import { ownerShard, UnknownOwner } from "../ledger/directory";
+import type { IdempotencySlot } from "../db/idempotency";
+import type { Env } from "../config/env";
+import { placementOf } from "../ledger/place";
+import { answerBody, driveTransfer } from "../ledger/transfer-drive";
 import { nowIso } from "../lib/time";
-import { driveTransfer } from "./wallet-transfer";
 
 const DAY_MS = 24 * 3600_000;
 
@@ -21,15 +20,11 @@ export async function earlierAnswerUnderKey(
   agentId: string,
   slot: IdempotencySlot | undefined,
 ): Promise<Record<string, unknown> | null> {
-  if (!slot || settingsOf(env).ledgerShards === 1) return null;
-  let home: number;
-  try {
-    home = await ownerShard(env, "agent", agentId);
-  } catch (error) {
-    if (error instanceof UnknownOwner) return null;
-    throw error;
-  }
-  const { results } = await dbOfShard(env, home)
+  const place = placementOf(env);
+  if (!slot || !place.sharded) return null;
+  const home = await place.ofKnown("agent", agentId);
+  if (!home) return null;
+  const { results } = await home.db
     .prepare(
       `SELECT id FROM ledger_transfers WHERE agent_id = ? AND created_at >= ? AND status <> 'reversed'
          AND json_extract(answer, '$.slot.scope') = ? AND json_extract(answer, '$.slot.key') = ?`,
@@ -40,12 +35,7 @@ export async function earlierAnswerUnderKey(
     const state = await driveTransfer(env, home, id);
     if (state.status === "pending") throw new Error(`transfer ${id} sent under this key is still pending`);
     if (state.status !== "completed" || !state.answer.template) continue;
-    return JSON.parse(
-      state.answer.template.replace(
-        `"merchantBalanceMinor":${PENDING_FIGURE}`,
-        `"merchantBalanceMinor":${state.merchantBalanceMinor}`,
-      ),
-    ) as Record<string, unknown>;
+    return JSON.parse(answerBody(state.answer.template, state.merchantBalanceMinor)) as Record<string, unknown>;
   }
   return null;
 }

@@ -1,12 +1,10 @@
 import type { Env } from "../config/env";
 import { canonicalJson } from "../lib/canonical-json";
-import { ledgerOf } from "../ledger/ledger.do";
 import { agentCreditPlan, depositPlan, type DepositTransfer } from "../ledger/movements";
 import { balanceAfter } from "../ledger/postings";
 import { PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
 import { newId } from "../lib/ids";
-import { dbOfShard } from "../db/shards";
-import { knownOwnerShard, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import type { Policy } from "./policy";
@@ -35,13 +33,13 @@ export async function creditWallet(
         agentId,
       )
     : [];
-  const shard = await knownOwnerShard(env, "agent", agentId);
-  if (shard === null) return { ok: false, reason: "agent_not_found" };
-  const result = await ledgerOf(env, shard).commit(
+  const home = await placementOf(env).ofKnown("agent", agentId);
+  if (home === null) return { ok: false, reason: "agent_not_found" };
+  const result = await home.commit(
     agentCreditPlan({
       agentId,
       amountMinor,
-      transferId: newId("credit", { shard: shard }),
+      transferId: newId("credit", home),
       reference,
       by,
       createdAt: nowIso(),
@@ -52,7 +50,7 @@ export async function creditWallet(
     if (result.reason !== "credit_already_recorded") return { ok: false, reason: result.reason };
     // This very credit landed in a batch whose answer was lost, and the sequencer committed it again:
     // it is done once. Its exact balance after is in the answer that batch stored (with a key); this is the balance now.
-    const row = await dbOfShard(env, shard)
+    const row = await home.db
       .prepare("SELECT balance_minor AS balanceMinor FROM agents WHERE id = ?")
       .bind(agentId)
       .first<{ balanceMinor: number }>();
@@ -67,11 +65,11 @@ export const creditBody = (balanceMinor: number) => ({ balanceMinor });
 
 /** Replaces the agent's policy; returns false if the agent does not exist. */
 export async function setPolicy(env: Env, agentId: string, policy: Policy): Promise<boolean> {
-  const shard = await knownOwnerShard(env, "agent", agentId);
-  if (shard === null) return false;
+  const home = await placementOf(env).ofKnown("agent", agentId);
+  if (home === null) return false;
   // One write, to the home row: payments decide on its policy and agent views read it there
   // (withHomeFields). A second write to the control row could be lost to a crash between the two.
-  const result = await dbOfShard(env, shard)
+  const result = await home.db
     .prepare("UPDATE agents SET policy = ? WHERE id = ?")
     .bind(canonicalJson(policy), agentId)
     .run();
@@ -88,12 +86,9 @@ export async function creditDeposit(
   credit: boolean,
 ): Promise<"credited" | "blocked" | "duplicate"> {
   const amountMinor = Number(BigInt(transfer.value) / USDC_UNITS_PER_CENT);
-  const shard = await ownerShard(env, "agent", transfer.agentId);
-  const result = await ledgerOf(env, shard).commit(
-    depositPlan(
-      { ...transfer, depositId: newId("deposit", { shard: shard }), amountMinor, createdAt: nowIso() },
-      credit,
-    ),
+  const home = await placementOf(env).ofAgent(transfer.agentId);
+  const result = await home.commit(
+    depositPlan({ ...transfer, depositId: newId("deposit", home), amountMinor, createdAt: nowIso() }, credit),
   );
   if (result.kind === "refused") return "duplicate";
   return credit ? "credited" : "blocked";

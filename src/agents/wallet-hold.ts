@@ -7,8 +7,7 @@ import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/move
 import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../db/statements";
 import { storeResponseStatements } from "../db/idempotency";
 import { newId } from "../lib/ids";
-import { dbOfShard, shardOfId } from "../db/shards";
-import { ownerShard } from "../ledger/directory";
+import { type Place, placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { heldBody, type PayOutcome } from "./outcomes";
@@ -63,49 +62,14 @@ export async function requestApproval(
       ),
     );
   }
-  // Held on the agent's side, its home shard; the charge may live in another (its merchant's).
-  const home = await ownerShard(env, "agent", agentId);
-  const chargeShard = shardOfId(charge.id);
-  const approvalId = newId("approval", { shard: home });
-  const expiresAt = nowIso(now + settingsOf(env).approvalTtlMs);
-  const data = {
-    approvalId,
-    reason,
-    expiresAt,
-    chargeId: charge.id,
-    agentId,
-    merchantId: charge.merchantId,
-    amountMinor: charge.amountMinor,
-  };
-  const held = { approvalId, reason, expiresAt, charge: view };
+  // Held on the agent's side, its home; the charge may live elsewhere (its merchant's home).
+  const place = placementOf(env);
+  const home = await place.ofAgent(agentId);
+  const approvalId = newId("approval", home);
+  const held = { approvalId, reason, expiresAt: nowIso(now + settingsOf(env).approvalTtlMs), charge: view };
+  const hold: Hold = { agentId, charge, held, createdAt, prelude, expireStale };
   try {
-    const together = home === chargeShard;
-    if (!together && prelude.length > 0) {
-      // A charge born with its hold in another shard (a checkout link's) is created there first, in
-      // its own batch with its link's guard; a hold refused after that leaves it pending, payable.
-      await executeBatch(dbOfShard(env, chargeShard), [...prelude, guards(...payableChecks(charge))]);
-    }
-    await executeBatch(dbOfShard(env, home), [
-      ...(together ? prelude : []),
-      // After the prelude, so a charge born in this batch is checked as created. Across shards the
-      // charge was read payable before the turn, and the grant's payment guards it again.
-      guards(agentNotFrozenCheck(agentId), ...(together ? payableChecks(charge) : [])),
-      ...expireStale,
-      sqlStatement(
-        `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
-        approvalId,
-        charge.id,
-        agentId,
-        charge.merchantId,
-        charge.amountMinor,
-        reason,
-        expiresAt,
-        createdAt,
-      ),
-      outboxEvent("approval.required", charge.merchantId, data, createdAt),
-      ...(slot ? storeResponseStatements(slot, 402, JSON.stringify(heldBody(held))) : []),
-    ]);
+    await writeHold(env, hold, home, slot ? storeResponseStatements(slot, 402, JSON.stringify(heldBody(held))) : []);
   } catch (error) {
     const message = String(error);
     // The partial unique index (one pending approval per charge and agent): this agent's wallet object
@@ -117,6 +81,60 @@ export async function requestApproval(
     throw error;
   }
   return { kind: "approval", ...held };
+}
+
+/** A hold to write: the approval (`held`), the statements that create its charge first, and the stale approval it replaces. */
+interface Hold {
+  agentId: string;
+  charge: PayableSnapshot;
+  held: { approvalId: string; reason: string; expiresAt: string };
+  createdAt: string;
+  prelude: SqlStatement[];
+  expireStale: SqlStatement[];
+}
+
+/**
+ * Writes a hold in the agent's home, with `answer` (its 402 under the request's key): the pending
+ * approval, its `approval.required` event, and the charge's guards. A charge born with its hold in
+ * another place (a checkout link's) is created there first, in its own batch with its link's guard;
+ * a hold refused after that leaves it pending, payable.
+ */
+async function writeHold(env: Env, h: Hold, home: Place, answer: SqlStatement[]): Promise<void> {
+  const { agentId, charge, held } = h;
+  const at = placementOf(env).ofId(charge.id);
+  const together = at === home;
+  if (!together && h.prelude.length > 0) await executeBatch(at!.db, [...h.prelude, guards(...payableChecks(charge))]);
+  const { approvalId, reason, expiresAt } = held;
+  const data = {
+    approvalId,
+    reason,
+    expiresAt,
+    chargeId: charge.id,
+    agentId,
+    merchantId: charge.merchantId,
+    amountMinor: charge.amountMinor,
+  };
+  await executeBatch(home.db, [
+    ...(together ? h.prelude : []),
+    // After the prelude, so a charge born in this batch is checked as created. Apart, the charge was
+    // read payable before the turn, and the grant's payment guards it again.
+    guards(agentNotFrozenCheck(agentId), ...(together ? payableChecks(charge) : [])),
+    ...h.expireStale,
+    sqlStatement(
+      `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+      approvalId,
+      charge.id,
+      agentId,
+      charge.merchantId,
+      charge.amountMinor,
+      reason,
+      expiresAt,
+      h.createdAt,
+    ),
+    outboxEvent("approval.required", charge.merchantId, data, h.createdAt),
+    ...answer,
+  ]);
 }
 
 /**
@@ -131,19 +149,22 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
   // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
   await turn.cache.settled();
   const now = Date.now();
-  const approval = (await dbOfShard(env, shardOfId(approvalId))
-    .prepare(`${APPROVAL_SELECT} WHERE id = ?`)
+  const place = placementOf(env);
+  const approval = ((await place
+    .ofId(approvalId)
+    ?.db.prepare(`${APPROVAL_SELECT} WHERE id = ?`)
     .bind(approvalId)
-    .first()) as ApprovalSnapshot | null;
+    .first()) ?? null) as ApprovalSnapshot | null;
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
   const closed = await checkApprovalOpen(env, approval, now);
   if (closed) return closed;
   const { charge, agent } = await readChargeState(env, agentId, approval.chargeId, now);
   if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
   if (charge.status !== "pending") {
-    // Within one shard the batch that paid the charge expired its pending approvals; across shards
-    // that batch could not reach this one, held on the agent's shard: it is expired now, as it would be.
-    if (shardOfId(charge.id) !== shardOfId(approvalId)) {
+    // Where the charge and the approval live together, the batch that paid the charge expired its
+    // pending approvals; apart, that batch could not reach this one, held on the agent's home: it is
+    // expired now, as it would be.
+    if (place.ofId(charge.id) !== place.ofId(approvalId)) {
       await expireApproval(env, approvalId, nowIso(now));
       return { kind: "conflict", reason: "approval_not_pending" };
     }
@@ -153,7 +174,7 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
   if (decision.kind === "frozen") return { kind: "frozen" };
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
   const decidedAt = nowIso(now);
-  const outcome = await commitPayment(call, charge, {
+  return commitPayment(call, charge, {
     view: { kind: "approval", approvalId },
     // On the agent's side: across shards, in the send, so a refused send leaves the approval pending.
     payerStatements: [
@@ -171,20 +192,19 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
       ),
     ],
     auditData: { approvalId, approvedBy: decidedBy },
+    afterReversal: (reason) => reopenAfterReversal(env, approvalId, decidedAt, reason),
   });
-  if (outcome.kind === "conflict" && shardOfId(approval.chargeId) !== shardOfId(approvalId))
-    await reopenAfterReversal(env, approvalId, decidedAt, outcome.reason);
-  return outcome;
 }
 
 /**
- * Across shards the approval flipped to granted in the send (P1); a transfer the charge's shard then
- * refused (paid by someone else meanwhile, its link disabled) is reversed, and the approval is left
- * as a same-shard refusal leaves it: expired when the charge was paid by another, else pending.
+ * A payment that crossed shards flipped the approval to granted in its send; when the charge's side
+ * then refused it (paid by someone else meanwhile, its link disabled) and the money came back, the
+ * approval is left as a refusal within one shard leaves it: expired when the charge was paid by
+ * another, else pending.
  */
 async function reopenAfterReversal(env: Env, approvalId: string, decidedAt: string, reason: string) {
   const paidElsewhere = reason === "charge_not_pending";
-  await dbOfShard(env, shardOfId(approvalId))
+  await approvalsDb(env, approvalId)
     .prepare(
       `UPDATE approvals SET status = ?, decided_at = ?, decided_by = NULL
        WHERE id = ? AND status = 'granted' AND decided_at = ?`,
@@ -208,8 +228,15 @@ export async function checkApprovalOpen(
   return null;
 }
 
+/** The database of the approval `id` names: its agent's home. */
+function approvalsDb(env: Env, id: string): D1Database {
+  const at = placementOf(env).ofId(id);
+  if (!at) throw new Error(`approval ${id} lives in a shard this deployment does not run`);
+  return at.db;
+}
+
 const expireApproval = (env: Env, id: string, at: string) =>
-  dbOfShard(env, shardOfId(id))
+  approvalsDb(env, id)
     .prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE id = ? AND status = 'pending'")
     .bind(at, id)
     .run();

@@ -1,12 +1,10 @@
-import { dbOfIdOrNull } from "../ledger/shards";
 import type { Env } from "../config/env";
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";
-import type { TransferIntents } from "./wallet-transfer";
+import type { TransferIntents } from "../ledger/transfer-intents";
 import { utcDayStart } from "../lib/time";
-import { dbOfShard, shardOfId } from "../db/shards";
-import { ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { parseStoredPolicy, type Policy } from "./policy";
 
 /** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
@@ -65,20 +63,23 @@ function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined):
 
 /** The agent and an existing charge (with this agent's pending approval of it), read in one batch: one consistent snapshot. */
 export async function readChargeState(env: Env, agentId: string, chargeId: string, now: number) {
-  const db = dbOfShard(env, shardOfId(chargeId));
-  const home = dbOfShard(env, await ownerShard(env, "agent", agentId));
-  // This agent's approvals are held on its home shard.
+  const place = placementOf(env);
+  const at = place.ofId(chargeId);
+  const home = await place.ofAgent(agentId);
+  // This agent's approvals are held on its home.
   const agentReads = [
-    home
+    home.db
       .prepare(`${APPROVAL_SELECT} WHERE charge_id = ? AND agent_id = ? AND status = 'pending'`)
       .bind(chargeId, agentId),
-    ...agentStatements(home, agentId, now),
+    ...agentStatements(home.db, agentId, now),
   ];
-  // One snapshot when both live in one database; across shards, each side's own.
+  // One snapshot when both live in one database; apart, each side's own (no charge where none can be).
+  const chargeRead = async () =>
+    at ? ((await at.db.prepare(CHARGE_SELECT).bind(chargeId).all()) as D1Result) : undefined;
   const [charge, approval, agent, spent] =
-    home === db
-      ? await db.batch([db.prepare(CHARGE_SELECT).bind(chargeId), ...agentReads])
-      : [(await db.prepare(CHARGE_SELECT).bind(chargeId).all()) as D1Result, ...(await home.batch(agentReads))];
+    home === at
+      ? await home.db.batch([home.db.prepare(CHARGE_SELECT).bind(chargeId), ...agentReads])
+      : [await chargeRead(), ...(await home.db.batch(agentReads))];
   return {
     charge: charge?.results[0] as PayableSnapshot | undefined,
     pendingApproval: approval?.results[0] as ApprovalSnapshot | undefined,
@@ -88,8 +89,8 @@ export async function readChargeState(env: Env, agentId: string, chargeId: strin
 
 /** The agent's balance, policy and today's spend, read from D1. */
 export async function readAgentState(env: Env, agentId: string, now: number): Promise<AgentState | undefined> {
-  const home = dbOfShard(env, await ownerShard(env, "agent", agentId));
-  const [agent, spent] = await home.batch(agentStatements(home, agentId, now));
+  const { db } = await placementOf(env).ofAgent(agentId);
+  const [agent, spent] = await db.batch(agentStatements(db, agentId, now));
   return agentStateOf(agent, spent);
 }
 
@@ -98,7 +99,7 @@ export async function readAgentState(env: Env, agentId: string, now: number): Pr
  * statement: only a hold needs the charge's pending approval, and a hold reads everything again.
  */
 export async function readCharge(env: Env, chargeId: string): Promise<PayableSnapshot | undefined> {
-  const db = dbOfIdOrNull(env, chargeId);
+  const db = placementOf(env).ofId(chargeId)?.db;
   return (await db?.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
 }
 
@@ -178,7 +179,7 @@ export interface WalletTurn {
   endTurn: () => void;
   /** Ends the wallet object as a crash would (fault-injection tests only). */
   abort?: () => void;
-  /** Where a payment across ledger shards keeps its transfer until decided (the wallet object's storage). */
+  /** Where a payment's transfer between shards is remembered until decided (the wallet object's storage, for its alarm). */
   intents?: TransferIntents;
 }
 

@@ -3,9 +3,9 @@ import { executeBatch, guard, guardReasonOf, type SqlStatement } from "../db/sta
 import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
 import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
-import { ownerShard } from "../ledger/directory";
-import { dbOfShard, shardOfId } from "../db/shards";
-import { resumeTransfersOfCharge } from "./wallet-transfer";
+import type { ChargeView } from "../charges/service";
+import { earlierPaymentOf } from "../ledger/move";
+import { placementOf } from "../ledger/place";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
 import {
   readCharge,
@@ -45,18 +45,25 @@ export async function payCharge(
   chargeId: string,
   ahead: Promise<PayableSnapshot | undefined>,
 ): Promise<PayOutcome> {
-  const { env, agentId, turn } = call;
+  const { env, agentId, turn, slot } = call;
   let snapshot = ahead;
-  const shard = await ownerShard(env, "agent", agentId);
-  if (shardOfId(chargeId) !== shard) {
-    // A retry of a payment across shards whose first answer was lost finds its transfer first.
-    const earlier = await resumeTransfersOfCharge(call, shard, chargeId);
-    if ("paid" in earlier) return earlier.paid;
-    // This agent already paid (or is paying) the charge: the snapshot read before the turn is stale.
-    if (earlier.drove) {
-      ahead.catch(() => undefined);
-      snapshot = readCharge(env, chargeId);
-    }
+  // A retry of a payment whose first answer was lost while its transfer was in flight finds it first.
+  const earlier = await earlierPaymentOf(
+    env,
+    { agentId, chargeId, slot },
+    { forget: () => turn.cache.forget(), abort: turn.abort },
+  );
+  if ("paid" in earlier)
+    // The paid charge as this wallet kept it with the transfer.
+    return {
+      kind: "paid",
+      charge: earlier.paid.charge as ChargeView,
+      merchantBalanceMinor: earlier.paid.merchantBalanceMinor,
+    };
+  // This agent already paid (or is paying) the charge: the snapshot read before the turn is stale.
+  if (earlier.drove) {
+    ahead.catch(() => undefined);
+    snapshot = readCharge(env, chargeId);
   }
   const now = Date.now();
   const act = (
@@ -147,26 +154,29 @@ export async function drawFromWallet(
 }
 
 /**
- * Writes `statements` in one batch on shard `shard` unless the agent is frozen, as the wallet object
- * already knows it from the agent's home shard (every freeze takes its turn there). When the batch
- * runs on the home shard it guards the freeze too; on another shard there is no agent row to guard,
- * and the wallet's turn is the guarantee. With no statements, only tells whether the agent is frozen.
- * An agent that does not exist is not frozen, and its home batch is refused.
+ * Writes `statements` in one batch unless the agent is frozen, as the wallet object already knows it
+ * from the agent's home (every freeze takes its turn there). They go where the object `beside` lives
+ * (an id: a PayLink's code, say), or to control without one. When that is the agent's home the batch
+ * guards the freeze too; elsewhere there is no agent row to guard, and the wallet's turn is the
+ * guarantee. With no statements, only tells whether the agent is frozen. An agent that does not
+ * exist is not frozen, and its home batch is refused.
  */
 export async function writeUnlessFrozen(
   { env, agentId, turn }: WalletTurnCall,
   statements: SqlStatement[],
-  shard = 0,
+  beside?: string | number,
 ): Promise<"written" | "frozen"> {
   const agent = await turn.cache.read(env, agentId, Date.now());
   if (agent?.frozen) return "frozen";
   if (statements.length === 0) return "written";
-  const home = await ownerShard(env, "agent", agentId);
+  const place = placementOf(env);
+  // A number is the shard src/paylinks/service.ts still names, until it passes the PayLink's code.
+  const at =
+    beside === undefined ? place.control : typeof beside === "string" ? place.ofId(beside) : place.each()[beside];
+  if (!at) throw new Error(`${beside} lives in a shard this deployment does not run`);
+  const home = await place.ofAgent(agentId);
   try {
-    await executeBatch(dbOfShard(env, shard), [
-      ...(shard === home ? [guard(...agentNotFrozenCheck(agentId))] : []),
-      ...statements,
-    ]);
+    await executeBatch(at.db, [...(at === home ? [guard(...agentNotFrozenCheck(agentId))] : []), ...statements]);
   } catch (error) {
     if (guardReasonOf(error) === AGENT_FROZEN) return "frozen";
     throw error;

@@ -1,8 +1,7 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { dbOf, type Db } from "../db/client";
-import { dbOfShard, shardOfId } from "../db/shards";
 import type { Env } from "../config/env";
-import { forEachShard } from "../ledger/shards";
+import { placementOf } from "../ledger/place";
 import { approvals } from "../db/schema";
 import { nowIso } from "../lib/time";
 
@@ -33,9 +32,13 @@ export async function expireOverdueApprovals(db: Db, now = Date.now()): Promise<
   return result.meta.changes;
 }
 
-/** Every shard's overdue approvals expired (approvals are held on their agent's home shard). */
+/** Every place's overdue approvals expired (approvals are held in their agent's home). */
 export async function expireOverdueApprovalsEverywhere(env: Env, now = Date.now()): Promise<number> {
-  const counts = await forEachShard(env, (db) => expireOverdueApprovals(dbOf(db), now));
+  const counts = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((at) => expireOverdueApprovals(dbOf(at.db), now)),
+  );
   return counts.reduce((a, b) => a + b, 0);
 }
 
@@ -46,19 +49,27 @@ const listIn = async (db: Db, status: (typeof APPROVAL_STATUSES)[number] | undef
   return filtered.orderBy(desc(approvals.createdAt), desc(sql`rowid`)).limit(limit).all();
 };
 
-/** Newest first: with one shard its list as before; with more, each shard's first page merged by time. */
+/** Newest first: with one place its list as before; with more, each place's first page merged by time. */
 export async function listApprovals(env: Env, status: (typeof APPROVAL_STATUSES)[number] | undefined, limit: number) {
-  const pages = await forEachShard(env, (db) => listIn(dbOf(db), status, limit));
+  const pages = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((at) => listIn(dbOf(at.db), status, limit)),
+  );
   if (pages.length === 1) return pages[0]!;
-  // A stable sort keeps each shard's own order among rows of one instant.
+  // A stable sort keeps each place's own order among rows of one instant.
   return pages
     .flat()
     .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
     .slice(0, limit);
 }
 
-/** The database of the shard an approval's id names: its agent's home. */
-export const dbOfApproval = (env: Env, id: string): Db => dbOf(dbOfShard(env, shardOfId(id)));
+/** The database an approval's id names: its agent's home. */
+export function dbOfApproval(env: Env, id: string): Db {
+  const at = placementOf(env).ofId(id);
+  if (!at) throw new Error(`approval ${id} lives in a shard this deployment does not run`);
+  return dbOf(at.db);
+}
 
 export const getApproval = (db: Db, id: string) => db.select().from(approvals).where(eq(approvals.id, id)).get();
 

@@ -3,9 +3,10 @@ import type { AuditDraft } from "../audit/chain";
 import { PENDING_FIGURE } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../config/env";
+import type { ChargeRefund } from "../ledger/move";
+import type { Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { postingStatements, type Account } from "../ledger/postings";
-import { transferInsert } from "../ledger/transfers";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
 import { settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
@@ -127,66 +128,22 @@ function refundEvent(type: EventType, r: RefundRow, data: Record<string, unknown
 }
 
 /**
- * A refund of a wallet payment (`ledger` or `paylink`), done in one batch: the merchant's balance
- * back to the paying agent's wallet, the refund `succeeded`, `charge.refunded` and its audit row.
+ * A refund of a wallet payment (`ledger` or `paylink`), the money back to the paying agent's wallet,
+ * as the ledger's entry moves it (moveMoney): the refund `succeeded`, `charge.refunded` and its
+ * audit row on the charge's side; the ledger adds the money's movement between the opening and the
+ * event, in one batch or, with the agent elsewhere, as the send of a transfer toward it.
  * `answer`: the statements that store the request's answer, if it has a key.
  */
-export function walletRefundPlan(r: RefundRow & { agentId: string }, answer: SqlStatement[]): CommitPlan {
+export function walletRefund(r: RefundRow & { agentId: string }, answer: SqlStatement[]): ChargeRefund {
   return {
-    statements: [
-      ...openingStatements(r),
-      ...postingStatements(
-        r.id,
-        [{ from: `merchant:${r.merchantId}`, to: `agent:${r.agentId}`, amountMinor: r.amountMinor }],
-        r.createdAt,
-      ),
-      refundEvent("charge.refunded", r, refundEventData(r, null), r.createdAt),
-      ...answer,
-    ],
-    audit: [auditOf(r, "charge.refunded", {}, r.createdAt)],
-  };
-}
-
-/**
- * A refund of a wallet payment whose agent lives in shard `to`, the charge (and this batch) in
- * `from`: P1 of a transfer between shards (ledger/transfers.ts). The refund is decided and answered
- * here as within one shard (the same guards, refund row, refunded sum, `charge.refunded` and its
- * audit row on the merchant's chain), but the merchant's debit goes into `transit:<to>` with the
- * transfer row, pending, that the agent's shard credits from (P2).
- */
-export function crossShardRefundPlan(
-  r: RefundRow & { agentId: string },
-  { from, to }: { from: number; to: number },
-  answer: SqlStatement[],
-): CommitPlan {
-  return {
-    statements: [
-      ...openingStatements(r),
-      transferInsert(
-        {
-          id: r.id,
-          kind: "refund",
-          fromShard: from,
-          toShard: to,
-          agentId: r.agentId,
-          merchantId: r.merchantId,
-          chargeId: r.chargeId,
-          amountMinor: r.amountMinor,
-          currency: r.currency,
-          description: null,
-          checkoutLinkId: null,
-          createdAt: r.createdAt,
-        },
-        null,
-      ),
-      ...postingStatements(
-        r.id,
-        [{ from: `merchant:${r.merchantId}`, to: `transit:${to}`, amountMinor: r.amountMinor }],
-        r.createdAt,
-      ),
-      refundEvent("charge.refunded", r, refundEventData(r, null), r.createdAt),
-      ...answer,
-    ],
+    kind: "refund",
+    id: r.id,
+    agentId: r.agentId,
+    charge: { id: r.chargeId, merchantId: r.merchantId, currency: r.currency },
+    amountMinor: r.amountMinor,
+    at: r.createdAt,
+    statements: openingStatements(r),
+    after: [refundEvent("charge.refunded", r, refundEventData(r, null), r.createdAt), ...answer],
     audit: [auditOf(r, "charge.refunded", {}, r.createdAt)],
   };
 }
@@ -194,16 +151,16 @@ export function crossShardRefundPlan(
 /**
  * An x402 refund taken: the merchant debited at once, the refund `pending`, and the transfer that
  * sends it back to the payer from the settlement address, recorded to be sent after the batch (in
- * the same shard's database, `shard`).
+ * the charge's database, `at`).
  */
 export function x402RefundPlan(
   x: X402Settings,
-  shard: number,
+  at: Place,
   r: RefundRow & { destination: string },
   answer: SqlStatement[],
 ): CommitPlan {
   const transfer = settlementTransfer(x, {
-    shard,
+    shard: at.shard,
     purpose: "refund",
     ownerId: r.id,
     to: r.destination as Hex,

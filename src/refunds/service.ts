@@ -1,28 +1,19 @@
-import { dbOfIdOrNull } from "../ledger/shards";
 import { walletOf } from "../agents/wallet.do";
 import { chargeRowStatement, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
 import { dbOf } from "../db/client";
-import { dbOfShard, shardOfId } from "../db/shards";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
 import { screenAddress } from "../kyt/screening";
-import { ownerShard } from "../ledger/directory";
-import { ledgerOf, type CommitResult } from "../ledger/ledger.do";
+import type { CommitResult } from "../ledger/ledger.do";
+import { type Place, placementOf } from "../ledger/place";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { sendsOut } from "../outbound/authorization";
 import { advanceDue, runOutbound, type Completion } from "../outbound/run";
-import {
-  crossShardRefundPlan,
-  refundedAfter,
-  refundOutcomePlan,
-  walletRefundPlan,
-  x402RefundPlan,
-  type RefundRow,
-} from "./plans";
+import { refundedAfter, refundOutcomePlan, walletRefund, x402RefundPlan, type RefundRow } from "./plans";
 
 export type { RefundRow } from "./plans";
 
@@ -47,24 +38,27 @@ export type RefundView = ReturnType<typeof refundView>;
 
 /**
  * A charge of this merchant, or 404 (another merchant's charge is as unknown as a missing one), read
- * in the shard its id names: the merchant's home, where its refunds, its balance and its ledger are.
+ * where its id says it lives (`at`): the merchant's home, where its refunds, its balance and its ledger are.
  */
-async function merchantCharge(env: Env, merchantId: string, chargeId: string): Promise<ChargeRow> {
-  const db = dbOfIdOrNull(env, chargeId);
-  const charge = db && (await chargeRowStatement(db, chargeId).first<ChargeRow>());
-  if (!charge || charge.merchantId !== merchantId) throw new ApiError(404, "charge_not_found");
-  return charge;
+async function merchantCharge(
+  env: Env,
+  merchantId: string,
+  chargeId: string,
+): Promise<{ charge: ChargeRow; at: Place }> {
+  const at = placementOf(env).ofId(chargeId);
+  const charge = at && (await chargeRowStatement(at.db, chargeId).first<ChargeRow>());
+  if (!at || !charge || charge.merchantId !== merchantId) throw new ApiError(404, "charge_not_found");
+  return { charge, at };
 }
 
 /**
  * Refunds a paid charge of the merchant: what remains of it without an amount. The checks here
  * give the refusals; the batch checks the same again (the charge paid, the remaining amount, the
  * merchant's balance), so concurrent refunds and payouts never take more than there is. Everything
- * of the refund is in the charge's shard (the merchant's home): the refund row and its id, the
- * debit, the charge's refunded sum. A wallet payment's refund is done in its batch, through the
- * paying agent's wallet object; when the agent lives in another shard, that batch sends the money
- * toward it through transit and the wallet object brings it home (`refundAcrossShards`). An x402
- * payment's is debited in its batch and sent on chain afterwards (`sendRefund`).
+ * of the refund is where the charge lives (the merchant's home): the refund row and its id, the
+ * debit, the charge's refunded sum. A wallet payment's refund is handed to the ledger's entry in the
+ * paying agent's turn (its wallet object), which brings the money to the agent wherever it lives.
+ * An x402 payment's is debited in its batch and sent on chain afterwards (`sendRefund`).
  */
 export async function createRefund(
   env: Env,
@@ -76,15 +70,14 @@ export async function createRefund(
   /** A console user refunding for the merchant, for the audit row. */
   by?: string,
 ): Promise<{ refund: RefundView; charge: ChargeView }> {
-  const shard = shardOfId(chargeId);
-  const charge = await merchantCharge(env, merchantId, chargeId);
+  const { charge, at } = await merchantCharge(env, merchantId, chargeId);
   if (charge.status !== "paid" || !charge.method) throw new ApiError(409, "charge_not_paid");
   const remaining = charge.amountMinor - charge.refundedMinor;
   const amountMinor = requested ?? remaining;
   if (amountMinor <= 0 || amountMinor > remaining) throw new ApiError(409, "refund_exceeds_remaining");
 
   const refund: RefundRow = {
-    id: newId("refund", { shard: shard }),
+    id: newId("refund", at),
     chargeId,
     merchantId,
     agentId: charge.agentId,
@@ -101,29 +94,17 @@ export async function createRefund(
   let result: CommitResult;
   if (charge.method === "x402") {
     if (!sendsOut(x)) throw new ApiError(503, "treasury_not_configured");
-    refund.destination = await refundDestination(env, shard, chargeId);
-    await requireBalance(env, shard, merchantId, amountMinor);
+    refund.destination = await refundDestination(env, at, chargeId);
+    await requireBalance(at, merchantId, amountMinor);
     const answer = answerStatements(slot, refund, charge);
-    result = await ledgerOf(env, shard).commit(
-      x402RefundPlan(x, shard, { ...refund, destination: refund.destination }, answer),
-    );
+    result = await at.commit(x402RefundPlan(x, at, { ...refund, destination: refund.destination }, answer));
   } else {
     const agentId = charge.agentId;
     if (!agentId) throw new Error(`wallet charge ${chargeId} has no agent`);
-    await requireBalance(env, shard, merchantId, amountMinor);
+    await requireBalance(at, merchantId, amountMinor);
     const answer = answerStatements(slot, refund, charge);
-    const agentShard = await ownerShard(env, "agent", agentId);
     // In the agent's turn: its wallet object forgets the balance it keeps, which the refund changes.
-    const wallet = walletOf(env, agentId);
-    result =
-      agentShard === shard
-        ? await wallet.refund(walletRefundPlan({ ...refund, agentId }, answer), shard)
-        : await wallet.refundAcrossShards(
-            agentId,
-            shard,
-            refund.id,
-            crossShardRefundPlan({ ...refund, agentId }, { from: shard, to: agentShard }, answer),
-          );
+    result = await walletOf(env, agentId).refund(walletRefund({ ...refund, agentId }, answer));
   }
   if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
   return {
@@ -133,21 +114,21 @@ export async function createRefund(
 }
 
 /** The payer of an x402 charge (the authorization's `from`, its payment kept with the charge), screened as a payout address is. */
-async function refundDestination(env: Env, shard: number, chargeId: string): Promise<string> {
-  const payment = await dbOfShard(env, shard)
+async function refundDestination(env: Env, at: Place, chargeId: string): Promise<string> {
+  const payment = await at.db
     .prepare("SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1")
     .bind(chargeId)
     .first<{ payer: string }>();
   if (!payment) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
-  const kyt = await screenAddress(dbOf(env.DB), payment.payer);
+  const kyt = await screenAddress(dbOf(placementOf(env).control.db), payment.payer);
   if (kyt.verdict !== "pass")
     throw new ApiError(403, "refund_destination_flagged", { verdict: kyt.verdict, reason: kyt.reason });
   return payment.payer.toLowerCase();
 }
 
 /** The refusal for a balance below the amount, before anything is written (the batch guards it again). */
-async function requireBalance(env: Env, shard: number, merchantId: string, amountMinor: number): Promise<void> {
-  const merchant = await dbOfShard(env, shard)
+async function requireBalance(at: Place, merchantId: string, amountMinor: number): Promise<void> {
+  const merchant = await at.db
     .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
     .bind(merchantId)
     .first<{ balanceMinor: number }>();
@@ -170,15 +151,12 @@ const answerStatements = (slot: IdempotencySlot | undefined, refund: RefundRow, 
       )
     : [];
 
-/** Records an x402 refund's decided transfer once (see refundOutcomePlan), in the refund's shard, which its id names. */
+/** Records an x402 refund's decided transfer once (see refundOutcomePlan), where the refund lives, which its id names. */
 export const completeRefund: Completion = async (env, x, t, outcome) => {
-  const shard = shardOfId(t.ownerId);
-  const refund = await dbOfShard(env, shard)
-    .prepare(`${REFUND_SELECT} WHERE id = ?`)
-    .bind(t.ownerId)
-    .first<RefundRow>();
-  if (!refund) return null;
-  return ledgerOf(env, shard).commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
+  const at = placementOf(env).ofId(t.ownerId);
+  const refund = await at?.db.prepare(`${REFUND_SELECT} WHERE id = ?`).bind(t.ownerId).first<RefundRow>();
+  if (!at || !refund) return null;
+  return at.commit(refundOutcomePlan(x, t, refund, outcome, nowIso()));
 };
 
 /** Sends an x402 refund just taken (or takes the next step with it), and records the outcome once decided. */
@@ -191,8 +169,8 @@ export const advanceDueRefunds = (env: Env, x: X402Settings, now?: number) =>
 
 /** A charge's refunds, oldest first; 404 unless it is a charge of this merchant. */
 export async function listRefunds(env: Env, merchantId: string, chargeId: string): Promise<RefundView[]> {
-  await merchantCharge(env, merchantId, chargeId);
-  const rows = await dbOfShard(env, shardOfId(chargeId))
+  const { at } = await merchantCharge(env, merchantId, chargeId);
+  const rows = await at.db
     .prepare(`${REFUND_SELECT} WHERE charge_id = ? ORDER BY created_at, rowid`)
     .bind(chargeId)
     .all<RefundRow>();

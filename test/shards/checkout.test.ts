@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { recoverTransfers } from "../../src/agents/transfer-recovery";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";

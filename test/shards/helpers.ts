@@ -1,6 +1,6 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { recoverTransfers } from "../../src/agents/transfer-recovery";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import type { FaultPoint } from "../../src/lib/faults";
 import type { FaultMode } from "../helpers/faults";
 import { expect } from "vitest";

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { recoverTransfers } from "../../src/agents/transfer-recovery";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { nextAttemptAfter, recoverTransfers } from "../../src/agents/transfer-recovery";
+import { nextAttemptAfter, recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
 import { api } from "../helpers/api";
