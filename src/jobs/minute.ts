@@ -1,4 +1,4 @@
-import { recoverTransfers } from "../agents/transfer-recovery";
+import { recoverTransfers } from "../ledger/transfer-recovery";
 import { expireOverdueApprovalsEverywhere } from "../approvals/service";
 import { archiveHistory } from "../archive/archive";
 import { auditCheckpointJob } from "../checkpoints/anchoring";
