@@ -3,6 +3,7 @@ import { settingsOf } from "../config/env";
 import { walletOf } from "../agents/wallet.do";
 import { screenAddress } from "../kyt/screening";
 import { dbOf } from "../db/client";
+import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import type { DepositTransfer } from "../ledger/movements";
 import { EIP3009_ABI, publicClientOf } from "../chain/client";
@@ -36,7 +37,9 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   const confirmations = BigInt(x.depositConfirmations);
   const safe = head - (confirmations > 0n ? confirmations - 1n : 0n);
   if (safe < 0n) return result;
-  const cursor = await env.DB.prepare("SELECT block_number AS blockNumber FROM chain_cursors WHERE name = ?")
+  const control = placementOf(env).control.db;
+  const cursor = await control
+    .prepare("SELECT block_number AS blockNumber FROM chain_cursors WHERE name = ?")
     .bind(cursorName(x))
     .first<{ blockNumber: number }>();
   // A cursor ahead of the chain means the chain was reset (a local chain restarted): read it again from the start.
@@ -48,9 +51,9 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   result.fromBlock = Number(from);
   result.toBlock = Number(to);
 
-  const agents = await env.DB.prepare(
-    "SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL",
-  ).all<{ id: string; address: string }>();
+  const agents = await control
+    .prepare("SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL")
+    .all<{ id: string; address: string }>();
   const byAddress = new Map(agents.results.map((a) => [a.address.toLowerCase(), a.id]));
   if (byAddress.size > 0) {
     const addresses = [...byAddress.keys()] as `0x${string}`[];
@@ -77,16 +80,17 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
           sender: log.args.from!.toLowerCase(),
           value: log.args.value!.toString(),
         };
-        const screened = await screenAddress(dbOf(env.DB), transfer.sender);
+        const screened = await screenAddress(dbOf(control), transfer.sender);
         const outcome = await walletOf(env, agentId).creditDeposit(transfer, screened.verdict === "pass");
         if (outcome === "credited") result.credited++;
         if (outcome === "blocked") result.blocked++;
       }
     }
   }
-  await env.DB.prepare(
-    "INSERT INTO chain_cursors (name, block_number, updated_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET block_number = excluded.block_number, updated_at = excluded.updated_at",
-  )
+  await control
+    .prepare(
+      "INSERT INTO chain_cursors (name, block_number, updated_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET block_number = excluded.block_number, updated_at = excluded.updated_at",
+    )
     .bind(cursorName(x), Number(to), nowIso())
     .run();
   return result;

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Env } from "../config/env";
-import { ledgerOf } from "../ledger/ledger.do";
+import { placementOf } from "../ledger/place";
 import { guards, sqlStatement, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";
 import { newSecret } from "../lib/ids";
@@ -49,7 +49,7 @@ export async function rollKey(
     nowIso(now),
     await answer(rolled),
   );
-  const result = await ledgerOf(env, 0).commit(plan);
+  const result = await placementOf(env).control.commit(plan);
   if (result.kind === "committed") return rolled;
   // This very roll landed in a batch whose answer was lost, and the sequencer applied it again: it is done once.
   if (result.reason === "key_already_rolled") return rolled;

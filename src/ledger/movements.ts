@@ -1,4 +1,4 @@
-import { outboxEvent, outboxEvents } from "../webhooks/outbox";
+import { outboxEvent, outboxEvents } from "./outbox";
 import { guard, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../db/statements";
 import type { AuditDraft } from "../audit/chain";
 import type { CommitPlan } from "./plan";

@@ -1,6 +1,6 @@
 import { guard, guards, sqlStatement, type SqlStatement } from "../db/statements";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
-import { outboxEvents } from "../webhooks/outbox";
+import { outboxEvents } from "./outbox";
 import {
   agentNotFrozenCheck,
   chargeAudit,

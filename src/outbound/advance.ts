@@ -10,9 +10,10 @@ import {
   tokenCall,
   type RpcAnswer,
 } from "../chain/client";
-import { dbOfShard, shardOfId } from "../db/shards";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { placeOfMadeId } from "../ledger/made-places";
+import { placementOf } from "../ledger/place";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
@@ -180,11 +181,11 @@ async function checkOutbound(x: X402Settings, t: OutboundTransfer, data: Hex, ga
 }
 
 /**
- * The database a transfer's row lives in: its owner's ledger shard, which its id names (it is
- * recorded in the batch that debits the owner). Every mark below is made there, so the guarantees
- * of one row (handed over once, one turn, one outcome) hold per shard as they do in one database.
+ * The database a transfer's row lives in: its owner's place, which its id names (it is recorded in
+ * the batch that debits the owner). Every mark below is made there, so the guarantees of one row
+ * (handed over once, one turn, one outcome) hold per shard as they do in one database.
  */
-export const dbOfTransfer = (env: Env, t: Pick<OutboundTransfer, "id">) => dbOfShard(env, shardOfId(t.id));
+export const dbOfTransfer = (env: Env, t: Pick<OutboundTransfer, "id">) => placeOfMadeId(placementOf(env), t.id).db;
 
 /** Marks the first hand-over; only one worker's mark lands, and a failed or confirmed row takes none. */
 async function markHandedOver(env: Env, t: OutboundTransfer, now: number): Promise<boolean> {
@@ -237,7 +238,7 @@ export function outboundOutcomeStatements(t: OutboundTransfer, outcome: Advance,
 }
 
 /**
- * The pending transfers of one purpose in one shard's database a worker should look at now: not
+ * The pending transfers of one purpose in one place's database a worker should look at now: not
  * touched for `RESEND_AFTER_MS` (never handed over because the request that made it stopped, or
  * handed over and not yet seen decided), oldest first.
  */
@@ -259,9 +260,9 @@ export async function dueOutbound(
   return rows.results;
 }
 
-/** The transfer of one owner (a payout, a refund, a deposit), if it has one: in the owner's shard, which its id names. */
+/** The transfer of one owner (a payout, a refund, a deposit), if it has one: in the owner's place, which its id names. */
 export const outboundOf = (env: Env, purpose: OutboundPurpose, ownerId: string) =>
-  dbOfShard(env, shardOfId(ownerId))
-    .prepare(`${OUTBOUND_SELECT} WHERE purpose = ? AND owner_id = ?`)
+  placeOfMadeId(placementOf(env), ownerId)
+    .db.prepare(`${OUTBOUND_SELECT} WHERE purpose = ? AND owner_id = ?`)
     .bind(purpose, ownerId)
     .first<OutboundTransfer>();

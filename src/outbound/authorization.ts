@@ -3,7 +3,7 @@ import { EIP3009_ABI, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client"
 import { sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../config/env";
 import { hdPrivateKeyAt } from "../lib/hd";
-import { newId } from "../lib/ids";
+import { newId, type IdPlace } from "../lib/ids";
 import { centsToUsdcUnits } from "../lib/money";
 import { gasAccountOf } from "../x402/transfer";
 
@@ -51,9 +51,9 @@ export const outboundNonce = (purpose: OutboundPurpose, ownerId: string): Hex =>
 
 /**
  * The statement that records a transfer to send, for the batch that makes it owed (a payout's
- * debit, a refund's): it exists exactly when the money left the ledger for the chain. `shard`: the
- * ledger shard of that batch, where the row lives; its id carries it (`otx_s1_…`), so every later
- * step finds the row's database from the id alone.
+ * debit, a refund's): it exists exactly when the money left the ledger for the chain. `at`: the
+ * place of that batch, where the row lives; its id carries it (`otx_s1_…`), so every later step
+ * finds the row's database from the id alone.
  */
 export function outboundInsert(
   x: X402Settings,
@@ -65,10 +65,10 @@ export function outboundInsert(
     to: Hex;
     value: bigint;
     createdAt: string;
-    shard?: number;
+    at: IdPlace;
   },
 ): { id: string; statement: SqlStatement } {
-  const id = newId("outboundTransfer", { shard: t.shard ?? 0 });
+  const id = newId("outboundTransfer", t.at);
   const validBefore = Math.floor(Date.parse(t.createdAt) / 1000) + OUTBOUND_AUTHORIZATION_SECONDS;
   return {
     id,
@@ -95,10 +95,10 @@ export function outboundInsert(
 /** A transfer of `amountMinor` cents from the settlement address, signed by its key (a payout, an x402 refund). */
 export const settlementTransfer = (
   x: X402Settings,
-  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; amountMinor: number; createdAt: string; shard: number },
+  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; amountMinor: number; createdAt: string; at: IdPlace },
 ) =>
   outboundInsert(x, {
-    shard: t.shard,
+    at: t.at,
     purpose: t.purpose,
     ownerId: t.ownerId,
     from: x.payTo,

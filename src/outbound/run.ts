@@ -1,8 +1,9 @@
-import { dbOfShard, shardNumbers } from "../db/shards";
-import { settingsOf, type Env, type X402Settings } from "../config/env";
+import type { Env, X402Settings } from "../config/env";
 import { log } from "../lib/log";
 import { dispatchAfterWrite } from "../webhooks/dispatch";
 import type { CommitResult } from "../ledger/ledger.do";
+import { placeForLog } from "../ledger/made-places";
+import { placementOf } from "../ledger/place";
 import { advanceOutbound, dueOutbound, OUTCOME_RECORDED, outboundOf, type Advance } from "./advance";
 import type { OutboundPurpose, OutboundTransfer } from "./authorization";
 
@@ -68,11 +69,11 @@ async function step(
 
 /**
  * The cron's pass over one purpose's transfers that nobody has moved for a while (`now`: tests move
- * the clock), in every ledger shard's database (a payout, refund or sweep lives in its owner's
- * shard). The shards are read side by side and each on its own: a shard whose database fails is
- * logged and skipped, and the others' transfers are still stepped. Their due rows are taken in
- * turn (one of each shard, then the next), so no shard waits behind another's backlog, up to
- * `pass.limit` in the run.
+ * the clock), in every place's database (a payout, refund or sweep lives in its owner's place). The
+ * places are read side by side and each on its own: a shard whose database fails is logged and
+ * skipped, and the others' transfers are still stepped. Their due rows are taken in turn (one of
+ * each place, then the next), so no shard waits behind another's backlog, up to `pass.limit` in
+ * the run.
  */
 export async function advanceDue(
   env: Env,
@@ -84,16 +85,14 @@ export async function advanceDue(
 ): Promise<Record<Advance["kind"], number>> {
   const counts: Record<Advance["kind"], number> = { confirmed: 0, failed: 0, waiting: 0 };
   const limit = pass.limit ?? DUE_PER_RUN;
-  const shards = shardNumbers(env, settingsOf(env).ledgerShards);
-  const reads = await Promise.allSettled(
-    shards.map((k) => dueOutbound(dbOfShard(env, k), purpose, now, limit, pass.withUnsent)),
-  );
-  const perShard: OutboundTransfer[][] = [];
+  const places = placementOf(env).each();
+  const reads = await Promise.allSettled(places.map(({ db }) => dueOutbound(db, purpose, now, limit, pass.withUnsent)));
+  const perPlace: OutboundTransfer[][] = [];
   for (const [i, read] of reads.entries()) {
-    if (read.status === "fulfilled") perShard.push(read.value);
-    else log.error("outbound_shard_unavailable", { purpose, shard: shards[i], error: read.reason });
+    if (read.status === "fulfilled") perPlace.push(read.value);
+    else log.error("outbound_shard_unavailable", { purpose, ...placeForLog(places[i]!), error: read.reason });
   }
-  const due = interleave(perShard).slice(0, limit);
+  const due = interleave(perPlace).slice(0, limit);
   const atOnce = pass.atOnce ?? 1;
   for (let i = 0; i < due.length; i += atOnce) {
     const group = due.slice(i, i + atOnce);

@@ -1,19 +1,17 @@
-import { dbOfIdOrNull } from "../ledger/shards";
 import type { Hex } from "viem";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
 import { screenAddress } from "../kyt/screening";
-import { ledgerOf } from "../ledger/ledger.do";
+import { placeOfMadeId } from "../ledger/made-places";
+import { placementOf, type Place } from "../ledger/place";
+import type { CommitPlan } from "../ledger/plan";
 import { balanceAfter, postingStatements, type Account } from "../ledger/postings";
 import { dbOf } from "../db/client";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
-import { dbOfShard, shardOfId } from "../db/shards";
-import { ownerShard } from "../ledger/directory";
 import { mergeSorted, newestFirst } from "../lib/merge";
-import { forEachShard } from "../ledger/shards";
 import { nowIso } from "../lib/time";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
 import { sendsOut, settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
@@ -69,9 +67,9 @@ export function treasuryOf(x: X402Settings | null): X402Settings {
  * and the transfer that will send it, and appends its audit row, in one ledger batch (with the
  * answer, under an Idempotency-Key). The transfer is sent afterwards (`sendPayout`). Without an
  * amount the whole balance goes; the batch re-checks the balance, so concurrent payouts never
- * take more than there is. All of it in the merchant's home shard, where its balance is: the
- * payout's id (and its transfer's) carry that shard. The payout address is the merchant's
- * identity, kept in control (shard 0).
+ * take more than there is. All of it at the merchant's home, where its balance is: the payout's id
+ * (and its transfer's) carry that place. The payout address is the merchant's identity, kept in
+ * control.
  */
 export async function createPayout(
   env: Env,
@@ -80,29 +78,13 @@ export async function createPayout(
   requested: number | undefined,
   slot: IdempotencySlot | undefined,
 ): Promise<{ payout: PayoutView; balanceMinor: number }> {
-  const shard = await ownerShard(env, "merchant", merchantId);
-  const home = dbOfShard(env, shard);
-  const [identity, account] = await Promise.all([
-    env.DB.prepare("SELECT payout_address AS payoutAddress FROM merchants WHERE id = ?")
-      .bind(merchantId)
-      .first<{ payoutAddress: string | null }>(),
-    home
-      .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
-      .bind(merchantId)
-      .first<{ balanceMinor: number }>(),
-  ]);
-  if (!identity || !account) throw new ApiError(404, "merchant_not_found");
-  const merchant = { balanceMinor: account.balanceMinor, payoutAddress: identity.payoutAddress };
-  if (!merchant.payoutAddress) throw new ApiError(409, "payout_address_missing");
-  const kyt = await screenAddress(dbOf(env.DB), merchant.payoutAddress);
-  if (kyt.verdict !== "pass")
-    throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
+  const home = await placementOf(env).ofMerchant(merchantId);
+  const merchant = await payableMerchant(env, home, merchantId);
   const amountMinor = requested ?? merchant.balanceMinor;
   if (amountMinor <= 0 || amountMinor > merchant.balanceMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
-
   const createdAt = nowIso();
   const payout: PayoutRow = {
-    id: newId("payout", { shard: shard }),
+    id: newId("payout", home),
     merchantId,
     amountMinor,
     currency: "USD",
@@ -113,15 +95,56 @@ export async function createPayout(
     createdAt,
     paidAt: null,
   };
+  const result = await home.commit(payoutPlan(x, home, payout, slot));
+  if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
+  return { payout: payoutView(payout), balanceMinor: balanceAfter(result.results, `merchant:${merchantId}`)! };
+}
+
+/**
+ * The merchant a payout is taken for: its balance (at home) and its payout address (in control),
+ * read side by side, the address screened again. 404 for no merchant, 409 without an address, 403
+ * for an address screening flags.
+ */
+async function payableMerchant(
+  env: Env,
+  home: Place,
+  merchantId: string,
+): Promise<{ balanceMinor: number; payoutAddress: string }> {
+  const control = placementOf(env).control.db;
+  const [identity, account] = await Promise.all([
+    control
+      .prepare("SELECT payout_address AS payoutAddress FROM merchants WHERE id = ?")
+      .bind(merchantId)
+      .first<{ payoutAddress: string | null }>(),
+    home.db
+      .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
+      .bind(merchantId)
+      .first<{ balanceMinor: number }>(),
+  ]);
+  if (!identity || !account) throw new ApiError(404, "merchant_not_found");
+  const payoutAddress = identity.payoutAddress;
+  if (!payoutAddress) throw new ApiError(409, "payout_address_missing");
+  const kyt = await screenAddress(dbOf(control), payoutAddress);
+  if (kyt.verdict !== "pass")
+    throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
+  return { balanceMinor: account.balanceMinor, payoutAddress };
+}
+
+/**
+ * A payout taken, as one batch at the merchant's home (`home`): the balance guard, the payout, the
+ * transfer that sends it, the debit, and the answer under an Idempotency-Key (`slot`), which names
+ * the balance after the debit (the batch writes it in: see storeTemplateStatements).
+ */
+function payoutPlan(x: X402Settings, home: Place, payout: PayoutRow, slot: IdempotencySlot | undefined): CommitPlan {
+  const { id, merchantId, amountMinor, createdAt } = payout;
   const transfer = settlementTransfer(x, {
     purpose: "payout",
-    ownerId: payout.id,
+    ownerId: id,
     to: payout.destination as Hex,
     amountMinor,
     createdAt,
-    shard,
+    at: home,
   });
-  // The answer names the balance after the debit; the batch writes it in (see storeTemplateStatements).
   const answer = slot
     ? storeTemplateStatements(
         slot,
@@ -132,7 +155,7 @@ export async function createPayout(
         merchantId,
       )
     : [];
-  const result = await ledgerOf(env, shard).commit({
+  return {
     statements: [
       guard(
         INSUFFICIENT_BALANCE,
@@ -143,7 +166,7 @@ export async function createPayout(
       sqlStatement(
         `INSERT INTO payouts (id, merchant_id, amount_minor, currency, destination, status, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
-        payout.id,
+        id,
         merchantId,
         amountMinor,
         payout.currency,
@@ -152,29 +175,23 @@ export async function createPayout(
         createdAt,
       ),
       transfer.statement,
-      ...postingStatements(
-        payout.id,
-        [{ from: `merchant:${merchantId}`, to: payoutsAccount(x), amountMinor }],
-        createdAt,
-      ),
+      ...postingStatements(id, [{ from: `merchant:${merchantId}`, to: payoutsAccount(x), amountMinor }], createdAt),
       ...answer,
     ],
     audit: [
       {
         type: "payout.created",
-        reference: payout.id,
+        reference: id,
         chargeId: null,
         agentId: null,
         merchantId,
         amountMinor,
         currency: payout.currency,
-        data: { payoutId: payout.id, destination: payout.destination, network: x.network },
+        data: { payoutId: id, destination: payout.destination, network: x.network },
         createdAt,
       },
     ],
-  });
-  if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
-  return { payout: payoutView(payout), balanceMinor: balanceAfter(result.results, `merchant:${merchantId}`)! };
+  };
 }
 
 /** What `payout.paid` and `payout.failed` carry. */
@@ -194,14 +211,11 @@ const payoutEventData = (p: PayoutRow, transaction: string | null, failureReason
  * the webhook event and the audit row are in the same batch.
  */
 export const completePayout: Completion = async (env, x, t, outcome) => {
-  // In the payout's shard, which its id names (its transfer row is there too).
-  const shard = shardOfId(t.ownerId);
-  const payout = await dbOfShard(env, shard)
-    .prepare(`${PAYOUT_SELECT} WHERE id = ?`)
-    .bind(t.ownerId)
-    .first<PayoutRow>();
+  // At the payout's place, which its id names (its transfer row is there too).
+  const at = placeOfMadeId(placementOf(env), t.ownerId);
+  const payout = await at.db.prepare(`${PAYOUT_SELECT} WHERE id = ?`).bind(t.ownerId).first<PayoutRow>();
   if (!payout) return null;
-  return ledgerOf(env, shard).commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
+  return at.commit(payoutOutcomePlan(x, t, payout, outcome, nowIso()));
 };
 
 function payoutOutcomePlan(
@@ -264,11 +278,14 @@ export const sendPayout = (env: Env, x: X402Settings, payoutId: string) =>
 export const advanceDuePayouts = (env: Env, x: X402Settings, now?: number) =>
   advanceDue(env, x, "payout", completePayout, now);
 
-/** A payout of this merchant, read in the shard its id names. */
+/** A payout of this merchant, read where its id says it lives (none in a shard not run here). */
 export async function getPayout(env: Env, merchantId: string, payoutId: string): Promise<PayoutRow | null> {
-  const db = dbOfIdOrNull(env, payoutId);
-  if (!db) return null;
-  return db.prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`).bind(payoutId, merchantId).first<PayoutRow>();
+  const at = placementOf(env).ofId(payoutId);
+  if (!at) return null;
+  return at.db
+    .prepare(`${PAYOUT_SELECT} WHERE id = ? AND merchant_id = ?`)
+    .bind(payoutId, merchantId)
+    .first<PayoutRow>();
 }
 
 /** A merchant's payouts (or, without one, all merchants'), newest first, optionally of one status. */
@@ -286,17 +303,21 @@ export async function listPayouts(
     where.push("status = ?");
     params.push(filter.status);
   }
-  // A payout lives in its merchant's shard: each shard's newest page, merged by time (each shard's
+  // A payout lives at its merchant's home: each place's newest page, merged by time (each place's
   // own order kept; rowid, the tie-break, only orders rows of one database).
-  const pages = await forEachShard(env, async (db) => {
-    const rows = await db
-      .prepare(
-        `${PAYOUT_SELECT}${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-      )
-      .bind(...params, filter.limit)
-      .all<PayoutRow>();
-    return rows.results;
-  });
+  const pages = await Promise.all(
+    placementOf(env)
+      .each()
+      .map(async ({ db }) => {
+        const rows = await db
+          .prepare(
+            `${PAYOUT_SELECT}${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+          )
+          .bind(...params, filter.limit)
+          .all<PayoutRow>();
+        return rows.results;
+      }),
+  );
   return mergeSorted(
     pages,
     newestFirst((p: PayoutRow) => p.createdAt),

@@ -160,7 +160,7 @@ export function x402RefundPlan(
   answer: SqlStatement[],
 ): CommitPlan {
   const transfer = settlementTransfer(x, {
-    shard: at.shard,
+    at,
     purpose: "refund",
     ownerId: r.id,
     to: r.destination as Hex,

@@ -1,7 +1,8 @@
 import type { Hex } from "viem";
 import { executeBatch, type SqlStatement } from "../db/statements";
-import { dbOfShard, shardNumbers } from "../db/shards";
-import { settingsOf, type Env, type X402Settings } from "../config/env";
+import type { Env, X402Settings } from "../config/env";
+import { placeForLog } from "../ledger/made-places";
+import { placementOf, type Place } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { outboundInsert } from "../outbound/authorization";
@@ -30,31 +31,33 @@ const notSwept = (owner: string) =>
   `NOT EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${owner})`;
 
 /*
- * Where each piece is: a deposit is credited in its agent's home shard and an x402 payment lives in
- * its charge's shard, so each shard's deposits and payments are read (and their sweeps written)
- * in that shard's database. Deposit addresses and receiving addresses are allocated in control
- * (shard 0's database): shard 0 joins them in one query as it always did; a shard k ≥ 1 reads its
- * deposits or payments first, then their addresses' keys from control.
+ * Where each piece is: a deposit is credited at its agent's home and an x402 payment lives in its
+ * charge's place, so each place's deposits and payments are read (and their sweeps written) in
+ * that place's database. Deposit addresses and receiving addresses are allocated in control:
+ * control joins them in one query as it always did; any other place reads its deposits or
+ * payments first, then their addresses' keys from control.
  */
 
 /**
  * Credited deposits to agents' deposit addresses, oldest first, without a sweep. Blocked deposits
  * (their sender failed screening) stay where they are, held for an operator.
  */
-async function dueDeposits(env: Env, x: X402Settings, shard: number, limit: number): Promise<DueSweep[]> {
-  if (shard === 0)
+async function dueDeposits(env: Env, x: X402Settings, at: Place, limit: number): Promise<DueSweep[]> {
+  const control = placementOf(env).control.db;
+  if (at.isControl)
     return (
-      await env.DB.prepare(
-        `SELECT d.id AS ownerId, a.deposit_address AS "from", 'deposit:' || a.deposit_index AS signer, d.value
+      await control
+        .prepare(
+          `SELECT d.id AS ownerId, a.deposit_address AS "from", 'deposit:' || a.deposit_index AS signer, d.value
      FROM deposits d JOIN agents a ON a.id = d.agent_id AND a.deposit_address = d.address
      WHERE d.status = 'credited' AND d.network = ? AND a.deposit_index IS NOT NULL
        AND CAST(d.value AS INTEGER) >= ? AND d.address <> ? AND ${notSwept("d.id")}
      ORDER BY d.created_at, d.id LIMIT ?`,
-      )
+        )
         .bind(x.network, MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
         .all<DueSweep>()
     ).results;
-  const deposits = await dbOfShard(env, shard)
+  const deposits = await at.db
     .prepare(
       `SELECT d.id AS ownerId, d.agent_id AS agentId, d.address, d.value FROM deposits d
        WHERE d.status = 'credited' AND d.network = ? AND CAST(d.value AS INTEGER) >= ? AND d.address <> ? AND ${notSwept("d.id")}
@@ -64,10 +67,11 @@ async function dueDeposits(env: Env, x: X402Settings, shard: number, limit: numb
     .all<{ ownerId: string; agentId: string; address: string; value: string }>();
   if (deposits.results.length === 0) return [];
   // A deposit address is set once per agent (never changed), so each deposit's is its agent's.
-  const agents = await env.DB.prepare(
-    `SELECT id, deposit_address AS address, deposit_index AS idx FROM agents
+  const agents = await control
+    .prepare(
+      `SELECT id, deposit_address AS address, deposit_index AS idx FROM agents
      WHERE id IN (SELECT value FROM json_each(?)) AND deposit_index IS NOT NULL AND deposit_address IS NOT NULL`,
-  )
+    )
     .bind(JSON.stringify([...new Set(deposits.results.map((d) => d.agentId))]))
     .all<{ id: string; address: string; idx: number }>();
   const agentOf = new Map(agents.results.map((a) => [a.id, a]));
@@ -83,20 +87,22 @@ async function dueDeposits(env: Env, x: X402Settings, shard: number, limit: numb
  * without a sweep. A payment to the settlement address itself (no `pay_to`, or `pay_to` it) is
  * already where sweeps take money, and joins no receiving address.
  */
-async function duePayments(env: Env, x: X402Settings, shard: number, limit: number): Promise<DueSweep[]> {
-  if (shard === 0)
+async function duePayments(env: Env, x: X402Settings, at: Place, limit: number): Promise<DueSweep[]> {
+  const control = placementOf(env).control.db;
+  if (at.isControl)
     return (
-      await env.DB.prepare(
-        `SELECT p.id AS ownerId, r.address AS "from", 'receiving:' || r.idx AS signer, p.value
+      await control
+        .prepare(
+          `SELECT p.id AS ownerId, r.address AS "from", 'receiving:' || r.idx AS signer, p.value
      FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
      WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?
        AND CAST(p.value AS INTEGER) >= ? AND p.pay_to <> ? AND ${notSwept("p.id")}
      ORDER BY p.updated_at, p.id LIMIT ?`,
-      )
+        )
         .bind(x.network, x.asset.toLowerCase(), MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
         .all<DueSweep>()
     ).results;
-  const payments = await dbOfShard(env, shard)
+  const payments = await at.db
     .prepare(
       `SELECT p.id AS ownerId, p.pay_to AS payTo, p.value FROM x402_payments p
        WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?
@@ -106,9 +112,8 @@ async function duePayments(env: Env, x: X402Settings, shard: number, limit: numb
     .bind(x.network, x.asset.toLowerCase(), MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
     .all<{ ownerId: string; payTo: string; value: string }>();
   if (payments.results.length === 0) return [];
-  const addresses = await env.DB.prepare(
-    "SELECT idx, address FROM receiving_addresses WHERE address IN (SELECT value FROM json_each(?))",
-  )
+  const addresses = await control
+    .prepare("SELECT idx, address FROM receiving_addresses WHERE address IN (SELECT value FROM json_each(?))")
     .bind(JSON.stringify([...new Set(payments.results.map((p) => p.payTo))]))
     .all<{ idx: number; address: string }>();
   const indexOf = new Map(addresses.results.map((a) => [a.address, a.idx]));
@@ -121,35 +126,32 @@ async function duePayments(env: Env, x: X402Settings, shard: number, limit: numb
 }
 
 /**
- * Writes the sweep transfers owed now (at most `limit` of each kind in each shard), each to the
- * settlement address for exactly the value that came in, in the shard of the deposit or payment it
+ * Writes the sweep transfers owed now (at most `limit` of each kind in each place), each to the
+ * settlement address for exactly the value that came in, in the place of the deposit or payment it
  * sweeps (its id carries it, `otx_s1_…`). A row per deposit or payment, ever: the insert does
  * nothing when its owner already has one (a concurrent run wrote it first), so runs side by side,
- * or again after a crash, never make a second. Each shard on its own: one whose database fails is
+ * or again after a crash, never make a second. Each place on its own: one whose database fails is
  * logged, and the others' sweeps are still written.
  */
 export async function createDueSweeps(env: Env, x: X402Settings, limit = SWEEPS_PER_RUN): Promise<number> {
-  const shards = shardNumbers(env, settingsOf(env).ledgerShards);
-  const written = await Promise.allSettled(shards.map((k) => createDueSweepsOn(env, x, k, limit)));
+  const places = placementOf(env).each();
+  const written = await Promise.allSettled(places.map((at) => createDueSweepsAt(env, x, at, limit)));
   let created = 0;
   for (const [i, w] of written.entries()) {
     if (w.status === "fulfilled") created += w.value;
-    else log.error("sweeps_shard_unavailable", { shard: shards[i], error: w.reason });
+    else log.error("sweeps_shard_unavailable", { ...placeForLog(places[i]!), error: w.reason });
   }
   return created;
 }
 
-async function createDueSweepsOn(env: Env, x: X402Settings, shard: number, limit: number): Promise<number> {
-  const [deposits, payments] = await Promise.all([
-    dueDeposits(env, x, shard, limit),
-    duePayments(env, x, shard, limit),
-  ]);
+async function createDueSweepsAt(env: Env, x: X402Settings, at: Place, limit: number): Promise<number> {
+  const [deposits, payments] = await Promise.all([dueDeposits(env, x, at, limit), duePayments(env, x, at, limit)]);
   const due = [...deposits, ...payments];
   if (due.length === 0) return 0;
   const createdAt = nowIso();
   const statements: SqlStatement[] = due.map((s) => {
     const { statement } = outboundInsert(x, {
-      shard,
+      at,
       purpose: "sweep",
       ownerId: s.ownerId,
       from: s.from,
@@ -160,6 +162,6 @@ async function createDueSweepsOn(env: Env, x: X402Settings, shard: number, limit
     });
     return { ...statement, sql: `${statement.sql} ON CONFLICT DO NOTHING` };
   });
-  const results = await executeBatch(dbOfShard(env, shard), statements);
+  const results = await executeBatch(at.db, statements);
   return results.reduce((n, r) => n + (r.meta.changes ?? 0), 0);
 }

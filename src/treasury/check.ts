@@ -1,6 +1,7 @@
 import { executeBatch, sqlStatement } from "../db/statements";
 import { type Env, settingsOf, type X402Settings } from "../config/env";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
+import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { type Holdings, readHoldings } from "./holdings";
@@ -86,7 +87,7 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
     };
     statements.push(outboxEventWhen("treasury.shortfall", null, data, at, EPISODE_STARTS));
   }
-  const results = await executeBatch(env.DB, statements);
+  const results = await executeBatch(placementOf(env).control.db, statements);
   return {
     at,
     settlementAddress: x.payTo.toLowerCase(),

@@ -2,16 +2,15 @@ import { isAddressEqual, parseEventLogs } from "viem";
 import { EIP3009_ABI, type Receipt, receiptNow, rpcCall } from "../chain/client";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
-import { ledgerOf } from "../ledger/ledger.do";
+import { placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
-import { forEachShard } from "../ledger/shards";
 import { nowIso } from "../lib/time";
 
 /*
  * The operator's float: tokens put into the treasury on purpose (to pay payouts from, or the local
  * chain's own mint), booked once per transaction so the ledger's expectation includes them. A
  * funding moves no one's money: it posts no ledger entries (nobody is owed it) and is recorded by its
- * row in `treasury_fundings` and an audit row, in one batch of control's sequencer (shard 0).
+ * row in `treasury_fundings` and an audit row, in one batch of control's sequencer.
  */
 
 /** A booked funding: the transaction and the base units it brought to the settlement address. */
@@ -67,8 +66,9 @@ export async function bookFunding(
   answer: (funding: Funding) => Promise<SqlStatement[]>,
 ): Promise<FundingOutcome> {
   const txHash = transaction.toLowerCase() as `0x${string}`;
+  const { control } = placementOf(env);
   // Cheap first: a booked transaction needs no chain read. The batch's guard decides.
-  if (await env.DB.prepare(BOOKED).bind(txHash).first()) return { ok: false, reason: "funding_already_booked" };
+  if (await control.db.prepare(BOOKED).bind(txHash).first()) return { ok: false, reason: "funding_already_booked" };
   const receipt = await receiptNow(x, txHash);
   const amount = receipt ? fundingTransferred(x, receipt) : 0n;
   if (!receipt || amount === 0n) return { ok: false, reason: "no_funding_transfer" };
@@ -79,29 +79,33 @@ export async function bookFunding(
 
   const funding: Funding = { transaction: txHash, amountBaseUnits: amount, bookedAt: nowIso() };
   const plan = fundingPlan(x, funding, Number(receipt.blockNumber), by, await answer(funding));
-  const result = await ledgerOf(env, 0).commit(plan);
+  const result = await control.commit(plan);
   if (result.kind === "committed") return { ok: true, funding };
   if (result.reason === "funding_already_booked") return { ok: false, reason: result.reason };
   throw new Error(`funding refused: ${result.reason}`);
 }
 
 /**
- * Whether the service recorded `txHash` as one of its own movements, in any shard: a sweep into the
+ * Whether the service recorded `txHash` as one of its own movements, in any place: a sweep into the
  * settlement address or an x402 payment settled to it is already in the ledger's expectation, and
  * booking it as well would count its tokens twice (a false shortfall no one could undo). Read before
  * the booking: the service records its own transaction once it is mined, well before it is deep
  * enough to be booked.
  */
 async function countedAlready(env: Env, txHash: string): Promise<boolean> {
-  const found = await forEachShard(env, (db) =>
-    db
-      .prepare(
-        `SELECT EXISTS (SELECT 1 FROM outbound_transfers WHERE lower(tx_hash) = ?1)
+  const found = await Promise.all(
+    placementOf(env)
+      .each()
+      .map(({ db }) =>
+        db
+          .prepare(
+            `SELECT EXISTS (SELECT 1 FROM outbound_transfers WHERE lower(tx_hash) = ?1)
              OR EXISTS (SELECT 1 FROM x402_payments WHERE lower(tx_hash) = ?1)
              OR EXISTS (SELECT 1 FROM deposits WHERE lower(tx_hash) = ?1) AS counted`,
-      )
-      .bind(txHash)
-      .first<number>("counted"),
+          )
+          .bind(txHash)
+          .first<number>("counted"),
+      ),
   );
   return found.some((counted) => counted === 1);
 }

@@ -1,5 +1,5 @@
 import type { Env, X402Settings } from "../config/env";
-import { forEachShard } from "../ledger/shards";
+import { placementOf } from "../ledger/place";
 import { MIN_SWEEP_BASE_UNITS } from "../sweeps/due";
 import { readFloat } from "./fundings";
 
@@ -46,20 +46,21 @@ const notSwept = (owner: string) =>
  * as 0 cents) are left out, so dust sent to many deposit addresses cannot grow the scan.
  */
 export async function readLedgerSnapshot(env: Env, x: X402Settings): Promise<LedgerSnapshot> {
-  // Every shard's batch and control's float at once; all of them finish before the caller pins the
+  // Every place's batch and control's float at once; all of them finish before the caller pins the
   // block. A funding is booked only once its transaction is mined deep enough, so a float read here
   // is in that block too.
-  const [shards, floatBaseUnits] = await Promise.all([
-    forEachShard(env, (db) => readShardSnapshot(db, x)),
-    readFloat(env.DB, x),
+  const place = placementOf(env);
+  const [perPlace, floatBaseUnits] = await Promise.all([
+    Promise.all(place.each().map(({ db }) => readShardSnapshot(db, x))),
+    readFloat(place.control.db, x),
   ]);
-  const ledger = { ...shards[0]!.ledger };
-  for (const one of shards.slice(1))
+  const ledger = { ...perPlace[0]!.ledger };
+  for (const one of perPlace.slice(1))
     for (const key of Object.keys(ledger) as (keyof LedgerSide)[]) ledger[key] += one.ledger[key];
   return {
     ledger,
     floatBaseUnits,
-    unsweptAddresses: [...new Set(shards.flatMap((one) => one.unsweptAddresses))],
+    unsweptAddresses: [...new Set(perPlace.flatMap((one) => one.unsweptAddresses))],
   };
 }
 

@@ -1,13 +1,13 @@
 import { z } from "zod";
 import type { Env } from "../config/env";
-import { MAX_QUEUE_DELAY_SECONDS, settingsOf } from "../config/env";
+import { MAX_QUEUE_DELAY_SECONDS, type Settings, settingsOf } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { executeBatch } from "../db/statements";
 import { sqlStatement } from "../db/statements";
 import { outboxEventWhen } from "./outbox";
-import type { DeliveryMessage } from "./dispatch";
+import { type DeliveryMessage, webhooksDb } from "./dispatch";
 import { FAILING_ENDPOINT_DAYS } from "../config/webhooks";
 import { signingSecrets, type EndpointRow } from "./endpoints";
 import { signatureHeader } from "./signing";
@@ -39,11 +39,12 @@ export function retryDelaySeconds(schedule: number[], index: number, random = Ma
  * redrive, a queue redelivery) finds nothing to do.
  */
 async function claim(env: Env, deliveryId: string, now: number, leaseMs: number): Promise<Claimed | null> {
-  return env.DB.prepare(
-    `UPDATE webhook_deliveries SET next_attempt_at = ?
+  return webhooksDb(env)
+    .prepare(
+      `UPDATE webhook_deliveries SET next_attempt_at = ?
      WHERE id = ? AND status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
      RETURNING attempts, event_id AS eventId, endpoint_id AS endpointId`,
-  )
+    )
     .bind(nowIso(now + leaseMs), deliveryId, nowIso(now + CLAIM_TOLERANCE_MS))
     .first<Claimed>();
 }
@@ -81,13 +82,40 @@ async function post(
 
 export type AttemptResult = { kind: "done" } | { kind: "retry"; delaySeconds: number } | { kind: "dead" };
 
+type Outcome = { statusCode: number | null; error: string | null };
+type DeliveryEvent = { id: string; type: string; data: string; createdAt: string };
+type DeliveryEndpoint = EndpointRow & { disabledAt: string | null };
+
 /** One delivery attempt, recorded in D1 whatever its outcome. */
 export async function attemptDelivery(env: Env, deliveryId: string, now = Date.now()): Promise<AttemptResult> {
   const settings = settingsOf(env);
   // The lease covers the POST (bounded by the timeout) and recording it; after that a crashed attempt is free to take again.
   const claimed = await claim(env, deliveryId, now, settings.webhookTimeoutMs + 5_000);
   if (!claimed) return { kind: "done" };
-  const db = env.DB;
+  const { event, endpoint } = await readDelivery(env, claimed);
+  const started = Date.now();
+  const outcome: Outcome =
+    !event || !endpoint || endpoint.disabledAt
+      ? { statusCode: null, error: "endpoint_disabled" }
+      : await send(settings, event, endpoint, now);
+  const attempt = { deliveryId, number: claimed.attempts + 1, at: nowIso(now), durationMs: Date.now() - started };
+  const result = await recordAttempt(env, settings, attempt, outcome, now);
+  if (
+    endpoint &&
+    !endpoint.disabledAt &&
+    (outcome.statusCode === 410 || (result.kind === "dead" && (await failingForDays(env, endpoint.id, now))))
+  ) {
+    await disableFailingEndpoint(env, endpoint.id, outcome.statusCode === 410 ? "gone" : "failing", attempt.at);
+  }
+  return result;
+}
+
+/** The claimed delivery's event and endpoint, in one batch; either may be gone. */
+async function readDelivery(
+  env: Env,
+  claimed: Claimed,
+): Promise<{ event: DeliveryEvent | undefined; endpoint: DeliveryEndpoint | undefined }> {
+  const db = webhooksDb(env);
   const [eventResult, endpointResult] = await db.batch([
     db.prepare("SELECT id, type, data, created_at AS createdAt FROM outbox_events WHERE id = ?").bind(claimed.eventId),
     db
@@ -97,44 +125,60 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       )
       .bind(claimed.endpointId),
   ]);
-  const event = eventResult?.results[0] as { id: string; type: string; data: string; createdAt: string } | undefined;
-  const endpoint = endpointResult?.results[0] as (EndpointRow & { disabledAt: string | null }) | undefined;
-  const attempt = claimed.attempts + 1;
-  const at = nowIso(now);
+  return {
+    event: eventResult?.results[0] as DeliveryEvent | undefined,
+    endpoint: endpointResult?.results[0] as DeliveryEndpoint | undefined,
+  };
+}
 
-  let outcome: { statusCode: number | null; error: string | null };
-  const started = Date.now();
-  if (!event || !endpoint || endpoint.disabledAt) {
-    outcome = { statusCode: null, error: "endpoint_disabled" };
-  } else {
-    // The exact bytes signed are the bytes sent.
-    const body = JSON.stringify({
-      id: event.id,
-      type: event.type,
-      createdAt: event.createdAt,
-      data: JSON.parse(event.data) as unknown,
-    });
-    const timestamp = Math.floor(now / 1000);
-    const headers = {
-      "content-type": "application/json",
-      "user-agent": "agent-pay-webhooks/1",
-      "x-service-event": event.type,
-      "x-service-signature": await signatureHeader(
-        await signingSecrets(settings.webhookSecretsKey, endpoint, now),
-        timestamp,
-        body,
-      ),
-    };
-    faultPoint("delivery.before_post");
-    // The SSRF guard again at send time: the name may resolve somewhere else than when it was registered.
-    const destination = await checkDestination(endpoint.url, settings);
-    outcome = destination.ok
-      ? await post(endpoint.url, headers, body, settings.webhookTimeoutMs)
-      : { statusCode: null, error: destination.reason };
-    faultPoint("delivery.after_post");
-  }
-  const durationMs = Date.now() - started;
+/** Signs the event's envelope and POSTs it to the endpoint, if its address still passes the SSRF guard. */
+async function send(
+  settings: Settings,
+  event: DeliveryEvent,
+  endpoint: DeliveryEndpoint,
+  now: number,
+): Promise<Outcome> {
+  // The exact bytes signed are the bytes sent.
+  const body = JSON.stringify({
+    id: event.id,
+    type: event.type,
+    createdAt: event.createdAt,
+    data: JSON.parse(event.data) as unknown,
+  });
+  const timestamp = Math.floor(now / 1000);
+  const headers = {
+    "content-type": "application/json",
+    "user-agent": "agent-pay-webhooks/1",
+    "x-service-event": event.type,
+    "x-service-signature": await signatureHeader(
+      await signingSecrets(settings.webhookSecretsKey, endpoint, now),
+      timestamp,
+      body,
+    ),
+  };
+  faultPoint("delivery.before_post");
+  // The SSRF guard again at send time: the name may resolve somewhere else than when it was registered.
+  const destination = await checkDestination(endpoint.url, settings);
+  const outcome = destination.ok
+    ? await post(endpoint.url, headers, body, settings.webhookTimeoutMs)
+    : { statusCode: null, error: destination.reason };
+  faultPoint("delivery.after_post");
+  return outcome;
+}
 
+/**
+ * Records the attempt and where the delivery stands after it, in one batch: delivered, pending
+ * again at its next retry, or failed when the schedule is over (or the failure is final).
+ */
+async function recordAttempt(
+  env: Env,
+  settings: Settings,
+  attempt: { deliveryId: string; number: number; at: string; durationMs: number },
+  outcome: Outcome,
+  now: number,
+): Promise<AttemptResult> {
+  const db = webhooksDb(env);
+  const { deliveryId, number, at } = attempt;
   let result: AttemptResult;
   let update: D1PreparedStatement;
   if (outcome.error === null) {
@@ -143,11 +187,11 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       .prepare(
         "UPDATE webhook_deliveries SET status = 'delivered', attempts = ?, last_status_code = ?, last_error = NULL, next_attempt_at = NULL, delivered_at = ? WHERE id = ?",
       )
-      .bind(attempt, outcome.statusCode, at, deliveryId);
+      .bind(number, outcome.statusCode, at, deliveryId);
   } else {
-    // 410 Gone: the receiver says it is gone for good; no retry, and the endpoint is disabled below.
+    // 410 Gone: the receiver says it is gone for good; no retry, and the endpoint is disabled by the caller.
     const final = outcome.error === "endpoint_disabled" || outcome.statusCode === 410;
-    const delay = final ? null : retryDelaySeconds(settings.webhookRetrySchedule, attempt - 1);
+    const delay = final ? null : retryDelaySeconds(settings.webhookRetrySchedule, number - 1);
     result = delay === null ? { kind: "dead" } : { kind: "retry", delaySeconds: delay };
     update = db
       .prepare(
@@ -155,7 +199,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       )
       .bind(
         delay === null ? "failed" : "pending",
-        attempt,
+        number,
         outcome.statusCode,
         outcome.error,
         delay === null ? null : nowIso(now + delay * 1000),
@@ -168,15 +212,8 @@ export async function attemptDelivery(env: Env, deliveryId: string, now = Date.n
       .prepare(
         "INSERT INTO webhook_attempts (delivery_id, attempt, status_code, error, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?)",
       )
-      .bind(deliveryId, attempt, outcome.statusCode, outcome.error, durationMs, at),
+      .bind(deliveryId, number, outcome.statusCode, outcome.error, attempt.durationMs, at),
   ]);
-  if (
-    endpoint &&
-    !endpoint.disabledAt &&
-    (outcome.statusCode === 410 || (result.kind === "dead" && (await failingForDays(env, endpoint.id, now))))
-  ) {
-    await disableFailingEndpoint(env, endpoint.id, outcome.statusCode === 410 ? "gone" : "failing", at);
-  }
   return result;
 }
 
@@ -219,10 +256,11 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
   for (const message of batch.messages) {
     const parsed = MessageSchema.safeParse(message.body);
     if (parsed.success && !parsed.data.final) {
-      await env.DB.prepare(
-        `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = COALESCE(last_error, 'dead_lettered')
+      await webhooksDb(env)
+        .prepare(
+          `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = COALESCE(last_error, 'dead_lettered')
          WHERE id = ? AND status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)`,
-      )
+        )
         .bind(parsed.data.deliveryId, nowIso())
         .run();
     }
@@ -233,11 +271,12 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
 /** No delivery to this endpoint has succeeded for FAILING_ENDPOINT_DAYS, and it has been failing at least that long. */
 async function failingForDays(env: Env, endpointId: string, now: number): Promise<boolean> {
   const since = nowIso(now - FAILING_ENDPOINT_DAYS * 86_400_000);
-  const row = await env.DB.prepare(
-    `SELECT
+  const row = await webhooksDb(env)
+    .prepare(
+      `SELECT
        (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'delivered' AND delivered_at >= ?) AS recentSuccesses,
        (SELECT MIN(created_at) FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'failed') AS firstFailure`,
-  )
+    )
     .bind(endpointId, since, endpointId)
     .first<{ recentSuccesses: number; firstFailure: string | null }>();
   return row !== null && row.recentSuccesses === 0 && row.firstFailure !== null && row.firstFailure <= since;
@@ -254,7 +293,7 @@ async function disableFailingEndpoint(
   reason: "gone" | "failing",
   at: string,
 ): Promise<void> {
-  await executeBatch(env.DB, [
+  await executeBatch(webhooksDb(env), [
     sqlStatement("UPDATE webhook_endpoints SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", at, endpointId),
     outboxEventWhen("endpoint.disabled", null, { endpointId, reason }, at, "changes() = 1"),
   ]);

@@ -1,8 +1,7 @@
 import type { Env } from "../config/env";
-import { dbOfShard, shardNumbers } from "../db/shards";
+import { placementOf, type Place } from "../ledger/place";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
-import { settingsOf } from "../config/env";
 
 export interface DeliveryMessage {
   deliveryId: string;
@@ -11,6 +10,9 @@ export interface DeliveryMessage {
 }
 
 const FAN_OUT_PAGE = 100;
+
+/** The database of webhooks: endpoints, deliveries, attempts and the events they fan out from live in control. */
+export const webhooksDb = (env: Env): D1Database => placementOf(env).control.db;
 
 /**
  * Fans undispatched outbox events out to the endpoints that want them. The
@@ -21,7 +23,7 @@ const FAN_OUT_PAGE = 100;
  * again by `redriveDueDeliveries`.
  */
 export async function fanOutOutbox(env: Env, now = Date.now()): Promise<string[]> {
-  const db = env.DB;
+  const db = webhooksDb(env);
   const pending = await db
     .prepare("SELECT id FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at LIMIT ?")
     .bind(FAN_OUT_PAGE)
@@ -56,9 +58,8 @@ export async function fanOutOutbox(env: Env, now = Date.now()): Promise<string[]
 
 /** Deliveries that are due but whose queue message may have been lost (a crash between the batch and the send). */
 export async function redriveDueDeliveries(env: Env, now = Date.now(), graceMs = 60_000): Promise<string[]> {
-  const due = await env.DB.prepare(
-    "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 500",
-  )
+  const due = await webhooksDb(env)
+    .prepare("SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 500")
     .bind(nowIso(now - graceMs))
     .all<{ id: string }>();
   return due.results.map((r) => r.id);
@@ -73,16 +74,15 @@ export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promis
 }
 
 /**
- * Brings one page of ledger shard `shard`'s (k ≥ 1) undispatched outbox events into the control
- * database, where the endpoints and deliveries live: a copy of each event, undispatched, which the
- * fan-out above then delivers as it does shard 0's own. The copy keeps the event's id, so it is
- * written once (INSERT OR IGNORE) and the deliveries insert stays one per (event, endpoint); only
- * then is the page marked dispatched on the shard. A crash in between forwards the page again,
- * which changes nothing. Returns how many events the page had.
+ * Brings one page of the undispatched outbox events of a place other than control (`from`) into
+ * the control database, where the endpoints and deliveries live: a copy of each event,
+ * undispatched, which the fan-out above then delivers as it does control's own. The copy keeps the
+ * event's id, so it is written once (INSERT OR IGNORE) and the deliveries insert stays one per
+ * (event, endpoint); only then is the page marked dispatched where it came from. A crash in
+ * between forwards the page again, which changes nothing. Returns how many events the page had.
  */
-export async function forwardShardOutbox(env: Env, shard: number, now = Date.now()): Promise<number> {
-  const home = dbOfShard(env, shard);
-  const pending = await home
+export async function forwardShardOutbox(env: Env, from: Place, now = Date.now()): Promise<number> {
+  const pending = await from.db
     .prepare(
       `SELECT id, type, merchant_id AS merchantId, data, created_at AS createdAt
        FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at LIMIT ?`,
@@ -92,16 +92,17 @@ export async function forwardShardOutbox(env: Env, shard: number, now = Date.now
   const events = pending.results;
   if (events.length === 0) return 0;
   // As one JSON parameter, like the fan-out's page: D1 refuses more than 100 bound values.
-  await env.DB.prepare(
-    `INSERT OR IGNORE INTO outbox_events (id, type, merchant_id, data, created_at)
+  await webhooksDb(env)
+    .prepare(
+      `INSERT OR IGNORE INTO outbox_events (id, type, merchant_id, data, created_at)
      SELECT json_extract(value, '$.id'), json_extract(value, '$.type'), json_extract(value, '$.merchantId'),
             json_extract(value, '$.data'), json_extract(value, '$.createdAt')
      FROM json_each(?)`,
-  )
+    )
     .bind(JSON.stringify(events))
     .run();
   faultPoint("outbox.after_forward");
-  await home
+  await from.db
     .prepare(
       "UPDATE outbox_events SET dispatched_at = ? WHERE id IN (SELECT value FROM json_each(?)) AND dispatched_at IS NULL",
     )
@@ -110,11 +111,11 @@ export async function forwardShardOutbox(env: Env, shard: number, now = Date.now
   return events.length;
 }
 
-/** Forwards every shard's (k ≥ 1) pending events into control; shard 0's are control's own. */
+/** Forwards every other place's pending events into control, where control's own already are. */
 async function forwardShardOutboxes(env: Env): Promise<void> {
-  for (const shard of shardNumbers(env, settingsOf(env).ledgerShards)) {
-    if (shard === 0) continue;
-    while ((await forwardShardOutbox(env, shard)) === FAN_OUT_PAGE);
+  for (const from of placementOf(env).each()) {
+    if (from.isControl) continue;
+    while ((await forwardShardOutbox(env, from)) === FAN_OUT_PAGE);
   }
 }
 
@@ -126,9 +127,9 @@ export async function dispatchOutbox(env: Env): Promise<number> {
     const ids = await fanOutOutbox(env);
     if (ids.length > 0) await enqueueDeliveries(env, ids);
     total += ids.length;
-    const more = await env.DB.prepare(
-      "SELECT 1 AS more FROM outbox_events WHERE dispatched_at IS NULL LIMIT 1",
-    ).first();
+    const more = await webhooksDb(env)
+      .prepare("SELECT 1 AS more FROM outbox_events WHERE dispatched_at IS NULL LIMIT 1")
+      .first();
     if (!more) return total;
   }
 }
@@ -143,12 +144,13 @@ export type RedeliverOutcome = "queued" | "endpoint_not_found" | "delivery_not_f
  * DELETE is not found, as its deliveries list is.
  */
 export async function redeliver(env: Env, endpointId: string, deliveryId: string): Promise<RedeliverOutcome> {
-  const row = await env.DB.prepare(
-    `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
+  const row = await webhooksDb(env)
+    .prepare(
+      `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?, delivered_at = NULL
      WHERE id = ? AND endpoint_id = ? AND status IN ('failed', 'delivered')
        AND EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.disabled_at IS NULL)
      RETURNING id`,
-  )
+    )
     .bind(nowIso(), deliveryId, endpointId)
     .first();
   if (!row) return whyNotRedelivered(env, endpointId, deliveryId);
@@ -162,11 +164,12 @@ async function whyNotRedelivered(
   endpointId: string,
   deliveryId: string,
 ): Promise<Exclude<RedeliverOutcome, "queued">> {
-  const found = await env.DB.prepare(
-    `SELECT ep.deleted_at IS NULL AS live, d.id IS NOT NULL AS owned
+  const found = await webhooksDb(env)
+    .prepare(
+      `SELECT ep.deleted_at IS NULL AS live, d.id IS NOT NULL AS owned
      FROM webhook_endpoints ep LEFT JOIN webhook_deliveries d ON d.id = ? AND d.endpoint_id = ep.id
      WHERE ep.id = ?`,
-  )
+    )
     .bind(deliveryId, endpointId)
     .first<{ live: number; owned: number }>();
   if (!found?.live) return "endpoint_not_found";

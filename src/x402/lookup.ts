@@ -1,11 +1,11 @@
 import type { Env, X402Settings } from "../config/env";
 import { chargeRowStatement, type ChargeRow } from "../charges/service";
-import { dbOfShard } from "../db/shards";
+import { placementOf, type Place } from "../ledger/place";
 import { blocklistStatement } from "../kyt/screening";
 import { identifiedStatement, paymentStatement, type PaymentRow } from "./earlier-payments";
 import type { DecodedPayment } from "./payload";
 import { receivingAddressStatement, type ReceivingRow } from "./receiving";
-import { ownerIdOf, shardOfTarget, type X402Target, type X402TargetRef } from "./target";
+import { ownerIdOf, type X402Target, type X402TargetRef } from "./target";
 
 /** What a payment request reads before its checks. */
 export interface LookedUp {
@@ -20,42 +20,43 @@ export interface LookedUp {
 /**
  * Everything read before the checks, in one round trip per database: the charge when the target
  * names it by id (null when there is none), an earlier payment with this authorization and one
- * with its payment identifier (all three in the target's shard), the target's receiving address
- * and whether the payer is on the operators' blocklist (both in control). With one shard, or a
- * target in shard 0, that is one batch, as it always was. A payment that did not decode reads the
- * charge and its address alone.
+ * with its payment identifier (all three where the target lives, `where`), the target's receiving
+ * address and whether the payer is on the operators' blocklist (both in control). With one shard,
+ * or a target living in control, that is one batch, as it always was. A payment that did not
+ * decode reads the charge and its address alone.
  */
 export async function lookUp(
   env: Env,
   x: X402Settings,
+  where: Place,
   ref: X402TargetRef,
   payment: DecodedPayment | null,
 ): Promise<LookedUp> {
   const ownerId = ownerIdOf(ref);
-  const shard = shardOfTarget(ref);
-  const db = dbOfShard(env, shard);
-  const inShard = [
+  const { db } = where;
+  const control = placementOf(env).control.db;
+  const atTarget = [
     ...(ref.kind === "charge_id" ? [chargeRowStatement(db, ref.chargeId)] : []),
     ...(payment ? [paymentStatement(db, x, payment)] : []),
     ...(payment?.paymentIdentifier ? [identifiedStatement(db, payment)] : []),
   ];
   const inControl = [
-    receivingAddressStatement(env.DB, ownerId),
-    ...(payment ? [blocklistStatement(env.DB, payment.authorization.from)] : []),
+    receivingAddressStatement(control, ownerId),
+    ...(payment ? [blocklistStatement(control, payment.authorization.from)] : []),
   ];
-  let shardResults: D1Result<Record<string, unknown>>[];
+  let targetResults: D1Result<Record<string, unknown>>[];
   let controlResults: D1Result<Record<string, unknown>>[];
-  if (shard === 0) {
-    const all = await env.DB.batch<Record<string, unknown>>([...inShard, ...inControl]);
-    shardResults = all.slice(0, inShard.length);
-    controlResults = all.slice(inShard.length);
+  if (where.isControl) {
+    const all = await control.batch<Record<string, unknown>>([...atTarget, ...inControl]);
+    targetResults = all.slice(0, atTarget.length);
+    controlResults = all.slice(atTarget.length);
   } else {
-    [shardResults, controlResults] = await Promise.all([
-      inShard.length > 0 ? db.batch<Record<string, unknown>>(inShard) : Promise.resolve([]),
-      env.DB.batch<Record<string, unknown>>(inControl),
+    [targetResults, controlResults] = await Promise.all([
+      atTarget.length > 0 ? db.batch<Record<string, unknown>>(atTarget) : Promise.resolve([]),
+      control.batch<Record<string, unknown>>(inControl),
     ]);
   }
-  const [charge, earlier, identified] = ref.kind === "charge_id" ? shardResults : [undefined, ...shardResults];
+  const [charge, earlier, identified] = ref.kind === "charge_id" ? targetResults : [undefined, ...targetResults];
   const [receiving, listed] = controlResults;
   const target: X402Target | null =
     ref.kind !== "charge_id"

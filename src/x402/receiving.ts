@@ -1,5 +1,5 @@
-import { settingsOf, type Env, type X402Settings } from "../config/env";
-import { forEachShard } from "../ledger/shards";
+import type { Env, X402Settings } from "../config/env";
+import { placementOf } from "../ledger/place";
 import { hdAddressAt } from "../lib/hd";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
@@ -39,21 +39,25 @@ export async function ensureReceivingAddress(
   owner: ReceivingOwner,
   known?: ReceivingRow | null,
 ): Promise<`0x${string}`> {
+  const control = placementOf(env).control.db;
   let row = known ?? null;
   if (!row) {
-    const [, read] = await env.DB.batch<ReceivingRow>([
-      env.DB.prepare(
-        `INSERT INTO receiving_addresses (idx, owner_id, owner_kind, merchant_id, address, created_at)
+    const [, read] = await control.batch<ReceivingRow>([
+      control
+        .prepare(
+          `INSERT INTO receiving_addresses (idx, owner_id, owner_kind, merchant_id, address, created_at)
          VALUES ((SELECT COALESCE(MAX(idx), -1) + 1 FROM receiving_addresses), ?, ?, ?, NULL, ?)
          ON CONFLICT (owner_id) DO NOTHING`,
-      ).bind(owner.id, owner.kind, owner.merchantId, nowIso()),
-      receivingAddressStatement(env.DB, owner.id),
+        )
+        .bind(owner.id, owner.kind, owner.merchantId, nowIso()),
+      receivingAddressStatement(control, owner.id),
     ]);
     row = read!.results[0]!;
   }
   if (row.address) return row.address as `0x${string}`;
   const address = receivingAddressAt(x.receivingMnemonic, row.idx).toLowerCase() as `0x${string}`;
-  await env.DB.prepare("UPDATE receiving_addresses SET address = ? WHERE idx = ? AND address IS NULL")
+  await control
+    .prepare("UPDATE receiving_addresses SET address = ? WHERE idx = ? AND address IS NULL")
     .bind(address, row.idx)
     .run();
   return address;
@@ -87,8 +91,9 @@ export interface ReceivingReport {
  * payments are swept, then nothing (or what arrived outside a payment).
  */
 export async function receivingReport(env: Env, x: X402Settings, limit: number): Promise<ReceivingReport> {
-  const { rows, total } =
-    settingsOf(env).ledgerShards > 1 ? await settledOverShards(env, limit) : await settledInOne(env, limit);
+  const { rows, total } = placementOf(env).sharded
+    ? await settledOverShards(env, limit)
+    : await settledInOne(env, limit);
   const held = await balancesAt(
     x,
     rows.map((r) => r.address),
@@ -126,14 +131,17 @@ type SettledTotals = { addresses: number; payments: number; received: number };
 
 /** One database holds the payments and the addresses: one batch, a join. */
 async function settledInOne(env: Env, limit: number): Promise<{ rows: SettledTo[]; total: SettledTotals }> {
-  const [listed, totals] = await env.DB.batch<Record<string, unknown>>([
-    env.DB.prepare(
-      `SELECT r.address, r.owner_kind AS ownerKind, r.owner_id AS ownerId, r.merchant_id AS merchantId,
+  const db = placementOf(env).control.db;
+  const [listed, totals] = await db.batch<Record<string, unknown>>([
+    db
+      .prepare(
+        `SELECT r.address, r.owner_kind AS ownerKind, r.owner_id AS ownerId, r.merchant_id AS merchantId,
               COUNT(*) AS payments, SUM(CAST(p.value AS INTEGER)) AS received, MAX(p.updated_at) AS lastPaymentAt
        FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
        WHERE p.status = 'settled' GROUP BY r.address ORDER BY lastPaymentAt DESC LIMIT ?`,
-    ).bind(limit),
-    env.DB.prepare(
+      )
+      .bind(limit),
+    db.prepare(
       "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
     ),
   ]);
@@ -141,39 +149,43 @@ async function settledInOne(env: Env, limit: number): Promise<{ rows: SettledTo[
 }
 
 /**
- * With more than one ledger shard, the payments are in their charges' shards and the addresses in
- * control: each shard's most recently paid addresses (at most `limit`) and totals, then the
- * addresses' owners from control. An address is one charge's or link's, so in one shard only, and
- * the shards' totals add up.
+ * With more than one ledger shard, the payments are in their charges' places and the addresses in
+ * control: each place's most recently paid addresses (at most `limit`) and totals, then the
+ * addresses' owners from control. An address is one charge's or link's, so in one place only, and
+ * the places' totals add up.
  */
 async function settledOverShards(env: Env, limit: number): Promise<{ rows: SettledTo[]; total: SettledTotals }> {
-  const perShard = await forEachShard(env, (db) =>
-    db.batch<Record<string, unknown>>([
-      db
-        .prepare(
-          `SELECT pay_to AS address, COUNT(*) AS payments, SUM(CAST(value AS INTEGER)) AS received, MAX(updated_at) AS lastPaymentAt
+  const place = placementOf(env);
+  const perPlace = await Promise.all(
+    place.each().map(({ db }) =>
+      db.batch<Record<string, unknown>>([
+        db
+          .prepare(
+            `SELECT pay_to AS address, COUNT(*) AS payments, SUM(CAST(value AS INTEGER)) AS received, MAX(updated_at) AS lastPaymentAt
            FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL GROUP BY pay_to ORDER BY lastPaymentAt DESC LIMIT ?`,
-        )
-        .bind(limit),
-      db.prepare(
-        "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
-      ),
-    ]),
+          )
+          .bind(limit),
+        db.prepare(
+          "SELECT COUNT(DISTINCT pay_to) AS addresses, COUNT(*) AS payments, COALESCE(SUM(CAST(value AS INTEGER)), 0) AS received FROM x402_payments WHERE status = 'settled' AND pay_to IS NOT NULL",
+        ),
+      ]),
+    ),
   );
   const total: SettledTotals = { addresses: 0, payments: 0, received: 0 };
-  for (const [, totals] of perShard) {
+  for (const [, totals] of perPlace) {
     const t = totals!.results[0] as unknown as SettledTotals;
     total.addresses += t.addresses;
     total.payments += t.payments;
     total.received += t.received;
   }
-  const paid = perShard
+  const paid = perPlace
     .flatMap(([listed]) => listed!.results as unknown as Omit<SettledTo, "ownerKind" | "ownerId" | "merchantId">[])
     .sort((a, b) => (a.lastPaymentAt < b.lastPaymentAt ? 1 : a.lastPaymentAt > b.lastPaymentAt ? -1 : 0));
-  const owners = await env.DB.prepare(
-    `SELECT address, owner_kind AS ownerKind, owner_id AS ownerId, merchant_id AS merchantId
+  const owners = await place.control.db
+    .prepare(
+      `SELECT address, owner_kind AS ownerKind, owner_id AS ownerId, merchant_id AS merchantId
      FROM receiving_addresses WHERE address IN (SELECT value FROM json_each(?))`,
-  )
+    )
     .bind(JSON.stringify(paid.map((p) => p.address)))
     .all<{ address: string; ownerKind: string; ownerId: string; merchantId: string }>();
   const ownerOf = new Map(owners.results.map((o) => [o.address, o]));

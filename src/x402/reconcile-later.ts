@@ -1,5 +1,6 @@
 import type { Env } from "../config/env";
-import { dbOfShard, shardOfId } from "../db/shards";
+import { placeOfMadeId } from "../ledger/made-places";
+import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { settlerOf } from "./settler.do";
@@ -14,8 +15,9 @@ export async function leaveToReconciliation(
   transaction: `0x${string}` | null,
   reason: string,
 ): Promise<void> {
-  // The payment lives in its charge's shard, which its id names.
-  await dbOfShard(env, shardOfId(paymentId))
+  // The payment lives in its charge's place, which its id names.
+  const { db } = placeOfMadeId(placementOf(env), paymentId);
+  await db
     .prepare(
       "UPDATE x402_payments SET status = 'unknown', tx_hash = COALESCE(?, tx_hash), error = ?, updated_at = ? WHERE id = ? AND status = 'settling'",
     )

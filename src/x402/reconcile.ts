@@ -2,7 +2,8 @@ import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
 import { getCharge } from "../charges/service";
 import { dbOf } from "../db/client";
-import { dbOfShard, shardNumbers, shardOfId } from "../db/shards";
+import { placeOfMadeId } from "../ledger/made-places";
+import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { authorizationFate, authorizationUsed, movedBy, receiptNow, rpcBatch, type Receipt } from "../chain/client";
@@ -92,7 +93,7 @@ export async function reconcilePayment(
     await release(env, p.id, p.chargeId, "authorization_used_without_transfer", nowIso());
     return "failed";
   }
-  const charge = await getCharge(dbOf(dbOfShard(env, shardOfId(p.chargeId))), p.chargeId);
+  const charge = await getCharge(dbOf(placeOfMadeId(placementOf(env), p.chargeId).db), p.chargeId);
   if (!charge) return "waiting";
   await credit(env, x, charge, p.id, p.payer.toLowerCase(), receipt.transactionHash);
   return "credited";
@@ -148,9 +149,8 @@ const FINAL_VERDICTS = [
  */
 export async function watchReleasedPayments(env: Env, x: X402Settings, nowSeconds: number): Promise<number> {
   let reopened = 0;
-  // A payment lives in its charge's shard: each shard's released payments are watched in turn.
-  for (const shard of shardNumbers(env, settingsOf(env).ledgerShards))
-    reopened += await watchReleasedIn(env, dbOfShard(env, shard), x, nowSeconds);
+  // A payment lives in its charge's place: each place's released payments are watched in turn.
+  for (const { db } of placementOf(env).each()) reopened += await watchReleasedIn(env, db, x, nowSeconds);
   return reopened;
 }
 
@@ -223,18 +223,20 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
   } catch (error) {
     log.warn("x402_watch_released", { error });
   }
-  // Every shard's open payments (each payment lives in its charge's shard), at most 50 of each.
+  // Every place's open payments (each payment lives in its charge's place), at most 50 of each.
   const open = (
     await Promise.all(
-      shardNumbers(env, settingsOf(env).ledgerShards).map((shard) =>
-        dbOfShard(env, shard)
-          .prepare(
-            `${OPEN_PAYMENT_SELECT}
+      placementOf(env)
+        .each()
+        .map(({ db }) =>
+          db
+            .prepare(
+              `${OPEN_PAYMENT_SELECT}
      WHERE status = 'unknown' OR (status = 'settling' AND updated_at <= ?) ORDER BY updated_at LIMIT 50`,
-          )
-          .bind(nowIso(now - STALE_SETTLING_MS))
-          .all<OpenPayment>(),
-      ),
+            )
+            .bind(nowIso(now - STALE_SETTLING_MS))
+            .all<OpenPayment>(),
+        ),
     )
   ).flatMap((r) => r.results);
   for (const payment of open) {

@@ -1,16 +1,16 @@
-import type { Env, X402Settings } from "../config/env";
+import type { X402Settings } from "../config/env";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
 import { executeBatch, guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
 import { chargeCreationStatements, chargeView, newPendingCharge, type ChargeRow } from "../charges/service";
 import { linkActiveCheck } from "../ledger/movements";
+import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { findPayment, identifiedStatement, outcomeOfEarlier, sameTarget, type PaymentRow } from "./earlier-payments";
 import type { X402Outcome } from "./outcome";
 import type { DecodedPayment } from "./payload";
-import { shardOfTarget, type X402Target } from "./target";
+import type { X402Target } from "./target";
 import type { Terms } from "./terms";
 
 export type Reservation =
@@ -21,22 +21,21 @@ export type Reservation =
 /**
  * Reserves (network, asset, payer, nonce) and claims the charge in one batch, before the
  * facilitator is called: a racing payment finds the claim, a replayed authorization finds the
- * reservation. A checkout link's charge is born in the same batch, already claimed.
+ * reservation. A checkout link's charge is born in the same batch, already claimed. Everything the
+ * reservation guards and writes is where the target lives (`where`), and the payment's id carries it.
  */
 export async function reserve(
-  env: Env,
   x: X402Settings,
+  where: Place,
   target: X402Target,
   terms: Terms,
   payment: DecodedPayment,
   earlier: PaymentRow | null,
 ): Promise<Reservation> {
   const at = nowIso();
-  // Everything the reservation guards and writes is in the target's shard, and the payment's id carries it.
-  const shard = shardOfTarget(target);
-  const db = dbOfShard(env, shard);
-  const paymentId = earlier?.id ?? newId("x402Payment", { shard });
-  const charge = chargeToClaim(target, paymentId, at, shard);
+  const { db } = where;
+  const paymentId = earlier?.id ?? newId("x402Payment", where);
+  const charge = chargeToClaim(target, paymentId, at, where);
   const statements: SqlStatement[] = [
     ...chargeGuards(target, charge),
     ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at),
@@ -60,7 +59,7 @@ export async function reserve(
 }
 
 /** The charge a reservation claims: the stored one, or the one a checkout link's payment gives birth to. */
-function chargeToClaim(target: X402Target, paymentId: string, at: string, shard: number): ChargeRow {
+function chargeToClaim(target: X402Target, paymentId: string, at: string, where: Place): ChargeRow {
   if (target.kind === "charge") return target.charge;
   return newPendingCharge(
     target.link.merchantId,
@@ -72,7 +71,7 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, shard:
       x402Claim: paymentId,
     },
     at,
-    shard,
+    where.shard,
   );
 }
 

@@ -14,7 +14,7 @@ import { lookUp, type LookedUp } from "./lookup";
 import type { X402Outcome } from "./outcome";
 import { leaveToReconciliation, watchSoon } from "./reconcile-later";
 import { reserve, type Reservation } from "./reserve";
-import { shardOfTarget, termsForTarget, type X402Target, type X402TargetRef } from "./target";
+import { placeOfTarget, termsForTarget, type X402Target, type X402TargetRef } from "./target";
 
 /**
  * Pays a charge or a checkout link with an x402 payment header, exactly once:
@@ -39,9 +39,10 @@ export async function payWithX402(
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
   // An id naming a shard this deployment does not run names no charge.
-  if (shardOfTarget(ref) >= settingsOf(env).ledgerShards) return { kind: "charge_not_found" };
+  const where = placeOfTarget(env, ref);
+  if (!where) return { kind: "charge_not_found" };
   const sent = decodePaymentHeader(header);
-  const found = await lookUp(env, x, ref, sent);
+  const found = await lookUp(env, x, where, ref, sent);
   const { target, receiving } = found;
   if (!target) return { kind: "charge_not_found" };
   const terms = await termsForTarget(env, x, target, resource, receiving);
@@ -75,7 +76,7 @@ export async function payWithX402(
   );
   if (refused) return refused;
 
-  const reserved = await reserve(env, x, target, terms, chosen.payment, chosen.earlier);
+  const reserved = await reserve(x, where, target, terms, chosen.payment, chosen.earlier);
   if (reserved.kind !== "reserved")
     return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
   return settleReserved(env, x, settler, terms, chosen.payment, reserved, payer);

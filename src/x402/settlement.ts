@@ -1,18 +1,21 @@
 import type { ChargeRow } from "../charges/service";
 import { executeBatch, sqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
-import { ledgerOf } from "../ledger/ledger.do";
+import { placeOfMadeId } from "../ledger/made-places";
 import { x402PaymentPlan } from "../ledger/movements";
+import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
-import { dbOfShard, shardOfId } from "../db/shards";
 
 /*
  * How a settlement ends, whoever learns it: the request that settled (service.ts) or the
  * reconciliation that asked the chain later (reconcile.ts). Kept apart from both so the
  * settler, which reconciles, never reaches back into the request path. A payment lives with the
- * charge it pays, in the charge's ledger shard (both ids carry it): every ending is written there,
- * and the credit commits on that shard's sequencer.
+ * charge it pays, in the charge's place (both ids carry it): every ending is written there, and the
+ * credit commits there.
  */
+
+/** Where a payment of this charge lives: the charge's place, which its id names. */
+const placeOfCharge = (env: Env, chargeId: string) => placeOfMadeId(placementOf(env), chargeId);
 
 /** Credits a settled transfer; idempotent, since the plan requires the payment to be still open. */
 export async function credit(
@@ -23,7 +26,7 @@ export async function credit(
   payer: string,
   transaction: string,
 ): Promise<boolean> {
-  const result = await ledgerOf(env, shardOfId(charge.id)).commit(
+  const result = await placeOfCharge(env, charge.id).commit(
     x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: nowIso() }),
   );
   return result.kind === "committed";
@@ -37,7 +40,7 @@ export async function release(
   reason: string,
   at: string,
 ): Promise<void> {
-  await executeBatch(dbOfShard(env, shardOfId(chargeId)), [
+  await executeBatch(placeOfCharge(env, chargeId).db, [
     sqlStatement(
       "UPDATE x402_payments SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND status IN ('settling', 'unknown')",
       reason.slice(0, 300),
@@ -60,7 +63,7 @@ export async function release(
  */
 export async function reopenReleased(env: Env, paymentId: string, chargeId: string): Promise<boolean> {
   const released = "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')";
-  const db = dbOfShard(env, shardOfId(chargeId));
+  const { db } = placeOfCharge(env, chargeId);
   const [, reopened] = await db.batch([
     db
       .prepare(

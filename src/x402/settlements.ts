@@ -1,5 +1,5 @@
 import type { Env, X402Settings } from "../config/env";
-import { dbOfIdOrNull, forEachShard } from "../ledger/shards";
+import { placementOf } from "../ledger/place";
 import { caip2 } from "./terms";
 import { protocolReason, type ProtocolReason } from "./reasons";
 
@@ -52,18 +52,18 @@ function settlementView(x: X402Settings, row: SettlementRow): SettlementView {
   };
 }
 
-/** A settlement by its id, read in the shard the id names (its charge's); a shard not run here has none. */
+/** A settlement by its id, read where the id says it lives (its charge's place); a shard not run here has none. */
 export async function settlementById(env: Env, x: X402Settings, id: string): Promise<SettlementView | null> {
-  const db = dbOfIdOrNull(env, id);
-  if (!db) return null;
-  const row = await db.prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
+  const at = placementOf(env).ofId(id);
+  if (!at) return null;
+  const row = await at.db.prepare(`${SETTLEMENT_SELECT} WHERE id = ?`).bind(id).first<SettlementRow>();
   return row ? settlementView(x, row) : null;
 }
 
 /**
  * The settlement of one authorization, found by what the payer signed: its address and nonce. What
- * is signed names no shard, so every shard is asked (at once); an authorization pays the receiving
- * address it signs, which belongs to one charge or link, so at most one shard holds it.
+ * is signed names no place, so every place is asked (at once); an authorization pays the receiving
+ * address it signs, which belongs to one charge or link, so at most one place holds it.
  */
 export async function settlementByAuthorization(
   env: Env,
@@ -71,11 +71,15 @@ export async function settlementByAuthorization(
   payer: string,
   nonce: string,
 ): Promise<SettlementView | null> {
-  const rows = await forEachShard(env, (db) =>
-    db
-      .prepare(`${SETTLEMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
-      .bind(x.network, x.asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase())
-      .first<SettlementRow>(),
+  const rows = await Promise.all(
+    placementOf(env)
+      .each()
+      .map(({ db }) =>
+        db
+          .prepare(`${SETTLEMENT_SELECT} WHERE network = ? AND asset = ? AND payer = ? AND nonce = ?`)
+          .bind(x.network, x.asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase())
+          .first<SettlementRow>(),
+      ),
   );
   const row = rows.find((r) => r !== null);
   return row ? settlementView(x, row) : null;

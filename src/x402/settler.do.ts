@@ -9,7 +9,7 @@ import { receiptWithin, rpcCall, shortError } from "../chain/client";
 import { gasAccountOf, type PreparedTransfer, type SettleOutcome } from "./transfer";
 import { batchTransfer, outcomesIn, type BatchedAuthorization } from "./batch";
 import { nowIso } from "../lib/time";
-import { dbOfShard, shardOfId } from "../db/shards";
+import { placementOf, type Place } from "../ledger/place";
 import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
 
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
@@ -165,16 +165,16 @@ export class X402SettlerDurableObject extends DurableObject<Env> {
       key.slice(PENDING.length),
     );
     if (!x || watched.length === 0) return;
-    // A payment lives in its charge's shard, which its id names: each shard is read for its own.
-    const byShard = new Map<number, string[]>();
+    // A payment lives in its charge's place, which its id names: each place is read for its own.
+    const byPlace = new Map<Place, string[]>();
     for (const id of watched) {
-      const shard = shardOfId(id);
-      if (shard < settingsOf(this.env).ledgerShards) byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
+      const at = placementOf(this.env).ofId(id);
+      if (at) byPlace.set(at, [...(byPlace.get(at) ?? []), id]);
     }
     const open = (
       await Promise.all(
-        [...byShard].map(([shard, ids]) =>
-          dbOfShard(this.env, shard)
+        [...byPlace].map(([{ db }, ids]) =>
+          db
             .prepare(
               `${OPEN_PAYMENT_SELECT}
        WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('unknown', 'settling')`,

@@ -1,6 +1,6 @@
 import type { Env, X402Settings } from "../config/env";
 import type { ChargeRow } from "../charges/service";
-import { shardOfId } from "../db/shards";
+import { placementOf, type Place } from "../ledger/place";
 import { ensureReceivingAddress, type ReceivingOwner, type ReceivingRow } from "./receiving";
 import { termsFor, type Terms } from "./terms";
 
@@ -26,17 +26,17 @@ const ownerOf = (t: X402Target): ReceivingOwner =>
     ? { kind: "charge", id: t.charge.id, merchantId: t.charge.merchantId }
     : { kind: "checkout_link", id: t.link.id, merchantId: t.link.merchantId };
 
-/** The id a target's receiving address and shard go by: the charge's, or the checkout link's. */
+/** The id a target's receiving address and place go by: the charge's, or the checkout link's. */
 export const ownerIdOf = (ref: X402TargetRef): string =>
   ref.kind === "charge_id" ? ref.chargeId : ref.kind === "charge" ? ref.charge.id : ref.link.id;
 
 /**
- * The ledger shard an x402 payment of this target lives in, with the charge it pays: a stored
- * charge's own (its id carries it), and for a checkout link the link's, where the charge it makes
- * is born. Its reservation, claim, credit and status all live there; the receiving address and the
- * blocklist stay in control (DB).
+ * Where an x402 payment of this target lives, with the charge it pays: a stored charge's own place
+ * (its id carries it), and for a checkout link the link's, where the charge it makes is born. Its
+ * reservation, claim, credit and status all live there; the receiving address and the blocklist
+ * stay in control. Null for an id naming a shard this deployment does not run: it names no charge.
  */
-export const shardOfTarget = (ref: X402TargetRef): number => shardOfId(ownerIdOf(ref));
+export const placeOfTarget = (env: Env, ref: X402TargetRef): Place | null => placementOf(env).ofId(ownerIdOf(ref));
 
 /** The terms of a target: its amount, to its own receiving address (assigned on first use). */
 export async function termsForTarget(

@@ -17,6 +17,7 @@ import type { Env, X402Settings } from "../../src/config/env";
 import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
+import { placementOf } from "../../src/ledger/place";
 import { setFaultHook } from "../../src/lib/faults";
 import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { readLedgerSnapshot } from "../../src/treasury/ledger-side";
@@ -132,7 +133,7 @@ describe("webhooks from shard 1", () => {
     expect(undispatched).toEqual({ at: null });
     // Forwarded again and fanned out: one delivery, the shard's row dispatched; a third run changes nothing.
     await dispatchOutbox(env2);
-    await forwardShardOutbox(env2, 1);
+    await forwardShardOutbox(env2, placementOf(env2).each()[1]!);
     await dispatchOutbox(env2);
     const deliveries = await env.DB.prepare(
       "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE event_id = ? AND endpoint_id = ?",
