@@ -1,7 +1,6 @@
 import { Hono, type Context } from "hono";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -36,7 +35,7 @@ export const TokenParam = z.object({ token: pathId });
 
 /** The merchant's home shard, where its links live. */
 const merchantHome = async (c: Context<AppEnv>) =>
-  dbOf(dbOfShard(c.env, await ownerShard(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId)));
+  dbOf((await placementOf(c.env).ofMerchant(actorOf(c.get("actor"), "merchant").merchantId)).db);
 
 export const checkoutRoutes = new Hono<AppEnv>()
   .post(
@@ -46,9 +45,9 @@ export const checkoutRoutes = new Hono<AppEnv>()
     async (c) => {
       const body = c.req.valid("json");
       const { merchantId } = actorOf(c.get("actor"), "merchant");
-      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const home = await placementOf(c.env).ofMerchant(merchantId);
       const link = await createCheckoutLink(
-        dbOf(dbOfShard(c.env, shard)),
+        dbOf(home.db),
         merchantId,
         {
           amountMinor: body.amountUsdCents,
@@ -56,7 +55,7 @@ export const checkoutRoutes = new Hono<AppEnv>()
           externalId: body.externalId,
         },
         (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
-        shard,
+        home.shard,
       );
       return c.json(checkoutLinkCreatedView(link), 201);
     },

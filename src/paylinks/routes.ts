@@ -1,7 +1,6 @@
 import { Hono } from "hono";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -55,9 +54,9 @@ export const paylinkRoutes = new Hono<AppEnv>()
       const body = c.req.valid("json");
       const { merchantId } = actorOf(c.get("actor"), "merchant");
       // A PayLink and its grants live in the merchant's home shard; the create's answer is stored there.
-      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const home = await placementOf(c.env).ofMerchant(merchantId);
       const paylink = await createPaylink(
-        dbOf(dbOfShard(c.env, shard)),
+        dbOf(home.db),
         merchantId,
         {
           budgetMinor: body.budgetUsdCents,
@@ -67,7 +66,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
           expiresInHours: body.expiresInHours,
         },
         (row) => answerInBatch(c, 201, paylinkCreatedView(row)),
-        shard,
+        home.shard,
       );
       return c.json(paylinkCreatedView(paylink), 201);
     },
