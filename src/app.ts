@@ -11,6 +11,8 @@ import { checkoutRoutes } from "./checkout/routes";
 import { consoleAuthRoutes } from "./console/auth-routes";
 import { consoleUiRoutes } from "./console/ui/routes";
 import { dbOf } from "./db/client";
+import { answersOf } from "./ledger/answers-place";
+import { placementOf } from "./ledger/place";
 import { settingsOf } from "./config/env";
 import { kytRoutes } from "./kyt/routes";
 import { ApiError } from "./lib/errors";
@@ -49,7 +51,9 @@ export function buildApp() {
     const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
     c.set("requestId", requestId);
     c.set("settings", settingsOf(c.env));
-    c.set("db", dbOf(c.env.DB));
+    c.set("db", dbOf(placementOf(c.env).control.db));
+    // Where keyed requests keep their answers: the ledger's rule, which auth (below the ledger) is handed here.
+    c.set("answers", answersOf(c.env));
     await enforceRateLimit(c.env.CLIENT_RATE_LIMIT, `client:${c.req.header("cf-connecting-ip") ?? "local"}`);
     await next();
     c.header("x-request-id", requestId);

@@ -1,4 +1,3 @@
-import type { Context } from "hono";
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
@@ -11,7 +10,6 @@ import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgentAtHome, listAgentsAtHome } from "./service";
 import { walletOf } from "./wallet.do";
 import { payOutcomeResponse } from "./outcomes";
-import { keysInHomeOf } from "../ledger/directory";
 import { ChargeIdParam } from "../charges/routes";
 import { creditBody } from "./wallet-credit";
 import { answerInBatch } from "../auth/idempotency";
@@ -29,9 +27,6 @@ export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(50
 export const FreezeBody = z.object({ reason: z.string().trim().min(1).max(200).optional() }).strict();
 /** Unfreeze takes nothing: no body, or `{}`; anything else is refused like any other body, never ignored. */
 export const NoBody = z.object({}).strict();
-
-/** An agent's payment stores its answer in its home shard's batch: its key is reserved there. */
-const agentKeysInHome = (c: Context<AppEnv>) => keysInHomeOf(c.env, "agent", actorOf(c.get("actor"), "agent").agentId);
 
 export const agentRoutes = new Hono<AppEnv>()
   .post("/console/agents", requireActor("console"), validate("json", CreateAgentBody), async (c) => {
@@ -67,8 +62,8 @@ export const agentRoutes = new Hono<AppEnv>()
   )
   .post(
     "/console/agents/:agentId/credits",
-    // The credit stores its answer in its batch, in the agent's shard: the key is reserved there.
-    requireActor("console", { keysIn: (c) => keysInHomeOf(c.env, "agent", c.req.param("agentId") ?? "") }),
+    // The credit stores its answer in its batch, with the agent's money.
+    requireActor("console", { money: "writes" }),
     validate("param", AgentParam),
     validate("json", CreditBody),
     async (c) => {
@@ -139,7 +134,8 @@ export const agentRoutes = new Hono<AppEnv>()
   // An agent pays a charge from its wallet: the wallet, not the charge, decides (policy, balance, approval).
   .post(
     "/charges/:chargeId/pay",
-    requireActor("agent", { keysIn: agentKeysInHome }),
+    // Its answer is stored with the paying agent's money; a retry finds its payment of the charge again in the wallet.
+    requireActor("agent", { money: "writes" }),
     validate("param", ChargeIdParam),
     async (c) => {
       const { agentId } = actorOf(c.get("actor"), "agent");

@@ -1,12 +1,10 @@
 import { Hono } from "hono";
-import { dbOfShard, shardOfId } from "../db/shards";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";
 import { payOutcomeResponse } from "../agents/outcomes";
-import { earlierAnswerUnderKey } from "../agents/transfer-retries";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
 import { APPROVAL_STATUSES, approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "./service";
@@ -25,16 +23,13 @@ export const approvalRoutes = new Hono<AppEnv>()
   })
   .post(
     "/approvals/:id/grant",
-    // The payment's answer is stored where its last batch commits: the agent's home, the approval's shard.
-    requireActor("console", { keysIn: async (c) => dbOfShard(c.env, shardOfId(c.req.param("id") ?? "")) }),
+    // The payment's answer is stored where its last batch commits: with the approval, in the agent's home.
+    requireActor("console", { money: "pays" }),
     validate("param", ApprovalParam),
     async (c) => {
       const approval = await getApproval(dbOfApproval(c.env, c.req.valid("param").id), c.req.valid("param").id);
       if (!approval) throw new ApiError(404, "approval_not_found");
       const { email } = actorOf(c.get("actor"), "console");
-      // A retry whose first grant crossed shards and lost its answer is answered with that payment.
-      const earlier = await earlierAnswerUnderKey(c.env, approval.agentId, c.get("idempotency"));
-      if (earlier) return c.json(earlier);
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(
         approval.agentId,
         approval.id,

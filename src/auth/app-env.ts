@@ -1,3 +1,4 @@
+import type { AnswerKeeping } from "./answers";
 import type { Actor } from "./credentials";
 import type { Db } from "../db/client";
 import type { Env, Settings } from "../config/env";
@@ -13,6 +14,8 @@ export interface AppEnv {
     actor?: Actor;
     /** The console page session's CSRF token (console pages only). */
     csrf?: string;
+    /** Where keyed requests keep their answers: the ledger's rule, set by app.ts (auth/answers.ts). */
+    answers?: AnswerKeeping;
     /** The reserved Idempotency-Key of this request, if it has one (auth/idempotency.ts). */
     idempotency?: IdempotencySlot;
   };

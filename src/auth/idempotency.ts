@@ -1,6 +1,7 @@
 import type { Context, Next } from "hono";
 import type { AppEnv } from "./app-env";
 import type { Actor } from "./credentials";
+import { answersIn, controlHome, type MoneyAct, moneyRequestOf } from "./answers";
 import {
   ABANDONED_AFTER_MS,
   IDEMPOTENCY_TTL_MS,
@@ -76,6 +77,15 @@ const storedText = (material: string, body: string) =>
  * `bearer` or a rolled key would change, so a retry after either still replays)
  * and kept 24 h.
  *
+ * Where: a request whose route declares that it acts on money (`money`) keeps
+ * its key and answer with that money, in the database the ledger's rule names
+ * (src/ledger/answers-place.ts), so the batch that moves it stores the answer;
+ * any other in control. With several ledger shards control also claims every
+ * key, so a key names one request whichever shard its reservation is in. A
+ * payment (`money: "pays"`) whose first answer was lost after its transfer left
+ * the agent's shard (the 5xx freed the key) is answered with that payment on
+ * its retry, never paid twice.
+ *
  * `requireActor` runs this once it has admitted the credential (valid now, of
  * the route's kind, within its rate limit), never before: a stored answer,
  * which may show a key once, is replayed only to a working credential of the
@@ -85,7 +95,7 @@ const storedText = (material: string, body: string) =>
  * paying tools' `idempotencyKey` argument is kept by the same code, under the
  * same scope, except that a repeat waits for the first (`reserveKeyOrWait`).
  */
-export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database = c.env.DB): Promise<void> {
+export async function idempotent(c: Context<AppEnv>, next: Next, money?: MoneyAct): Promise<void> {
   const key = c.req.header("idempotency-key");
   const authorization = c.req.header("authorization");
   if (c.req.method !== "POST" || key === undefined || !authorization) return next();
@@ -106,10 +116,13 @@ export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database 
     requestHash: await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`),
   };
   const material = c.get("settings").webhookSecretsKey;
+  const answers = answersIn(c);
+  // The answer lives with the money the request moves (the ledger's rule), else in control.
+  const home = money ? await answers.homeOf(moneyRequestOf(c, money, actor, body)) : controlHome(answers);
   // With more than one ledger shard the reservation below may be in any shard: control claims the key first.
-  const claimed = c.get("settings").ledgerShards > 1;
-  if (claimed) await claimKey(c.env.DB, request);
-  const reservation = await reserveKey(db, material, request);
+  const claimed = answers.sharded;
+  if (claimed) await claimKey(answers.control, request);
+  const reservation = await reserveKey(home.db, material, request);
   if (reservation.kind === "replay") {
     const { answer } = reservation;
     c.res = new Response(answer.body, {
@@ -118,16 +131,20 @@ export async function idempotent(c: Context<AppEnv>, next: Next, db: D1Database 
     });
     return;
   }
-  c.set("idempotency", reservation.slot);
+  const { slot } = reservation;
+  c.set("idempotency", slot);
   await keepAnswer(
-    db,
+    home.db,
     material,
-    reservation.slot,
+    slot,
     async () => {
-      await next();
+      // A retry whose first payment crossed shards and lost its answer is answered with that payment.
+      const earlier = await home.earlier(slot);
+      if (earlier) c.res = c.json(earlier);
+      else await next();
       return { status: c.res.status, contentType: c.res.headers.get("content-type"), body: () => c.res.clone().text() };
     },
-    claimed ? () => releaseClaim(c.env.DB, request) : undefined,
+    claimed ? () => releaseClaim(answers.control, request) : undefined,
   );
 }
 

@@ -1,8 +1,8 @@
-import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "./app-env";
 import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
+import type { MoneyAct } from "./answers";
 import { idempotent } from "./idempotency";
 import { enforceRateLimit } from "../lib/rate-limit";
 import { resolveCredential, type Actor, type ActorKind } from "./credentials";
@@ -34,10 +34,10 @@ export const requireActor = <K extends ActorKind>(
   options: {
     idempotencyKey?: boolean;
     /**
-     * Where the request's Idempotency-Key is reserved: the database of the plan that stores its
-     * answer (an owner's ledger shard). Control (DB) unless the route says otherwise.
+     * What the request does with money (auth/answers.ts): its key and answer are kept with that
+     * money, where the ledger's rule places it. Undeclared: it moves none, and keeps them in control.
      */
-    keysIn?: (c: Context<AppEnv>) => Promise<D1Database>;
+    money?: MoneyAct;
   } = {},
 ) =>
   createMiddleware<AppEnv>(async (c, next) => {
@@ -68,7 +68,7 @@ export const requireActor = <K extends ActorKind>(
     );
     c.set("actor", actor);
     if (options.idempotencyKey === false) return next();
-    return idempotent(c, next, options.keysIn ? await options.keysIn(c) : c.env.DB);
+    return idempotent(c, next, options.money);
   });
 
 /** The authenticated actor of the kind the route required. */

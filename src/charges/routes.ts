@@ -1,8 +1,6 @@
-import { dbOfIdOrNull } from "../ledger/shards";
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -23,42 +21,39 @@ export const CreateChargeBody = z
 
 export const ChargeIdParam = z.object({ chargeId: pathId });
 
-const merchantKeysInHome = (c: Context<AppEnv>) =>
-  keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId);
-
 export const chargeRoutes = new Hono<AppEnv>()
   // A merchant's charges live in its home shard; the create's answer is stored in its batch there.
   .post(
     "/merchant/charges",
-    requireActor("merchant", { keysIn: merchantKeysInHome }),
+    requireActor("merchant", { money: "writes" }),
     validate("json", CreateChargeBody),
     async (c) => {
       const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
       if (!merchant) throw new ApiError(404, "merchant_not_found");
       const body = c.req.valid("json");
       const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
-      const shard = await ownerShard(c.env, "merchant", merchant.id);
+      const home = await placementOf(c.env).ofMerchant(merchant.id);
       const charge = await createCharge(
-        dbOfShard(c.env, shard),
+        home.db,
         merchant,
         input,
         (row) => answerInBatch(c, 201, chargeView(row)),
-        shard,
+        home.shard,
       );
       return c.json(chargeView(charge), 201);
     },
   )
   .get("/merchant/charges", requireActor("merchant"), async (c) => {
     const { merchantId } = actorOf(c.get("actor"), "merchant");
-    const home = dbOf(dbOfShard(c.env, await ownerShard(c.env, "merchant", merchantId)));
-    const rows = await listMerchantCharges(home, merchantId, 100);
+    const home = await placementOf(c.env).ofMerchant(merchantId);
+    const rows = await listMerchantCharges(dbOf(home.db), merchantId, 100);
     return c.json({ charges: rows.map(chargeView) });
   })
   // The id names the charge's shard.
   .get("/charges/:chargeId", validate("param", ChargeIdParam), async (c) => {
     const { chargeId } = c.req.valid("param");
-    const db = dbOfIdOrNull(c.env, chargeId);
-    const charge = db && (await getCharge(dbOf(db), chargeId));
+    const at = placementOf(c.env).ofId(chargeId);
+    const charge = at && (await getCharge(dbOf(at.db), chargeId));
     if (!charge) throw new ApiError(404, "charge_not_found");
     return c.json(chargeView(charge));
   });

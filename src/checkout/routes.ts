@@ -1,12 +1,10 @@
 import { Hono, type Context } from "hono";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { payOutcomeResponse } from "../agents/outcomes";
-import { earlierAnswerUnderKey } from "../agents/transfer-retries";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -35,26 +33,21 @@ export const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(10
 export const PatchBody = z.object({ active: z.boolean() }).strict();
 export const TokenParam = z.object({ token: pathId });
 
-const merchantKeysInHome = (c: Context<AppEnv>) =>
-  keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId);
-/** A payment's answer (or its hold's) is stored in the agent's home shard, where its last batch commits. */
-const agentKeysInHome = (c: Context<AppEnv>) => keysInHomeOf(c.env, "agent", actorOf(c.get("actor"), "agent").agentId);
-
 /** The merchant's home shard, where its links live. */
 const merchantHome = async (c: Context<AppEnv>) =>
-  dbOf(dbOfShard(c.env, await ownerShard(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId)));
+  dbOf((await placementOf(c.env).ofMerchant(actorOf(c.get("actor"), "merchant").merchantId)).db);
 
 export const checkoutRoutes = new Hono<AppEnv>()
   .post(
     "/merchant/checkout",
-    requireActor("merchant", { keysIn: merchantKeysInHome }),
+    requireActor("merchant", { money: "writes" }),
     validate("json", CreateBody),
     async (c) => {
       const body = c.req.valid("json");
       const { merchantId } = actorOf(c.get("actor"), "merchant");
-      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const home = await placementOf(c.env).ofMerchant(merchantId);
       const link = await createCheckoutLink(
-        dbOf(dbOfShard(c.env, shard)),
+        dbOf(home.db),
         merchantId,
         {
           amountMinor: body.amountUsdCents,
@@ -62,7 +55,7 @@ export const checkoutRoutes = new Hono<AppEnv>()
           externalId: body.externalId,
         },
         (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
-        shard,
+        home.shard,
       );
       return c.json(checkoutLinkCreatedView(link), 201);
     },
@@ -102,13 +95,11 @@ export const checkoutRoutes = new Hono<AppEnv>()
   })
   .post(
     "/checkout/:token/pay",
-    requireActor("agent", { keysIn: agentKeysInHome }),
+    // A payment's answer (or its hold's) is stored with the agent's money, where its last batch commits.
+    requireActor("agent", { money: "pays" }),
     validate("param", TokenParam),
     async (c) => {
       const { agentId } = actorOf(c.get("actor"), "agent");
-      // A retry whose first payment crossed shards and lost its answer is answered with that payment.
-      const earlier = await earlierAnswerUnderKey(c.env, agentId, c.get("idempotency"));
-      if (earlier) return c.json(earlier);
       const outcome = await payCheckoutLink(c.env, agentId, c.req.valid("param").token, c.get("idempotency"));
       return payOutcomeResponse(c, outcome, CHECKOUT_PAID_VIEW, "agent");
     },

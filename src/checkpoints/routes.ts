@@ -7,7 +7,8 @@ import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
 import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
 import { runShard, ShardPageQuery, ShardQuery } from "../audit/routes";
-import { dbOfShard } from "../db/shards";
+import type { Env } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
 export const checkpointView = (cp: Checkpoint) => ({
@@ -25,13 +26,17 @@ export const checkpointView = (cp: Checkpoint) => ({
   anchoredAt: cp.anchorStatus === "confirmed" ? cp.anchoredAt : null,
 });
 
+/** The place of the ledger shard the API names by its number (the k-th of each()), or 400 for one not run here. */
+const namedShard = (env: Env, shard: number): Place => placementOf(env).each()[runShard(env, shard)]!;
+
 export const checkpointRoutes = new Hono<AppEnv>()
   /**
    * Signs a checkpoint of the head now (201), or answers the latest when the head has not moved
    * since (200), then takes its anchor one step on chain within the request.
    */
   .post("/console/audit/checkpoints", requireActor("console"), validate("query", ShardQuery), async (c) => {
-    const shard = runShard(c.env, c.req.valid("query").shard);
+    const { shard } = c.req.valid("query");
+    const at = namedShard(c.env, shard);
     const made = await makeCheckpoint(c.env, Date.now(), shard);
     if (made.kind === "empty") throw new ApiError(409, "audit_chain_empty");
     try {
@@ -40,19 +45,19 @@ export const checkpointRoutes = new Hono<AppEnv>()
       // Signed and stored all the same: the cron takes the anchor on from here.
       log.warn("audit_anchor_request", { shard, seq: made.checkpoint.seq, error });
     }
-    const checkpoint = (await checkpointAt(dbOfShard(c.env, shard), made.checkpoint.seq)) ?? made.checkpoint;
+    const checkpoint = (await checkpointAt(at.db, made.checkpoint.seq)) ?? made.checkpoint;
     return c.json({ checkpoint: checkpointView(checkpoint) }, made.kind === "created" ? 201 : 200);
   })
   .get("/console/audit/checkpoints", requireActor("console"), validate("query", ShardPageQuery), async (c) => {
     const { afterSeq, limit, shard } = c.req.valid("query");
-    const page = await checkpointPage(dbOfShard(c.env, runShard(c.env, shard)), afterSeq, limit);
+    const page = await checkpointPage(namedShard(c.env, shard).db, afterSeq, limit);
     return c.json({
       checkpoints: page.map(checkpointView),
       nextAfterSeq: page.length === limit ? page[page.length - 1]!.seq : null,
     });
   })
   .get("/audit/checkpoints/latest", requireActor("console"), validate("query", ShardQuery), async (c) => {
-    const latest = await latestCheckpoint(dbOfShard(c.env, runShard(c.env, c.req.valid("query").shard)));
+    const latest = await latestCheckpoint(namedShard(c.env, c.req.valid("query").shard).db);
     if (!latest) throw new ApiError(404, "checkpoint_not_found");
     return c.json({ checkpoint: checkpointView(latest) });
   });

@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { outcomeReply, refusalError, type PaidView, type PayOutcome } from "../agents/outcomes";
-import { earlierAnswerUnderKey } from "../agents/transfer-retries";
-import { keysInHomeOf } from "../ledger/directory";
+import { type AnswerHome, answersOf } from "../ledger/answers-place";
 import {
   IDEMPOTENCY_KEY_SHAPE,
   idempotencyScope,
@@ -87,10 +86,11 @@ async function toolAnswer(ctx: ToolContext, { status, body }: RouteReply, replay
 }
 
 /**
- * Where a tool call's key is reserved and what it reserves: the agent's home
- * shard (where the wallet's payment stores its answer), the agent's scope, and
- * the request as the tool's name and its other arguments, which no HTTP
- * request hashes to.
+ * Where a tool call's key is reserved and what it reserves: where the answer
+ * of the agent's payment lives (the ledger's rule, as for the HTTP routes: with
+ * the agent's money, where the wallet's payment stores its answer), the agent's
+ * scope, and the request as the tool's name and its other arguments, which no
+ * HTTP request hashes to.
  */
 export async function toolKey(
   env: Env,
@@ -98,9 +98,11 @@ export async function toolKey(
   tool: string,
   key: string,
   request: Record<string, unknown>,
-): Promise<{ db: D1Database; keyed: KeyedRequest }> {
+): Promise<{ db: D1Database; home: AnswerHome; keyed: KeyedRequest }> {
+  const home = await answersOf(env).homeOf({ act: "pays", actor: { kind: "agent", agentId } });
   return {
-    db: await keysInHomeOf(env, "agent", agentId),
+    db: home.db,
+    home,
     keyed: {
       scope: await idempotencyScope({ kind: "agent", agentId }),
       key,
@@ -125,7 +127,7 @@ export async function payOnce(
   pay: (slot: IdempotencySlot | undefined) => Promise<PayOutcome>,
 ): Promise<ToolAnswer> {
   if (idempotencyKey === undefined) return toolAnswer(ctx, routeReply(await pay(undefined), view), false);
-  const { db, keyed } = await toolKey(ctx.env, ctx.agentId, tool, idempotencyKey, request);
+  const { db, home, keyed } = await toolKey(ctx.env, ctx.agentId, tool, idempotencyKey, request);
   const material = settingsOf(ctx.env).webhookSecretsKey;
   const reservation = await reserveKeyOrWait(db, material, keyed);
   if (reservation.kind === "replay") {
@@ -135,7 +137,7 @@ export async function payOnce(
   const { reply } = await keepAnswer(db, material, reservation.slot, async () => {
     // As the HTTP routes do: a first call that crossed shards and lost its answer (its 5xx freed the
     // key before its transfer settled) is answered with that payment, never paid a second time.
-    const earlier = await earlierAnswerUnderKey(ctx.env, ctx.agentId, reservation.slot);
+    const earlier = await home.earlier(reservation.slot);
     const reply = earlier ? { status: 200, body: earlier } : routeReply(await pay(reservation.slot), view);
     const text = JSON.stringify(reply.body);
     return { reply, status: reply.status, contentType: "application/json", body: async () => text };

@@ -1,12 +1,10 @@
-import { Hono, type Context } from "hono";
+import { Hono } from "hono";
 import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { paidBody, refusalError } from "../agents/outcomes";
-import { earlierAnswerUnderKey } from "../agents/transfer-retries";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
 import { validate, pathId } from "../lib/validation";
@@ -47,36 +45,18 @@ export const DrawBody = z
   .strict();
 export const CodeParam = z.object({ code: pathId });
 
-const merchantKeysInHome = (c: Context<AppEnv>) =>
-  keysInHomeOf(c.env, "merchant", actorOf(c.get("actor"), "merchant").merchantId);
-
-/** The drawn agent's home shard, from the body (not validated yet: an unusable one reserves in control, and is refused after). */
-async function agentOfDrawKeysInHome(c: Context<AppEnv>) {
-  // The bytes, as the validator and the key's hash read them (hono keeps them): a parsed copy would be re-serialized for them.
-  let body: unknown = null;
-  try {
-    body = JSON.parse(new TextDecoder().decode(await c.req.arrayBuffer()));
-  } catch {
-    body = null;
-  }
-  const agentId = body && typeof body === "object" && "agentId" in body ? body.agentId : null;
-  return typeof agentId === "string" && agentId.length > 0 && agentId.length <= 64
-    ? keysInHomeOf(c.env, "agent", agentId)
-    : c.env.DB;
-}
-
 export const paylinkRoutes = new Hono<AppEnv>()
   .post(
     "/merchant/paylinks",
-    requireActor("merchant", { keysIn: merchantKeysInHome }),
+    requireActor("merchant", { money: "writes" }),
     validate("json", CreateBody),
     async (c) => {
       const body = c.req.valid("json");
       const { merchantId } = actorOf(c.get("actor"), "merchant");
       // A PayLink and its grants live in the merchant's home shard; the create's answer is stored there.
-      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const home = await placementOf(c.env).ofMerchant(merchantId);
       const paylink = await createPaylink(
-        dbOf(dbOfShard(c.env, shard)),
+        dbOf(home.db),
         merchantId,
         {
           budgetMinor: body.budgetUsdCents,
@@ -86,7 +66,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
           expiresInHours: body.expiresInHours,
         },
         (row) => answerInBatch(c, 201, paylinkCreatedView(row)),
-        shard,
+        home.shard,
       );
       return c.json(paylinkCreatedView(paylink), 201);
     },
@@ -108,8 +88,8 @@ export const paylinkRoutes = new Hono<AppEnv>()
   })
   .post(
     "/merchant/paylinks/:code/charge",
-    // The draw's answer is stored where the payment's last batch commits: the agent's home shard.
-    requireActor("merchant", { keysIn: agentOfDrawKeysInHome }),
+    // The draw's answer is stored where the payment's last batch commits: with the agent's money, the agent the body names.
+    requireActor("merchant", { money: "pays" }),
     validate("param", CodeParam),
     validate("json", DrawBody),
     async (c) => {
@@ -120,9 +100,6 @@ export const paylinkRoutes = new Hono<AppEnv>()
         throw new ApiError(404, "paylink_not_found");
       const grantId = target.grantId;
       if (!grantId) throw new ApiError(409, "sin_grant_del_agente");
-      // A retry whose first draw crossed shards and lost its answer is answered with that draw.
-      const earlier = await earlierAnswerUnderKey(c.env, body.agentId, c.get("idempotency"));
-      if (earlier) return c.json(earlier);
       const outcome = await grantObjectOf(c.env, grantId).draw(
         { grantId, amountMinor: body.amountUsdCents, description: body.description ?? null },
         c.get("idempotency"),

@@ -7,6 +7,7 @@ import type { X402Settings } from "../config/env";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { validate } from "../lib/validation";
+import { placementOf } from "../ledger/place";
 import { dispatchAfterWrite } from "../webhooks/dispatch";
 import { runTreasuryCheck } from "./check";
 import { bookFunding, type FundingRefusal } from "./fundings";
@@ -56,6 +57,6 @@ export const treasuryRoutes = new Hono<AppEnv>()
     return c.json(fundingView(booked.funding), 201);
   })
   .get("/console/treasury/checks", requireActor("console"), validate("query", TreasuryChecksQuery), async (c) => {
-    const checks = await listChecks(c.env.DB, c.req.valid("query").limit);
+    const checks = await listChecks(placementOf(c.env).control.db, c.req.valid("query").limit);
     return c.json({ checks: checks.map(storedCheckView) });
   });
