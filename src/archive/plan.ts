@@ -1,4 +1,4 @@
-import { genesisHashOf } from "../audit/chain";
+import { genesisHashOf } from "../ledger/chain";
 import { segmentKey } from "../audit/segment";
 import { latestCheckpoint } from "../checkpoints/checkpoints";
 import { lastSegment, liveAuditRows, type SegmentRecord } from "./segments";

@@ -1,7 +1,7 @@
 import type { JWK } from "jose";
 import { verifyJws } from "../proofs/keys";
 import type { OnChainAnchor } from "./anchor-abi";
-import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
 import { merkleRoot } from "./merkle";
 
 /*

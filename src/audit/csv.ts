@@ -1,5 +1,5 @@
 import type { HistoryStore } from "./archived";
-import type { AuditRow } from "./chain";
+import type { AuditRow } from "../ledger/chain";
 import { canonicalJson } from "../lib/canonical-json";
 import { dbOfShard, shardNumbers } from "../db/shards";
 import { type Env, settingsOf } from "../config/env";

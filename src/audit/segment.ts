@@ -2,7 +2,7 @@ import type { JWK } from "jose";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { verifyJws } from "../proofs/keys";
-import { type AuditRow, auditRow, verifyChain } from "./chain";
+import { type AuditRow, auditRow, verifyChain } from "../ledger/chain";
 
 /*
  * An archive segment: audit rows and ledger entries moved from D1 to R2 (src/archive/), as NDJSON.

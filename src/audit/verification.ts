@@ -3,7 +3,7 @@ import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../config/proofs";
 import type { HistoryStore } from "./archived";
-import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
 import { dbOfShard, type ShardBindings, shardNumbers } from "../db/shards";
 import { auditRows, firstAuditRows } from "./service";
 import {

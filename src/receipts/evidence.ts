@@ -2,7 +2,7 @@ import { anchoringOf } from "../checkpoints/anchoring";
 import { auditRowOf } from "../audit/service";
 import type { auditEvents } from "../db/schema";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
-import type { AuditRow } from "../audit/chain";
+import type { AuditRow } from "../ledger/chain";
 import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../config/env";

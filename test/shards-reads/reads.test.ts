@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { decodeProtectedHeader } from "jose";
 import { afterEach, describe, expect, it } from "vitest";
 import { anchorSeqOf } from "../../src/audit/anchor-abi";
-import { genesisHashOf } from "../../src/audit/chain";
+import { genesisHashOf } from "../../src/ledger/chain";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { csvExportResponse } from "../../src/audit/csv";
 import { auditRows } from "../../src/audit/service";
