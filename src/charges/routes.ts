@@ -3,6 +3,7 @@ import { type Context, Hono } from "hono";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -37,14 +38,8 @@ export const chargeRoutes = new Hono<AppEnv>()
       if (!merchant) throw new ApiError(404, "merchant_not_found");
       const body = c.req.valid("json");
       const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
-      const shard = await ownerShard(c.env, "merchant", merchant.id);
-      const charge = await createCharge(
-        dbOfShard(c.env, shard),
-        merchant,
-        input,
-        (row) => answerInBatch(c, 201, chargeView(row)),
-        shard,
-      );
+      const home = await placementOf(c.env).ofMerchant(merchant.id);
+      const charge = await createCharge(home, merchant, input, (row) => answerInBatch(c, 201, chargeView(row)));
       return c.json(chargeView(charge), 201);
     },
   )

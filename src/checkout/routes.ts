@@ -2,6 +2,7 @@ import { Hono, type Context } from "hono";
 import { dbOf } from "../db/client";
 import { dbOfShard } from "../db/shards";
 import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -52,9 +53,9 @@ export const checkoutRoutes = new Hono<AppEnv>()
     async (c) => {
       const body = c.req.valid("json");
       const { merchantId } = actorOf(c.get("actor"), "merchant");
-      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const home = await placementOf(c.env).ofMerchant(merchantId);
       const link = await createCheckoutLink(
-        dbOf(dbOfShard(c.env, shard)),
+        home,
         merchantId,
         {
           amountMinor: body.amountUsdCents,
@@ -62,7 +63,6 @@ export const checkoutRoutes = new Hono<AppEnv>()
           externalId: body.externalId,
         },
         (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
-        shard,
       );
       return c.json(checkoutLinkCreatedView(link), 201);
     },

@@ -1,7 +1,6 @@
 import { Hono, type Context } from "hono";
-import { dbOf } from "../db/client";
-import { dbOfShard } from "../db/shards";
-import { keysInHomeOf, ownerShard } from "../ledger/directory";
+import { keysInHomeOf } from "../ledger/directory";
+import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
@@ -74,9 +73,9 @@ export const paylinkRoutes = new Hono<AppEnv>()
       const body = c.req.valid("json");
       const { merchantId } = actorOf(c.get("actor"), "merchant");
       // A PayLink and its grants live in the merchant's home shard; the create's answer is stored there.
-      const shard = await ownerShard(c.env, "merchant", merchantId);
+      const home = await placementOf(c.env).ofMerchant(merchantId);
       const paylink = await createPaylink(
-        dbOf(dbOfShard(c.env, shard)),
+        home,
         merchantId,
         {
           budgetMinor: body.budgetUsdCents,
@@ -86,7 +85,6 @@ export const paylinkRoutes = new Hono<AppEnv>()
           expiresInHours: body.expiresInHours,
         },
         (row) => answerInBatch(c, 201, paylinkCreatedView(row)),
-        shard,
       );
       return c.json(paylinkCreatedView(paylink), 201);
     },

@@ -63,6 +63,7 @@ export async function reserve(
 function chargeToClaim(target: X402Target, paymentId: string, at: string, shard: number): ChargeRow {
   if (target.kind === "charge") return target.charge;
   return newPendingCharge(
+    { shard },
     target.link.merchantId,
     {
       amountMinor: target.link.amountMinor,
@@ -72,7 +73,6 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, shard:
       x402Claim: paymentId,
     },
     at,
-    shard,
   );
 }
 
