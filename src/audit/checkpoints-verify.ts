@@ -3,6 +3,7 @@ import { verifyJws } from "../proofs/keys";
 import type { OnChainAnchor } from "./anchor-abi";
 import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
 import { merkleRoot } from "./merkle";
+import { fieldNamesShard } from "../ledger/shard-labels";
 
 /*
  * The audit chain checked against its signed checkpoints and their anchors on chain, offline and
@@ -71,7 +72,7 @@ export const signsOtherFields = (
   p.fromSeq !== cp.fromSeq ||
   p.rowsRoot !== cp.rowsRoot ||
   p.signedAt !== cp.signedAt ||
-  (p.shard ?? 0) !== shard;
+  !fieldNamesShard(p.shard, shard);
 
 interface Range {
   from: number;
@@ -135,7 +136,7 @@ export async function verifyCheckpoints(input: {
   // The earliest anchor of each seq is the one that counts; a later one saying otherwise is a conflict.
   const anchorOf = new Map<number, OnChainAnchor>();
   const checkAnchors = input.anchors !== null;
-  const ofShard = (input.anchors ?? []).filter((a) => (a.shard ?? 0) === shard);
+  const ofShard = (input.anchors ?? []).filter((a) => fieldNamesShard(a.shard, shard));
   for (const anchor of [...ofShard].sort((a, b) => a.blockNumber - b.blockNumber)) {
     const first = anchorOf.get(anchor.seq);
     if (!first) anchorOf.set(anchor.seq, anchor);

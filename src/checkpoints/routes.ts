@@ -8,6 +8,7 @@ import { anchorCheckpoint } from "./anchoring";
 import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
 import { runShard, ShardPageQuery, ShardQuery } from "../audit/routes";
 import { dbOfShard } from "../db/shards";
+import { placeNumbered } from "../ledger/place-numbered";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
 export const checkpointView = (cp: Checkpoint) => ({
@@ -32,10 +33,12 @@ export const checkpointRoutes = new Hono<AppEnv>()
    */
   .post("/console/audit/checkpoints", requireActor("console"), validate("query", ShardQuery), async (c) => {
     const shard = runShard(c.env, c.req.valid("query").shard);
-    const made = await makeCheckpoint(c.env, Date.now(), shard);
+    // runShard refused a shard this deployment does not run.
+    const at = placeNumbered(c.env, shard)!;
+    const made = await makeCheckpoint(c.env, Date.now(), at);
     if (made.kind === "empty") throw new ApiError(409, "audit_chain_empty");
     try {
-      await anchorCheckpoint(c.env, made.checkpoint, Date.now(), shard);
+      await anchorCheckpoint(c.env, made.checkpoint, Date.now(), at);
     } catch (error) {
       // Signed and stored all the same: the cron takes the anchor on from here.
       log.warn("audit_anchor_request", { shard, seq: made.checkpoint.seq, error });
