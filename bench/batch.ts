@@ -1,4 +1,4 @@
-import { auditInserts } from "../src/audit/chain";
+import { auditInserts } from "../src/ledger/chain";
 import { walletPaymentPlan } from "../src/ledger/movements";
 import type { SqlStatement } from "../src/db/statements";
 

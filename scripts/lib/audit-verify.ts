@@ -6,7 +6,7 @@ import path from "node:path";
 import type { JWK } from "jose";
 import { privateKeyToAddress } from "viem/accounts";
 import { anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../../src/audit/anchor-abi";
-import type { AuditRow } from "../../src/audit/chain";
+import type { AuditRow } from "../../src/ledger/chain";
 import { type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { GAS_LANES, mnemonicKey } from "./chain.mjs";

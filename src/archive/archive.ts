@@ -6,7 +6,8 @@ import {
   ARCHIVE_SEGMENT_TYP,
   parseSegment,
 } from "../audit/segment";
-import { dbOfShard, shardNumbers } from "../db/shards";
+import { type Place, placementOf } from "../ledger/place";
+import { shardField } from "../ledger/shard-labels";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
 import { sha256Hex } from "../lib/crypto";
@@ -50,41 +51,43 @@ export interface ArchiveRun {
 }
 
 /**
- * Archives what is due, within the time budget. `now` stands for the clock (tests archive "in the
- * future"); `deleteBatch` is the rows of each kind one delete batch takes (tests make it small).
+ * Archives what is due, within the time budget, in every place (or `at` alone). `now` stands for the
+ * clock (tests archive "in the future"); `deleteBatch` is the rows of each kind one delete batch takes
+ * (tests make it small).
  */
 export async function archiveHistory(
   env: Env,
-  options: { now?: number; budgetMs?: number; deleteBatch?: number; shard?: number } = {},
+  options: { now?: number; budgetMs?: number; deleteBatch?: number; at?: Place } = {},
 ): Promise<ArchiveRun> {
   const deadline = Date.now() + (options.budgetMs ?? ARCHIVE_BUDGET_MS);
-  const shards = options.shard === undefined ? shardNumbers(env, settingsOf(env).ledgerShards) : [options.shard];
+  const places = options.at === undefined ? placementOf(env).each() : [options.at];
   const run: ArchiveRun = { segments: 0, unfinished: false };
   // One shard after another within the one budget: what a shard leaves, the next run resumes.
-  for (const shard of shards) {
-    const one = await archiveShard(env, shard, deadline, options);
+  for (const at of places) {
+    const one = await archiveShard(env, at, deadline, options);
     run.segments += one.segments;
     run.unfinished ||= one.unfinished;
   }
   return run;
 }
 
-/** Archives ledger shard `shard`'s history: its segments are listed in its database. */
+/** Archives the history of the place `at`: its segments are listed in its database. */
 async function archiveShard(
   env: Env,
-  shard: number,
+  at: Place,
   deadline: number,
   options: { now?: number; deleteBatch?: number },
 ): Promise<ArchiveRun> {
   const now = options.now ?? Date.now();
   const cutoffIso = nowIso(now - settingsOf(env).archiveAfterMs);
-  const db = dbOfShard(env, shard);
-  const tag = shard === 0 ? {} : { shard };
+  const db = at.db;
+  // The logs name the shard (control's name none, as before shards).
+  const tag = shardField(at.shard);
   let segments = 0;
   while (Date.now() < deadline) {
     let segment = await unfinishedSegment(db);
     if (!segment) {
-      const planned = await planNextSegment(db, cutoffIso, nowIso(now), shard);
+      const planned = await planNextSegment(at, cutoffIso, nowIso(now));
       if (!planned) return { segments, unfinished: false };
       await recordPlan(db, planned);
       // A concurrent run may have planned it first: go on with what D1 holds.

@@ -1,6 +1,7 @@
-import { genesisHashOf } from "../audit/chain";
+import { genesisHashOf } from "../ledger/chain";
 import { segmentKey } from "../audit/segment";
 import { latestCheckpoint } from "../checkpoints/checkpoints";
+import type { Place } from "../ledger/place";
 import { lastSegment, liveAuditRows, type SegmentRecord } from "./segments";
 
 /** The most audit rows, and ledger entries, one segment holds: an object of a few hundred kB at most. */
@@ -8,18 +9,18 @@ export const MAX_SEGMENT_ROWS = 1000;
 export const MAX_SEGMENT_ENTRIES = 4000;
 
 /**
- * The bounds of the next segment, or null when nothing is ready. Its audit rows follow the last
+ * The bounds of the next segment of the place `at`'s history, or null when nothing is ready. Its audit rows follow the last
  * segment's, gap-free, and are all older than `cutoffIso`, covered by a signed checkpoint, and
  * before the chain's head (the sequencer reads the head from D1: it is never archived). Its ledger
  * entries follow the last segment's by id, up to the first entry made at or after the row after
  * the segment (or the cutoff), so entries travel with the audit rows of the same moments.
  */
 export async function planNextSegment(
-  d1: D1Database,
+  at: Place,
   cutoffIso: string,
   archivedAt: string,
-  shard = 0,
 ): Promise<Omit<SegmentRecord, "objectSha256" | "status"> | null> {
+  const d1 = at.db;
   const [previous, checkpoint, head] = await Promise.all([
     lastSegment(d1),
     latestCheckpoint(d1),
@@ -42,7 +43,8 @@ export async function planNextSegment(
   const rows = await liveAuditRows(d1, firstSeq, lastSeq);
   if (rows.length !== lastSeq - firstSeq + 1 || rows[0]?.seq !== firstSeq)
     throw new Error(`archive: audit rows ${firstSeq}..${lastSeq} are not all in D1`);
-  const prevHash = previous ? previous.lastHash : genesisHashOf(shard);
+  // The shard's chain starts from its own genesis.
+  const prevHash = previous ? previous.lastHash : genesisHashOf(at.shard);
   if (rows[0]!.prevHash !== prevHash) throw new Error(`archive: row ${firstSeq} does not link to the last segment`);
 
   const next = await d1
@@ -69,7 +71,8 @@ export async function planNextSegment(
     entries: counted?.n ?? 0,
     minCreatedAt: createdAts[0]!,
     maxCreatedAt: createdAts[createdAts.length - 1]!,
-    objectKey: segmentKey(firstSeq, lastSeq, shard),
+    // Each shard's segments have keys of their own: seqs repeat between shards.
+    objectKey: segmentKey(firstSeq, lastSeq, at.shard),
     archivedAt,
   };
 }

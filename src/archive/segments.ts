@@ -1,5 +1,5 @@
 import type { ArchivedLedgerEntry } from "../audit/segment";
-import type { AuditRow } from "../audit/chain";
+import type { AuditRow } from "../ledger/chain";
 import { auditRowOf } from "../audit/service";
 import type { auditEvents } from "../db/schema";
 

@@ -1,3 +1,4 @@
+import { shardField } from "../ledger/shard-labels";
 import { decodeEventLog, encodeAbiParameters, encodeEventTopics, encodeFunctionData, pad, type Hex } from "viem";
 
 /*
@@ -98,7 +99,7 @@ export function anchorsIn(logs: readonly RpcLog[], contract: `0x${string}`): OnC
       const shard = Number(args.seq >> 64n);
       anchors.push({
         seq: Number(args.seq & LOW_64),
-        ...(shard === 0 ? {} : { shard }),
+        ...shardField(shard),
         head: args.head.slice(2).toLowerCase(),
         rowsRoot: args.rowsRoot.slice(2).toLowerCase(),
         by: args.by.toLowerCase() as `0x${string}`,

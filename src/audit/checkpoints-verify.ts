@@ -1,8 +1,9 @@
 import type { JWK } from "jose";
 import { verifyJws } from "../proofs/keys";
 import type { OnChainAnchor } from "./anchor-abi";
-import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
 import { merkleRoot } from "./merkle";
+import { fieldNamesShard } from "../ledger/shard-labels";
 
 /*
  * The audit chain checked against its signed checkpoints and their anchors on chain, offline and
@@ -71,7 +72,7 @@ export const signsOtherFields = (
   p.fromSeq !== cp.fromSeq ||
   p.rowsRoot !== cp.rowsRoot ||
   p.signedAt !== cp.signedAt ||
-  (p.shard ?? 0) !== shard;
+  !fieldNamesShard(p.shard, shard);
 
 interface Range {
   from: number;
@@ -114,6 +115,18 @@ async function readRows(
 
 const short = (hash: string) => `${hash.slice(0, 12)}…`;
 
+/** What is wrong with the rows at a head (`seq` should have hash `head`), or null when they have it. */
+type RowsSay = (seq: number, head: string) => string | null;
+
+const rowsSayer =
+  (rowHash: Map<number, string>, lastSeq: number): RowsSay =>
+  (seq, head) => {
+    const hash = rowHash.get(seq);
+    if (hash === undefined) return `the rows end at seq ${lastSeq}: rows removed from the end`;
+    if (hash !== head) return `row ${seq} has hash ${short(hash)}, not ${short(head)}: the chain was rewritten`;
+    return null;
+  };
+
 export async function verifyCheckpoints(input: {
   rows: Iterable<AuditRow> | AsyncIterable<AuditRow>;
   checkpoints: readonly ListedCheckpoint[];
@@ -132,10 +145,33 @@ export async function verifyCheckpoints(input: {
   const shard = input.shard ?? 0;
   const problems: CheckpointProblem[] = [];
   const checkpoints = [...input.checkpoints].sort((a, b) => a.seq - b.seq);
-  // The earliest anchor of each seq is the one that counts; a later one saying otherwise is a conflict.
+  const anchorOf = firstAnchors(input.anchors ?? [], shard, problems);
+  const ranges = checkpoints.map((cp) => ({ from: cp.fromSeq, to: cp.seq, hashes: [] as string[] }));
+  const heads = new Set([...checkpoints.map((cp) => cp.seq), ...anchorOf.keys()]);
+  const { chain, rowHash, lastSeq } = await readRows(input.rows, ranges, heads, shard);
+  const rowsSay = rowsSayer(rowHash, lastSeq);
+  const against = { anchorOf, rowsSay, jwks: input.jwks, shard, checkAnchors: input.anchors !== null };
+  const { unanchored, latestAnchored } = await checkEach(checkpoints, ranges, against, problems);
+  checkAnchorsOnly(anchorOf, new Set(checkpoints.map((cp) => cp.seq)), rowsSay, problems);
+  problems.sort((a, b) => a.seq - b.seq);
+  return {
+    ok: chain.ok && problems.length === 0,
+    chain,
+    checkpoints: checkpoints.length,
+    anchors: anchorOf.size,
+    unanchored,
+    latestAnchored,
+    problems,
+  };
+}
+
+/**
+ * The anchor of each seq that counts, of the shard's anchors: the earliest. A later one saying
+ * otherwise is a conflict, added to `problems`.
+ */
+function firstAnchors(anchors: readonly OnChainAnchor[], shard: number, problems: CheckpointProblem[]) {
   const anchorOf = new Map<number, OnChainAnchor>();
-  const checkAnchors = input.anchors !== null;
-  const ofShard = (input.anchors ?? []).filter((a) => (a.shard ?? 0) === shard);
+  const ofShard = anchors.filter((a) => fieldNamesShard(a.shard, shard));
   for (const anchor of [...ofShard].sort((a, b) => a.blockNumber - b.blockNumber)) {
     const first = anchorOf.get(anchor.seq);
     if (!first) anchorOf.set(anchor.seq, anchor);
@@ -147,33 +183,41 @@ export async function verifyCheckpoints(input: {
         detail: `anchored again with head ${short(anchor.head)} and rows root ${short(anchor.rowsRoot)} after ${first.transaction} anchored head ${short(first.head)} and rows root ${short(first.rowsRoot)}`,
       });
   }
-  const ranges = checkpoints.map((cp) => ({ from: cp.fromSeq, to: cp.seq, hashes: [] as string[] }));
-  const heads = new Set([...checkpoints.map((cp) => cp.seq), ...anchorOf.keys()]);
-  const { chain, rowHash, lastSeq } = await readRows(input.rows, ranges, heads, shard);
+  return anchorOf;
+}
 
-  const rowsSay = (seq: number, head: string): string | null => {
-    const hash = rowHash.get(seq);
-    if (hash === undefined) return `the rows end at seq ${lastSeq}: rows removed from the end`;
-    if (hash !== head) return `row ${seq} has hash ${short(hash)}, not ${short(head)}: the chain was rewritten`;
-    return null;
-  };
+/** What each checkpoint is checked against: its anchor, the rows, the keys and the shard it must sign. */
+interface Against {
+  anchorOf: Map<number, OnChainAnchor>;
+  rowsSay: RowsSay;
+  jwks: { keys: JWK[] };
+  shard: number;
+  /** Whether the anchors were read: a checkpoint naming a transaction must then have its anchor. */
+  checkAnchors: boolean;
+}
 
+/**
+ * Checks each checkpoint, oldest first: its signature, the rows at its head and in its range, the one
+ * before it, and its anchor. Adds what is wrong to `problems`; answers those that hold but are not on
+ * chain yet, and the latest that holds and is.
+ */
+async function checkEach(checkpoints: ListedCheckpoint[], ranges: Range[], at: Against, problems: CheckpointProblem[]) {
   const unanchored: number[] = [];
   let latestAnchored: CheckpointsVerdict["latestAnchored"] = null;
   let previous = 0;
   for (const [i, cp] of checkpoints.entries()) {
-    const anchor = anchorOf.get(cp.seq);
+    const anchor = at.anchorOf.get(cp.seq);
     const transaction = anchor?.transaction ?? cp.transaction;
     const problem = (kind: CheckpointProblemKind, detail: string) =>
       problems.push({ kind, seq: cp.seq, transaction, detail });
     const before = problems.length;
-    const signed = await verifyJws(cp.jws, input.jwks, CHECKPOINT_TYP);
+    const signed = await verifyJws(cp.jws, at.jwks, CHECKPOINT_TYP);
     if (!signed.ok) problem("signature_invalid", signed.reason);
     else {
-      if (signsOtherFields(signed.payload, cp, shard))
+      if (signsOtherFields(signed.payload, cp, at.shard))
         problem("signature_invalid", "the JWS signs other fields than the checkpoint lists");
     }
-    const rows = rowsSay(cp.seq, cp.hash);
+    const rows = at.rowsSay(cp.seq, cp.hash);
     if (rows) problem("checkpoint_contradicts_rows", rows);
     else if (cp.fromSeq !== previous + 1)
       problem(
@@ -192,13 +236,21 @@ export async function verifyCheckpoints(input: {
           "checkpoint_contradicts_anchor",
           `the chain anchored head ${short(anchor.head)}, the checkpoint signs ${short(cp.hash)}`,
         );
-    } else if (cp.transaction && checkAnchors) {
+    } else if (cp.transaction && at.checkAnchors) {
       problem("checkpoint_contradicts_anchor", "the chain has no anchor of this seq from the service's addresses");
     } else if (problems.length === before) unanchored.push(cp.seq);
     if (anchor && problems.length === before) latestAnchored = { seq: cp.seq, transaction: anchor.transaction };
   }
+  return { unanchored, latestAnchored };
+}
 
-  const listed = new Set(checkpoints.map((cp) => cp.seq));
+/** Each anchor against the rows at its head, and against the checkpoints listed: an anchor's must be. */
+function checkAnchorsOnly(
+  anchorOf: Map<number, OnChainAnchor>,
+  listed: Set<number>,
+  rowsSay: RowsSay,
+  problems: CheckpointProblem[],
+) {
   for (const anchor of [...anchorOf.values()].sort((a, b) => a.seq - b.seq)) {
     const problem = (kind: CheckpointProblemKind, detail: string) =>
       problems.push({ kind, seq: anchor.seq, transaction: anchor.transaction, detail });
@@ -207,14 +259,4 @@ export async function verifyCheckpoints(input: {
     if (!listed.has(anchor.seq))
       problem("checkpoint_missing", "anchored on chain, but the service lists no such checkpoint");
   }
-  problems.sort((a, b) => a.seq - b.seq);
-  return {
-    ok: chain.ok && problems.length === 0,
-    chain,
-    checkpoints: checkpoints.length,
-    anchors: anchorOf.size,
-    unanchored,
-    latestAnchored,
-    problems,
-  };
 }

@@ -1,8 +1,10 @@
 import type { HistoryStore } from "./archived";
-import type { AuditRow } from "./chain";
+import type { AuditRow } from "../ledger/chain";
 import { canonicalJson } from "../lib/canonical-json";
-import { dbOfShard, shardNumbers } from "../db/shards";
-import { type Env, settingsOf } from "../config/env";
+import type { Env } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
+import { placeNumbered } from "../ledger/place-numbered";
+import { shardLabel } from "../ledger/shard-labels";
 import { auditRows } from "./service";
 
 export const CSV_COLUMNS = [
@@ -40,8 +42,8 @@ export function csvRow(row: AuditRow, shard?: number): string {
 
 type Range = { fromDay: string; toDay: string; fromIso: string; toIso: string };
 
-/** Shard `shard`'s history: its database and the archive bucket (its segments are listed in its database). */
-const storeOf = (env: Env, shard: number): HistoryStore => ({ DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE });
+/** The history of the place `at`: its database and the archive bucket (its segments are listed in its database). */
+const storeOf = (env: Env, at: Place): HistoryStore => ({ DB: at.db, ARCHIVE: env.ARCHIVE });
 
 /**
  * The rows of every shard in one stream, each with its shard: each shard's rows in their seq order
@@ -49,8 +51,9 @@ const storeOf = (env: Env, shard: number): HistoryStore => ({ DB: dbOfShard(env,
  * (createdAt, then shard, then seq) first. Seqs of different shards do not compare; time does. One
  * page per shard is held at a time.
  */
-async function* mergedRows(env: Env, shards: number[], range: Range): AsyncGenerator<{ row: AuditRow; shard: number }> {
-  const sources = shards.map((shard) => ({ shard, rows: auditRows(storeOf(env, shard), { range }) }));
+async function* mergedRows(env: Env, places: Place[], range: Range): AsyncGenerator<{ row: AuditRow; shard: number }> {
+  // Each row is shown with its shard's number, the file's last column.
+  const sources = places.map((at) => ({ label: shardLabel(at), rows: auditRows(storeOf(env, at), { range }) }));
   const heads = await Promise.all(sources.map(async (s) => (await s.rows.next()).value as AuditRow | undefined));
   for (;;) {
     let pick = -1;
@@ -61,7 +64,7 @@ async function* mergedRows(env: Env, shards: number[], range: Range): AsyncGener
       if (!best || head.createdAt < best.createdAt) pick = i;
     }
     if (pick < 0) return;
-    yield { row: heads[pick]!, shard: sources[pick]!.shard };
+    yield { row: heads[pick]!, shard: sources[pick]!.label };
     heads[pick] = (await sources[pick]!.rows.next()).value as AuditRow | undefined;
   }
 }
@@ -74,13 +77,13 @@ async function* mergedRows(env: Env, shards: number[], range: Range): AsyncGener
  */
 export function csvExportResponse(env: Env, range: Range, options: { shard?: number } = {}): Response {
   const encoder = new TextEncoder();
-  const sharded = settingsOf(env).ledgerShards > 1;
-  const shards = options.shard === undefined ? shardNumbers(env, settingsOf(env).ledgerShards) : [options.shard];
+  const { sharded } = placementOf(env);
+  const places = placesToExport(env, options.shard);
   const rows: AsyncGenerator<{ row: AuditRow; shard?: number }> = !sharded
     ? (async function* () {
-        for await (const row of auditRows(storeOf(env, shards[0]!), { range })) yield { row };
+        for await (const row of auditRows(storeOf(env, places[0]!), { range })) yield { row };
       })()
-    : mergedRows(env, shards, range);
+    : mergedRows(env, places, range);
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(encoder.encode(csvHeader(sharded)));
@@ -98,4 +101,12 @@ export function csvExportResponse(env: Env, range: Range, options: { shard?: num
       "cache-control": "no-store",
     },
   });
+}
+
+/** Every place, or the one the request names by its number (the route refused a shard not run here). */
+function placesToExport(env: Env, shard: number | undefined): Place[] {
+  if (shard === undefined) return placementOf(env).each();
+  const at = placeNumbered(env, shard);
+  if (!at) throw new Error(`ledger shard ${shard} is not run by this deployment`);
+  return [at];
 }

@@ -70,11 +70,10 @@ const Broken = {
   problem: z.enum(["seq_gap", "prev_hash_mismatch", "hash_mismatch", ...CheckpointProblemKind.options]),
   ...VerificationStart,
 };
-const ShardNumber = z.number().int().min(0);
+/** The shard a verdict is of, by its number. */
+const shard = z.number().int().min(0);
 /** With more than one ledger shard: each shard's verdict (the top level is the first broken one's, else shard 0's). */
-const Shards = z
-  .array(z.union([z.strictObject({ shard: ShardNumber, ...Holds }), z.strictObject({ shard: ShardNumber, ...Broken })]))
-  .optional();
+const Shards = z.array(z.union([z.strictObject({ shard, ...Holds }), z.strictObject({ shard, ...Broken })])).optional();
 
 export const ChainVerdict = named(
   "ChainVerdict",

@@ -92,5 +92,5 @@ export const auditRoutes = new Hono<AppEnv>()
   .get("/console/audit/verify", requireActor("console"), validate("query", VerifyQuery), async (c) => {
     const full = c.req.valid("query").full === "true";
     const settings = c.get("settings");
-    return c.json(await verifyEveryShard(c.env, settings.ledgerShards, settings.proofs, { full }));
+    return c.json(await verifyEveryShard(c.env, settings.proofs, { full }));
   });

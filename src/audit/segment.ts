@@ -2,7 +2,8 @@ import type { JWK } from "jose";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { verifyJws } from "../proofs/keys";
-import { type AuditRow, auditRow, verifyChain } from "./chain";
+import { type AuditRow, auditRow, verifyChain } from "../ledger/chain";
+import { namesShard } from "../ledger/shard-labels";
 
 /*
  * An archive segment: audit rows and ledger entries moved from D1 to R2 (src/archive/), as NDJSON.
@@ -54,7 +55,7 @@ export interface Segment {
  * k ≥ 1 keeps its segments under `audit/shard-<k>/`: seqs repeat between shards, keys must not.
  */
 export const segmentKey = (firstSeq: number, lastSeq: number, shard = 0) =>
-  `audit/${shard === 0 ? "" : `shard-${shard}/`}${String(firstSeq).padStart(15, "0")}-${String(lastSeq).padStart(15, "0")}.ndjson`;
+  `audit/${namesShard(shard) ? `shard-${shard}/` : ""}${String(firstSeq).padStart(15, "0")}-${String(lastSeq).padStart(15, "0")}.ndjson`;
 
 const entryLine = (e: ArchivedLedgerEntry) =>
   canonicalJson({

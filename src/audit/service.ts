@@ -2,7 +2,7 @@ import { and, asc, gt, gte, lt } from "drizzle-orm";
 import { type Db, dbOf } from "../db/client";
 import { auditEvents } from "../db/schema";
 import { type HistoryStore, nextSegment, segmentRows } from "./archived";
-import { type AuditRow, auditRow } from "./chain";
+import { type AuditRow, auditRow } from "../ledger/chain";
 
 type AuditRecord = typeof auditEvents.$inferSelect;
 

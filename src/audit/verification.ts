@@ -3,8 +3,10 @@ import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../config/proofs";
 import type { HistoryStore } from "./archived";
-import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "./chain";
-import { dbOfShard, type ShardBindings, shardNumbers } from "../db/shards";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
+import type { Env } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
+import { shardEntry } from "../ledger/shard-labels";
 import { auditRows, firstAuditRows } from "./service";
 import {
   ANCHORS_NOT_CHECKED,
@@ -200,27 +202,30 @@ export async function verifyAudit(
   return { ...chain, ...counts, checkpoints, ...done };
 }
 
-/** One shard's verdict, in an answer over more than one shard. */
-export type ShardVerdict = AuditVerdict & { shard: number };
+/** One shard's verdict, in an answer over more than one shard: its number names it. */
+export type ShardVerdict = AuditVerdict & Pick<Place, "shard">;
 
 /**
- * Verifies every ledger shard's chain, each from its own genesis and its own remembered point (kept in
- * its own database). With one shard the answer is shard 0's verdict as it always was; with more, the
- * top level is the first broken shard's verdict (shard 0's when all hold, so `ok` is true only when
- * every shard's is) and `shards` has each shard's.
+ * Verifies the chain of every place, each from its own genesis and its own remembered point (kept in
+ * its own database). With one shard the answer is control's verdict as it always was; with more, the
+ * top level is the first broken shard's verdict (control's when all hold, so `ok` is true only when
+ * every shard's is) and `shards` has each shard's, by number.
  */
 export async function verifyEveryShard(
-  env: ShardBindings & { ARCHIVE: R2Bucket },
-  shardCount: number,
+  env: Env,
   proofs: ProofSettings,
   options: { full?: boolean; now?: number } = {},
 ): Promise<AuditVerdict & { shards?: ShardVerdict[] }> {
-  const shards = await Promise.all(
-    shardNumbers(env, shardCount).map(async (shard) => ({
-      shard,
-      ...(await verifyAudit({ DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE }, proofs, { ...options, shard })),
-    })),
+  const verdicts = await Promise.all(
+    placementOf(env)
+      .each()
+      .map(async (at) => ({
+        at,
+        // The place's number picks its chain's genesis and is what its checkpoints sign.
+        verdict: await verifyAudit({ DB: at.db, ARCHIVE: env.ARCHIVE }, proofs, { ...options, shard: at.shard }),
+      })),
   );
-  const { shard: _shard, ...top } = shards.find((v) => !v.ok) ?? shards[0]!;
-  return shards.length === 1 ? top : { ...top, shards };
+  const top = (verdicts.find((v) => !v.verdict.ok) ?? verdicts[0]!).verdict;
+  if (verdicts.length === 1) return top;
+  return { ...top, shards: verdicts.map(({ at, verdict }) => ({ ...shardEntry(at), ...verdict })) };
 }

@@ -33,13 +33,7 @@ export const chargeRoutes = new Hono<AppEnv>()
       const body = c.req.valid("json");
       const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
       const home = await placementOf(c.env).ofMerchant(merchant.id);
-      const charge = await createCharge(
-        home.db,
-        merchant,
-        input,
-        (row) => answerInBatch(c, 201, chargeView(row)),
-        home.shard,
-      );
+      const charge = await createCharge(home, merchant, input, (row) => answerInBatch(c, 201, chargeView(row)));
       return c.json(chargeView(charge), 201);
     },
   )

@@ -3,10 +3,10 @@ import { dbOf, type Db } from "../db/client";
 import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
 import { charges } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";
-import { newId } from "../lib/ids";
+import { type IdPlace, newId } from "../lib/ids";
 import type { Env } from "../config/env";
 import { mergeSorted, newestFirst } from "../lib/merge";
-import { forEachShard } from "../ledger/shards";
+import { type Place, placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 
@@ -34,8 +34,9 @@ export const chargeView = (c: ChargeFields) => ({
 
 export type ChargeView = ReturnType<typeof chargeView>;
 
-/** A charge that does not exist yet, pending, in memory. */
+/** A charge that does not exist yet, pending, in memory; `at` is where it will live (its merchant's home). */
 export function newPendingCharge(
+  at: IdPlace,
   merchantId: string,
   input: {
     amountMinor: number;
@@ -46,10 +47,9 @@ export function newPendingCharge(
     x402Claim?: string | null;
   },
   createdAt = nowIso(),
-  shard = 0,
 ): ChargeRow {
   return {
-    id: newId("charge", { shard: shard }),
+    id: newId("charge", at),
     merchantId,
     agentId: null,
     amountMinor: input.amountMinor,
@@ -98,18 +98,17 @@ export function chargeCreationStatements(row: ChargeRow, merchantName: string): 
 }
 
 /**
- * A new pending charge and its `charge.created` event, written together in `d1`, the database of
- * the merchant's ledger shard `shard` (the charge's id carries it).
+ * A new pending charge and its `charge.created` event, written together in `home`, the merchant's
+ * home (the charge's id names it).
  */
 export async function createCharge(
-  d1: D1Database,
+  home: Place,
   merchant: { id: string; name: string },
   input: { amountMinor: number; description?: string | undefined; externalId?: string | undefined },
   withCreated: WithCreated<ChargeRow> = nothingMore,
-  shard = 0,
 ): Promise<ChargeRow> {
-  const row = newPendingCharge(merchant.id, input, nowIso(), shard);
-  await executeBatch(d1, [...chargeCreationStatements(row, merchant.name), ...(await withCreated(row))]);
+  const row = newPendingCharge(home, merchant.id, input);
+  await executeBatch(home.db, [...chargeCreationStatements(row, merchant.name), ...(await withCreated(row))]);
   return row;
 }
 
@@ -140,14 +139,18 @@ export const listMerchantCharges = (db: Db, merchantId: string, limit = 100) =>
  * A charge lives in its merchant's shard, so an agent's are in any of them: each shard's first page, merged.
  */
 export async function listAgentPayments(env: Env, agentId: string, limit: number) {
-  const pages = await forEachShard(env, (d1) =>
-    dbOf(d1)
-      .select()
-      .from(charges)
-      .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
-      .orderBy(desc(charges.paidAt), desc(sql`rowid`))
-      .limit(limit)
-      .all(),
+  const pages = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((at) =>
+        dbOf(at.db)
+          .select()
+          .from(charges)
+          .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
+          .orderBy(desc(charges.paidAt), desc(sql`rowid`))
+          .limit(limit)
+          .all(),
+      ),
   );
   return mergeSorted(
     pages,
@@ -162,20 +165,27 @@ export async function listAgentPayments(env: Env, agentId: string, limit: number
  */
 export async function listAgentChargesByPaidAt(env: Env, agentId: string, limit: number) {
   // A charge lives in its merchant's shard, so an agent's are in any of them: each shard's first page, merged.
-  const pages = await forEachShard(env, async (d1) => {
-    const { results } = await d1
-      .prepare(
-        `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
-       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor
-       FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
-      )
-      .bind(agentId, limit)
-      .all<ChargeFields>();
-    return results;
-  });
+  const pages = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((at) => agentChargesIn(at.db, agentId, limit)),
+  );
   return mergeSorted(
     pages,
     newestFirst((c: ChargeFields) => c.paidAt),
     limit,
   );
+}
+
+/** One shard's page of the agent's charges, most recently paid first. */
+async function agentChargesIn(d1: D1Database, agentId: string, limit: number) {
+  const { results } = await d1
+    .prepare(
+      `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
+       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor
+       FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
+    )
+    .bind(agentId, limit)
+    .all<ChargeFields>();
+  return results;
 }

@@ -47,7 +47,7 @@ export const checkoutRoutes = new Hono<AppEnv>()
       const { merchantId } = actorOf(c.get("actor"), "merchant");
       const home = await placementOf(c.env).ofMerchant(merchantId);
       const link = await createCheckoutLink(
-        dbOf(home.db),
+        home,
         merchantId,
         {
           amountMinor: body.amountUsdCents,
@@ -55,7 +55,6 @@ export const checkoutRoutes = new Hono<AppEnv>()
           externalId: body.externalId,
         },
         (row) => answerInBatch(c, 201, checkoutLinkCreatedView(row)),
-        home.shard,
       );
       return c.json(checkoutLinkCreatedView(link), 201);
     },

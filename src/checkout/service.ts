@@ -2,8 +2,7 @@ import { and, count, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { checkoutLinks, merchants } from "../db/schema";
 import { newId } from "../lib/ids";
-import { dbOfShard, shardOfId } from "../db/shards";
-import { dbOfIdOrNull } from "../ledger/shards";
+import { type Place, placementOf } from "../ledger/place";
 import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
@@ -53,17 +52,18 @@ export const checkoutLinkPublicView = (l: CheckoutLinkRow, merchantName: string)
   totalPaidMinor: l.totalPaidMinor,
 });
 
+/** A new checkout link of the merchant, in `home`, the merchant's home (its id and token name it). */
 export async function createCheckoutLink(
-  db: Db,
+  home: Place,
   merchantId: string,
   input: { amountMinor: number; description: string; externalId?: string | undefined },
   withCreated: WithCreated<CheckoutLinkRow> = nothingMore,
-  shard = 0,
 ) {
-  // With its merchant (`db` is the merchant's home shard), the token naming that shard as the id does.
+  const db = dbOf(home.db);
+  // With its merchant, the token naming its place as the id does.
   const row: CheckoutLinkRow = {
-    id: newId("checkoutLink", { shard: shard }),
-    token: newId("checkoutToken", { shard: shard }),
+    id: newId("checkoutLink", home),
+    token: newId("checkoutToken", home),
     merchantId,
     amountMinor: input.amountMinor,
     currency: "USD",
@@ -102,8 +102,15 @@ export async function setCheckoutLinkActive(db: Db, merchantId: string, token: s
     .get();
 }
 
-/** The database of the shard a checkout link's token (or id) names: its merchant's. */
-export const dbOfCheckoutLink = (env: Env, tokenOrId: string): Db => dbOf(dbOfShard(env, shardOfId(tokenOrId)));
+/**
+ * The database of the place a checkout link's token (or id) names: its merchant's home. A token naming
+ * a shard this deployment does not run names no link: it is looked for in control, where no token
+ * naming a shard is, and not found (a 404, never a missing binding's 500).
+ */
+export const dbOfCheckoutLink = (env: Env, tokenOrId: string): Db => {
+  const place = placementOf(env);
+  return dbOf((place.ofId(tokenOrId) ?? place.control).db);
+};
 
 /** The link with its merchant's name for the public view; `count` (a GET, not a HEAD) counts the visit. */
 export async function visitCheckoutLink(db: Db, token: string, count = true) {
@@ -161,14 +168,14 @@ const payableLinks = new Map<string, { link: LinkToPay; until: number }>();
 const PAYABLE_LINK_MS = 60_000;
 const PAYABLE_LINKS_KEPT = 1_000;
 
-async function linkToPay(env: Env, token: string, now: number): Promise<{ link: LinkToPay | null; kept: boolean }> {
+async function linkToPay(home: Place, token: string, now: number): Promise<{ link: LinkToPay | null; kept: boolean }> {
   const kept = payableLinks.get(token);
   if (kept && kept.until > now) return { link: kept.link, kept: true };
-  return { link: await readLinkToPay(env, token, now), kept: false };
+  return { link: await readLinkToPay(home, token, now), kept: false };
 }
 
-async function readLinkToPay(env: Env, token: string, now: number): Promise<LinkToPay | null> {
-  const link = (await dbOfIdOrNull(env, token)?.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>()) ?? null;
+async function readLinkToPay(home: Place, token: string, now: number): Promise<LinkToPay | null> {
+  const link = (await home.db.prepare(LINK_TO_PAY).bind(token).first<LinkToPay>()) ?? null;
   payableLinks.delete(token);
   if (link?.active) {
     // The oldest entry goes first (a Map keeps insertion order).
@@ -189,12 +196,15 @@ export async function payCheckoutLink(
   token: string,
   slot?: IdempotencySlot,
 ): Promise<PayOutcome> {
-  const { link, kept } = await linkToPay(env, token, Date.now());
-  if (!link) return { kind: "not_found", reason: "checkout_link_not_found" };
+  // The link lives in its merchant's home, which its token names (null: a shard not run here, no link).
+  const home = placementOf(env).ofId(token);
+  const { link, kept } = home ? await linkToPay(home, token, Date.now()) : { link: null, kept: false };
+  if (!home || !link) return { kind: "not_found", reason: "checkout_link_not_found" };
   if (!link.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   const charge = {
-    // Born in the link's shard (its merchant's), with an id naming it.
+    // Born in the link's place (its merchant's home), with an id naming it.
     ...newPendingCharge(
+      home,
       link.merchantId,
       {
         amountMinor: link.amountMinor,
@@ -203,7 +213,6 @@ export async function payCheckoutLink(
         checkoutLinkId: link.id,
       },
       nowIso(),
-      shardOfId(link.id),
     ),
     merchantName: link.merchantName,
     merchantCategory: link.merchantCategory,
@@ -218,7 +227,7 @@ export async function payCheckoutLink(
   // A disabled link is refused before anything about the agent: a refusal made with a kept copy is
   // checked against the link as it is now (a payment or a hold was guarded by its batch already).
   if (kept && outcome.kind !== "paid" && outcome.kind !== "approval" && outcome.kind !== "conflict") {
-    const current = await readLinkToPay(env, token, Date.now());
+    const current = await readLinkToPay(home, token, Date.now());
     if (!current) return { kind: "not_found", reason: "checkout_link_not_found" };
     if (!current.active) return { kind: "conflict", reason: "checkout_link_disabled" };
   }

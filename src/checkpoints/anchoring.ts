@@ -16,7 +16,8 @@ import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
 import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
 import { anchorCallData, anchoredLogsFilter, anchorSeqOf, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
-import { dbOfShard, shardNumbers } from "../db/shards";
+import { type Place, placementOf } from "../ledger/place";
+import { fieldNamesShard, shardField } from "../ledger/shard-labels";
 import { type Checkpoint, checkpointAt, makeCheckpoint, unanchoredCheckpoints } from "./checkpoints";
 
 /*
@@ -58,18 +59,24 @@ export function anchoringOf(env: Env): Anchoring | string {
 
 const matches = (a: OnChainAnchor, cp: Checkpoint) => a.head === cp.hash && a.rowsRoot === cp.rowsRoot;
 
-/** Whether an anchor on chain is of this shard's checkpoint `seq`. */
-const isOf = (a: OnChainAnchor, shard: number, seq: number) => a.seq === seq && (a.shard ?? 0) === shard;
+/** Whether an anchor on chain is of shard `shard`'s checkpoint `seq`. */
+const isOf = (a: OnChainAnchor, shard: number, seq: number) => a.seq === seq && fieldNamesShard(a.shard, shard);
 
 /**
- * Takes one step with a checkpoint's anchor; see the comment at the top. `shard` is the ledger shard
- * the checkpoint belongs to: its row is updated in that shard's database, and its anchor carries the
- * shard above the seq's 64 bits (anchorSeqOf).
+ * Takes one step with a checkpoint's anchor; see the comment at the top. `at` is the place whose chain
+ * the checkpoint is of (control's unless named): its row is updated in that place's database, and its
+ * anchor carries the shard's number above the seq's 64 bits (anchorSeqOf).
  */
-export async function anchorCheckpoint(env: Env, cp: Checkpoint, now = Date.now(), shard = 0): Promise<AnchorStep> {
+export async function anchorCheckpoint(
+  env: Env,
+  cp: Checkpoint,
+  now = Date.now(),
+  at: Place = placementOf(env).control,
+): Promise<AnchorStep> {
   if (cp.anchorStatus === "confirmed")
     return { kind: "confirmed", transaction: cp.txHash!, blockNumber: cp.blockNumber! };
-  const db = dbOfShard(env, shard);
+  // The number the anchors on chain carry (and the anchors of this checkpoint are looked for by).
+  const { db, shard } = at;
   const anchoring = anchoringOf(env);
   if (typeof anchoring === "string") return { kind: "not_configured", reason: anchoring };
   const { x, contract, lanes } = anchoring;
@@ -160,7 +167,7 @@ async function anchorsOnChain({ x, contract, lanes }: Anchoring, shard: number, 
 /** An anchor of this seq from the service's own keys that says otherwise: D1 or the chain was changed; an operator must look. */
 function conflicting(cp: Checkpoint, shard: number, onChain: OnChainAnchor[]): AnchorStep {
   log.error("audit_anchor_conflict", {
-    ...(shard === 0 ? {} : { shard }),
+    ...shardField(shard),
     seq: cp.seq,
     hash: cp.hash,
     rowsRoot: cp.rowsRoot,
@@ -268,23 +275,23 @@ async function confirm(db: D1Database, cp: Checkpoint, anchor: OnChainAnchor, no
 export async function auditCheckpointJob(env: Env, now = Date.now()): Promise<void> {
   const failures: unknown[] = [];
   // One shard after another: their anchors share the gas lanes, and a run is a handful of sends.
-  for (const shard of shardNumbers(env, settingsOf(env).ledgerShards))
-    await checkpointShard(env, shard, now).catch((error) => failures.push(error));
+  for (const at of placementOf(env).each()) await checkpointShard(env, at, now).catch((error) => failures.push(error));
   if (failures.length > 0) throw failures[0];
 }
 
-async function checkpointShard(env: Env, shard: number, now: number): Promise<void> {
-  await makeCheckpoint(env, now, shard);
-  const due = await unanchoredCheckpoints(dbOfShard(env, shard), 10);
+async function checkpointShard(env: Env, at: Place, now: number): Promise<void> {
+  await makeCheckpoint(env, now, at);
+  const due = await unanchoredCheckpoints(at.db, 10);
   if (due.length === 0) return;
-  const tag = shard === 0 ? {} : { shard };
+  // The logs name the shard (control's name none, as before shards).
+  const tag = shardField(at.shard);
   const anchoring = anchoringOf(env);
   if (typeof anchoring === "string") {
     log.warn("audit_anchor_not_configured", { ...tag, reason: anchoring, pending: due.length });
     return;
   }
   for (const cp of due) {
-    const step = await anchorCheckpoint(env, cp, now, shard).catch((error: unknown) => waiting(shortError(error)));
+    const step = await anchorCheckpoint(env, cp, now, at).catch((error: unknown) => waiting(shortError(error)));
     if (step.kind === "waiting" && step.reason !== "sent recently")
       log.warn("audit_anchor_waiting", { ...tag, seq: cp.seq, reason: step.reason });
   }

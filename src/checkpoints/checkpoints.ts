@@ -6,7 +6,8 @@ import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { merkleRoot } from "../audit/merkle";
 import type { HistoryStore } from "../audit/archived";
 import { auditRows } from "../audit/service";
-import { dbOfShard } from "../db/shards";
+import { type Place, placementOf } from "../ledger/place";
+import { shardField } from "../ledger/shard-labels";
 
 /*
  * Signed checkpoints of the audit chain. Each covers the rows after the checkpoint before it up to
@@ -122,7 +123,7 @@ export function checkpointPayload(
   shard: number,
   fields: { seq: number; hash: string; fromSeq: number; rowsRoot: string; signedAt: string },
 ): Record<string, unknown> {
-  return shard === 0 ? { ...fields } : { ...fields, shard };
+  return { ...fields, ...shardField(shard) };
 }
 
 export type MadeCheckpoint =
@@ -133,13 +134,18 @@ export type MadeCheckpoint =
   | { kind: "empty" };
 
 /**
- * Signs checkpoints up to the head of ledger shard `shard`'s audit chain, in that shard's database. Two callers at once never both insert: the insert
- * lands only while no checkpoint reaches `fromSeq` (the one this caller built on is still the
- * latest), and the seq is the primary key; the loser reads back what the winner signed.
+ * Signs checkpoints up to the head of the audit chain of `at` (control's unless named), in its
+ * database. Two callers at once never both insert: the insert lands only while no checkpoint reaches
+ * `fromSeq` (the one this caller built on is still the latest), and the seq is the primary key; the
+ * loser reads back what the winner signed.
  */
-export async function makeCheckpoint(env: Env, now = Date.now(), shard = 0): Promise<MadeCheckpoint> {
+export async function makeCheckpoint(
+  env: Env,
+  now = Date.now(),
+  at: Place = placementOf(env).control,
+): Promise<MadeCheckpoint> {
   const proofs = settingsOf(env).proofs;
-  const db = dbOfShard(env, shard);
+  const db = at.db;
   let created: Checkpoint | null = null;
   for (let made = 0; made < MAX_CHECKPOINTS_PER_CALL; made++) {
     const [last, head] = await Promise.all([
@@ -158,7 +164,8 @@ export async function makeCheckpoint(env: Env, now = Date.now(), shard = 0): Pro
     const jws = await signJws(
       proofs,
       CHECKPOINT_TYP,
-      checkpointPayload(shard, { seq, hash, fromSeq, rowsRoot, signedAt }),
+      // The payload signs the shard's number: a signature over one shard's head is never another's.
+      checkpointPayload(at.shard, { seq, hash, fromSeq, rowsRoot, signedAt }),
     );
     const inserted = await db
       .prepare(

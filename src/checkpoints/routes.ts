@@ -37,10 +37,10 @@ export const checkpointRoutes = new Hono<AppEnv>()
   .post("/console/audit/checkpoints", requireActor("console"), validate("query", ShardQuery), async (c) => {
     const { shard } = c.req.valid("query");
     const at = namedShard(c.env, shard);
-    const made = await makeCheckpoint(c.env, Date.now(), shard);
+    const made = await makeCheckpoint(c.env, Date.now(), at);
     if (made.kind === "empty") throw new ApiError(409, "audit_chain_empty");
     try {
-      await anchorCheckpoint(c.env, made.checkpoint, Date.now(), shard);
+      await anchorCheckpoint(c.env, made.checkpoint, Date.now(), at);
     } catch (error) {
       // Signed and stored all the same: the cron takes the anchor on from here.
       log.warn("audit_anchor_request", { shard, seq: made.checkpoint.seq, error });

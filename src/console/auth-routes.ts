@@ -5,6 +5,7 @@ import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import { actorOf, requireActor } from "../auth/middleware";
 import { addConsoleUser, listAddedConsoleUsers } from "./users";
+import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { hitRateLimit } from "../lib/rate-limit";
 import { nowIso } from "../lib/time";
@@ -40,14 +41,19 @@ export async function limitSignIn(db: D1Database, email: string, client: string,
 export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/auth/email/start", validate("json", StartBody), async (c) => {
     const { email } = c.req.valid("json");
-    await limitSignIn(c.env.DB, email, clientAddressOf(c.req.header("cf-connecting-ip")), "start");
+    await limitSignIn(placementOf(c.env).control.db, email, clientAddressOf(c.req.header("cf-connecting-ip")), "start");
     await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email, (work) => c.executionCtx.waitUntil(work));
     // The same answer for every address: it never reveals who may sign in.
     return c.json({ sent: true }, 202);
   })
   .post("/console/auth/email/verify", validate("json", VerifyBody), async (c) => {
     const { email, code } = c.req.valid("json");
-    await limitSignIn(c.env.DB, email, clientAddressOf(c.req.header("cf-connecting-ip")), "verify");
+    await limitSignIn(
+      placementOf(c.env).control.db,
+      email,
+      clientAddressOf(c.req.header("cf-connecting-ip")),
+      "verify",
+    );
     const session = await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email, code);
     if (!session) throw new ApiError(401, "invalid_code");
     return c.json(session);

@@ -3,6 +3,7 @@ import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import type { Db } from "../db/client";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../lib/crypto";
+import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { sendMail } from "./mail";
@@ -43,10 +44,11 @@ export async function startEmailSignIn(
   const email = normalizeEmail(rawEmail);
   if (!(await isConsoleUser(db, settings, email))) return;
   const code = sixDigitCode();
-  await env.DB.prepare(
-    `INSERT INTO console_login_codes (email, code_hash, attempts, expires_at, consumed_at, created_at) VALUES (?, ?, 0, ?, NULL, ?)
+  await placementOf(env)
+    .control.db.prepare(
+      `INSERT INTO console_login_codes (email, code_hash, attempts, expires_at, consumed_at, created_at) VALUES (?, ?, 0, ?, NULL, ?)
      ON CONFLICT (email) DO UPDATE SET code_hash = excluded.code_hash, attempts = 0, expires_at = excluded.expires_at, consumed_at = NULL, created_at = excluded.created_at`,
-  )
+    )
     .bind(email, await codeHash(settings, email, code), nowIso(now + CODE_TTL_MS), nowIso(now))
     .run();
   const mailing = sendMail(env, settings, {
@@ -72,26 +74,28 @@ export async function verifyEmailSignIn(
   now = Date.now(),
 ): Promise<{ token: string; expiresAt: string } | null> {
   const email = normalizeEmail(rawEmail);
-  const row = await env.DB.prepare(
-    "SELECT code_hash AS codeHash, attempts, expires_at AS expiresAt, consumed_at AS consumedAt FROM console_login_codes WHERE email = ?",
-  )
+  const control = placementOf(env).control.db;
+  const row = await control
+    .prepare(
+      "SELECT code_hash AS codeHash, attempts, expires_at AS expiresAt, consumed_at AS consumedAt FROM console_login_codes WHERE email = ?",
+    )
     .bind(email)
     .first<{ codeHash: string; attempts: number; expiresAt: string; consumedAt: string | null }>();
   const at = nowIso(now);
   if (!row || row.consumedAt || row.expiresAt <= at || row.attempts >= MAX_CODE_ATTEMPTS) return null;
   const matches = await timingSafeEqualStrings(await codeHash(settings, email, code), row.codeHash);
   if (!matches) {
-    await env.DB.prepare(
-      "UPDATE console_login_codes SET attempts = attempts + 1 WHERE email = ? AND consumed_at IS NULL",
-    )
+    await control
+      .prepare("UPDATE console_login_codes SET attempts = attempts + 1 WHERE email = ? AND consumed_at IS NULL")
       .bind(email)
       .run();
     return null;
   }
   // Consume it in one guarded statement: of two requests racing with the right code, one wins.
-  const consumed = await env.DB.prepare(
-    "UPDATE console_login_codes SET consumed_at = ? WHERE email = ? AND code_hash = ? AND consumed_at IS NULL AND attempts < ? AND expires_at > ?",
-  )
+  const consumed = await control
+    .prepare(
+      "UPDATE console_login_codes SET consumed_at = ? WHERE email = ? AND code_hash = ? AND consumed_at IS NULL AND attempts < ? AND expires_at > ?",
+    )
     .bind(at, email, row.codeHash, MAX_CODE_ATTEMPTS, at)
     .run();
   if (consumed.meta.changes !== 1) return null;
@@ -101,9 +105,10 @@ export async function verifyEmailSignIn(
 
 /** Ends a session before its expiry: its id is remembered until the token would have expired anyway. */
 export async function revokeSession(env: Env, jti: string, expiresAt: string): Promise<void> {
-  await env.DB.prepare(
-    "INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
-  )
+  await placementOf(env)
+    .control.db.prepare(
+      "INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
+    )
     .bind(jti, expiresAt, nowIso())
     .run();
 }

@@ -5,7 +5,8 @@ import { log } from "../lib/log";
 import { expiredRowSteps } from "../lib/sweep";
 import { nowIso } from "../lib/time";
 import { webhookRetentionSteps } from "../webhooks/retention";
-import { dbOfShard, shardNumbers } from "../db/shards";
+import { placementOf } from "../ledger/place";
+import { shardLabel } from "../ledger/shard-labels";
 import { pagedDelete, type DeleteStep } from "../lib/bounded-deletes";
 
 /** Rows per delete: small enough that one statement never holds D1 long, whatever the backlog. */
@@ -29,8 +30,13 @@ export async function retentionJob(
   }: { now?: number; budgetMs?: number; pageRows?: number; retentionDays?: number } = {},
 ): Promise<BoundedDeleteRun> {
   const cutoffIso = nowIso(now - retentionDays * DAY_MS);
+  const control = placementOf(env).control.db;
   const run = await deleteInPages(
-    [...expiredRowSteps(env.DB, now), ...webhookRetentionSteps(env.DB, cutoffIso), ...shardSteps(env, now, cutoffIso)],
+    [
+      ...expiredRowSteps(control, now),
+      ...webhookRetentionSteps(control, cutoffIso),
+      ...shardSteps(env, now, cutoffIso),
+    ],
     { limit: pageRows, budgetMs },
   );
   // A backlog that outlasts the budget is worth knowing about: it says deletes fall behind the writes.
@@ -39,19 +45,21 @@ export async function retentionJob(
 }
 
 /**
- * What each ledger shard k ≥ 1 keeps of the same: its stored idempotent answers and its outbox. A
+ * What each ledger shard but control keeps of the same: its stored idempotent answers and its outbox. A
  * shard's dispatched event was copied into the control database when it was forwarded (the copy is
  * what deliveries read), so past the retention it goes; an undispatched one never does. The other
  * tables the steps above clean (rate limits, sessions, deliveries) live in control only.
  */
 function shardSteps(env: Env, now: number, cutoffIso: string): DeleteStep[] {
-  return shardNumbers(env, settingsOf(env).ledgerShards)
-    .filter((shard) => shard !== 0)
-    .flatMap((shard) => {
-      const db = dbOfShard(env, shard);
+  return placementOf(env)
+    .each()
+    .filter((at) => !at.isControl)
+    .flatMap((at) => {
+      // A step's name is what the log shows when it falls behind: the table and the shard's number.
+      const shard = shardLabel(at);
       return [
-        pagedDelete(db, `idempotency_keys:${shard}`, "idempotency_keys", "expires_at <= ?", nowIso(now)),
-        pagedDelete(db, `outbox_events:${shard}`, "outbox_events", "dispatched_at < ?", cutoffIso),
+        pagedDelete(at.db, `idempotency_keys:${shard}`, "idempotency_keys", "expires_at <= ?", nowIso(now)),
+        pagedDelete(at.db, `outbox_events:${shard}`, "outbox_events", "dispatched_at < ?", cutoffIso),
       ];
     });
 }

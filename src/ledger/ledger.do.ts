@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
-import { auditInserts, chainHash, genesisHashOf, type AuditRow } from "../audit/chain";
+import { auditInserts, chainHash, genesisHashOf, type AuditRow } from "./chain";
 import { dbOfShard } from "../db/shards";
 import { guardReasonOf, mergeAppends, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "./plan";

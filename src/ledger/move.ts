@@ -1,4 +1,4 @@
-import type { AuditDraft } from "../audit/chain";
+import type { AuditDraft } from "./chain";
 import type { Env } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";

@@ -1,6 +1,6 @@
 import { outboxEvent, outboxEvents } from "./outbox";
 import { guard, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../db/statements";
-import type { AuditDraft } from "../audit/chain";
+import type { AuditDraft } from "./chain";
 import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";

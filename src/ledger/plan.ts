@@ -1,4 +1,4 @@
-import type { AuditDraft } from "../audit/chain";
+import type { AuditDraft } from "./chain";
 import type { SqlStatement } from "../db/statements";
 
 /**

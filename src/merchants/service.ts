@@ -6,9 +6,8 @@ import { hashApiKey } from "../auth/credentials";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry, ownerShard } from "../ledger/directory";
+import { directoryEntry } from "../ledger/directory";
 import { placementOf } from "../ledger/place";
-import { dbOfShard } from "../db/shards";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
 
 export type MerchantRow = typeof merchants.$inferSelect;
@@ -74,13 +73,13 @@ export const listMerchantsAtHome = async (env: Env, db: Db, limit: number) =>
 export const setPayoutAddress = (db: Db, id: string, address: string) =>
   db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));
 
-/** The merchant's balance: its home shard's account row's (the control row is that row in shard 0). */
+/** The merchant's balance: its home's account row's (at home in control, the row already read). */
 export async function homeBalance(env: Env, merchant: MerchantRow): Promise<number> {
-  const shard = await ownerShard(env, "merchant", merchant.id);
-  if (shard === 0) return merchant.balanceMinor;
-  const home = await dbOfShard(env, shard)
+  const home = await placementOf(env).ofMerchant(merchant.id);
+  if (home.isControl) return merchant.balanceMinor;
+  const row = await home.db
     .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
     .bind(merchant.id)
     .first<{ balanceMinor: number }>();
-  return home?.balanceMinor ?? 0;
+  return row?.balanceMinor ?? 0;
 }

@@ -7,7 +7,7 @@ import { guard, sqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { budgetLeftCode } from "../lib/error-codes";
 import { nowIso } from "../lib/time";
-import { dbOfShard, shardOfId } from "../db/shards";
+import { type Place, placementOf } from "../ledger/place";
 import { outboxEvent } from "../webhooks/outbox";
 import type { IdempotencySlot } from "../db/idempotency";
 
@@ -69,11 +69,9 @@ export interface GrantTurn {
 }
 
 /** The grant as its draws see it: the committed figures plus the draws in flight. */
-async function readGrant(env: Env, grantId: string, figures: HeldFigures<GrantState>): Promise<GrantState | null> {
+async function readGrant(home: Place, grantId: string, figures: HeldFigures<GrantState>): Promise<GrantState | null> {
   const view = await figures.read(
-    // The grant lives with its PayLink, in the merchant's shard, which its id names.
-    async () =>
-      (await dbOfShard(env, shardOfId(grantId)).prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null,
+    async () => (await home.db.prepare(GRANT_SELECT).bind(grantId).first()) as GrantState | null,
   );
   return (
     view && {
@@ -104,24 +102,30 @@ export async function drawOnGrant(
 ): Promise<DrawOutcome> {
   const now = Date.now();
   const { figures } = turn;
+  // The grant lives with its PayLink, in the merchant's home, which its id names.
+  const home = placementOf(env).ofId(request.grantId);
   const judge = async () => {
-    const grant = await readGrant(env, request.grantId, figures);
+    const grant = home && (await readGrant(home, request.grantId, figures));
     return grant ? { grant, refused: checkGrant(grant, request.amountMinor, now) } : null;
   };
   const judged = await figures.decide(judge, (j) => j !== null && j.refused === null);
-  if (!judged) return { kind: "conflict", reason: "sin_grant_del_agente" };
+  if (!home || !judged) return { kind: "conflict", reason: "sin_grant_del_agente" };
   const { grant, refused } = judged;
   if (refused) return refused;
+  return handToWallet(turn, grant, request, drawOf(home, grant, request, nowIso(now)), slot);
+}
 
+/** What a draw decided at `at` writes: its charge, and the grant's figures guarded as decided and moved. */
+function drawOf(home: Place, grant: GrantState, request: DrawRequest, at: string) {
   const spentMinor = grant.spentMinor + request.amountMinor;
   const exhausted = spentMinor === grant.budgetMinor;
-  const at = nowIso(now);
   const charge = {
+    // Born in the grant's place (its merchant's home), with an id naming it.
     ...newPendingCharge(
+      home,
       grant.merchantId,
       { amountMinor: request.amountMinor, description: request.description, paylinkGrantId: grant.id },
       at,
-      shardOfId(grant.id),
     ),
     merchantName: grant.merchantName,
     merchantCategory: grant.merchantCategory,
@@ -151,8 +155,22 @@ export async function drawOnGrant(
         ]
       : []),
   ];
-  const result = { spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted };
-  const end = figures.hold(request.amountMinor, (committed) => {
+  return { charge, grantStatements, result: { spentMinor, remainingMinor: grant.budgetMinor - spentMinor, exhausted } };
+}
+
+/**
+ * Hands the draw to the agent's wallet and ends the grant's turn, its amount held in the grant's figures
+ * until the wallet answers: committed, unchanged by a refusal, or unsure when the batch may have run.
+ */
+async function handToWallet(
+  turn: GrantTurn,
+  grant: GrantState,
+  request: DrawRequest,
+  draw: ReturnType<typeof drawOf>,
+  slot: IdempotencySlot | undefined,
+): Promise<DrawOutcome> {
+  const { charge, grantStatements, result } = draw;
+  const end = turn.figures.hold(request.amountMinor, (committed) => {
     committed.spentMinor += request.amountMinor;
     committed.uses += 1;
   });

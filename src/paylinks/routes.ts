@@ -56,7 +56,7 @@ export const paylinkRoutes = new Hono<AppEnv>()
       // A PayLink and its grants live in the merchant's home shard; the create's answer is stored there.
       const home = await placementOf(c.env).ofMerchant(merchantId);
       const paylink = await createPaylink(
-        dbOf(home.db),
+        home,
         merchantId,
         {
           budgetMinor: body.budgetUsdCents,
@@ -66,7 +66,6 @@ export const paylinkRoutes = new Hono<AppEnv>()
           expiresInHours: body.expiresInHours,
         },
         (row) => answerInBatch(c, 201, paylinkCreatedView(row)),
-        home.shard,
       );
       return c.json(paylinkCreatedView(paylink), 201);
     },

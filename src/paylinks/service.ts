@@ -7,7 +7,7 @@ import { AGENT_FROZEN } from "../ledger/movements";
 import { walletOf } from "../agents/wallet.do";
 import { newId } from "../lib/ids";
 import { dbOf } from "../db/client";
-import { dbOfShard, shardOfId } from "../db/shards";
+import { type Place, placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
@@ -49,8 +49,9 @@ export const paylinkCreatedView = (p: PaylinkRow) => ({
   acceptUrl: `/pl/${p.code}/accept`,
 });
 
+/** A new PayLink of the merchant, in `home`, the merchant's home (its id and code name it). */
 export async function createPaylink(
-  db: Db,
+  home: Place,
   merchantId: string,
   input: {
     budgetMinor: number;
@@ -60,13 +61,13 @@ export async function createPaylink(
     expiresInHours?: number | undefined;
   },
   withCreated: WithCreated<PaylinkRow> = nothingMore,
-  shard = 0,
 ) {
   const now = Date.now();
-  // With its merchant (`db` is the merchant's home shard), the code naming that shard as the id does.
+  const db = dbOf(home.db);
+  // With its merchant, the code naming its place as the id does.
   const row: PaylinkRow = {
-    id: newId("paylink", { shard: shard }),
-    code: newId("paylinkCode", { shard: shard }),
+    id: newId("paylink", home),
+    code: newId("paylinkCode", home),
     merchantId,
     label: input.label ?? null,
     budgetMinor: input.budgetMinor,
@@ -79,8 +80,15 @@ export async function createPaylink(
   return row;
 }
 
-/** The database of the shard a PayLink's code (or id, or a grant's id) names: its merchant's. */
-export const dbOfPaylink = (env: Env, codeOrId: string): Db => dbOf(dbOfShard(env, shardOfId(codeOrId)));
+/**
+ * The database of the place a PayLink's code (or id, or a grant's id) names: its merchant's home. A code
+ * naming a shard this deployment does not run names no PayLink: it is looked for in control, where no
+ * code naming a shard is, and not found (a 404, never a missing binding's 500).
+ */
+export const dbOfPaylink = (env: Env, codeOrId: string): Db => {
+  const place = placementOf(env);
+  return dbOf((place.ofId(codeOrId) ?? place.control).db);
+};
 
 /** The PayLink by code, with its merchant's name and category. */
 export const paylinkByCode = (db: Db, code: string) =>
@@ -115,7 +123,9 @@ const knownPaylinks = new IsolateCache<string, { id: string; merchantId: string 
 const knownGrants = new IsolateCache<string, string>(50_000);
 
 export async function drawTargetOf(env: Env, code: string, agentId: string) {
-  const db = dbOfPaylink(env, code);
+  const home = placementOf(env).ofId(code);
+  if (!home) return { kind: "paylink_not_found" as const };
+  const db = dbOf(home.db);
   let paylink = knownPaylinks.get(code);
   if (!paylink) {
     const found = await paylinkByCode(db, code);
@@ -144,10 +154,10 @@ export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
  * batch creates the grant and its `paylink.accepted` event; a later one finds
  * the same grant and fires nothing.
  */
-function acceptStatements(paylink: PaylinkRow, agentId: string): SqlStatement[] {
-  // The grant lives with its PayLink, in the merchant's shard: its draws guard and move its figures in
+function acceptStatements(home: Place, paylink: PaylinkRow, agentId: string): SqlStatement[] {
+  // The grant lives with its PayLink, in the merchant's home: its draws guard and move its figures in
   // the batch that pays the merchant (the arrival, across shards), and a PayLink's usage sums its grants.
-  const grantId = newId("grant", { shard: shardOfId(paylink.id) });
+  const grantId = newId("grant", home);
   const createdAt = nowIso();
   return [
     sqlStatement(
@@ -185,7 +195,9 @@ export type AcceptOutcome =
  * an expired link cannot be newly accepted.
  */
 export async function acceptPaylinkByCode(env: Env, code: string, agentId: string): Promise<AcceptOutcome> {
-  const db = dbOfPaylink(env, code);
+  const home = placementOf(env).ofId(code);
+  if (!home) return { kind: "not_found", reason: "paylink_not_found" };
+  const db = dbOf(home.db);
   const found = await paylinkByCode(db, code);
   if (!found) return { kind: "not_found", reason: "paylink_not_found" };
   const existing = await grantOfAgent(db, found.paylink.id, agentId);
@@ -194,8 +206,9 @@ export async function acceptPaylinkByCode(env: Env, code: string, agentId: strin
   // wallet object knows whether it is frozen, and writes a new grant in the same turn.
   const written = await walletOf(env, agentId).writeUnlessFrozen(
     agentId,
-    existing || expired ? [] : acceptStatements(found.paylink, agentId),
-    shardOfId(code),
+    existing || expired ? [] : acceptStatements(home, found.paylink, agentId),
+    // The wallet object writes in the PayLink's shard; a Durable Object call carries its number, not a place.
+    home.shard,
   );
   if (written === "frozen") return { kind: "frozen", reason: AGENT_FROZEN };
   if (expired) return { kind: "conflict", reason: "paylink_expired" };

@@ -1,4 +1,5 @@
 import type { OnChainAnchor } from "../audit/anchor-abi";
+import { fieldNamesShard, namesShard } from "../ledger/shard-labels";
 
 /*
  * The on-chain part of an evidence file's check: the first anchor of the checkpoint on chain, among
@@ -46,12 +47,15 @@ const show = (value: unknown) => (value === null || value === undefined ? "none"
 const lower = (value: string | null | undefined) => value?.toLowerCase() ?? null;
 
 export const checkpointName = ({ shard, seq }: AnchorAt) =>
-  shard === 0 ? `checkpoint ${seq}` : `shard ${shard}'s checkpoint ${seq}`;
+  namesShard(shard) ? `shard ${shard}'s checkpoint ${seq}` : `checkpoint ${seq}`;
+
+/** Where a signed head's anchor is, and nothing else of it: what a verifier reads the chain for. */
+const anchorAt = ({ shard, seq }: AnchorAt): AnchorAt => ({ shard, seq });
 
 /** The first anchor of `at` among `anchors`: the earlier block counts, a later one cannot rewrite it. */
 export const firstAnchorOf = (anchors: readonly OnChainAnchor[], at: AnchorAt) =>
   [...anchors]
-    .filter((a) => a.seq === at.seq && (a.shard ?? 0) === at.shard)
+    .filter((a) => a.seq === at.seq && fieldNamesShard(a.shard, at.shard))
     .sort((a, b) => a.blockNumber - b.blockNumber)[0];
 
 /** Whether the file's anchor claims hold on the chain the verifier read; the detail names each field that does not. */
@@ -71,8 +75,7 @@ export async function checkOnChain(
     wrong.push(
       `anchor.contract: the file says ${show(file.anchor?.contract)}, the trusted anchor contract is ${chain.contract}`,
     );
-  const read =
-    typeof chain.anchors === "function" ? await chain.anchors({ shard: signed.shard, seq: signed.seq }) : chain.anchors;
+  const read = typeof chain.anchors === "function" ? await chain.anchors(anchorAt(signed)) : chain.anchors;
   const first = firstAnchorOf(read, signed);
   if (!first) {
     wrong.push(

@@ -1,6 +1,6 @@
 import type { JWK } from "jose";
 import { z } from "zod";
-import { chainHash } from "../audit/chain";
+import { chainHash } from "../ledger/chain";
 import { AuditEvent } from "../audit/responses";
 import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { verifyMerklePath } from "../audit/merkle";

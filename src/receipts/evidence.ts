@@ -2,7 +2,7 @@ import { anchoringOf } from "../checkpoints/anchoring";
 import { auditRowOf } from "../audit/service";
 import type { auditEvents } from "../db/schema";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
-import type { AuditRow } from "../audit/chain";
+import type { AuditRow } from "../ledger/chain";
 import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../config/env";
@@ -11,6 +11,7 @@ import { nowIso } from "../lib/time";
 import { publishedJwks } from "../proofs/keys";
 import { EVIDENCE_FORMAT, type EvidenceFile } from "./evidence-verify";
 import { chargeReceipt, storeOfId } from "./service";
+import { shardField } from "../ledger/shard-labels";
 
 /*
  * The evidence file of one paid charge: what a merchant or agent hands a third party so it can
@@ -76,7 +77,7 @@ export async function chargeEvidence(env: Env, merchantId: string, chargeId: str
     evidence: {
       format: EVIDENCE_FORMAT,
       chargeId,
-      ...(store.shard === 0 ? {} : { shard: store.shard }),
+      ...shardField(store.shard),
       exportedAt: nowIso(),
       receipt,
       auditRow,

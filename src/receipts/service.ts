@@ -1,6 +1,6 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
-import { dbOfShard, shardOfId } from "../db/shards";
-import { type Env, settingsOf } from "../config/env";
+import type { Env } from "../config/env";
+import { placementOf } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { signJws } from "../proofs/keys";
 import type { ProofSettings } from "../config/proofs";
@@ -22,14 +22,19 @@ import {
  * refund id as the row's reference), and only once it is completed.
  */
 
+/** A place's history: its database and the archive, with its shard's number (what an evidence file names). */
+export interface PlacedStore extends HistoryStore {
+  shard: number;
+}
+
 /**
- * Where the rows of the object `id` names are: its ledger shard's database (the id's tag says which)
- * and the archive. Null for an id tagged with a shard this deployment does not run: no such object.
+ * Where the rows of the object `id` names are: the database of the place its id names, and the
+ * archive, with the shard's number an evidence file shows. Null for an id naming a shard this
+ * deployment does not run: no such object.
  */
-export function storeOfId(env: Env, id: string): (HistoryStore & { shard: number }) | null {
-  const shard = shardOfId(id);
-  if (shard >= settingsOf(env).ledgerShards) return null;
-  return { DB: dbOfShard(env, shard), ARCHIVE: env.ARCHIVE, shard };
+export function storeOfId(env: Env, id: string): PlacedStore | null {
+  const at = placementOf(env).ofId(id);
+  return at && { DB: at.db, ARCHIVE: env.ARCHIVE, shard: at.shard };
 }
 
 type WithAudit<T> = T & { seq: number | null; hash: string | null; data: string | null; auditAt: string | null };

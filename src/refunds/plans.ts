@@ -1,5 +1,5 @@
 import type { Hex } from "viem";
-import type { AuditDraft } from "../audit/chain";
+import type { AuditDraft } from "../ledger/chain";
 import { PENDING_FIGURE } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../config/env";

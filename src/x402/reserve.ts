@@ -62,6 +62,7 @@ export async function reserve(
 function chargeToClaim(target: X402Target, paymentId: string, at: string, where: Place): ChargeRow {
   if (target.kind === "charge") return target.charge;
   return newPendingCharge(
+    where,
     target.link.merchantId,
     {
       amountMinor: target.link.amountMinor,
@@ -71,7 +72,6 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, where:
       x402Claim: paymentId,
     },
     at,
-    where.shard,
   );
 }
 

@@ -6,6 +6,7 @@ import { newPendingCharge } from "../../src/charges/service";
 import { dbOf } from "../../src/db/client";
 import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
 import { sha256Hex } from "../../src/lib/crypto";
+import { CONTROL_IDS } from "../../src/lib/ids";
 import { IDEMPOTENCY_TTL_MS, releaseReservation } from "../../src/db/idempotency";
 import type { CommitResult } from "../../src/ledger/ledger.do";
 import { ledgerOf } from "../../src/ledger/ledger.do";
@@ -127,7 +128,7 @@ async function checkoutPayment() {
   ).body;
   const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
   const charge = {
-    ...newPendingCharge(merchant.merchantId, {
+    ...newPendingCharge(CONTROL_IDS, merchant.merchantId, {
       amountMinor: 400,
       description: "one report",
       checkoutLinkId: found.link.id,

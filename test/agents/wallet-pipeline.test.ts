@@ -2,6 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { walletOf } from "../../src/agents/wallet.do";
 import { newPendingCharge } from "../../src/charges/service";
+import { CONTROL_IDS } from "../../src/lib/ids";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { guard } from "../../src/db/statements";
 import { api, consoleToken } from "../helpers/api";
@@ -16,7 +17,7 @@ import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, 
  * strictly one-at-a-time wallet.
  */
 const pendingCharge = (merchantId: string, amountMinor: number) => ({
-  ...newPendingCharge(merchantId, { amountMinor, description: "pipeline test" }),
+  ...newPendingCharge(CONTROL_IDS, merchantId, { amountMinor, description: "pipeline test" }),
   merchantName: "Acme Data",
   merchantCategory: null,
 });

@@ -2,7 +2,7 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { archiveHistory } from "../../src/archive/archive";
-import { GENESIS_HASH } from "../../src/audit/chain";
+import { GENESIS_HASH } from "../../src/ledger/chain";
 import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
 import { parseSegment, segmentProblem } from "../../src/audit/segment";

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { CompactSign, exportJWK, generateKeyPair } from "jose";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { auditCheckpointJob } from "../../src/checkpoints/anchoring";
-import { type AuditRow, chainHash } from "../../src/audit/chain";
+import { type AuditRow, chainHash } from "../../src/ledger/chain";
 import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { merkleRoot } from "../../src/audit/merkle";

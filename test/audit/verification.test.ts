@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type AuditRow, chainHash } from "../../src/audit/chain";
+import { type AuditRow, chainHash } from "../../src/ledger/chain";
 import { auditRowOf } from "../../src/audit/service";
 import { VERIFICATION_TYP } from "../../src/audit/verification";
 import type { auditEvents } from "../../src/db/schema";

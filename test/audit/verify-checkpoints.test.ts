@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { CompactSign, generateKeyPair } from "jose";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type AuditRow, chainHash, GENESIS_HASH } from "../../src/audit/chain";
+import { type AuditRow, chainHash, GENESIS_HASH } from "../../src/ledger/chain";
 import { CHECKPOINT_TYP } from "../../src/audit/checkpoints-verify";
 import { auditRows } from "../../src/audit/service";
 import { CheckpointCheck } from "../../src/audit/stored-checkpoints";

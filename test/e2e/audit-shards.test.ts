@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuditRow, chainHash, genesisHashOf } from "../../src/audit/chain";
+import { type AuditRow, chainHash, genesisHashOf } from "../../src/ledger/chain";
 import { startDevServer, type DevServer } from "./dev-server";
 import { shardOwners } from "./shard-owners";
 

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { genesisHashOf, GENESIS_HASH, verifyChain } from "../../src/audit/chain";
+import { genesisHashOf, GENESIS_HASH, verifyChain } from "../../src/ledger/chain";
 import { auditRowOf } from "../../src/audit/service";
 import { dbOf } from "../../src/db/client";
 import { dbOfShard, shardOfId } from "../../src/db/shards";

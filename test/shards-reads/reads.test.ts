@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { decodeProtectedHeader } from "jose";
 import { afterEach, describe, expect, it } from "vitest";
 import { anchorSeqOf } from "../../src/audit/anchor-abi";
-import { genesisHashOf } from "../../src/audit/chain";
+import { genesisHashOf } from "../../src/ledger/chain";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { csvExportResponse } from "../../src/audit/csv";
 import { auditRows } from "../../src/audit/service";
@@ -16,8 +16,8 @@ import { dbOfShard } from "../../src/db/shards";
 import type { Env, X402Settings } from "../../src/config/env";
 import { ensureHomeRow } from "../../src/ledger/home-rows";
 import { ledgerOf } from "../../src/ledger/ledger.do";
-import { agentCreditPlan } from "../../src/ledger/movements";
 import { placementOf } from "../../src/ledger/place";
+import { agentCreditPlan } from "../../src/ledger/movements";
 import { setFaultHook } from "../../src/lib/faults";
 import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { readLedgerSnapshot } from "../../src/treasury/ledger-side";
@@ -33,6 +33,8 @@ import { registerEndpoint } from "../helpers/webhooks";
  */
 const env2 = { ...env, LEDGER_SHARDS: "2" } as Env;
 const shard1 = dbOfShard(env, 1);
+/** Shard 1's place in `env2`. */
+const place1 = placementOf(env2).each()[1]!;
 
 afterEach(() => setFaultHook(null));
 
@@ -104,7 +106,7 @@ describe("checkpoints per shard", () => {
     expect(anchorSeqOf(0, 42)).toBe(42n);
     expect(anchorSeqOf(1, 42)).toBe((1n << 64n) + 42n);
     await creditInShard1(10);
-    const made = await makeCheckpoint(env2, Date.now(), 1);
+    const made = await makeCheckpoint(env2, Date.now(), place1);
     expect(made.kind).not.toBe("empty");
   });
 });
@@ -286,9 +288,9 @@ describe("the history archive per shard", () => {
     const before: unknown[] = [];
     for await (const row of auditRows(store)) before.push(row);
     // Checkpoint the shard's head, then one more row stays young in D1.
-    expect((await makeCheckpoint(env2, Date.now(), 1)).kind).not.toBe("empty");
+    expect((await makeCheckpoint(env2, Date.now(), place1)).kind).not.toBe("empty");
     await creditInShard1(41);
-    const run = await archiveHistory(env2, { now: Date.now() + 91 * 86_400_000, shard: 1 });
+    const run = await archiveHistory(env2, { now: Date.now() + 91 * 86_400_000, at: place1 });
     expect(run.segments).toBeGreaterThan(0);
     const segments = await shard1
       .prepare("SELECT object_key AS key, status FROM archive_segments ORDER BY first_seq")
@@ -310,10 +312,10 @@ describe("audit verify over two shards", () => {
   it("verifies each shard's chain from its own genesis, and is broken when either shard is", async () => {
     const proofs = settingsOf(env2).proofs;
     await creditInShard1(125);
-    const one = await verifyEveryShard(env, 1, proofs, { full: true });
+    const one = await verifyEveryShard(env, proofs, { full: true });
     expect(one.ok).toBe(true);
     expect("shards" in one).toBe(false);
-    const both = await verifyEveryShard(env2, 2, proofs, { full: true });
+    const both = await verifyEveryShard(env2, proofs, { full: true });
     expect(both.ok).toBe(true);
     expect(both.shards!.map((v) => [v.shard, v.ok])).toEqual([
       [0, true],
@@ -328,7 +330,7 @@ describe("audit verify over two shards", () => {
       .first<{ seq: number }>();
     await shard1.prepare("UPDATE audit_events SET amount_minor = amount_minor + 1 WHERE seq = ?").bind(last!.seq).run();
     try {
-      const broken = await verifyEveryShard(env2, 2, proofs, { full: true });
+      const broken = await verifyEveryShard(env2, proofs, { full: true });
       expect(broken.ok).toBe(false);
       expect(broken.shards!.find((v) => v.shard === 0)!.ok).toBe(true);
       const one1 = broken.shards!.find((v) => v.shard === 1)!;
@@ -340,17 +342,17 @@ describe("audit verify over two shards", () => {
         .bind(last!.seq)
         .run();
     }
-    expect((await verifyEveryShard(env2, 2, proofs, { full: true })).ok).toBe(true);
+    expect((await verifyEveryShard(env2, proofs, { full: true })).ok).toBe(true);
   });
 
   it("checks each shard's rows against its own signed checkpoints: rows cut from shard 1's end fail shard 1", async () => {
     const proofs = settingsOf(env2).proofs;
     await creditInShard1(40);
     await creditInShard1(41);
-    const made = await makeCheckpoint(env2, Date.now(), 1);
+    const made = await makeCheckpoint(env2, Date.now(), place1);
     expect(made.kind).toBe("created");
     const cp = made.kind === "created" ? made.checkpoint : null;
-    const clean = await verifyEveryShard(env2, 2, proofs, { full: true });
+    const clean = await verifyEveryShard(env2, proofs, { full: true });
     expect(clean.ok).toBe(true);
     // Shard 1's checkpoints sign its number: checked as shard 0's, none would hold.
     expect(clean.shards![1]).toMatchObject({ shard: 1, ok: true, checkpoints: { failed: 0, latestSeq: cp!.seq } });
@@ -364,7 +366,7 @@ describe("audit verify over two shards", () => {
       shard1.prepare("DELETE FROM audit_verifications"),
     ]);
     try {
-      const broken = await verifyEveryShard(env2, 2, proofs, { full: true });
+      const broken = await verifyEveryShard(env2, proofs, { full: true });
       expect(broken).toMatchObject({ ok: false, brokenSeq: cp!.seq, problem: "checkpoint_contradicts_rows" });
       expect(broken.shards!.map((v) => [v.shard, v.ok])).toEqual([
         [0, true],
@@ -387,6 +389,6 @@ describe("audit verify over two shards", () => {
           .run();
       }
     }
-    expect((await verifyEveryShard(env2, 2, proofs, { full: true })).ok).toBe(true);
+    expect((await verifyEveryShard(env2, proofs, { full: true })).ok).toBe(true);
   });
 });

@@ -5,7 +5,7 @@ import type { FaultPoint } from "../../src/lib/faults";
 import type { FaultMode } from "../helpers/faults";
 import { expect } from "vitest";
 import { auditRowOf } from "../../src/audit/service";
-import { genesisHashOf, verifyChain } from "../../src/audit/chain";
+import { genesisHashOf, verifyChain } from "../../src/ledger/chain";
 import { dbOf } from "../../src/db/client";
 import { dbOfShard } from "../../src/db/shards";
 import { homeShard } from "../../src/ledger/directory";

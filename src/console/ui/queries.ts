@@ -1,7 +1,6 @@
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
-import { dbOfShard, shardOfId } from "../../db/shards";
-import { type Env, settingsOf } from "../../config/env";
-import { forEachShard } from "../../ledger/shards";
+import type { Env } from "../../config/env";
+import { placementOf } from "../../ledger/place";
 import { nowIso, utcDayStart } from "../../lib/time";
 import type { PayoutRow } from "../../payouts/service";
 
@@ -58,7 +57,11 @@ export async function readOverview(db: D1Database): Promise<Overview> {
  * The sum is not one snapshot: shards are read at about the same time, not in one transaction.
  */
 export async function readOverviewOfShards(env: Env): Promise<Overview> {
-  const [control, ...others] = await forEachShard(env, (db) => readOverview(db));
+  const [control, ...others] = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((at) => readOverview(at.db)),
+  );
   const total = { ...control!, paid: { ...control!.paid }, paidCentsByHour: [...control!.paidCentsByHour] };
   for (const o of others) {
     total.paid.n += o.paid.n;
@@ -81,10 +84,14 @@ export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
  * lives in its merchant's); a status without payouts reads zero.
  */
 export async function readPayoutTotals(env: Env): Promise<Record<PayoutStatus, { n: number; cents: number }>> {
-  const shards = await forEachShard(env, (db) =>
-    db
-      .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
-      .all<{ status: string; n: number; cents: number }>(),
+  const shards = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((at) =>
+        at.db
+          .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
+          .all<{ status: string; n: number; cents: number }>(),
+      ),
   );
   const totals = { pending: { n: 0, cents: 0 }, paid: { n: 0, cents: 0 }, failed: { n: 0, cents: 0 } };
   for (const rows of shards)
@@ -114,10 +121,10 @@ export async function readChargeWithMerchant(
   env: Env,
   chargeId: string,
 ): Promise<{ charge: ChargeRow; merchantName: string | null } | null> {
-  const shard = shardOfId(chargeId);
+  const at = placementOf(env).ofId(chargeId);
   // An id tagged with a shard this deployment does not run names no charge here.
-  if (shard >= settingsOf(env).ledgerShards) return null;
-  const row = await dbOfShard(env, shard)
+  if (!at) return null;
+  const row = await at.db
     .prepare(
       `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName FROM charges c LEFT JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`,
     )

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../auth/app-env";
 import { actorOf } from "../../auth/middleware";
+import { placementOf } from "../../ledger/place";
 import { latestCheck } from "../../treasury/history";
 import { Page } from "./layout";
 
@@ -22,7 +23,7 @@ export const render = async (
   body: unknown,
   extra: { notice?: string | null; error?: string | null } = {},
 ) => {
-  const latest = await latestCheck(c.env.DB);
+  const latest = await latestCheck(placementOf(c.env).control.db);
   return c.html(
     <Page
       title={title}

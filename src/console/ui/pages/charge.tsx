@@ -58,98 +58,17 @@ export const ChargePage = (props: {
   /** What was typed in the amount field, shown again when the refund was refused. */
   typed?: string;
 }) => {
-  const { charge, refunds } = props;
+  const { charge } = props;
   const remaining = charge.amountMinor - charge.refundedMinor;
-  const merchant = props.merchantName ?? charge.merchantId;
   return (
     <>
-      <div class="grid" id="charge-figures">
-        <div class="stat">
-          Amount<b id="charge-amount">{usd(charge.amountMinor)}</b>
-        </div>
-        <div class="stat">
-          Status
-          <b>
-            <span id="charge-status" class={`badge ${CHARGE_BADGE[charge.status] ?? "muted"}`}>
-              {charge.status}
-            </span>
-          </b>
-        </div>
-        <div class="stat">
-          Refunded<b id="charge-refunded">{usd(charge.refundedMinor)}</b>
-        </div>
-        <div class="stat">
-          Remaining<b id="charge-remaining">{usd(remaining)}</b>
-        </div>
-      </div>
-      <div class="card">
-        <table id="charge-details" class="details">
-          <caption class="muted">The charge</caption>
-          <tbody>
-            <tr>
-              <th scope="row">Charge</th>
-              <td>
-                <code>{charge.chargeId}</code>
-              </td>
-            </tr>
-            <tr>
-              <th scope="row">Merchant</th>
-              <td>
-                {props.merchantName ? (
-                  <>
-                    {props.merchantName}
-                    <br />
-                  </>
-                ) : null}
-                <code>{charge.merchantId}</code>
-              </td>
-            </tr>
-            {charge.description ? (
-              <tr>
-                <th scope="row">Description</th>
-                <td>{charge.description}</td>
-              </tr>
-            ) : null}
-            <tr>
-              <th scope="row">Method</th>
-              <td>{charge.method ?? <span class="muted">-</span>}</td>
-            </tr>
-            <tr>
-              <th scope="row">Reference / transaction</th>
-              <td>{charge.reference ? <code>{charge.reference}</code> : <span class="muted">-</span>}</td>
-            </tr>
-            <tr>
-              <th scope="row">Agent</th>
-              <td>
-                {charge.agentId ? (
-                  <a href={`/console/ui/agents/${encodeURIComponent(charge.agentId)}`}>
-                    <code>{charge.agentId}</code>
-                  </a>
-                ) : (
-                  <span class="muted">-</span>
-                )}
-              </td>
-            </tr>
-            <tr>
-              <th scope="row">Created</th>
-              <td>
-                <When iso={charge.createdAt} />
-              </td>
-            </tr>
-            <tr>
-              <th scope="row">Paid</th>
-              <td>
-                <When iso={charge.paidAt} />
-              </td>
-            </tr>
-          </tbody>
-        </table>
-      </div>
+      <ChargeFigures charge={charge} remaining={remaining} />
+      <ChargeDetails charge={charge} merchantName={props.merchantName} />
       {charge.status === "paid" && remaining > 0 ? (
         <RefundForm
           csrf={props.csrf}
           charge={charge}
-          merchant={merchant}
+          merchant={props.merchantName ?? charge.merchantId}
           remaining={remaining}
           typed={props.typed ?? ""}
         />
@@ -161,51 +80,138 @@ export const ChargePage = (props: {
         </p>
       )}
       <h2>Refunds</h2>
-      <div class="card">
-        <table id="refunds-table">
-          <caption class="muted">Refunds of this charge, oldest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Refund</th>
-              <th scope="col" class="num">
-                Amount
-              </th>
-              <th scope="col">Status</th>
-              <th scope="col">Method</th>
-              <th scope="col">Transaction</th>
-              <th scope="col">Created</th>
-            </tr>
-          </thead>
-          <tbody>
-            {refunds.map((r) => (
-              <tr id={`refund-${r.refundId}`}>
-                <td>
-                  <code>{r.refundId}</code>
-                </td>
-                <td class="num">{usd(r.amountMinor)}</td>
-                <td>
-                  <span class={`badge ${REFUND_BADGE[r.status] ?? "muted"}`}>{r.status}</span>
-                  {r.status === "pending" ? (
-                    <div class="reason warn">Being sent on chain; reload this page to see its state.</div>
-                  ) : null}
-                  {r.failureReason ? <div class="reason bad">{r.failureReason}</div> : null}
-                </td>
-                <td>{r.method}</td>
-                <td>
-                  <Hash value={r.transaction} />
-                </td>
-                <td>
-                  <When iso={r.createdAt} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        {refunds.length === 0 ? <p class="muted">No refunds.</p> : null}
-      </div>
+      <RefundsTable refunds={props.refunds} />
     </>
   );
 };
+
+/** The charge's amount, status, what is refunded and what remains. */
+const ChargeFigures = (props: { charge: ChargeView; remaining: number }) => {
+  const { charge } = props;
+  return (
+    <div class="grid" id="charge-figures">
+      <div class="stat">
+        Amount<b id="charge-amount">{usd(charge.amountMinor)}</b>
+      </div>
+      <div class="stat">
+        Status
+        <b>
+          <span id="charge-status" class={`badge ${CHARGE_BADGE[charge.status] ?? "muted"}`}>
+            {charge.status}
+          </span>
+        </b>
+      </div>
+      <div class="stat">
+        Refunded<b id="charge-refunded">{usd(charge.refundedMinor)}</b>
+      </div>
+      <div class="stat">
+        Remaining<b id="charge-remaining">{usd(props.remaining)}</b>
+      </div>
+    </div>
+  );
+};
+
+/** A row of the details table: a heading and its cell. */
+const Detail = (props: { label: string; children: unknown }) => (
+  <tr>
+    <th scope="row">{props.label}</th>
+    <td>{props.children as never}</td>
+  </tr>
+);
+
+const Dash = () => <span class="muted">-</span>;
+
+/** The charge's details: who, what, how it was paid and when. */
+const ChargeDetails = (props: { charge: ChargeView; merchantName: string | null }) => {
+  const { charge } = props;
+  return (
+    <div class="card">
+      <table id="charge-details" class="details">
+        <caption class="muted">The charge</caption>
+        <tbody>
+          <Detail label="Charge">
+            <code>{charge.chargeId}</code>
+          </Detail>
+          <Detail label="Merchant">
+            {props.merchantName ? (
+              <>
+                {props.merchantName}
+                <br />
+              </>
+            ) : null}
+            <code>{charge.merchantId}</code>
+          </Detail>
+          {charge.description ? <Detail label="Description">{charge.description}</Detail> : null}
+          <Detail label="Method">{charge.method ?? <Dash />}</Detail>
+          <Detail label="Reference / transaction">
+            {charge.reference ? <code>{charge.reference}</code> : <Dash />}
+          </Detail>
+          <Detail label="Agent">
+            {charge.agentId ? (
+              <a href={`/console/ui/agents/${encodeURIComponent(charge.agentId)}`}>
+                <code>{charge.agentId}</code>
+              </a>
+            ) : (
+              <Dash />
+            )}
+          </Detail>
+          <Detail label="Created">
+            <When iso={charge.createdAt} />
+          </Detail>
+          <Detail label="Paid">
+            <When iso={charge.paidAt} />
+          </Detail>
+        </tbody>
+      </table>
+    </div>
+  );
+};
+
+/** The charge's refunds, oldest first, each with its state and transaction. */
+const RefundsTable = (props: { refunds: RefundView[] }) => (
+  <div class="card">
+    <table id="refunds-table">
+      <caption class="muted">Refunds of this charge, oldest first</caption>
+      <thead>
+        <tr>
+          <th scope="col">Refund</th>
+          <th scope="col" class="num">
+            Amount
+          </th>
+          <th scope="col">Status</th>
+          <th scope="col">Method</th>
+          <th scope="col">Transaction</th>
+          <th scope="col">Created</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.refunds.map((r) => (
+          <tr id={`refund-${r.refundId}`}>
+            <td>
+              <code>{r.refundId}</code>
+            </td>
+            <td class="num">{usd(r.amountMinor)}</td>
+            <td>
+              <span class={`badge ${REFUND_BADGE[r.status] ?? "muted"}`}>{r.status}</span>
+              {r.status === "pending" ? (
+                <div class="reason warn">Being sent on chain; reload this page to see its state.</div>
+              ) : null}
+              {r.failureReason ? <div class="reason bad">{r.failureReason}</div> : null}
+            </td>
+            <td>{r.method}</td>
+            <td>
+              <Hash value={r.transaction} />
+            </td>
+            <td>
+              <When iso={r.createdAt} />
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+    {props.refunds.length === 0 ? <p class="muted">No refunds.</p> : null}
+  </div>
+);
 
 /** The refund form, with a confirmation naming the amount, the charge and the merchant the operator acts for. */
 const RefundForm = (props: {

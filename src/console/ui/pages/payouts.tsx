@@ -64,36 +64,7 @@ export const PayoutsPage = (props: {
           </thead>
           <tbody>
             {payouts.map((p) => (
-              <tr id={`payout-${p.payoutId}`}>
-                <td>
-                  <code>{p.payoutId}</code>
-                </td>
-                <td>
-                  <MerchantName name={props.merchantNames.get(p.merchantId)} />
-                  <code>{p.merchantId}</code>
-                </td>
-                <td class="num">{usd(p.amountMinor)}</td>
-                <td class="mono">{p.destination}</td>
-                <td>
-                  <span class={`badge ${BADGE[p.status]}`}>{p.status}</span>
-                  {p.failureReason ? <div class="reason bad">{p.failureReason}</div> : null}
-                </td>
-                <td>
-                  {p.transaction ? (
-                    <code class="hash" title={p.transaction}>
-                      {p.transaction}
-                    </code>
-                  ) : (
-                    <span class="muted">-</span>
-                  )}
-                </td>
-                <td>
-                  <When iso={p.createdAt} />
-                </td>
-                <td>
-                  <When iso={p.paidAt} />
-                </td>
-              </tr>
+              <PayoutRow payout={p} merchantName={props.merchantNames.get(p.merchantId)} />
             ))}
           </tbody>
         </table>
@@ -107,3 +78,37 @@ export const PayoutsPage = (props: {
     </>
   );
 };
+
+/** One payout: its merchant, amount and destination, its state (and why it failed) and its transaction. */
+const PayoutRow = ({ payout: p, merchantName }: { payout: PayoutView; merchantName: string | undefined }) => (
+  <tr id={`payout-${p.payoutId}`}>
+    <td>
+      <code>{p.payoutId}</code>
+    </td>
+    <td>
+      <MerchantName name={merchantName} />
+      <code>{p.merchantId}</code>
+    </td>
+    <td class="num">{usd(p.amountMinor)}</td>
+    <td class="mono">{p.destination}</td>
+    <td>
+      <span class={`badge ${BADGE[p.status]}`}>{p.status}</span>
+      {p.failureReason ? <div class="reason bad">{p.failureReason}</div> : null}
+    </td>
+    <td>
+      {p.transaction ? (
+        <code class="hash" title={p.transaction}>
+          {p.transaction}
+        </code>
+      ) : (
+        <span class="muted">-</span>
+      )}
+    </td>
+    <td>
+      <When iso={p.createdAt} />
+    </td>
+    <td>
+      <When iso={p.paidAt} />
+    </td>
+  </tr>
+);

@@ -1,4 +1,4 @@
-import type { AuditRow } from "../../../audit/chain";
+import type { AuditRow } from "../../../ledger/chain";
 import type { AuditVerdict, ShardVerdict } from "../../../audit/verification";
 import { usd, When } from "../layout";
 import { ChargeLink } from "./charge";

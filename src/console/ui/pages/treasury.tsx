@@ -99,83 +99,12 @@ export function TreasuryPage(props: {
       </form>
       {latest ? (
         <>
-          <h2>
-            Latest check <span class={`badge ${BADGE[latest.status] ?? ""}`}>{latest.status}</span>
-          </h2>
-          <p class="muted">
-            <When iso={latest.at} />, block {latest.asOfBlock}, {latest.addressesRead} receiving addresses read.
-          </p>
-          <div class="grid" id="treasury-latest">
-            <Stat id="treasury-total" label="Held on chain" value={usdOfBaseUnits(latest.totalBaseUnits)} />
-            <Stat
-              id="treasury-settlement"
-              label="Settlement address"
-              value={usdOfBaseUnits(latest.settlementBaseUnits)}
-            />
-            <Stat
-              id="treasury-receiving"
-              label="Receiving addresses"
-              value={usdOfBaseUnits(latest.depositAddressesBaseUnits)}
-              note="not swept yet"
-            />
-            <Stat id="treasury-expected" label="Ledger expects" value={usdOfBaseUnits(latest.expectedBaseUnits)} />
-            <Stat
-              id="treasury-float"
-              label="Operator's float"
-              value={usdOfBaseUnits(latest.floatBaseUnits)}
-              note="booked fundings, in the expectation"
-            />
-            <Stat id="treasury-difference" label="Difference" value={usdOfBaseUnits(latest.differenceBaseUnits)} />
-            <Stat
-              id="treasury-pending"
-              label="Pending out"
-              value={usd(latest.pendingOutMinor)}
-              note="payouts and refunds being sent"
-            />
-          </div>
+          <LatestCheck latest={latest} />
           <div class="card">
             <h2>Holdings against the ledger</h2>
             <TreasuryChart checks={props.checks} />
           </div>
-          <div class="card">
-            <table id="treasury-checks">
-              <caption class="muted">The {props.checks.length} latest checks, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">When</th>
-                  <th scope="col" class="num">
-                    Block
-                  </th>
-                  <th scope="col">Status</th>
-                  <th scope="col" class="num">
-                    Held
-                  </th>
-                  <th scope="col" class="num">
-                    Expected
-                  </th>
-                  <th scope="col" class="num">
-                    Difference
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {props.checks.map((c) => (
-                  <tr>
-                    <td>
-                      <When iso={c.at} />
-                    </td>
-                    <td class="num">{c.asOfBlock}</td>
-                    <td>
-                      <span class={`badge ${BADGE[c.status] ?? ""}`}>{c.status}</span>
-                    </td>
-                    <td class="num">{usdOfBaseUnits(c.totalBaseUnits)}</td>
-                    <td class="num">{usdOfBaseUnits(c.expectedBaseUnits)}</td>
-                    <td class="num">{usdOfBaseUnits(c.differenceBaseUnits)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <ChecksTable checks={props.checks} />
         </>
       ) : (
         <p class="muted" id="treasury-none">
@@ -186,3 +115,82 @@ export function TreasuryPage(props: {
     </>
   );
 }
+
+/** The latest check: its status, when and at which block, and its figures. */
+const LatestCheck = ({ latest }: { latest: CheckDetail }) => (
+  <>
+    <h2>
+      Latest check <span class={`badge ${BADGE[latest.status] ?? ""}`}>{latest.status}</span>
+    </h2>
+    <p class="muted">
+      <When iso={latest.at} />, block {latest.asOfBlock}, {latest.addressesRead} receiving addresses read.
+    </p>
+    <div class="grid" id="treasury-latest">
+      <Stat id="treasury-total" label="Held on chain" value={usdOfBaseUnits(latest.totalBaseUnits)} />
+      <Stat id="treasury-settlement" label="Settlement address" value={usdOfBaseUnits(latest.settlementBaseUnits)} />
+      <Stat
+        id="treasury-receiving"
+        label="Receiving addresses"
+        value={usdOfBaseUnits(latest.depositAddressesBaseUnits)}
+        note="not swept yet"
+      />
+      <Stat id="treasury-expected" label="Ledger expects" value={usdOfBaseUnits(latest.expectedBaseUnits)} />
+      <Stat
+        id="treasury-float"
+        label="Operator's float"
+        value={usdOfBaseUnits(latest.floatBaseUnits)}
+        note="booked fundings, in the expectation"
+      />
+      <Stat id="treasury-difference" label="Difference" value={usdOfBaseUnits(latest.differenceBaseUnits)} />
+      <Stat
+        id="treasury-pending"
+        label="Pending out"
+        value={usd(latest.pendingOutMinor)}
+        note="payouts and refunds being sent"
+      />
+    </div>
+  </>
+);
+
+/** The latest checks, newest first. */
+const ChecksTable = ({ checks }: { checks: CheckDetail[] }) => (
+  <div class="card">
+    <table id="treasury-checks">
+      <caption class="muted">The {checks.length} latest checks, newest first</caption>
+      <thead>
+        <tr>
+          <th scope="col">When</th>
+          <th scope="col" class="num">
+            Block
+          </th>
+          <th scope="col">Status</th>
+          <th scope="col" class="num">
+            Held
+          </th>
+          <th scope="col" class="num">
+            Expected
+          </th>
+          <th scope="col" class="num">
+            Difference
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {checks.map((c) => (
+          <tr>
+            <td>
+              <When iso={c.at} />
+            </td>
+            <td class="num">{c.asOfBlock}</td>
+            <td>
+              <span class={`badge ${BADGE[c.status] ?? ""}`}>{c.status}</span>
+            </td>
+            <td class="num">{usdOfBaseUnits(c.totalBaseUnits)}</td>
+            <td class="num">{usdOfBaseUnits(c.expectedBaseUnits)}</td>
+            <td class="num">{usdOfBaseUnits(c.differenceBaseUnits)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  </div>
+);

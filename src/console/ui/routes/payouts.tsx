@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../../auth/app-env";
+import { placementOf } from "../../../ledger/place";
 import { listPayouts, payoutView } from "../../../payouts/service";
 import { PAYOUTS_SHOWN, PayoutsPage } from "../pages/payouts";
 import { PAYOUT_STATUSES, readMerchantNames, readPayoutTotals } from "../queries";
@@ -20,7 +21,7 @@ export const payoutPageRoutes = new Hono<AppEnv>().get("/console/ui/payouts", as
   ]);
   const payouts = rows.slice(0, PAYOUTS_SHOWN).map(payoutView);
   const merchantNames = await readMerchantNames(
-    c.env.DB,
+    placementOf(c.env).control.db,
     payouts.map((p) => p.merchantId),
   );
   return render(

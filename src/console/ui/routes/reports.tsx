@@ -5,6 +5,7 @@ import { csvExportResponse } from "../../../audit/csv";
 import { ExportQuery, exportRange } from "../../../audit/routes";
 import { firstAuditRows } from "../../../audit/service";
 import { verifyEveryShard } from "../../../audit/verification";
+import { placementOf } from "../../../ledger/place";
 import { ApiError } from "../../../lib/errors";
 import { issuesOf } from "../../../lib/validation";
 import { receivingReport } from "../../../x402/receiving";
@@ -29,9 +30,10 @@ export const reportRoutes = new Hono<AppEnv>()
       range = exportRange(undefined, undefined);
     }
     const [rows, verdict] = await Promise.all([
-      firstAuditRows(c.env, TRANSACTIONS_SHOWN, { range }),
+      // Control's chain, the one the page has always shown.
+      firstAuditRows({ DB: placementOf(c.env).control.db, ARCHIVE: c.env.ARCHIVE }, TRANSACTIONS_SHOWN, { range }),
       // Only the rows since the last verified point: this page is viewed often (GET /console/audit/verify?full=true checks all).
-      verifyEveryShard(c.env, c.get("settings").ledgerShards, c.get("settings").proofs),
+      verifyEveryShard(c.env, c.get("settings").proofs),
     ]);
     return render(
       c,

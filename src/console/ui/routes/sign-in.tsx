@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import { actorOf } from "../../../auth/middleware";
+import { placementOf } from "../../../ledger/place";
 import { ApiError } from "../../../lib/errors";
 import { clientAddressOf, limitSignIn, SignInEmail } from "../../auth-routes";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "../../sign-in";
@@ -32,7 +33,7 @@ const invalidEmailPage = (c: Ui, csrf: string) =>
  */
 async function signInLimited(c: Ui, email: string, kind: "start" | "verify", csrf: string) {
   try {
-    await limitSignIn(c.env.DB, email, clientAddressOf(c.req.header("cf-connecting-ip")), kind);
+    await limitSignIn(placementOf(c.env).control.db, email, clientAddressOf(c.req.header("cf-connecting-ip")), kind);
     return null;
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 429)) throw error;

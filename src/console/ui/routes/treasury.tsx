@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import type { X402Settings } from "../../../config/env";
 import { nothingMore } from "../../../db/statements";
+import { placementOf } from "../../../ledger/place";
 import { log } from "../../../lib/log";
 import { runTreasuryCheck } from "../../../treasury/check";
 import { bookFunding, type FundingRefusal, listFundings } from "../../../treasury/fundings";
@@ -27,8 +28,8 @@ const REFUSED: Record<FundingRefusal, string> = {
 /** The treasury page, with an error and the typed transaction when a funding was refused. */
 async function treasuryPage(c: Ui, x: X402Settings, refused?: { error: string; typed: string }) {
   const [checks, fundings] = await Promise.all([
-    listCheckDetails(c.env.DB, CHECKS_SHOWN),
-    listFundings(c.env.DB, x, FUNDINGS_SHOWN),
+    listCheckDetails(placementOf(c.env).control.db, CHECKS_SHOWN),
+    listFundings(placementOf(c.env).control.db, x, FUNDINGS_SHOWN),
   ]);
   return render(
     c,

@@ -5,7 +5,7 @@ import { sha256HexSync } from "../lib/crypto";
 /*
  * The audit chain: every row names its predecessor's hash, so a changed,
  * dropped or inserted row breaks it. The ledger's sequencer appends the rows
- * (ledger/ledger.do.ts); the export and verification read them back.
+ * (ledger/ledger.do.ts); the export and verification (src/audit) read them back.
  */
 
 /** An audit event a commit plan asks the sequencer to append, before it has a place in the chain. */
