@@ -5,8 +5,10 @@ import { requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
 import { csvExportResponse } from "./csv";
-import { dbOfShard, shardNumbers } from "../db/shards";
-import { type Env, settingsOf } from "../config/env";
+import type { Env } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
+import { placeNumbered } from "../ledger/place-numbered";
+import { shardLabel } from "../ledger/shard-labels";
 import { firstAuditRows } from "./service";
 import { verifyEveryShard } from "./verification";
 
@@ -47,13 +49,14 @@ export const ShardPageQuery = PageQuery.extend({ shard: shardParam });
 /** The ledger shard a checkpoint route signs or reads (shard 0 without one). */
 export const ShardQuery = z.object({ shard: shardParam });
 
-/** A shard this deployment runs, or 400: an unknown shard is a bad request, not an empty chain. */
-export function runShard(env: Env, shard: number): number {
-  if (shard >= settingsOf(env).ledgerShards)
+/** The place of a shard this deployment runs, or 400: an unknown shard is a bad request, not an empty chain. */
+export function namedPlace(env: Env, shard: number): Place {
+  const at = placeNumbered(env, shard);
+  if (!at)
     throw new ApiError(400, "invalid_request", {
       issues: [{ path: "shard", code: "custom", message: "no such ledger shard" }],
     });
-  return shard;
+  return at;
 }
 
 /** `from` and `to` are inclusive UTC days; the default is the last 30 days up to today. */
@@ -76,18 +79,18 @@ export const auditRoutes = new Hono<AppEnv>()
   .get("/export/transactions.csv", requireActor("console"), validate("query", ShardExportQuery), (c) => {
     const { from, to, shard } = c.req.valid("query");
     const range = exportRange(from, to);
-    if (shard !== undefined) runShard(c.env, shard);
+    if (shard !== undefined) namedPlace(c.env, shard);
     return csvExportResponse(c.env, range, { shard });
   })
   .get("/console/audit", requireActor("console"), validate("query", ShardPageQuery), async (c) => {
     const { afterSeq, limit, shard } = c.req.valid("query");
-    const store = { DB: dbOfShard(c.env, runShard(c.env, shard)), ARCHIVE: c.env.ARCHIVE };
+    const store = { DB: namedPlace(c.env, shard).db, ARCHIVE: c.env.ARCHIVE };
     const rows = await firstAuditRows(store, limit, { afterSeq });
     return c.json({ events: rows, nextAfterSeq: rows.length === limit ? rows[rows.length - 1]!.seq : null });
   })
   // Every shard whose chain a verifier must walk: each is read with `?shard=k` on the routes above and below.
   .get("/console/audit/shards", requireActor("console"), (c) =>
-    c.json({ shards: shardNumbers(c.env, c.get("settings").ledgerShards) }),
+    c.json({ shards: placementOf(c.env).each().map(shardLabel) }),
   )
   .get("/console/audit/verify", requireActor("console"), validate("query", VerifyQuery), async (c) => {
     const full = c.req.valid("query").full === "true";

@@ -6,9 +6,7 @@ import { log } from "../lib/log";
 import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
 import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
-import { runShard, ShardPageQuery, ShardQuery } from "../audit/routes";
-import type { Env } from "../config/env";
-import { type Place, placementOf } from "../ledger/place";
+import { namedPlace, ShardPageQuery, ShardQuery } from "../audit/routes";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
 export const checkpointView = (cp: Checkpoint) => ({
@@ -27,8 +25,6 @@ export const checkpointView = (cp: Checkpoint) => ({
 });
 
 /** The place of the ledger shard the API names by its number (the k-th of each()), or 400 for one not run here. */
-const namedShard = (env: Env, shard: number): Place => placementOf(env).each()[runShard(env, shard)]!;
-
 export const checkpointRoutes = new Hono<AppEnv>()
   /**
    * Signs a checkpoint of the head now (201), or answers the latest when the head has not moved
@@ -36,7 +32,7 @@ export const checkpointRoutes = new Hono<AppEnv>()
    */
   .post("/console/audit/checkpoints", requireActor("console"), validate("query", ShardQuery), async (c) => {
     const { shard } = c.req.valid("query");
-    const at = namedShard(c.env, shard);
+    const at = namedPlace(c.env, shard);
     const made = await makeCheckpoint(c.env, Date.now(), at);
     if (made.kind === "empty") throw new ApiError(409, "audit_chain_empty");
     try {
@@ -50,14 +46,14 @@ export const checkpointRoutes = new Hono<AppEnv>()
   })
   .get("/console/audit/checkpoints", requireActor("console"), validate("query", ShardPageQuery), async (c) => {
     const { afterSeq, limit, shard } = c.req.valid("query");
-    const page = await checkpointPage(namedShard(c.env, shard).db, afterSeq, limit);
+    const page = await checkpointPage(namedPlace(c.env, shard).db, afterSeq, limit);
     return c.json({
       checkpoints: page.map(checkpointView),
       nextAfterSeq: page.length === limit ? page[page.length - 1]!.seq : null,
     });
   })
   .get("/audit/checkpoints/latest", requireActor("console"), validate("query", ShardQuery), async (c) => {
-    const latest = await latestCheckpoint(namedShard(c.env, c.req.valid("query").shard).db);
+    const latest = await latestCheckpoint(namedPlace(c.env, c.req.valid("query").shard).db);
     if (!latest) throw new ApiError(404, "checkpoint_not_found");
     return c.json({ checkpoint: checkpointView(latest) });
   });
