@@ -13,8 +13,7 @@ import type { IdempotencySlot } from "../db/idempotency";
 import { type Env, settingsOf } from "../config/env";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
-import type { ErrorCode, StatusOf } from "../lib/error-codes";
-import { ApiError } from "../lib/errors";
+import { refusalAgain } from "../lib/errors";
 import { chargeReceipt } from "../receipts/service";
 import type { ToolAnswer, ToolContext } from "./define";
 
@@ -81,8 +80,7 @@ async function toolAnswer(ctx: ToolContext, { status, body }: RouteReply, replay
     };
   }
   // A refusal the route rendered from an ApiError (live, or kept under the key): the same error again.
-  const { error, ...extra } = body;
-  throw new ApiError(status as StatusOf<ErrorCode>, error as ErrorCode, extra);
+  throw refusalAgain(status, body);
 }
 
 /**
