@@ -1,5 +1,7 @@
 import type { Env } from "../config/env";
-import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../charges/service";
+import type { ChargeRow } from "../charges/service";
+import { paidByAgentSince, payableChargeRead } from "../charges/statements";
+import { prepared } from "../db/statements";
 import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { TransferIntents } from "../ledger/transfer-intents";
@@ -29,9 +31,6 @@ export interface AgentState {
   frozen: boolean;
 }
 
-const CHARGE_SELECT = `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName, m.category AS merchantCategory
-  FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`;
-
 export const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS agentId, status, reason, expires_at AS expiresAt FROM approvals`;
 
 const agentStatements = (db: D1Database, agentId: string, now: number) => [
@@ -42,8 +41,7 @@ const agentStatements = (db: D1Database, agentId: string, now: number) => [
     .prepare(
       // Payments of charges in this shard, and transfers toward charges in other shards (pending or
       // completed: a reversed one gave the money back).
-      `SELECT COALESCE((SELECT SUM(amount_minor) FROM charges
-         WHERE agent_id = ?1 AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?2), 0)
+      `SELECT ${paidByAgentSince("?1", "?2")}
        + COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
          WHERE agent_id = ?1 AND kind = 'payment' AND status <> 'reversed' AND created_at >= ?2), 0) AS spent`,
     )
@@ -75,10 +73,10 @@ export async function readChargeState(env: Env, agentId: string, chargeId: strin
   ];
   // One snapshot when both live in one database; apart, each side's own (no charge where none can be).
   const chargeRead = async () =>
-    at ? ((await at.db.prepare(CHARGE_SELECT).bind(chargeId).all()) as D1Result) : undefined;
+    at ? ((await prepared(at.db, payableChargeRead(chargeId)).all()) as D1Result) : undefined;
   const [charge, approval, agent, spent] =
     home === at
-      ? await home.db.batch([home.db.prepare(CHARGE_SELECT).bind(chargeId), ...agentReads])
+      ? await home.db.batch([prepared(home.db, payableChargeRead(chargeId)), ...agentReads])
       : [await chargeRead(), ...(await home.db.batch(agentReads))];
   return {
     charge: charge?.results[0] as PayableSnapshot | undefined,
@@ -100,7 +98,7 @@ export async function readAgentState(env: Env, agentId: string, now: number): Pr
  */
 export async function readCharge(env: Env, chargeId: string): Promise<PayableSnapshot | undefined> {
   const db = placementOf(env).ofId(chargeId)?.db;
-  return (await db?.prepare(CHARGE_SELECT).bind(chargeId).first<PayableSnapshot>()) ?? undefined;
+  return (db && (await prepared(db, payableChargeRead(chargeId)).first<PayableSnapshot>())) ?? undefined;
 }
 
 /**

@@ -1,6 +1,4 @@
-import { eq, or } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { agents, consoleRevokedSessions, consoleUsers, merchants } from "../db/schema";
+import { keyHolderByHash } from "../db/api-keys";
 import type { Settings } from "../config/env";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
@@ -27,16 +25,15 @@ export const hashApiKey = (key: string) => sha256Hex(key);
 const KEY_SHAPE = /^(sk_mch_|svc_sk_)[A-Za-z0-9_-]{43}$/;
 
 /** Resolves a bearer token to the actor it identifies, or null when it is not valid. */
-export async function resolveCredential(db: Db, settings: Settings, token: string): Promise<Actor | null> {
+export async function resolveCredential(control: D1Database, settings: Settings, token: string): Promise<Actor | null> {
   const kind = credentialKindOf(token);
   if (kind === "console") {
     const session = await verifyConsoleToken(settings.consoleSessionSecret, token);
-    if (!session || !(await isConsoleUser(db, settings, session.email))) return null;
-    const revoked = await db
-      .select({ jti: consoleRevokedSessions.jti })
-      .from(consoleRevokedSessions)
-      .where(eq(consoleRevokedSessions.jti, session.jti))
-      .get();
+    if (!session || !(await isConsoleUser(control, settings, session.email))) return null;
+    const revoked = await control
+      .prepare("SELECT jti FROM console_revoked_sessions WHERE jti = ?")
+      .bind(session.jti)
+      .first();
     if (revoked) return null;
     return { kind: "console", email: session.email, jti: session.jti, expiresAt: session.expiresAt };
   }
@@ -45,35 +42,23 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   const now = Date.now();
   const known = knownKeys.get(hash, now);
   if (known) return known;
-  const found = await lookUpKey(db, kind, hash, now);
+  const found = await lookUpKey(control, kind, hash, now);
   if (!found) return null;
   knownKeys.set(hash, found.actor, now, found.until - now);
   return found.actor;
 }
-
-type KeyRow = { id: string; hash: string; previousHash: string | null; previousUntil: string | null };
 
 /**
  * The holder of a key: its current key, or the one before it while its grace lasts (`until`, the
  * end of that grace). Compared in constant time, as a hash equal to the one looked up.
  */
 async function lookUpKey(
-  db: Db,
+  control: D1Database,
   kind: "merchant" | "agent",
   hash: string,
   now: number,
 ): Promise<{ actor: Actor; until: number } | null> {
-  const table = kind === "merchant" ? merchants : agents;
-  const row: KeyRow | undefined = await db
-    .select({
-      id: table.id,
-      hash: table.apiKeyHash,
-      previousHash: table.previousApiKeyHash,
-      previousUntil: table.previousKeyExpiresAt,
-    })
-    .from(table)
-    .where(or(eq(table.apiKeyHash, hash), eq(table.previousApiKeyHash, hash)))
-    .get();
+  const row = await keyHolderByHash(control, kind, hash);
   if (!row) return null;
   const actor: Actor =
     kind === "merchant" ? { kind: "merchant", merchantId: row.id } : { kind: "agent", agentId: row.id };
@@ -97,13 +82,8 @@ export const KEY_MEMORY_MS = 3_000;
 const knownKeys = new IsolateCache<string, Actor>(10_000, KEY_MEMORY_MS);
 
 /** A console user is in CONSOLE_USERS or was added from the console. */
-export async function isConsoleUser(db: Db, settings: Settings, email: string): Promise<boolean> {
+export async function isConsoleUser(control: D1Database, settings: Settings, email: string): Promise<boolean> {
   const normalized = email.trim().toLowerCase();
   if (settings.consoleUsers.includes(normalized)) return true;
-  const row = await db
-    .select({ email: consoleUsers.email })
-    .from(consoleUsers)
-    .where(eq(consoleUsers.email, normalized))
-    .get();
-  return row !== undefined;
+  return (await control.prepare("SELECT email FROM console_users WHERE email = ?").bind(normalized).first()) !== null;
 }

@@ -5,6 +5,7 @@ import { ApiError } from "../lib/errors";
 import type { MoneyAct } from "./answers";
 import { idempotent } from "./idempotency";
 import { enforceRateLimit } from "../lib/rate-limit";
+import { placementOf } from "../ledger/place";
 import { resolveCredential, type Actor, type ActorKind } from "./credentials";
 
 /** The 401 message names the credential the route expects. */
@@ -52,7 +53,7 @@ export const requireActor = <K extends ActorKind>(
       throw new ApiError(401, CREDENTIAL_REQUIRED[expected as ActorKind]);
     }
     if (token === null) throw new ApiError(401, CREDENTIAL_REQUIRED[expected as ActorKind]);
-    const actor = await resolveCredential(c.get("db"), c.get("settings"), token);
+    const actor = await resolveCredential(placementOf(c.env).control.db, c.get("settings"), token);
     if (!actor) throw new ApiError(401, CREDENTIAL_REQUIRED[expected as ActorKind]);
     if (actor.kind !== expected)
       throw new ApiError(403, "credential_not_allowed", {

@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { dbOf } from "../db/client";
 import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
@@ -28,7 +27,7 @@ export const chargeRoutes = new Hono<AppEnv>()
     requireActor("merchant", { money: "writes" }),
     validate("json", CreateChargeBody),
     async (c) => {
-      const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
+      const merchant = await getMerchant(placementOf(c.env).control.db, actorOf(c.get("actor"), "merchant").merchantId);
       if (!merchant) throw new ApiError(404, "merchant_not_found");
       const body = c.req.valid("json");
       const input = { amountMinor: body.amountUsdCents, description: body.description, externalId: body.externalId };
@@ -40,14 +39,14 @@ export const chargeRoutes = new Hono<AppEnv>()
   .get("/merchant/charges", requireActor("merchant"), async (c) => {
     const { merchantId } = actorOf(c.get("actor"), "merchant");
     const home = await placementOf(c.env).ofMerchant(merchantId);
-    const rows = await listMerchantCharges(dbOf(home.db), merchantId, 100);
+    const rows = await listMerchantCharges(home.db, merchantId, 100);
     return c.json({ charges: rows.map(chargeView) });
   })
   // The id names the charge's shard.
   .get("/charges/:chargeId", validate("param", ChargeIdParam), async (c) => {
     const { chargeId } = c.req.valid("param");
     const at = placementOf(c.env).ofId(chargeId);
-    const charge = at && (await getCharge(dbOf(at.db), chargeId));
+    const charge = at && (await getCharge(at.db, chargeId));
     if (!charge) throw new ApiError(404, "charge_not_found");
     return c.json(chargeView(charge));
   });

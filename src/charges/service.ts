@@ -1,7 +1,5 @@
-import { and, desc, eq, sql } from "drizzle-orm";
-import { dbOf, type Db } from "../db/client";
 import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
-import { charges } from "../db/schema";
+import type { charges } from "../db/schema";
 import { sqlStatement, type SqlStatement } from "../db/statements";
 import { type IdPlace, newId } from "../lib/ids";
 import type { Env } from "../config/env";
@@ -9,6 +7,7 @@ import { mergeSorted, newestFirst } from "../lib/merge";
 import { type Place, placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
+import { CHARGE_ROW_COLUMNS } from "./statements";
 
 export type ChargeRow = typeof charges.$inferSelect;
 
@@ -112,27 +111,24 @@ export async function createCharge(
   return row;
 }
 
-export const getCharge = (db: Db, id: string) => db.select().from(charges).where(eq(charges.id, id)).get();
-
-/** A charge's columns (table alias `c`) named as in ChargeRow, for raw statements batched with other reads. */
-export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
-  c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
-  c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
-  c.refunded_minor AS refundedMinor`;
+/** The charge, or undefined for no such charge in `d1`. */
+export const getCharge = async (d1: D1Database, id: string) =>
+  (await chargeRowStatement(d1, id).first<ChargeRow>()) ?? undefined;
 
 /** `getCharge` as one raw statement, for a caller that batches it with its own reads; its row is a ChargeRow. */
 export const chargeRowStatement = (d1: D1Database, id: string) =>
   d1.prepare(`SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.id = ?`).bind(id);
 
 /** The merchant's last `limit` charges, newest first. */
-export const listMerchantCharges = (db: Db, merchantId: string, limit = 100) =>
-  db
-    .select()
-    .from(charges)
-    .where(eq(charges.merchantId, merchantId))
-    .orderBy(desc(charges.createdAt), desc(sql`rowid`))
-    .limit(limit)
-    .all();
+export async function listMerchantCharges(d1: D1Database, merchantId: string, limit = 100) {
+  const { results } = await d1
+    .prepare(
+      `SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.merchant_id = ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
+    )
+    .bind(merchantId, limit)
+    .all<ChargeRow>();
+  return results;
+}
 
 /**
  * The agent's paid charges (wallet, checkout link and PayLink payments), most recently paid first.
@@ -142,15 +138,16 @@ export async function listAgentPayments(env: Env, agentId: string, limit: number
   const pages = await Promise.all(
     placementOf(env)
       .each()
-      .map((at) =>
-        dbOf(at.db)
-          .select()
-          .from(charges)
-          .where(and(eq(charges.agentId, agentId), eq(charges.status, "paid")))
-          .orderBy(desc(charges.paidAt), desc(sql`rowid`))
-          .limit(limit)
-          .all(),
-      ),
+      .map(async (at) => {
+        const { results } = await at.db
+          .prepare(
+            `SELECT ${CHARGE_ROW_COLUMNS} FROM charges c WHERE c.agent_id = ? AND c.status = 'paid'
+             ORDER BY c.paid_at DESC, c.rowid DESC LIMIT ?`,
+          )
+          .bind(agentId, limit)
+          .all<ChargeRow>();
+        return results;
+      }),
   );
   return mergeSorted(
     pages,

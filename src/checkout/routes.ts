@@ -1,5 +1,4 @@
 import { Hono, type Context } from "hono";
-import { dbOf } from "../db/client";
 import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
@@ -35,7 +34,7 @@ export const TokenParam = z.object({ token: pathId });
 
 /** The merchant's home shard, where its links live. */
 const merchantHome = async (c: Context<AppEnv>) =>
-  dbOf((await placementOf(c.env).ofMerchant(actorOf(c.get("actor"), "merchant").merchantId)).db);
+  (await placementOf(c.env).ofMerchant(actorOf(c.get("actor"), "merchant").merchantId)).db;
 
 export const checkoutRoutes = new Hono<AppEnv>()
   .post(

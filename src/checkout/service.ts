@@ -1,11 +1,8 @@
-import { and, count, desc, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { checkoutLinks, merchants } from "../db/schema";
+import type { checkoutLinks } from "../db/schema";
 import { newId } from "../lib/ids";
 import { type Place, placementOf } from "../ledger/place";
-import { dbOf } from "../db/client";
 import { nowIso } from "../lib/time";
-import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
+import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
 import type { Env } from "../config/env";
 import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/outcomes";
@@ -13,10 +10,18 @@ import { newPendingCharge } from "../charges/service";
 import { guard } from "../db/statements";
 import { linkActiveCheck } from "../ledger/movements";
 import type { IdempotencySlot } from "../db/idempotency";
+import { merchantLabelOf, merchantNameOf } from "../merchants/statements";
 
 export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;
 
 const checkoutUrl = (token: string) => `/checkout/${token}`;
+
+/** A link's columns named as in CheckoutLinkRow, `active` as stored (SQLite's 0 or 1: `linkRowOf` reads it). */
+const LINK_COLUMNS = `id, token, merchant_id AS merchantId, amount_minor AS amountMinor, currency, description,
+  external_id AS externalId, visits, payments_count AS paymentsCount, total_paid_minor AS totalPaidMinor, active,
+  created_at AS createdAt`;
+type StoredLink = Omit<CheckoutLinkRow, "active"> & { active: number };
+const linkRowOf = (l: StoredLink): CheckoutLinkRow => ({ ...l, active: l.active === 1 });
 
 /** The creation response. */
 export const checkoutLinkCreatedView = (l: CheckoutLinkRow) => ({
@@ -59,7 +64,6 @@ export async function createCheckoutLink(
   input: { amountMinor: number; description: string; externalId?: string | undefined },
   withCreated: WithCreated<CheckoutLinkRow> = nothingMore,
 ) {
-  const db = dbOf(home.db);
   // With its merchant, the token naming its place as the id does.
   const row: CheckoutLinkRow = {
     id: newId("checkoutLink", home),
@@ -75,31 +79,48 @@ export async function createCheckoutLink(
     active: true,
     createdAt: nowIso(),
   };
-  await writeTogether(db, [db.insert(checkoutLinks).values(row), ...(await withCreated(row))]);
+  const insert = sqlStatement(
+    `INSERT INTO checkout_links (id, token, merchant_id, amount_minor, currency, description, external_id, visits,
+       payments_count, total_paid_minor, active, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    row.id,
+    row.token,
+    row.merchantId,
+    row.amountMinor,
+    row.currency,
+    row.description,
+    row.externalId,
+    row.visits,
+    row.paymentsCount,
+    row.totalPaidMinor,
+    row.active ? 1 : 0,
+    row.createdAt,
+  );
+  await executeBatch(home.db, [insert, ...(await withCreated(row))]);
   return row;
 }
 
-export async function listCheckoutLinks(db: Db, merchantId: string, limit: number) {
-  const [links, total] = await db.batch([
-    db
-      .select()
-      .from(checkoutLinks)
-      .where(eq(checkoutLinks.merchantId, merchantId))
-      .orderBy(desc(checkoutLinks.createdAt), desc(sql`rowid`))
-      .limit(limit),
-    db.select({ total: count() }).from(checkoutLinks).where(eq(checkoutLinks.merchantId, merchantId)),
+export async function listCheckoutLinks(d1: D1Database, merchantId: string, limit: number) {
+  const [links, total] = await executeBatch(d1, [
+    sqlStatement(
+      `SELECT ${LINK_COLUMNS} FROM checkout_links WHERE merchant_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+      merchantId,
+      limit,
+    ),
+    sqlStatement("SELECT COUNT(*) AS total FROM checkout_links WHERE merchant_id = ?", merchantId),
   ]);
-  return { links, total: total[0]?.total ?? 0 };
+  return {
+    links: (links!.results as StoredLink[]).map(linkRowOf),
+    total: (total!.results[0] as { total: number } | undefined)?.total ?? 0,
+  };
 }
 
 /** Enables or disables the merchant's own link; undefined when the token is not theirs. */
-export async function setCheckoutLinkActive(db: Db, merchantId: string, token: string, active: boolean) {
-  return db
-    .update(checkoutLinks)
-    .set({ active })
-    .where(and(eq(checkoutLinks.token, token), eq(checkoutLinks.merchantId, merchantId)))
-    .returning()
-    .get();
+export async function setCheckoutLinkActive(d1: D1Database, merchantId: string, token: string, active: boolean) {
+  const row = await d1
+    .prepare(`UPDATE checkout_links SET active = ? WHERE token = ? AND merchant_id = ? RETURNING ${LINK_COLUMNS}`)
+    .bind(active ? 1 : 0, token, merchantId)
+    .first<StoredLink>();
+  return row ? linkRowOf(row) : undefined;
 }
 
 /**
@@ -107,47 +128,46 @@ export async function setCheckoutLinkActive(db: Db, merchantId: string, token: s
  * a shard this deployment does not run names no link: it is looked for in control, where no token
  * naming a shard is, and not found (a 404, never a missing binding's 500).
  */
-export const dbOfCheckoutLink = (env: Env, tokenOrId: string): Db => {
+export const dbOfCheckoutLink = (env: Env, tokenOrId: string): D1Database => {
   const place = placementOf(env);
-  return dbOf((place.ofId(tokenOrId) ?? place.control).db);
+  return (place.ofId(tokenOrId) ?? place.control).db;
 };
 
 /** The link with its merchant's name for the public view; `count` (a GET, not a HEAD) counts the visit. */
-export async function visitCheckoutLink(db: Db, token: string, count = true) {
-  const link = count
-    ? await db
-        .update(checkoutLinks)
-        .set({ visits: sql`${checkoutLinks.visits} + 1` })
-        .where(eq(checkoutLinks.token, token))
-        .returning()
-        .get()
-    : await db.select().from(checkoutLinks).where(eq(checkoutLinks.token, token)).get();
-  if (!link) return undefined;
-  const merchant = await db
-    .select({ name: merchants.name })
-    .from(merchants)
-    .where(eq(merchants.id, link.merchantId))
-    .get();
-  return { link, merchantName: merchant?.name ?? "" };
+export async function visitCheckoutLink(d1: D1Database, token: string, count = true) {
+  const read = sqlStatement(
+    `SELECT ${LINK_COLUMNS}, ${merchantNameOf("checkout_links.merchant_id")} AS merchantName FROM checkout_links WHERE token = ?`,
+    token,
+  );
+  const visit = sqlStatement("UPDATE checkout_links SET visits = visits + 1 WHERE token = ?", token);
+  // The visit and the read in one batch: the link as the visit left it.
+  const results = await executeBatch(d1, count ? [visit, read] : [read]);
+  const row = results.at(-1)?.results[0] as (StoredLink & { merchantName: string | null }) | undefined;
+  if (!row) return undefined;
+  const { merchantName, ...link } = row;
+  return { link: linkRowOf(link), merchantName: merchantName ?? "" };
 }
 
 /** The link and what a payment needs of its merchant. */
-export async function checkoutLinkForPayment(db: Db, token: string) {
-  return db
-    .select({ link: checkoutLinks, merchantName: merchants.name, merchantCategory: merchants.category })
-    .from(checkoutLinks)
-    .innerJoin(merchants, eq(merchants.id, checkoutLinks.merchantId))
-    .where(eq(checkoutLinks.token, token))
-    .get();
+export async function checkoutLinkForPayment(d1: D1Database, token: string) {
+  const row = await d1
+    .prepare(
+      `SELECT ${LINK_COLUMNS}, ${merchantLabelOf("checkout_links.merchant_id")} FROM checkout_links WHERE token = ?`,
+    )
+    .bind(token)
+    .first<StoredLink & { merchantName: string; merchantCategory: string | null }>();
+  if (!row) return undefined;
+  const { merchantName, merchantCategory, ...link } = row;
+  return { link: linkRowOf(link), merchantName, merchantCategory };
 }
 
 /**
- * What a wallet payment of a link needs, in one statement without the query builder: it runs for
- * every payment, and building and mapping the joined select cost more than the read itself.
+ * What a wallet payment of a link needs, in one statement (it runs for every payment), its merchant's
+ * name and category from merchants' own columns.
  */
-const LINK_TO_PAY = `SELECT l.id, l.merchant_id AS merchantId, l.amount_minor AS amountMinor, l.description,
-    l.external_id AS externalId, l.active, m.name AS merchantName, m.category AS merchantCategory
-  FROM checkout_links l JOIN merchants m ON m.id = l.merchant_id WHERE l.token = ?`;
+const LINK_TO_PAY = `SELECT id, merchant_id AS merchantId, amount_minor AS amountMinor, description,
+    external_id AS externalId, active, ${merchantLabelOf("checkout_links.merchant_id")}
+  FROM checkout_links WHERE token = ?`;
 type LinkToPay = Pick<CheckoutLinkRow, "id" | "merchantId" | "amountMinor" | "description" | "externalId"> & {
   /** SQLite's boolean: 0 or 1. */
   active: number;

@@ -42,7 +42,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/auth/email/start", validate("json", StartBody), async (c) => {
     const { email } = c.req.valid("json");
     await limitSignIn(placementOf(c.env).control.db, email, clientAddressOf(c.req.header("cf-connecting-ip")), "start");
-    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email, (work) => c.executionCtx.waitUntil(work));
+    await startEmailSignIn(c.env, c.get("settings"), email, (work) => c.executionCtx.waitUntil(work));
     // The same answer for every address: it never reveals who may sign in.
     return c.json({ sent: true }, 202);
   })
@@ -54,7 +54,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
       clientAddressOf(c.req.header("cf-connecting-ip")),
       "verify",
     );
-    const session = await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email, code);
+    const session = await verifyEmailSignIn(c.env, c.get("settings"), email, code);
     if (!session) throw new ApiError(401, "invalid_code");
     return c.json(session);
   })
@@ -65,7 +65,8 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
     if (!assertion) throw new ApiError(401, "access_assertion_required");
     const email = await verifyAccessAssertion(settings.access, assertion);
     if (!email) throw new ApiError(401, "access_assertion_invalid");
-    if (!(await isConsoleUser(c.get("db"), settings, email))) throw new ApiError(403, "not_a_console_user");
+    if (!(await isConsoleUser(placementOf(c.env).control.db, settings, email)))
+      throw new ApiError(403, "not_a_console_user");
     return c.json(await signConsoleToken(settings.consoleSessionSecret, email));
   })
   .post("/console/auth/sign-out", requireActor("console"), async (c) => {

@@ -1,7 +1,6 @@
 import type { Env, Settings } from "../config/env";
 import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
-import type { Db } from "../db/client";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
@@ -35,14 +34,13 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
  */
 export async function startEmailSignIn(
   env: Env,
-  db: Db,
   settings: Settings,
   rawEmail: string,
   afterAnswer: (work: Promise<void>) => void,
   now = Date.now(),
 ): Promise<void> {
   const email = normalizeEmail(rawEmail);
-  if (!(await isConsoleUser(db, settings, email))) return;
+  if (!(await isConsoleUser(placementOf(env).control.db, settings, email))) return;
   const code = sixDigitCode();
   await placementOf(env)
     .control.db.prepare(
@@ -67,7 +65,6 @@ export async function startEmailSignIn(
  */
 export async function verifyEmailSignIn(
   env: Env,
-  db: Db,
   settings: Settings,
   rawEmail: string,
   code: string,
@@ -99,7 +96,7 @@ export async function verifyEmailSignIn(
     .bind(at, email, row.codeHash, MAX_CODE_ATTEMPTS, at)
     .run();
   if (consumed.meta.changes !== 1) return null;
-  if (!(await isConsoleUser(db, settings, email))) return null;
+  if (!(await isConsoleUser(control, settings, email))) return null;
   return signConsoleToken(settings.consoleSessionSecret, email);
 }
 

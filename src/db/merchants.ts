@@ -19,3 +19,11 @@ export const merchants = sqliteTable(
   },
   (t) => [check("merchant_balance_non_negative", sql`${t.balanceMinor} >= 0`)],
 );
+
+/**
+ * Whether the merchant exists (in control, where every merchant's identity is). For webhooks, which
+ * sits below merchants/ (the outbox is written by the ledger, which the merchants' key rolls commit
+ * through) and scopes an endpoint to a merchant: the statement stays beside the table's schema.
+ */
+export const merchantExists = async (control: D1Database, merchantId: string) =>
+  (await control.prepare("SELECT 1 AS found FROM merchants WHERE id = ?").bind(merchantId).first()) !== null;

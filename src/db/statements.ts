@@ -99,6 +99,9 @@ export function guardReasonOf(error: unknown): string | null {
   return match?.[1] ?? null;
 }
 
+/** A plain statement prepared on `d1`: run alone, or in one batch with other prepared statements (one snapshot). */
+export const prepared = (d1: D1Database, s: SqlStatement) => d1.prepare(s.sql).bind(...s.params);
+
 /** Runs plain statements as one D1 batch (one transaction). */
 export const executeBatch = (d1: D1Database, statements: SqlStatement[]) =>
   d1.batch(statements.map((s) => d1.prepare(s.sql).bind(...s.params)));

@@ -2,7 +2,6 @@ import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
 import { walletOf } from "../agents/wallet.do";
 import { screenAddress } from "../kyt/screening";
-import { dbOf } from "../db/client";
 import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import type { DepositTransfer } from "../ledger/movements";
@@ -80,7 +79,7 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
           sender: log.args.from!.toLowerCase(),
           value: log.args.value!.toString(),
         };
-        const screened = await screenAddress(dbOf(control), transfer.sender);
+        const screened = await screenAddress(control, transfer.sender);
         const outcome = await walletOf(env, agentId).creditDeposit(transfer, screened.verdict === "pass");
         if (outcome === "credited") result.credited++;
         if (outcome === "blocked") result.blocked++;

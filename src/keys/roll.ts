@@ -1,7 +1,8 @@
 import { z } from "zod";
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
-import { guards, sqlStatement, type SqlStatement } from "../db/statements";
+import { keyRollChecks, keyRollUpdate, type KeyHolderKind } from "../db/api-keys";
+import { guards, type SqlStatement } from "../db/statements";
 import type { CommitPlan } from "../ledger/plan";
 import { newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
@@ -9,7 +10,7 @@ import { hashApiKey } from "../auth/credentials";
 
 /** Whose key is rolled: an agent's (`svc_sk_`) or a merchant's (`sk_mch_`). */
 export interface KeyHolder {
-  kind: "agent" | "merchant";
+  kind: KeyHolderKind;
   id: string;
 }
 
@@ -20,8 +21,6 @@ export interface RolledKey {
 
 /** A key roll: how long the key it replaces keeps working (0 ends it at once; at most 7 days). */
 export const RollKeyBody = z.object({ graceSeconds: z.number().int().min(0).max(604_800).default(86_400) }).strict();
-
-const TABLE = { agent: "agents", merchant: "merchants" } as const;
 
 /**
  * A new key becomes the holder's key and the one it replaces keeps working
@@ -66,20 +65,10 @@ function keyRollPlan(
   at: string,
   epilogue: SqlStatement[],
 ): CommitPlan {
-  const table = TABLE[holder.kind];
   return {
     statements: [
-      guards(
-        [`${holder.kind}_not_found`, `EXISTS (SELECT 1 FROM ${table} WHERE id = ?)`, holder.id],
-        // Applied twice (a lost answer), the second would make the new key its own predecessor and end the old one's grace.
-        ["key_already_rolled", `NOT EXISTS (SELECT 1 FROM ${table} WHERE api_key_hash = ?)`, hash],
-      ),
-      sqlStatement(
-        `UPDATE ${table} SET previous_api_key_hash = api_key_hash, previous_key_expires_at = ?, api_key_hash = ? WHERE id = ?`,
-        previousKeyExpiresAt,
-        hash,
-        holder.id,
-      ),
+      guards(...keyRollChecks(holder.kind, holder.id, hash)),
+      keyRollUpdate(holder.kind, holder.id, hash, previousKeyExpiresAt),
       ...epilogue,
     ],
     audit: [

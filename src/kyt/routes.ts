@@ -1,12 +1,11 @@
-import { desc } from "drizzle-orm";
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { kytBlocklist } from "../db/schema";
+import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { validate } from "../lib/validation";
-import { EVM_ADDRESS, screenAddress } from "./screening";
+import { blocklistEntries, EVM_ADDRESS, putOnBlocklist, screenAddress } from "./screening";
 
 const Address = z.string().trim().regex(EVM_ADDRESS, "address must be an EVM address: 0x followed by 40 hex digits");
 
@@ -17,11 +16,10 @@ export const BlocklistBody = z
 
 export const kytRoutes = new Hono<AppEnv>()
   .post("/kyt/screen", requireActor("console"), validate("json", ScreenBody), async (c) => {
-    return c.json(await screenAddress(c.get("db"), c.req.valid("json").address));
+    return c.json(await screenAddress(placementOf(c.env).control.db, c.req.valid("json").address));
   })
   .get("/console/kyt/blocklist", requireActor("console"), async (c) => {
-    const rows = await c.get("db").select().from(kytBlocklist).orderBy(desc(kytBlocklist.createdAt)).limit(1000).all();
-    return c.json({ entries: rows });
+    return c.json({ entries: await blocklistEntries(placementOf(c.env).control.db, 1000) });
   })
   .post("/console/kyt/blocklist", requireActor("console"), validate("json", BlocklistBody), async (c) => {
     const { address, reason } = c.req.valid("json");
@@ -31,10 +29,6 @@ export const kytRoutes = new Hono<AppEnv>()
       addedBy: actorOf(c.get("actor"), "console").email,
       createdAt: nowIso(),
     };
-    await c
-      .get("db")
-      .insert(kytBlocklist)
-      .values(entry)
-      .onConflictDoUpdate({ target: kytBlocklist.address, set: { reason, addedBy: entry.addedBy } });
+    await putOnBlocklist(placementOf(c.env).control.db, entry);
     return c.json({ entry }, 201);
   });

@@ -1,4 +1,4 @@
-import type { Db } from "../db/client";
+import type { kytBlocklist } from "../db/schema";
 import { OFAC_SDN_ETH } from "./ofac-sdn-eth";
 
 const BUILT_IN = new Set(OFAC_SDN_ETH);
@@ -15,10 +15,10 @@ export const EVM_ADDRESS = /^0x[a-fA-F0-9]{40}$/;
  * blocklist. Matching ignores letter case. The same screening applies to
  * payout addresses, x402 payers and deposit senders.
  */
-export async function screenAddress(db: Db, address: string): Promise<KytResult> {
+export async function screenAddress(d1: D1Database, address: string): Promise<KytResult> {
   // The built-in list needs no query.
   if (BUILT_IN.has(address.trim().toLowerCase())) return screened(address, false);
-  return screened(address, (await blocklistStatement(db.$client, address).first()) !== null);
+  return screened(address, (await blocklistStatement(d1, address).first()) !== null);
 }
 
 /** The blocklist lookup of `address` as one statement, for a caller that batches it with its own reads. */
@@ -31,3 +31,26 @@ export function screened(address: string, onBlocklist: boolean): KytResult {
   if (onBlocklist) return { verdict: "block", reason: "operator_blocklist" };
   return { verdict: "pass", reason: "no_blocklist_hit" };
 }
+
+export type BlocklistEntry = typeof kytBlocklist.$inferSelect;
+
+/** The operators' blocklist, newest first. */
+export async function blocklistEntries(d1: D1Database, limit: number): Promise<BlocklistEntry[]> {
+  const { results } = await d1
+    .prepare(
+      "SELECT address, reason, added_by AS addedBy, created_at AS createdAt FROM kyt_blocklist ORDER BY created_at DESC LIMIT ?",
+    )
+    .bind(limit)
+    .all<BlocklistEntry>();
+  return results;
+}
+
+/** Puts an address (lower case) on the operators' blocklist; one already there takes the new reason and adder. */
+export const putOnBlocklist = (d1: D1Database, entry: BlocklistEntry) =>
+  d1
+    .prepare(
+      `INSERT INTO kyt_blocklist (address, reason, added_by, created_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (address) DO UPDATE SET reason = excluded.reason, added_by = excluded.added_by`,
+    )
+    .bind(entry.address, entry.reason, entry.addedBy, entry.createdAt)
+    .run();

@@ -6,6 +6,7 @@ import { chargeView, getCharge, listAgentPayments } from "../charges/service";
 import { TokenParam } from "../checkout/routes";
 import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
 import { ApiError } from "../lib/errors";
+import { placementOf } from "../ledger/place";
 import { CodeParam } from "../paylinks/routes";
 import {
   acceptPaylinkByCode,
@@ -61,7 +62,7 @@ const getChargeTool: ToolDefinition<typeof ChargeInput> = {
   annotations: READ,
   async run(ctx, input) {
     // As GET /charges/:chargeId: the charge id is the capability to read it.
-    const charge = await getCharge(ctx.db, input.chargeId);
+    const charge = await getCharge(placementOf(ctx.env).control.db, input.chargeId);
     if (!charge) throw new ApiError(404, "charge_not_found");
     const receipt = charge.status === "paid" ? await receiptOf(ctx, charge.id) : null;
     return {

@@ -9,6 +9,7 @@ import { RollKeyBody } from "../keys/roll";
 import { rollKeyResponse } from "../keys/roll-response";
 import { answerInBatch } from "../auth/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
+import { placementOf } from "../ledger/place";
 import {
   consoleMerchantView,
   getMerchant,
@@ -47,13 +48,13 @@ export const MerchantParam = z.object({ merchantId: pathId });
 
 export const merchantRoutes = new Hono<AppEnv>()
   .post("/merchants", requireActor("console"), validate("json", RegisterBody), async (c) => {
-    const created = await registerMerchant(c.env, c.get("db"), c.req.valid("json"), (created) =>
+    const created = await registerMerchant(c.env, placementOf(c.env).control.db, c.req.valid("json"), (created) =>
       answerInBatch(c, 201, created),
     );
     return c.json(created, 201);
   })
   .get("/console/merchants", requireActor("console"), validate("query", ListQuery), async (c) => {
-    const rows = await listMerchantsAtHome(c.env, c.get("db"), c.req.valid("query").limit);
+    const rows = await listMerchantsAtHome(c.env, placementOf(c.env).control.db, c.req.valid("query").limit);
     return c.json({ merchants: rows.map(consoleMerchantView) });
   })
   .post(
@@ -70,7 +71,7 @@ export const merchantRoutes = new Hono<AppEnv>()
     },
   )
   .get("/merchant/me", requireActor("merchant"), async (c) => {
-    const merchant = await getMerchant(c.get("db"), actorOf(c.get("actor"), "merchant").merchantId);
+    const merchant = await getMerchant(placementOf(c.env).control.db, actorOf(c.get("actor"), "merchant").merchantId);
     if (!merchant) throw new ApiError(404, "merchant_not_found");
     return c.json({ merchant: merchantView({ ...merchant, balanceMinor: await homeBalance(c.env, merchant) }) });
   })
@@ -82,7 +83,7 @@ export const merchantRoutes = new Hono<AppEnv>()
       throw new ApiError(400, "invalid_request", {
         issues: [{ path: "address", code: "custom", message: "address must not be the service's own or the token's" }],
       });
-    const db = c.get("db");
+    const db = placementOf(c.env).control.db;
     const kyt = await screenAddress(db, address);
     // A flagged address is refused and not stored.
     if (kyt.verdict !== "pass")

@@ -1,14 +1,14 @@
-import { desc, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import { dbOf } from "../db/client";
 import type { Env } from "../config/env";
-import { merchants } from "../db/schema";
+import type { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
+import { nothingMore, sqlStatement, writeTogether, type WithCreated } from "../db/statements";
 import { directoryEntry } from "../ledger/directory";
 import { placementOf } from "../ledger/place";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
+import { merchantBalanceIn } from "./statements";
 
 export type MerchantRow = typeof merchants.$inferSelect;
 
@@ -32,10 +32,15 @@ export const consoleMerchantView = (m: MerchantRow) => ({
   createdAt: m.createdAt,
 });
 
-/** Registers a merchant; the API key is returned here once and only its hash is kept. */
+/** A merchant row's columns named as in MerchantRow. */
+const MERCHANT_COLUMNS = `id, name, category, api_key_hash AS apiKeyHash, previous_api_key_hash AS previousApiKeyHash,
+  previous_key_expires_at AS previousKeyExpiresAt, balance_minor AS balanceMinor, currency, payout_address AS payoutAddress,
+  created_at AS createdAt`;
+
+/** Registers a merchant in control (`control`); the API key is returned here once and only its hash is kept. */
 export async function registerMerchant(
   env: Env,
-  db: Db,
+  control: D1Database,
   input: { name: string; category?: string | undefined },
   withCreated: WithCreated<{ merchantId: string; apiKey: string }> = nothingMore,
 ) {
@@ -47,39 +52,44 @@ export async function registerMerchant(
   const name = input.name;
   const category = input.category ?? null;
   await writeHomeRow("merchant", home, { id: merchantId, name, category, createdAt });
+  const db = dbOf(control);
   await writeTogether(db, [
-    db.insert(merchants).values({
-      id: merchantId,
+    sqlStatement(
+      "INSERT INTO merchants (id, name, category, api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+      merchantId,
       name,
       category,
-      apiKeyHash: await hashApiKey(apiKey),
+      await hashApiKey(apiKey),
       createdAt,
-    }),
+    ),
     directoryEntry(db, "merchant", merchantId, home, createdAt),
     ...(await withCreated(created)),
   ]);
   return created;
 }
 
-export const getMerchant = (db: Db, id: string) => db.select().from(merchants).where(eq(merchants.id, id)).get();
+export const getMerchant = async (d1: D1Database, id: string) =>
+  (await d1.prepare(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id = ?`).bind(id).first<MerchantRow>()) ??
+  undefined;
 
-export const listMerchants = (db: Db, limit: number) =>
-  db.select().from(merchants).orderBy(desc(merchants.createdAt), desc(sql`rowid`)).limit(limit).all();
+export async function listMerchants(d1: D1Database, limit: number) {
+  const { results } = await d1
+    .prepare(`SELECT ${MERCHANT_COLUMNS} FROM merchants ORDER BY created_at DESC, rowid DESC LIMIT ?`)
+    .bind(limit)
+    .all<MerchantRow>();
+  return results;
+}
 
 /** The newest merchants as the console lists them: their balances from their home shards. */
-export const listMerchantsAtHome = async (env: Env, db: Db, limit: number) =>
-  withHomeFields(env, "merchant", await listMerchants(db, limit));
+export const listMerchantsAtHome = async (env: Env, control: D1Database, limit: number) =>
+  withHomeFields(env, "merchant", await listMerchants(control, limit));
 
-export const setPayoutAddress = (db: Db, id: string, address: string) =>
-  db.update(merchants).set({ payoutAddress: address }).where(eq(merchants.id, id));
+export const setPayoutAddress = (control: D1Database, id: string, address: string) =>
+  control.prepare("UPDATE merchants SET payout_address = ? WHERE id = ?").bind(address, id).run();
 
 /** The merchant's balance: its home's account row's (at home in control, the row already read). */
 export async function homeBalance(env: Env, merchant: MerchantRow): Promise<number> {
   const home = await placementOf(env).ofMerchant(merchant.id);
   if (home.isControl) return merchant.balanceMinor;
-  const row = await home.db
-    .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
-    .bind(merchant.id)
-    .first<{ balanceMinor: number }>();
-  return row?.balanceMinor ?? 0;
+  return (await merchantBalanceIn(home.db, merchant.id)) ?? 0;
 }

@@ -9,6 +9,7 @@ import { budgetLeftCode } from "../lib/error-codes";
 import { nowIso } from "../lib/time";
 import { type Place, placementOf } from "../ledger/place";
 import { outboxEvent } from "../webhooks/outbox";
+import { merchantLabelOf } from "../merchants/statements";
 import type { IdempotencySlot } from "../db/idempotency";
 
 export interface DrawRequest {
@@ -38,8 +39,8 @@ export interface GrantState {
 
 const GRANT_SELECT = `SELECT g.id, g.paylink_id AS paylinkId, g.agent_id AS agentId, g.merchant_id AS merchantId, g.spent_minor AS spentMinor,
   g.uses, g.budget_minor AS budgetMinor, p.per_charge_minor AS perChargeMinor, p.max_uses AS maxUses, p.expires_at AS expiresAt,
-  m.name AS merchantName, m.category AS merchantCategory
-  FROM paylink_grants g JOIN paylinks p ON p.id = g.paylink_id JOIN merchants m ON m.id = g.merchant_id WHERE g.id = ?`;
+  ${merchantLabelOf("g.merchant_id")}
+  FROM paylink_grants g JOIN paylinks p ON p.id = g.paylink_id WHERE g.id = ?`;
 
 /**
  * The grant's own limits, in the order the draw table implies: states that

@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { dbOf } from "../db/client";
 import { placementOf } from "../ledger/place";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";

@@ -1,21 +1,24 @@
-import { and, eq, sql } from "drizzle-orm";
 import type { Env } from "../config/env";
-import type { Db } from "../db/client";
-import { merchants, paylinkGrants, paylinks } from "../db/schema";
-import { sqlStatement, type SqlStatement } from "../db/statements";
+import type { paylinkGrants, paylinks } from "../db/schema";
+import { executeBatch, sqlStatement, type SqlStatement } from "../db/statements";
 import { AGENT_FROZEN } from "../ledger/movements";
 import { walletOf } from "../agents/wallet.do";
 import { newId } from "../lib/ids";
-import { dbOf } from "../db/client";
 import { type Place, placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { IsolateCache } from "../lib/isolate-cache";
 import type { ErrorCode } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
-import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
+import { nothingMore, type WithCreated } from "../db/statements";
+import { merchantLabelOf } from "../merchants/statements";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
+export type GrantRow = typeof paylinkGrants.$inferSelect;
+
+/** A PayLink's columns named as in PaylinkRow. */
+const PAYLINK_COLUMNS = `id, code, merchant_id AS merchantId, label, budget_minor AS budgetMinor,
+  per_charge_minor AS perChargeMinor, max_uses AS maxUses, expires_at AS expiresAt, created_at AS createdAt`;
 
 const HOUR_MS = 3600_000;
 
@@ -63,7 +66,6 @@ export async function createPaylink(
   withCreated: WithCreated<PaylinkRow> = nothingMore,
 ) {
   const now = Date.now();
-  const db = dbOf(home.db);
   // With its merchant, the code naming its place as the id does.
   const row: PaylinkRow = {
     id: newId("paylink", home),
@@ -76,7 +78,20 @@ export async function createPaylink(
     expiresAt: input.expiresInHours === undefined ? null : nowIso(now + input.expiresInHours * HOUR_MS),
     createdAt: nowIso(now),
   };
-  await writeTogether(db, [db.insert(paylinks).values(row), ...(await withCreated(row))]);
+  const insert = sqlStatement(
+    `INSERT INTO paylinks (id, code, merchant_id, label, budget_minor, per_charge_minor, max_uses, expires_at, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    row.id,
+    row.code,
+    row.merchantId,
+    row.label,
+    row.budgetMinor,
+    row.perChargeMinor,
+    row.maxUses,
+    row.expiresAt,
+    row.createdAt,
+  );
+  await executeBatch(home.db, [insert, ...(await withCreated(row))]);
   return row;
 }
 
@@ -85,30 +100,30 @@ export async function createPaylink(
  * naming a shard this deployment does not run names no PayLink: it is looked for in control, where no
  * code naming a shard is, and not found (a 404, never a missing binding's 500).
  */
-export const dbOfPaylink = (env: Env, codeOrId: string): Db => {
+export const dbOfPaylink = (env: Env, codeOrId: string): D1Database => {
   const place = placementOf(env);
-  return dbOf((place.ofId(codeOrId) ?? place.control).db);
+  return (place.ofId(codeOrId) ?? place.control).db;
 };
 
 /** The PayLink by code, with its merchant's name and category. */
-export const paylinkByCode = (db: Db, code: string) =>
-  db
-    .select({ paylink: paylinks, merchantName: merchants.name, merchantCategory: merchants.category })
-    .from(paylinks)
-    .innerJoin(merchants, eq(merchants.id, paylinks.merchantId))
-    .where(eq(paylinks.code, code))
-    .get();
+export async function paylinkByCode(d1: D1Database, code: string) {
+  const row = await d1
+    .prepare(`SELECT ${PAYLINK_COLUMNS}, ${merchantLabelOf("paylinks.merchant_id")} FROM paylinks WHERE code = ?`)
+    .bind(code)
+    .first<PaylinkRow & { merchantName: string; merchantCategory: string | null }>();
+  if (!row) return undefined;
+  const { merchantName, merchantCategory, ...paylink } = row;
+  return { paylink, merchantName, merchantCategory };
+}
 
 /** Draws and spend summed over every grant of a PayLink. */
-export async function paylinkUsage(db: Db, paylinkId: string): Promise<Usage> {
-  const row = await db
-    .select({
-      uses: sql<number>`COALESCE(SUM(${paylinkGrants.uses}), 0)`,
-      spentMinor: sql<number>`COALESCE(SUM(${paylinkGrants.spentMinor}), 0)`,
-    })
-    .from(paylinkGrants)
-    .where(eq(paylinkGrants.paylinkId, paylinkId))
-    .get();
+export async function paylinkUsage(d1: D1Database, paylinkId: string): Promise<Usage> {
+  const row = await d1
+    .prepare(
+      "SELECT COALESCE(SUM(uses), 0) AS uses, COALESCE(SUM(spent_minor), 0) AS spentMinor FROM paylink_grants WHERE paylink_id = ?",
+    )
+    .bind(paylinkId)
+    .first<Usage>();
   return { uses: Number(row?.uses ?? 0), spentMinor: Number(row?.spentMinor ?? 0) };
 }
 
@@ -125,7 +140,7 @@ const knownGrants = new IsolateCache<string, string>(50_000);
 export async function drawTargetOf(env: Env, code: string, agentId: string) {
   const home = placementOf(env).ofId(code);
   if (!home) return { kind: "paylink_not_found" as const };
-  const db = dbOf(home.db);
+  const { db } = home;
   let paylink = knownPaylinks.get(code);
   if (!paylink) {
     const found = await paylinkByCode(db, code);
@@ -142,12 +157,14 @@ export async function drawTargetOf(env: Env, code: string, agentId: string) {
   return { kind: "found" as const, merchantId: paylink.merchantId, grantId };
 }
 
-export const grantOfAgent = (db: Db, paylinkId: string, agentId: string) =>
-  db
-    .select()
-    .from(paylinkGrants)
-    .where(and(eq(paylinkGrants.paylinkId, paylinkId), eq(paylinkGrants.agentId, agentId)))
-    .get();
+export const grantOfAgent = async (d1: D1Database, paylinkId: string, agentId: string) =>
+  (await d1
+    .prepare(
+      `SELECT id, paylink_id AS paylinkId, agent_id AS agentId, merchant_id AS merchantId, spent_minor AS spentMinor, uses,
+       budget_minor AS budgetMinor, created_at AS createdAt FROM paylink_grants WHERE paylink_id = ? AND agent_id = ?`,
+    )
+    .bind(paylinkId, agentId)
+    .first<GrantRow>()) ?? undefined;
 
 /**
  * The statements that accept a PayLink for an agent, idempotently: the first
@@ -197,7 +214,7 @@ export type AcceptOutcome =
 export async function acceptPaylinkByCode(env: Env, code: string, agentId: string): Promise<AcceptOutcome> {
   const home = placementOf(env).ofId(code);
   if (!home) return { kind: "not_found", reason: "paylink_not_found" };
-  const db = dbOf(home.db);
+  const { db } = home;
   const found = await paylinkByCode(db, code);
   if (!found) return { kind: "not_found", reason: "paylink_not_found" };
   const existing = await grantOfAgent(db, found.paylink.id, agentId);

@@ -7,9 +7,14 @@ import { placeOfMadeId } from "../ledger/made-places";
 import { placementOf, type Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { balanceAfter, postingStatements, type Account } from "../ledger/postings";
-import { dbOf } from "../db/client";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
+import {
+  merchantBalanceAtLeast,
+  merchantBalanceFigure,
+  merchantBalanceIn,
+  payoutAddressOf,
+} from "../merchants/statements";
 import { newId } from "../lib/ids";
 import { mergeSorted, newestFirst } from "../lib/merge";
 import { nowIso } from "../lib/time";
@@ -111,23 +116,16 @@ async function payableMerchant(
   merchantId: string,
 ): Promise<{ balanceMinor: number; payoutAddress: string }> {
   const control = placementOf(env).control.db;
-  const [identity, account] = await Promise.all([
-    control
-      .prepare("SELECT payout_address AS payoutAddress FROM merchants WHERE id = ?")
-      .bind(merchantId)
-      .first<{ payoutAddress: string | null }>(),
-    home.db
-      .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
-      .bind(merchantId)
-      .first<{ balanceMinor: number }>(),
+  const [payoutAddress, balanceMinor] = await Promise.all([
+    payoutAddressOf(control, merchantId),
+    merchantBalanceIn(home.db, merchantId),
   ]);
-  if (!identity || !account) throw new ApiError(404, "merchant_not_found");
-  const payoutAddress = identity.payoutAddress;
+  if (payoutAddress === undefined || balanceMinor === null) throw new ApiError(404, "merchant_not_found");
   if (!payoutAddress) throw new ApiError(409, "payout_address_missing");
-  const kyt = await screenAddress(dbOf(control), payoutAddress);
+  const kyt = await screenAddress(control, payoutAddress);
   if (kyt.verdict !== "pass")
     throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
-  return { balanceMinor: account.balanceMinor, payoutAddress };
+  return { balanceMinor, payoutAddress };
 }
 
 /**
@@ -145,24 +143,20 @@ function payoutPlan(x: X402Settings, home: Place, payout: PayoutRow, slot: Idemp
     createdAt,
     at: home,
   });
+  const balance = merchantBalanceFigure(merchantId);
   const answer = slot
     ? storeTemplateStatements(
         slot,
         201,
         JSON.stringify({ payout: payoutView(payout), balanceMinor: PENDING_FIGURE }),
         "balanceMinor",
-        "SELECT balance_minor FROM merchants WHERE id = ?",
-        merchantId,
+        balance.sql,
+        ...balance.params,
       )
     : [];
   return {
     statements: [
-      guard(
-        INSUFFICIENT_BALANCE,
-        "EXISTS (SELECT 1 FROM merchants WHERE id = ? AND balance_minor >= ?)",
-        merchantId,
-        amountMinor,
-      ),
+      guard(...merchantBalanceAtLeast(merchantId, amountMinor)),
       sqlStatement(
         `INSERT INTO payouts (id, merchant_id, amount_minor, currency, destination, status, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,

@@ -12,6 +12,8 @@ import { publishedJwks } from "../proofs/keys";
 import { EVIDENCE_FORMAT, type EvidenceFile } from "./evidence-verify";
 import { chargeReceipt, storeOfId } from "./service";
 import { shardField } from "../ledger/shard-labels";
+import { paidChargeRead } from "../charges/statements";
+import { prepared } from "../db/statements";
 
 /*
  * The evidence file of one paid charge: what a merchant or agent hands a third party so it can
@@ -22,9 +24,6 @@ import { shardField } from "../ledger/shard-labels";
  * covers the row and, where the deployment anchors checkpoints, once that one is on chain.
  */
 
-/** A row of a LEFT JOIN: the joined table's columns may all be null. */
-type NullableColumns<T> = { [K in keyof T]: T[K] | null };
-
 export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind: "not_found" } | { kind: "not_ready" };
 
 /**
@@ -32,16 +31,18 @@ export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind:
  * unknown, unpaid or other merchant's charge.
  */
 async function paymentRow(store: HistoryStore, merchantId: string, chargeId: string): Promise<AuditRow | null> {
-  const found = await store.DB.prepare(
-    `SELECT c.id, a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
-       a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
-     FROM charges c LEFT JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
-     WHERE c.id = ? AND c.merchant_id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(chargeId, merchantId)
-    .first<{ id: string } & NullableColumns<typeof auditEvents.$inferSelect>>();
-  if (!found) return null;
-  if (found.seq !== null) return auditRowOf(found as typeof auditEvents.$inferSelect);
+  // The charge and its payment's audit row, in one batch (one snapshot).
+  const [charge, paid] = await store.DB.batch([
+    prepared(store.DB, paidChargeRead(chargeId, merchantId)),
+    store.DB.prepare(
+      `SELECT a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
+         a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
+       FROM audit_events a WHERE a.charge_id = ? AND a.type = 'charge.paid' ORDER BY a.seq LIMIT 1`,
+    ).bind(chargeId),
+  ]);
+  if (!charge?.results[0]) return null;
+  const found = paid?.results[0] as typeof auditEvents.$inferSelect | undefined;
+  if (found) return auditRowOf(found);
   return archivedReceiptRow(store, "charge.paid", { chargeId });
 }
 

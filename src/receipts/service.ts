@@ -1,6 +1,8 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
+import { paidChargeRead } from "../charges/statements";
+import { prepared } from "../db/statements";
 import { canonicalJson } from "../lib/canonical-json";
 import { signJws } from "../proofs/keys";
 import type { ProofSettings } from "../config/proofs";
@@ -41,6 +43,9 @@ type WithAudit<T> = T & { seq: number | null; hash: string | null; data: string 
 
 const AUDIT_COLUMNS = "a.seq, a.hash, a.data, a.created_at AS auditAt";
 
+/** A row's audit part when its audit row is not in D1 (archived). */
+const NO_AUDIT = { seq: null, hash: null, data: null, auditAt: null };
+
 /**
  * The audit row's part of a joined row, or of the archived row once it left D1 (src/archive/); a
  * completed row without one is a broken invariant, not a 404.
@@ -66,15 +71,16 @@ export async function chargeReceipt(
   proofs: ProofSettings,
   chargeId: string,
 ): Promise<string | null> {
-  const row = await store.DB.prepare(
-    `SELECT c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
-       c.method, c.reference, c.paid_at AS paidAt, ${AUDIT_COLUMNS}
-       FROM charges c LEFT JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
-       WHERE c.id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(chargeId)
-    .first<WithAudit<PaidChargeRow>>();
-  if (!row) return null;
+  // The charge and its payment's audit row, in one batch (one snapshot).
+  const [charge, paid] = await store.DB.batch([
+    prepared(store.DB, paidChargeRead(chargeId)),
+    store.DB.prepare(
+      `SELECT ${AUDIT_COLUMNS} FROM audit_events a WHERE a.charge_id = ? AND a.type = 'charge.paid' ORDER BY a.seq LIMIT 1`,
+    ).bind(chargeId),
+  ]);
+  const chargeRow = charge?.results[0] as PaidChargeRow | undefined;
+  if (!chargeRow) return null;
+  const row: WithAudit<PaidChargeRow> = { ...chargeRow, ...NO_AUDIT, ...(paid?.results[0] ?? {}) };
   const audit = await auditOf(store, row, { type: "charge.paid", by: { chargeId } }, `charge ${chargeId}`);
   return sign(proofs, chargeReceiptPayload(row, audit));
 }

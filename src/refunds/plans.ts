@@ -1,5 +1,6 @@
 import type { Hex } from "viem";
 import type { AuditDraft } from "../ledger/chain";
+import { addRefunded, chargePaidTo, refundedFigure, subtractRefunded } from "../charges/statements";
 import { PENDING_FIGURE } from "../db/idempotency";
 import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../config/env";
@@ -7,10 +8,10 @@ import type { ChargeRefund } from "../ledger/move";
 import type { Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { postingStatements, type Account } from "../ledger/postings";
-import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
 import { settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
 import { outboxEventWithFigure, type EventType } from "../webhooks/outbox";
+import { merchantBalanceAtLeast } from "../merchants/statements";
 
 export interface RefundRow {
   id: string;
@@ -54,12 +55,7 @@ const auditOf = (r: RefundRow, type: string, data: Record<string, unknown>, at: 
  */
 function openingStatements(r: RefundRow): SqlStatement[] {
   return [
-    guard(
-      "charge_not_paid",
-      "EXISTS (SELECT 1 FROM charges WHERE id = ? AND merchant_id = ? AND status = 'paid')",
-      r.chargeId,
-      r.merchantId,
-    ),
+    guard(...chargePaidTo(r.chargeId, r.merchantId)),
     sqlStatement(
       `INSERT INTO refunds (id, charge_id, merchant_id, agent_id, amount_minor, currency, method, destination, status, tx_hash, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
@@ -75,17 +71,8 @@ function openingStatements(r: RefundRow): SqlStatement[] {
       r.createdAt,
       r.createdAt,
     ),
-    sqlStatement(
-      `UPDATE charges SET refunded_minor = refunded_minor + ? WHERE id = ? RETURNING refunded_minor AS ${REFUNDED_AFTER}`,
-      r.amountMinor,
-      r.chargeId,
-    ),
-    guard(
-      INSUFFICIENT_BALANCE,
-      "EXISTS (SELECT 1 FROM merchants WHERE id = ? AND balance_minor >= ?)",
-      r.merchantId,
-      r.amountMinor,
-    ),
+    addRefunded(r.chargeId, r.amountMinor, REFUNDED_AFTER),
+    guard(...merchantBalanceAtLeast(r.merchantId, r.amountMinor)),
   ];
 }
 
@@ -122,8 +109,7 @@ function refundEvent(type: EventType, r: RefundRow, data: Record<string, unknown
   return outboxEventWithFigure(type, r.merchantId, data, at, {
     field: "refundedMinor",
     placeholder: PENDING_FIGURE,
-    sql: "SELECT refunded_minor FROM charges WHERE id = ?",
-    params: [r.chargeId],
+    ...refundedFigure(r.chargeId),
   });
 }
 
@@ -221,7 +207,7 @@ export function refundOutcomePlan(
         at,
         r.id,
       ),
-      sqlStatement("UPDATE charges SET refunded_minor = refunded_minor - ? WHERE id = ?", r.amountMinor, r.chargeId),
+      subtractRefunded(r.chargeId, r.amountMinor),
       // The debit stays; a new posting gives the amount back.
       ...postingStatements(
         `${r.id}:reversal`,

@@ -1,6 +1,7 @@
 import { walletOf } from "../agents/wallet.do";
 import { chargeRowStatement, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
-import { dbOf } from "../db/client";
+import { refundedFigure } from "../charges/statements";
+import { merchantBalanceIn } from "../merchants/statements";
 import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
@@ -120,7 +121,7 @@ async function refundDestination(env: Env, at: Place, chargeId: string): Promise
     .bind(chargeId)
     .first<{ payer: string }>();
   if (!payment) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
-  const kyt = await screenAddress(dbOf(placementOf(env).control.db), payment.payer);
+  const kyt = await screenAddress(placementOf(env).control.db, payment.payer);
   if (kyt.verdict !== "pass")
     throw new ApiError(403, "refund_destination_flagged", { verdict: kyt.verdict, reason: kyt.reason });
   return payment.payer.toLowerCase();
@@ -128,28 +129,23 @@ async function refundDestination(env: Env, at: Place, chargeId: string): Promise
 
 /** The refusal for a balance below the amount, before anything is written (the batch guards it again). */
 async function requireBalance(at: Place, merchantId: string, amountMinor: number): Promise<void> {
-  const merchant = await at.db
-    .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")
-    .bind(merchantId)
-    .first<{ balanceMinor: number }>();
-  if (!merchant || merchant.balanceMinor < amountMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
+  const balanceMinor = await merchantBalanceIn(at.db, merchantId);
+  if (balanceMinor === null || balanceMinor < amountMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
 }
 
 /** The answer stored under an Idempotency-Key; the batch writes in the charge's refunded sum after it. */
-const answerStatements = (slot: IdempotencySlot | undefined, refund: RefundRow, charge: ChargeRow): SqlStatement[] =>
-  slot
-    ? storeTemplateStatements(
-        slot,
-        201,
-        JSON.stringify({
-          refund: refundView(refund),
-          charge: chargeView({ ...charge, refundedMinor: PENDING_FIGURE }),
-        }),
-        "refundedMinor",
-        "SELECT refunded_minor FROM charges WHERE id = ?",
-        charge.id,
-      )
-    : [];
+function answerStatements(slot: IdempotencySlot | undefined, refund: RefundRow, charge: ChargeRow): SqlStatement[] {
+  if (!slot) return [];
+  const figure = refundedFigure(charge.id);
+  return storeTemplateStatements(
+    slot,
+    201,
+    JSON.stringify({ refund: refundView(refund), charge: chargeView({ ...charge, refundedMinor: PENDING_FIGURE }) }),
+    "refundedMinor",
+    figure.sql,
+    ...figure.params,
+  );
+}
 
 /** Records an x402 refund's decided transfer once (see refundOutcomePlan), where the refund lives, which its id names. */
 export const completeRefund: Completion = async (env, x, t, outcome) => {

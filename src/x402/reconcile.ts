@@ -1,7 +1,7 @@
 import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
 import { getCharge } from "../charges/service";
-import { dbOf } from "../db/client";
+import { chargeStatus } from "../charges/statements";
 import { placeOfMadeId } from "../ledger/made-places";
 import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
@@ -93,7 +93,7 @@ export async function reconcilePayment(
     await release(env, p.id, p.chargeId, "authorization_used_without_transfer", nowIso());
     return "failed";
   }
-  const charge = await getCharge(dbOf(placeOfMadeId(placementOf(env), p.chargeId).db), p.chargeId);
+  const charge = await getCharge(placeOfMadeId(placementOf(env), p.chargeId).db, p.chargeId);
   if (!charge) return "waiting";
   await credit(env, x, charge, p.id, p.payer.toLowerCase(), receipt.transactionHash);
   return "credited";
@@ -180,11 +180,7 @@ async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSec
     }
     // Held by another payment still being settled: that one may yet fail (this authorization took the
     // payer's funds, say) and leave the charge open for this one, so it is looked at again next run.
-    const charge = await db
-      .prepare("SELECT status FROM charges WHERE id = ?")
-      .bind(p.chargeId)
-      .first<{ status: string }>();
-    if (charge?.status === "pending") continue;
+    if ((await chargeStatus(db, p.chargeId)) === "pending") continue;
     const fate = await authorizationFate(x, p.payer, p.nonce);
     if (fate.kind !== "canceled")
       log.error("x402_used_after_release", {

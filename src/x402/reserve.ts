@@ -1,7 +1,7 @@
 import type { X402Settings } from "../config/env";
-import { dbOf } from "../db/client";
 import { executeBatch, guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
-import { chargeCreationStatements, chargeView, newPendingCharge, type ChargeRow } from "../charges/service";
+import { chargeCreationStatements, chargeView, getCharge, newPendingCharge, type ChargeRow } from "../charges/service";
+import { claimableByX402, claimForX402 } from "../charges/statements";
 import { linkActiveCheck } from "../ledger/movements";
 import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
@@ -40,14 +40,7 @@ export async function reserve(
     ...chargeGuards(target, charge),
     ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at),
   ];
-  if (target.kind === "charge")
-    statements.push(
-      sqlStatement(
-        "UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL",
-        paymentId,
-        charge.id,
-      ),
-    );
+  if (target.kind === "charge") statements.push(claimForX402(charge.id, paymentId));
   try {
     await executeBatch(db, statements);
     return { kind: "reserved", paymentId, charge };
@@ -79,13 +72,7 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, where:
 function chargeGuards(target: X402Target, charge: ChargeRow): SqlStatement[] {
   if (target.kind !== "charge")
     return [guard(...linkActiveCheck(target.link.id)), ...chargeCreationStatements(charge, target.merchantName)];
-  const statements = [
-    guard(
-      "charge_unavailable",
-      "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
-      charge.id,
-    ),
-  ];
+  const statements = [guard(...claimableByX402(charge.id))];
   // A charge born from a checkout link is paid only while the link is active, whatever pays it.
   if (charge.checkoutLinkId) statements.push(guard(...linkActiveCheck(charge.checkoutLinkId)));
   return statements;
@@ -186,14 +173,9 @@ async function answerToRefusal(
     return { kind: "outcome", outcome: outcomeOfEarlier(samePurchase, samePurchase.payer) };
   }
   if (reason === "charge_unavailable" && target.kind === "charge") {
-    const current = await db
-      .prepare("SELECT status FROM charges WHERE id = ?")
-      .bind(chargeId)
-      .first<{ status: string }>();
-    if (current?.status === "paid") {
-      const paid = await dbOf(db).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, chargeId) });
-      if (paid) return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(paid) } };
-    }
+    const current = await getCharge(db, chargeId);
+    if (current?.status === "paid")
+      return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(current) } };
     return { kind: "refused", reason: "charge_settlement_in_progress" };
   }
   if (reason) return { kind: "refused", reason };

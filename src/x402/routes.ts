@@ -11,7 +11,6 @@ import { validate, pathId } from "../lib/validation";
 import { requireActor } from "../auth/middleware";
 import { receivingReport } from "./receiving";
 import { placementOf } from "../ledger/place";
-import { dbOf } from "../db/client";
 import { payWithX402 } from "./service";
 import type { X402Outcome } from "./outcome";
 import { termsForTarget, type X402Target } from "./target";
@@ -144,7 +143,7 @@ export const SettlementQuery = z
 async function checkoutTarget(c: Context<AppEnv>, token: string): Promise<X402Target> {
   // The link lives in its merchant's shard, which its token names; a shard not run here has none.
   const at = placementOf(c.env).ofId(token);
-  const found = at && (await checkoutLinkForPayment(dbOf(at.db), token));
+  const found = at && (await checkoutLinkForPayment(at.db, token));
   if (!found) throw new ApiError(404, "checkout_link_not_found");
   if (!found.link.active) throw new ApiError(409, "checkout_link_disabled");
   return { kind: "checkout", link: found.link, merchantName: found.merchantName };
@@ -186,7 +185,7 @@ export const x402Routes = new Hono<AppEnv>()
     if (header) return respond(c, await payWithX402(c.env, { kind: "charge_id", chargeId }, resourceOf(c), header));
     // The charge is read in its shard, which its id names; a shard not run here holds no charge.
     const at = placementOf(c.env).ofId(chargeId);
-    const charge = at && (await getCharge(dbOf(at.db), chargeId));
+    const charge = at && (await getCharge(at.db, chargeId));
     if (!charge) throw new ApiError(404, "charge_not_found");
     const target: X402Target = { kind: "charge", charge };
     if (charge.status === "paid") return c.json(chargeView(charge), 200);

@@ -1,4 +1,5 @@
 import type { ChargeRow } from "../charges/service";
+import { chargeClaimedBy, reclaimForX402, releaseX402Claim } from "../charges/statements";
 import { executeBatch, sqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
 import { placeOfMadeId } from "../ledger/made-places";
@@ -47,11 +48,7 @@ export async function release(
       at,
       paymentId,
     ),
-    sqlStatement(
-      "UPDATE charges SET x402_claim = NULL WHERE id = ? AND status = 'pending' AND x402_claim = ?",
-      chargeId,
-      paymentId,
-    ),
+    releaseX402Claim(chargeId, paymentId),
   ]);
 }
 
@@ -63,19 +60,16 @@ export async function release(
  */
 export async function reopenReleased(env: Env, paymentId: string, chargeId: string): Promise<boolean> {
   const released = "EXISTS (SELECT 1 FROM x402_payments WHERE id = ? AND status = 'failed')";
-  const { db } = placeOfCharge(env, chargeId);
-  const [, reopened] = await db.batch([
-    db
-      .prepare(
-        `UPDATE charges SET x402_claim = ? WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND ${released}`,
-      )
-      .bind(paymentId, chargeId, paymentId),
-    db
-      .prepare(
-        `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
-       WHERE id = ? AND status = 'failed' AND EXISTS (SELECT 1 FROM charges WHERE id = ? AND x402_claim = ?)`,
-      )
-      .bind(nowIso(), paymentId, chargeId, paymentId),
+  const [, reopened] = await executeBatch(placeOfCharge(env, chargeId).db, [
+    reclaimForX402(chargeId, paymentId, released, paymentId),
+    sqlStatement(
+      `UPDATE x402_payments SET status = 'unknown', error = 'used after its release', updated_at = ?
+       WHERE id = ? AND status = 'failed' AND ${chargeClaimedBy("?", "?")}`,
+      nowIso(),
+      paymentId,
+      chargeId,
+      paymentId,
+    ),
   ]);
   return (reopened?.meta.changes ?? 0) > 0;
 }

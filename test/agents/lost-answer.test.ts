@@ -3,7 +3,6 @@ import { describe, expect, it } from "vitest";
 import { payCharge as payFromWallet, payNewCharge } from "../../src/agents/wallet";
 import { AgentStateCache, readCharge } from "../../src/agents/wallet-state";
 import { newPendingCharge } from "../../src/charges/service";
-import { dbOf } from "../../src/db/client";
 import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
 import { sha256Hex } from "../../src/lib/crypto";
 import { CONTROL_IDS } from "../../src/lib/ids";
@@ -126,7 +125,7 @@ async function checkoutPayment() {
       body: { amountUsdCents: 400, description: "one report" },
     })
   ).body;
-  const found = (await checkoutLinkForPayment(dbOf(env.DB), link.checkoutToken))!;
+  const found = (await checkoutLinkForPayment(env.DB, link.checkoutToken))!;
   const charge = {
     ...newPendingCharge(CONTROL_IDS, merchant.merchantId, {
       amountMinor: 400,

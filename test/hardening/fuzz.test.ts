@@ -47,7 +47,7 @@ const real = { merchantKey: "", agentKey: "", ids: [] as string[], badTokens: []
 
 beforeAll(async () => {
   const db = dbOf(env.DB);
-  const merchant = await registerMerchant(env, db, { name: "Fuzz Shop", category: "data" });
+  const merchant = await registerMerchant(env, env.DB, { name: "Fuzz Shop", category: "data" });
   const agent = await createAgentRow(env, db, {
     name: "fuzz agent",
     policy: normalizePolicy({ approvalThresholdUsdCents: 100 }),
@@ -80,7 +80,7 @@ beforeAll(async () => {
   });
   const paylink = await send("POST", "/merchant/paylinks", merchant.apiKey, { budgetUsdCents: 5000 });
   await send("POST", `/pl/${paylink.code}/accept`, agent.apiKey);
-  const endpoint = await createEndpoint(db, settingsOf(env).webhookSecretsKey, {
+  const endpoint = await createEndpoint(env.DB, settingsOf(env).webhookSecretsKey, {
     url: `${receiverUrl()}/hooks/ok-fuzz`,
     events: [],
     merchantId: merchant.merchantId,

@@ -73,8 +73,8 @@ let linkToken = "";
 beforeAll(async () => {
   consoleKey = await consoleToken();
   const db = dbOf(env.DB);
-  a = await registerMerchant(env, db, { name: `mass-assign A ${RUN}`, category: "data" });
-  b = await registerMerchant(env, db, { name: `mass-assign B ${RUN}`, category: "data" });
+  a = await registerMerchant(env, env.DB, { name: `mass-assign A ${RUN}`, category: "data" });
+  b = await registerMerchant(env, env.DB, { name: `mass-assign B ${RUN}`, category: "data" });
   x = await createAgentRow(env, db, {
     name: `mass-assign X ${RUN}`,
     policy: normalizePolicy({ dailyLimitUsdCents: 5000 }),

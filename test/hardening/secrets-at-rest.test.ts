@@ -100,7 +100,7 @@ beforeAll(async () => {
 
   // The bulk: 1,000 keys and secrets through the service functions.
   const merchants = await inBatches(SERVICE_COUNTS.merchant, 25, (i) =>
-    registerMerchant(env, db, { name: `secrets bulk merchant ${i}`, category: "data" }),
+    registerMerchant(env, env.DB, { name: `secrets bulk merchant ${i}`, category: "data" }),
   );
   for (const m of merchants) remember("merchant", "service", m.apiKey);
   sampleMerchants.push(...merchants.slice(0, 10));
@@ -112,7 +112,7 @@ beforeAll(async () => {
   // Scoped to a bulk merchant that never has events, so none of them is ever sent to.
   const quietMerchant = merchants[0]!.merchantId;
   const endpoints = await inBatches(SERVICE_COUNTS.webhook, 25, (i) =>
-    createEndpoint(db, secretsKey, {
+    createEndpoint(env.DB, secretsKey, {
       url: `https://hooks.example.com/secrets/${i}`,
       events: [],
       merchantId: quietMerchant,

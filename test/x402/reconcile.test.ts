@@ -3,7 +3,6 @@ import { env } from "cloudflare:workers";
 import { parseAbiItem, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
-import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/config/env";
 import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
 import {
@@ -39,7 +38,7 @@ const authorizationUsed = (nonce: Hex) =>
   });
 
 async function chargeTarget(chargeId: string) {
-  const row = await readChargeRow(dbOf(env.DB), chargeId);
+  const row = await readChargeRow(env.DB, chargeId);
   expect(row).toBeTruthy();
   return { kind: "charge" as const, charge: row! };
 }

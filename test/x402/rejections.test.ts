@@ -2,7 +2,6 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { dbOf } from "../../src/db/client";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
 import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
@@ -375,7 +374,7 @@ describe("rejected x402 payments", () => {
 
   it("a remote facilitator that cannot be reached to verify: unavailable (503 facilitator_unavailable), nothing reserved", async () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
-    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const row = await readChargeRow(env.DB, charge.chargeId);
     const { header, payload } = await xPaymentFor(x402Path(charge.chargeId), PAYER, VALUE);
     // Nothing listens on the discard port: the connection is refused.
     const unreachable = remoteFacilitator(settingsOf(env).x402!, "http://127.0.0.1:9/");
@@ -401,7 +400,7 @@ describe("rejected x402 payments", () => {
 
   it("a failed settlement (facilitator reports failure) answers Liquidación fallida and leaves the charge payable", async () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
-    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const row = await readChargeRow(env.DB, charge.chargeId);
     const failing: Facilitator = {
       verify: async () => ({ isValid: true }),
       settle: async () => ({ kind: "failed", reason: "test_settlement_failed" }),

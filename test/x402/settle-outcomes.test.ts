@@ -3,7 +3,6 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { parseSignature, type Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
-import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/config/env";
 import { setFaultHook } from "../../src/lib/faults";
 import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
@@ -110,7 +109,7 @@ async function setUp() {
   const charge = await createCharge(merchant.apiKey, CENTS);
   const payer = await freshPayer(10_000_000n);
   const payment = await xPaymentFor(`/charges/${charge.chargeId}/x402`, payer.key, VALUE);
-  const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+  const row = await readChargeRow(env.DB, charge.chargeId);
   const pay = (facilitator?: Facilitator) =>
     payWithX402(
       env,

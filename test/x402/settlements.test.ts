@@ -2,7 +2,6 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
-import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/config/env";
 import type { Facilitator } from "../../src/x402/facilitator";
 import { PROTOCOL_REASONS, protocolReason } from "../../src/x402/reasons";
@@ -216,7 +215,7 @@ describe("the settlement status resource", () => {
       verify: async () => ({ isValid: true }),
       settle: async () => ({ kind: "failed", reason: "transaction_reverted" }),
     };
-    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const row = await readChargeRow(env.DB, charge.chargeId);
     const outcome = await payWithX402(
       env,
       { kind: "charge", charge: row! },
@@ -335,7 +334,7 @@ describe("the payment-identifier extension", () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
     const path = x402Path(charge.chargeId);
     const id = paymentId();
-    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const row = await readChargeRow(env.DB, charge.chargeId);
     const failing: Facilitator = {
       verify: async () => ({ isValid: true }),
       settle: async () => ({ kind: "failed", reason: "transaction_reverted" }),
@@ -363,7 +362,7 @@ describe("the payment-identifier extension", () => {
     const charge = await createCharge(merchant.apiKey, CENTS);
     const path = x402Path(charge.chargeId);
     const id = paymentId();
-    const row = await readChargeRow(dbOf(env.DB), charge.chargeId);
+    const row = await readChargeRow(env.DB, charge.chargeId);
     const first = await v2Payment(path, payer, { paymentId: id });
     const failing: Facilitator = {
       verify: async () => ({ isValid: true }),

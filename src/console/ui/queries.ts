@@ -1,7 +1,15 @@
-import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
+import type { ChargeRow } from "../../charges/service";
+import {
+  chargesCreatedSince,
+  chargeWithMerchantName,
+  paidByHourSince,
+  paidTotalsSince,
+} from "../../charges/statements";
 import type { Env } from "../../config/env";
+import { executeBatch, prepared, sqlStatement } from "../../db/statements";
 import { placementOf } from "../../ledger/place";
 import { nowIso, utcDayStart } from "../../lib/time";
+import { MERCHANT_COUNT } from "../../merchants/statements";
 import type { PayoutRow } from "../../payouts/service";
 
 /** The overview's figures for today (UTC). */
@@ -18,23 +26,14 @@ export interface Overview {
 /** The overview's figures, read in one batch so they agree with each other. Console-only reporting across domains. */
 export async function readOverview(db: D1Database): Promise<Overview> {
   const dayStart = utcDayStart();
-  const [totals, byHour, pending, counts] = await db.batch([
-    db
-      .prepare(
-        "SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ?",
-      )
-      .bind(dayStart),
-    db
-      .prepare(
-        "SELECT CAST(substr(paid_at, 12, 2) AS INTEGER) AS hour, SUM(amount_minor) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ? GROUP BY hour",
-      )
-      .bind(dayStart),
-    db.prepare("SELECT COUNT(*) AS n FROM approvals WHERE status = 'pending' AND expires_at > ?").bind(nowIso()),
-    db
-      .prepare(
-        "SELECT (SELECT COUNT(*) FROM merchants) AS merchants, (SELECT COUNT(*) FROM agents) AS agents, (SELECT COUNT(*) FROM charges WHERE created_at >= ?) AS created",
-      )
-      .bind(dayStart),
+  const [totals, byHour, pending, counts] = await executeBatch(db, [
+    paidTotalsSince(dayStart),
+    paidByHourSince(dayStart),
+    sqlStatement("SELECT COUNT(*) AS n FROM approvals WHERE status = 'pending' AND expires_at > ?", nowIso()),
+    sqlStatement(
+      `SELECT ${MERCHANT_COUNT} AS merchants, (SELECT COUNT(*) FROM agents) AS agents, ${chargesCreatedSince("?")} AS created`,
+      dayStart,
+    ),
   ]);
   const paid = totals!.results[0] as { n: number; cents: number };
   const paidCentsByHour = Array<number>(24).fill(0);
@@ -103,16 +102,6 @@ export async function readPayoutTotals(env: Env): Promise<Record<PayoutStatus, {
   return totals;
 }
 
-/** The names of some merchants, by id, in one query (the ids go as one JSON array: D1 binds at most 100 values). */
-export async function readMerchantNames(db: D1Database, ids: string[]): Promise<Map<string, string>> {
-  if (ids.length === 0) return new Map();
-  const rows = await db
-    .prepare("SELECT id, name FROM merchants WHERE id IN (SELECT value FROM json_each(?))")
-    .bind(JSON.stringify([...new Set(ids)]))
-    .all<{ id: string; name: string }>();
-  return new Map(rows.results.map((r) => [r.id, r.name]));
-}
-
 /**
  * A charge and its merchant's name, in one query on the charge's shard (its id names it; the merchant's
  * account row there has the name); null for an unknown charge.
@@ -124,12 +113,9 @@ export async function readChargeWithMerchant(
   const at = placementOf(env).ofId(chargeId);
   // An id tagged with a shard this deployment does not run names no charge here.
   if (!at) return null;
-  const row = await at.db
-    .prepare(
-      `SELECT ${CHARGE_ROW_COLUMNS}, m.name AS merchantName FROM charges c LEFT JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?`,
-    )
-    .bind(chargeId)
-    .first<ChargeRow & { merchantName: string | null }>();
+  const row = await prepared(at.db, chargeWithMerchantName(chargeId)).first<
+    ChargeRow & { merchantName: string | null }
+  >();
   if (!row) return null;
   const { merchantName, ...charge } = row;
   return { charge, merchantName };

@@ -3,6 +3,7 @@ import { getCookie, setCookie, deleteCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../../auth/app-env";
 import { resolveCredential } from "../../auth/credentials";
+import { placementOf } from "../../ledger/place";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../../lib/crypto";
 import { ApiError } from "../../lib/errors";
 import { base64url } from "../../lib/ids";
@@ -25,7 +26,7 @@ const csrfFor = (secret: string, binding: string) => hmacSha256Hex(secret, `cons
 /** Pages that need a signed-in console user; anyone else is sent to sign in. Every POST must carry the CSRF token. */
 export const requirePageSession = createMiddleware<AppEnv>(async (c, next) => {
   const token = getCookie(c, SESSION_COOKIE);
-  const actor = token ? await resolveCredential(c.get("db"), c.get("settings"), token) : null;
+  const actor = token ? await resolveCredential(placementOf(c.env).control.db, c.get("settings"), token) : null;
   if (actor?.kind !== "console") {
     clearSessionCookie(c);
     return c.redirect("/console/sign-in", 303);

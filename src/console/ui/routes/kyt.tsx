@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import { EVM_ADDRESS, screenAddress } from "../../../kyt/screening";
+import { placementOf } from "../../../ledger/place";
 import { field, form } from "../forms";
 import { KytForm, KytVerdict } from "../pages/kyt";
 import { csrfOf, render } from "../render";
@@ -14,7 +15,7 @@ export const kytRoutes = new Hono<AppEnv>()
       return render(c, "KYT screening", "/console/ui/kyt", <KytForm csrf={csrfOf(c)} />, {
         error: "Enter an EVM address: 0x and 40 hex digits.",
       });
-    const result = await screenAddress(c.get("db"), address);
+    const result = await screenAddress(placementOf(c.env).control.db, address);
     return render(
       c,
       "KYT screening",

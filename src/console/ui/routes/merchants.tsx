@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
+import { placementOf } from "../../../ledger/place";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
 import { RegisterBody } from "../../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchantsAtHome, registerMerchant } from "../../../merchants/service";
@@ -10,7 +11,8 @@ import { MerchantsPage } from "../pages/merchants";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
 
 /** The merchants the page lists. */
-const merchantsOf = async (c: Ui) => (await listMerchantsAtHome(c.env, c.get("db"), 200)).map(consoleMerchantView);
+const merchantsOf = async (c: Ui) =>
+  (await listMerchantsAtHome(c.env, placementOf(c.env).control.db, 200)).map(consoleMerchantView);
 
 /** Merchants: the list, registering one, rolling one's API key. */
 export const merchantRoutes = new Hono<AppEnv>()
@@ -34,7 +36,7 @@ export const merchantRoutes = new Hono<AppEnv>()
       );
     }
     const { name } = input.data;
-    const created = await registerMerchant(c.env, c.get("db"), input.data);
+    const created = await registerMerchant(c.env, placementOf(c.env).control.db, input.data);
     return render(
       c,
       "Merchants",
@@ -52,7 +54,7 @@ export const merchantRoutes = new Hono<AppEnv>()
     const merchantId = c.req.param("merchantId");
     const input = RollKeyBody.safeParse(graceFromForm(await form(c)));
     if (!input.success) return back(c, ["merchants"], `Key not rolled: ${GRACE_RULE}.`);
-    const merchant = await getMerchant(c.get("db"), merchantId);
+    const merchant = await getMerchant(placementOf(c.env).control.db, merchantId);
     const rolled =
       merchant &&
       (await rollKey(c.env, { kind: "merchant", id: merchantId }, input.data.graceSeconds, emailOf(c), async () => []));

@@ -2,9 +2,10 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../../auth/app-env";
 import { placementOf } from "../../../ledger/place";
+import { merchantNames as readMerchantNames } from "../../../merchants/statements";
 import { listPayouts, payoutView } from "../../../payouts/service";
 import { PAYOUTS_SHOWN, PayoutsPage } from "../pages/payouts";
-import { PAYOUT_STATUSES, readMerchantNames, readPayoutTotals } from "../queries";
+import { PAYOUT_STATUSES, readPayoutTotals } from "../queries";
 import { render } from "../render";
 
 const StatusQuery = z.object({ status: z.enum(PAYOUT_STATUSES) });

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
+import { placementOf } from "../../../ledger/place";
 import { consoleMerchantView, getMerchant, listMerchants } from "../../../merchants/service";
 import { type RedeliverOutcome, redeliver } from "../../../webhooks/dispatch";
 import {
@@ -27,7 +28,8 @@ const REDELIVER_NOTICE: Record<Exclude<RedeliverOutcome, "endpoint_not_found">, 
 
 /** The endpoints page (with a secret shown once above it, after a creation). */
 async function webhooksPage(c: Ui, extra: { notice?: string; error?: string } = {}, shown?: unknown) {
-  const [endpoints, merchants] = await Promise.all([listEndpoints(c.get("db")), listMerchants(c.get("db"), 500)]);
+  const control = placementOf(c.env).control.db;
+  const [endpoints, merchants] = await Promise.all([listEndpoints(control), listMerchants(control, 500)]);
   return render(
     c,
     "Webhooks",
@@ -69,9 +71,9 @@ export const webhookRoutes = new Hono<AppEnv>()
         error: "Check the form: a URL of up to 2,048 characters, and a merchant from the list.",
       });
     if (!verdict.ok) return webhooksPage(c, { error: `That URL is refused (${verdict.reason}).` });
-    if (merchantId && !(await getMerchant(c.get("db"), merchantId)))
+    if (merchantId && !(await getMerchant(placementOf(c.env).control.db, merchantId)))
       return webhooksPage(c, { error: "No such merchant." });
-    const { row, secret } = await createEndpoint(c.get("db"), settings.webhookSecretsKey, {
+    const { row, secret } = await createEndpoint(placementOf(c.env).control.db, settings.webhookSecretsKey, {
       url: verdict.url.toString(),
       events,
       merchantId,
@@ -85,9 +87,9 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .get("/console/ui/webhooks/:id", async (c) => {
     // As the deliveries API: an endpoint the service disabled keeps its deliveries readable.
-    const endpoint = await getUndeletedEndpoint(c.get("db"), c.req.param("id"));
+    const endpoint = await getUndeletedEndpoint(placementOf(c.env).control.db, c.req.param("id"));
     if (!endpoint) return c.notFound();
-    const deliveries = (await listDeliveries(c.get("db"), endpoint.id, 100)).map(deliveryView);
+    const deliveries = (await listDeliveries(placementOf(c.env).control.db, endpoint.id, 100)).map(deliveryView);
     return render(
       c,
       `Deliveries to ${endpoint.url}`,
@@ -96,7 +98,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     );
   })
   .get("/console/ui/webhooks/:id/deliveries/:deliveryId", async (c) => {
-    const attempts = await listAttempts(c.get("db"), c.req.param("deliveryId"));
+    const attempts = await listAttempts(placementOf(c.env).control.db, c.req.param("deliveryId"));
     return render(c, "Delivery attempts", "/console/ui/webhooks", <AttemptsPage attempts={attempts} />);
   })
   .post("/console/ui/webhooks/:id/deliveries/:deliveryId/redeliver", async (c) => {
