@@ -61,8 +61,9 @@ const getChargeTool: ToolDefinition<typeof ChargeInput> = {
   input: ChargeInput,
   annotations: READ,
   async run(ctx, input) {
-    // As GET /charges/:chargeId: the charge id is the capability to read it.
-    const charge = await getCharge(placementOf(ctx.env).control.db, input.chargeId);
+    // As GET /charges/:chargeId: the charge id is the capability to read it, and names where it lives.
+    const at = placementOf(ctx.env).ofId(input.chargeId);
+    const charge = at ? await getCharge(at.db, input.chargeId) : null;
     if (!charge) throw new ApiError(404, "charge_not_found");
     const receipt = charge.status === "paid" ? await receiptOf(ctx, charge.id) : null;
     return {

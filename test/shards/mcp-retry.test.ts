@@ -74,3 +74,19 @@ describe("an MCP paying tool's retry after a lost answer across shards", () => {
     await expectShardsAtRest();
   });
 });
+
+describe("get_charge across shards", () => {
+  it("reads a charge where its id says it lives, and a shard not run is unknown", async () => {
+    const merchant = await merchantOn(1);
+    const agent = await agentOn(0, { credit: 1_000 });
+    const charge = await createCharge(merchant.apiKey, 300);
+    expect(shardOfId(charge.chargeId)).toBe(1);
+    const client = await connectAgent(agent.apiKey);
+    const read = await callTool(client, "get_charge", { chargeId: charge.chargeId });
+    expect(read.isError).toBe(false);
+    expect(read.body).toMatchObject({ chargeId: charge.chargeId, status: "pending", amountMinor: 300 });
+    const elsewhere = await callTool(client, "get_charge", { chargeId: charge.chargeId.replace("_s1_", "_s7_") });
+    expect(elsewhere.isError).toBe(true);
+    expect(elsewhere.body).toMatchObject({ error: "charge_not_found" });
+  });
+});
