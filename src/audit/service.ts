@@ -1,25 +1,33 @@
-import { and, asc, gt, gte, lt } from "drizzle-orm";
-import { type Db, dbOf } from "../db/client";
-import { auditEvents } from "../db/schema";
+import type { auditEvents } from "../db/schema";
 import { type HistoryStore, nextSegment, segmentRows } from "./archived";
 import { type AuditRow, auditRow } from "../ledger/chain";
 
-type AuditRecord = typeof auditEvents.$inferSelect;
+/** An audit row as stored: `data` is canonical JSON text. */
+export type AuditRecord = typeof auditEvents.$inferSelect;
 
 /** A stored row in the shape the chain hashes (its `data` parsed back from canonical JSON). */
 export const auditRowOf = (r: AuditRecord): AuditRow => auditRow(r, JSON.parse(r.data) as Record<string, unknown>);
 
+/** Every column of an audit row, named as its stored record (AuditRecord) names them. */
+export const AUDIT_COLUMNS = `seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
+  amount_minor AS amountMinor, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash`;
+
 /** Rows after `afterSeq`, in sequence order, optionally within [fromIso, toIso). */
-export function auditPage(db: Db, afterSeq: number, limit: number, range?: { fromIso: string; toIso: string }) {
-  const conditions = [gt(auditEvents.seq, afterSeq)];
-  if (range) conditions.push(gte(auditEvents.createdAt, range.fromIso), lt(auditEvents.createdAt, range.toIso));
-  return db
-    .select()
-    .from(auditEvents)
-    .where(and(...conditions))
-    .orderBy(asc(auditEvents.seq))
-    .limit(limit)
-    .all();
+export async function auditPage(
+  db: D1Database,
+  afterSeq: number,
+  limit: number,
+  range?: { fromIso: string; toIso: string },
+): Promise<AuditRecord[]> {
+  const read = range
+    ? db
+        .prepare(
+          `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE seq > ? AND created_at >= ? AND created_at < ?
+           ORDER BY seq LIMIT ?`,
+        )
+        .bind(afterSeq, range.fromIso, range.toIso, limit)
+    : db.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`).bind(afterSeq, limit);
+  return (await read.all<AuditRecord>()).results;
 }
 
 /**
@@ -33,7 +41,6 @@ export async function* auditRows(
   options: { afterSeq?: number; range?: { fromIso: string; toIso: string }; pageSize?: number } = {},
 ): AsyncGenerator<AuditRow> {
   const { range, pageSize = 500 } = options;
-  const db = dbOf(store.DB);
   let after = options.afterSeq ?? 0;
   for (;;) {
     const segment = await nextSegment(store.DB, after, range);
@@ -43,7 +50,7 @@ export async function* auditRows(
       after = segment.lastSeq;
       continue;
     }
-    const page = await auditPage(db, after, pageSize, range);
+    const page = await auditPage(store.DB, after, pageSize, range);
     for (const record of page) yield auditRowOf(record);
     if (page.length < pageSize) return;
     after = page[page.length - 1]!.seq;

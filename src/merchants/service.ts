@@ -55,7 +55,7 @@ export async function registerMerchant(
       apiKeyHash: await hashApiKey(apiKey),
       createdAt,
     }),
-    directoryEntry(db, "merchant", merchantId, home, createdAt),
+    directoryEntry("merchant", merchantId, home, createdAt),
     ...(await withCreated(created)),
   ]);
   return created;

@@ -21,11 +21,7 @@ const repo = path.resolve(import.meta.dirname, "../..");
  * to empty.
  */
 const STILL_TO_MOVE: Record<string, string[]> = {
-  "src/agents/transfer-recovery.ts": ["ledger_transfers"],
-  "src/agents/transfer-retries.ts": ["ledger_transfers"],
-  "src/agents/wallet-payment.ts": ["charges", "ledger_entries", "merchants"],
   "src/agents/wallet-state.ts": ["charges", "ledger_transfers", "merchants"],
-  "src/agents/wallet-transfer.ts": ["ledger_arrivals", "ledger_transfers"],
   "src/approvals/service.ts": ["approvals"],
   "src/archive/delete.ts": ["archived_audit_refs", "archived_balances", "audit_events", "ledger_entries"],
   "src/archive/plan.ts": ["audit_events", "ledger_entries"],
