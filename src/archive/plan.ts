@@ -1,6 +1,6 @@
 import { genesisHashOf } from "../ledger/chain";
 import { segmentKey } from "../audit/segment";
-import { latestCheckpoint } from "../checkpoints/checkpoints";
+import { latestCheckpoint } from "../audit/checkpoint-rows";
 import type { Place } from "../ledger/place";
 import { lastSegment, liveAuditRows, type SegmentRecord } from "./segments";
 

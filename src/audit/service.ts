@@ -71,3 +71,45 @@ export async function firstAuditRows(
   }
   return rows;
 }
+
+/** The seq of the chain's head, null while it has no row. */
+export async function auditHeadSeq(db: D1Database): Promise<number | null> {
+  const head = await db.prepare("SELECT MAX(seq) AS seq FROM audit_events").first<{ seq: number | null }>();
+  return head?.seq ?? null;
+}
+
+/**
+ * The hashes of rows `fromSeq`..`toSeq`, in order; throws on a missing row. Rows still in D1, as
+ * every new checkpoint's are, are read as their seq and hash alone; an older checkpoint's rows that
+ * were archived are read through the whole history, segments included.
+ */
+export async function rowHashes(store: HistoryStore, fromSeq: number, toSeq: number): Promise<string[]> {
+  const hashes = (await liveRowHashes(store.DB, fromSeq, toSeq)) ?? (await historyRowHashes(store, fromSeq, toSeq));
+  if (hashes.length !== toSeq - fromSeq + 1) throw new Error(`audit chain has no row ${fromSeq + hashes.length}`);
+  return hashes;
+}
+
+/** From D1 a page at a time; null when a row is not there (archived, or missing: the history tells). */
+async function liveRowHashes(db: D1Database, fromSeq: number, toSeq: number): Promise<string[] | null> {
+  const hashes: string[] = [];
+  for (let from = fromSeq; from <= toSeq; from += 1000) {
+    const page = await db
+      .prepare("SELECT seq, hash FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq")
+      .bind(from, Math.min(toSeq, from + 999))
+      .all<{ seq: number; hash: string }>();
+    for (const row of page.results) {
+      if (row.seq !== fromSeq + hashes.length) return null;
+      hashes.push(row.hash);
+    }
+  }
+  return hashes.length === toSeq - fromSeq + 1 ? hashes : null;
+}
+
+async function historyRowHashes(store: HistoryStore, fromSeq: number, toSeq: number): Promise<string[]> {
+  const hashes: string[] = [];
+  for await (const row of auditRows(store, { afterSeq: fromSeq - 1, pageSize: 1000 })) {
+    if (row.seq > toSeq || row.seq !== fromSeq + hashes.length) break;
+    hashes.push(row.hash);
+  }
+  return hashes;
+}

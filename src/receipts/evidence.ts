@@ -1,9 +1,9 @@
 import { anchoringOf } from "../checkpoints/anchoring";
-import { auditRowOf } from "../audit/service";
+import { auditRowOf, rowHashes } from "../audit/service";
 import type { auditEvents } from "../db/schema";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import type { AuditRow } from "../ledger/chain";
-import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
+import { type Checkpoint, checkpointCovering } from "../audit/checkpoint-rows";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";

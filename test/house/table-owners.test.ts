@@ -28,8 +28,6 @@ const STILL_TO_MOVE: Record<string, string[]> = {
   "src/archive/segments.ts": ["archive_segments", "audit_events", "ledger_entries"],
   "src/auth/credentials.ts": ["agents", "merchants"],
   "src/checkout/service.ts": ["merchants"],
-  "src/checkpoints/anchoring.ts": ["audit_checkpoints"],
-  "src/checkpoints/checkpoints.ts": ["audit_checkpoints", "audit_events"],
   "src/console/sign-in.ts": ["console_revoked_sessions"],
   "src/console/ui/queries.ts": ["agents", "approvals", "charges", "merchants", "payouts"],
   "src/console/users.ts": ["console_users"],
