@@ -23,9 +23,6 @@ const repo = path.resolve(import.meta.dirname, "../..");
 const STILL_TO_MOVE: Record<string, string[]> = {
   "src/agents/wallet-state.ts": ["charges", "ledger_transfers", "merchants"],
   "src/approvals/service.ts": ["approvals"],
-  "src/archive/delete.ts": ["archived_audit_refs", "archived_balances", "audit_events", "ledger_entries"],
-  "src/archive/plan.ts": ["audit_events", "ledger_entries"],
-  "src/archive/segments.ts": ["archive_segments", "audit_events", "ledger_entries"],
   "src/auth/credentials.ts": ["agents", "merchants"],
   "src/checkout/service.ts": ["merchants"],
   "src/console/sign-in.ts": ["console_revoked_sessions"],
