@@ -1,4 +1,5 @@
 import type { auditEvents } from "../db/schema";
+import { type SqlStatement, sqlStatement } from "../db/statements";
 import { type HistoryStore, nextSegment, segmentRows } from "./archived";
 import { type AuditRow, auditRow } from "../ledger/chain";
 
@@ -11,6 +12,22 @@ export const auditRowOf = (r: AuditRecord): AuditRow => auditRow(r, JSON.parse(r
 /** Every column of an audit row, named as its stored record (AuditRecord) names them. */
 export const AUDIT_COLUMNS = `seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
   amount_minor AS amountMinor, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash`;
+
+/** The audit row types a receipt names: a charge's payment, a payout's, a refund's. */
+export type ReceiptRowType = "charge.paid" | "payout.paid" | "charge.refunded";
+
+/**
+ * The first row of `type` with this charge id, or with this reference (a payout or refund id), in
+ * D1: none once archived (./archived.ts, archivedReceiptRow, finds it then). The type is written into
+ * the SQL, not bound: that is what lets SQLite use the partial index of payout and refund rows.
+ */
+export function auditRowOfType(type: ReceiptRowType, by: { chargeId: string } | { reference: string }): SqlStatement {
+  const [column, value] = "chargeId" in by ? ["charge_id", by.chargeId] : ["reference", by.reference];
+  return sqlStatement(
+    `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE ${column} = ? AND type = '${type}' ORDER BY seq LIMIT 1`,
+    value,
+  );
+}
 
 /** Rows after `afterSeq`, in sequence order, optionally within [fromIso, toIso). */
 export async function auditPage(

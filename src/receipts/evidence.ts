@@ -1,6 +1,6 @@
 import { anchoringOf } from "../checkpoints/anchoring";
-import { auditRowOf, rowHashes } from "../audit/service";
-import type { auditEvents } from "../db/schema";
+import { type AuditRecord, auditRowOf, auditRowOfType, rowHashes } from "../audit/service";
+import { readTogether, sqlStatement } from "../db/statements";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import type { AuditRow } from "../ledger/chain";
 import { type Checkpoint, checkpointCovering } from "../audit/checkpoint-rows";
@@ -22,9 +22,6 @@ import { shardField } from "../ledger/shard-labels";
  * covers the row and, where the deployment anchors checkpoints, once that one is on chain.
  */
 
-/** A row of a LEFT JOIN: the joined table's columns may all be null. */
-type NullableColumns<T> = { [K in keyof T]: T[K] | null };
-
 export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind: "not_found" } | { kind: "not_ready" };
 
 /**
@@ -32,16 +29,17 @@ export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind:
  * unknown, unpaid or other merchant's charge.
  */
 async function paymentRow(store: HistoryStore, merchantId: string, chargeId: string): Promise<AuditRow | null> {
-  const found = await store.DB.prepare(
-    `SELECT c.id, a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
-       a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
-     FROM charges c LEFT JOIN audit_events a ON a.charge_id = c.id AND a.type = 'charge.paid'
-     WHERE c.id = ? AND c.merchant_id = ? AND c.status = 'paid' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(chargeId, merchantId)
-    .first<{ id: string } & NullableColumns<typeof auditEvents.$inferSelect>>();
-  if (!found) return null;
-  if (found.seq !== null) return auditRowOf(found as typeof auditEvents.$inferSelect);
+  const [[paid], [live]] = await readTogether<[{ id: string }, AuditRecord]>(
+    store.DB,
+    sqlStatement(
+      "SELECT c.id FROM charges c WHERE c.id = ? AND c.merchant_id = ? AND c.status = 'paid'",
+      chargeId,
+      merchantId,
+    ),
+    auditRowOfType("charge.paid", { chargeId }),
+  );
+  if (!paid) return null;
+  if (live) return auditRowOf(live);
   return archivedReceiptRow(store, "charge.paid", { chargeId });
 }
 
