@@ -4,6 +4,7 @@ import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { TransferIntents } from "../ledger/transfer-intents";
 import { utcDayStart } from "../lib/time";
+import { transferredByAgentSince } from "../ledger/figures";
 import { placementOf } from "../ledger/place";
 import { parseStoredPolicy, type Policy } from "./policy";
 
@@ -44,8 +45,7 @@ const agentStatements = (db: D1Database, agentId: string, now: number) => [
       // completed: a reversed one gave the money back).
       `SELECT COALESCE((SELECT SUM(amount_minor) FROM charges
          WHERE agent_id = ?1 AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ?2), 0)
-       + COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
-         WHERE agent_id = ?1 AND kind = 'payment' AND status <> 'reversed' AND created_at >= ?2), 0) AS spent`,
+       + ${transferredByAgentSince("?1", "?2")} AS spent`,
     )
     .bind(agentId, utcDayStart(now)),
 ];

@@ -21,7 +21,7 @@ const repo = path.resolve(import.meta.dirname, "../..");
  * to empty.
  */
 const STILL_TO_MOVE: Record<string, string[]> = {
-  "src/agents/wallet-state.ts": ["charges", "ledger_transfers", "merchants"],
+  "src/agents/wallet-state.ts": ["charges", "merchants"],
   "src/approvals/service.ts": ["approvals"],
   "src/auth/credentials.ts": ["agents", "merchants"],
   "src/checkout/service.ts": ["merchants"],
@@ -41,17 +41,6 @@ const STILL_TO_MOVE: Record<string, string[]> = {
   "src/refunds/service.ts": ["charges", "merchants", "x402_payments"],
   "src/sweeps/due.ts": ["agents", "deposits", "outbound_transfers", "receiving_addresses", "x402_payments"],
   "src/treasury/fundings.ts": ["deposits", "outbound_transfers", "x402_payments"],
-  "src/treasury/ledger-side.ts": [
-    "agents",
-    "charges",
-    "deposits",
-    "ledger_entries",
-    "merchants",
-    "outbound_transfers",
-    "payouts",
-    "refunds",
-    "x402_payments",
-  ],
   "src/webhooks/endpoints.ts": ["merchants"],
   "src/x402/reconcile.ts": ["charges"],
   "src/x402/reserve.ts": ["charges"],
