@@ -81,7 +81,7 @@ export async function createAgent(
     try {
       await writeTogether(db, [
         db.insert(agents).values({ ...row, ...deposit }),
-        directoryEntry(db, "agent", agentId, home, row.createdAt),
+        directoryEntry("agent", agentId, home, row.createdAt),
         ...(await withCreated(created)),
       ]);
       return created;

@@ -6,6 +6,7 @@ import { HeldFigures, type BatchEnd } from "../lib/held-figures";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { TransferIntents } from "../ledger/transfer-intents";
 import { utcDayStart } from "../lib/time";
+import { transferredByAgentSince } from "../ledger/figures";
 import { placementOf } from "../ledger/place";
 import { parseStoredPolicy, type Policy } from "./policy";
 
@@ -41,9 +42,7 @@ const agentStatements = (db: D1Database, agentId: string, now: number) => [
     .prepare(
       // Payments of charges in this shard, and transfers toward charges in other shards (pending or
       // completed: a reversed one gave the money back).
-      `SELECT ${paidByAgentSince("?1", "?2")}
-       + COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
-         WHERE agent_id = ?1 AND kind = 'payment' AND status <> 'reversed' AND created_at >= ?2), 0) AS spent`,
+      `SELECT ${paidByAgentSince("?1", "?2")} + ${transferredByAgentSince("?1", "?2")} AS spent`,
     )
     .bind(agentId, utcDayStart(now)),
 ];

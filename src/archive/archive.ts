@@ -19,13 +19,13 @@ import { deleteArchivedRows } from "./delete";
 import { planNextSegment } from "./plan";
 import {
   liveAuditRows,
-  liveLedgerEntries,
   markSegment,
   recordPlan,
   segmentAt,
   type SegmentRecord,
   unfinishedSegment,
-} from "./segments";
+} from "../audit/archiving";
+import { liveLedgerEntries } from "../ledger/archiving";
 
 /*
  * History archived to R2: audit rows and ledger entries older than ARCHIVE_AFTER_DAYS, covered by

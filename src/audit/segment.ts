@@ -2,6 +2,7 @@ import type { JWK } from "jose";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { verifyJws } from "../proofs/keys";
+import type { ArchivedLedgerEntry } from "../ledger/archiving";
 import { type AuditRow, auditRow, verifyChain } from "../ledger/chain";
 import { namesShard } from "../ledger/shard-labels";
 
@@ -17,13 +18,8 @@ import { namesShard } from "../ledger/shard-labels";
 export const ARCHIVE_SEGMENT_TYP = "agent-pay-archive-segment+jwt";
 export const ARCHIVE_SEGMENT_FORMAT = "agent-pay-archive-segment/1";
 
-export interface ArchivedLedgerEntry {
-  id: number;
-  transferId: string;
-  account: string;
-  amountMinor: number;
-  createdAt: string;
-}
+/** A segment's ledger entries: the ledger's own (src/ledger/archiving.ts reads them). */
+export type { ArchivedLedgerEntry };
 
 /** What the JWS signs: the segment's bounds, links and body hash. */
 export interface SegmentClaims {

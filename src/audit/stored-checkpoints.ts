@@ -9,8 +9,8 @@ import { CHECKPOINT_TYP, type ListedCheckpoint, signsOtherFields } from "./check
  * is not there). What D1 can do is delete checkpoints: only their anchors on chain, which
  * `audit verify` of the CLI reads with settings of its own (./checkpoints-verify.ts), see that.
  *
- * The checkpoints are read from audit_checkpoints here, though src/checkpoints writes them: that
- * folder imports this one (the table is the audit chain's; it lives apart for the anchoring).
+ * The checkpoints are read from audit_checkpoints here; src/checkpoints signs and anchors them through
+ * ./checkpoint-rows.ts (the table is the audit chain's; signing and anchoring live apart).
  */
 
 /** What a verification inside the service cannot check, said in every answer. */

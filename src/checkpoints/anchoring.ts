@@ -12,13 +12,22 @@ import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
-import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
 import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
 import { anchorCallData, anchoredLogsFilter, anchorSeqOf, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
 import { type Place, placementOf } from "../ledger/place";
 import { fieldNamesShard, shardField } from "../ledger/shard-labels";
-import { type Checkpoint, checkpointAt, makeCheckpoint, unanchoredCheckpoints } from "./checkpoints";
+import {
+  type Checkpoint,
+  checkpointAt,
+  claimAnchorResend,
+  confirmAnchor,
+  markAnchorFailed,
+  markAnchorHandedOver,
+  recordAnchorSent,
+  unanchoredCheckpoints,
+} from "../audit/checkpoint-rows";
+import { makeCheckpoint } from "./checkpoints";
 
 /*
  * Recording a checkpoint on chain (the AuditAnchor contract's `Anchored` event), at most once across
@@ -86,7 +95,7 @@ export async function anchorCheckpoint(
       const receipt = await receiptNow(x, cp.txHash).catch(() => undefined);
       if (receipt === undefined) return waiting("chain_unavailable");
       if (receipt?.status === "reverted") {
-        await markFailed(db, cp, now);
+        await markAnchorFailed(db, cp, now);
         return waiting("transaction_reverted");
       }
       if (receipt) {
@@ -104,29 +113,29 @@ export async function anchorCheckpoint(
     // A transaction still waiting to be mined would land beside a second one: wait for the chain.
     const pending = await stillUnmined(x, cp).catch(() => undefined);
     if (pending !== false) return waiting(pending ? "still_in_mempool" : "chain_unavailable");
-    if (!(await claimResend(db, cp, now))) return waiting("another worker has it");
+    if (!(await claimAnchorResend(db, cp, now))) return waiting("another worker has it");
   }
   const lane = lanes[cp.seq % lanes.length]!;
   const data = anchorCallData(anchorSeqOf(shard, cp.seq), cp.hash, cp.rowsRoot);
   const prepared = await prepareAnchor(x, contract, data, lane);
   if (typeof prepared === "string") return waiting(prepared);
-  if (!handedOver && !(await markHandedOver(db, cp, lane, now))) return waiting("another worker has it");
+  if (!handedOver && !(await markAnchorHandedOver(db, cp, lane, now))) return waiting("another worker has it");
   // A crash here leaves a mark the chain never saw: the chain decides it a while later, not the mark.
   faultPoint("checkpoint.before_send");
   const sent = await laneOf(env, lane).broadcast({ to: contract, ...prepared }, lane);
   faultPoint("checkpoint.after_send");
   if (sent.kind === "rejected") {
     // Nothing left the lane: it can go again at once.
-    await markFailed(db, cp, Date.now());
+    await markAnchorFailed(db, cp, Date.now());
     return waiting(sent.reason);
   }
   if (sent.kind === "unknown") return waiting(sent.reason);
-  await recordSent(db, cp, sent.transaction, Date.now());
+  await recordAnchorSent(db, cp, sent.transaction, Date.now());
   try {
     const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
     const found = anchorsIn(receipt.logs, contract).find((a) => isOf(a, shard, cp.seq) && matches(a, cp));
     if (receipt.status === "success" && found) return confirm(db, cp, found, Date.now());
-    await markFailed(db, cp, Date.now());
+    await markAnchorFailed(db, cp, Date.now());
     return waiting("transaction_reverted");
   } catch (error) {
     return waiting(`receipt_unavailable: ${shortError(error)}`);
@@ -197,71 +206,9 @@ async function prepareAnchor(x: X402Settings, contract: `0x${string}`, data: Hex
   return { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) };
 }
 
-async function changed(db: D1Database, sql: string, ...params: unknown[]): Promise<boolean> {
-  return (
-    (
-      await db
-        .prepare(sql)
-        .bind(...params)
-        .run()
-    ).meta.changes === 1
-  );
-}
-
-/** The first hand-over (or one after a failure); only one worker's mark lands. */
-const markHandedOver = (db: D1Database, cp: Checkpoint, lane: string, now: number) =>
-  changed(
-    db,
-    `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, anchor_from = ?, tx_hash = NULL, updated_at = ?
-     WHERE seq = ? AND ((anchor_status = 'pending' AND broadcast_at IS NULL) OR (anchor_status = 'failed' AND updated_at = ?))`,
-    nowIso(now),
-    lane,
-    nowIso(now),
-    cp.seq,
-    cp.updatedAt,
-  );
-
-/** A resend's turn, after the chain showed no anchor: the row unchanged since this worker read it. */
-const claimResend = (db: D1Database, cp: Checkpoint, now: number) =>
-  changed(
-    db,
-    `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, tx_hash = NULL, updated_at = ?
-     WHERE seq = ? AND anchor_status IN ('pending', 'sent') AND updated_at = ?`,
-    nowIso(now),
-    nowIso(now),
-    cp.seq,
-    cp.updatedAt,
-  );
-
-const recordSent = (db: D1Database, cp: Checkpoint, transaction: Hex, now: number) =>
-  changed(
-    db,
-    "UPDATE audit_checkpoints SET anchor_status = 'sent', tx_hash = ?, updated_at = ? WHERE seq = ? AND anchor_status = 'pending'",
-    transaction,
-    nowIso(now),
-    cp.seq,
-  );
-
-const markFailed = (db: D1Database, cp: Checkpoint, now: number) =>
-  changed(
-    db,
-    "UPDATE audit_checkpoints SET anchor_status = 'failed', updated_at = ? WHERE seq = ? AND anchor_status IN ('pending', 'sent')",
-    nowIso(now),
-    cp.seq,
-  );
-
+/** The anchor found on chain confirms the checkpoint: what is stored then is the step's answer. */
 async function confirm(db: D1Database, cp: Checkpoint, anchor: OnChainAnchor, now: number): Promise<AnchorStep> {
-  await changed(
-    db,
-    `UPDATE audit_checkpoints SET anchor_status = 'confirmed', tx_hash = ?, block_number = ?, anchor_from = ?,
-       anchored_at = ?, updated_at = ? WHERE seq = ? AND anchor_status != 'confirmed'`,
-    anchor.transaction,
-    anchor.blockNumber,
-    anchor.by,
-    nowIso(now),
-    nowIso(now),
-    cp.seq,
-  );
+  await confirmAnchor(db, cp, anchor, now);
   const stored = await checkpointAt(db, cp.seq);
   return { kind: "confirmed", transaction: stored!.txHash!, blockNumber: stored!.blockNumber! };
 }

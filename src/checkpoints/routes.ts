@@ -5,7 +5,8 @@ import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
-import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint, makeCheckpoint } from "./checkpoints";
+import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint } from "../audit/checkpoint-rows";
+import { makeCheckpoint } from "./checkpoints";
 import { namedPlace, ShardPageQuery, ShardQuery } from "../audit/routes";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */

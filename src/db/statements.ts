@@ -106,6 +106,18 @@ export const prepared = (d1: D1Database, s: SqlStatement) => d1.prepare(s.sql).b
 export const executeBatch = (d1: D1Database, statements: SqlStatement[]) =>
   d1.batch(statements.map((s) => d1.prepare(s.sql).bind(...s.params)));
 
+/**
+ * Runs reads as one D1 batch (one transaction, so one snapshot): each statement's rows, in order.
+ * `Rows` names each statement's row type: `readTogether<[A, B]>(d1, a, b)` gives `[A[], B[]]`.
+ */
+export async function readTogether<Rows extends unknown[]>(
+  d1: D1Database,
+  ...statements: { [K in keyof Rows]: SqlStatement }
+): Promise<{ [K in keyof Rows]: Rows[K][] }> {
+  const results = await executeBatch(d1, statements as SqlStatement[]);
+  return results.map((r) => r.results) as { [K in keyof Rows]: Rows[K][] };
+}
+
 type Query = SqlStatement | { toSQL(): { sql: string; params: unknown[] } };
 
 /**

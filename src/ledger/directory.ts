@@ -1,8 +1,5 @@
-import { and, eq } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { dbOf } from "../db/client";
 import { dbOfShard, shardNumbers } from "../db/shards";
-import { shardDirectory } from "../db/schema";
+import { type SqlStatement, sqlStatement } from "../db/statements";
 import type { Env } from "../config/env";
 import { IsolateCache } from "../lib/isolate-cache";
 import { settingsOf } from "../config/settings";
@@ -18,8 +15,14 @@ export function placeShard(env: Env): number {
 }
 
 /** The directory row of a new owner, written in the batch that creates it: its shard from then on. */
-export const directoryEntry = (db: Db, kind: OwnerKind, ownerId: string, home: { shard: number }, at: string) =>
-  db.insert(shardDirectory).values({ ownerKind: kind, ownerId, shard: home.shard, assignedAt: at });
+export const directoryEntry = (kind: OwnerKind, ownerId: string, home: { shard: number }, at: string): SqlStatement =>
+  sqlStatement(
+    "INSERT INTO shard_directory (owner_kind, owner_id, shard, assigned_at) VALUES (?, ?, ?, ?)",
+    kind,
+    ownerId,
+    home.shard,
+    at,
+  );
 
 /** The directory has no row for the owner: it does not exist (or its creation did not commit). */
 export class UnknownOwner extends Error {}
@@ -35,11 +38,9 @@ export async function homeShard(env: Env, kind: OwnerKind, ownerId: string): Pro
   const key = `${kind}:${ownerId}`;
   const known = homes.get(key);
   if (known !== undefined) return known;
-  const row = await dbOf(env.DB)
-    .select({ shard: shardDirectory.shard })
-    .from(shardDirectory)
-    .where(and(eq(shardDirectory.ownerKind, kind), eq(shardDirectory.ownerId, ownerId)))
-    .get();
+  const row = await env.DB.prepare("SELECT shard FROM shard_directory WHERE owner_kind = ? AND owner_id = ?")
+    .bind(kind, ownerId)
+    .first<{ shard: number }>();
   if (!row) throw new UnknownOwner(`${kind} ${ownerId} has no shard in the directory`);
   if (row.shard >= settingsOf(env).ledgerShards)
     throw new Error(`${kind} ${ownerId} lives in shard ${row.shard}, beyond LEDGER_SHARDS`);

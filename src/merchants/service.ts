@@ -52,8 +52,7 @@ export async function registerMerchant(
   const name = input.name;
   const category = input.category ?? null;
   await writeHomeRow("merchant", home, { id: merchantId, name, category, createdAt });
-  const db = dbOf(control);
-  await writeTogether(db, [
+  await executeBatch(control, [
     sqlStatement(
       "INSERT INTO merchants (id, name, category, api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
       merchantId,
@@ -62,7 +61,7 @@ export async function registerMerchant(
       await hashApiKey(apiKey),
       createdAt,
     ),
-    directoryEntry(db, "merchant", merchantId, home, createdAt),
+    directoryEntry("merchant", merchantId, home, createdAt),
     ...(await withCreated(created)),
   ]);
   return created;

@@ -1,9 +1,9 @@
 import { anchoringOf } from "../checkpoints/anchoring";
-import { auditRowOf } from "../audit/service";
-import type { auditEvents } from "../db/schema";
+import { type AuditRecord, auditRowOf, auditRowOfType, rowHashes } from "../audit/service";
+import { readTogether, sqlStatement } from "../db/statements";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import type { AuditRow } from "../ledger/chain";
-import { type Checkpoint, checkpointCovering, rowHashes } from "../checkpoints/checkpoints";
+import { type Checkpoint, checkpointCovering } from "../audit/checkpoint-rows";
 import { merklePath, merkleRoot } from "../audit/merkle";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
@@ -31,18 +31,13 @@ export type EvidenceResult = { kind: "ready"; evidence: EvidenceFile } | { kind:
  * unknown, unpaid or other merchant's charge.
  */
 async function paymentRow(store: HistoryStore, merchantId: string, chargeId: string): Promise<AuditRow | null> {
-  // The charge and its payment's audit row, in one batch (one snapshot).
-  const [charge, paid] = await store.DB.batch([
-    prepared(store.DB, paidChargeRead(chargeId, merchantId)),
-    store.DB.prepare(
-      `SELECT a.seq, a.type, a.reference, a.charge_id AS chargeId, a.agent_id AS agentId, a.merchant_id AS merchantId,
-         a.amount_minor AS amountMinor, a.currency, a.data, a.created_at AS createdAt, a.prev_hash AS prevHash, a.hash
-       FROM audit_events a WHERE a.charge_id = ? AND a.type = 'charge.paid' ORDER BY a.seq LIMIT 1`,
-    ).bind(chargeId),
-  ]);
-  if (!charge?.results[0]) return null;
-  const found = paid?.results[0] as typeof auditEvents.$inferSelect | undefined;
-  if (found) return auditRowOf(found);
+  const [[paid], [live]] = await readTogether<[{ id: string }, AuditRecord]>(
+    store.DB,
+    paidChargeRead(chargeId, merchantId),
+    auditRowOfType("charge.paid", { chargeId }),
+  );
+  if (!paid) return null;
+  if (live) return auditRowOf(live);
   return archivedReceiptRow(store, "charge.paid", { chargeId });
 }
 

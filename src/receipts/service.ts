@@ -1,4 +1,6 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
+import { type AuditRecord, auditRowOfType, type ReceiptRowType } from "../audit/service";
+import { readTogether, sqlStatement } from "../db/statements";
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
 import { paidChargeRead } from "../charges/statements";
@@ -19,9 +21,10 @@ import {
 
 /*
  * Receipts, read and signed on demand: nothing is stored, since the payload is made of rows that
- * no longer change and EdDSA signs the same bytes the same way. Each read joins the row to the
- * audit row written in the same batch that completed it (found by charge id, or by the payout or
- * refund id as the row's reference), and only once it is completed.
+ * no longer change and EdDSA signs the same bytes the same way. Each read takes the row together
+ * with the audit row written in the same batch that completed it (found by charge id, or by the
+ * payout or refund id as the row's reference; one D1 batch, one snapshot), and only once it is
+ * completed.
  */
 
 /** A place's history: its database and the archive, with its shard's number (what an evidence file names). */
@@ -39,25 +42,17 @@ export function storeOfId(env: Env, id: string): PlacedStore | null {
   return at && { DB: at.db, ARCHIVE: env.ARCHIVE, shard: at.shard };
 }
 
-type WithAudit<T> = T & { seq: number | null; hash: string | null; data: string | null; auditAt: string | null };
-
-const AUDIT_COLUMNS = "a.seq, a.hash, a.data, a.created_at AS auditAt";
-
-/** A row's audit part when its audit row is not in D1 (archived). */
-const NO_AUDIT = { seq: null, hash: null, data: null, auditAt: null };
-
 /**
- * The audit row's part of a joined row, or of the archived row once it left D1 (src/archive/); a
- * completed row without one is a broken invariant, not a 404.
+ * The audit row's part of a completed row: `live` when it is still in D1, or the archived row once it
+ * left D1 (src/archive/); a completed row without one is a broken invariant, not a 404.
  */
 async function auditOf(
   store: HistoryStore,
-  row: WithAudit<unknown>,
-  archived: { type: string; by: { chargeId: string } | { reference: string } },
+  live: AuditRecord | undefined,
+  archived: { type: ReceiptRowType; by: { chargeId: string } | { reference: string } },
   what: string,
 ): Promise<AuditLink & { createdAt: string }> {
-  if (row.seq !== null && row.hash !== null && row.data !== null && row.auditAt !== null)
-    return { seq: row.seq, hash: row.hash, data: row.data, createdAt: row.auditAt };
+  if (live) return { seq: live.seq, hash: live.hash, data: live.data, createdAt: live.createdAt };
   const found = await archivedReceiptRow(store, archived.type, archived.by);
   if (!found) throw new Error(`${what} has no audit row`);
   return { seq: found.seq, hash: found.hash, data: canonicalJson(found.data), createdAt: found.createdAt };
@@ -71,17 +66,14 @@ export async function chargeReceipt(
   proofs: ProofSettings,
   chargeId: string,
 ): Promise<string | null> {
-  // The charge and its payment's audit row, in one batch (one snapshot).
-  const [charge, paid] = await store.DB.batch([
-    prepared(store.DB, paidChargeRead(chargeId)),
-    store.DB.prepare(
-      `SELECT ${AUDIT_COLUMNS} FROM audit_events a WHERE a.charge_id = ? AND a.type = 'charge.paid' ORDER BY a.seq LIMIT 1`,
-    ).bind(chargeId),
-  ]);
-  const chargeRow = charge?.results[0] as PaidChargeRow | undefined;
-  if (!chargeRow) return null;
-  const row: WithAudit<PaidChargeRow> = { ...chargeRow, ...NO_AUDIT, ...(paid?.results[0] ?? {}) };
-  const audit = await auditOf(store, row, { type: "charge.paid", by: { chargeId } }, `charge ${chargeId}`);
+  const by = { chargeId };
+  const [[row], [live]] = await readTogether<[PaidChargeRow, AuditRecord]>(
+    store.DB,
+    paidChargeRead(chargeId),
+    auditRowOfType("charge.paid", by),
+  );
+  if (!row) return null;
+  const audit = await auditOf(store, live, { type: "charge.paid", by }, `charge ${chargeId}`);
   return sign(proofs, chargeReceiptPayload(row, audit));
 }
 
@@ -92,16 +84,20 @@ export async function payoutReceipt(
   merchantId: string,
   payoutId: string,
 ): Promise<string | null> {
-  const row = await store.DB.prepare(
-    `SELECT p.id, p.merchant_id AS merchantId, p.amount_minor AS amountMinor, p.currency, p.destination,
-       p.tx_hash AS txHash, p.paid_at AS paidAt, ${AUDIT_COLUMNS}
-       FROM payouts p LEFT JOIN audit_events a ON a.reference = p.id AND a.type = 'payout.paid'
-       WHERE p.id = ? AND p.merchant_id = ? AND p.status = 'paid' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(payoutId, merchantId)
-    .first<WithAudit<PaidPayoutRow>>();
+  const by = { reference: payoutId };
+  const [[row], [live]] = await readTogether<[PaidPayoutRow, AuditRecord]>(
+    store.DB,
+    sqlStatement(
+      `SELECT p.id, p.merchant_id AS merchantId, p.amount_minor AS amountMinor, p.currency, p.destination,
+         p.tx_hash AS txHash, p.paid_at AS paidAt
+       FROM payouts p WHERE p.id = ? AND p.merchant_id = ? AND p.status = 'paid'`,
+      payoutId,
+      merchantId,
+    ),
+    auditRowOfType("payout.paid", by),
+  );
   if (!row) return null;
-  const audit = await auditOf(store, row, { type: "payout.paid", by: { reference: payoutId } }, `payout ${payoutId}`);
+  const audit = await auditOf(store, live, { type: "payout.paid", by }, `payout ${payoutId}`);
   return sign(proofs, payoutReceiptPayload(row, audit));
 }
 
@@ -112,20 +108,19 @@ export async function refundReceipt(
   merchantId: string,
   refundId: string,
 ): Promise<string | null> {
-  const row = await store.DB.prepare(
-    `SELECT r.id, r.charge_id AS chargeId, r.merchant_id AS merchantId, r.agent_id AS agentId,
-       r.amount_minor AS amountMinor, r.currency, r.method, r.destination, r.tx_hash AS txHash, ${AUDIT_COLUMNS}
-       FROM refunds r LEFT JOIN audit_events a ON a.reference = r.id AND a.type = 'charge.refunded'
-       WHERE r.id = ? AND r.merchant_id = ? AND r.status = 'succeeded' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(refundId, merchantId)
-    .first<WithAudit<SucceededRefundRow>>();
-  if (!row) return null;
-  const audit = await auditOf(
-    store,
-    row,
-    { type: "charge.refunded", by: { reference: refundId } },
-    `refund ${refundId}`,
+  const by = { reference: refundId };
+  const [[row], [live]] = await readTogether<[SucceededRefundRow, AuditRecord]>(
+    store.DB,
+    sqlStatement(
+      `SELECT r.id, r.charge_id AS chargeId, r.merchant_id AS merchantId, r.agent_id AS agentId,
+         r.amount_minor AS amountMinor, r.currency, r.method, r.destination, r.tx_hash AS txHash
+       FROM refunds r WHERE r.id = ? AND r.merchant_id = ? AND r.status = 'succeeded'`,
+      refundId,
+      merchantId,
+    ),
+    auditRowOfType("charge.refunded", by),
   );
+  if (!row) return null;
+  const audit = await auditOf(store, live, { type: "charge.refunded", by }, `refund ${refundId}`);
   return sign(proofs, refundReceiptPayload(row, audit));
 }

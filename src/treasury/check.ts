@@ -5,7 +5,8 @@ import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { type Holdings, readHoldings } from "./holdings";
-import { type LedgerSide, readLedgerSnapshot } from "./ledger-side";
+import type { LedgerSide } from "../ledger/figures";
+import { readLedgerSnapshot } from "./ledger-side";
 
 export type TreasuryStatus = "balanced" | "surplus" | "shortfall";
 

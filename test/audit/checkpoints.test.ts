@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { ANCHOR_RESEND_AFTER_MS, anchorCheckpoint, auditCheckpointJob } from "../../src/checkpoints/anchoring";
-import { checkpointAt, makeCheckpoint } from "../../src/checkpoints/checkpoints";
+import { checkpointAt } from "../../src/audit/checkpoint-rows";
+import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { CHECKPOINT_TYP } from "../../src/audit/checkpoints-verify";
 import { merkleRoot } from "../../src/audit/merkle";
 import { setFaultHook } from "../../src/lib/faults";

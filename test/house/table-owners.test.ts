@@ -21,35 +21,17 @@ const repo = path.resolve(import.meta.dirname, "../..");
  * to empty.
  */
 const STILL_TO_MOVE: Record<string, string[]> = {
-  "src/agents/wallet-state.ts": ["ledger_transfers"],
   "src/approvals/service.ts": ["approvals"],
-  "src/archive/delete.ts": ["archived_audit_refs", "archived_balances", "audit_events", "ledger_entries"],
-  "src/archive/plan.ts": ["audit_events", "ledger_entries"],
-  "src/archive/segments.ts": ["archive_segments", "audit_events", "ledger_entries"],
-  "src/checkpoints/anchoring.ts": ["audit_checkpoints"],
-  "src/checkpoints/checkpoints.ts": ["audit_checkpoints", "audit_events"],
   "src/console/sign-in.ts": ["console_revoked_sessions"],
   "src/console/ui/queries.ts": ["agents", "approvals", "payouts"],
   "src/console/users.ts": ["console_users"],
   "src/deposits/watcher.ts": ["agents"],
   "src/jobs/retention.ts": ["idempotency_keys", "outbox_events"],
   "src/lib/sweep.ts": ["console_revoked_sessions", "idempotency_claims", "idempotency_keys"],
-  "src/receipts/evidence.ts": ["audit_events"],
-  "src/receipts/service.ts": ["audit_events", "payouts", "refunds"],
+  "src/receipts/service.ts": ["payouts", "refunds"],
   "src/refunds/service.ts": ["x402_payments"],
   "src/sweeps/due.ts": ["agents", "deposits", "outbound_transfers", "receiving_addresses", "x402_payments"],
   "src/treasury/fundings.ts": ["deposits", "outbound_transfers", "x402_payments"],
-  "src/treasury/ledger-side.ts": [
-    "agents",
-    "charges",
-    "deposits",
-    "ledger_entries",
-    "merchants",
-    "outbound_transfers",
-    "payouts",
-    "refunds",
-    "x402_payments",
-  ],
 };
 
 /** A small tree: three tables (one renamed into place by a migration), their owners and a few users. */

@@ -1,7 +1,13 @@
-import type { ArchivedLedgerEntry } from "../audit/segment";
+import { type SqlStatement, sqlStatement } from "../db/statements";
 import type { AuditRow } from "../ledger/chain";
-import { auditRowOf } from "../audit/service";
-import type { auditEvents } from "../db/schema";
+import { AUDIT_COLUMNS, type AuditRecord, auditRowOf } from "./service";
+
+/*
+ * The audit chain's side of archiving history (src/archive/ runs it): the segments recorded in D1
+ * (archive_segments) and the steps they go through, the rows a segment takes, and the batch
+ * statements that delete them while noting where archived receipt rows are (archived_audit_refs).
+ * Readers of the history are ./archived.ts.
+ */
 
 /** A segment as recorded in D1 (archive_segments). */
 export interface SegmentRecord {
@@ -85,28 +91,64 @@ export async function markSegment(
 /** Audit rows `firstSeq`..`lastSeq` still in D1, in order. */
 export async function liveAuditRows(d1: D1Database, firstSeq: number, lastSeq: number): Promise<AuditRow[]> {
   const { results } = await d1
-    .prepare(
-      `SELECT seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
-         amount_minor AS amountMinor, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash
-       FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq`,
-    )
+    .prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE seq BETWEEN ? AND ? ORDER BY seq`)
     .bind(firstSeq, lastSeq)
-    .all<typeof auditEvents.$inferSelect>();
+    .all<AuditRecord>();
   return results.map(auditRowOf);
 }
 
-/** Ledger entries with ids after `afterId` up to `lastId` still in D1, in id order. */
-export async function liveLedgerEntries(
+/**
+ * The first row of `firstSeq`..`lastSeq` made at or after `cutoffIso`, or null when none is. Its
+ * `created_at` is not monotonic in seq (plans are stamped before they queue); `+created_at` keeps
+ * SQLite on the seq range, off the created_at index.
+ */
+export async function firstRowFrom(
   d1: D1Database,
-  afterId: number,
-  lastId: number,
-): Promise<ArchivedLedgerEntry[]> {
-  const { results } = await d1
-    .prepare(
-      `SELECT id, transfer_id AS transferId, account, amount_minor AS amountMinor, created_at AS createdAt
-       FROM ledger_entries WHERE id > ? AND id <= ? ORDER BY id`,
-    )
-    .bind(afterId, lastId)
-    .all<ArchivedLedgerEntry>();
-  return results;
+  firstSeq: number,
+  lastSeq: number,
+  cutoffIso: string,
+): Promise<number | null> {
+  const young = await d1
+    .prepare("SELECT MIN(seq) AS seq FROM audit_events WHERE seq BETWEEN ? AND ? AND +created_at >= ?")
+    .bind(firstSeq, lastSeq, cutoffIso)
+    .first<{ seq: number | null }>();
+  return young?.seq ?? null;
+}
+
+/** When row `seq` was made, or null when D1 has no such row. */
+export async function auditCreatedAt(d1: D1Database, seq: number): Promise<string | null> {
+  const row = await d1
+    .prepare("SELECT created_at AS createdAt FROM audit_events WHERE seq = ?")
+    .bind(seq)
+    .first<{ createdAt: string }>();
+  return row?.createdAt ?? null;
+}
+
+/**
+ * The audit row types found by charge or by reference after archiving: what a receipt or an evidence
+ * file looks up, and manual credits, whose transfer id is refused a second time (src/ledger/movements.ts).
+ */
+const RECEIPT_ROW_TYPES = "('charge.paid', 'payout.paid', 'charge.refunded', 'agent.credited')";
+
+/**
+ * The statements of a delete batch that take the `limit` lowest rows of `firstSeq`..`lastSeq`:
+ * `refer` notes where their receipt rows are, then `remove` deletes them (its changes are how many
+ * went). Their subqueries pick the same seqs twice inside the one batch.
+ */
+export function archiveAuditPage(
+  firstSeq: number,
+  lastSeq: number,
+  limit: number,
+): [refer: SqlStatement, remove: SqlStatement] {
+  const seqs = `SELECT seq FROM audit_events WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq LIMIT ${Math.trunc(limit)}`;
+  return [
+    sqlStatement(
+      `INSERT OR IGNORE INTO archived_audit_refs (seq, type, charge_id, reference)
+       SELECT seq, type, charge_id, reference FROM audit_events
+       WHERE seq IN (${seqs}) AND type IN ${RECEIPT_ROW_TYPES}`,
+      firstSeq,
+      lastSeq,
+    ),
+    sqlStatement(`DELETE FROM audit_events WHERE seq IN (${seqs})`, firstSeq, lastSeq),
+  ];
 }

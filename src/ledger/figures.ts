@@ -1,0 +1,103 @@
+import type { X402Settings } from "../config/env";
+
+/*
+ * Figures the ledger reads across owners for other folders: the treasury's view of one shard (every
+ * domain's money in and out, the balances owed, what is in transit), read in one D1 batch so they are
+ * one snapshot, and the part of an agent's spending that went to other shards.
+ */
+
+/** What the ledger says the service should hold on chain, in cents, and the balances it owes. */
+export interface LedgerSide {
+  /** Every credited deposit and every settled x402 payment. */
+  onChainInMinor: number;
+  /** Every `paid` payout and every `succeeded` x402 refund. */
+  onChainOutMinor: number;
+  /** Payouts and x402 refunds still `pending`: debited, their tokens maybe not gone yet. */
+  pendingOutMinor: number;
+  agentBalancesMinor: number;
+  merchantBalancesMinor: number;
+  /**
+   * Money between two ledger shards (the sum of the `transit:<k>` accounts): left one shard, not yet
+   * arrived in the other. Internal, never on chain: the verdict does not read it.
+   */
+  inTransitMinor: number;
+}
+
+/** One shard's figures, and the receiving addresses there whose holdings are not swept yet. */
+export interface ShardFigures {
+  ledger: LedgerSide;
+  /** Lowercase addresses, each once; never the settlement address. */
+  unsweptAddresses: string[];
+}
+
+/**
+ * Cents the agent `agent` sent toward charges in other shards since `since` (SQL expressions, such as
+ * `?1` and `?2`): its payment transfers, pending or completed; a reversed one gave the money back.
+ */
+export const transferredByAgentSince = (agent: string, since: string) =>
+  `COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
+     WHERE agent_id = ${agent} AND kind = 'payment' AND status <> 'reversed' AND created_at >= ${since}), 0)`;
+
+const notSwept = (owner: string) =>
+  `NOT EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${owner} AND o.status = 'confirmed')`;
+
+/**
+ * One ledger shard's figures, in one D1 batch. A sweep's `outbound_transfers` row lives with the
+ * deposit or payment it sweeps (in its owner's shard), so "not swept" stays a query in one database.
+ * An address is unswept while one of its deposits or x402 payments has no confirmed sweep; deposits
+ * under `minSweepBaseUnits` (dust, never swept) are left out.
+ */
+export async function shardFigures(db: D1Database, x: X402Settings, minSweepBaseUnits: number): Promise<ShardFigures> {
+  const payTo = x.payTo.toLowerCase();
+  const [deposits, payments, payouts, refunds, balances, addresses, transit] = await db.batch<Record<string, number>>([
+    db
+      .prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM deposits WHERE status = 'credited' AND network = ?")
+      .bind(x.network),
+    // The charge's cents, as the ledger credited them (its base units are exactly cents x 10,000).
+    db
+      .prepare(
+        `SELECT COALESCE(SUM(c.amount_minor), 0) AS n FROM x402_payments p JOIN charges c ON c.id = p.charge_id
+       WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?`,
+      )
+      .bind(x.network, x.asset.toLowerCase()),
+    db.prepare(
+      `SELECT COALESCE(SUM(CASE WHEN status = 'paid' THEN amount_minor END), 0) AS out,
+              COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
+       FROM payouts WHERE status IN ('paid', 'pending')`,
+    ),
+    db.prepare(
+      `SELECT COALESCE(SUM(CASE WHEN status = 'succeeded' THEN amount_minor END), 0) AS out,
+              COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
+       FROM refunds WHERE method = 'x402' AND status IN ('succeeded', 'pending')`,
+    ),
+    db.prepare(
+      `SELECT (SELECT COALESCE(SUM(balance_minor), 0) FROM agents) AS agents,
+              (SELECT COALESCE(SUM(balance_minor), 0) FROM merchants) AS merchants`,
+    ),
+    db
+      .prepare(
+        `SELECT d.address AS address FROM deposits d
+       WHERE d.network = ? AND d.address <> ? AND CAST(d.value AS INTEGER) >= ? AND ${notSwept("d.id")}
+       UNION
+       SELECT p.pay_to AS address FROM x402_payments p
+       WHERE p.status = 'settled' AND p.network = ? AND p.asset = ? AND p.pay_to IS NOT NULL AND p.pay_to <> ?
+         AND ${notSwept("p.id")}`,
+      )
+      .bind(x.network, payTo, minSweepBaseUnits, x.network, x.asset.toLowerCase(), payTo),
+    db.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'"),
+  ]);
+  const one = (r: D1Result<Record<string, number>> | undefined) => r!.results[0]!;
+  const paidOut = one(payouts);
+  const refunded = one(refunds);
+  return {
+    ledger: {
+      onChainInMinor: one(deposits).n! + one(payments).n!,
+      onChainOutMinor: paidOut.out! + refunded.out!,
+      pendingOutMinor: paidOut.pending! + refunded.pending!,
+      agentBalancesMinor: one(balances).agents!,
+      merchantBalancesMinor: one(balances).merchants!,
+      inTransitMinor: one(transit).n!,
+    },
+    unsweptAddresses: [...new Set(addresses!.results.map((r) => String(r.address).toLowerCase()))],
+  };
+}
