@@ -4,7 +4,7 @@ import type { merchants } from "../db/schema";
 import { hashApiKey } from "../auth/credentials";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { nothingMore, sqlStatement, writeTogether, type WithCreated } from "../db/statements";
+import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
 import { directoryEntry } from "../ledger/directory";
 import { placementOf } from "../ledger/place";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
