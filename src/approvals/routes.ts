@@ -7,7 +7,8 @@ import { checkApprovalOpen } from "../agents/wallet-hold";
 import { payOutcomeResponse } from "../agents/outcomes";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
-import { APPROVAL_STATUSES, approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "./service";
+import { getApproval, rejectApproval } from "../agents/approvals";
+import { APPROVAL_STATUSES, approvalView, dbOfApproval, listApprovals } from "./service";
 
 export const ListQuery = z.object({
   status: z.enum(APPROVAL_STATUSES).optional(),

@@ -48,7 +48,7 @@ const real = { merchantKey: "", agentKey: "", ids: [] as string[], badTokens: []
 beforeAll(async () => {
   const db = dbOf(env.DB);
   const merchant = await registerMerchant(env, db, { name: "Fuzz Shop", category: "data" });
-  const agent = await createAgentRow(env, db, {
+  const agent = await createAgentRow(env, env.DB, {
     name: "fuzz agent",
     policy: normalizePolicy({ approvalThresholdUsdCents: 100 }),
   });

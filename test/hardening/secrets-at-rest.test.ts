@@ -105,7 +105,7 @@ beforeAll(async () => {
   for (const m of merchants) remember("merchant", "service", m.apiKey);
   sampleMerchants.push(...merchants.slice(0, 10));
   const agents = await inBatches(SERVICE_COUNTS.agent, 25, (i) =>
-    createAgentRow(env, db, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }),
+    createAgentRow(env, env.DB, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }),
   );
   for (const a of agents) remember("agent", "service", a.apiKey);
   sampleAgents.push(...agents.slice(0, 10));

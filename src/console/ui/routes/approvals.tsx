@@ -2,7 +2,8 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import { checkApprovalOpen } from "../../../agents/wallet-hold";
 import { walletOf } from "../../../agents/wallet.do";
-import { approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "../../../approvals/service";
+import { getApproval, rejectApproval } from "../../../agents/approvals";
+import { approvalView, dbOfApproval, listApprovals } from "../../../approvals/service";
 import { ApprovalsPage } from "../pages/approvals";
 import { back, csrfOf, emailOf, render } from "../render";
 
