@@ -1,8 +1,11 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import type { Env } from "../config/env";
+import { executeBatch, sqlStatement, type SqlStatement } from "../db/statements";
 import { placementOf } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
+import { paidPayoutRow } from "../payouts/reads";
 import { signJws } from "../proofs/keys";
+import { succeededRefundRow } from "../refunds/reads";
 import type { ProofSettings } from "../config/proofs";
 import {
   type AuditLink,
@@ -41,6 +44,42 @@ type WithAudit<T> = T & { seq: number | null; hash: string | null; data: string 
 
 const AUDIT_COLUMNS = "a.seq, a.hash, a.data, a.created_at AS auditAt";
 
+type AuditBy = { chargeId: string } | { reference: string };
+
+/** The first audit row of `type` for a charge or a reference, with the columns WithAudit names. */
+const auditRowOf = (type: string, by: AuditBy): SqlStatement =>
+  "chargeId" in by
+    ? sqlStatement(
+        "SELECT seq, hash, data, created_at AS auditAt FROM audit_events WHERE charge_id = ? AND type = ? ORDER BY seq LIMIT 1",
+        by.chargeId,
+        type,
+      )
+    : sqlStatement(
+        "SELECT seq, hash, data, created_at AS auditAt FROM audit_events WHERE reference = ? AND type = ? ORDER BY seq LIMIT 1",
+        by.reference,
+        type,
+      );
+
+/**
+ * A completed row (its owner's statement) and the audit row of `type` beside it, read in one batch:
+ * one transaction, so the same snapshot a join would read. Null when there is no such row; the
+ * audit columns are null when the audit row is not in D1 (auditOf then looks in the archive).
+ */
+async function rowWithAudit<T>(store: HistoryStore, row: SqlStatement, type: string, by: AuditBy) {
+  const [rows, audits] = await executeBatch(store.DB, [row, auditRowOf(type, by)]);
+  const found = rows!.results[0] as T | undefined;
+  if (!found) return null;
+  const audit = audits!.results[0] as { seq: number; hash: string; data: string; auditAt: string } | undefined;
+  const joined: WithAudit<T> = {
+    ...found,
+    seq: audit?.seq ?? null,
+    hash: audit?.hash ?? null,
+    data: audit?.data ?? null,
+    auditAt: audit?.auditAt ?? null,
+  };
+  return joined;
+}
+
 /**
  * The audit row's part of a joined row, or of the archived row once it left D1 (src/archive/); a
  * completed row without one is a broken invariant, not a 404.
@@ -48,7 +87,7 @@ const AUDIT_COLUMNS = "a.seq, a.hash, a.data, a.created_at AS auditAt";
 async function auditOf(
   store: HistoryStore,
   row: WithAudit<unknown>,
-  archived: { type: string; by: { chargeId: string } | { reference: string } },
+  archived: { type: string; by: AuditBy },
   what: string,
 ): Promise<AuditLink & { createdAt: string }> {
   if (row.seq !== null && row.hash !== null && row.data !== null && row.auditAt !== null)
@@ -86,14 +125,9 @@ export async function payoutReceipt(
   merchantId: string,
   payoutId: string,
 ): Promise<string | null> {
-  const row = await store.DB.prepare(
-    `SELECT p.id, p.merchant_id AS merchantId, p.amount_minor AS amountMinor, p.currency, p.destination,
-       p.tx_hash AS txHash, p.paid_at AS paidAt, ${AUDIT_COLUMNS}
-       FROM payouts p LEFT JOIN audit_events a ON a.reference = p.id AND a.type = 'payout.paid'
-       WHERE p.id = ? AND p.merchant_id = ? AND p.status = 'paid' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(payoutId, merchantId)
-    .first<WithAudit<PaidPayoutRow>>();
+  const row = await rowWithAudit<PaidPayoutRow>(store, paidPayoutRow(payoutId, merchantId), "payout.paid", {
+    reference: payoutId,
+  });
   if (!row) return null;
   const audit = await auditOf(store, row, { type: "payout.paid", by: { reference: payoutId } }, `payout ${payoutId}`);
   return sign(proofs, payoutReceiptPayload(row, audit));
@@ -106,14 +140,12 @@ export async function refundReceipt(
   merchantId: string,
   refundId: string,
 ): Promise<string | null> {
-  const row = await store.DB.prepare(
-    `SELECT r.id, r.charge_id AS chargeId, r.merchant_id AS merchantId, r.agent_id AS agentId,
-       r.amount_minor AS amountMinor, r.currency, r.method, r.destination, r.tx_hash AS txHash, ${AUDIT_COLUMNS}
-       FROM refunds r LEFT JOIN audit_events a ON a.reference = r.id AND a.type = 'charge.refunded'
-       WHERE r.id = ? AND r.merchant_id = ? AND r.status = 'succeeded' ORDER BY a.seq LIMIT 1`,
-  )
-    .bind(refundId, merchantId)
-    .first<WithAudit<SucceededRefundRow>>();
+  const row = await rowWithAudit<SucceededRefundRow>(
+    store,
+    succeededRefundRow(refundId, merchantId),
+    "charge.refunded",
+    { reference: refundId },
+  );
   if (!row) return null;
   const audit = await auditOf(
     store,

@@ -1,7 +1,11 @@
+import { pendingApprovalCount } from "../../agents/approvals";
+import { agentCount } from "../../agents/service";
 import { CHARGE_ROW_COLUMNS, type ChargeRow } from "../../charges/service";
 import type { Env } from "../../config/env";
+import { executeBatch, sqlStatement } from "../../db/statements";
 import { placementOf } from "../../ledger/place";
 import { nowIso, utcDayStart } from "../../lib/time";
+import { payoutTotalsByStatus } from "../../payouts/reads";
 import type { PayoutRow } from "../../payouts/service";
 
 /** The overview's figures for today (UTC). */
@@ -18,35 +22,33 @@ export interface Overview {
 /** The overview's figures, read in one batch so they agree with each other. Console-only reporting across domains. */
 export async function readOverview(db: D1Database): Promise<Overview> {
   const dayStart = utcDayStart();
-  const [totals, byHour, pending, counts] = await db.batch([
-    db
-      .prepare(
-        "SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ?",
-      )
-      .bind(dayStart),
-    db
-      .prepare(
-        "SELECT CAST(substr(paid_at, 12, 2) AS INTEGER) AS hour, SUM(amount_minor) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ? GROUP BY hour",
-      )
-      .bind(dayStart),
-    db.prepare("SELECT COUNT(*) AS n FROM approvals WHERE status = 'pending' AND expires_at > ?").bind(nowIso()),
-    db
-      .prepare(
-        "SELECT (SELECT COUNT(*) FROM merchants) AS merchants, (SELECT COUNT(*) FROM agents) AS agents, (SELECT COUNT(*) FROM charges WHERE created_at >= ?) AS created",
-      )
-      .bind(dayStart),
+  const [totals, byHour, pending, counts, agents] = await executeBatch(db, [
+    sqlStatement(
+      "SELECT COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ?",
+      dayStart,
+    ),
+    sqlStatement(
+      "SELECT CAST(substr(paid_at, 12, 2) AS INTEGER) AS hour, SUM(amount_minor) AS cents FROM charges WHERE status = 'paid' AND paid_at >= ? GROUP BY hour",
+      dayStart,
+    ),
+    pendingApprovalCount(nowIso()),
+    sqlStatement(
+      "SELECT (SELECT COUNT(*) FROM merchants) AS merchants, (SELECT COUNT(*) FROM charges WHERE created_at >= ?) AS created",
+      dayStart,
+    ),
+    agentCount(),
   ]);
   const paid = totals!.results[0] as { n: number; cents: number };
   const paidCentsByHour = Array<number>(24).fill(0);
   for (const row of byHour!.results as { hour: number; cents: number }[]) paidCentsByHour[row.hour] = row.cents;
-  const k = counts!.results[0] as { merchants: number; agents: number; created: number };
+  const k = counts!.results[0] as { merchants: number; created: number };
   return {
     paid,
     paidCentsByHour,
     createdToday: k.created,
     pendingApprovals: (pending!.results[0] as { n: number }).n,
     merchants: k.merchants,
-    agents: k.agents,
+    agents: (agents!.results[0] as { n: number }).n,
   };
 }
 
@@ -87,15 +89,11 @@ export async function readPayoutTotals(env: Env): Promise<Record<PayoutStatus, {
   const shards = await Promise.all(
     placementOf(env)
       .each()
-      .map((at) =>
-        at.db
-          .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
-          .all<{ status: string; n: number; cents: number }>(),
-      ),
+      .map((at) => payoutTotalsByStatus(at.db)),
   );
   const totals = { pending: { n: 0, cents: 0 }, paid: { n: 0, cents: 0 }, failed: { n: 0, cents: 0 } };
   for (const rows of shards)
-    for (const row of rows.results)
+    for (const row of rows)
       if (row.status in totals) {
         totals[row.status as PayoutStatus].n += row.n;
         totals[row.status as PayoutStatus].cents += row.cents;
