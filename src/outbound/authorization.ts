@@ -42,6 +42,14 @@ export const OUTBOUND_SELECT = `SELECT id, purpose, owner_id AS ownerId, network
   to_address AS toAddress, value, nonce, valid_before AS validBefore, status, broadcast_at AS broadcastAt,
   tx_hash AS txHash, updated_at AS updatedAt FROM outbound_transfers`;
 
+/** True when a sweep of the deposit or payment `ownerId` (an SQL expression) was written. */
+export const sweepWritten = (ownerId: string) =>
+  `EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${ownerId})`;
+
+/** True when an outbound transfer names the transaction `txHash` (an SQL expression, lowercase). */
+export const outboundOfTransaction = (txHash: string) =>
+  `EXISTS (SELECT 1 FROM outbound_transfers WHERE lower(tx_hash) = ${txHash})`;
+
 /**
  * The nonce of the one authorization an owner ever gets, derived from it: two rows for one payout
  * (there cannot be two: the owner is unique) could still never both move money.

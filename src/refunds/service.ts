@@ -13,6 +13,7 @@ import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { sendsOut } from "../outbound/authorization";
 import { advanceDue, runOutbound, type Completion } from "../outbound/run";
+import { settledPayerOf } from "../x402/settlements";
 import { refundedAfter, refundOutcomePlan, walletRefund, x402RefundPlan, type RefundRow } from "./plans";
 
 export type { RefundRow } from "./plans";
@@ -115,15 +116,12 @@ export async function createRefund(
 
 /** The payer of an x402 charge (the authorization's `from`, its payment kept with the charge), screened as a payout address is. */
 async function refundDestination(env: Env, at: Place, chargeId: string): Promise<string> {
-  const payment = await at.db
-    .prepare("SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1")
-    .bind(chargeId)
-    .first<{ payer: string }>();
-  if (!payment) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
-  const kyt = await screenAddress(dbOf(placementOf(env).control.db), payment.payer);
+  const payer = await settledPayerOf(at.db, chargeId);
+  if (!payer) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
+  const kyt = await screenAddress(dbOf(placementOf(env).control.db), payer);
   if (kyt.verdict !== "pass")
     throw new ApiError(403, "refund_destination_flagged", { verdict: kyt.verdict, reason: kyt.reason });
-  return payment.payer.toLowerCase();
+  return payer.toLowerCase();
 }
 
 /** The refusal for a balance below the amount, before anything is written (the batch guards it again). */

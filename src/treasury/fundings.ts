@@ -4,6 +4,9 @@ import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
 import { placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
+import { depositOfTransaction } from "../deposits/sweepable";
+import { outboundOfTransaction } from "../outbound/authorization";
+import { paymentOfTransaction } from "../x402/sweepable";
 import { nowIso } from "../lib/time";
 
 /*
@@ -99,9 +102,7 @@ async function countedAlready(env: Env, txHash: string): Promise<boolean> {
       .map(({ db }) =>
         db
           .prepare(
-            `SELECT EXISTS (SELECT 1 FROM outbound_transfers WHERE lower(tx_hash) = ?1)
-             OR EXISTS (SELECT 1 FROM x402_payments WHERE lower(tx_hash) = ?1)
-             OR EXISTS (SELECT 1 FROM deposits WHERE lower(tx_hash) = ?1) AS counted`,
+            `SELECT ${outboundOfTransaction("?1")} OR ${paymentOfTransaction("?1")} OR ${depositOfTransaction("?1")} AS counted`,
           )
           .bind(txHash)
           .first<number>("counted"),

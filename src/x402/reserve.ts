@@ -1,7 +1,12 @@
 import type { X402Settings } from "../config/env";
-import { dbOf } from "../db/client";
 import { executeBatch, guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
-import { chargeCreationStatements, chargeView, newPendingCharge, type ChargeRow } from "../charges/service";
+import {
+  chargeCreationStatements,
+  chargeRowStatement,
+  chargeView,
+  newPendingCharge,
+  type ChargeRow,
+} from "../charges/service";
 import { linkActiveCheck } from "../ledger/movements";
 import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
@@ -191,7 +196,7 @@ async function answerToRefusal(
       .bind(chargeId)
       .first<{ status: string }>();
     if (current?.status === "paid") {
-      const paid = await dbOf(db).query.charges.findFirst({ where: (c, { eq }) => eq(c.id, chargeId) });
+      const paid = await chargeRowStatement(db, chargeId).first<ChargeRow>();
       if (paid) return { kind: "outcome", outcome: { kind: "already_paid", charge: chargeView(paid) } };
     }
     return { kind: "refused", reason: "charge_settlement_in_progress" };

@@ -84,3 +84,12 @@ export async function settlementByAuthorization(
   const row = rows.find((r) => r !== null);
   return row ? settlementView(x, row) : null;
 }
+
+/** The payer of a charge's first settled x402 payment (the authorization's `from`), or null when none settled. */
+export async function settledPayerOf(db: D1Database, chargeId: string): Promise<string | null> {
+  const payment = await db
+    .prepare("SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1")
+    .bind(chargeId)
+    .first<{ payer: string }>();
+  return payment?.payer ?? null;
+}
