@@ -1,6 +1,6 @@
+import type { SqlStatement } from "../src/db/statements";
 import { auditInserts } from "../src/ledger/chain";
 import { walletPaymentPlan } from "../src/ledger/movements";
-import type { SqlStatement } from "../src/db/statements";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md) write a batch of

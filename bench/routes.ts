@@ -1,15 +1,15 @@
 import { z } from "zod";
-import { settingsOf } from "../src/config/env";
+import { archiveHistory } from "../src/archive/archive";
 import { publicClientOf, rpcCall } from "../src/chain/client";
-import { decodePaymentHeader } from "../src/x402/payload";
-import { gasAccountOf } from "../src/x402/transfer";
-import { termsFor } from "../src/x402/terms";
-import { verifyOffline } from "../src/x402/verify";
+import { makeCheckpoint } from "../src/checkpoints/checkpoints";
+import { settingsOf } from "../src/config/env";
+import { retentionJob } from "../src/jobs/retention";
 import { ledgerOf } from "../src/ledger/ledger.do";
 import { forEachShard } from "../src/ledger/shards";
-import { retentionJob } from "../src/jobs/retention";
-import { archiveHistory } from "../src/archive/archive";
-import { makeCheckpoint } from "../src/checkpoints/checkpoints";
+import { decodePaymentHeader } from "../src/x402/payload";
+import { termsFor } from "../src/x402/terms";
+import { gasAccountOf } from "../src/x402/transfer";
+import { verifyOffline } from "../src/x402/verify";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
 import type { BenchEnv as Env } from "./env";
 

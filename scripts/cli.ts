@@ -23,7 +23,7 @@
 // (default: the one `npm run dev` wrote to .dev.vars). audit verify reads the anchors from the chain
 // itself: RPC_URL, AUDIT_ANCHOR_ADDRESS and AUDIT_ANCHOR_FROM (the service's gas addresses) or the
 // flags, by default the local chain `npm run dev` records in its state directory.
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import { signConsoleToken } from "../src/auth/jwt";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 

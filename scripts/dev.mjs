@@ -14,12 +14,12 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { unstable_startWorker } from "wrangler";
 import { fileURLToPath } from "node:url";
+import { unstable_startWorker } from "wrangler";
 import { auditAnchorVars, settlementBatchVars, startLocalChain, x402Vars } from "./lib/chain.mjs";
-import { bookDevFundings } from "./lib/dev-funding.mjs";
 import { chainCheck, startingOver } from "./lib/chain-check.mjs";
 import { ChainStateError } from "./lib/chain-state.mjs";
+import { bookDevFundings } from "./lib/dev-funding.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));

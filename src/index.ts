@@ -4,8 +4,8 @@ import { settingsOf } from "./config/env";
 import { runMinuteJobs } from "./jobs/minute";
 import { consumeDeadLetters, consumeDeliveries } from "./webhooks/consumer";
 
-export { LedgerDurableObject } from "./ledger/ledger.do";
 export { WalletDurableObject } from "./agents/wallet.do";
+export { LedgerDurableObject } from "./ledger/ledger.do";
 export { GrantDurableObject } from "./paylinks/grant.do";
 export { X402SettlerDurableObject } from "./x402/settler.do";
 

@@ -151,7 +151,6 @@ export function agentPay(options: ClientOptions & { apiKey: string }) {
   };
 }
 
-export { type VerifyResult, verifyWebhook } from "./webhooks";
 export {
   type ChargeReceipt,
   type PayoutReceipt,
@@ -162,6 +161,7 @@ export {
   type RefundReceipt,
   verifyReceipt,
 } from "./receipts";
+export { type VerifyResult, verifyWebhook } from "./webhooks";
 
 /** `verifyWebhook`, then the parsed event (deduplicate by `event.id`). */
 export async function parseWebhook(input: {

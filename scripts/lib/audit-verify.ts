@@ -6,8 +6,8 @@ import path from "node:path";
 import type { JWK } from "jose";
 import { privateKeyToAddress } from "viem/accounts";
 import { anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../../src/audit/anchor-abi";
-import type { AuditRow } from "../../src/ledger/chain";
 import { type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
+import type { AuditRow } from "../../src/ledger/chain";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { GAS_LANES, mnemonicKey } from "./chain.mjs";
 

@@ -4,8 +4,7 @@
 import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { generateMnemonic } from "viem/accounts";
-import { english } from "viem/accounts";
+import { english, generateMnemonic } from "viem/accounts";
 
 export const DEV_VARS_PATH = fileURLToPath(new URL("../../.dev.vars", import.meta.url));
 

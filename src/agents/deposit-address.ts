@@ -1,7 +1,7 @@
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
-import { hdAddressAt } from "../lib/hd";
 import { placementOf } from "../ledger/place";
+import { hdAddressAt } from "../lib/hd";
 
 /** Deposit addresses are account 0 of the service's receiving key; charges and links receive on account 1. */
 const DEPOSIT_ACCOUNT = 0;
@@ -50,3 +50,36 @@ export async function ensureDepositAddress(env: Env, agentId: string): Promise<s
     .run();
   return address;
 }
+
+/** Every agent with a deposit address: the addresses the deposit watcher reads Transfer logs to. */
+export async function agentsWithDepositAddresses(control: D1Database): Promise<{ id: string; address: string }[]> {
+  const rows = await control
+    .prepare("SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL")
+    .all<{ id: string; address: string }>();
+  return rows.results;
+}
+
+/**
+ * The deposit address and its derivation index of each of `agentIds` that has both (the ids go as
+ * one JSON array: D1 binds at most 100 values). What a sweep of a deposit signs with.
+ */
+export async function depositKeysOf(
+  control: D1Database,
+  agentIds: string[],
+): Promise<{ id: string; address: string; idx: number }[]> {
+  const rows = await control
+    .prepare(
+      `SELECT id, deposit_address AS address, deposit_index AS idx FROM agents
+       WHERE id IN (SELECT value FROM json_each(?)) AND deposit_index IS NOT NULL AND deposit_address IS NOT NULL`,
+    )
+    .bind(JSON.stringify([...new Set(agentIds)]))
+    .all<{ id: string; address: string; idx: number }>();
+  return rows.results;
+}
+
+/**
+ * True when the agent `agentId` holds the deposit address `address` with its derivation index (SQL
+ * expressions): a deposit there is one its key can sweep. Agents' identities are in control only.
+ */
+export const holdsDepositAddress = (agentId: string, address: string) =>
+  `EXISTS (SELECT 1 FROM agents a WHERE a.id = ${agentId} AND a.deposit_address = ${address} AND a.deposit_index IS NOT NULL)`;

@@ -1,8 +1,8 @@
 import type { Env } from "../config/env";
 import { guards, sqlStatement } from "../db/statements";
+import { placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { nowIso } from "../lib/time";
-import { placementOf } from "../ledger/place";
 
 export type FreezeOutcome = "done" | "unchanged" | "not_found";
 

@@ -1,5 +1,7 @@
-import { json, error, INVALID, OVERLOADED, type Operation } from "../lib/api-operation";
+import { RollKeyBody } from "../keys/roll";
+import { error, INVALID, json, type Operation, OVERLOADED } from "../lib/api-operation";
 import { body } from "../lib/api-shapes";
+import { PolicySchema } from "./policy";
 import {
   Agent,
   AgentCreated,
@@ -11,8 +13,6 @@ import {
   PolicySet,
 } from "./responses";
 import { AgentParam, CreateAgentBody, CreditBody, FreezeBody, ListQuery, NoBody } from "./routes";
-import { RollKeyBody } from "../keys/roll";
-import { PolicySchema } from "./policy";
 
 body("PolicyInput", PolicySchema);
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { INSUFFICIENT_BALANCE, type CodeWith } from "../lib/error-codes";
+import { type CodeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { amountMinor } from "../lib/money";
 
 const limit = amountMinor.nullable().optional();

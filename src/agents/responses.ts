@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp, Cents, Usd, EvmAddress, PreviousKeyExpiresAt } from "../lib/api-shapes";
+import { Cents, EvmAddress, named, PreviousKeyExpiresAt, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Agents, their policies and wallets. */
 

@@ -1,20 +1,21 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
+import { answerInBatch } from "../auth/idempotency";
 import { actorOf, requireActor } from "../auth/middleware";
+import { ChargeIdParam } from "../charges/routes";
+import { RollKeyBody } from "../keys/roll";
+import { rollKeyResponse } from "../keys/roll-response";
+import { placementOf } from "../ledger/place";
 import { codeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate, pathId } from "../lib/validation";
+import { pathId, validate } from "../lib/validation";
+import { payOutcomeResponse } from "./outcomes";
 import { normalizePolicy, PolicySchema } from "./policy";
 import { agentView, balanceView, createAgent, getAgentAtHome, listAgentsAtHome } from "./service";
 import { walletOf } from "./wallet.do";
-import { payOutcomeResponse } from "./outcomes";
-import { ChargeIdParam } from "../charges/routes";
 import { creditBody } from "./wallet-credit";
-import { answerInBatch } from "../auth/idempotency";
-import { RollKeyBody } from "../keys/roll";
-import { rollKeyResponse } from "../keys/roll-response";
 
 export const CreateAgentBody = z
   .object({ name: z.string().trim().min(1).max(200), policy: PolicySchema.optional() })
@@ -33,18 +34,18 @@ export const agentRoutes = new Hono<AppEnv>()
     const body = c.req.valid("json");
     const created = await createAgent(
       c.env,
-      c.get("db"),
+      placementOf(c.env).control.db,
       { name: body.name, policy: normalizePolicy(body.policy) },
       (created) => answerInBatch(c, 201, created),
     );
     return c.json(created, 201);
   })
   .get("/console/agents", requireActor("console"), validate("query", ListQuery), async (c) => {
-    const rows = await listAgentsAtHome(c.env, c.get("db"), c.req.valid("query").limit);
+    const rows = await listAgentsAtHome(c.env, placementOf(c.env).control.db, c.req.valid("query").limit);
     return c.json({ agents: rows.map(agentView) });
   })
   .get("/console/agents/:agentId", requireActor("console"), validate("param", AgentParam), async (c) => {
-    const agent = await getAgentAtHome(c.env, c.get("db"), c.req.valid("param").agentId);
+    const agent = await getAgentAtHome(c.env, placementOf(c.env).control.db, c.req.valid("param").agentId);
     if (!agent) throw new ApiError(404, "agent_not_found");
     return c.json(agentView(agent));
   })
@@ -127,7 +128,7 @@ export const agentRoutes = new Hono<AppEnv>()
     },
   )
   .get("/balance", requireActor("agent"), async (c) => {
-    const balance = await balanceView(c.env, c.get("db"), actorOf(c.get("actor"), "agent").agentId);
+    const balance = await balanceView(c.env, placementOf(c.env).control.db, actorOf(c.get("actor"), "agent").agentId);
     if (!balance) throw new ApiError(404, "agent_not_found");
     return c.json(balance);
   })

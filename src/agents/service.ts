@@ -1,21 +1,24 @@
-import { desc, eq, sql } from "drizzle-orm";
 import { hashApiKey } from "../auth/credentials";
-import type { Db } from "../db/client";
-import { agents } from "../db/schema";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
+import type { agents } from "../db/schema";
+import { executeBatch, nothingMore, type SqlStatement, sqlStatement, type WithCreated } from "../db/statements";
+import { directoryEntry } from "../ledger/directory";
+import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
+import { placementOf } from "../ledger/place";
+import { canonicalJson } from "../lib/canonical-json";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { canonicalJson } from "../lib/canonical-json";
-import { parseStoredPolicy, type Policy } from "./policy";
-import type { Env } from "../config/env";
 import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
-import { settingsOf } from "../config/env";
-import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
-import { directoryEntry } from "../ledger/directory";
-import { placementOf } from "../ledger/place";
-import { dbOf } from "../db/client";
-import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
+import { type Policy, parseStoredPolicy } from "./policy";
 
 export type AgentRow = typeof agents.$inferSelect;
+
+/** An agent's columns named as in AgentRow. */
+const AGENT_ROW = `SELECT id, name, api_key_hash AS apiKeyHash, previous_api_key_hash AS previousApiKeyHash,
+  previous_key_expires_at AS previousKeyExpiresAt, frozen_at AS frozenAt, frozen_reason AS frozenReason,
+  balance_minor AS balanceMinor, currency, policy, deposit_index AS depositIndex, deposit_address AS depositAddress,
+  created_at AS createdAt FROM agents`;
 
 /** The console's agent object (docs/api.md, Agents and policies). */
 export const agentView = (a: AgentRow) => ({
@@ -52,7 +55,7 @@ export interface CreatedAgent {
  */
 export async function createAgent(
   env: Env,
-  db: Db,
+  db: D1Database,
   input: { name: string; policy: Policy },
   withCreated: WithCreated<CreatedAgent> = nothingMore,
 ): Promise<CreatedAgent> {
@@ -79,8 +82,18 @@ export async function createAgent(
     }
     const created = { agentId, apiKey, policy: input.policy, depositAddress: deposit?.depositAddress ?? null };
     try {
-      await writeTogether(db, [
-        db.insert(agents).values({ ...row, ...deposit }),
+      await executeBatch(db, [
+        sqlStatement(
+          `INSERT INTO agents (id, name, api_key_hash, policy, created_at, deposit_index, deposit_address)
+           VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          row.id,
+          row.name,
+          row.apiKeyHash,
+          row.policy,
+          row.createdAt,
+          deposit?.depositIndex ?? null,
+          deposit?.depositAddress ?? null,
+        ),
         directoryEntry("agent", agentId, home, row.createdAt),
         ...(await withCreated(created)),
       ]);
@@ -92,29 +105,33 @@ export async function createAgent(
   }
 }
 
-export const getAgent = (db: Db, id: string) => db.select().from(agents).where(eq(agents.id, id)).get();
+export const getAgent = (db: D1Database, id: string) =>
+  db.prepare(`${AGENT_ROW} WHERE id = ?`).bind(id).first<AgentRow>();
 
-export const listAgents = (db: Db, limit: number) =>
-  db.select().from(agents).orderBy(desc(agents.createdAt), desc(sql`rowid`)).limit(limit).all();
+/** How many agents there are (the console's overview, in its batch). */
+export const agentCount = (): SqlStatement => sqlStatement("SELECT COUNT(*) AS n FROM agents");
+
+export const listAgents = async (db: D1Database, limit: number) =>
+  (await db.prepare(`${AGENT_ROW} ORDER BY created_at DESC, rowid DESC LIMIT ?`).bind(limit).all<AgentRow>()).results;
 
 /** An agent as the console shows it: its money and freeze from its home shard. */
-export const getAgentAtHome = async (env: Env, db: Db, id: string) => {
+export const getAgentAtHome = async (env: Env, db: D1Database, id: string) => {
   const agent = await getAgent(db, id);
   return agent && (await withHomeFields(env, "agent", [agent]))[0]!;
 };
 
 /** The newest agents as the console lists them: their money and freezes from their home shards. */
-export const listAgentsAtHome = async (env: Env, db: Db, limit: number) =>
+export const listAgentsAtHome = async (env: Env, db: D1Database, limit: number) =>
   withHomeFields(env, "agent", await listAgents(db, limit));
 
 /** The agent's own view of its wallet (GET /balance), its deposit address assigned on first sight; null for an unknown agent. */
-export async function balanceView(env: Env, db: Db, agentId: string) {
+export async function balanceView(env: Env, db: D1Database, agentId: string) {
   const agent = await getAgent(db, agentId);
   if (!agent) return null;
   const depositAddress = agent.depositAddress ?? (await ensureDepositAddress(env, agent.id));
   // Money and the freeze are the home row's (the control row is that row in shard 0).
   const at = await placementOf(env).ofAgent(agentId);
-  const home = at.isControl ? agent : await dbOf(at.db).select().from(agents).where(eq(agents.id, agentId)).get();
+  const home = at.isControl ? agent : await getAgent(at.db, agentId);
   return {
     agentId: agent.id,
     balanceMinor: home?.balanceMinor ?? 0,

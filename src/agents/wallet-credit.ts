@@ -1,10 +1,10 @@
 import type { Env } from "../config/env";
-import { canonicalJson } from "../lib/canonical-json";
-import { agentCreditPlan, depositPlan, type DepositTransfer } from "../ledger/movements";
-import { balanceAfter } from "../ledger/postings";
 import { PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
-import { newId } from "../lib/ids";
+import { agentCreditPlan, type DepositTransfer, depositPlan } from "../ledger/movements";
 import { placementOf } from "../ledger/place";
+import { balanceAfter } from "../ledger/postings";
+import { canonicalJson } from "../lib/canonical-json";
+import { newId } from "../lib/ids";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import type { Policy } from "./policy";

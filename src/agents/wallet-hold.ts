@@ -1,22 +1,21 @@
-import { codeWith } from "../lib/error-codes";
+import { chargeView } from "../charges/service";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
-import { chargeView } from "../charges/service";
-import { executeBatch } from "../db/statements";
-import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";
-import { guard, guardReasonOf, guards, sqlStatement, type SqlStatement } from "../db/statements";
 import { storeResponseStatements } from "../db/idempotency";
-import { newId } from "../lib/ids";
+import { executeBatch, guard, guardReasonOf, guards, type SqlStatement, sqlStatement } from "../db/statements";
+import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";
 import { type Place, placementOf } from "../ledger/place";
+import { codeWith } from "../lib/error-codes";
+import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { heldBody, type PayOutcome } from "./outcomes";
 import { commitPayment, decide } from "./wallet-payment";
 import {
   APPROVAL_SELECT,
-  readChargeState,
   type ApprovalSnapshot,
   type PayableSnapshot,
+  readChargeState,
   type WalletCall,
   type WalletTurnCall,
 } from "./wallet-state";

@@ -1,11 +1,11 @@
-import { codeWith } from "../lib/error-codes";
-import { chargeView, type ChargeView } from "../charges/service";
-import { AGENT_FROZEN } from "../ledger/movements";
-import type { SqlStatement } from "../db/statements";
+import { type ChargeView, chargeView } from "../charges/service";
 import { PENDING_FIGURE } from "../db/idempotency";
+import type { SqlStatement } from "../db/statements";
 import { moveMoney, type PaymentResult } from "../ledger/move";
+import { AGENT_FROZEN } from "../ledger/movements";
+import { codeWith } from "../lib/error-codes";
 import type { BatchEnd } from "../lib/held-figures";
-import { paidBody, type PaidView, type PayOutcome } from "./outcomes";
+import { type PaidView, type PayOutcome, paidBody } from "./outcomes";
 import { evaluatePolicy, POLICY_REASONS } from "./policy";
 import type { AgentState, PayableSnapshot, WalletTurnCall } from "./wallet-state";
 

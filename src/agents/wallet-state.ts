@@ -1,14 +1,14 @@
-import type { Env } from "../config/env";
 import type { ChargeRow } from "../charges/service";
 import { paidByAgentSince, payableChargeRead } from "../charges/statements";
-import { prepared } from "../db/statements";
-import { HeldFigures, type BatchEnd } from "../lib/held-figures";
+import type { Env } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
-import type { TransferIntents } from "../ledger/transfer-intents";
-import { utcDayStart } from "../lib/time";
+import { prepared } from "../db/statements";
 import { transferredByAgentSince } from "../ledger/figures";
 import { placementOf } from "../ledger/place";
-import { parseStoredPolicy, type Policy } from "./policy";
+import type { TransferIntents } from "../ledger/transfer-intents";
+import { type BatchEnd, HeldFigures } from "../lib/held-figures";
+import { utcDayStart } from "../lib/time";
+import { type Policy, parseStoredPolicy } from "./policy";
 
 /** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
 export interface PayableSnapshot extends ChargeRow {

@@ -1,24 +1,24 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../config/env";
-import { serialQueue } from "../lib/serial";
-import { setFrozen } from "./freeze";
-import type { Policy } from "./policy";
-import type { DepositTransfer } from "../ledger/movements";
+import type { IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
-import { nowIso } from "../lib/time";
 import { type ChargeRefund, moveMoney } from "../ledger/move";
+import type { DepositTransfer } from "../ledger/movements";
 import { placementOf } from "../ledger/place";
 import { TransfersInFlight } from "../ledger/transfer-intents";
 import { type DueTransfers, driveDue } from "../ledger/transfer-recovery";
-import type { IdempotencySlot } from "../db/idempotency";
+import { serialQueue } from "../lib/serial";
+import { nowIso } from "../lib/time";
+import { setFrozen } from "./freeze";
 import type { PayOutcome } from "./outcomes";
+import type { Policy } from "./policy";
 import {
   drawFromWallet,
+  type NewChargePayment,
   payCharge,
   payNewCharge,
-  writeUnlessFrozen,
-  type NewChargePayment,
   type WalletDraw,
+  writeUnlessFrozen,
 } from "./wallet";
 import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
 import { grantApproval } from "./wallet-hold";

@@ -1,18 +1,18 @@
+import type { ChargeView } from "../charges/service";
 import { chargeCreationStatements } from "../charges/service";
 import { executeBatch, guard, guardReasonOf, type SqlStatement } from "../db/statements";
+import { earlierPaymentOf } from "../ledger/move";
 import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
+import { placementOf } from "../ledger/place";
 import type { PaidView, PayOutcome } from "./outcomes";
 import { requestApproval } from "./wallet-hold";
-import type { ChargeView } from "../charges/service";
-import { earlierPaymentOf } from "../ledger/move";
-import { placementOf } from "../ledger/place";
 import { commitPayment, decide, decideOnCharge } from "./wallet-payment";
 import {
-  readCharge,
-  readChargeState,
   type AgentState,
   type ApprovalSnapshot,
   type PayableSnapshot,
+  readCharge,
+  readChargeState,
   type WalletTurnCall,
 } from "./wallet-state";
 

@@ -1,4 +1,4 @@
-import { json, error, INVALID, OVERLOADED, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, type Operation, OVERLOADED } from "../lib/api-operation";
 import { ApprovalGranted, ApprovalList, ApprovalRejected } from "./responses";
 import { ApprovalParam, ListQuery } from "./routes";
 

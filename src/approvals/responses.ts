@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp } from "../lib/api-shapes";
 import { Charge } from "../charges/responses";
+import { named, prefixed, Timestamp } from "../lib/api-shapes";
 import { APPROVAL_STATUSES } from "./service";
 
 /** Response bodies: Approvals held for a human. */

@@ -1,13 +1,14 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../auth/app-env";
-import { actorOf, requireActor } from "../auth/middleware";
+import { getApproval, rejectApproval } from "../agents/approvals";
+import { payOutcomeResponse } from "../agents/outcomes";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";
-import { payOutcomeResponse } from "../agents/outcomes";
+import type { AppEnv } from "../auth/app-env";
+import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
-import { validate, pathId } from "../lib/validation";
-import { APPROVAL_STATUSES, approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "./service";
+import { pathId, validate } from "../lib/validation";
+import { APPROVAL_STATUSES, approvalView, dbOfApproval, listApprovals } from "./service";
 
 export const ListQuery = z.object({
   status: z.enum(APPROVAL_STATUSES).optional(),

@@ -1,15 +1,24 @@
 import {
-  segmentClaims,
-  segmentBody,
-  segmentProblem,
-  segmentText,
+  liveAuditRows,
+  markSegment,
+  recordPlan,
+  type SegmentRecord,
+  segmentAt,
+  unfinishedSegment,
+} from "../audit/archiving";
+import {
   ARCHIVE_SEGMENT_TYP,
   parseSegment,
+  segmentBody,
+  segmentClaims,
+  segmentProblem,
+  segmentText,
 } from "../audit/segment";
-import { type Place, placementOf } from "../ledger/place";
-import { shardField } from "../ledger/shard-labels";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
+import { liveLedgerEntries } from "../ledger/archiving";
+import { type Place, placementOf } from "../ledger/place";
+import { shardField } from "../ledger/shard-labels";
 import { sha256Hex } from "../lib/crypto";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
@@ -17,15 +26,6 @@ import { nowIso } from "../lib/time";
 import { publishedJwks, signJws } from "../proofs/keys";
 import { deleteArchivedRows } from "./delete";
 import { planNextSegment } from "./plan";
-import {
-  liveAuditRows,
-  markSegment,
-  recordPlan,
-  segmentAt,
-  type SegmentRecord,
-  unfinishedSegment,
-} from "../audit/archiving";
-import { liveLedgerEntries } from "../ledger/archiving";
 
 /*
  * History archived to R2: audit rows and ledger entries older than ARCHIVE_AFTER_DAYS, covered by

@@ -1,8 +1,8 @@
+import type { SegmentRecord } from "../audit/archiving";
 import { archiveAuditPage } from "../audit/archiving";
 import { executeBatch } from "../db/statements";
 import { archiveEntryPage } from "../ledger/archiving";
 import { faultPoint } from "../lib/faults";
-import type { SegmentRecord } from "../audit/archiving";
 
 /** Rows of each kind one D1 batch deletes: a batch stays well inside D1's per-query limits. */
 export const DELETE_BATCH = 200;

@@ -1,10 +1,10 @@
-import { genesisHashOf } from "../ledger/chain";
-import { segmentKey } from "../audit/segment";
-import { latestCheckpoint } from "../audit/checkpoint-rows";
-import type { Place } from "../ledger/place";
-import { auditHeadSeq } from "../audit/service";
 import { auditCreatedAt, firstRowFrom, lastSegment, liveAuditRows, type SegmentRecord } from "../audit/archiving";
+import { latestCheckpoint } from "../audit/checkpoint-rows";
+import { segmentKey } from "../audit/segment";
+import { auditHeadSeq } from "../audit/service";
 import { entryCountBetween, lastEntryBefore } from "../ledger/archiving";
+import { genesisHashOf } from "../ledger/chain";
+import type { Place } from "../ledger/place";
 
 /** The most audit rows, and ledger entries, one segment holds: an object of a few hundred kB at most. */
 export const MAX_SEGMENT_ROWS = 1000;

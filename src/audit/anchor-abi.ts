@@ -1,5 +1,5 @@
+import { decodeEventLog, encodeAbiParameters, encodeEventTopics, encodeFunctionData, type Hex, pad } from "viem";
 import { shardField } from "../ledger/shard-labels";
-import { decodeEventLog, encodeAbiParameters, encodeEventTopics, encodeFunctionData, pad, type Hex } from "viem";
 
 /*
  * The AuditAnchor contract (contracts/AuditAnchor.sol) as the service sends to it and a verifier

@@ -1,5 +1,5 @@
-import { textLines } from "../lib/lines";
 import type { AuditRow } from "../ledger/chain";
+import { textLines } from "../lib/lines";
 import { parseSegment, type Segment, segmentRowsOf } from "./segment";
 
 /*

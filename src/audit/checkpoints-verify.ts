@@ -1,9 +1,9 @@
 import type { JWK } from "jose";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
+import { fieldNamesShard } from "../ledger/shard-labels";
 import { verifyJws } from "../proofs/keys";
 import type { OnChainAnchor } from "./anchor-abi";
-import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
 import { merkleRoot } from "./merkle";
-import { fieldNamesShard } from "../ledger/shard-labels";
 
 /*
  * The audit chain checked against its signed checkpoints and their anchors on chain, offline and

@@ -1,10 +1,10 @@
-import type { HistoryStore } from "./archived";
-import type { AuditRow } from "../ledger/chain";
-import { canonicalJson } from "../lib/canonical-json";
 import type { Env } from "../config/env";
+import type { AuditRow } from "../ledger/chain";
 import { type Place, placementOf } from "../ledger/place";
 import { placeNumbered } from "../ledger/place-numbered";
 import { shardLabel } from "../ledger/shard-labels";
+import { canonicalJson } from "../lib/canonical-json";
+import type { HistoryStore } from "./archived";
 import { auditRows } from "./service";
 
 export const CSV_COLUMNS = [

@@ -1,4 +1,4 @@
-import { error, json, INVALID, NOT_FOUND, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { AuditCheckpointBody, AuditCheckpointPage, AuditPage, AuditShards, ChainVerdict } from "./responses";
 import { ShardExportQuery, ShardPageQuery, ShardQuery, VerifyQuery } from "./routes";
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { named, Timestamp, Cents } from "../lib/api-shapes";
+import { Cents, named, Timestamp } from "../lib/api-shapes";
 
 /** Response bodies: The audit chain. */
 

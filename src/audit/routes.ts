@@ -2,13 +2,13 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { requireActor } from "../auth/middleware";
-import { ApiError } from "../lib/errors";
-import { validate } from "../lib/validation";
-import { csvExportResponse } from "./csv";
 import type { Env } from "../config/env";
 import { type Place, placementOf } from "../ledger/place";
 import { placeNumbered } from "../ledger/place-numbered";
 import { shardLabel } from "../ledger/shard-labels";
+import { ApiError } from "../lib/errors";
+import { validate } from "../lib/validation";
+import { csvExportResponse } from "./csv";
 import { firstAuditRows } from "./service";
 import { verifyEveryShard } from "./verification";
 

@@ -1,10 +1,10 @@
 import type { JWK } from "jose";
-import { canonicalJson } from "../lib/canonical-json";
-import { sha256Hex } from "../lib/crypto";
-import { verifyJws } from "../proofs/keys";
 import type { ArchivedLedgerEntry } from "../ledger/archiving";
 import { type AuditRow, auditRow, verifyChain } from "../ledger/chain";
 import { namesShard } from "../ledger/shard-labels";
+import { canonicalJson } from "../lib/canonical-json";
+import { sha256Hex } from "../lib/crypto";
+import { verifyJws } from "../proofs/keys";
 
 /*
  * An archive segment: audit rows and ledger entries moved from D1 to R2 (src/archive/), as NDJSON.

@@ -1,7 +1,7 @@
 import type { auditEvents } from "../db/schema";
 import { type SqlStatement, sqlStatement } from "../db/statements";
-import { type HistoryStore, nextSegment, segmentRows } from "./archived";
 import { type AuditRow, auditRow } from "../ledger/chain";
+import { type HistoryStore, nextSegment, segmentRows } from "./archived";
 
 /** An audit row as stored: `data` is canonical JSON text. */
 export type AuditRecord = typeof auditEvents.$inferSelect;

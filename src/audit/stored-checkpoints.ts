@@ -1,5 +1,5 @@
-import { publishedJwks, verifyJws } from "../proofs/keys";
 import type { ProofSettings } from "../config/proofs";
+import { publishedJwks, verifyJws } from "../proofs/keys";
 import { CHECKPOINT_TYP, type ListedCheckpoint, signsOtherFields } from "./checkpoints-verify";
 
 /*

@@ -1,12 +1,12 @@
+import type { Env } from "../config/env";
+import type { ProofSettings } from "../config/proofs";
+import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
+import { type Place, placementOf } from "../ledger/place";
+import { shardEntry } from "../ledger/shard-labels";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { publishedJwks, signJws, verifyJws } from "../proofs/keys";
-import type { ProofSettings } from "../config/proofs";
 import type { HistoryStore } from "./archived";
-import { type AuditRow, type ChainVerdict, genesisHashOf, verifyChain } from "../ledger/chain";
-import type { Env } from "../config/env";
-import { type Place, placementOf } from "../ledger/place";
-import { shardEntry } from "../ledger/shard-labels";
 import { auditRows, firstAuditRows } from "./service";
 import {
   ANCHORS_NOT_CHECKED,

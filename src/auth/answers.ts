@@ -1,7 +1,7 @@
 import type { Context } from "hono";
+import type { IdempotencySlot } from "../db/idempotency";
 import type { AppEnv } from "./app-env";
 import type { Actor } from "./credentials";
-import type { IdempotencySlot } from "../db/idempotency";
 
 /*
  * Where a keyed request's answer is kept is the ledger's rule (src/ledger/answers-place.ts): the

@@ -1,8 +1,8 @@
+import type { Env, Settings } from "../config/env";
+import type { Db } from "../db/client";
+import type { IdempotencySlot } from "../db/idempotency";
 import type { AnswerKeeping } from "./answers";
 import type { Actor } from "./credentials";
-import type { Db } from "../db/client";
-import type { Env, Settings } from "../config/env";
-import type { IdempotencySlot } from "../db/idempotency";
 
 /** Hono's environment: bindings plus per-request variables set by middleware. */
 export interface AppEnv {

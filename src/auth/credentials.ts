@@ -1,9 +1,9 @@
-import { keyHolderByHash } from "../db/api-keys";
 import type { Settings } from "../config/env";
+import { keyHolderByHash } from "../db/api-keys";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
-import { verifyConsoleToken } from "./jwt";
 import { IsolateCache } from "../lib/isolate-cache";
+import { verifyConsoleToken } from "./jwt";
 
 export type ActorKind = "merchant" | "agent" | "console";
 

@@ -1,15 +1,12 @@
 import type { Context, Next } from "hono";
-import type { AppEnv } from "./app-env";
-import type { Actor } from "./credentials";
-import { answersIn, controlHome, type MoneyAct, moneyRequestOf } from "./answers";
 import {
   ABANDONED_AFTER_MS,
   IDEMPOTENCY_TTL_MS,
+  type IdempotencySlot,
   releaseReservation,
   reservationRunning,
   storeAnswer,
   storeResponseStatements,
-  type IdempotencySlot,
 } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
 import { sha256Hex } from "../lib/crypto";
@@ -17,6 +14,9 @@ import { decryptSecret, encryptSecret } from "../lib/encryption";
 import { ApiError } from "../lib/errors";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
+import { answersIn, controlHome, type MoneyAct, moneyRequestOf } from "./answers";
+import type { AppEnv } from "./app-env";
+import type { Actor } from "./credentials";
 
 /** Who a credential names, whichever of its keys or sessions it is. */
 function principalOf(actor: Actor): string {

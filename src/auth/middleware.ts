@@ -1,12 +1,12 @@
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "./app-env";
+import { placementOf } from "../ledger/place";
 import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
-import type { MoneyAct } from "./answers";
-import { idempotent } from "./idempotency";
 import { enforceRateLimit } from "../lib/rate-limit";
-import { placementOf } from "../ledger/place";
-import { resolveCredential, type Actor, type ActorKind } from "./credentials";
+import type { MoneyAct } from "./answers";
+import type { AppEnv } from "./app-env";
+import { type Actor, type ActorKind, resolveCredential } from "./credentials";
+import { idempotent } from "./idempotency";
 
 /** The 401 message names the credential the route expects. */
 export const CREDENTIAL_REQUIRED: Record<ActorKind, CodeWith<401>> = {

@@ -4,15 +4,15 @@ import {
   defineChain,
   encodeEventTopics,
   encodeFunctionData,
-  prepareEncodeFunctionData,
   formatTransactionReceipt,
+  type Hex,
   http,
   isAddressEqual,
-  parseEventLogs,
-  toHex,
-  type Hex,
   type PublicClient,
+  parseEventLogs,
+  prepareEncodeFunctionData,
   type RpcTransactionReceipt,
+  toHex,
 } from "viem";
 
 /**

@@ -1,4 +1,4 @@
-import { json, error, INVALID, NOT_FOUND, OVERLOADED, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, NOT_FOUND, type Operation, OVERLOADED } from "../lib/api-operation";
 import { body, CredentialNotAllowed, ErrorBody } from "../lib/api-shapes";
 import { Charge, ChargeList, ChargePaid, PendingApproval } from "./responses";
 import { ChargeIdParam, CreateChargeBody } from "./routes";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp, Cents, Usd } from "../lib/api-shapes";
+import { Cents, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Charges, and paying one from an agent wallet. */
 

@@ -1,10 +1,9 @@
-import { executeBatch, nothingMore, type WithCreated } from "../db/statements";
-import type { charges } from "../db/schema";
-import { sqlStatement, type SqlStatement } from "../db/statements";
-import { type IdPlace, newId } from "../lib/ids";
 import type { Env } from "../config/env";
-import { mergeSorted, newestFirst } from "../lib/merge";
+import type { charges } from "../db/schema";
+import { executeBatch, nothingMore, type SqlStatement, sqlStatement, type WithCreated } from "../db/statements";
 import { type Place, placementOf } from "../ledger/place";
+import { type IdPlace, newId } from "../lib/ids";
+import { mergeSorted, newestFirst } from "../lib/merge";
 import { nowIso } from "../lib/time";
 import { outboxEvent } from "../webhooks/outbox";
 import { CHARGE_ROW_COLUMNS } from "./statements";

@@ -1,7 +1,7 @@
-import { json, error, INVALID, NOT_FOUND, OVERLOADED, type Operation } from "../lib/api-operation";
+import { PendingApproval } from "../charges/responses";
+import { error, INVALID, json, NOT_FOUND, type Operation, OVERLOADED } from "../lib/api-operation";
 import { body, CredentialNotAllowed, ErrorBody } from "../lib/api-shapes";
 import { CheckoutLink, CheckoutLinkCreated, CheckoutLinkList, CheckoutLinkPublic, CheckoutPaid } from "./responses";
-import { PendingApproval } from "../charges/responses";
 import { CreateBody, ListQuery, PatchBody, TokenParam } from "./routes";
 
 /** Checkout links. */

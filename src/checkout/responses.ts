@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp, Cents, Usd } from "../lib/api-shapes";
 import { Charge } from "../charges/responses";
+import { Cents, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Checkout links. */
 

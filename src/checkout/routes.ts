@@ -1,13 +1,13 @@
-import { Hono, type Context } from "hono";
-import { placementOf } from "../ledger/place";
+import { type Context, Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../auth/app-env";
-import { actorOf, requireActor } from "../auth/middleware";
 import { payOutcomeResponse } from "../agents/outcomes";
+import type { AppEnv } from "../auth/app-env";
+import { answerInBatch } from "../auth/idempotency";
+import { actorOf, requireActor } from "../auth/middleware";
+import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../auth/idempotency";
+import { pathId, validate } from "../lib/validation";
 import {
   CHECKOUT_PAID_VIEW,
   checkoutLinkCreatedView,

@@ -1,15 +1,14 @@
-import type { checkoutLinks } from "../db/schema";
-import { newId } from "../lib/ids";
-import { type Place, placementOf } from "../ledger/place";
-import { nowIso } from "../lib/time";
-import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
-import type { Env } from "../config/env";
-import { walletOf } from "../agents/wallet.do";
 import type { PayOutcome } from "../agents/outcomes";
+import { walletOf } from "../agents/wallet.do";
 import { newPendingCharge } from "../charges/service";
-import { guard } from "../db/statements";
-import { linkActiveCheck } from "../ledger/movements";
+import type { Env } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
+import type { checkoutLinks } from "../db/schema";
+import { executeBatch, guard, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
+import { linkActiveCheck } from "../ledger/movements";
+import { type Place, placementOf } from "../ledger/place";
+import { newId } from "../lib/ids";
+import { nowIso } from "../lib/time";
 import { merchantLabelOf, merchantNameOf } from "../merchants/statements";
 
 export type CheckoutLinkRow = typeof checkoutLinks.$inferSelect;

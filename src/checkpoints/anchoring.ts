@@ -1,22 +1,5 @@
 import type { Hex } from "viem";
-import {
-  receiptNow,
-  receiptWithin,
-  rpcBatch,
-  rpcCall,
-  rpcErrorMessage,
-  shortError,
-  type RpcAnswer,
-} from "../chain/client";
-import type { Env, X402Settings } from "../config/env";
-import { settingsOf } from "../config/env";
-import { faultPoint } from "../lib/faults";
-import { log } from "../lib/log";
-import { laneOf } from "../x402/settler.do";
-import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
 import { anchorCallData, anchoredLogsFilter, anchorSeqOf, anchorsIn, type OnChainAnchor } from "../audit/anchor-abi";
-import { type Place, placementOf } from "../ledger/place";
-import { fieldNamesShard, shardField } from "../ledger/shard-labels";
 import {
   type Checkpoint,
   checkpointAt,
@@ -27,6 +10,23 @@ import {
   recordAnchorSent,
   unanchoredCheckpoints,
 } from "../audit/checkpoint-rows";
+import {
+  type RpcAnswer,
+  receiptNow,
+  receiptWithin,
+  rpcBatch,
+  rpcCall,
+  rpcErrorMessage,
+  shortError,
+} from "../chain/client";
+import type { Env, X402Settings } from "../config/env";
+import { settingsOf } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
+import { fieldNamesShard, shardField } from "../ledger/shard-labels";
+import { faultPoint } from "../lib/faults";
+import { log } from "../lib/log";
+import { laneOf } from "../x402/settler.do";
+import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
 import { makeCheckpoint } from "./checkpoints";
 
 /*

@@ -1,13 +1,13 @@
-import type { Env } from "../config/env";
-import { settingsOf } from "../config/env";
-import { nowIso } from "../lib/time";
-import { signingKid, signJws } from "../proofs/keys";
+import { type Checkpoint, checkpointAt, insertCheckpoint, latestCheckpoint } from "../audit/checkpoint-rows";
 import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { merkleRoot } from "../audit/merkle";
 import { auditHeadSeq, rowHashes } from "../audit/service";
-import { type Checkpoint, checkpointAt, insertCheckpoint, latestCheckpoint } from "../audit/checkpoint-rows";
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/env";
 import { type Place, placementOf } from "../ledger/place";
 import { shardField } from "../ledger/shard-labels";
+import { nowIso } from "../lib/time";
+import { signingKid, signJws } from "../proofs/keys";
 
 /*
  * Signed checkpoints of the audit chain. Each covers the rows after the checkpoint before it up to

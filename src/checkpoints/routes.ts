@@ -1,13 +1,13 @@
 import { Hono } from "hono";
+import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint } from "../audit/checkpoint-rows";
+import { namedPlace, ShardPageQuery, ShardQuery } from "../audit/routes";
 import type { AppEnv } from "../auth/app-env";
 import { requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { validate } from "../lib/validation";
 import { anchorCheckpoint } from "./anchoring";
-import { type Checkpoint, checkpointAt, checkpointPage, latestCheckpoint } from "../audit/checkpoint-rows";
 import { makeCheckpoint } from "./checkpoints";
-import { namedPlace, ShardPageQuery, ShardQuery } from "../audit/routes";
 
 /** A checkpoint as the API shows it: `transaction` is null until it is on chain. */
 export const checkpointView = (cp: Checkpoint) => ({

@@ -1,8 +1,8 @@
 import type { SettingsVars } from "./settings";
 
-export { MAX_QUEUE_DELAY_SECONDS, DEFAULT_RETRY_SCHEDULE } from "./webhooks";
+export { type Settings, type SettingsVars, settingsOf } from "./settings";
+export { DEFAULT_RETRY_SCHEDULE, MAX_QUEUE_DELAY_SECONDS } from "./webhooks";
 export { MAX_GAS_KEYS, type X402Settings } from "./x402";
-export { settingsOf, type Settings, type SettingsVars } from "./settings";
 
 /** Bindings a deployment may add that wrangler.toml does not declare. */
 export interface OptionalBindings {

@@ -1,5 +1,8 @@
 import { z } from "zod";
+import { type Environment, isHttps, issuesOf, type VarsOf } from "../lib/settings";
 import { approvalSettings, approvalsShape } from "./approvals";
+import { archiveSettings, archiveShape } from "./archive";
+import { auditAnchorSettings, auditAnchorShape } from "./audit";
 import {
   type AuthSettings,
   authHttpsUrls,
@@ -10,11 +13,8 @@ import {
   signInSettings,
   signInShape,
 } from "./auth";
-import { auditAnchorSettings, auditAnchorShape } from "./audit";
-import { archiveSettings, archiveShape } from "./archive";
 import { type LedgerSettings, ledgerSettings, ledgerShape, refineLedger } from "./ledger";
 import { NON_PRODUCTION_KID, type ProofSettings, proofSettings, proofsShape } from "./proofs";
-import { type Environment, isHttps, issuesOf, type VarsOf } from "../lib/settings";
 import { type WebhookSettings, webhookHttpsUrls, webhookSecrets, webhookSettings, webhooksShape } from "./webhooks";
 import { type X402Settings, type X402Vars, x402Settings } from "./x402";
 

@@ -1,6 +1,6 @@
 import { privateKeyToAddress } from "viem/accounts";
 import { z } from "zod";
-import { issuesOf, isHttps, type VarsOf, wholeNumberVar } from "../lib/settings";
+import { isHttps, issuesOf, type VarsOf, wholeNumberVar } from "../lib/settings";
 
 const address = z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an EVM address");
 

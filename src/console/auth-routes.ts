@@ -4,7 +4,6 @@ import type { AppEnv } from "../auth/app-env";
 import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
 import { actorOf, requireActor } from "../auth/middleware";
-import { addConsoleUser, listAddedConsoleUsers } from "./users";
 import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { hitRateLimit } from "../lib/rate-limit";
@@ -12,6 +11,7 @@ import { nowIso } from "../lib/time";
 import { validate } from "../lib/validation";
 import { verifyAccessAssertion } from "./access";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "./sign-in";
+import { addConsoleUser, listAddedConsoleUsers } from "./users";
 
 /** A console address, as every sign-in route takes it. */
 export const SignInEmail = z.string().trim().email().max(254);

@@ -1,7 +1,7 @@
-import { json, error, INVALID, RATE_LIMITED, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, type Operation, RATE_LIMITED } from "../lib/api-operation";
 import { body } from "../lib/api-shapes";
-import { ConsoleSession, ConsoleUserAdded, ConsoleUserList, EmailCodeSent, SignedOut } from "./responses";
 import { StartBody, UserBody, VerifyBody } from "./auth-routes";
+import { ConsoleSession, ConsoleUserAdded, ConsoleUserList, EmailCodeSent, SignedOut } from "./responses";
 
 /** Console sign-in (e-mail code, Cloudflare Access), sign-out and console users. */
 export const CONSOLE_API_OPERATIONS: Operation[] = [

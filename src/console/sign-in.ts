@@ -1,8 +1,8 @@
-import type { Env, Settings } from "../config/env";
 import { isConsoleUser } from "../auth/credentials";
 import { signConsoleToken } from "../auth/jwt";
-import { hmacSha256Hex, timingSafeEqualStrings } from "../lib/crypto";
+import type { Env, Settings } from "../config/env";
 import { placementOf } from "../ledger/place";
+import { hmacSha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { sendMail } from "./mail";

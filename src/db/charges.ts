@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { integer, index, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 export const charges = sqliteTable(
   "charges",

@@ -1,4 +1,4 @@
-import { guard, sqlStatement, type SqlStatement } from "./statements";
+import { guard, type SqlStatement, sqlStatement } from "./statements";
 
 /*
  * The idempotency_keys table: a request's reservation of its key and the answer

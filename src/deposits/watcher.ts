@@ -1,11 +1,12 @@
+import { agentsWithDepositAddresses } from "../agents/deposit-address";
+import { walletOf } from "../agents/wallet.do";
+import { EIP3009_ABI, publicClientOf } from "../chain/client";
 import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
-import { walletOf } from "../agents/wallet.do";
 import { screenAddress } from "../kyt/screening";
+import type { DepositTransfer } from "../ledger/movements";
 import { placementOf } from "../ledger/place";
 import { nowIso } from "../lib/time";
-import type { DepositTransfer } from "../ledger/movements";
-import { EIP3009_ABI, publicClientOf } from "../chain/client";
 
 /** Blocks read per pass; a long backlog is caught up over several cron runs. */
 const MAX_RANGE = 2_000n;
@@ -50,10 +51,8 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   result.fromBlock = Number(from);
   result.toBlock = Number(to);
 
-  const agents = await control
-    .prepare("SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL")
-    .all<{ id: string; address: string }>();
-  const byAddress = new Map(agents.results.map((a) => [a.address.toLowerCase(), a.id]));
+  const agents = await agentsWithDepositAddresses(control);
+  const byAddress = new Map(agents.map((a) => [a.address.toLowerCase(), a.id]));
   if (byAddress.size > 0) {
     const addresses = [...byAddress.keys()] as `0x${string}`[];
     for (let i = 0; i < addresses.length; i += 100) {

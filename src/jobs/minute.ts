@@ -1,9 +1,9 @@
-import { recoverTransfers } from "../ledger/transfer-recovery";
 import { expireOverdueApprovalsEverywhere } from "../approvals/service";
 import { archiveHistory } from "../archive/archive";
 import { auditCheckpointJob } from "../checkpoints/anchoring";
 import type { Env } from "../config/env";
 import { watchDeposits } from "../deposits/watcher";
+import { recoverTransfers } from "../ledger/transfer-recovery";
 import { log } from "../lib/log";
 import { treasuryCheckJob } from "../treasury/check";
 import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "../webhooks/dispatch";

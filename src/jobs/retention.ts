@@ -1,13 +1,12 @@
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
-import { type BoundedDeleteRun, deleteInPages } from "../lib/bounded-deletes";
+import { placementOf } from "../ledger/place";
+import { shardLabel } from "../ledger/shard-labels";
+import { type BoundedDeleteRun, type DeleteStep, deleteInPages, pagedDelete } from "../lib/bounded-deletes";
 import { log } from "../lib/log";
 import { expiredRowSteps } from "../lib/sweep";
 import { nowIso } from "../lib/time";
 import { webhookRetentionSteps } from "../webhooks/retention";
-import { placementOf } from "../ledger/place";
-import { shardLabel } from "../ledger/shard-labels";
-import { pagedDelete, type DeleteStep } from "../lib/bounded-deletes";
 
 /** Rows per delete: small enough that one statement never holds D1 long, whatever the backlog. */
 const PAGE_ROWS = 500;

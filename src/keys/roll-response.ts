@@ -1,9 +1,9 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../auth/app-env";
-import { ApiError } from "../lib/errors";
 import { answerInBatch } from "../auth/idempotency";
-import { rollKey, type KeyHolder, type RolledKey } from "./roll";
 import { actorOf } from "../auth/middleware";
+import { ApiError } from "../lib/errors";
+import { type KeyHolder, type RolledKey, rollKey } from "./roll";
 
 /**
  * A key roll answered as both console routes answer it: 201 with the holder's id, the new key

@@ -1,12 +1,12 @@
 import { z } from "zod";
+import { hashApiKey } from "../auth/credentials";
 import type { Env } from "../config/env";
-import { placementOf } from "../ledger/place";
-import { keyRollChecks, keyRollUpdate, type KeyHolderKind } from "../db/api-keys";
+import { type KeyHolderKind, keyRollChecks, keyRollUpdate } from "../db/api-keys";
 import { guards, type SqlStatement } from "../db/statements";
+import { placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { hashApiKey } from "../auth/credentials";
 
 /** Whose key is rolled: an agent's (`svc_sk_`) or a merchant's (`sk_mch_`). */
 export interface KeyHolder {

@@ -1,4 +1,4 @@
-import { json, INVALID, type Operation } from "../lib/api-operation";
+import { INVALID, json, type Operation } from "../lib/api-operation";
 import { body } from "../lib/api-shapes";
 import { BlocklistAdded, BlocklistList, KytResult } from "./responses";
 import { BlocklistBody, ScreenBody } from "./routes";

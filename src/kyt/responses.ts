@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { named, Timestamp, EvmAddress } from "../lib/api-shapes";
+import { EvmAddress, named, Timestamp } from "../lib/api-shapes";
 
 /** Response bodies: Address screening and the operators' blocklist. */
 

@@ -1,5 +1,5 @@
 import type { Env } from "../config/env";
-import { PENDING_FIGURE, type IdempotencySlot } from "../db/idempotency";
+import { type IdempotencySlot, PENDING_FIGURE } from "../db/idempotency";
 import { ID_PREFIXES } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import type { Place } from "./place";

@@ -1,8 +1,8 @@
+import type { Env } from "../config/env";
+import { settingsOf } from "../config/settings";
 import { dbOfShard, shardNumbers } from "../db/shards";
 import { type SqlStatement, sqlStatement } from "../db/statements";
-import type { Env } from "../config/env";
 import { IsolateCache } from "../lib/isolate-cache";
-import { settingsOf } from "../config/settings";
 
 export type OwnerKind = "merchant" | "agent";
 

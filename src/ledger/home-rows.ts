@@ -1,6 +1,6 @@
-import { dbOfShard } from "../db/shards";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/settings";
+import { dbOfShard } from "../db/shards";
 import type { OwnerKind } from "./directory";
 import { type Place, placeAt } from "./place";
 

@@ -1,10 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../config/env";
-import { faultPoint } from "../lib/faults";
-import { log } from "../lib/log";
-import { auditInserts, chainHash, genesisHashOf, type AuditRow } from "./chain";
 import { dbOfShard } from "../db/shards";
 import { guardReasonOf, mergeAppends, type SqlStatement } from "../db/statements";
+import { faultPoint } from "../lib/faults";
+import { log } from "../lib/log";
+import { type AuditRow, auditInserts, chainHash, genesisHashOf } from "./chain";
 import type { CommitPlan } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */

@@ -1,12 +1,12 @@
-import type { AuditDraft } from "./chain";
 import type { Env } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
+import type { AuditDraft } from "./chain";
 import type { CommitResult } from "./ledger.do";
-import type { PayableCharge } from "./movements";
 import { commitAcrossShards, payInOnePlace } from "./move-payment";
+import type { PayableCharge } from "./movements";
 import { type Place, placementOf } from "./place";
 import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";

@@ -1,9 +1,9 @@
-import { outboxEvent, outboxEvents } from "./outbox";
-import { guard, guards, sqlStatement, type GuardCheck, type SqlStatement } from "../db/statements";
+import { type GuardCheck, guard, guards, type SqlStatement, sqlStatement } from "../db/statements";
+import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import type { AuditDraft } from "./chain";
+import { outboxEvent, outboxEvents } from "./outbox";
 import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
-import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 
 export interface PayableCharge {
   id: string;

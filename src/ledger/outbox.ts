@@ -1,6 +1,6 @@
-import { CONTROL_IDS, newId } from "../lib/ids";
+import { appendRows, type SqlStatement, sqlStatement } from "../db/statements";
 import { canonicalJson } from "../lib/canonical-json";
-import { appendRows, sqlStatement, type SqlStatement } from "../db/statements";
+import { CONTROL_IDS, newId } from "../lib/ids";
 
 /*
  * The outbox: the rows of webhook events, written in the batch of the change they report (a ledger

@@ -1,5 +1,5 @@
-import type { AuditDraft } from "./chain";
 import type { SqlStatement } from "../db/statements";
+import type { AuditDraft } from "./chain";
 
 /**
  * A commit plan is the serializable description of one atomic D1 batch: guard

@@ -1,4 +1,4 @@
-import { appendRows, sqlStatement, type SqlStatement } from "../db/statements";
+import { appendRows, type SqlStatement, sqlStatement } from "../db/statements";
 
 /**
  * Ledger accounts: wallets and merchant balances, the outside world money enters from, and

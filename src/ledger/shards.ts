@@ -1,6 +1,6 @@
-import { dbOfShard, shardNumbers, shardOfId } from "../db/shards";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/settings";
+import { dbOfShard, shardNumbers, shardOfId } from "../db/shards";
 
 /** Runs `fn` on every shard's database at once, answers in shard order. */
 export const forEachShard = <T>(env: Env, fn: (db: D1Database, shard: number) => Promise<T>): Promise<T[]> =>

@@ -1,14 +1,14 @@
 import type { Env } from "../config/env";
-import { PENDING_FIGURE, storeIfHeldStatement, type IdempotencySlot } from "../db/idempotency";
-import { faultPoint, type FaultContext } from "../lib/faults";
+import { type IdempotencySlot, PENDING_FIGURE, storeIfHeldStatement } from "../db/idempotency";
+import { type FaultContext, faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import type { CommitResult } from "./ledger.do";
 import { type Place, placeAt } from "./place";
 import type { CommitPlan } from "./plan";
 import {
-  arrivalOf,
   type ArrivalExtras,
+  arrivalOf,
   arrivalRefusedPlan,
   completePlan,
   reversePlan,

@@ -7,6 +7,7 @@ import { driveLogged } from "./transfer-intents";
 import { TRANSFER_ABANDONED_MS } from "./transfers";
 
 export { TRANSFER_ABANDONED_MS };
+
 const PAGE = 50;
 /** Attempts after which a transfer still pending is logged as stuck (about half an hour of backing off). */
 export const STUCK_AFTER_ATTEMPTS = 5;

@@ -1,14 +1,14 @@
-import { guard, guards, sqlStatement, type SqlStatement } from "../db/statements";
+import { guard, guards, type SqlStatement, sqlStatement } from "../db/statements";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
-import { outboxEvents } from "./outbox";
 import {
   agentNotFrozenCheck,
   chargeAudit,
   chargePaidStatements,
-  paymentEventData,
-  payableChecks,
   type PayableCharge,
+  payableChecks,
+  paymentEventData,
 } from "./movements";
+import { outboxEvents } from "./outbox";
 import type { CommitPlan } from "./plan";
 import { postingStatements } from "./postings";
 

@@ -1,6 +1,6 @@
 import type { z } from "zod";
-import type { CodeWith, DocumentedCode } from "./error-codes";
 import { CredentialNotAllowed, CredentialRequired, ErrorBody, InternalError, InvalidRequest } from "./api-shapes";
+import type { CodeWith, DocumentedCode } from "./error-codes";
 
 /**
  * How an operation is documented: each domain lists its own beside its routes

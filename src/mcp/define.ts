@@ -1,7 +1,7 @@
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { Db } from "../db/client";
 import type { Env } from "../config/env";
+import type { Db } from "../db/client";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { issuesOf } from "../lib/validation";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { json, error, type Operation } from "../lib/api-operation";
+import { error, json, type Operation } from "../lib/api-operation";
 import { body, InvalidRequest } from "../lib/api-shapes";
 import { JsonRpcResponse, JsonRpcTransportError } from "./responses";
 

@@ -1,16 +1,16 @@
 import { z } from "zod";
-import { outcomeReply, refusalError, type PaidView, type PayOutcome } from "../agents/outcomes";
-import { type AnswerHome, answersOf } from "../ledger/answers-place";
+import { outcomeReply, type PaidView, type PayOutcome, refusalError } from "../agents/outcomes";
 import {
   IDEMPOTENCY_KEY_SHAPE,
   idempotencyScope,
-  keepAnswer,
   type KeyedRequest,
+  keepAnswer,
   reserveKeyOrWait,
 } from "../auth/idempotency";
 import type { ChargeView } from "../charges/service";
-import type { IdempotencySlot } from "../db/idempotency";
 import { type Env, settingsOf } from "../config/env";
+import type { IdempotencySlot } from "../db/idempotency";
+import { type AnswerHome, answersOf } from "../ledger/answers-place";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { refusalAgain } from "../lib/errors";

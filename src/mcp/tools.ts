@@ -5,19 +5,19 @@ import { ChargeIdParam } from "../charges/routes";
 import { chargeView, getCharge, listAgentPayments } from "../charges/service";
 import { TokenParam } from "../checkout/routes";
 import { CHECKOUT_PAID_VIEW, payCheckoutLink } from "../checkout/service";
-import { ApiError } from "../lib/errors";
 import { placementOf } from "../ledger/place";
+import { ApiError } from "../lib/errors";
 import { CodeParam } from "../paylinks/routes";
 import {
   acceptPaylinkByCode,
-  dbOfPaylink,
   acceptRefusal,
+  dbOfPaylink,
   paylinkByCode,
   paylinkPublicView,
   paylinkUsage,
 } from "../paylinks/service";
 import { defineTool, type ServedTool, type ToolAnnotations, type ToolDefinition } from "./define";
-import { IdempotencyKeyArg, payOnce, receiptOf, RETRY_RULE, usd } from "./paying";
+import { IdempotencyKeyArg, payOnce, RETRY_RULE, receiptOf, usd } from "./paying";
 
 const READ: ToolAnnotations = {
   readOnlyHint: true,
@@ -44,7 +44,7 @@ const getBalance: ToolDefinition<typeof NoInput> = {
   input: NoInput,
   annotations: READ,
   async run(ctx) {
-    const balance = await balanceView(ctx.env, ctx.db, ctx.agentId);
+    const balance = await balanceView(ctx.env, placementOf(ctx.env).control.db, ctx.agentId);
     if (!balance) throw new ApiError(404, "agent_not_found");
     return {
       body: balance,

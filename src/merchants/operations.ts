@@ -1,4 +1,5 @@
-import { json, error, INVALID, OVERLOADED, type Operation } from "../lib/api-operation";
+import { RollKeyBody } from "../keys/roll";
+import { error, INVALID, json, type Operation, OVERLOADED } from "../lib/api-operation";
 import { body, CredentialNotAllowed } from "../lib/api-shapes";
 import {
   ConsoleMerchantList,
@@ -9,7 +10,6 @@ import {
   PayoutAddressSet,
 } from "./responses";
 import { ListQuery, MerchantParam, PayoutAddressBody, RegisterBody } from "./routes";
-import { RollKeyBody } from "../keys/roll";
 
 /** Merchants: registration, their own record, payout address, key rolls and the console list. */
 export const MERCHANT_OPERATIONS: Operation[] = [

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp, Cents, Usd, EvmAddress, PreviousKeyExpiresAt } from "../lib/api-shapes";
 import { KytResult } from "../kyt/responses";
+import { Cents, EvmAddress, named, PreviousKeyExpiresAt, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Merchants: registration, their own record, payout address and keys. */
 

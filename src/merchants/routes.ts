@@ -2,14 +2,14 @@ import { Hono } from "hono";
 import { isAddress, isAddressEqual } from "viem";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
+import { answerInBatch } from "../auth/idempotency";
 import { actorOf, requireActor } from "../auth/middleware";
-import { ApiError } from "../lib/errors";
-import { pathId, validate } from "../lib/validation";
 import { RollKeyBody } from "../keys/roll";
 import { rollKeyResponse } from "../keys/roll-response";
-import { answerInBatch } from "../auth/idempotency";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { placementOf } from "../ledger/place";
+import { ApiError } from "../lib/errors";
+import { pathId, validate } from "../lib/validation";
 import {
   consoleMerchantView,
   getMerchant,

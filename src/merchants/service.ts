@@ -1,13 +1,12 @@
-import { dbOf } from "../db/client";
+import { hashApiKey } from "../auth/credentials";
 import type { Env } from "../config/env";
 import type { merchants } from "../db/schema";
-import { hashApiKey } from "../auth/credentials";
-import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
-import { nowIso } from "../lib/time";
 import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
 import { directoryEntry } from "../ledger/directory";
-import { placementOf } from "../ledger/place";
 import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
+import { placementOf } from "../ledger/place";
+import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
+import { nowIso } from "../lib/time";
 import { merchantBalanceIn } from "./statements";
 
 export type MerchantRow = typeof merchants.$inferSelect;

@@ -1,3 +1,11 @@
+import { AGENT_OPERATIONS } from "../agents/operations";
+import { APPROVAL_OPERATIONS } from "../approvals/operations";
+import { AUDIT_OPERATIONS } from "../audit/operations";
+import { CHARGE_OPERATIONS } from "../charges/operations";
+import { CHECKOUT_OPERATIONS } from "../checkout/operations";
+import { CONSOLE_API_OPERATIONS } from "../console/operations";
+import { PAGE_OPERATIONS } from "../console/ui/operations";
+import { KYT_OPERATIONS } from "../kyt/operations";
 import {
   BAD_IDEMPOTENCY_KEY,
   CRASHED,
@@ -5,32 +13,24 @@ import {
   IDEMPOTENCY_CONFLICT,
   IDEMPOTENCY_KEY,
   NOT_UTF8,
+  type Operation,
   RATE_LIMITED,
+  type ResponseSpec,
   TOO_LARGE,
   UNAUTHENTICATED,
   WRONG_CREDENTIAL,
-  type Operation,
-  type ResponseSpec,
 } from "../lib/api-operation";
+import { MCP_OPERATIONS } from "../mcp/operations";
 // The domains in the order their schemas appear under components.schemas.
 import { MERCHANT_OPERATIONS } from "../merchants/operations";
-import { PAYOUT_OPERATIONS } from "../payouts/operations";
-import { REFUND_OPERATIONS } from "../refunds/operations";
-import { KYT_OPERATIONS } from "../kyt/operations";
-import { CHARGE_OPERATIONS } from "../charges/operations";
-import { CHECKOUT_OPERATIONS } from "../checkout/operations";
 import { PAYLINK_OPERATIONS } from "../paylinks/operations";
-import { AGENT_OPERATIONS } from "../agents/operations";
-import { APPROVAL_OPERATIONS } from "../approvals/operations";
-import { AUDIT_OPERATIONS } from "../audit/operations";
+import { PAYOUT_OPERATIONS } from "../payouts/operations";
 import { PROOF_OPERATIONS } from "../proofs/operations";
 import { RECEIPT_OPERATIONS } from "../receipts/operations";
+import { REFUND_OPERATIONS } from "../refunds/operations";
+import { TREASURY_OPERATIONS } from "../treasury/operations";
 import { WEBHOOK_OPERATIONS } from "../webhooks/operations";
 import { X402_OPERATIONS } from "../x402/operations";
-import { CONSOLE_API_OPERATIONS } from "../console/operations";
-import { MCP_OPERATIONS } from "../mcp/operations";
-import { PAGE_OPERATIONS } from "../console/ui/operations";
-import { TREASURY_OPERATIONS } from "../treasury/operations";
 
 /**
  * Every operation the app serves: each domain lists its own beside its routes

@@ -2,16 +2,16 @@ import type { Hex } from "viem";
 import {
   authorizationFate,
   movedBy,
+  type RpcAnswer,
   receiptNow,
   receiptWithin,
   rpcBatch,
   rpcErrorMessage,
   shortError,
   tokenCall,
-  type RpcAnswer,
 } from "../chain/client";
-import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { guard, type SqlStatement, sqlStatement } from "../db/statements";
 import { placeOfMadeId } from "../ledger/made-places";
 import { placementOf } from "../ledger/place";
 import { faultPoint } from "../lib/faults";
@@ -20,7 +20,7 @@ import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
 import { feeCalls, feesFrom, gasAccountOf, type PreparedTransfer } from "../x402/transfer";
 import { CLOCK_SKEW_SECONDS } from "../x402/verify";
-import { OUTBOUND_SELECT, signedTransferCall, type OutboundPurpose, type OutboundTransfer } from "./authorization";
+import { OUTBOUND_SELECT, type OutboundPurpose, type OutboundTransfer, signedTransferCall } from "./authorization";
 
 /** Where an outbound transfer stands after one step. */
 export type Advance =

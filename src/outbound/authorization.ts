@@ -1,9 +1,9 @@
-import { encodeFunctionData, keccak256, parseSignature, stringToHex, type Hex } from "viem";
+import { encodeFunctionData, type Hex, keccak256, parseSignature, stringToHex } from "viem";
 import { EIP3009_ABI, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client";
-import { sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../config/env";
+import { type SqlStatement, sqlStatement } from "../db/statements";
 import { hdPrivateKeyAt } from "../lib/hd";
-import { newId, type IdPlace } from "../lib/ids";
+import { type IdPlace, newId } from "../lib/ids";
 import { centsToUsdcUnits } from "../lib/money";
 import { gasAccountOf } from "../x402/transfer";
 
@@ -41,6 +41,14 @@ export interface OutboundTransfer {
 export const OUTBOUND_SELECT = `SELECT id, purpose, owner_id AS ownerId, network, asset, from_address AS fromAddress, signer,
   to_address AS toAddress, value, nonce, valid_before AS validBefore, status, broadcast_at AS broadcastAt,
   tx_hash AS txHash, updated_at AS updatedAt FROM outbound_transfers`;
+
+/** True when a sweep of the deposit or payment `ownerId` (an SQL expression) was written. */
+export const sweepWritten = (ownerId: string) =>
+  `EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${ownerId})`;
+
+/** True when an outbound transfer names the transaction `txHash` (an SQL expression, lowercase). */
+export const outboundOfTransaction = (txHash: string) =>
+  `EXISTS (SELECT 1 FROM outbound_transfers WHERE lower(tx_hash) = ${txHash})`;
 
 /**
  * The nonce of the one authorization an owner ever gets, derived from it: two rows for one payout

@@ -1,10 +1,10 @@
 import type { Env, X402Settings } from "../config/env";
-import { log } from "../lib/log";
-import { dispatchAfterWrite } from "../webhooks/dispatch";
 import type { CommitResult } from "../ledger/ledger.do";
 import { placeForLog } from "../ledger/made-places";
 import { placementOf } from "../ledger/place";
-import { advanceOutbound, dueOutbound, OUTCOME_RECORDED, outboundOf, type Advance } from "./advance";
+import { log } from "../lib/log";
+import { dispatchAfterWrite } from "../webhooks/dispatch";
+import { type Advance, advanceOutbound, dueOutbound, OUTCOME_RECORDED, outboundOf } from "./advance";
 import type { OutboundPurpose, OutboundTransfer } from "./authorization";
 
 /**

@@ -1,16 +1,16 @@
-import type { Env } from "../config/env";
-import type { walletOf } from "../agents/wallet.do";
-import type { HeldFigures } from "../lib/held-figures";
 import type { PayOutcome } from "../agents/outcomes";
-import { newPendingCharge, type ChargeView } from "../charges/service";
-import { guard, sqlStatement } from "../db/statements";
-import { faultPoint } from "../lib/faults";
-import { budgetLeftCode } from "../lib/error-codes";
-import { nowIso } from "../lib/time";
-import { type Place, placementOf } from "../ledger/place";
-import { outboxEvent } from "../webhooks/outbox";
-import { merchantLabelOf } from "../merchants/statements";
+import type { walletOf } from "../agents/wallet.do";
+import { type ChargeView, newPendingCharge } from "../charges/service";
+import type { Env } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
+import { guard, sqlStatement } from "../db/statements";
+import { type Place, placementOf } from "../ledger/place";
+import { budgetLeftCode } from "../lib/error-codes";
+import { faultPoint } from "../lib/faults";
+import type { HeldFigures } from "../lib/held-figures";
+import { nowIso } from "../lib/time";
+import { merchantLabelOf } from "../merchants/statements";
+import { outboxEvent } from "../webhooks/outbox";
 
 export interface DrawRequest {
   grantId: string;

@@ -1,10 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
-import type { IdempotencySlot } from "../db/idempotency";
-import type { Env } from "../config/env";
-import { serialQueue } from "../lib/serial";
-import { HeldFigures } from "../lib/held-figures";
 import { walletOf } from "../agents/wallet.do";
-import { drawOnGrant, GRANT_CHANGED, type DrawOutcome, type DrawRequest, type GrantState } from "./draw";
+import type { Env } from "../config/env";
+import type { IdempotencySlot } from "../db/idempotency";
+import { HeldFigures } from "../lib/held-figures";
+import { serialQueue } from "../lib/serial";
+import { type DrawOutcome, type DrawRequest, drawOnGrant, GRANT_CHANGED, type GrantState } from "./draw";
 
 /** How many times a draw is decided again after an earlier draw in flight failed under it. */
 const MAX_DECISIONS = 4;

@@ -1,6 +1,6 @@
-import { BUDGET_LEFT_PATTERN } from "../lib/error-codes";
-import { json, error, INVALID, OVERLOADED, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, type Operation, OVERLOADED } from "../lib/api-operation";
 import { body, CredentialNotAllowed, ErrorBody } from "../lib/api-shapes";
+import { BUDGET_LEFT_PATTERN } from "../lib/error-codes";
 import { PaylinkAccepted, PaylinkCreated, PaylinkDrawn, PaylinkPublic } from "./responses";
 import { CodeParam, CreateBody, DrawBody } from "./routes";
 

@@ -1,13 +1,13 @@
 import { Hono } from "hono";
-import { placementOf } from "../ledger/place";
 import { z } from "zod";
-import type { AppEnv } from "../auth/app-env";
-import { actorOf, requireActor } from "../auth/middleware";
 import { paidBody, refusalError } from "../agents/outcomes";
+import type { AppEnv } from "../auth/app-env";
+import { answerInBatch } from "../auth/idempotency";
+import { actorOf, requireActor } from "../auth/middleware";
+import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { amountMinor } from "../lib/money";
-import { validate, pathId } from "../lib/validation";
-import { answerInBatch } from "../auth/idempotency";
+import { pathId, validate } from "../lib/validation";
 import { grantObjectOf } from "./grant.do";
 import {
   acceptPaylinkByCode,

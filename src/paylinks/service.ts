@@ -1,17 +1,16 @@
+import { walletOf } from "../agents/wallet.do";
 import type { Env } from "../config/env";
 import type { paylinkGrants, paylinks } from "../db/schema";
-import { executeBatch, sqlStatement, type SqlStatement } from "../db/statements";
+import { executeBatch, nothingMore, type SqlStatement, sqlStatement, type WithCreated } from "../db/statements";
 import { AGENT_FROZEN } from "../ledger/movements";
-import { walletOf } from "../agents/wallet.do";
-import { newId } from "../lib/ids";
 import { type Place, placementOf } from "../ledger/place";
-import { nowIso } from "../lib/time";
-import { outboxEventWhen } from "../webhooks/outbox";
-import { IsolateCache } from "../lib/isolate-cache";
 import type { ErrorCode } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
-import { nothingMore, type WithCreated } from "../db/statements";
+import { newId } from "../lib/ids";
+import { IsolateCache } from "../lib/isolate-cache";
+import { nowIso } from "../lib/time";
 import { merchantLabelOf } from "../merchants/statements";
+import { outboxEventWhen } from "../webhooks/outbox";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
 export type GrantRow = typeof paylinkGrants.$inferSelect;

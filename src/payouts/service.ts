@@ -1,26 +1,26 @@
 import type { Hex } from "viem";
-import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
-import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { type IdempotencySlot, PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
+import { guard, type SqlStatement, sqlStatement } from "../db/statements";
 import { screenAddress } from "../kyt/screening";
 import { placeOfMadeId } from "../ledger/made-places";
-import { placementOf, type Place } from "../ledger/place";
+import { type Place, placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
-import { balanceAfter, postingStatements, type Account } from "../ledger/postings";
+import { type Account, balanceAfter, postingStatements } from "../ledger/postings";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
+import { newId } from "../lib/ids";
+import { mergeSorted, newestFirst } from "../lib/merge";
+import { nowIso } from "../lib/time";
 import {
   merchantBalanceAtLeast,
   merchantBalanceFigure,
   merchantBalanceIn,
   payoutAddressOf,
 } from "../merchants/statements";
-import { newId } from "../lib/ids";
-import { mergeSorted, newestFirst } from "../lib/merge";
-import { nowIso } from "../lib/time";
-import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
-import { sendsOut, settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
-import { advanceDue, runOutbound, type Completion } from "../outbound/run";
+import { type Advance, outboundOutcomeStatements } from "../outbound/advance";
+import { type OutboundTransfer, sendsOut, settlementTransfer } from "../outbound/authorization";
+import { advanceDue, type Completion, runOutbound } from "../outbound/run";
 import { outboxEvent } from "../webhooks/outbox";
 
 export interface PayoutRow {

@@ -1,4 +1,4 @@
-import { calculateJwkThumbprint, CompactSign, compactVerify, createLocalJWKSet, importJWK, type JWK } from "jose";
+import { CompactSign, calculateJwkThumbprint, compactVerify, createLocalJWKSet, importJWK, type JWK } from "jose";
 import type { PrivateJwk, ProofSettings, PublicJwk } from "../config/proofs";
 
 /*

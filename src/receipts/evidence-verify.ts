@@ -1,9 +1,9 @@
 import type { JWK } from "jose";
 import { z } from "zod";
-import { chainHash } from "../ledger/chain";
-import { AuditEvent } from "../audit/responses";
 import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { verifyMerklePath } from "../audit/merkle";
+import { AuditEvent } from "../audit/responses";
+import { chainHash } from "../ledger/chain";
 import { verifyJws } from "../proofs/keys";
 import { type ChainTrust, checkOnChain, checkpointName, type SignedHead } from "./evidence-chain";
 import { RECEIPT_TYP } from "./payloads";

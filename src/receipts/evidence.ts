@@ -1,19 +1,18 @@
-import { anchoringOf } from "../checkpoints/anchoring";
-import { type AuditRecord, auditRowOf, auditRowOfType, rowHashes } from "../audit/service";
-import { readTogether, sqlStatement } from "../db/statements";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
-import type { AuditRow } from "../ledger/chain";
 import { type Checkpoint, checkpointCovering } from "../audit/checkpoint-rows";
 import { merklePath, merkleRoot } from "../audit/merkle";
+import { type AuditRecord, auditRowOf, auditRowOfType, rowHashes } from "../audit/service";
+import { paidChargeRead } from "../charges/statements";
+import { anchoringOf } from "../checkpoints/anchoring";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
+import { readTogether } from "../db/statements";
+import type { AuditRow } from "../ledger/chain";
+import { shardField } from "../ledger/shard-labels";
 import { nowIso } from "../lib/time";
 import { publishedJwks } from "../proofs/keys";
 import { EVIDENCE_FORMAT, type EvidenceFile } from "./evidence-verify";
 import { chargeReceipt, storeOfId } from "./service";
-import { shardField } from "../ledger/shard-labels";
-import { paidChargeRead } from "../charges/statements";
-import { prepared } from "../db/statements";
 
 /*
  * The evidence file of one paid charge: what a merchant or agent hands a third party so it can

@@ -1,5 +1,5 @@
-import { error, INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { ChargeIdParam } from "../charges/routes";
+import { error, INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { PayoutParam } from "../payouts/routes";
 import { Evidence, Receipt } from "./responses";
 import { RefundIdParam } from "./routes";

@@ -1,13 +1,14 @@
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import { type AuditRecord, auditRowOfType, type ReceiptRowType } from "../audit/service";
-import { readTogether, sqlStatement } from "../db/statements";
-import type { Env } from "../config/env";
-import { placementOf } from "../ledger/place";
 import { paidChargeRead } from "../charges/statements";
-import { prepared } from "../db/statements";
-import { canonicalJson } from "../lib/canonical-json";
-import { signJws } from "../proofs/keys";
+import type { Env } from "../config/env";
 import type { ProofSettings } from "../config/proofs";
+import { readTogether } from "../db/statements";
+import { placementOf } from "../ledger/place";
+import { canonicalJson } from "../lib/canonical-json";
+import { paidPayoutRow } from "../payouts/reads";
+import { signJws } from "../proofs/keys";
+import { succeededRefundRow } from "../refunds/reads";
 import {
   type AuditLink,
   chargeReceiptPayload,
@@ -87,13 +88,7 @@ export async function payoutReceipt(
   const by = { reference: payoutId };
   const [[row], [live]] = await readTogether<[PaidPayoutRow, AuditRecord]>(
     store.DB,
-    sqlStatement(
-      `SELECT p.id, p.merchant_id AS merchantId, p.amount_minor AS amountMinor, p.currency, p.destination,
-         p.tx_hash AS txHash, p.paid_at AS paidAt
-       FROM payouts p WHERE p.id = ? AND p.merchant_id = ? AND p.status = 'paid'`,
-      payoutId,
-      merchantId,
-    ),
+    paidPayoutRow(payoutId, merchantId),
     auditRowOfType("payout.paid", by),
   );
   if (!row) return null;
@@ -111,13 +106,7 @@ export async function refundReceipt(
   const by = { reference: refundId };
   const [[row], [live]] = await readTogether<[SucceededRefundRow, AuditRecord]>(
     store.DB,
-    sqlStatement(
-      `SELECT r.id, r.charge_id AS chargeId, r.merchant_id AS merchantId, r.agent_id AS agentId,
-         r.amount_minor AS amountMinor, r.currency, r.method, r.destination, r.tx_hash AS txHash
-       FROM refunds r WHERE r.id = ? AND r.merchant_id = ? AND r.status = 'succeeded'`,
-      refundId,
-      merchantId,
-    ),
+    succeededRefundRow(refundId, merchantId),
     auditRowOfType("charge.refunded", by),
   );
   if (!row) return null;

@@ -1,17 +1,17 @@
 import type { Hex } from "viem";
-import type { AuditDraft } from "../ledger/chain";
 import { addRefunded, chargePaidTo, refundedFigure, subtractRefunded } from "../charges/statements";
-import { PENDING_FIGURE } from "../db/idempotency";
-import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { X402Settings } from "../config/env";
+import { PENDING_FIGURE } from "../db/idempotency";
+import { guard, type SqlStatement, sqlStatement } from "../db/statements";
+import type { AuditDraft } from "../ledger/chain";
 import type { ChargeRefund } from "../ledger/move";
 import type { Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
-import { postingStatements, type Account } from "../ledger/postings";
-import { outboundOutcomeStatements, type Advance } from "../outbound/advance";
-import { settlementTransfer, type OutboundTransfer } from "../outbound/authorization";
-import { outboxEventWithFigure, type EventType } from "../webhooks/outbox";
+import { type Account, postingStatements } from "../ledger/postings";
 import { merchantBalanceAtLeast } from "../merchants/statements";
+import { type Advance, outboundOutcomeStatements } from "../outbound/advance";
+import { type OutboundTransfer, settlementTransfer } from "../outbound/authorization";
+import { type EventType, outboxEventWithFigure } from "../webhooks/outbox";
 
 export interface RefundRow {
   id: string;

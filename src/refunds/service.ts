@@ -1,10 +1,9 @@
 import { walletOf } from "../agents/wallet.do";
-import { chargeRowStatement, chargeView, type ChargeRow, type ChargeView } from "../charges/service";
+import { type ChargeRow, type ChargeView, chargeRowStatement, chargeView } from "../charges/service";
 import { refundedFigure } from "../charges/statements";
-import { merchantBalanceIn } from "../merchants/statements";
-import { PENDING_FIGURE, storeTemplateStatements, type IdempotencySlot } from "../db/idempotency";
-import type { SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { type IdempotencySlot, PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
+import type { SqlStatement } from "../db/statements";
 import { screenAddress } from "../kyt/screening";
 import type { CommitResult } from "../ledger/ledger.do";
 import { type Place, placementOf } from "../ledger/place";
@@ -12,9 +11,11 @@ import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
+import { merchantBalanceIn } from "../merchants/statements";
 import { sendsOut } from "../outbound/authorization";
-import { advanceDue, runOutbound, type Completion } from "../outbound/run";
-import { refundedAfter, refundOutcomePlan, walletRefund, x402RefundPlan, type RefundRow } from "./plans";
+import { advanceDue, type Completion, runOutbound } from "../outbound/run";
+import { settledPayerOf } from "../x402/settlements";
+import { type RefundRow, refundedAfter, refundOutcomePlan, walletRefund, x402RefundPlan } from "./plans";
 
 export type { RefundRow } from "./plans";
 
@@ -116,15 +117,12 @@ export async function createRefund(
 
 /** The payer of an x402 charge (the authorization's `from`, its payment kept with the charge), screened as a payout address is. */
 async function refundDestination(env: Env, at: Place, chargeId: string): Promise<string> {
-  const payment = await at.db
-    .prepare("SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1")
-    .bind(chargeId)
-    .first<{ payer: string }>();
-  if (!payment) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
-  const kyt = await screenAddress(placementOf(env).control.db, payment.payer);
+  const payer = await settledPayerOf(at.db, chargeId);
+  if (!payer) throw new Error(`paid x402 charge ${chargeId} has no settled payment`);
+  const kyt = await screenAddress(placementOf(env).control.db, payer);
   if (kyt.verdict !== "pass")
     throw new ApiError(403, "refund_destination_flagged", { verdict: kyt.verdict, reason: kyt.reason });
-  return payment.payer.toLowerCase();
+  return payer.toLowerCase();
 }
 
 /** The refusal for a balance below the amount, before anything is written (the batch guards it again). */

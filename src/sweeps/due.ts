@@ -1,11 +1,14 @@
 import type { Hex } from "viem";
-import { executeBatch, type SqlStatement } from "../db/statements";
+import { depositKeysOf, holdsDepositAddress } from "../agents/deposit-address";
 import type { Env, X402Settings } from "../config/env";
+import { executeBatch, type SqlStatement } from "../db/statements";
+import { sweepableDeposits } from "../deposits/sweepable";
 import { placeForLog } from "../ledger/made-places";
-import { placementOf, type Place } from "../ledger/place";
+import { type Place, placementOf } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { outboundInsert } from "../outbound/authorization";
+import { outboundInsert, sweepWritten } from "../outbound/authorization";
+import { sweepablePayments } from "../x402/sweepable";
 
 /** How many new sweeps one cron run writes, per kind of source. */
 export const SWEEPS_PER_RUN = 50;
@@ -27,15 +30,11 @@ export interface DueSweep {
   value: string;
 }
 
-const notSwept = (owner: string) =>
-  `NOT EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${owner})`;
-
 /*
  * Where each piece is: a deposit is credited at its agent's home and an x402 payment lives in its
  * charge's place, so each place's deposits and payments are read (and their sweeps written) in
- * that place's database. Deposit addresses and receiving addresses are allocated in control:
- * control joins them in one query as it always did; any other place reads its deposits or
- * payments first, then their addresses' keys from control.
+ * that place's database. Deposit addresses are allocated in control, with the agents' identities:
+ * each place reads its deposits first, then their addresses' keys from control.
  */
 
 /**
@@ -44,84 +43,24 @@ const notSwept = (owner: string) =>
  */
 async function dueDeposits(env: Env, x: X402Settings, at: Place, limit: number): Promise<DueSweep[]> {
   const control = placementOf(env).control.db;
-  if (at.isControl)
-    return (
-      await control
-        .prepare(
-          `SELECT d.id AS ownerId, a.deposit_address AS "from", 'deposit:' || a.deposit_index AS signer, d.value
-     FROM deposits d JOIN agents a ON a.id = d.agent_id AND a.deposit_address = d.address
-     WHERE d.status = 'credited' AND d.network = ? AND a.deposit_index IS NOT NULL
-       AND CAST(d.value AS INTEGER) >= ? AND d.address <> ? AND ${notSwept("d.id")}
-     ORDER BY d.created_at, d.id LIMIT ?`,
-        )
-        .bind(x.network, MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
-        .all<DueSweep>()
-    ).results;
-  const deposits = await at.db
-    .prepare(
-      `SELECT d.id AS ownerId, d.agent_id AS agentId, d.address, d.value FROM deposits d
-       WHERE d.status = 'credited' AND d.network = ? AND CAST(d.value AS INTEGER) >= ? AND d.address <> ? AND ${notSwept("d.id")}
-       ORDER BY d.created_at, d.id LIMIT ?`,
-    )
-    .bind(x.network, MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
-    .all<{ ownerId: string; agentId: string; address: string; value: string }>();
-  if (deposits.results.length === 0) return [];
+  const deposits = await sweepableDeposits(at.db, x, MIN_SWEEP_BASE_UNITS, limit, (d) =>
+    [
+      `NOT ${sweepWritten(d.id)}`,
+      // In control, where agents' identities are, a deposit its agent's key cannot sweep is passed over before the limit.
+      ...(at.isControl ? [holdsDepositAddress(d.agentId, d.address)] : []),
+    ].join(" AND "),
+  );
+  if (deposits.length === 0) return [];
   // A deposit address is set once per agent (never changed), so each deposit's is its agent's.
-  const agents = await control
-    .prepare(
-      `SELECT id, deposit_address AS address, deposit_index AS idx FROM agents
-     WHERE id IN (SELECT value FROM json_each(?)) AND deposit_index IS NOT NULL AND deposit_address IS NOT NULL`,
-    )
-    .bind(JSON.stringify([...new Set(deposits.results.map((d) => d.agentId))]))
-    .all<{ id: string; address: string; idx: number }>();
-  const agentOf = new Map(agents.results.map((a) => [a.id, a]));
-  return deposits.results.flatMap((d) => {
+  const agents = await depositKeysOf(
+    control,
+    deposits.map((d) => d.agentId),
+  );
+  const agentOf = new Map(agents.map((a) => [a.id, a]));
+  return deposits.flatMap((d) => {
     const agent = agentOf.get(d.agentId);
     if (agent?.address !== d.address) return [];
     return [{ ownerId: d.ownerId, from: agent.address as Hex, signer: `deposit:${agent.idx}`, value: d.value }];
-  });
-}
-
-/**
- * Settled x402 payments that landed on a charge's or link's receiving address, oldest first,
- * without a sweep. A payment to the settlement address itself (no `pay_to`, or `pay_to` it) is
- * already where sweeps take money, and joins no receiving address.
- */
-async function duePayments(env: Env, x: X402Settings, at: Place, limit: number): Promise<DueSweep[]> {
-  const control = placementOf(env).control.db;
-  if (at.isControl)
-    return (
-      await control
-        .prepare(
-          `SELECT p.id AS ownerId, r.address AS "from", 'receiving:' || r.idx AS signer, p.value
-     FROM x402_payments p JOIN receiving_addresses r ON r.address = p.pay_to
-     WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?
-       AND CAST(p.value AS INTEGER) >= ? AND p.pay_to <> ? AND ${notSwept("p.id")}
-     ORDER BY p.updated_at, p.id LIMIT ?`,
-        )
-        .bind(x.network, x.asset.toLowerCase(), MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
-        .all<DueSweep>()
-    ).results;
-  const payments = await at.db
-    .prepare(
-      `SELECT p.id AS ownerId, p.pay_to AS payTo, p.value FROM x402_payments p
-       WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?
-         AND CAST(p.value AS INTEGER) >= ? AND p.pay_to <> ? AND ${notSwept("p.id")}
-       ORDER BY p.updated_at, p.id LIMIT ?`,
-    )
-    .bind(x.network, x.asset.toLowerCase(), MIN_SWEEP_BASE_UNITS, x.payTo.toLowerCase(), limit)
-    .all<{ ownerId: string; payTo: string; value: string }>();
-  if (payments.results.length === 0) return [];
-  const addresses = await control
-    .prepare("SELECT idx, address FROM receiving_addresses WHERE address IN (SELECT value FROM json_each(?))")
-    .bind(JSON.stringify([...new Set(payments.results.map((p) => p.payTo))]))
-    .all<{ idx: number; address: string }>();
-  const indexOf = new Map(addresses.results.map((a) => [a.address, a.idx]));
-  return payments.results.flatMap((p) => {
-    const idx = indexOf.get(p.payTo);
-    return idx === undefined
-      ? []
-      : [{ ownerId: p.ownerId, from: p.payTo as Hex, signer: `receiving:${idx}`, value: p.value }];
   });
 }
 
@@ -145,7 +84,11 @@ export async function createDueSweeps(env: Env, x: X402Settings, limit = SWEEPS_
 }
 
 async function createDueSweepsAt(env: Env, x: X402Settings, at: Place, limit: number): Promise<number> {
-  const [deposits, payments] = await Promise.all([dueDeposits(env, x, at, limit), duePayments(env, x, at, limit)]);
+  const [deposits, payments] = await Promise.all([
+    dueDeposits(env, x, at, limit),
+    // Settled x402 payments on a charge's or link's receiving address, oldest first, without a sweep.
+    sweepablePayments(env, x, at, MIN_SWEEP_BASE_UNITS, limit, sweepWritten),
+  ]);
   const due = [...deposits, ...payments];
   if (due.length === 0) return 0;
   const createdAt = nowIso();

@@ -1,5 +1,5 @@
-import { executeBatch, guardReasonOf } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { executeBatch, guardReasonOf } from "../db/statements";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { dbOfTransfer, OUTCOME_RECORDED, outboundOutcomeStatements } from "../outbound/advance";

@@ -1,11 +1,11 @@
-import { executeBatch, sqlStatement } from "../db/statements";
 import { type Env, settingsOf, type X402Settings } from "../config/env";
-import { USDC_UNITS_PER_CENT } from "../lib/money";
+import { executeBatch, sqlStatement } from "../db/statements";
+import type { LedgerSide } from "../ledger/figures";
 import { placementOf } from "../ledger/place";
+import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { outboxEventWhen } from "../webhooks/outbox";
 import { type Holdings, readHoldings } from "./holdings";
-import type { LedgerSide } from "../ledger/figures";
 import { readLedgerSnapshot } from "./ledger-side";
 
 export type TreasuryStatus = "balanced" | "surplus" | "shortfall";

@@ -1,10 +1,13 @@
 import { isAddressEqual, parseEventLogs } from "viem";
 import { EIP3009_ABI, type Receipt, receiptNow, rpcCall } from "../chain/client";
-import { guard, sqlStatement, type SqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { guard, type SqlStatement, sqlStatement } from "../db/statements";
+import { depositOfTransaction } from "../deposits/sweepable";
 import { placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { nowIso } from "../lib/time";
+import { outboundOfTransaction } from "../outbound/authorization";
+import { paymentOfTransaction } from "../x402/sweepable";
 
 /*
  * The operator's float: tokens put into the treasury on purpose (to pay payouts from, or the local
@@ -99,9 +102,7 @@ async function countedAlready(env: Env, txHash: string): Promise<boolean> {
       .map(({ db }) =>
         db
           .prepare(
-            `SELECT EXISTS (SELECT 1 FROM outbound_transfers WHERE lower(tx_hash) = ?1)
-             OR EXISTS (SELECT 1 FROM x402_payments WHERE lower(tx_hash) = ?1)
-             OR EXISTS (SELECT 1 FROM deposits WHERE lower(tx_hash) = ?1) AS counted`,
+            `SELECT ${outboundOfTransaction("?1")} OR ${paymentOfTransaction("?1")} OR ${depositOfTransaction("?1")} AS counted`,
           )
           .bind(txHash)
           .first<number>("counted"),

@@ -1,5 +1,5 @@
 import type { Env } from "../config/env";
-import { placementOf, type Place } from "../ledger/place";
+import { type Place, placementOf } from "../ledger/place";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
 

@@ -1,4 +1,4 @@
-import { checkWebhookUrl, isForbiddenIpv4, isForbiddenIpv6, ipv6Groups, ipv4Octets } from "./url-guard";
+import { checkWebhookUrl, ipv4Octets, ipv6Groups, isForbiddenIpv4, isForbiddenIpv6 } from "./url-guard";
 
 /**
  * The send-time half of the SSRF guard. A webhook URL is judged when it is

@@ -1,8 +1,8 @@
 import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
+import { decryptSecret, encryptSecret } from "../lib/encryption";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { decryptSecret, encryptSecret } from "../lib/encryption";
-import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;

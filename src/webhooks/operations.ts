@@ -1,4 +1,4 @@
-import { json, error, INVALID, type Operation } from "../lib/api-operation";
+import { error, INVALID, json, type Operation } from "../lib/api-operation";
 import { body } from "../lib/api-shapes";
 import {
   RedeliveryQueued,

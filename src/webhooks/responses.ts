@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp, Cents } from "../lib/api-shapes";
+import { Cents, named, prefixed, Timestamp } from "../lib/api-shapes";
 import { EVENT_TYPES } from "./outbox";
 
 /** Response bodies: Webhook endpoints and deliveries. */

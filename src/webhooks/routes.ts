@@ -1,23 +1,23 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
-import { actorOf, requireActor } from "../auth/middleware";
-import { ApiError } from "../lib/errors";
-import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../auth/idempotency";
+import { actorOf, requireActor } from "../auth/middleware";
 import { merchantExists } from "../db/merchants";
-import { redeliver, webhooksDb, type RedeliverOutcome } from "./dispatch";
+import { ApiError } from "../lib/errors";
+import { pathId, validate } from "../lib/validation";
+import { type RedeliverOutcome, redeliver, webhooksDb } from "./dispatch";
 import {
   createEndpoint,
   deliveryView,
   disableEndpoint,
+  type EndpointRow,
   endpointView,
   getEndpoint,
   getUndeletedEndpoint,
   listDeliveries,
   listEndpoints,
   rotateEndpointSecret,
-  type EndpointRow,
 } from "./endpoints";
 import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";

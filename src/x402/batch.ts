@@ -2,14 +2,14 @@ import {
   decodeAbiParameters,
   decodeErrorResult,
   encodeFunctionData,
-  prepareEncodeFunctionData,
+  type Hex,
   isAddressEqual,
   pad,
+  prepareEncodeFunctionData,
   toEventSelector,
-  type Hex,
 } from "viem";
-import type { X402Settings } from "../config/env";
 import type { Receipt } from "../chain/client";
+import type { X402Settings } from "../config/env";
 import type { Fees, PreparedTransfer, SettleOutcome } from "./transfer";
 
 /*

@@ -1,6 +1,6 @@
 import type { Hex } from "viem";
-import type { Env, X402Settings } from "../config/env";
 import { receiptWithin, shortError } from "../chain/client";
+import type { Env, X402Settings } from "../config/env";
 import type { DecodedPayment } from "./payload";
 import { laneOf } from "./settler.do";
 import type { Terms } from "./terms";

@@ -1,10 +1,10 @@
+import { type ChargeRow, chargeRowStatement } from "../charges/service";
 import type { Env, X402Settings } from "../config/env";
-import { chargeRowStatement, type ChargeRow } from "../charges/service";
-import { placementOf, type Place } from "../ledger/place";
 import { blocklistStatement } from "../kyt/screening";
-import { identifiedStatement, paymentStatement, type PaymentRow } from "./earlier-payments";
+import { type Place, placementOf } from "../ledger/place";
+import { identifiedStatement, type PaymentRow, paymentStatement } from "./earlier-payments";
 import type { DecodedPayment } from "./payload";
-import { receivingAddressStatement, type ReceivingRow } from "./receiving";
+import { type ReceivingRow, receivingAddressStatement } from "./receiving";
 import { ownerIdOf, type X402Target, type X402TargetRef } from "./target";
 
 /** What a payment request reads before its checks. */

@@ -1,5 +1,5 @@
-import { json, error, INVALID, NOT_FOUND, X402_HEADERS, type Operation } from "../lib/api-operation";
 import { Charge } from "../charges/responses";
+import { error, INVALID, json, NOT_FOUND, type Operation, X402_HEADERS } from "../lib/api-operation";
 import {
   ReceivingAddressReport,
   X402PaymentRequired,

@@ -1,10 +1,10 @@
+import type { Hex } from "viem";
+import { rpcCall, tokenBalancesAt } from "../chain/client";
 import type { Env, X402Settings } from "../config/env";
 import { placementOf } from "../ledger/place";
 import { hdAddressAt } from "../lib/hd";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { rpcCall, tokenBalancesAt } from "../chain/client";
-import type { Hex } from "viem";
 
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;

@@ -1,15 +1,15 @@
-import type { Env, X402Settings } from "../config/env";
-import { settingsOf } from "../config/env";
+import { authorizationFate, authorizationUsed, movedBy, type Receipt, receiptNow, rpcBatch } from "../chain/client";
 import { getCharge } from "../charges/service";
 import { chargeStatus } from "../charges/statements";
+import type { Env, X402Settings } from "../config/env";
+import { settingsOf } from "../config/env";
 import { placeOfMadeId } from "../ledger/made-places";
 import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { authorizationFate, authorizationUsed, movedBy, receiptNow, rpcBatch, type Receipt } from "../chain/client";
+import { credit, release, reopenReleased } from "./settlement";
 import { gasAccountOf } from "./transfer";
 import { CLOCK_SKEW_SECONDS } from "./verify";
-import { credit, release, reopenReleased } from "./settlement";
 
 /**
  * A payment still `settling` this long after its last update lost its worker (a crash mid-settlement);

@@ -1,13 +1,13 @@
-import type { X402Settings } from "../config/env";
-import { executeBatch, guard, guardReasonOf, sqlStatement, type SqlStatement } from "../db/statements";
-import { chargeCreationStatements, chargeView, getCharge, newPendingCharge, type ChargeRow } from "../charges/service";
+import { type ChargeRow, chargeCreationStatements, chargeView, getCharge, newPendingCharge } from "../charges/service";
 import { claimableByX402, claimForX402 } from "../charges/statements";
+import type { X402Settings } from "../config/env";
+import { executeBatch, guard, guardReasonOf, type SqlStatement, sqlStatement } from "../db/statements";
 import { linkActiveCheck } from "../ledger/movements";
 import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { findPayment, identifiedStatement, outcomeOfEarlier, sameTarget, type PaymentRow } from "./earlier-payments";
+import { findPayment, identifiedStatement, outcomeOfEarlier, type PaymentRow, sameTarget } from "./earlier-payments";
 import type { X402Outcome } from "./outcome";
 import type { DecodedPayment } from "./payload";
 import type { X402Target } from "./target";

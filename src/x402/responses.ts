@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { named, prefixed, Timestamp, EvmAddress } from "../lib/api-shapes";
+import { EvmAddress, named, prefixed, Timestamp } from "../lib/api-shapes";
 
 /** Response bodies: x402 payments and the receiving addresses they leave tokens on. */
 

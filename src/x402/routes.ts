@@ -1,22 +1,22 @@
-import { Hono, type Context } from "hono";
+import { type Context, Hono } from "hono";
 import { cors } from "hono/cors";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
-import { checkoutLinkForPayment } from "../checkout/service";
+import { requireActor } from "../auth/middleware";
 import { chargeView, getCharge } from "../charges/service";
+import { checkoutLinkForPayment } from "../checkout/service";
+import { placementOf } from "../ledger/place";
 import type { CodeWith } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
-import { validate, pathId } from "../lib/validation";
-import { requireActor } from "../auth/middleware";
-import { receivingReport } from "./receiving";
-import { placementOf } from "../ledger/place";
-import { payWithX402 } from "./service";
+import { pathId, validate } from "../lib/validation";
 import type { X402Outcome } from "./outcome";
+import { protocolReason } from "./reasons";
+import { receivingReport } from "./receiving";
+import { payWithX402 } from "./service";
+import { settlementByAuthorization, settlementById, settlementPath } from "./settlements";
 import { termsForTarget, type X402Target } from "./target";
 import { base64Json, caip2, type Terms } from "./terms";
-import { protocolReason } from "./reasons";
-import { settlementById, settlementByAuthorization, settlementPath } from "./settlements";
 
 const PAYMENT_HEADERS = ["X-PAYMENT", "PAYMENT-SIGNATURE"];
 

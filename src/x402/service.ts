@@ -1,20 +1,20 @@
+import { authorizationUsed } from "../chain/client";
+import { chargeView } from "../charges/service";
 import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
-import { chargeView } from "../charges/service";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { authorizationUsed } from "../chain/client";
-import { facilitatorOf, type Facilitator } from "./facilitator";
-import { decodePaymentHeader, type DecodedPayment } from "./payload";
-import type { Terms } from "./terms";
-import { verifyOffline, verifyPayment, type VerifyResult } from "./verify";
-import { credit, release, reopenReleased } from "./settlement";
-import { outcomeOfEarlier, sameTarget, storedPayment, type PaymentRow } from "./earlier-payments";
-import { lookUp, type LookedUp } from "./lookup";
+import { outcomeOfEarlier, type PaymentRow, sameTarget, storedPayment } from "./earlier-payments";
+import { type Facilitator, facilitatorOf } from "./facilitator";
+import { type LookedUp, lookUp } from "./lookup";
 import type { X402Outcome } from "./outcome";
+import { type DecodedPayment, decodePaymentHeader } from "./payload";
 import { leaveToReconciliation, watchSoon } from "./reconcile-later";
-import { reserve, type Reservation } from "./reserve";
+import { type Reservation, reserve } from "./reserve";
+import { credit, release, reopenReleased } from "./settlement";
 import { placeOfTarget, termsForTarget, type X402Target, type X402TargetRef } from "./target";
+import type { Terms } from "./terms";
+import { type VerifyResult, verifyOffline, verifyPayment } from "./verify";
 
 /**
  * Pays a charge or a checkout link with an x402 payment header, exactly once:

@@ -1,7 +1,7 @@
 import type { ChargeRow } from "../charges/service";
 import { chargeClaimedBy, reclaimForX402, releaseX402Claim } from "../charges/statements";
-import { executeBatch, sqlStatement } from "../db/statements";
 import type { Env, X402Settings } from "../config/env";
+import { executeBatch, sqlStatement } from "../db/statements";
 import { placeOfMadeId } from "../ledger/made-places";
 import { x402PaymentPlan } from "../ledger/movements";
 import { placementOf } from "../ledger/place";

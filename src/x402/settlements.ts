@@ -1,7 +1,7 @@
 import type { Env, X402Settings } from "../config/env";
 import { placementOf } from "../ledger/place";
+import { type ProtocolReason, protocolReason } from "./reasons";
 import { caip2 } from "./terms";
-import { protocolReason, type ProtocolReason } from "./reasons";
 
 /**
  * The settlement status resource: what became of one x402 payment, for a client that lost the
@@ -83,4 +83,13 @@ export async function settlementByAuthorization(
   );
   const row = rows.find((r) => r !== null);
   return row ? settlementView(x, row) : null;
+}
+
+/** The payer of a charge's first settled x402 payment (the authorization's `from`), or null when none settled. */
+export async function settledPayerOf(db: D1Database, chargeId: string): Promise<string | null> {
+  const payment = await db
+    .prepare("SELECT payer FROM x402_payments WHERE charge_id = ? AND status = 'settled' ORDER BY created_at LIMIT 1")
+    .bind(chargeId)
+    .first<{ payer: string }>();
+  return payment?.payer ?? null;
 }

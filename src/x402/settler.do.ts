@@ -1,16 +1,16 @@
 import { DurableObject } from "cloudflare:workers";
-import { keccak256, type Hex } from "viem";
+import { type Hex, keccak256 } from "viem";
+import { receiptWithin, rpcCall, shortError } from "../chain/client";
 import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { serialQueue } from "../lib/serial";
-import { receiptWithin, rpcCall, shortError } from "../chain/client";
-import { gasAccountOf, type PreparedTransfer, type SettleOutcome } from "./transfer";
-import { batchTransfer, outcomesIn, type BatchedAuthorization } from "./batch";
 import { nowIso } from "../lib/time";
-import { placementOf, type Place } from "../ledger/place";
-import { OPEN_PAYMENT_SELECT, reconcilePayment, type OpenPayment } from "./reconcile";
+import { type BatchedAuthorization, batchTransfer, outcomesIn } from "./batch";
+import { OPEN_PAYMENT_SELECT, type OpenPayment, reconcilePayment } from "./reconcile";
+import { gasAccountOf, type PreparedTransfer, type SettleOutcome } from "./transfer";
 
 /** How long after an unknown outcome the settler looks at the chain again, and between later looks. */
 export const RECONCILE_AFTER_MS = 15_000;

@@ -1,8 +1,8 @@
-import type { Env, X402Settings } from "../config/env";
 import type { ChargeRow } from "../charges/service";
-import { placementOf, type Place } from "../ledger/place";
+import type { Env, X402Settings } from "../config/env";
+import { type Place, placementOf } from "../ledger/place";
 import { ensureReceivingAddress, type ReceivingOwner, type ReceivingRow } from "./receiving";
-import { termsFor, type Terms } from "./terms";
+import { type Terms, termsFor } from "./terms";
 
 /** What is being paid: a stored charge, or a charge born from a checkout link with this payment. */
 export type X402Target =

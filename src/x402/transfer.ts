@@ -1,7 +1,7 @@
-import { encodeFunctionData, parseSignature, prepareEncodeFunctionData, type Hex } from "viem";
+import { encodeFunctionData, type Hex, parseSignature, prepareEncodeFunctionData } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { EIP3009_ABI, type RpcAnswer, rpcBatch, rpcErrorMessage, shortError, tokenCall } from "../chain/client";
 import type { X402Settings } from "../config/env";
-import { EIP3009_ABI, rpcBatch, rpcErrorMessage, shortError, tokenCall, type RpcAnswer } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
 

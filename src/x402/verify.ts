@@ -1,7 +1,7 @@
 import { isAddressEqual, verifyTypedData } from "viem";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client";
 import type { X402Settings } from "../config/env";
 import { screened } from "../kyt/screening";
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client";
 import type { DecodedPayment } from "./payload";
 import { caip2, type Terms } from "./terms";
 

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, consoleToken, OPS_EMAIL, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import {
   balanceOf,
   createAgent,

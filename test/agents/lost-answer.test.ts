@@ -4,12 +4,12 @@ import { payCharge as payFromWallet, payNewCharge } from "../../src/agents/walle
 import { AgentStateCache, readCharge } from "../../src/agents/wallet-state";
 import { newPendingCharge } from "../../src/charges/service";
 import { CHECKOUT_PAID_VIEW, checkoutLinkForPayment } from "../../src/checkout/service";
-import { sha256Hex } from "../../src/lib/crypto";
-import { CONTROL_IDS } from "../../src/lib/ids";
 import { IDEMPOTENCY_TTL_MS, releaseReservation } from "../../src/db/idempotency";
 import type { CommitResult } from "../../src/ledger/ledger.do";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import type { CommitPlan } from "../../src/ledger/plan";
+import { sha256Hex } from "../../src/lib/crypto";
+import { CONTROL_IDS } from "../../src/lib/ids";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 

@@ -1,15 +1,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { api, consoleToken } from "../helpers/api";
-import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import {
   evaluatePolicy,
   normalizePolicy,
-  PolicySchema,
+  type PaymentContext,
   POLICY_REASONS,
   type Policy,
-  type PaymentContext,
+  PolicySchema,
 } from "../../src/agents/policy";
+import { api, consoleToken } from "../helpers/api";
+import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 
 const policy = (p: Partial<Policy> = {}): Policy => normalizePolicy(p);
 const ctx = (c: Partial<PaymentContext> = {}): PaymentContext => ({

@@ -2,9 +2,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { walletOf } from "../../src/agents/wallet.do";
 import { newPendingCharge } from "../../src/charges/service";
-import { CONTROL_IDS } from "../../src/lib/ids";
-import { ledgerOf } from "../../src/ledger/ledger.do";
 import { guard } from "../../src/db/statements";
+import { ledgerOf } from "../../src/ledger/ledger.do";
+import { CONTROL_IDS } from "../../src/lib/ids";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { outcomeReply } from "../../src/agents/outcomes";
 import { payCharge as payFromWallet } from "../../src/agents/wallet";
 import { AgentStateCache, readCharge } from "../../src/agents/wallet-state";
-import { outcomeReply } from "../../src/agents/outcomes";
 import { ApiError } from "../../src/lib/errors";
 import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";

@@ -2,10 +2,10 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { archiveHistory } from "../../src/archive/archive";
-import { GENESIS_HASH } from "../../src/ledger/chain";
+import { parseSegment, segmentProblem } from "../../src/audit/segment";
 import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
-import { parseSegment, segmentProblem } from "../../src/audit/segment";
+import { GENESIS_HASH } from "../../src/ledger/chain";
 import type { EvidenceFile } from "../../src/receipts/evidence-verify";
 import { verifyEvidence } from "../../src/receipts/evidence-verify";
 import { api } from "../helpers/api";

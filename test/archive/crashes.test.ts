@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { archiveHistory } from "../../src/archive/archive";
 import { segmentKey } from "../../src/audit/segment";
 import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
-import { archiveHistory } from "../../src/archive/archive";
 import {
-  FUTURE,
   archiveAll,
   auditVerify,
   checkpointNow,
   entriesMade,
   expectBalancedWithArchive,
   exportToday,
+  FUTURE,
   segments,
 } from "../helpers/archive";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";

@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers";
 import { CompactSign, exportJWK, generateKeyPair } from "jose";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { auditCheckpointJob } from "../../src/checkpoints/anchoring";
-import { type AuditRow, chainHash } from "../../src/ledger/chain";
-import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { CHECKPOINT_TYP, type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
 import { merkleRoot } from "../../src/audit/merkle";
 import { auditRows } from "../../src/audit/service";
-import { restoreRows, rowsOf } from "../helpers/tables";
+import { auditCheckpointJob } from "../../src/checkpoints/anchoring";
+import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
+import { type AuditRow, chainHash } from "../../src/ledger/chain";
 import { api, consoleToken } from "../helpers/api";
 import { anchoredEnv, anchorsOn, deployAnchor } from "../helpers/checkpoints";
 import { createAgent } from "../helpers/factories";
+import { restoreRows, rowsOf } from "../helpers/tables";
 
 // The two attacks the audit chain alone cannot see, made on D1 directly: rows removed from the end,
 // and the whole chain rewritten with fresh hashes. The checkpoints anchored on chain before either

@@ -1,18 +1,18 @@
 import { env } from "cloudflare:workers";
+import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { ANCHOR_RESEND_AFTER_MS, anchorCheckpoint, auditCheckpointJob } from "../../src/checkpoints/anchoring";
 import { checkpointAt } from "../../src/audit/checkpoint-rows";
-import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { CHECKPOINT_TYP } from "../../src/audit/checkpoints-verify";
 import { merkleRoot } from "../../src/audit/merkle";
+import { ANCHOR_RESEND_AFTER_MS, anchorCheckpoint, auditCheckpointJob } from "../../src/checkpoints/anchoring";
+import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
 import { setFaultHook } from "../../src/lib/faults";
 import { verifyJws } from "../../src/proofs/keys";
 import { api, consoleToken } from "../helpers/api";
 import { anchoredEnv, anchorsOn, consoleCall, deployAnchor, gasAddresses } from "../helpers/checkpoints";
 import { createAgent } from "../helpers/factories";
 import { publicClient } from "../helpers/x402";
-import type { Hex } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 
 // Audit checkpoints against the real local chain: signed, stored, anchored by the AuditAnchor
 // contract's event, at most once across crashes. This file deploys its own anchor contract.

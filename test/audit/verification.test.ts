@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type AuditRow, chainHash } from "../../src/ledger/chain";
 import { auditRowOf } from "../../src/audit/service";
 import { VERIFICATION_TYP } from "../../src/audit/verification";
-import type { auditEvents } from "../../src/db/schema";
-import { signJws } from "../../src/proofs/keys";
 import type { ProofSettings } from "../../src/config/proofs";
+import type { auditEvents } from "../../src/db/schema";
+import { type AuditRow, chainHash } from "../../src/ledger/chain";
+import { signJws } from "../../src/proofs/keys";
 import { api, consoleToken } from "../helpers/api";
 import { archiveAll, auditVerify, checkpointNow, segments } from "../helpers/archive";
 import { createAgent, creditAgent } from "../helpers/factories";

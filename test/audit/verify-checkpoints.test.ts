@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers";
 import { CompactSign, generateKeyPair } from "jose";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type AuditRow, chainHash, GENESIS_HASH } from "../../src/ledger/chain";
 import { CHECKPOINT_TYP } from "../../src/audit/checkpoints-verify";
 import { auditRows } from "../../src/audit/service";
 import { CheckpointCheck } from "../../src/audit/stored-checkpoints";
-import { settingsOf } from "../../src/config/settings";
 import { makeCheckpoint } from "../../src/checkpoints/checkpoints";
-import { restoreRows, rowsOf } from "../helpers/tables";
+import { settingsOf } from "../../src/config/settings";
+import { type AuditRow, chainHash, GENESIS_HASH } from "../../src/ledger/chain";
 import { api, consoleToken } from "../helpers/api";
 import { auditVerify } from "../helpers/archive";
 import { createAgent } from "../helpers/factories";
+import { restoreRows, rowsOf } from "../helpers/tables";
 
 /*
  * GET /console/audit/verify against the signed checkpoints stored with the rows: the two attacks the

@@ -1,5 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { paymentShapedBatch, SCRATCH_TABLES } from "../../bench/batch";
 import type { BenchEnv } from "../../bench/env";
@@ -8,10 +9,9 @@ import benchWorker from "../../bench/worker";
 import type { Env } from "../../src/config/env";
 import service from "../../src/index";
 import { walletPaymentPlan } from "../../src/ledger/movements";
-import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
+import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
 import { waitFor } from "../helpers/wait";
 import { chain, xPaymentHeader } from "../helpers/x402";
 

@@ -1,8 +1,8 @@
 import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
+import { DEFAULT_RETRY_SCHEDULE, type Env, type Settings, settingsOf } from "../../src/config/env";
 import worker from "../../src/index";
-import { DEFAULT_RETRY_SCHEDULE, settingsOf, type Env, type Settings } from "../../src/config/env";
 import { PRODUCTION_LIKE_RECEIPT_KEY, TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
 // Settings fail closed: production never runs on a missing or insecure value.

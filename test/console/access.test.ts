@@ -1,4 +1,4 @@
-import { base64url, generateKeyPair, importJWK, SignJWT, UnsecuredJWT, type JWTPayload } from "jose";
+import { base64url, generateKeyPair, importJWK, type JWTPayload, SignJWT, UnsecuredJWT } from "jose";
 import { describe, expect, inject, it } from "vitest";
 import { api, OPS_EMAIL } from "../helpers/api";
 

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
-import { sendMail } from "../../src/console/mail";
 import { settingsOf } from "../../src/config/env";
+import { sendMail } from "../../src/console/mail";
 import { receiverUrl, waitForReceived } from "../helpers/webhooks";
 
 describe("console mail transports", () => {

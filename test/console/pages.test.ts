@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
-import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from "vitest";
 import { signConsoleToken } from "../../src/auth/jwt";
-import { api, consoleToken, OPS_EMAIL, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 
 // The server-rendered console pages through the Worker in workerd (no browser).

@@ -1,10 +1,10 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from "vitest";
 import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
-import { receiverUrl } from "../helpers/webhooks";
-import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
+import { receiverUrl } from "../helpers/webhooks";
 
 // E-mail code sign-in (docs/api.md, Console sign-in) through the Worker in workerd.
 // The test mail transport is "log": the Worker prints "Your sign-in code is

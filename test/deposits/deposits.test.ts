@@ -1,14 +1,14 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { toHex, type Hex } from "viem";
+import { type Hex, toHex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import worker from "../../src/index";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent } from "../helpers/factories";
-import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { freshSender, sendTokens } from "../helpers/tokens";
+import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { publicClient } from "../helpers/x402";
 
 /*

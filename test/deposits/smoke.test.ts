@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, http, type Hex } from "viem";
+import { createWalletClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";

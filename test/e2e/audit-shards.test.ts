@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AuditRow, chainHash, genesisHashOf } from "../../src/ledger/chain";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 import { shardOwners } from "./shard-owners";
 
 // `audit verify` of the CLI against `npm run dev` with two ledger shards: every shard walked, each

@@ -1,8 +1,8 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeUsage, serviceProcesses, snapshot, usage, type WatchedProcess } from "../../scripts/bench/threads.mjs";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 
 // `npm run bench`'s thread column reads the kernel's accounting of real processes (Linux /proc).
 const linux = existsSync("/proc/self/schedstat");

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { schemaTypes } from "../../client/scripts/types";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 
 // The typed client (client/): its generated types are those of the committed
 // document, and its README example runs as written against `npm run dev`.

@@ -2,10 +2,10 @@ import { createHmac } from "node:crypto";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import path from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 
 // The web console in real headless Chromium against `npm run dev`, as an
 // operator uses it. Full-page screenshots of every page visited are written to

@@ -1,13 +1,13 @@
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { createPublicClient, http, type Hex } from "viem";
+import { createPublicClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
+import { type DevServer, keptAnvil, startDevServer } from "./dev-server";
 import { ERC20, sendTokens } from "./erc20";
-import { keptAnvil, startDevServer, type DevServer } from "./dev-server";
 
 interface Recorded {
   deposit: Hex;

@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 
 // The API reference at /docs in real headless Chromium against `npm run dev`:
 // it renders the document, and no request the page makes leaves 127.0.0.1

@@ -1,4 +1,4 @@
-import { createPublicClient, createWalletClient, http, type Hex } from "viem";
+import { createPublicClient, createWalletClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 
 /** The test stablecoin's ERC-20 calls the e2e tests make from outside: a balance, and a plain transfer. */

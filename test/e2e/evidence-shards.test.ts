@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 import { shardOwners } from "./shard-owners";
 
 // `evidence verify` of the CLI on a charge of ledger shard 1, against `npm run dev` with two shards

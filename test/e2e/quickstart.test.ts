@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 
 // The first section of docs/walkthrough.md ("Try it with curl") against `npm run dev`, with the operator CLI;
 // when the walkthrough's commands or answers change, this test changes with them.

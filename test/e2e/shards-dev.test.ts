@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevServer, type DevServer } from "./dev-server";
+import { type DevServer, startDevServer } from "./dev-server";
 import { shardOwners } from "./shard-owners";
 
 // `npm run dev` with two ledger shards (DEV_LEDGER_SHARDS=2), from outside as a client sees it:

@@ -1,17 +1,17 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { registerExactEvmScheme } from "@x402/evm/exact/client";
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier";
 import { wrapFetchWithPayment as wrapV2, x402Client, x402HTTPClient } from "@x402/fetch";
-import { registerExactEvmScheme } from "@x402/evm/exact/client";
-import { createPublicClient, http, type Hex } from "viem";
+import { createPublicClient, type Hex, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
+import { type DevServer, startDevServer } from "./dev-server";
 import { ERC20, sendTokens } from "./erc20";
-import { startDevServer, type DevServer } from "./dev-server";
 
 // The official x402 clients, unchanged, paying the local service on its local chain.
 describe("official x402 clients against npm run dev", () => {

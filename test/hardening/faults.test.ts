@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import { enqueueDeliveries, redriveDueDeliveries } from "../../src/webhooks/dispatch";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+import { injectOnce, type FaultMode as Mode } from "../helpers/faults";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { type FaultMode as Mode, injectOnce } from "../helpers/faults";
 
 /**
  * Fault injection (issue 7): a crash at each step of a payment, a draw, an

@@ -5,13 +5,13 @@ import { normalizePolicy } from "../../src/agents/policy";
 import { createAgent as createAgentRow } from "../../src/agents/service";
 import { buildApp } from "../../src/app";
 import { signConsoleToken } from "../../src/auth/jwt";
-import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/config/env";
+import { dbOf } from "../../src/db/client";
 import { hmacSha256Hex } from "../../src/lib/crypto";
 import { base64url } from "../../src/lib/ids";
 import { registerMerchant } from "../../src/merchants/service";
 import { createEndpoint } from "../../src/webhooks/endpoints";
-import { HS256, makeJwt, randomKeyBody, validClaims, nowSeconds } from "../helpers/auth-matrix";
+import { HS256, makeJwt, nowSeconds, randomKeyBody, validClaims } from "../helpers/auth-matrix";
 import { receiverUrl } from "../helpers/webhooks";
 
 /**
@@ -46,9 +46,9 @@ const routes = app.routes
 const real = { merchantKey: "", agentKey: "", ids: [] as string[], badTokens: [] as string[] };
 
 beforeAll(async () => {
-  const db = dbOf(env.DB);
+  const _db = dbOf(env.DB);
   const merchant = await registerMerchant(env, env.DB, { name: "Fuzz Shop", category: "data" });
-  const agent = await createAgentRow(env, db, {
+  const agent = await createAgentRow(env, env.DB, {
     name: "fuzz agent",
     policy: normalizePolicy({ approvalThresholdUsdCents: 100 }),
   });

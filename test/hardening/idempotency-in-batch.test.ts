@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { setFaultHook } from "../../src/lib/faults";
-import { api, consoleToken, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant } from "../helpers/factories";
 
 /**

@@ -72,14 +72,14 @@ let linkToken = "";
 
 beforeAll(async () => {
   consoleKey = await consoleToken();
-  const db = dbOf(env.DB);
+  const _db = dbOf(env.DB);
   a = await registerMerchant(env, env.DB, { name: `mass-assign A ${RUN}`, category: "data" });
   b = await registerMerchant(env, env.DB, { name: `mass-assign B ${RUN}`, category: "data" });
-  x = await createAgentRow(env, db, {
+  x = await createAgentRow(env, env.DB, {
     name: `mass-assign X ${RUN}`,
     policy: normalizePolicy({ dailyLimitUsdCents: 5000 }),
   });
-  y = await createAgentRow(env, db, { name: `mass-assign Y ${RUN}`, policy: normalizePolicy(undefined) });
+  y = await createAgentRow(env, env.DB, { name: `mass-assign Y ${RUN}`, policy: normalizePolicy(undefined) });
   const credited = await call("POST", `/console/agents/${x.agentId}/credits`, consoleKey, { amountUsdCents: 700 });
   if (credited.status !== 200) throw new Error(`credit: ${credited.status} ${credited.text}`);
   const link = await call("POST", "/merchant/checkout", a.apiKey, {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app";
 import { api } from "../helpers/api";
-import { expectAuthMatrix, REQUIRED_ERROR, type CredentialKind } from "../helpers/auth-matrix";
+import { type CredentialKind, expectAuthMatrix, REQUIRED_ERROR } from "../helpers/auth-matrix";
 
 /**
  * The security matrix, generated from the app's own route table: every route

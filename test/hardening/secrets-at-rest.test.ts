@@ -1,10 +1,10 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from "vitest";
 import { normalizePolicy } from "../../src/agents/policy";
 import { createAgent as createAgentRow } from "../../src/agents/service";
-import { dbOf } from "../../src/db/client";
 import { settingsOf } from "../../src/config/env";
+import { dbOf } from "../../src/db/client";
 import { sha256Hex } from "../../src/lib/crypto";
 import { registerMerchant } from "../../src/merchants/service";
 import { createEndpoint } from "../../src/webhooks/endpoints";
@@ -95,7 +95,7 @@ async function expectOk(res: Awaited<ReturnType<typeof api>>, status: number, wh
 
 beforeAll(async () => {
   spies = CONSOLE_LEVELS.map((level) => vi.spyOn(console, level));
-  const db = dbOf(env.DB);
+  const _db = dbOf(env.DB);
   const secretsKey = settingsOf(env).webhookSecretsKey;
 
   // The bulk: 1,000 keys and secrets through the service functions.
@@ -105,7 +105,7 @@ beforeAll(async () => {
   for (const m of merchants) remember("merchant", "service", m.apiKey);
   sampleMerchants.push(...merchants.slice(0, 10));
   const agents = await inBatches(SERVICE_COUNTS.agent, 25, (i) =>
-    createAgentRow(env, db, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }),
+    createAgentRow(env, env.DB, { name: `secrets bulk agent ${i}`, policy: normalizePolicy(undefined) }),
   );
   for (const a of agents) remember("agent", "service", a.apiKey);
   sampleAgents.push(...agents.slice(0, 10));

@@ -1,5 +1,4 @@
-import { exports } from "cloudflare:workers";
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { signConsoleToken } from "../../src/auth/jwt";
 
 export const BASE = "http://service.test";

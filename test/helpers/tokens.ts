@@ -1,12 +1,12 @@
 import {
   createWalletClient,
   encodeAbiParameters,
+  type Hex,
   http,
   keccak256,
   parseAbi,
   parseEventLogs,
   toHex,
-  type Hex,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect } from "vitest";

@@ -2,16 +2,16 @@ import {
   createPublicClient,
   createWalletClient,
   encodeAbiParameters,
+  type Hex,
   http,
   keccak256,
   parseAbiItem,
   toHex,
-  type Hex,
 } from "viem";
-import { transferCallData } from "../../src/x402/transfer";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect, inject } from "vitest";
-import type { RelayedSend, Refusal } from "../setup/chain.global";
+import { transferCallData } from "../../src/x402/transfer";
+import type { Refusal, RelayedSend } from "../setup/chain.global";
 import { api } from "./api";
 
 export const chain = () => inject("chain");

@@ -21,17 +21,10 @@ const repo = path.resolve(import.meta.dirname, "../..");
  * to empty.
  */
 const STILL_TO_MOVE: Record<string, string[]> = {
-  "src/approvals/service.ts": ["approvals"],
   "src/console/sign-in.ts": ["console_revoked_sessions"],
-  "src/console/ui/queries.ts": ["agents", "approvals", "payouts"],
   "src/console/users.ts": ["console_users"],
-  "src/deposits/watcher.ts": ["agents"],
   "src/jobs/retention.ts": ["idempotency_keys", "outbox_events"],
   "src/lib/sweep.ts": ["console_revoked_sessions", "idempotency_claims", "idempotency_keys"],
-  "src/receipts/service.ts": ["payouts", "refunds"],
-  "src/refunds/service.ts": ["x402_payments"],
-  "src/sweeps/due.ts": ["agents", "deposits", "outbound_transfers", "receiving_addresses", "x402_payments"],
-  "src/treasury/fundings.ts": ["deposits", "outbound_transfers", "x402_payments"],
 };
 
 /** A small tree: three tables (one renamed into place by a migration), their owners and a few users. */

@@ -1,10 +1,10 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { runInDurableObject } from "cloudflare:test";
-import { ledgerName, ledgerOf, type CommitResult, type LedgerDurableObject } from "../../src/ledger/ledger.do";
+import { creditWallet } from "../../src/agents/wallet-credit";
+import { type CommitResult, type LedgerDurableObject, ledgerName, ledgerOf } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import type { CommitPlan } from "../../src/ledger/plan";
-import { creditWallet } from "../../src/agents/wallet-credit";
 import { setFaultHook } from "../../src/lib/faults";
 import { api, consoleToken } from "../helpers/api";
 import { archiveAll, checkpointNow } from "../helpers/archive";

@@ -1,7 +1,7 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { runInDurableObject } from "cloudflare:test";
-import { ledgerName, type LedgerDurableObject } from "../../src/ledger/ledger.do";
+import { type LedgerDurableObject, ledgerName } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
 import { balanceAfter } from "../../src/ledger/postings";
 import { api, consoleToken } from "../helpers/api";

@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
+  type GuardCheck,
   guard,
   guardReasonOf,
   guards,
-  sqlStatement,
-  type GuardCheck,
   type SqlStatement,
+  sqlStatement,
 } from "../../src/db/statements";
 
 /*

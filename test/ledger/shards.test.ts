@@ -1,16 +1,16 @@
-import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { genesisHashOf, GENESIS_HASH, verifyChain } from "../../src/ledger/chain";
 import { auditRowOf } from "../../src/audit/service";
+import { settingsOf } from "../../src/config/settings";
 import { dbOf } from "../../src/db/client";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
+import { GENESIS_HASH, genesisHashOf, verifyChain } from "../../src/ledger/chain";
 import { homeShard } from "../../src/ledger/directory";
 import { ensureHomeRow } from "../../src/ledger/home-rows";
-import { ledgerName, ledgerOf, type LedgerDurableObject } from "../../src/ledger/ledger.do";
+import { type LedgerDurableObject, ledgerName, ledgerOf } from "../../src/ledger/ledger.do";
 import { agentCreditPlan } from "../../src/ledger/movements";
-import { ID_PREFIXES, type IdKind, CONTROL_IDS, newId } from "../../src/lib/ids";
-import { settingsOf } from "../../src/config/settings";
+import { CONTROL_IDS, ID_PREFIXES, type IdKind, newId } from "../../src/lib/ids";
 import { createAgent, createMerchant } from "../helpers/factories";
 
 /*

@@ -1,6 +1,6 @@
+import { exports } from "cloudflare:workers";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { exports } from "cloudflare:workers";
 import { BASE } from "../helpers/api";
 
 /** What went over the wire, so a test can see the HTTP side of the protocol. */

@@ -1,5 +1,5 @@
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { env, exports } from "cloudflare:workers";
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it, vi } from "vitest";
 import { setFaultHook } from "../../src/lib/faults";
 import { verifyJws } from "../../src/proofs/keys";

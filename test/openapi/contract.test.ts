@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers";
 import { importJWK, SignJWT } from "jose";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, inject, it, vi, type MockInstance } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, type MockInstance, vi } from "vitest";
 import committed from "../../client/openapi.json";
 import { buildApp } from "../../src/app";
-import { openApiPath, type OpenApiDocument } from "../../src/openapi/document";
+import { type OpenApiDocument, openApiPath } from "../../src/openapi/document";
 import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
+import { freshSender, sendTokens } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
-import { freshSender, sendTokens } from "../helpers/tokens";
 import { chain, publicClient, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 

@@ -1,7 +1,7 @@
-import { Validator, type Schema } from "@cfworker/json-schema";
+import { type Schema, Validator } from "@cfworker/json-schema";
 import { expect } from "vitest";
 import type { OpenApiDocument, OperationObject, ResponseObject } from "../../src/openapi/document";
-import { api, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api } from "../helpers/api";
 
 type Json = Record<string, unknown>;
 

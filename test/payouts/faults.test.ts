@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
-import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
 import { outboundNonce } from "../../src/outbound/authorization";
 import { advanceDuePayouts } from "../../src/payouts/service";

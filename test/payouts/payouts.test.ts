@@ -1,13 +1,13 @@
 import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { ApiError } from "../../src/lib/errors";
 import { treasuryOf } from "../../src/payouts/service";
-import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { createMerchant, merchantBalance } from "../helpers/factories";
-import { fundedMerchant, settled } from "./fixtures";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { tokenBalance } from "../helpers/x402";
+import { fundedMerchant, settled } from "./fixtures";
 
 describe("payouts", () => {
   it("debits at once, sends the tokens to the payout address and reports payout.paid", async () => {

@@ -2,8 +2,8 @@ import { SELF } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
-import { publishedJwks, signJws, signingKid, verifyJws } from "../../src/proofs/keys";
 import type { ProofSettings } from "../../src/config/proofs";
+import { publishedJwks, signingKid, signJws, verifyJws } from "../../src/proofs/keys";
 import { TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
 // The signing keys of receipts and checkpoints: what one signs, the published set verifies offline;

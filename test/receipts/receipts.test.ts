@@ -2,17 +2,17 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app";
-import { verifyJws } from "../../src/proofs/keys";
-import { createPayout, sendPayout, treasuryOf } from "../../src/payouts/service";
-import { createRefund, sendRefund } from "../../src/refunds/service";
 import { settingsOf } from "../../src/config/env";
+import { createPayout, sendPayout, treasuryOf } from "../../src/payouts/service";
+import { verifyJws } from "../../src/proofs/keys";
+import { createRefund, sendRefund } from "../../src/refunds/service";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { paidCharge, refund, refundsOf } from "../helpers/money-out";
+import { TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
+import { waitFor } from "../helpers/wait";
 import { freshPayer, publicClient, xPaymentFor } from "../helpers/x402";
 import { fundedMerchant, payoutOf } from "../payouts/fixtures";
-import { waitFor } from "../helpers/wait";
-import { TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
 
 /*
  * Signed receipts of paid charges (each payment method), paid payouts and succeeded refunds:

@@ -1,8 +1,8 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { api } from "../helpers/api";
-import { paidCharge, refund, refundsOf } from "../helpers/money-out";
 import { balanceOf, merchantBalance } from "../helpers/factories";
+import { paidCharge, refund, refundsOf } from "../helpers/money-out";
 
 /*
  * Refunds under concurrency: the batch decides (the charge's remaining amount, the merchant's

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
-import { paidCharge, refund, refundList } from "../helpers/money-out";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { paidCharge, refund, refundList } from "../helpers/money-out";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 
 /*

@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers";
-import { parseAbi, parseEventLogs, type Hex } from "viem";
+import { type Hex, parseAbi, parseEventLogs } from "viem";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
-import { ApiError } from "../../src/lib/errors";
 import { moneyOutJobs } from "../../src/jobs/money-out";
+import { ApiError } from "../../src/lib/errors";
 import { createRefund, sendRefund } from "../../src/refunds/service";
-import { refund, refundsOf } from "../helpers/money-out";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
+import { refund, refundsOf } from "../helpers/money-out";
 import { waitFor } from "../helpers/wait";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { freshPayer, publicClient, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
+import { freshPayer, type Payer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
 
 /*
  * Refunds of x402 payments, against the real local chain: the merchant is debited at once and the

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
-import type { TestProject } from "vitest/node";
-import { createWalletClient, http, keccak256, parseTransaction, type Hex } from "viem";
+import { createWalletClient, type Hex, http, keccak256, parseTransaction } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import type { TestProject } from "vitest/node";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { startLocalChain, x402Vars } from "../../scripts/lib/chain.mjs";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`

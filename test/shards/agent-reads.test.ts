@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
-import { callTool, connectAgent } from "../mcp/client";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
+import { callTool, connectAgent } from "../mcp/client";
 import { agentOn, merchantOn } from "./helpers";
 
 // What an agent reads of its own payments, when its charges live in its merchants' shards.

@@ -1,9 +1,9 @@
-import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { expireOverdueApprovalsEverywhere } from "../../src/approvals/service";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { setFaultHook } from "../../src/lib/faults";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";

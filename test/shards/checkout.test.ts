@@ -1,8 +1,8 @@
-import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
 import { injectOnce } from "../helpers/faults";

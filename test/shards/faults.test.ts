@@ -1,11 +1,12 @@
-import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
-import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
+import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
+import { injectOnce, type FaultMode as Mode } from "../helpers/faults";
 import {
   agentOn,
   chargePaidRows,
@@ -14,11 +15,10 @@ import {
   inFlight,
   merchantOn,
   paymentEvents,
-  recoverBy,
   type Recovery,
+  recoverBy,
   TRANSFER_FAULTS,
 } from "./helpers";
-import { type FaultMode as Mode, injectOnce } from "../helpers/faults";
 
 /*
  * A crash at every step of a payment across shards (each transfer seam, the ledger's own around

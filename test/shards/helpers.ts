@@ -1,16 +1,16 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { recoverTransfers } from "../../src/ledger/transfer-recovery";
-import type { FaultPoint } from "../../src/lib/faults";
-import type { FaultMode } from "../helpers/faults";
 import { expect } from "vitest";
+import type { PolicyInput } from "../../src/agents/policy";
 import { auditRowOf } from "../../src/audit/service";
-import { genesisHashOf, verifyChain } from "../../src/ledger/chain";
 import { dbOf } from "../../src/db/client";
 import { dbOfShard } from "../../src/db/shards";
+import { genesisHashOf, verifyChain } from "../../src/ledger/chain";
 import { homeShard } from "../../src/ledger/directory";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
+import type { FaultPoint } from "../../src/lib/faults";
 import { createAgent, createMerchant } from "../helpers/factories";
-import type { PolicyInput } from "../../src/agents/policy";
+import type { FaultMode } from "../helpers/faults";
 
 /*
  * Owners on a chosen shard. Placement is deployment-wide (`spread` here: each new owner to a random

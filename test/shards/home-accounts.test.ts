@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { ledgerOf } from "../../src/ledger/ledger.do";
-import { postingStatements, type Account } from "../../src/ledger/postings";
+import { type Account, postingStatements } from "../../src/ledger/postings";
 import { nowIso } from "../../src/lib/time";
 import { agentOn, entrySum, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
 

@@ -1,5 +1,5 @@
-import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard } from "../../src/db/shards";
+import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";

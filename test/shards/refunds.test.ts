@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { nextAttemptAfter, recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { dbOfShard, shardOfId } from "../../src/db/shards";
-import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { nextAttemptAfter, recoverTransfers } from "../../src/ledger/transfer-recovery";
+import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";
@@ -14,8 +14,8 @@ import {
   homeBalance,
   inFlight,
   merchantOn,
-  recoverBy,
   type Recovery,
+  recoverBy,
   TRANSFER_FAULTS,
 } from "./helpers";
 

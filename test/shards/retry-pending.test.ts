@@ -1,12 +1,12 @@
-import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { dbOfShard } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
 import { createCharge } from "../helpers/factories";
-import { agentOn, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
 import { injectOnce } from "../helpers/faults";
+import { agentOn, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
 
 /*
  * A retry whose first transfer is still pending must not pay again or store a refusal under the key

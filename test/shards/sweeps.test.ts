@@ -2,19 +2,19 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { type Env, settingsOf, type X402Settings } from "../../src/config/env";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { homeShard } from "../../src/ledger/directory";
 import { setFaultHook } from "../../src/lib/faults";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
 import { createDueSweeps } from "../../src/sweeps/due";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { api } from "../helpers/api";
+import { creditDeposits } from "../helpers/deposits";
 import { createCharge } from "../helpers/factories";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
 import { agentOn, merchantOn } from "./helpers";
-import { creditDeposits } from "../helpers/deposits";
 
 /*
  * Sweeps with two ledger shards, on the real local chain: a deposit is credited in its agent's

@@ -1,18 +1,18 @@
 import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { settingsOf } from "../../src/config/env";
+import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
 import {
   OPEN_PAYMENT_SELECT,
+  type OpenPayment,
   reconcileOpenPayments,
   reconcilePayment,
-  type OpenPayment,
 } from "../../src/x402/reconcile";
-import { api, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api } from "../helpers/api";
 import { createCharge } from "../helpers/factories";
-import { chain, freshPayer, publicClient, refuseAtRelay, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
+import { chain, freshPayer, type Payer, publicClient, refuseAtRelay, tokenBalance, xPaymentFor } from "../helpers/x402";
 import { chargePaidRows, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
 
 /*

@@ -6,10 +6,10 @@ import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { setFaultHook } from "../../src/lib/faults";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
 import { settlerOf } from "../../src/x402/settler.do";
-import { api, consoleToken, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api, consoleToken } from "../helpers/api";
 import { createCharge, createCheckoutLink } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";
-import { freshPayer, tokenBalance, xPaymentFor, type Payer } from "../helpers/x402";
+import { freshPayer, type Payer, tokenBalance, xPaymentFor } from "../helpers/x402";
 import { chargePaidRows, expectShardsAtRest, homeBalance, merchantOn, paymentEvents } from "./helpers";
 
 /*

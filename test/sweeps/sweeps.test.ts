@@ -1,16 +1,16 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { keccak256, parseEventLogs, toHex, type Hex } from "viem";
+import { type Hex, keccak256, parseEventLogs, toHex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf, type X402Settings } from "../../src/config/env";
 import worker from "../../src/index";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { api, consoleToken } from "../helpers/api";
+import { creditDeposits } from "../helpers/deposits";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { freshSender, sendTokens, setTokens, TOKEN } from "../helpers/tokens";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
-import { creditDeposits } from "../helpers/deposits";
 
 /*
  * Sweeps on the real local chain: what lands on the service's receiving addresses (agents' deposit

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, encodeFunctionData, http, parseAbi, toHex, type Hex } from "viem";
+import { createWalletClient, encodeFunctionData, type Hex, http, parseAbi, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf, type X402Settings } from "../../src/config/env";
@@ -7,13 +7,13 @@ import { createPayout, sendPayout } from "../../src/payouts/service";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { dispatchOutbox } from "../../src/webhooks/dispatch";
 import { api, consoleToken } from "../helpers/api";
+import { creditDeposits } from "../helpers/deposits";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { refund, refundsOf } from "../helpers/money-out";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { received, registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
-import { creditDeposits } from "../helpers/deposits";
 
 /*
  * The treasury reconciliation against the real local chain. This file runs in a project of its own

@@ -3,8 +3,8 @@ import { describe, expect, it, vi } from "vitest";
 import { dispatchOutbox, enqueueDeliveries, fanOutOutbox } from "../../src/webhooks/dispatch";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
-import { received, receiverUrl, registerEndpoint, waitForReceived, type ReceivedDelivery } from "../helpers/webhooks";
 import { waitFor } from "../helpers/wait";
+import { type ReceivedDelivery, received, receiverUrl, registerEndpoint, waitForReceived } from "../helpers/webhooks";
 
 /*
  * Webhook delivery through the Worker in workerd, with the Queue consumer

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant } from "../helpers/factories";
-import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { waitFor } from "../helpers/wait";
+import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 
 /*
  * An endpoint the service disabled (410 Gone, or failing for days) keeps its

@@ -2,9 +2,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { checkDestination, isForbiddenAddress } from "../../src/webhooks/dns-guard";
-import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant } from "../helpers/factories";
+import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";
 import { receiverUrl } from "../helpers/webhooks";
 
 /*

@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { expectAuthMatrix } from "../helpers/auth-matrix";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
-import { receiverUrl, registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { waitFor } from "../helpers/wait";
+import { receiverUrl, registerEndpoint, waitForReceived } from "../helpers/webhooks";
 
 /*
  * The console's webhook endpoints API (docs/api.md, Webhooks), with the

@@ -3,8 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Env } from "../../src/config/env";
 import worker from "../../src/index";
-import { deleteInPages } from "../../src/lib/bounded-deletes";
 import { retentionJob } from "../../src/jobs/retention";
+import { deleteInPages } from "../../src/lib/bounded-deletes";
 import { webhookRetentionSteps } from "../../src/webhooks/retention";
 
 // Webhook history older than RETENTION_DAYS leaves D1 a page at a time; what a pending delivery

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_RETRY_SCHEDULE } from "../../src/config/env";
-import { MAX_QUEUE_DELAY_SECONDS } from "../../src/config/env";
+import { DEFAULT_RETRY_SCHEDULE, MAX_QUEUE_DELAY_SECONDS } from "../../src/config/env";
 import { retryDelaySeconds } from "../../src/webhooks/consumer";
 
 /*

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { readOverviewOfShards } from "../../src/console/ui/queries";
 import { settingsOf } from "../../src/config/env";
+import { readOverviewOfShards } from "../../src/console/ui/queries";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, payCharge } from "../helpers/factories";
 import { agentOn, merchantOn } from "../shards/helpers";

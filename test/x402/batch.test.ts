@@ -2,25 +2,25 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
-import { setFaultHook, type FaultPoint } from "../../src/lib/faults";
+import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import {
   OPEN_PAYMENT_SELECT,
+  type OpenPayment,
   reconcileOpenPayments,
   reconcilePayment,
-  type OpenPayment,
 } from "../../src/x402/reconcile";
-import { api, consoleToken, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import {
   chain,
   freshPayer,
   loseAnswerToSend,
+  type Payer,
   publicClient,
   refuseAtRelay,
   tokenBalance,
   transfersFrom,
   xPaymentFor,
-  type Payer,
 } from "../helpers/x402";
 
 /*

@@ -2,17 +2,17 @@ import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { api, type ApiResponse } from "../helpers/api";
+import { type ApiResponse, api } from "../helpers/api";
 import { createAgent, createCharge, createCheckoutLink, createMerchant, merchantBalance } from "../helpers/factories";
 import {
   chain,
   freshPayer,
+  type Payer,
   payToOf,
   publicClient,
   TOKEN_ABI,
   tokenBalance,
   xPaymentHeader,
-  type Payer,
 } from "../helpers/x402";
 
 /*

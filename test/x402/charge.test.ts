@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { parseAbi, parseEventLogs, type Hex } from "viem";
+import { type Hex, parseAbi, parseEventLogs } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
@@ -9,8 +9,8 @@ import {
   payToOf,
   publicClient,
   signAuthorization,
-  tokenBalance,
   TOKEN_ABI,
+  tokenBalance,
   xPaymentFor,
   xPaymentHeader,
 } from "../helpers/x402";

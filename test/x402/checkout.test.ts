@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { parseAbi, parseEventLogs, type Hex } from "viem";
+import { type Hex, parseAbi, parseEventLogs } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE } from "../helpers/api";
 import { createCheckoutLink, createMerchant, merchantBalance } from "../helpers/factories";

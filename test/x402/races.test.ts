@@ -1,14 +1,15 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, http, type Hex } from "viem";
-import { settingsOf } from "../../src/config/env";
+import { createWalletClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { api, consoleToken, type ApiResponse } from "../helpers/api";
+import { settingsOf } from "../../src/config/env";
+import { type ApiResponse, api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import {
   chain,
   freshPayer,
   loseAnswerToSend,
+  type Payer,
   publicClient,
   refuseAtRelay,
   relayedSends,
@@ -16,7 +17,6 @@ import {
   tokenBalance,
   transfersFrom,
   xPaymentFor,
-  type Payer,
 } from "../helpers/x402";
 
 /*

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant } from "../helpers/factories";
-import { freshPayer, payToOf, publicClient, refuseAtRelay, xPaymentHeader, type Payer } from "../helpers/x402";
+import { freshPayer, type Payer, payToOf, publicClient, refuseAtRelay, xPaymentHeader } from "../helpers/x402";
 
 /*
  * What x402 payments leave on the receiving addresses, as the console reports it: what the ledger

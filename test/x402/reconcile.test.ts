@@ -1,15 +1,15 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { parseAbiItem, type Hex } from "viem";
+import { type Hex, parseAbiItem } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
-import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
+import { type Facilitator, remoteFacilitator } from "../../src/x402/facilitator";
 import {
   OPEN_PAYMENT_SELECT,
+  type OpenPayment,
   reconcileOpenPayments,
   reconcilePayment,
-  type OpenPayment,
 } from "../../src/x402/reconcile";
 import { payWithX402 } from "../../src/x402/service";
 import { settlerOf } from "../../src/x402/settler.do";

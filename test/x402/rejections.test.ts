@@ -4,7 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
-import { remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
+import { type Facilitator, remoteFacilitator } from "../../src/x402/facilitator";
 import { payWithX402 } from "../../src/x402/service";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
-import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/config/env";
 import { rpcCall } from "../../src/chain/client";
+import { settingsOf } from "../../src/config/env";
 import { refuseAtRelay } from "../helpers/x402";
 
 /*

@@ -1,26 +1,26 @@
 import { env } from "cloudflare:workers";
+import { type Hex, parseSignature } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { parseSignature, type Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { getCharge as readChargeRow } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
 import { setFaultHook } from "../../src/lib/faults";
-import { builtInFacilitator, remoteFacilitator, type Facilitator } from "../../src/x402/facilitator";
+import { builtInFacilitator, type Facilitator, remoteFacilitator } from "../../src/x402/facilitator";
 import { reconcileOpenPayments } from "../../src/x402/reconcile";
-import { release } from "../../src/x402/settlement";
 import { payWithX402 } from "../../src/x402/service";
+import { release } from "../../src/x402/settlement";
 import { api, BASE, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import {
   chain,
   freshPayer,
+  gasWallet,
+  type Payer,
   publicClient,
+  type SignedAuthorization,
+  submitAuthorization,
   tokenBalance,
   xPaymentFor,
-  type Payer,
-  gasWallet,
-  submitAuthorization,
-  type SignedAuthorization,
 } from "../helpers/x402";
 
 /*

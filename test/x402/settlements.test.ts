@@ -12,13 +12,13 @@ import { createAgent, createCharge, createCheckoutLink, createMerchant, payCharg
 import {
   chain,
   freshPayer,
+  type Payer,
   publicClient,
   signAuthorization,
+  submitAuthorization,
   TOKEN_ABI,
   tokenBalance,
   xPaymentFor,
-  type Payer,
-  submitAuthorization,
 } from "../helpers/x402";
 
 /*

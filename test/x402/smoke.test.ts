@@ -1,8 +1,8 @@
+import { erc20Abi, type Hex, zeroAddress } from "viem";
 import { describe, expect, it } from "vitest";
 import { api } from "../helpers/api";
 import { createCharge, createMerchant, merchantBalance } from "../helpers/factories";
 import { chain, publicClient, tokenBalance, xPaymentHeader } from "../helpers/x402";
-import { erc20Abi, zeroAddress, type Hex } from "viem";
 
 describe("x402 smoke", () => {
   it("the local chain minted the settlement address a float of 100,000 test tokens", async () => {

@@ -1,6 +1,6 @@
-import { error, HTML, INVALID, type Method, type Operation, type ResponseSpec } from "../../lib/api-operation";
 import { z } from "zod";
 import { ExportQuery } from "../../audit/routes";
+import { error, HTML, INVALID, type Method, type Operation, type ResponseSpec } from "../../lib/api-operation";
 import { PAYOUT_STATUSES } from "./queries";
 
 const SEE_OTHER = (where: string): ResponseSpec => ({

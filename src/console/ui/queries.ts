@@ -1,3 +1,5 @@
+import { pendingApprovalCount } from "../../agents/approvals";
+import { agentCount } from "../../agents/service";
 import type { ChargeRow } from "../../charges/service";
 import {
   chargesCreatedSince,
@@ -10,6 +12,7 @@ import { executeBatch, prepared, sqlStatement } from "../../db/statements";
 import { placementOf } from "../../ledger/place";
 import { nowIso, utcDayStart } from "../../lib/time";
 import { MERCHANT_COUNT } from "../../merchants/statements";
+import { payoutTotalsByStatus } from "../../payouts/reads";
 import type { PayoutRow } from "../../payouts/service";
 
 /** The overview's figures for today (UTC). */
@@ -26,26 +29,24 @@ export interface Overview {
 /** The overview's figures, read in one batch so they agree with each other. Console-only reporting across domains. */
 export async function readOverview(db: D1Database): Promise<Overview> {
   const dayStart = utcDayStart();
-  const [totals, byHour, pending, counts] = await executeBatch(db, [
+  const [totals, byHour, pending, counts, agents] = await executeBatch(db, [
     paidTotalsSince(dayStart),
     paidByHourSince(dayStart),
-    sqlStatement("SELECT COUNT(*) AS n FROM approvals WHERE status = 'pending' AND expires_at > ?", nowIso()),
-    sqlStatement(
-      `SELECT ${MERCHANT_COUNT} AS merchants, (SELECT COUNT(*) FROM agents) AS agents, ${chargesCreatedSince("?")} AS created`,
-      dayStart,
-    ),
+    pendingApprovalCount(nowIso()),
+    sqlStatement(`SELECT ${MERCHANT_COUNT} AS merchants, ${chargesCreatedSince("?")} AS created`, dayStart),
+    agentCount(),
   ]);
   const paid = totals!.results[0] as { n: number; cents: number };
   const paidCentsByHour = Array<number>(24).fill(0);
   for (const row of byHour!.results as { hour: number; cents: number }[]) paidCentsByHour[row.hour] = row.cents;
-  const k = counts!.results[0] as { merchants: number; agents: number; created: number };
+  const k = counts!.results[0] as { merchants: number; created: number };
   return {
     paid,
     paidCentsByHour,
     createdToday: k.created,
     pendingApprovals: (pending!.results[0] as { n: number }).n,
     merchants: k.merchants,
-    agents: k.agents,
+    agents: (agents!.results[0] as { n: number }).n,
   };
 }
 
@@ -86,15 +87,11 @@ export async function readPayoutTotals(env: Env): Promise<Record<PayoutStatus, {
   const shards = await Promise.all(
     placementOf(env)
       .each()
-      .map((at) =>
-        at.db
-          .prepare("SELECT status, COUNT(*) AS n, COALESCE(SUM(amount_minor), 0) AS cents FROM payouts GROUP BY status")
-          .all<{ status: string; n: number; cents: number }>(),
-      ),
+      .map((at) => payoutTotalsByStatus(at.db)),
   );
   const totals = { pending: { n: 0, cents: 0 }, paid: { n: 0, cents: 0 }, failed: { n: 0, cents: 0 } };
   for (const rows of shards)
-    for (const row of rows.results)
+    for (const row of rows)
       if (row.status in totals) {
         totals[row.status as PayoutStatus].n += row.n;
         totals[row.status as PayoutStatus].cents += row.cents;

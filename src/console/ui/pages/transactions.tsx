@@ -1,5 +1,5 @@
-import type { AuditRow } from "../../../ledger/chain";
 import type { AuditVerdict, ShardVerdict } from "../../../audit/verification";
+import type { AuditRow } from "../../../ledger/chain";
 import { usd, When } from "../layout";
 import { ChargeLink } from "./charge";
 

@@ -1,10 +1,11 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../auth/app-env";
 import { CreateAgentBody, CreditBody, FreezeBody } from "../../../agents/routes";
 import { agentView, createAgent, getAgentAtHome, listAgentsAtHome } from "../../../agents/service";
 import { walletOf } from "../../../agents/wallet.do";
-import { RollKeyBody, rollKey } from "../../../keys/roll";
+import type { AppEnv } from "../../../auth/app-env";
 import { chargeView, listAgentChargesByPaidAt } from "../../../charges/service";
+import { RollKeyBody, rollKey } from "../../../keys/roll";
+import { placementOf } from "../../../ledger/place";
 import { amountMinor } from "../../../lib/money";
 import { AMOUNT_RULE, field, form, GRACE_RULE, graceFromForm, optionalDollars, policyFromForm } from "../forms";
 import { ShownOnce, usd } from "../layout";
@@ -14,14 +15,14 @@ import { OldKeyEnds } from "../pages/key-roll";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
 
 /** The agents the page lists. */
-const agentsOf = async (c: Ui) => (await listAgentsAtHome(c.env, c.get("db"), 200)).map(agentView);
+const agentsOf = async (c: Ui) => (await listAgentsAtHome(c.env, placementOf(c.env).control.db, 200)).map(agentView);
 
 /**
  * One agent's page (with a secret shown once above it, after a key roll), or null for an unknown agent.
  * Its frozen state is read from D1, where the wallet object writes it.
  */
 async function agentPage(c: Ui, agentId: string, extra: { notice?: string; shown?: (name: string) => unknown } = {}) {
-  const agent = await getAgentAtHome(c.env, c.get("db"), agentId);
+  const agent = await getAgentAtHome(c.env, placementOf(c.env).control.db, agentId);
   if (!agent) return null;
   const payments = await listAgentChargesByPaidAt(c.env, agent.id, 20);
   const page = (
@@ -61,7 +62,7 @@ export const agentRoutes = new Hono<AppEnv>()
       });
     }
     const { name } = input.data;
-    const created = await createAgent(c.env, c.get("db"), { name, policy });
+    const created = await createAgent(c.env, placementOf(c.env).control.db, { name, policy });
     if (credit) await walletOf(c.env, created.agentId).credit(created.agentId, credit, "console", emailOf(c));
     return render(
       c,

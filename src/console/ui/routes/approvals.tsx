@@ -1,8 +1,9 @@
 import { Hono } from "hono";
-import type { AppEnv } from "../../../auth/app-env";
-import { checkApprovalOpen } from "../../../agents/wallet-hold";
+import { getApproval, rejectApproval } from "../../../agents/approvals";
 import { walletOf } from "../../../agents/wallet.do";
-import { approvalView, dbOfApproval, getApproval, listApprovals, rejectApproval } from "../../../approvals/service";
+import { checkApprovalOpen } from "../../../agents/wallet-hold";
+import { approvalView, dbOfApproval, listApprovals } from "../../../approvals/service";
+import type { AppEnv } from "../../../auth/app-env";
 import { ApprovalsPage } from "../pages/approvals";
 import { back, csrfOf, emailOf, render } from "../render";
 

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
-import { chargeView, type ChargeRow } from "../../../charges/service";
+import { type ChargeRow, chargeView } from "../../../charges/service";
 import { ApiError } from "../../../lib/errors";
 import { log } from "../../../lib/log";
 import { RefundBody } from "../../../refunds/routes";

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
-import { placementOf } from "../../../ledger/place";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
+import { placementOf } from "../../../ledger/place";
 import { RegisterBody } from "../../../merchants/routes";
 import { consoleMerchantView, getMerchant, listMerchantsAtHome, registerMerchant } from "../../../merchants/service";
 import { field, form, GRACE_RULE, graceFromForm } from "../forms";

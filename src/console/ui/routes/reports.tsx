@@ -1,10 +1,10 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../../auth/app-env";
 import { csvExportResponse } from "../../../audit/csv";
 import { ExportQuery, exportRange } from "../../../audit/routes";
 import { firstAuditRows } from "../../../audit/service";
 import { verifyEveryShard } from "../../../audit/verification";
+import type { AppEnv } from "../../../auth/app-env";
 import { placementOf } from "../../../ledger/place";
 import { ApiError } from "../../../lib/errors";
 import { issuesOf } from "../../../lib/validation";
