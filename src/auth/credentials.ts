@@ -1,11 +1,12 @@
 import { eq, or } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { agents, consoleRevokedSessions, consoleUsers, merchants } from "../db/schema";
+import { agents, merchants } from "../db/schema";
 import type { Settings } from "../config/env";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
 import { verifyConsoleToken } from "./jwt";
 import { IsolateCache } from "../lib/isolate-cache";
+import { isConsoleUser, isRevokedSession } from "./console-users";
 
 export type ActorKind = "merchant" | "agent" | "console";
 
@@ -31,13 +32,8 @@ export async function resolveCredential(db: Db, settings: Settings, token: strin
   const kind = credentialKindOf(token);
   if (kind === "console") {
     const session = await verifyConsoleToken(settings.consoleSessionSecret, token);
-    if (!session || !(await isConsoleUser(db, settings, session.email))) return null;
-    const revoked = await db
-      .select({ jti: consoleRevokedSessions.jti })
-      .from(consoleRevokedSessions)
-      .where(eq(consoleRevokedSessions.jti, session.jti))
-      .get();
-    if (revoked) return null;
+    if (!session || !(await isConsoleUser(db.$client, settings, session.email))) return null;
+    if (await isRevokedSession(db.$client, session.jti)) return null;
     return { kind: "console", email: session.email, jti: session.jti, expiresAt: session.expiresAt };
   }
   if (!KEY_SHAPE.test(token)) return null;
@@ -95,15 +91,3 @@ async function lookUpKey(
  */
 export const KEY_MEMORY_MS = 3_000;
 const knownKeys = new IsolateCache<string, Actor>(10_000, KEY_MEMORY_MS);
-
-/** A console user is in CONSOLE_USERS or was added from the console. */
-export async function isConsoleUser(db: Db, settings: Settings, email: string): Promise<boolean> {
-  const normalized = email.trim().toLowerCase();
-  if (settings.consoleUsers.includes(normalized)) return true;
-  const row = await db
-    .select({ email: consoleUsers.email })
-    .from(consoleUsers)
-    .where(eq(consoleUsers.email, normalized))
-    .get();
-  return row !== undefined;
-}

@@ -1,10 +1,9 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
-import { isConsoleUser } from "../auth/credentials";
+import { addConsoleUser, isConsoleUser, listAddedConsoleUsers } from "../auth/console-users";
 import { signConsoleToken } from "../auth/jwt";
 import { actorOf, requireActor } from "../auth/middleware";
-import { addConsoleUser, listAddedConsoleUsers } from "./users";
 import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { hitRateLimit } from "../lib/rate-limit";
@@ -42,7 +41,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/auth/email/start", validate("json", StartBody), async (c) => {
     const { email } = c.req.valid("json");
     await limitSignIn(placementOf(c.env).control.db, email, clientAddressOf(c.req.header("cf-connecting-ip")), "start");
-    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email, (work) => c.executionCtx.waitUntil(work));
+    await startEmailSignIn(c.env, c.get("settings"), email, (work) => c.executionCtx.waitUntil(work));
     // The same answer for every address: it never reveals who may sign in.
     return c.json({ sent: true }, 202);
   })
@@ -54,7 +53,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
       clientAddressOf(c.req.header("cf-connecting-ip")),
       "verify",
     );
-    const session = await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email, code);
+    const session = await verifyEmailSignIn(c.env, c.get("settings"), email, code);
     if (!session) throw new ApiError(401, "invalid_code");
     return c.json(session);
   })
@@ -65,7 +64,8 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
     if (!assertion) throw new ApiError(401, "access_assertion_required");
     const email = await verifyAccessAssertion(settings.access, assertion);
     if (!email) throw new ApiError(401, "access_assertion_invalid");
-    if (!(await isConsoleUser(c.get("db"), settings, email))) throw new ApiError(403, "not_a_console_user");
+    if (!(await isConsoleUser(placementOf(c.env).control.db, settings, email)))
+      throw new ApiError(403, "not_a_console_user");
     return c.json(await signConsoleToken(settings.consoleSessionSecret, email));
   })
   .post("/console/auth/sign-out", requireActor("console"), async (c) => {
@@ -74,7 +74,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
     return c.json({ signedOut: true });
   })
   .get("/console/users", requireActor("console"), async (c) => {
-    const added = await listAddedConsoleUsers(c.get("db"));
+    const added = await listAddedConsoleUsers(placementOf(c.env).control.db);
     return c.json({
       users: [
         ...c
@@ -87,6 +87,6 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/users", requireActor("console"), validate("json", UserBody), async (c) => {
     const email = normalizeEmail(c.req.valid("json").email);
     const user = { email, addedBy: actorOf(c.get("actor"), "console").email, createdAt: nowIso() };
-    await addConsoleUser(c.get("db"), user);
+    await addConsoleUser(placementOf(c.env).control.db, user);
     return c.json({ user }, 201);
   });

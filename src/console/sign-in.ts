@@ -1,7 +1,6 @@
 import type { Env, Settings } from "../config/env";
-import { isConsoleUser } from "../auth/credentials";
+import { isConsoleUser, revokeConsoleSession } from "../auth/console-users";
 import { signConsoleToken } from "../auth/jwt";
-import type { Db } from "../db/client";
 import { hmacSha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
@@ -35,17 +34,17 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
  */
 export async function startEmailSignIn(
   env: Env,
-  db: Db,
   settings: Settings,
   rawEmail: string,
   afterAnswer: (work: Promise<void>) => void,
   now = Date.now(),
 ): Promise<void> {
   const email = normalizeEmail(rawEmail);
-  if (!(await isConsoleUser(db, settings, email))) return;
+  const control = placementOf(env).control.db;
+  if (!(await isConsoleUser(control, settings, email))) return;
   const code = sixDigitCode();
-  await placementOf(env)
-    .control.db.prepare(
+  await control
+    .prepare(
       `INSERT INTO console_login_codes (email, code_hash, attempts, expires_at, consumed_at, created_at) VALUES (?, ?, 0, ?, NULL, ?)
      ON CONFLICT (email) DO UPDATE SET code_hash = excluded.code_hash, attempts = 0, expires_at = excluded.expires_at, consumed_at = NULL, created_at = excluded.created_at`,
     )
@@ -67,7 +66,6 @@ export async function startEmailSignIn(
  */
 export async function verifyEmailSignIn(
   env: Env,
-  db: Db,
   settings: Settings,
   rawEmail: string,
   code: string,
@@ -99,16 +97,10 @@ export async function verifyEmailSignIn(
     .bind(at, email, row.codeHash, MAX_CODE_ATTEMPTS, at)
     .run();
   if (consumed.meta.changes !== 1) return null;
-  if (!(await isConsoleUser(db, settings, email))) return null;
+  if (!(await isConsoleUser(control, settings, email))) return null;
   return signConsoleToken(settings.consoleSessionSecret, email);
 }
 
 /** Ends a session before its expiry: its id is remembered until the token would have expired anyway. */
-export async function revokeSession(env: Env, jti: string, expiresAt: string): Promise<void> {
-  await placementOf(env)
-    .control.db.prepare(
-      "INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
-    )
-    .bind(jti, expiresAt, nowIso())
-    .run();
-}
+export const revokeSession = (env: Env, jti: string, expiresAt: string): Promise<void> =>
+  revokeConsoleSession(placementOf(env).control.db, jti, expiresAt, nowIso());

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { MAX_WINDOW_SECONDS } from "../../src/lib/rate-limit";
 import { deleteInPages } from "../../src/lib/bounded-deletes";
-import { expiredRowSteps } from "../../src/lib/sweep";
+import { expiredRowSteps } from "../../src/jobs/retention";
 
 // The minute cron's sweep: tables that would otherwise grow without bound lose only rows nothing reads again.
 

@@ -64,7 +64,7 @@ export const signInRoutes = new Hono<AppEnv>()
     if (!email.success) return invalidEmailPage(c, csrf);
     const limited = await signInLimited(c, email.data, "start", csrf);
     if (limited) return limited;
-    await startEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, (work) => c.executionCtx.waitUntil(work));
+    await startEmailSignIn(c.env, c.get("settings"), email.data, (work) => c.executionCtx.waitUntil(work));
     return c.html(
       <Page title="Sign in">{<SignInForm csrf={csrf} step="code" email={normalizeEmail(email.data)} />}</Page>,
     );
@@ -79,9 +79,7 @@ export const signInRoutes = new Hono<AppEnv>()
     if (!email.success) return invalidEmailPage(c, csrf);
     const limited = await signInLimited(c, email.data, "verify", csrf);
     if (limited) return limited;
-    const session = /^\d{6}$/.test(code)
-      ? await verifyEmailSignIn(c.env, c.get("db"), c.get("settings"), email.data, code)
-      : null;
+    const session = /^\d{6}$/.test(code) ? await verifyEmailSignIn(c.env, c.get("settings"), email.data, code) : null;
     if (!session)
       return c.html(
         <Page title="Sign in" error="That code is not valid. Ask for a new one if it expired.">
