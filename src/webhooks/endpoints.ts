@@ -1,13 +1,25 @@
-import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { merchants, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { merchants, type webhookAttempts, type webhookDeliveries, type webhookEndpoints } from "../db/schema";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { decryptSecret, encryptSecret } from "../lib/encryption";
-import { nothingMore, writeTogether, type WithCreated } from "../db/statements";
+import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+export type AttemptRow = typeof webhookAttempts.$inferSelect;
+
+/** An endpoint's columns named as in EndpointRow. */
+const ENDPOINT_ROW = `SELECT id, url, events, merchant_id AS merchantId, secret_ciphertext AS secretCiphertext,
+  previous_secret_ciphertext AS previousSecretCiphertext, previous_secret_expires_at AS previousSecretExpiresAt,
+  created_by AS createdBy, created_at AS createdAt, disabled_at AS disabledAt, deleted_at AS deletedAt
+  FROM webhook_endpoints`;
+
+/** A delivery's columns named as in DeliveryRow. */
+const DELIVERY_ROW = `SELECT id, event_id AS eventId, endpoint_id AS endpointId, type, status, attempts,
+  last_status_code AS lastStatusCode, last_error AS lastError, next_attempt_at AS nextAttemptAt,
+  created_at AS createdAt, delivered_at AS deliveredAt FROM webhook_deliveries`;
 
 /** The list shape (docs/api.md, Webhooks): never a secret. */
 export const endpointView = (e: EndpointRow) => ({
@@ -40,7 +52,7 @@ export const merchantExists = async (db: Db, merchantId: string) =>
 
 /** Registers an endpoint; its `whsec_` secret is returned here once and stored encrypted. */
 export async function createEndpoint(
-  db: Db,
+  db: D1Database,
   secretsKey: string,
   input: { url: string; events: string[]; merchantId: string | null; createdBy: string },
   withCreated: WithCreated<{ row: EndpointRow; secret: string }> = nothingMore,
@@ -60,46 +72,53 @@ export async function createEndpoint(
     deletedAt: null,
   };
   const created = { row, secret };
-  await writeTogether(db, [db.insert(webhookEndpoints).values(row), ...(await withCreated(created))]);
+  const insert = sqlStatement(
+    `INSERT INTO webhook_endpoints (id, url, events, merchant_id, secret_ciphertext, previous_secret_ciphertext,
+       previous_secret_expires_at, created_by, created_at, disabled_at, deleted_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    row.id,
+    row.url,
+    row.events,
+    row.merchantId,
+    row.secretCiphertext,
+    row.previousSecretCiphertext,
+    row.previousSecretExpiresAt,
+    row.createdBy,
+    row.createdAt,
+    row.disabledAt,
+    row.deletedAt,
+  );
+  await executeBatch(db, [insert, ...(await withCreated(created))]);
   return created;
 }
 
-export const listEndpoints = (db: Db) =>
-  db
-    .select()
-    .from(webhookEndpoints)
-    .where(isNull(webhookEndpoints.disabledAt))
-    .orderBy(desc(webhookEndpoints.createdAt), desc(sql`rowid`))
-    .limit(500)
-    .all();
+export const listEndpoints = async (db: D1Database) =>
+  (
+    await db
+      .prepare(`${ENDPOINT_ROW} WHERE disabled_at IS NULL ORDER BY created_at DESC, rowid DESC LIMIT 500`)
+      .all<EndpointRow>()
+  ).results;
 
 /** An active endpoint: one that receives deliveries. */
-export const getEndpoint = (db: Db, id: string) =>
-  db
-    .select()
-    .from(webhookEndpoints)
-    .where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt)))
-    .get();
+export const getEndpoint = (db: D1Database, id: string) =>
+  db.prepare(`${ENDPOINT_ROW} WHERE id = ? AND disabled_at IS NULL`).bind(id).first<EndpointRow>();
 
 /** An endpoint whose deliveries stay readable: active or disabled by the service; not one removed with DELETE. */
-export const getUndeletedEndpoint = (db: Db, id: string) =>
-  db
-    .select()
-    .from(webhookEndpoints)
-    .where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt)))
-    .get();
+export const getUndeletedEndpoint = (db: D1Database, id: string) =>
+  db.prepare(`${ENDPOINT_ROW} WHERE id = ? AND deleted_at IS NULL`).bind(id).first<EndpointRow>();
 
 /**
  * DELETE: the endpoint leaves fan-out, the list and the deliveries API; its
  * rows are kept. One the service disabled can be removed too (it keeps the
  * time it was disabled).
  */
-export async function disableEndpoint(db: Db, id: string): Promise<boolean> {
+export async function disableEndpoint(db: D1Database, id: string): Promise<boolean> {
   const at = nowIso();
   const result = await db
-    .update(webhookEndpoints)
-    .set({ disabledAt: sql`COALESCE(${webhookEndpoints.disabledAt}, ${at})`, deletedAt: at })
-    .where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt)))
+    .prepare(
+      "UPDATE webhook_endpoints SET disabled_at = COALESCE(disabled_at, ?), deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
+    )
+    .bind(at, at, id)
     .run();
   return result.meta.changes > 0;
 }
@@ -109,7 +128,7 @@ export async function disableEndpoint(db: Db, id: string): Promise<boolean> {
  * for `graceSeconds`, so receivers can switch without dropping an event.
  */
 export async function rotateEndpointSecret(
-  db: Db,
+  db: D1Database,
   secretsKey: string,
   endpoint: EndpointRow,
   graceSeconds: number,
@@ -120,15 +139,14 @@ export async function rotateEndpointSecret(
     secret: newSecret("webhookSecret"),
     previousSecretExpiresAt: graceSeconds > 0 ? nowIso(now + graceSeconds * 1000) : null,
   };
-  const update = db
-    .update(webhookEndpoints)
-    .set({
-      secretCiphertext: await encryptSecret(secretsKey, rotated.secret),
-      previousSecretCiphertext: graceSeconds > 0 ? endpoint.secretCiphertext : null,
-      previousSecretExpiresAt: rotated.previousSecretExpiresAt,
-    })
-    .where(eq(webhookEndpoints.id, endpoint.id));
-  await writeTogether(db, [update, ...(await withCreated(rotated))]);
+  const update = sqlStatement(
+    "UPDATE webhook_endpoints SET secret_ciphertext = ?, previous_secret_ciphertext = ?, previous_secret_expires_at = ? WHERE id = ?",
+    await encryptSecret(secretsKey, rotated.secret),
+    graceSeconds > 0 ? endpoint.secretCiphertext : null,
+    rotated.previousSecretExpiresAt,
+    endpoint.id,
+  );
+  await executeBatch(db, [update, ...(await withCreated(rotated))]);
   return rotated;
 }
 
@@ -145,19 +163,21 @@ export async function signingSecrets(secretsKey: string, endpoint: EndpointRow, 
   return secrets;
 }
 
-export const listDeliveries = (db: Db, endpointId: string, limit: number) =>
-  db
-    .select()
-    .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.endpointId, endpointId))
-    .orderBy(desc(webhookDeliveries.createdAt), desc(sql`rowid`))
-    .limit(limit)
-    .all();
+export const listDeliveries = async (db: D1Database, endpointId: string, limit: number) =>
+  (
+    await db
+      .prepare(`${DELIVERY_ROW} WHERE endpoint_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`)
+      .bind(endpointId, limit)
+      .all<DeliveryRow>()
+  ).results;
 
-export const listAttempts = (db: Db, deliveryId: string) =>
-  db
-    .select()
-    .from(webhookAttempts)
-    .where(eq(webhookAttempts.deliveryId, deliveryId))
-    .orderBy(webhookAttempts.attempt)
-    .all();
+export const listAttempts = async (db: D1Database, deliveryId: string) =>
+  (
+    await db
+      .prepare(
+        `SELECT id, delivery_id AS deliveryId, attempt, status_code AS statusCode, error, duration_ms AS durationMs,
+           created_at AS createdAt FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`,
+      )
+      .bind(deliveryId)
+      .all<AttemptRow>()
+  ).results;

@@ -5,7 +5,7 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { validate, pathId } from "../lib/validation";
 import { answerInBatch } from "../auth/idempotency";
-import { redeliver, type RedeliverOutcome } from "./dispatch";
+import { redeliver, webhooksDb, type RedeliverOutcome } from "./dispatch";
 import {
   createEndpoint,
   deliveryView,
@@ -61,8 +61,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     const settings = c.get("settings");
     const verdict = checkWebhookUrl(body.url, settings.environment);
     if (!verdict.ok) throw urlIssue(verdict.reason);
-    const db = c.get("db");
-    if (body.merchantId && !(await merchantExists(db, body.merchantId))) {
+    if (body.merchantId && !(await merchantExists(c.get("db"), body.merchantId))) {
       throw new ApiError(400, "invalid_request", {
         issues: [{ path: "merchantId", code: "unknown_merchant", message: "no such merchant" }],
       });
@@ -76,7 +75,7 @@ export const webhookRoutes = new Hono<AppEnv>()
       secret,
     });
     const created = await createEndpoint(
-      db,
+      webhooksDb(c.env),
       settings.webhookSecretsKey,
       {
         url: verdict.url.toString(),
@@ -89,10 +88,10 @@ export const webhookRoutes = new Hono<AppEnv>()
     return c.json(createdView(created), 201);
   })
   .get("/settings/webhooks", async (c) => {
-    return c.json({ endpoints: (await listEndpoints(c.get("db"))).map(endpointView) });
+    return c.json({ endpoints: (await listEndpoints(webhooksDb(c.env))).map(endpointView) });
   })
   .delete("/settings/webhooks/:id", validate("param", IdParam), async (c) => {
-    if (!(await disableEndpoint(c.get("db"), c.req.valid("param").id)))
+    if (!(await disableEndpoint(webhooksDb(c.env), c.req.valid("param").id)))
       throw new ApiError(404, "webhook_endpoint_not_found");
     return c.json({ id: c.req.valid("param").id, deleted: true });
   })
@@ -102,7 +101,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     validate("param", IdParam),
     validate("json", RotateBody, { optionalBody: true }),
     async (c) => {
-      const db = c.get("db");
+      const db = webhooksDb(c.env);
       const endpoint = await getEndpoint(db, c.req.valid("param").id);
       if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");
       const rotatedView = (rotated: { secret: string; previousSecretExpiresAt: string | null }) => ({
@@ -125,7 +124,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     validate("param", IdParam),
     validate("query", DeliveriesQuery),
     async (c) => {
-      const db = c.get("db");
+      const db = webhooksDb(c.env);
       // Also an endpoint the service disabled: its failed deliveries are what an operator comes to read.
       const endpoint = await getUndeletedEndpoint(db, c.req.valid("param").id);
       if (!endpoint) throw new ApiError(404, "webhook_endpoint_not_found");

@@ -80,7 +80,7 @@ beforeAll(async () => {
   });
   const paylink = await send("POST", "/merchant/paylinks", merchant.apiKey, { budgetUsdCents: 5000 });
   await send("POST", `/pl/${paylink.code}/accept`, agent.apiKey);
-  const endpoint = await createEndpoint(db, settingsOf(env).webhookSecretsKey, {
+  const endpoint = await createEndpoint(env.DB, settingsOf(env).webhookSecretsKey, {
     url: `${receiverUrl()}/hooks/ok-fuzz`,
     events: [],
     merchantId: merchant.merchantId,

@@ -112,7 +112,7 @@ beforeAll(async () => {
   // Scoped to a bulk merchant that never has events, so none of them is ever sent to.
   const quietMerchant = merchants[0]!.merchantId;
   const endpoints = await inBatches(SERVICE_COUNTS.webhook, 25, (i) =>
-    createEndpoint(db, secretsKey, {
+    createEndpoint(env.DB, secretsKey, {
       url: `https://hooks.example.com/secrets/${i}`,
       events: [],
       merchantId: quietMerchant,

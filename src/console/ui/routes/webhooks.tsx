@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import { consoleMerchantView, getMerchant, listMerchants } from "../../../merchants/service";
-import { type RedeliverOutcome, redeliver } from "../../../webhooks/dispatch";
+import { type RedeliverOutcome, redeliver, webhooksDb } from "../../../webhooks/dispatch";
 import {
   createEndpoint,
   deliveryView,
@@ -27,7 +27,7 @@ const REDELIVER_NOTICE: Record<Exclude<RedeliverOutcome, "endpoint_not_found">, 
 
 /** The endpoints page (with a secret shown once above it, after a creation). */
 async function webhooksPage(c: Ui, extra: { notice?: string; error?: string } = {}, shown?: unknown) {
-  const [endpoints, merchants] = await Promise.all([listEndpoints(c.get("db")), listMerchants(c.get("db"), 500)]);
+  const [endpoints, merchants] = await Promise.all([listEndpoints(webhooksDb(c.env)), listMerchants(c.get("db"), 500)]);
   return render(
     c,
     "Webhooks",
@@ -71,7 +71,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     if (!verdict.ok) return webhooksPage(c, { error: `That URL is refused (${verdict.reason}).` });
     if (merchantId && !(await getMerchant(c.get("db"), merchantId)))
       return webhooksPage(c, { error: "No such merchant." });
-    const { row, secret } = await createEndpoint(c.get("db"), settings.webhookSecretsKey, {
+    const { row, secret } = await createEndpoint(webhooksDb(c.env), settings.webhookSecretsKey, {
       url: verdict.url.toString(),
       events,
       merchantId,
@@ -85,9 +85,9 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .get("/console/ui/webhooks/:id", async (c) => {
     // As the deliveries API: an endpoint the service disabled keeps its deliveries readable.
-    const endpoint = await getUndeletedEndpoint(c.get("db"), c.req.param("id"));
+    const endpoint = await getUndeletedEndpoint(webhooksDb(c.env), c.req.param("id"));
     if (!endpoint) return c.notFound();
-    const deliveries = (await listDeliveries(c.get("db"), endpoint.id, 100)).map(deliveryView);
+    const deliveries = (await listDeliveries(webhooksDb(c.env), endpoint.id, 100)).map(deliveryView);
     return render(
       c,
       `Deliveries to ${endpoint.url}`,
@@ -96,7 +96,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     );
   })
   .get("/console/ui/webhooks/:id/deliveries/:deliveryId", async (c) => {
-    const attempts = await listAttempts(c.get("db"), c.req.param("deliveryId"));
+    const attempts = await listAttempts(webhooksDb(c.env), c.req.param("deliveryId"));
     return render(c, "Delivery attempts", "/console/ui/webhooks", <AttemptsPage attempts={attempts} />);
   })
   .post("/console/ui/webhooks/:id/deliveries/:deliveryId/redeliver", async (c) => {
