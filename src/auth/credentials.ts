@@ -3,6 +3,7 @@ import { keyHolderByHash } from "../db/api-keys";
 import { sha256Hex, timingSafeEqualStrings } from "../lib/crypto";
 import { ID_PREFIXES } from "../lib/ids";
 import { IsolateCache } from "../lib/isolate-cache";
+import { isConsoleUser, isRevokedSession } from "./console-users";
 import { verifyConsoleToken } from "./jwt";
 
 export type ActorKind = "merchant" | "agent" | "console";
@@ -30,11 +31,7 @@ export async function resolveCredential(control: D1Database, settings: Settings,
   if (kind === "console") {
     const session = await verifyConsoleToken(settings.consoleSessionSecret, token);
     if (!session || !(await isConsoleUser(control, settings, session.email))) return null;
-    const revoked = await control
-      .prepare("SELECT jti FROM console_revoked_sessions WHERE jti = ?")
-      .bind(session.jti)
-      .first();
-    if (revoked) return null;
+    if (await isRevokedSession(control, session.jti)) return null;
     return { kind: "console", email: session.email, jti: session.jti, expiresAt: session.expiresAt };
   }
   if (!KEY_SHAPE.test(token)) return null;
@@ -80,10 +77,3 @@ async function lookUpKey(
  */
 export const KEY_MEMORY_MS = 3_000;
 const knownKeys = new IsolateCache<string, Actor>(10_000, KEY_MEMORY_MS);
-
-/** A console user is in CONSOLE_USERS or was added from the console. */
-export async function isConsoleUser(control: D1Database, settings: Settings, email: string): Promise<boolean> {
-  const normalized = email.trim().toLowerCase();
-  if (settings.consoleUsers.includes(normalized)) return true;
-  return (await control.prepare("SELECT email FROM console_users WHERE email = ?").bind(normalized).first()) !== null;
-}

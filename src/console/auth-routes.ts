@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
-import { isConsoleUser } from "../auth/credentials";
+import { addConsoleUser, isConsoleUser, listAddedConsoleUsers } from "../auth/console-users";
 import { signConsoleToken } from "../auth/jwt";
 import { actorOf, requireActor } from "../auth/middleware";
 import { placementOf } from "../ledger/place";
@@ -11,7 +11,6 @@ import { nowIso } from "../lib/time";
 import { validate } from "../lib/validation";
 import { verifyAccessAssertion } from "./access";
 import { normalizeEmail, revokeSession, startEmailSignIn, verifyEmailSignIn } from "./sign-in";
-import { addConsoleUser, listAddedConsoleUsers } from "./users";
 
 /** A console address, as every sign-in route takes it. */
 export const SignInEmail = z.string().trim().email().max(254);
@@ -75,7 +74,7 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
     return c.json({ signedOut: true });
   })
   .get("/console/users", requireActor("console"), async (c) => {
-    const added = await listAddedConsoleUsers(c.get("db"));
+    const added = await listAddedConsoleUsers(placementOf(c.env).control.db);
     return c.json({
       users: [
         ...c
@@ -88,6 +87,6 @@ export const consoleAuthRoutes = new Hono<AppEnv>()
   .post("/console/users", requireActor("console"), validate("json", UserBody), async (c) => {
     const email = normalizeEmail(c.req.valid("json").email);
     const user = { email, addedBy: actorOf(c.get("actor"), "console").email, createdAt: nowIso() };
-    await addConsoleUser(c.get("db"), user);
+    await addConsoleUser(placementOf(c.env).control.db, user);
     return c.json({ user }, 201);
   });

@@ -1,4 +1,4 @@
-import { isConsoleUser } from "../auth/credentials";
+import { isConsoleUser, revokeConsoleSession } from "../auth/console-users";
 import { signConsoleToken } from "../auth/jwt";
 import type { Env, Settings } from "../config/env";
 import { placementOf } from "../ledger/place";
@@ -40,10 +40,11 @@ export async function startEmailSignIn(
   now = Date.now(),
 ): Promise<void> {
   const email = normalizeEmail(rawEmail);
-  if (!(await isConsoleUser(placementOf(env).control.db, settings, email))) return;
+  const control = placementOf(env).control.db;
+  if (!(await isConsoleUser(control, settings, email))) return;
   const code = sixDigitCode();
-  await placementOf(env)
-    .control.db.prepare(
+  await control
+    .prepare(
       `INSERT INTO console_login_codes (email, code_hash, attempts, expires_at, consumed_at, created_at) VALUES (?, ?, 0, ?, NULL, ?)
      ON CONFLICT (email) DO UPDATE SET code_hash = excluded.code_hash, attempts = 0, expires_at = excluded.expires_at, consumed_at = NULL, created_at = excluded.created_at`,
     )
@@ -101,11 +102,5 @@ export async function verifyEmailSignIn(
 }
 
 /** Ends a session before its expiry: its id is remembered until the token would have expired anyway. */
-export async function revokeSession(env: Env, jti: string, expiresAt: string): Promise<void> {
-  await placementOf(env)
-    .control.db.prepare(
-      "INSERT INTO console_revoked_sessions (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
-    )
-    .bind(jti, expiresAt, nowIso())
-    .run();
-}
+export const revokeSession = (env: Env, jti: string, expiresAt: string): Promise<void> =>
+  revokeConsoleSession(placementOf(env).control.db, jti, expiresAt, nowIso());

@@ -34,7 +34,7 @@ export const consoleRevokedSessions = sqliteTable(
     expiresAt: text("expires_at").notNull(),
     revokedAt: text("revoked_at").notNull(),
   },
-  // The cron deletes expired ones a page at a time (src/lib/sweep.ts).
+  // The cron deletes expired ones a page at a time (src/auth/retention.ts).
   (t) => [index("console_revoked_sessions_expires").on(t.expiresAt)],
 );
 

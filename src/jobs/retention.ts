@@ -1,12 +1,13 @@
+import { expiredAnswersStep, expiredClaimsStep, expiredSessionsStep } from "../auth/retention";
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
 import { placementOf } from "../ledger/place";
 import { shardLabel } from "../ledger/shard-labels";
-import { type BoundedDeleteRun, type DeleteStep, deleteInPages, pagedDelete } from "../lib/bounded-deletes";
+import { type BoundedDeleteRun, type DeleteStep, deleteInPages } from "../lib/bounded-deletes";
 import { log } from "../lib/log";
-import { expiredRowSteps } from "../lib/sweep";
+import { expiredRateLimitsStep } from "../lib/rate-limit";
 import { nowIso } from "../lib/time";
-import { webhookRetentionSteps } from "../webhooks/retention";
+import { dispatchedOutboxStep, webhookRetentionSteps } from "../webhooks/retention";
 
 /** Rows per delete: small enough that one statement never holds D1 long, whatever the backlog. */
 const PAGE_ROWS = 500;
@@ -44,6 +45,21 @@ export async function retentionJob(
 }
 
 /**
+ * Rows that outlived their use, in control: stored idempotent answers and key claims past their
+ * expiry, rate-limit counters whose window is over, and revoked console sessions whose token has
+ * expired anyway. Each owner says which of its rows those are.
+ */
+export function expiredRowSteps(db: D1Database, now = Date.now()): DeleteStep[] {
+  const at = nowIso(now);
+  return [
+    expiredAnswersStep(db, at),
+    expiredClaimsStep(db, at),
+    expiredRateLimitsStep(db, now),
+    expiredSessionsStep(db, at),
+  ];
+}
+
+/**
  * What each ledger shard but control keeps of the same: its stored idempotent answers and its outbox. A
  * shard's dispatched event was copied into the control database when it was forwarded (the copy is
  * what deliveries read), so past the retention it goes; an undispatched one never does. The other
@@ -57,8 +73,8 @@ function shardSteps(env: Env, now: number, cutoffIso: string): DeleteStep[] {
       // A step's name is what the log shows when it falls behind: the table and the shard's number.
       const shard = shardLabel(at);
       return [
-        pagedDelete(at.db, `idempotency_keys:${shard}`, "idempotency_keys", "expires_at <= ?", nowIso(now)),
-        pagedDelete(at.db, `outbox_events:${shard}`, "outbox_events", "dispatched_at < ?", cutoffIso),
+        expiredAnswersStep(at.db, nowIso(now), `idempotency_keys:${shard}`),
+        dispatchedOutboxStep(at.db, cutoffIso, `outbox_events:${shard}`),
       ];
     });
 }

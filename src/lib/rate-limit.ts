@@ -1,3 +1,4 @@
+import { type DeleteStep, pagedDelete } from "./bounded-deletes";
 import { ApiError } from "./errors";
 
 /** The longest window a stored counter may have: the minute cron deletes counters whose window ended before that. */
@@ -30,6 +31,10 @@ export async function hitRateLimit(
   if ((row?.count ?? 0) <= limit) return null;
   return Math.max(1, windowStart + windowSeconds - Math.floor(now / 1000));
 }
+
+/** Counters whose window ended before the longest window could still count them, for the minute cron. */
+export const expiredRateLimitsStep = (db: D1Database, now: number): DeleteStep =>
+  pagedDelete(db, "rate_limits", "rate_limits", "window_start < ?", Math.floor(now / 1000) - MAX_WINDOW_SECONDS);
 
 /** The window of the platform rate limit bindings (wrangler.toml `period`). */
 export const RATE_LIMIT_PERIOD_SECONDS = 10;

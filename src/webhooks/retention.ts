@@ -1,4 +1,4 @@
-import type { DeleteStep } from "../lib/bounded-deletes";
+import { type DeleteStep, pagedDelete } from "../lib/bounded-deletes";
 
 /*
  * What webhook delivery keeps, and for how long. A delivery that is finished (delivered, or failed
@@ -43,3 +43,11 @@ export function webhookRetentionSteps(db: D1Database, cutoffIso: string): Delete
     },
   ];
 }
+
+/**
+ * A ledger shard's dispatched events older than the cutoff: a shard's event was copied into the
+ * control database when it was forwarded (the copy is what deliveries read), so past the retention
+ * it goes; an undispatched one never does. `name`: what the log shows when the step falls behind.
+ */
+export const dispatchedOutboxStep = (db: D1Database, cutoffIso: string, name: string): DeleteStep =>
+  pagedDelete(db, name, "outbox_events", "dispatched_at < ?", cutoffIso);

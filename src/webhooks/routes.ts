@@ -76,7 +76,7 @@ export const webhookRoutes = new Hono<AppEnv>()
       secret,
     });
     const created = await createEndpoint(
-      db,
+      webhooksDb(c.env),
       settings.webhookSecretsKey,
       {
         url: verdict.url.toString(),

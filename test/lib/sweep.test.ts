@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { expiredRowSteps } from "../../src/jobs/retention";
 import { deleteInPages } from "../../src/lib/bounded-deletes";
 import { MAX_WINDOW_SECONDS } from "../../src/lib/rate-limit";
-import { expiredRowSteps } from "../../src/lib/sweep";
 
 // The minute cron's sweep: tables that would otherwise grow without bound lose only rows nothing reads again.
 

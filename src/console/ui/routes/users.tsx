@@ -1,9 +1,10 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../../auth/app-env";
+import { addConsoleUser, listAddedConsoleUsers } from "../../../auth/console-users";
+import { placementOf } from "../../../ledger/place";
 import { nowIso } from "../../../lib/time";
 import { normalizeEmail } from "../../sign-in";
-import { addConsoleUser, listAddedConsoleUsers } from "../../users";
 import { field, form } from "../forms";
 import { UsersPage } from "../pages/users";
 import { back, csrfOf, emailOf, render } from "../render";
@@ -11,7 +12,7 @@ import { back, csrfOf, emailOf, render } from "../render";
 /** Console users: who may sign in, and letting another e-mail in. */
 export const userRoutes = new Hono<AppEnv>()
   .get("/console/ui/users", async (c) => {
-    const added = await listAddedConsoleUsers(c.get("db"));
+    const added = await listAddedConsoleUsers(placementOf(c.env).control.db);
     return render(
       c,
       "Console users",
@@ -26,6 +27,10 @@ export const userRoutes = new Hono<AppEnv>()
       .email()
       .safeParse(field(await form(c), "email"));
     if (!email.success) return back(c, ["users"], "Enter a valid e-mail address.");
-    await addConsoleUser(c.get("db"), { email: normalizeEmail(email.data), addedBy: emailOf(c), createdAt: nowIso() });
+    await addConsoleUser(placementOf(c.env).control.db, {
+      email: normalizeEmail(email.data),
+      addedBy: emailOf(c),
+      createdAt: nowIso(),
+    });
     return back(c, ["users"], `${normalizeEmail(email.data)} may now sign in.`);
   });

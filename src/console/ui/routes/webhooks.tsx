@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import { placementOf } from "../../../ledger/place";
 import { consoleMerchantView, getMerchant, listMerchants } from "../../../merchants/service";
-import { type RedeliverOutcome, redeliver } from "../../../webhooks/dispatch";
+import { type RedeliverOutcome, redeliver, webhooksDb } from "../../../webhooks/dispatch";
 import {
   createEndpoint,
   deliveryView,
@@ -73,7 +73,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     if (!verdict.ok) return webhooksPage(c, { error: `That URL is refused (${verdict.reason}).` });
     if (merchantId && !(await getMerchant(placementOf(c.env).control.db, merchantId)))
       return webhooksPage(c, { error: "No such merchant." });
-    const { row, secret } = await createEndpoint(placementOf(c.env).control.db, settings.webhookSecretsKey, {
+    const { row, secret } = await createEndpoint(webhooksDb(c.env), settings.webhookSecretsKey, {
       url: verdict.url.toString(),
       events,
       merchantId,
@@ -87,9 +87,9 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .get("/console/ui/webhooks/:id", async (c) => {
     // As the deliveries API: an endpoint the service disabled keeps its deliveries readable.
-    const endpoint = await getUndeletedEndpoint(placementOf(c.env).control.db, c.req.param("id"));
+    const endpoint = await getUndeletedEndpoint(webhooksDb(c.env), c.req.param("id"));
     if (!endpoint) return c.notFound();
-    const deliveries = (await listDeliveries(placementOf(c.env).control.db, endpoint.id, 100)).map(deliveryView);
+    const deliveries = (await listDeliveries(webhooksDb(c.env), endpoint.id, 100)).map(deliveryView);
     return render(
       c,
       `Deliveries to ${endpoint.url}`,
@@ -98,7 +98,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     );
   })
   .get("/console/ui/webhooks/:id/deliveries/:deliveryId", async (c) => {
-    const attempts = await listAttempts(placementOf(c.env).control.db, c.req.param("deliveryId"));
+    const attempts = await listAttempts(webhooksDb(c.env), c.req.param("deliveryId"));
     return render(c, "Delivery attempts", "/console/ui/webhooks", <AttemptsPage attempts={attempts} />);
   })
   .post("/console/ui/webhooks/:id/deliveries/:deliveryId/redeliver", async (c) => {
