@@ -4,9 +4,11 @@ import { keccak256, stringToHex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { defineConfig } from "vitest/config";
 import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
+import { freshGasKeys } from "./test/setup/worker-keys";
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+  const shared = { migrations };
   return {
     test: {
       projects: [
@@ -16,36 +18,36 @@ export default defineConfig(async () => {
             include: ["test/**/*.test.ts"],
             exclude: ["test/e2e/**", LANES_TEST, BENCH_TESTS, TREASURY_TESTS, BATCH_ONLY_TESTS, SHARDS_TESTS],
           },
-          migrations,
+          shared,
         ),
-        // The same, with every gas key of the local chain: settlements spread over several lanes.
-        workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: "all" }, migrations),
+        // The settlement lanes test, its Worker with four gas keys: settlements spread over several lanes.
+        workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: 4 }, shared),
         // The settler's races and faults again, with settlements batched through the SettlementBatch contract.
-        workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, migrations),
+        workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, shared),
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
-        workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
+        workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, shared),
         // The same reconciliation with two ledger shards, owners spread over both: the same answers.
         // Its treasury (settlement, gas and receiving keys) is its own too, so the two run at once.
         workersProject(
           "workers-treasury-shards",
           { include: [TREASURY_TESTS], vars: { ...TREASURY_SHARDS_VARS, ...SHARDS_VARS } },
-          migrations,
+          shared,
         ),
         // Two ledger shards, owners spread over both: payments within one shard and across two.
         workersProject(
           "workers-shards",
           { include: [SHARDS_TESTS, SAME_WORLD_TESTS], exclude: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS },
-          migrations,
+          shared,
         ),
         // The same two shards with x402 settlements batched: one transaction settling charges of both shards.
         workersProject(
           "workers-shards-batch",
           { include: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS, batched: true },
-          migrations,
+          shared,
         ),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
-        workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
+        workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, shared),
         {
           // `npm run dev` and the CLI exactly as a person runs them, from Node.
           test: {
@@ -61,7 +63,7 @@ export default defineConfig(async () => {
   };
 });
 
-/** The settlement lanes test runs in a project of its own: its Worker has every gas key. */
+/** The settlement lanes test runs in a project of its own: its Worker has several gas keys. */
 const LANES_TEST = "test/x402/lanes.test.ts";
 /** The settler's tests that run once more with batched settlement, and the ones that only make sense batched. */
 const BATCH_ONLY_TESTS = "test/x402/batch.test.ts";
@@ -105,18 +107,20 @@ function workersProject(
   options: {
     include: string[];
     exclude?: string[];
-    gasKeys?: "all";
+    /** How many gas keys (settlement lanes) the Worker has: 1 unless said. */
+    gasKeys?: number;
     /** Settle x402 payments in batches (X402_SETTLEMENT_BATCH_ADDRESS). */
     batched?: boolean;
     configPath?: string;
     /** Bindings that replace the shared ones. */
     vars?: Record<string, string>;
   },
-  migrations: Awaited<ReturnType<typeof readD1Migrations>>,
+  shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>> },
 ) {
   return {
     plugins: [
-      cloudflareTest(({ inject }) => ({
+      // Called for each test file (each runs in a Worker of its own): the file's gas keys are its own.
+      cloudflareTest(async ({ inject }) => ({
         wrangler: { configPath: options.configPath ?? "./wrangler.toml" },
         miniflare: {
           bindings: {
@@ -132,9 +136,10 @@ function workersProject(
             // Webhook hosts are resolved before each POST through the receiver's DNS-over-HTTPS stand-in.
             WEBHOOK_DNS_RESOLVER_URL: `${inject<string>("receiverUrl")}/dns-query`,
             ...inject<{ vars: Record<string, string> }>("chain").vars,
-            ...(options.gasKeys === "all"
-              ? { FACILITATOR_PRIVATE_KEY: inject<{ laneKeys: string }>("chain").laneKeys }
-              : {}),
+            FACILITATOR_PRIVATE_KEY: await freshGasKeys(
+              inject<{ rpcUrl: string }>("chain").rpcUrl,
+              options.gasKeys ?? 1,
+            ),
             ...(options.batched
               ? { X402_SETTLEMENT_BATCH_ADDRESS: inject<{ settlementBatch: string }>("chain").settlementBatch }
               : {}),
@@ -146,7 +151,7 @@ function workersProject(
             ACCESS_TEAM_DOMAIN: "agent-pay-test.cloudflareaccess.com",
             ACCESS_AUD: "test-access-aud",
             ACCESS_CERTS_URL: `${inject<string>("receiverUrl")}/access/certs`,
-            TEST_MIGRATIONS: migrations,
+            TEST_MIGRATIONS: shared.migrations,
             ...options.vars,
           },
         },
