@@ -4,6 +4,7 @@ import { keccak256, stringToHex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { defineConfig } from "vitest/config";
 import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
+import { LongestFirst } from "./test/setup/sequencer";
 import { freshGasKeys } from "./test/setup/worker-keys";
 
 export default defineConfig(async () => {
@@ -11,6 +12,10 @@ export default defineConfig(async () => {
   const shared = { migrations };
   return {
     test: {
+      // Test files run three at a time, over every project: most of a file's time is waiting (its Worker
+      // starting, the chain, a dev server), and each file has its own database, Worker, payers and gas keys.
+      maxWorkers: 3,
+      sequence: { sequencer: LongestFirst },
       projects: [
         workersProject(
           "workers",
