@@ -58,6 +58,8 @@ export default defineConfig(async () => {
           test: {
             name: "e2e",
             environment: "node",
+            // The local databases with every migration applied, copied into each dev server's state.
+            globalSetup: ["./test/setup/dev-template.global.ts"],
             include: ["test/e2e/**/*.test.ts"],
             testTimeout: 120_000,
             hookTimeout: 120_000,
