@@ -7,9 +7,26 @@ import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
 import { LongestFirst } from "./test/setup/sequencer";
 import { freshGasKeys } from "./test/setup/worker-keys";
 
+declare module "vitest" {
+  export interface ProvidedContext {
+    seed: number;
+  }
+}
+
+/**
+ * The seed of the tests that draw random inputs (test/helpers/seed.ts): TEST_SEED replays a run
+ * whose failure named it; without it, each run draws a new one.
+ */
+function testSeed(): number {
+  const given = process.env.TEST_SEED;
+  if (given === undefined || given === "") return Math.floor(Math.random() * 2 ** 31);
+  if (!/^-?\d+$/.test(given)) throw new Error(`TEST_SEED is an integer, not ${JSON.stringify(given)}`);
+  return Number(given);
+}
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
-  const shared = { migrations };
+  const shared = { migrations, seed: testSeed() };
   return {
     test: {
       // Test files run three at a time, over every project: most of a file's time is waiting (its Worker
@@ -122,7 +139,7 @@ function workersProject(
     /** Bindings that replace the shared ones. */
     vars?: Record<string, string>;
   },
-  shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>> },
+  shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>>; seed: number },
 ) {
   return {
     plugins: [
@@ -168,6 +185,7 @@ function workersProject(
       name,
       globalSetup: ["./test/setup/receiver.global.ts", "./test/setup/chain.global.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
+      provide: { seed: shared.seed },
       include: options.include,
       exclude: options.exclude ?? [],
       testTimeout: 60_000,
