@@ -1,4 +1,3 @@
-import fc from "fast-check";
 import { inject } from "vitest";
 
 /**
@@ -9,8 +8,3 @@ export const SEED = inject("seed");
 
 /** What a failure says, so the run can be replayed. */
 export const SEED_NOTE = `seed ${SEED}: replay with TEST_SEED=${SEED}`;
-
-/** Every fast-check property of the calling file draws from this run's seed (fast-check's reports name it too). */
-export function seedFastCheck() {
-  fc.configureGlobal({ seed: SEED });
-}
