@@ -4,11 +4,35 @@ import { keccak256, stringToHex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { defineConfig } from "vitest/config";
 import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
+import { LongestFirst } from "./test/setup/sequencer";
+import { freshGasKeys } from "./test/setup/worker-keys";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    seed: number;
+  }
+}
+
+/**
+ * The seed of the tests that draw random inputs (test/helpers/seed.ts): TEST_SEED replays a run
+ * whose failure named it; without it, each run draws a new one.
+ */
+function testSeed(): number {
+  const given = process.env.TEST_SEED;
+  if (given === undefined || given === "") return Math.floor(Math.random() * 2 ** 31);
+  if (!/^-?\d+$/.test(given)) throw new Error(`TEST_SEED is an integer, not ${JSON.stringify(given)}`);
+  return Number(given);
+}
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+  const shared = { migrations, seed: testSeed() };
   return {
     test: {
+      // Test files run three at a time, over every project: most of a file's time is waiting (its Worker
+      // starting, the chain, a dev server), and each file has its own database, Worker, payers and gas keys.
+      maxWorkers: 3,
+      sequence: { sequencer: LongestFirst },
       projects: [
         workersProject(
           "workers",
@@ -24,36 +48,36 @@ export default defineConfig(async () => {
               SHARDS_TESTS,
             ],
           },
-          migrations,
+          shared,
         ),
-        // The same, with every gas key of the local chain: settlements spread over several lanes.
-        workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: "all" }, migrations),
+        // The settlement lanes test, its Worker with four gas keys: settlements spread over several lanes.
+        workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: 4 }, shared),
         // The settler's races and faults again, with settlements batched through the SettlementBatch contract.
-        workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, migrations),
+        workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, shared),
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
-        workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, migrations),
+        workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, shared),
         // The same reconciliation with two ledger shards, owners spread over both: the same answers.
         // Its treasury (settlement, gas and receiving keys) is its own too, so the two run at once.
         workersProject(
           "workers-treasury-shards",
           { include: [TREASURY_TESTS], vars: { ...TREASURY_SHARDS_VARS, ...SHARDS_VARS } },
-          migrations,
+          shared,
         ),
         // Two ledger shards, owners spread over both: payments within one shard and across two.
         workersProject(
           "workers-shards",
           { include: [SHARDS_TESTS, SAME_WORLD_TESTS], exclude: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS },
-          migrations,
+          shared,
         ),
         // The same two shards with x402 settlements batched: one transaction settling charges of both shards.
         workersProject(
           "workers-shards-batch",
           { include: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS, batched: true },
-          migrations,
+          shared,
         ),
         // The bench's Worker (bench/worker.ts): the service plus the runtime floors of `npm run bench`.
-        workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, migrations),
+        workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, shared),
         {
           // The house rules themselves (import layers), from Node: each broken on purpose.
           test: { name: "house", environment: "node", include: ["test/house/**/*.test.ts"] },
@@ -63,6 +87,8 @@ export default defineConfig(async () => {
           test: {
             name: "e2e",
             environment: "node",
+            // The local databases with every migration applied, copied into each dev server's state.
+            globalSetup: ["./test/setup/dev-template.global.ts"],
             include: ["test/e2e/**/*.test.ts"],
             testTimeout: 120_000,
             hookTimeout: 120_000,
@@ -73,7 +99,7 @@ export default defineConfig(async () => {
   };
 });
 
-/** The settlement lanes test runs in a project of its own: its Worker has every gas key. */
+/** The settlement lanes test runs in a project of its own: its Worker has several gas keys. */
 const LANES_TEST = "test/x402/lanes.test.ts";
 /** The settler's tests that run once more with batched settlement, and the ones that only make sense batched. */
 const BATCH_ONLY_TESTS = "test/x402/batch.test.ts";
@@ -117,18 +143,20 @@ function workersProject(
   options: {
     include: string[];
     exclude?: string[];
-    gasKeys?: "all";
+    /** How many gas keys (settlement lanes) the Worker has: 1 unless said. */
+    gasKeys?: number;
     /** Settle x402 payments in batches (X402_SETTLEMENT_BATCH_ADDRESS). */
     batched?: boolean;
     configPath?: string;
     /** Bindings that replace the shared ones. */
     vars?: Record<string, string>;
   },
-  migrations: Awaited<ReturnType<typeof readD1Migrations>>,
+  shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>>; seed: number },
 ) {
   return {
     plugins: [
-      cloudflareTest(({ inject }) => ({
+      // Called for each test file (each runs in a Worker of its own): the file's gas keys are its own.
+      cloudflareTest(async ({ inject }) => ({
         wrangler: { configPath: options.configPath ?? "./wrangler.toml" },
         miniflare: {
           bindings: {
@@ -144,9 +172,10 @@ function workersProject(
             // Webhook hosts are resolved before each POST through the receiver's DNS-over-HTTPS stand-in.
             WEBHOOK_DNS_RESOLVER_URL: `${inject<string>("receiverUrl")}/dns-query`,
             ...inject<{ vars: Record<string, string> }>("chain").vars,
-            ...(options.gasKeys === "all"
-              ? { FACILITATOR_PRIVATE_KEY: inject<{ laneKeys: string }>("chain").laneKeys }
-              : {}),
+            FACILITATOR_PRIVATE_KEY: await freshGasKeys(
+              inject<{ rpcUrl: string }>("chain").rpcUrl,
+              options.gasKeys ?? 1,
+            ),
             ...(options.batched
               ? { X402_SETTLEMENT_BATCH_ADDRESS: inject<{ settlementBatch: string }>("chain").settlementBatch }
               : {}),
@@ -158,7 +187,7 @@ function workersProject(
             ACCESS_TEAM_DOMAIN: "agent-pay-test.cloudflareaccess.com",
             ACCESS_AUD: "test-access-aud",
             ACCESS_CERTS_URL: `${inject<string>("receiverUrl")}/access/certs`,
-            TEST_MIGRATIONS: migrations,
+            TEST_MIGRATIONS: shared.migrations,
             ...options.vars,
           },
         },
@@ -168,6 +197,7 @@ function workersProject(
       name,
       globalSetup: ["./test/setup/receiver.global.ts", "./test/setup/chain.global.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
+      provide: { seed: shared.seed },
       include: options.include,
       exclude: options.exclude ?? [],
       testTimeout: 60_000,

@@ -10,6 +10,7 @@ import {
 } from "../../src/agents/policy";
 import { api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { SEED } from "../helpers/seed";
 
 const policy = (p: Partial<Policy> = {}): Policy => normalizePolicy(p);
 const ctx = (c: Partial<PaymentContext> = {}): PaymentContext => ({
@@ -412,7 +413,7 @@ describe("evaluatePolicy (unit)", () => {
           else expect(d).toEqual({ kind: "pay" });
         },
       ),
-      { numRuns: 500 },
+      { numRuns: 500, seed: SEED },
     );
   });
 });

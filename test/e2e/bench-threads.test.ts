@@ -7,8 +7,22 @@ import { type DevServer, startDevServer } from "./dev-server";
 // `npm run bench`'s thread column reads the kernel's accounting of real processes (Linux /proc).
 const linux = existsSync("/proc/self/schedstat");
 
-const node = (code: string): ChildProcess => spawn(process.execPath, ["-e", code], { stdio: "ignore" });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * A Node process running `code`, once it has started: `code` calls `ready()` when it does what the test
+ * watches (spins, sleeps). Node's own start takes a while and uses a CPU: a fixed wait for it is too
+ * short on a loaded machine, and a window that opens during it sees a sleeper busy or a spinner idle.
+ */
+async function node(code: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["-e", `const ready = () => process.stdout.write("ready\\n");\n${code}`], {
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once("data", () => resolve());
+    child.once("exit", (code) => reject(new Error(`the node process exited with ${code} before it was ready`)));
+  });
+  return child;
+}
 /** What the watched processes did over one second. */
 async function overOneSecond(watched: WatchedProcess[]) {
   const before = snapshot(watched);
@@ -18,10 +32,9 @@ async function overOneSecond(watched: WatchedProcess[]) {
 
 describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
   it("tells a thread that spins from one that sleeps", async () => {
-    const spinner = node("for (;;) {}");
-    const sleeper = node("setTimeout(() => {}, 600_000)");
+    const spinner = await node("ready(); for (;;) {}");
+    const sleeper = await node("ready(); setTimeout(() => {}, 600_000)");
     try {
-      await sleep(300);
       const shares = await overOneSecond([
         { role: "service", pid: spinner.pid!, allThreads: false },
         { role: "proxy", pid: sleeper.pid!, allThreads: false },
@@ -39,12 +52,11 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
   });
 
   it("counts every thread of a pool (anvil's), or the main thread alone (workerd's)", async () => {
-    // The main thread sleeps; a worker thread spins.
-    const pool = node(
-      "new (require('node:worker_threads').Worker)('for (;;) {}', { eval: true }); setTimeout(() => {}, 600_000)",
+    // The main thread sleeps; a worker thread spins (it says so before it starts).
+    const pool = await node(
+      "new (require('node:worker_threads').Worker)(\"require('node:worker_threads').parentPort.postMessage(1); for (;;) {}\", { eval: true }).once('message', ready); setTimeout(() => {}, 600_000)",
     );
     try {
-      await sleep(500);
       const shares = await overOneSecond([
         { role: "anvil", pid: pool.pid!, allThreads: true },
         { role: "service", pid: pool.pid!, allThreads: false },
@@ -57,9 +69,8 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
   });
 
   it("leaves out a process that ended inside the window, and says nothing when nothing is left", async () => {
-    const brief = node("setTimeout(() => {}, 600_000)");
+    const brief = await node("ready(); setTimeout(() => {}, 600_000)");
     const watched: WatchedProcess[] = [{ role: "service", pid: brief.pid!, allThreads: false }];
-    await sleep(200);
     const before = snapshot(watched);
     expect(before.readings[0]!.threads![String(brief.pid)]!.cpuNs).toBeGreaterThanOrEqual(0);
     brief.kill("SIGKILL");
@@ -72,9 +83,8 @@ describe.runIf(linux)("bench thread meter (scripts/bench/threads.mjs)", () => {
   });
 
   it("reads when each thread started, and does not count a thread id that names a newer thread at the end", async () => {
-    const sleeper = node("setTimeout(() => {}, 600_000)");
+    const sleeper = await node("ready(); setTimeout(() => {}, 600_000)");
     try {
-      await sleep(200);
       const real = snapshot([{ role: "anvil", pid: sleeper.pid!, allThreads: true }]);
       expect(real.readings[0]!.threads![String(sleeper.pid)]!.startTicks).toMatch(/^\d+$/);
     } finally {

@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { inject } from "vitest";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 
@@ -113,10 +114,29 @@ async function endKeptAnvil(stateDir: string, graceMs: number) {
   }
 }
 
+/**
+ * A new state directory holding the local databases with every migration applied, copied from the
+ * run's template (test/setup/dev-template.global.ts): the server's own migration step finds nothing
+ * left to do, where applying them all took most of its start.
+ */
+async function migratedStateDir(): Promise<string> {
+  const template = inject("devTemplate");
+  const deadline = Date.now() + 180_000;
+  while (!existsSync(path.join(template, "ready"))) {
+    if (existsSync(path.join(template, "failed")))
+      throw new Error(`the migrations could not be applied:\n${readFileSync(path.join(template, "failed"), "utf8")}`);
+    if (Date.now() > deadline) throw new Error("the migrated databases were not made within 180 s");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
+  cpSync(path.join(template, "state"), stateDir, { recursive: true });
+  return stateDir;
+}
+
 async function startOnce(vars: Record<string, string>, place?: Place): Promise<DevServer> {
   const port = place?.port ?? (await freePort());
   const anvilPort = place?.anvilPort ?? (await freePort());
-  const stateDir = place?.stateDir ?? mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));
+  const stateDir = place?.stateDir ?? (await migratedStateDir());
   const env = {
     ...process.env,
     PORT: String(port),

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app";
-import { api } from "../helpers/api";
-import { type CredentialKind, expectAuthMatrix, REQUIRED_ERROR } from "../helpers/auth-matrix";
+import { type CredentialKind, callWorker, expectAuthMatrix, REQUIRED_ERROR } from "../helpers/auth-matrix";
 
 /**
  * The security matrix, generated from the app's own route table: every route
@@ -56,7 +55,7 @@ describe("security matrix over the route table", () => {
     it(key, async () => {
       const path = concrete(route.path);
       const body = route.method === "GET" || route.method === "DELETE" ? undefined : {};
-      const anonymous = await api(route.method, path, { body });
+      const anonymous = await callWorker(route.method, path, { body });
       if (PUBLIC_ROUTES.has(key)) {
         // Public: it may refuse the request for its own reasons, but never asks for an API credential.
         expect(kindOf(anonymous.body?.error)).toBeNull();

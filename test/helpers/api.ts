@@ -10,11 +10,19 @@ export interface ApiResponse<T = any> {
   text: string;
 }
 
-/** Calls the Worker's own fetch handler inside workerd, as a client would. */
-export async function api<T = any>(
+/** What `api` and `callWorker` take besides the method and path. */
+export interface CallOptions {
+  token?: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** Builds the request, hands it to `dispatch`, and reads the answer (JSON parsed when it says it is JSON). */
+export async function requestThrough<T = any>(
+  dispatch: (request: Request) => Promise<Response>,
   method: string,
   path: string,
-  options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+  options: CallOptions = {},
 ): Promise<ApiResponse<T>> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
@@ -24,14 +32,16 @@ export async function api<T = any>(
     body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
   }
   // redirect: manual, so a test sees the redirect itself (the loopback binding would follow it).
-  const response = await exports.default.fetch(
-    new Request(`${BASE}${path}`, { method, headers, body, redirect: "manual" }),
-  );
+  const response = await dispatch(new Request(`${BASE}${path}`, { method, headers, body, redirect: "manual" }));
   const text = await response.text();
   let parsed: unknown = text;
   if ((response.headers.get("content-type") ?? "").includes("application/json")) parsed = JSON.parse(text);
   return { status: response.status, body: parsed as T, headers: response.headers, text };
 }
+
+/** Calls the Worker's own fetch handler inside workerd, as a client would. */
+export const api = <T = any>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> =>
+  requestThrough<T>((request) => exports.default.fetch(request), method, path, options);
 
 export const OPS_EMAIL = "ops@example.com";
 

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, BASE } from "../helpers/api";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
+import { SEED } from "../helpers/seed";
 
 /**
  * The route fuzzer (test/hardening/fuzz.test.ts) never sends MCP's Accept
@@ -22,7 +23,6 @@ const TOOLS = [
   "list_recent_payments",
 ];
 const RUNS = 40;
-const SEED = Date.now() % 2 ** 31;
 const STACK_FRAME = /\n\s*at\s|\(\S+\.(?:js|mjs|cjs|ts|tsx):\d+:\d+\)/;
 
 const real = { agentKey: "", ids: [] as string[] };

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import { createWalletClient, type Hex, http, keccak256, parseTransaction } from "viem";
+import { createWalletClient, type Hex, http, keccak256, nonceManager, parseTransaction } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { TestProject } from "vitest/node";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
@@ -33,8 +33,6 @@ export interface TestChain {
   relayUrl: string;
   /** The SettlementBatch contract: the batch project's X402_SETTLEMENT_BATCH_ADDRESS. */
   settlementBatch: `0x${string}`;
-  /** Every gas key of the local chain, comma-separated: the lanes project's FACILITATOR_PRIVATE_KEY. */
-  laneKeys: string;
   /**
    * The audit anchoring contract's creation code: a test deploys its own, since every test file's D1
    * starts its audit chain at seq 1 (the Worker's vars name none, so other files' crons anchor nothing).
@@ -55,10 +53,6 @@ declare module "vitest" {
     chain: TestChain;
   }
 }
-
-let chain: { stop: () => Promise<void> } | undefined;
-let facilitator: Server | undefined;
-let relay: Server | undefined;
 
 const readBody = (req: import("node:http").IncomingMessage) =>
   new Promise<string>((resolve, reject) => {
@@ -177,14 +171,36 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
   return { server, url: `http://127.0.0.1:${address.port}` };
 }
 
-export async function setup(project: TestProject) {
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const started = await startLocalChain({ port });
-  chain = started;
-  // The facilitator double pays gas from account 9, apart from the service's account 0, so their nonces never collide.
-  const gasPayer = privateKeyToAccount(started.accounts[9].privateKey);
+/** One project's chain and its servers, as provided to its tests, and how to stop them. */
+interface Running {
+  provided: TestChain;
+  stop: () => Promise<void>;
+}
+
+/** A free port on 127.0.0.1, as the system hands it out (a random pick could land on another engineer's chain). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (!address || typeof address === "string") throw new Error("no free port");
+  return address.port;
+}
+
+const closeServer = async (server: Server) => {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+};
+
+async function startChain(): Promise<Running> {
+  const started = await startLocalChain({ port: await freePort() });
+  // Stopped by the project's teardown; killed with the process if its project never ran (see `setup`).
+  process.once("exit", started.kill);
+  // The facilitator double pays gas from account 9, which no test file's Worker has. Files run at once and
+  // may each call it: its nonces are counted here (nonceManager), not read from the chain for each send.
+  const gasPayer = privateKeyToAccount(started.accounts[9].privateKey, { nonceManager });
   const wallet = createWalletClient({ account: gasPayer, transport: http(started.rpcUrl) });
-  facilitator = createServer((req, res) => {
+  const facilitator = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", async () => {
@@ -203,31 +219,63 @@ export async function setup(project: TestProject) {
       res.writeHead(404).end();
     });
   });
-  await new Promise<void>((resolve) => facilitator!.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => facilitator.listen(0, "127.0.0.1", resolve));
   const address = facilitator.address();
   if (!address || typeof address === "string") throw new Error("facilitator double did not bind");
   const relayed = await startRelay(started.rpcUrl);
-  relay = relayed.server;
-  project.provide("chain", {
-    rpcUrl: started.rpcUrl,
-    chainId: started.chainId,
-    token: started.token,
-    payTo: started.payTo,
-    accounts: started.accounts,
-    // One gas key: the main suite checks one lane's nonce discipline; the lanes project takes them all (`laneKeys`).
-    vars: { ...x402Vars(started), FACILITATOR_PRIVATE_KEY: started.facilitatorKeys[0]!, RPC_URL: relayed.url },
-    laneKeys: started.facilitatorKeys.join(","),
-    settlementBatch: started.batch,
-    facilitatorUrl: `http://127.0.0.1:${address.port}/hang/`,
-    relayUrl: relayed.url,
-    auditAnchor: compileAuditAnchor(),
-  });
+  return {
+    provided: {
+      rpcUrl: started.rpcUrl,
+      chainId: started.chainId,
+      token: started.token,
+      payTo: started.payTo,
+      accounts: started.accounts,
+      // Each test file's Worker gets gas keys of its own over these (vitest.config.ts, test/setup/worker-keys.ts).
+      vars: { ...x402Vars(started), RPC_URL: relayed.url },
+      settlementBatch: started.batch,
+      facilitatorUrl: `http://127.0.0.1:${address.port}/hang/`,
+      relayUrl: relayed.url,
+      auditAnchor: compileAuditAnchor(),
+    },
+    stop: async () => {
+      await closeServer(relayed.server);
+      await closeServer(facilitator);
+      await started.stop();
+      process.off("exit", started.kill);
+    },
+  };
 }
 
-export async function teardown() {
-  relay?.closeAllConnections();
-  await new Promise<void>((resolve) => (relay ? relay.close(() => resolve()) : resolve()));
-  facilitator?.closeAllConnections();
-  await new Promise<void>((resolve) => (facilitator ? facilitator.close(() => resolve()) : resolve()));
-  await chain?.stop();
+/**
+ * Every project's chain, by project name, in whichever copy of this module vitest loaded for it.
+ * vitest runs the projects' global setups one after another before any test: the first one starts
+ * the chains of every project this run has test files for, all at once, and each project then takes
+ * its own (a chain is deployed in a few seconds, mostly spent waiting for the node).
+ */
+const RUNNING_KEY = Symbol.for("agent-pay test chains");
+const shared = globalThis as Record<symbol, unknown>;
+shared[RUNNING_KEY] ??= new Map();
+const running = shared[RUNNING_KEY] as Map<string, Promise<Running>>;
+
+/** The projects of this run that use this setup and have test files in it (the run's paths, each project's globs). */
+function projectsOfThisRun(project: TestProject): TestProject[] {
+  const paths = project.vitest.state.getPaths();
+  return project.vitest.projects.filter(
+    (p) =>
+      [p.config.globalSetup].flat().some((file) => file.endsWith("chain.global.ts")) &&
+      paths.some((path) => p.matchesTestGlob(path)),
+  );
+}
+
+export async function setup(project: TestProject) {
+  for (const p of [project, ...projectsOfThisRun(project)]) {
+    if (running.has(p.name)) continue;
+    const starting = startChain();
+    // A failure is its own project's to report, when that project's setup awaits it.
+    starting.catch(() => {});
+    running.set(p.name, starting);
+  }
+  const mine = await running.get(project.name)!;
+  project.provide("chain", mine.provided);
+  return mine.stop;
 }
