@@ -80,7 +80,7 @@ export default defineConfig(async () => {
         workersProject("bench", { include: [BENCH_TESTS], configPath: "./bench/wrangler.toml" }, shared),
         {
           // The house rules themselves (import layers), from Node: each broken on purpose.
-          test: { name: "house", environment: "node", include: ["test/house/**/*.test.ts"] },
+          test: { name: "house", environment: "node", include: ["test/house/**/*.test.ts"], testTimeout: 60_000 },
         },
         {
           // `npm run dev` and the CLI exactly as a person runs them, from Node.
