@@ -11,10 +11,8 @@ import { checkpointRoutes } from "./checkpoints/routes";
 import { settingsOf } from "./config/env";
 import { consoleAuthRoutes } from "./console/auth-routes";
 import { consoleUiRoutes } from "./console/ui/routes";
-import { dbOf } from "./db/client";
 import { kytRoutes } from "./kyt/routes";
 import { answersOf } from "./ledger/answers-place";
-import { placementOf } from "./ledger/place";
 import { ApiError } from "./lib/errors";
 import { log } from "./lib/log";
 import { enforceRateLimit } from "./lib/rate-limit";
@@ -51,7 +49,6 @@ export function buildApp() {
     const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
     c.set("requestId", requestId);
     c.set("settings", settingsOf(c.env));
-    c.set("db", dbOf(placementOf(c.env).control.db));
     // Where keyed requests keep their answers: the ledger's rule, which auth (below the ledger) is handed here.
     c.set("answers", answersOf(c.env));
     await enforceRateLimit(c.env.CLIENT_RATE_LIMIT, `client:${c.req.header("cf-connecting-ip") ?? "local"}`);

@@ -1,5 +1,4 @@
 import type { Env, Settings } from "../config/env";
-import type { Db } from "../db/client";
 import type { IdempotencySlot } from "../db/idempotency";
 import type { AnswerKeeping } from "./answers";
 import type { Actor } from "./credentials";
@@ -10,7 +9,6 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     settings: Settings;
-    db: Db;
     actor?: Actor;
     /** The console page session's CSRF token (console pages only). */
     csrf?: string;

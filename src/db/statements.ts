@@ -118,23 +118,6 @@ export async function readTogether<Rows extends unknown[]>(
   return results.map((r) => r.results) as { [K in keyof Rows]: Rows[K][] };
 }
 
-type Query = SqlStatement | { toSQL(): { sql: string; params: unknown[] } };
-
-/**
- * Writes drizzle queries and plain statements together as one D1 batch, so a
- * row and what must commit with it (the stored answer of an idempotent
- * request) land together or not at all.
- */
-export const writeTogether = (db: { $client: D1Database }, queries: Query[]) =>
-  executeBatch(
-    db.$client,
-    queries.map((q) => {
-      if (!("toSQL" in q)) return q;
-      const { sql, params } = q.toSQL();
-      return { sql, params: params as SqlStatement["params"] };
-    }),
-  );
-
 /** Given what a write created, the statements that must commit with it (none by default). */
 export type WithCreated<T> = (created: T) => Promise<SqlStatement[]>;
 export const nothingMore = async (): Promise<SqlStatement[]> => [];

@@ -1,7 +1,6 @@
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { Env } from "../config/env";
-import type { Db } from "../db/client";
 import { ApiError } from "../lib/errors";
 import { log } from "../lib/log";
 import { issuesOf } from "../lib/validation";
@@ -13,7 +12,6 @@ import { issuesOf } from "../lib/validation";
  */
 export interface ToolContext {
   env: Env;
-  db: Db;
   agentId: string;
   requestId: string;
 }

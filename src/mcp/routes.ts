@@ -54,7 +54,7 @@ export const mcpRoutes = new Hono<AppEnv>()
       );
     }
     const { agentId } = actorOf(c.get("actor"), "agent");
-    const server = mcpServerFor({ env: c.env, db: c.get("db"), agentId, requestId: c.get("requestId") });
+    const server = mcpServerFor({ env: c.env, agentId, requestId: c.get("requestId") });
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
     await server.connect(transport);
     try {
