@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { getApproval, rejectApproval } from "../agents/approvals";
+import { rejectApproval } from "../agents/approvals";
 import { payOutcomeResponse } from "../agents/outcomes";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";
@@ -8,7 +8,7 @@ import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
-import { APPROVAL_STATUSES, approvalView, dbOfApproval, listApprovals } from "./service";
+import { APPROVAL_STATUSES, approvalView, findApproval, listApprovals } from "./service";
 
 export const ListQuery = z.object({
   status: z.enum(APPROVAL_STATUSES).optional(),
@@ -28,8 +28,9 @@ export const approvalRoutes = new Hono<AppEnv>()
     requireActor("console", { money: "pays" }),
     validate("param", ApprovalParam),
     async (c) => {
-      const approval = await getApproval(dbOfApproval(c.env, c.req.valid("param").id), c.req.valid("param").id);
-      if (!approval) throw new ApiError(404, "approval_not_found");
+      const found = await findApproval(c.env, c.req.valid("param").id);
+      if (!found) throw new ApiError(404, "approval_not_found");
+      const { approval } = found;
       const { email } = actorOf(c.get("actor"), "console");
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(
         approval.agentId,
@@ -41,9 +42,9 @@ export const approvalRoutes = new Hono<AppEnv>()
     },
   )
   .post("/approvals/:id/reject", requireActor("console"), validate("param", ApprovalParam), async (c) => {
-    const db = dbOfApproval(c.env, c.req.valid("param").id);
-    const approval = await getApproval(db, c.req.valid("param").id);
-    if (!approval) throw new ApiError(404, "approval_not_found");
+    const found = await findApproval(c.env, c.req.valid("param").id);
+    if (!found) throw new ApiError(404, "approval_not_found");
+    const { db, approval } = found;
     const conflict = await checkApprovalOpen(c.env, approval, Date.now());
     if (conflict) throw new ApiError(409, conflict.kind === "conflict" ? conflict.reason : "approval_not_pending");
     if (!(await rejectApproval(db, approval.id, actorOf(c.get("actor"), "console").email)))

@@ -1,4 +1,10 @@
-import { type ApprovalRow, type ApprovalStatus, approvalsIn, expireOverdueApprovals } from "../agents/approvals";
+import {
+  type ApprovalRow,
+  type ApprovalStatus,
+  approvalsIn,
+  expireOverdueApprovals,
+  getApproval,
+} from "../agents/approvals";
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
 
@@ -41,9 +47,12 @@ export async function listApprovals(env: Env, status: ApprovalStatus | undefined
     .slice(0, limit);
 }
 
-/** The database an approval's id names: its agent's home. */
-export function dbOfApproval(env: Env, id: string): D1Database {
+/**
+ * The approval an id names, read in its agent's home (the id says which), with that home's
+ * database; null for none, also for an id of a shard this deployment does not run (a 404, never a 500).
+ */
+export async function findApproval(env: Env, id: string): Promise<{ db: D1Database; approval: ApprovalRow } | null> {
   const at = placementOf(env).ofId(id);
-  if (!at) throw new Error(`approval ${id} lives in a shard this deployment does not run`);
-  return at.db;
+  const approval = at ? await getApproval(at.db, id) : null;
+  return at && approval ? { db: at.db, approval } : null;
 }

@@ -192,3 +192,13 @@ describe("approvals across ledger shards", () => {
     });
   }
 });
+
+describe("an approval id of a shard this deployment does not run", () => {
+  it("is not found on grant (keyed or not) and reject: 404, never a 500", async () => {
+    const id = "apr_s7_aaaaaaaaaaaaaaaaaaaaaaaa";
+    for (const res of [await grant(id), await grant(id, "apr-s7-key"), await reject(id)]) {
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ error: "approval_not_found" });
+    }
+  });
+});

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
-import { getApproval, rejectApproval } from "../../../agents/approvals";
+import { rejectApproval } from "../../../agents/approvals";
 import { walletOf } from "../../../agents/wallet.do";
 import { checkApprovalOpen } from "../../../agents/wallet-hold";
-import { approvalView, dbOfApproval, listApprovals } from "../../../approvals/service";
+import { approvalView, findApproval, listApprovals } from "../../../approvals/service";
 import type { AppEnv } from "../../../auth/app-env";
 import { ApprovalsPage } from "../pages/approvals";
 import { back, csrfOf, emailOf, render } from "../render";
@@ -15,9 +15,9 @@ export const approvalRoutes = new Hono<AppEnv>()
   })
   .post("/console/ui/approvals/:id/:decision{grant|reject}", async (c) => {
     // Held on the agent's home shard, which the id names.
-    const db = dbOfApproval(c.env, c.req.param("id"));
-    const approval = await getApproval(db, c.req.param("id"));
-    if (!approval) return c.notFound();
+    const found = await findApproval(c.env, c.req.param("id"));
+    if (!found) return c.notFound();
+    const { db, approval } = found;
     if (c.req.param("decision") === "grant") {
       const outcome = await walletOf(c.env, approval.agentId).grantApproval(approval.agentId, approval.id, emailOf(c));
       return back(
