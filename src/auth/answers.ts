@@ -1,47 +1,15 @@
 import type { Context } from "hono";
-import type { IdempotencySlot } from "../db/idempotency";
+import type { AnswerHome, Answers as AnswerKeeping, MoneyAct, MoneyRequest } from "../ledger/answers-place";
 import type { AppEnv } from "./app-env";
 import type { Actor } from "./credentials";
 
 /*
  * Where a keyed request's answer is kept is the ledger's rule (src/ledger/answers-place.ts): the
- * answer lives with the money the request moves. This layer sits below the ledger and cannot
- * import it, so app.ts hands the rule to every request (`c.get("answers")`); these types are what
- * the idempotency middleware asks of it.
+ * answer lives with the money the request moves. app.ts hands the rule to every request
+ * (`c.get("answers")`), so a test's app may hand another.
  */
 
-/**
- * What a keyed request does with money, as its route declares it (`requireActor(kind, { money })`):
- * `"writes"`, it writes an owner's ledger rows and stores its answer in that batch (a charge, a
- * link, a payout, a refund, a credit, a payment of a charge the path names); `"pays"`, a payment
- * from an agent's wallet that a retry cannot find again by what it names (a PayLink draw, a
- * checkout payment, a grant), whose retry after a lost answer is answered with that payment.
- * Undeclared: the request moves no money, and its answer is kept in control.
- */
-export type MoneyAct = "writes" | "pays";
-
-/** A keyed request acting on money, as the rule reads it: who acts, and whom the path and body name. */
-export interface MoneyRequest {
-  act: MoneyAct;
-  actor: Actor;
-  pathAgentId?: string | undefined;
-  pathId?: string | undefined;
-  bodyAgentId?: (() => string | null) | undefined;
-}
-
-/** Where a request's key is reserved and its answer stored, and what a retry after a lost answer gets there. */
-export interface AnswerHome {
-  db: D1Database;
-  earlier(slot: IdempotencySlot): Promise<Record<string, unknown> | null>;
-}
-
-/** Where keyed requests keep their answers in this deployment (the ledger's `answersOf`). */
-export interface AnswerKeeping {
-  /** Control: where every key is claimed with several shards, and where requests moving no money keep answers. */
-  control: D1Database;
-  sharded: boolean;
-  homeOf(request: MoneyRequest): Promise<AnswerHome>;
-}
+export type { AnswerHome, AnswerKeeping, MoneyAct, MoneyRequest };
 
 /** The answers of this request's deployment, as app.ts set them. */
 export function answersIn(c: Context<AppEnv>): AnswerKeeping {
