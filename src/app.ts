@@ -12,7 +12,6 @@ import { settingsOf } from "./config/env";
 import { consoleAuthRoutes } from "./console/auth-routes";
 import { consoleUiRoutes } from "./console/ui/routes";
 import { kytRoutes } from "./kyt/routes";
-import { answersOf } from "./ledger/answers-place";
 import { ApiError } from "./lib/errors";
 import { log } from "./lib/log";
 import { enforceRateLimit } from "./lib/rate-limit";
@@ -49,8 +48,6 @@ export function buildApp() {
     const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
     c.set("requestId", requestId);
     c.set("settings", settingsOf(c.env));
-    // Where keyed requests keep their answers: the ledger's rule, which auth (below the ledger) is handed here.
-    c.set("answers", answersOf(c.env));
     await enforceRateLimit(c.env.CLIENT_RATE_LIMIT, `client:${c.req.header("cf-connecting-ip") ?? "local"}`);
     await next();
     c.header("x-request-id", requestId);

@@ -4,19 +4,11 @@ import type { AppEnv } from "./app-env";
 import type { Actor } from "./credentials";
 
 /*
- * Where a keyed request's answer is kept is the ledger's rule (src/ledger/answers-place.ts): the
- * answer lives with the money the request moves. app.ts hands the rule to every request
- * (`c.get("answers")`), so a test's app may hand another.
+ * Where a keyed request's answer is kept is the ledger's rule (src/ledger/answers-place.ts,
+ * `answersOf`): the answer lives with the money the request moves. This reads the request for it.
  */
 
-export type { AnswerHome, AnswerKeeping, MoneyAct, MoneyRequest };
-
-/** The answers of this request's deployment, as app.ts set them. */
-export function answersIn(c: Context<AppEnv>): AnswerKeeping {
-  const answers = c.get("answers");
-  if (!answers) throw new Error("no answer keeping: the app is built by buildApp (src/app.ts)");
-  return answers;
-}
+export type { MoneyAct };
 
 /** Where a request that moves no money keeps its answer: control; it has no earlier payment to find. */
 export const controlHome = (answers: AnswerKeeping): AnswerHome => ({

@@ -1,6 +1,5 @@
 import type { Env, Settings } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
-import type { AnswerKeeping } from "./answers";
 import type { Actor } from "./credentials";
 
 /** Hono's environment: bindings plus per-request variables set by middleware. */
@@ -12,8 +11,6 @@ export interface AppEnv {
     actor?: Actor;
     /** The console page session's CSRF token (console pages only). */
     csrf?: string;
-    /** Where keyed requests keep their answers: the ledger's rule, set by app.ts (auth/answers.ts). */
-    answers?: AnswerKeeping;
     /** The reserved Idempotency-Key of this request, if it has one (auth/idempotency.ts). */
     idempotency?: IdempotencySlot;
   };

@@ -9,12 +9,13 @@ import {
   storeResponseStatements,
 } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
+import { answersOf } from "../ledger/answers-place";
 import { sha256Hex } from "../lib/crypto";
 import { decryptSecret, encryptSecret } from "../lib/encryption";
 import { ApiError } from "../lib/errors";
 import { faultPoint } from "../lib/faults";
 import { nowIso } from "../lib/time";
-import { answersIn, controlHome, type MoneyAct, moneyRequestOf } from "./answers";
+import { controlHome, type MoneyAct, moneyRequestOf } from "./answers";
 import type { AppEnv } from "./app-env";
 import type { Actor } from "./credentials";
 
@@ -116,7 +117,7 @@ export async function idempotent(c: Context<AppEnv>, next: Next, money?: MoneyAc
     requestHash: await sha256Hex(`${c.req.method} ${new URL(c.req.url).pathname}\n${body}`),
   };
   const material = c.get("settings").webhookSecretsKey;
-  const answers = answersIn(c);
+  const answers = answersOf(c.env);
   // The answer lives with the money the request moves (the ledger's rule), else in control.
   const home = money ? await answers.homeOf(moneyRequestOf(c, money, actor, body)) : controlHome(answers);
   // With more than one ledger shard the reservation below may be in any shard: control claims the key first.
