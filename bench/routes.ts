@@ -5,7 +5,7 @@ import { makeCheckpoint } from "../src/checkpoints/checkpoints";
 import { settingsOf } from "../src/config/env";
 import { retentionJob } from "../src/jobs/retention";
 import { ledgerOf } from "../src/ledger/ledger.do";
-import { forEachShard } from "../src/ledger/shards";
+import { placementOf } from "../src/ledger/place";
 import { decodePaymentHeader } from "../src/x402/payload";
 import { termsFor } from "../src/x402/terms";
 import { gasAccountOf } from "../src/x402/transfer";
@@ -87,13 +87,17 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
 
 /** Outbox events of ledger shards k ≥ 1 not yet forwarded to control (dispatchOutbox forwards them). */
 async function unforwardedEvents(env: Env): Promise<number> {
-  const counts = await forEachShard(env, async (db, k) => {
-    if (k === 0) return 0;
-    const row = await db
-      .prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE dispatched_at IS NULL")
-      .first<{ n: number }>();
-    return Number(row?.n ?? 0);
-  });
+  const counts = await Promise.all(
+    placementOf(env)
+      .each()
+      .map(async ({ db, isControl }) => {
+        if (isControl) return 0;
+        const row = await db
+          .prepare("SELECT COUNT(*) AS n FROM outbox_events WHERE dispatched_at IS NULL")
+          .first<{ n: number }>();
+        return Number(row?.n ?? 0);
+      }),
+  );
   return counts.reduce((a, n) => a + n, 0);
 }
 
@@ -228,16 +232,23 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
     // between shards) and its transfers by status. At rest every transfer is decided and the sums
     // over all shards add up to 0.
     case "GET transit": {
-      const shards = await forEachShard(env, async (db, shard) => {
-        const [transit, transfers] = await db.batch([
-          db.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'"),
-          db.prepare("SELECT status, COUNT(*) AS n FROM ledger_transfers GROUP BY status"),
-        ]);
-        const byStatus = { pending: 0, completed: 0, reversed: 0 } as Record<string, number>;
-        for (const row of (transfers?.results ?? []) as { status: string; n: number }[]) byStatus[row.status] = row.n;
-        const inTransitMinor = Number((transit?.results[0] as { n: number } | undefined)?.n ?? 0);
-        return { shard, inTransitMinor, transfers: byStatus };
-      });
+      const shards = await Promise.all(
+        placementOf(env)
+          .each()
+          .map(async ({ db, shard }) => {
+            const [transit, transfers] = await db.batch([
+              db.prepare(
+                "SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'",
+              ),
+              db.prepare("SELECT status, COUNT(*) AS n FROM ledger_transfers GROUP BY status"),
+            ]);
+            const byStatus = { pending: 0, completed: 0, reversed: 0 } as Record<string, number>;
+            for (const row of (transfers?.results ?? []) as { status: string; n: number }[])
+              byStatus[row.status] = row.n;
+            const inTransitMinor = Number((transit?.results[0] as { n: number } | undefined)?.n ?? 0);
+            return { shard, inTransitMinor, transfers: byStatus };
+          }),
+      );
       return json({ shards });
     }
 

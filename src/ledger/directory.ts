@@ -1,6 +1,6 @@
 import type { Env } from "../config/env";
 import { settingsOf } from "../config/settings";
-import { dbOfShard, shardNumbers } from "../db/shards";
+import { shardNumbers } from "../db/shards";
 import { type SqlStatement, sqlStatement } from "../db/statements";
 import { IsolateCache } from "../lib/isolate-cache";
 
@@ -46,38 +46,4 @@ export async function homeShard(env: Env, kind: OwnerKind, ownerId: string): Pro
     throw new Error(`${kind} ${ownerId} lives in shard ${row.shard}, beyond LEDGER_SHARDS`);
   homes.set(key, row.shard);
   return row.shard;
-}
-
-/**
- * The owner's home shard, without reading the directory while this deployment runs one shard (then
- * every owner lives in shard 0, whatever the directory says or lacks), so one shard behaves as before.
- */
-export async function ownerShard(env: Env, kind: OwnerKind, ownerId: string): Promise<number> {
-  return settingsOf(env).ledgerShards === 1 ? 0 : homeShard(env, kind, ownerId);
-}
-
-/** The owner's home shard, or null for an owner the directory does not know (it does not exist). */
-export async function knownOwnerShard(env: Env, kind: OwnerKind, ownerId: string): Promise<number | null> {
-  try {
-    return await ownerShard(env, kind, ownerId);
-  } catch (error) {
-    if (error instanceof UnknownOwner) return null;
-    throw error;
-  }
-}
-
-/**
- * The database an Idempotency-Key of a request acting on this owner's money is reserved in: its home
- * shard's, where the plan that stores the answer commits. An owner the directory does not know
- * reserves in control; its request finds no owner and answers 404.
- */
-export async function keysInHomeOf(env: Env, kind: OwnerKind, ownerId: string): Promise<D1Database> {
-  if (settingsOf(env).ledgerShards === 1) return env.DB;
-  try {
-    return dbOfShard(env, await homeShard(env, kind, ownerId));
-  } catch (error) {
-    // Only an unknown owner: a failed directory read must not reserve the key where the answer is not stored.
-    if (error instanceof UnknownOwner) return env.DB;
-    throw error;
-  }
 }
