@@ -133,7 +133,7 @@ export class WalletDurableObject extends DurableObject<Env> {
    * A write that must not land for a frozen agent (a PayLink grant): decided and written in one turn,
    * so no freeze lands between. The statements go where the object `beside` (an id) lives.
    */
-  writeUnlessFrozen(agentId: string, statements: SqlStatement[], beside?: string | number) {
+  writeUnlessFrozen(agentId: string, statements: SqlStatement[], beside?: string) {
     return this.serialize((endTurn) => writeUnlessFrozen(this.call(agentId, endTurn, undefined), statements, beside));
   }
 

@@ -164,15 +164,13 @@ export async function drawFromWallet(
 export async function writeUnlessFrozen(
   { env, agentId, turn }: WalletTurnCall,
   statements: SqlStatement[],
-  beside?: string | number,
+  beside?: string,
 ): Promise<"written" | "frozen"> {
   const agent = await turn.cache.read(env, agentId, Date.now());
   if (agent?.frozen) return "frozen";
   if (statements.length === 0) return "written";
   const place = placementOf(env);
-  // A number is the shard src/paylinks/service.ts still names, until it passes the PayLink's code.
-  const at =
-    beside === undefined ? place.control : typeof beside === "string" ? place.ofId(beside) : place.each()[beside];
+  const at = beside === undefined ? place.control : place.ofId(beside);
   if (!at) throw new Error(`${beside} lives in a shard this deployment does not run`);
   const home = await place.ofAgent(agentId);
   try {

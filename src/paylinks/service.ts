@@ -223,8 +223,8 @@ export async function acceptPaylinkByCode(env: Env, code: string, agentId: strin
   const written = await walletOf(env, agentId).writeUnlessFrozen(
     agentId,
     existing || expired ? [] : acceptStatements(home, found.paylink, agentId),
-    // The wallet object writes in the PayLink's shard; a Durable Object call carries its number, not a place.
-    home.shard,
+    // The wallet object writes where the PayLink's code says it lives.
+    code,
   );
   if (written === "frozen") return { kind: "frozen", reason: AGENT_FROZEN };
   if (expired) return { kind: "conflict", reason: "paylink_expired" };
