@@ -28,6 +28,7 @@ export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   const shared = { migrations, seed: testSeed() };
   return {
+    cacheDir: CACHE_DIR,
     test: {
       // Test files run three at a time, over every project: most of a file's time is waiting (its Worker
       // starting, the chain, a dev server), and each file has its own database, Worker, payers and gas keys.
@@ -99,6 +100,8 @@ export default defineConfig(async () => {
   };
 });
 
+/** Vite's caches (the pre-bundled dependencies, the last run's durations) in this clone, not in node_modules. */
+const CACHE_DIR = ".cache/vite";
 /** The settlement lanes test runs in a project of its own: its Worker has several gas keys. */
 const LANES_TEST = "test/x402/lanes.test.ts";
 /** The settler's tests that run once more with batched settlement, and the ones that only make sense batched. */
@@ -154,6 +157,7 @@ function workersProject(
   shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>>; seed: number },
 ) {
   return {
+    cacheDir: CACHE_DIR,
     plugins: [
       // Called for each test file (each runs in a Worker of its own): the file's gas keys are its own.
       cloudflareTest(async ({ inject }) => ({
@@ -202,6 +206,43 @@ function workersProject(
       exclude: options.exclude ?? [],
       testTimeout: 60_000,
       hookTimeout: 60_000,
+      deps: {
+        optimizer: {
+          ssr: {
+            enabled: true,
+            include: [
+              "viem",
+              "viem/accounts",
+              "zod",
+              "hono",
+              "hono/body-limit",
+              "hono/cookie",
+              "hono/cors",
+              "hono/factory",
+              "hono/html",
+              "hono/http-exception",
+              "hono/jsx",
+              "hono/jsx/jsx-runtime",
+              "hono/jsx/jsx-dev-runtime",
+              "hono/utils/http-status",
+              "drizzle-orm",
+              "drizzle-orm/d1",
+              "drizzle-orm/sqlite-core",
+              "jose",
+              "@scure/bip39",
+              "@hono/zod-validator",
+              "@scalar/hono-api-reference",
+              "@modelcontextprotocol/sdk/server/index.js",
+              "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js",
+              "@modelcontextprotocol/sdk/types.js",
+              "@modelcontextprotocol/sdk/client/index.js",
+              "@modelcontextprotocol/sdk/client/streamableHttp.js",
+              "fast-check",
+              "@cfworker/json-schema",
+            ],
+          },
+        },
+      },
     },
   };
 }
