@@ -104,7 +104,12 @@ export default defineConfig(async () => {
 const CACHE_DIR = ".cache/vite";
 /** The settlement lanes test runs in a project of its own: its Worker has several gas keys. */
 const LANES_TEST = "test/x402/lanes.test.ts";
-/** The settler's tests that run once more with batched settlement, and the ones that only make sense batched. */
+/**
+ * The settler's tests that run once more with batched settlement (another send path of the built-in
+ * settler: one transaction for several authorizations, each outcome read from the token's logs), and
+ * the ones that only make sense batched. Outcomes a facilitator reports (facilitator-outcomes) cannot
+ * change with batching and run once.
+ */
 const BATCH_ONLY_TESTS = "test/x402/batch.test.ts";
 const BATCH_TESTS = ["test/x402/races.test.ts", "test/x402/settle-outcomes.test.ts", BATCH_ONLY_TESTS];
 /** The treasury tests run in a project of their own (see TREASURY_VARS). */
