@@ -2,6 +2,10 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { type ApiResponse, api, consoleToken } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { dispatchDirectly } from "../helpers/direct";
+
+// Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
+dispatchDirectly();
 
 /**
  * Races on the wallet and ledger Durable Objects. D1 state persists across the

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app";
-import { type CredentialKind, callWorker, expectAuthMatrix, REQUIRED_ERROR } from "../helpers/auth-matrix";
+import { type CredentialKind, expectAuthMatrix, REQUIRED_ERROR } from "../helpers/auth-matrix";
+import { callWorker } from "../helpers/direct";
 
 /**
  * The security matrix, generated from the app's own route table: every route

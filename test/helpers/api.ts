@@ -39,9 +39,17 @@ export async function requestThrough<T = any>(
   return { status: response.status, body: parsed as T, headers: response.headers, text };
 }
 
+/** How `api` hands a request to the Worker: the harness's dispatch, unless the file chose another (`useDispatch`). */
+let dispatch = (request: Request): Promise<Response> => exports.default.fetch(request);
+
+/** Every `api` call of the calling test file goes through `to` (test/helpers/direct.ts). */
+export function useDispatch(to: (request: Request) => Promise<Response>) {
+  dispatch = to;
+}
+
 /** Calls the Worker's own fetch handler inside workerd, as a client would. */
 export const api = <T = any>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> =>
-  requestThrough<T>((request) => exports.default.fetch(request), method, path, options);
+  requestThrough<T>((request) => dispatch(request), method, path, options);
 
 export const OPS_EMAIL = "ops@example.com";
 

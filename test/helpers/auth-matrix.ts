@@ -1,9 +1,8 @@
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import { signConsoleToken } from "../../src/auth/jwt";
-import worker from "../../src/index";
-import { type CallOptions, consoleToken, requestThrough } from "./api";
+import { consoleToken } from "./api";
+import { callWorker } from "./direct";
 import { createAgent, createMerchant } from "./factories";
 
 export type CredentialKind = "merchant" | "agent" | "console";
@@ -100,26 +99,6 @@ export async function validCredentials(): Promise<Record<CredentialKind, string>
   })();
   return { ...(await keyCache), console: await consoleToken() };
 }
-
-/**
- * A call straight into the Worker's fetch handler (src/index.ts, its bindings, a fresh execution
- * context) from the test itself. The matrices send a thousand requests or so a file, and the
- * harness's own dispatch (`api`) gets slower with every request a file has made: each one wraps
- * the entrypoint's prototype in one more Proxy (cloudflare/workers-sdk#15446), which had the route
- * matrix spend minutes walking them. The handler and what it answers are the same.
- */
-export const callWorker = (method: string, path: string, options: CallOptions = {}) =>
-  requestThrough(
-    async (request) => {
-      const ctx = createExecutionContext();
-      const response = await worker.fetch!(request as never, env, ctx);
-      await waitOnExecutionContext(ctx);
-      return response as unknown as Response;
-    },
-    method,
-    path,
-    options,
-  );
 
 const describeRoute = (route: RouteDescriptor) => `${route.method} ${route.path}`;
 

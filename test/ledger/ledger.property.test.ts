@@ -10,6 +10,10 @@ import { completePayout } from "../../src/payouts/service";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { SEED } from "../helpers/seed";
+import { dispatchDirectly } from "../helpers/direct";
+
+// Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
+dispatchDirectly();
 
 /**
  * Model-based property test of the wallet, charges, approvals, payouts and ledger.

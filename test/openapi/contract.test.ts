@@ -13,6 +13,10 @@ import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
 import { chain, publicClient, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
+import { dispatchDirectly } from "../helpers/direct";
+
+// Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
+dispatchDirectly();
 
 // The OpenAPI document against the service itself (issue #9): every route of
 // the app's route table is documented and every documented operation is

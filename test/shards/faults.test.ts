@@ -5,6 +5,7 @@ import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
+import { dispatchDirectly } from "../helpers/direct";
 import { createCharge, payCharge } from "../helpers/factories";
 import { injectOnce, type FaultMode as Mode } from "../helpers/faults";
 import {
@@ -19,6 +20,9 @@ import {
   recoverBy,
   TRANSFER_FAULTS,
 } from "./helpers";
+
+// Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
+dispatchDirectly();
 
 /*
  * A crash at every step of a payment across shards (each transfer seam, the ledger's own around

@@ -18,6 +18,10 @@ import {
   recoverBy,
   TRANSFER_FAULTS,
 } from "./helpers";
+import { dispatchDirectly } from "../helpers/direct";
+
+// Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
+dispatchDirectly();
 
 /*
  * Refunds of wallet payments with two ledger shards. Everything of a refund lives in the charge's
