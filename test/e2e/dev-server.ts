@@ -170,10 +170,12 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
     }
     if (output.includes(`[dev] ready on ${url}`)) {
       try {
-        const res = await fetch(`${url}/no-such-route`);
+        // Each probe gives up after a while: one the server took and never answered (its proxy while
+        // the Worker restarts) would otherwise hold the loop past the deadline, to the hook's timeout.
+        const res = await fetch(`${url}/no-such-route`, { signal: AbortSignal.timeout(5_000) });
         if (res.status === 404 && ((await res.json()) as { error?: string }).error === "not_found") break;
       } catch {
-        // not listening yet
+        // not listening yet, or no answer in time: probe again
       }
     }
     if (Date.now() > deadline) throw new Error(`npm run dev did not answer within 90 s:\n${output}`);
