@@ -245,7 +245,9 @@ beforeAll(async () => {
   await waitForReceived(hookName, (list) =>
     list.some((d) => d.body.includes(charge.chargeId) && d.body.includes("charge.succeeded")),
   );
-}, 60_000);
+  // A thousand secrets (and an address derived for each agent) are CPU work: some 15 s alone on the
+  // 2-core machine, beyond 60 s once while two other test files ran at once on a loaded machine.
+}, 180_000);
 
 afterAll(() => {
   for (const spy of spies) spy.mockRestore();
