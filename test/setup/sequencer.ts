@@ -2,30 +2,30 @@ import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * Seconds the slowest test files took on the 2-core machine (a full run, each file with its Worker's
- * start): they start first, so the run does not end waiting for one of them started last. A file
- * missing here is placed by its size; a run that has a result cache (a second run on one machine)
- * places every file by the duration it took last time.
+ * Seconds the slowest test files took in a full run on the loaded 2-core machine, three at a time
+ * (their hooks included, not their Worker's start): they start first, so the run does not end
+ * waiting for one of them started last. A file missing here is placed by its size; a run with a
+ * result cache (a second run in one clone) places every file by the time it took last.
  */
 const SLOW_FILES: Record<string, number> = {
-  "test/e2e/dev-chain.test.ts": 110,
-  "test/e2e/client.test.ts": 90,
-  "test/e2e/quickstart.test.ts": 85,
-  "test/e2e/shards-dev.test.ts": 60,
-  "test/e2e/audit-shards.test.ts": 55,
-  "test/e2e/console-browser.test.ts": 50,
-  "test/e2e/x402-clients.test.ts": 50,
-  "test/e2e/evidence-shards.test.ts": 45,
-  "test/e2e/docs-browser.test.ts": 40,
-  "test/e2e/bench-threads.test.ts": 40,
-  "test/hardening/route-matrix.test.ts": 100,
-  "test/ledger/ledger.property.test.ts": 40,
-  "test/auth/matrix.test.ts": 30,
-  "test/hardening/fuzz.test.ts": 30,
-  "test/shards/refunds.test.ts": 30,
-  "test/openapi/contract.test.ts": 25,
-  "test/shards/faults.test.ts": 25,
-  "test/webhooks/delivery.test.ts": 25,
+  "test/e2e/dev-chain.test.ts": 78,
+  "test/e2e/quickstart.test.ts": 74,
+  "test/e2e/audit-shards.test.ts": 48,
+  "test/e2e/console-browser.test.ts": 47,
+  "test/e2e/x402-clients.test.ts": 37,
+  "test/e2e/evidence-shards.test.ts": 32,
+  "test/e2e/client.test.ts": 26,
+  "test/e2e/bench-threads.test.ts": 26,
+  "test/e2e/docs-browser.test.ts": 26,
+  "test/e2e/shards-dev.test.ts": 21,
+  "test/hardening/fuzz.test.ts": 78,
+  "test/ledger/ledger.property.test.ts": 50,
+  "test/hardening/secrets-at-rest.test.ts": 47,
+  "test/webhooks/delivery.test.ts": 24,
+  "test/shards/faults.test.ts": 23,
+  "test/shards/refunds.test.ts": 22,
+  "test/mcp/idempotency.test.ts": 21,
+  "test/agents/keys-and-freeze.test.ts": 20,
 };
 
 /** Longest first, over every project at once: the files of all projects share the workers (maxWorkers). */
