@@ -53,19 +53,21 @@ export default defineConfig(async () => {
         ),
         // The settlement lanes test, its Worker with four gas keys: settlements spread over several lanes.
         workersProject("workers-lanes", { include: [LANES_TEST], gasKeys: 4 }, shared),
-        // The settler's races and faults again, with settlements batched through the SettlementBatch contract.
+        // The built-in settler's races and outcomes again, batched through the SettlementBatch contract
+        // (another send path of the settler), and the batch's own tests.
         workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, shared),
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, shared),
-        // The same reconciliation with two ledger shards, owners spread over both: the same answers.
-        // Its treasury (settlement, gas and receiving keys) is its own too, so the two run at once.
+        // The same reconciliation with two ledger shards, owners spread over both: the ledger's expectation is
+        // summed over both. Its treasury (settlement, gas and receiving keys) is its own too.
         workersProject(
           "workers-treasury-shards",
           { include: [TREASURY_TESTS], vars: { ...TREASURY_SHARDS_VARS, ...SHARDS_VARS } },
           shared,
         ),
-        // Two ledger shards, owners spread over both: payments within one shard and across two.
+        // Two ledger shards, owners spread over both: payments within one shard and across two, and the
+        // scripted world of test/worlds again, whose answers must be those it gives with one shard.
         workersProject(
           "workers-shards",
           { include: [SHARDS_TESTS, SAME_WORLD_TESTS], exclude: [SHARDS_BATCH_TESTS], vars: SHARDS_VARS },
