@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { type ApiResponse, api, consoleToken } from "../helpers/api";
-import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { dispatchDirectly } from "../helpers/direct";
+import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
 dispatchDirectly();

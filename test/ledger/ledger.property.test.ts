@@ -8,9 +8,9 @@ import { setFaultHook } from "../../src/lib/faults";
 import { outboundOf } from "../../src/outbound/advance";
 import { completePayout } from "../../src/payouts/service";
 import { api, consoleToken } from "../helpers/api";
+import { dispatchDirectly } from "../helpers/direct";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { SEED } from "../helpers/seed";
-import { dispatchDirectly } from "../helpers/direct";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
 dispatchDirectly();

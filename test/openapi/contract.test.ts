@@ -7,13 +7,13 @@ import { buildApp } from "../../src/app";
 import { type OpenApiDocument, openApiPath } from "../../src/openapi/document";
 import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
+import { dispatchDirectly } from "../helpers/direct";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { freshSender, sendTokens } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
 import { chain, publicClient, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
-import { dispatchDirectly } from "../helpers/direct";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
 dispatchDirectly();

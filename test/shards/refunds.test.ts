@@ -4,6 +4,7 @@ import { dbOfShard, shardOfId } from "../../src/db/shards";
 import { nextAttemptAfter, recoverTransfers } from "../../src/ledger/transfer-recovery";
 import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
 import { api } from "../helpers/api";
+import { dispatchDirectly } from "../helpers/direct";
 import { createCharge, payCharge } from "../helpers/factories";
 import { type FaultMode, injectOnce } from "../helpers/faults";
 import { refund, refundsOf } from "../helpers/money-out";
@@ -18,7 +19,6 @@ import {
   recoverBy,
   TRANSFER_FAULTS,
 } from "./helpers";
-import { dispatchDirectly } from "../helpers/direct";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
 dispatchDirectly();
