@@ -4,11 +4,11 @@ import { settingsOf } from "../config/env";
 import { storeResponseStatements } from "../db/idempotency";
 import { executeBatch, guard, guardReasonOf, guards, type SqlStatement, sqlStatement } from "../db/statements";
 import { AGENT_FROZEN, agentNotFrozenCheck, payableChecks } from "../ledger/movements";
+import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import { codeWith } from "../lib/error-codes";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { outboxEvent } from "../webhooks/outbox";
 import { heldBody, type PayOutcome } from "./outcomes";
 import { commitPayment, decide } from "./wallet-payment";
 import {

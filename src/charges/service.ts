@@ -1,11 +1,11 @@
 import type { Env } from "../config/env";
 import type { charges } from "../db/schema";
 import { executeBatch, nothingMore, type SqlStatement, sqlStatement, type WithCreated } from "../db/statements";
+import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import { type IdPlace, newId } from "../lib/ids";
 import { mergeSorted, newestFirst } from "../lib/merge";
 import { nowIso } from "../lib/time";
-import { outboxEvent } from "../webhooks/outbox";
 import { CHARGE_ROW_COLUMNS } from "./statements";
 
 export type ChargeRow = typeof charges.$inferSelect;

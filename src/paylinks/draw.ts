@@ -4,13 +4,13 @@ import { type ChargeView, newPendingCharge } from "../charges/service";
 import type { Env } from "../config/env";
 import type { IdempotencySlot } from "../db/idempotency";
 import { guard, sqlStatement } from "../db/statements";
+import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import { budgetLeftCode } from "../lib/error-codes";
 import { faultPoint } from "../lib/faults";
 import type { HeldFigures } from "../lib/held-figures";
 import { nowIso } from "../lib/time";
 import { merchantLabelOf } from "../merchants/statements";
-import { outboxEvent } from "../webhooks/outbox";
 
 export interface DrawRequest {
   grantId: string;

@@ -3,6 +3,7 @@ import type { Env } from "../config/env";
 import type { paylinkGrants, paylinks } from "../db/schema";
 import { executeBatch, nothingMore, type SqlStatement, sqlStatement, type WithCreated } from "../db/statements";
 import { AGENT_FROZEN } from "../ledger/movements";
+import { outboxEventWhen } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import type { ErrorCode } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
@@ -10,7 +11,6 @@ import { newId } from "../lib/ids";
 import { IsolateCache } from "../lib/isolate-cache";
 import { nowIso } from "../lib/time";
 import { merchantLabelOf } from "../merchants/statements";
-import { outboxEventWhen } from "../webhooks/outbox";
 
 export type PaylinkRow = typeof paylinks.$inferSelect;
 export type GrantRow = typeof paylinkGrants.$inferSelect;

@@ -4,6 +4,7 @@ import { type IdempotencySlot, PENDING_FIGURE, storeTemplateStatements } from ".
 import { guard, type SqlStatement, sqlStatement } from "../db/statements";
 import { screenAddress } from "../kyt/screening";
 import { placeOfMadeId } from "../ledger/made-places";
+import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { type Account, balanceAfter, postingStatements } from "../ledger/postings";
@@ -21,7 +22,6 @@ import {
 import { type Advance, outboundOutcomeStatements } from "../outbound/advance";
 import { type OutboundTransfer, sendsOut, settlementTransfer } from "../outbound/authorization";
 import { advanceDue, type Completion, runOutbound } from "../outbound/run";
-import { outboxEvent } from "../webhooks/outbox";
 
 export interface PayoutRow {
   id: string;

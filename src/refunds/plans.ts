@@ -5,13 +5,13 @@ import { PENDING_FIGURE } from "../db/idempotency";
 import { guard, type SqlStatement, sqlStatement } from "../db/statements";
 import type { AuditDraft } from "../ledger/chain";
 import type { ChargeRefund } from "../ledger/move";
+import { type EventType, outboxEventWithFigure } from "../ledger/outbox";
 import type { Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
 import { type Account, postingStatements } from "../ledger/postings";
 import { merchantBalanceAtLeast } from "../merchants/statements";
 import { type Advance, outboundOutcomeStatements } from "../outbound/advance";
 import { type OutboundTransfer, settlementTransfer } from "../outbound/authorization";
-import { type EventType, outboxEventWithFigure } from "../webhooks/outbox";
 
 export interface RefundRow {
   id: string;

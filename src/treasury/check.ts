@@ -1,10 +1,10 @@
 import { type Env, settingsOf, type X402Settings } from "../config/env";
 import { executeBatch, sqlStatement } from "../db/statements";
 import type { LedgerSide } from "../ledger/figures";
+import { outboxEventWhen } from "../ledger/outbox";
 import { placementOf } from "../ledger/place";
 import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
-import { outboxEventWhen } from "../webhooks/outbox";
 import { type Holdings, readHoldings } from "./holdings";
 import { readLedgerSnapshot } from "./ledger-side";
 

@@ -3,13 +3,13 @@ import type { Env } from "../config/env";
 import { MAX_QUEUE_DELAY_SECONDS, type Settings, settingsOf } from "../config/env";
 import { FAILING_ENDPOINT_DAYS } from "../config/webhooks";
 import { executeBatch, sqlStatement } from "../db/statements";
+import { outboxEventWhen } from "../ledger/outbox";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { type DeliveryMessage, webhooksDb } from "./dispatch";
 import { checkDestination } from "./dns-guard";
 import { type EndpointRow, signingSecrets } from "./endpoints";
-import { outboxEventWhen } from "./outbox";
 import { signatureHeader } from "./signing";
 
 const MessageSchema = z.object({ deliveryId: z.string().min(1), final: z.boolean().optional() });

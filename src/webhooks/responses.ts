@@ -1,6 +1,6 @@
 import { z } from "zod";
+import { EVENT_TYPES } from "../ledger/outbox";
 import { Cents, named, prefixed, Timestamp } from "../lib/api-shapes";
-import { EVENT_TYPES } from "./outbox";
 
 /** Response bodies: Webhook endpoints and deliveries. */
 

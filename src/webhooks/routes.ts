@@ -4,6 +4,7 @@ import type { AppEnv } from "../auth/app-env";
 import { answerInBatch } from "../auth/idempotency";
 import { actorOf, requireActor } from "../auth/middleware";
 import { merchantExists } from "../db/merchants";
+import { EVENT_TYPES } from "../ledger/outbox";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
 import { type RedeliverOutcome, redeliver, webhooksDb } from "./dispatch";
@@ -19,7 +20,6 @@ import {
   listEndpoints,
   rotateEndpointSecret,
 } from "./endpoints";
-import { EVENT_TYPES } from "./outbox";
 import { checkWebhookUrl } from "./url-guard";
 
 export const CreateBody = z

@@ -1,5 +1,5 @@
+import { EVENT_TYPES } from "../../../ledger/outbox";
 import type { deliveryView, endpointView, listAttempts } from "../../../webhooks/endpoints";
-import { EVENT_TYPES } from "../../../webhooks/outbox";
 import { Csrf, When } from "../layout";
 import type { MerchantItem } from "./merchants";
 

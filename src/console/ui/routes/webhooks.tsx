@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
+import { EVENT_TYPES } from "../../../ledger/outbox";
 import { placementOf } from "../../../ledger/place";
 import { consoleMerchantView, getMerchant, listMerchants } from "../../../merchants/service";
 import { type RedeliverOutcome, redeliver, webhooksDb } from "../../../webhooks/dispatch";
@@ -12,7 +13,6 @@ import {
   listDeliveries,
   listEndpoints,
 } from "../../../webhooks/endpoints";
-import { EVENT_TYPES } from "../../../webhooks/outbox";
 import { CreateBody as CreateEndpointBody } from "../../../webhooks/routes";
 import { checkWebhookUrl } from "../../../webhooks/url-guard";
 import { ShownOnce } from "../layout";
