@@ -14,6 +14,7 @@ import {
   type RpcTransactionReceipt,
   toHex,
 } from "viem";
+import { currentInvocation } from "../lib/invocation";
 
 /**
  * What the chain client needs to know of the deployment's chain: the x402 settings carry it, and
@@ -146,14 +147,16 @@ async function postRpc(x: ChainSettings, payload: unknown): Promise<unknown> {
   let status: number;
   let text: string;
   try {
-    const response = await fetch(x.rpcUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(payload),
-      signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
-    });
-    status = response.status;
-    text = await response.text();
+    // A connection slot of this invocation first; the timeout counts from the send, not the queue.
+    ({ status, text } = await currentInvocation().withSlot(async () => {
+      const response = await fetch(x.rpcUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(payload),
+        signal: AbortSignal.timeout(RPC_TIMEOUT_MS),
+      });
+      return { status: response.status, text: await response.text() };
+    }));
   } catch (error) {
     throw new RpcTransportError(`RPC unreachable: ${shortError(error)}`);
   }
