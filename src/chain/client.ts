@@ -2,7 +2,6 @@ import {
   createPublicClient,
   decodeFunctionResult,
   defineChain,
-  encodeEventTopics,
   encodeFunctionData,
   formatTransactionReceipt,
   type Hex,
@@ -12,13 +11,13 @@ import {
   parseEventLogs,
   prepareEncodeFunctionData,
   type RpcTransactionReceipt,
-  toHex,
 } from "viem";
 import { currentInvocation } from "../lib/invocation";
+import { log } from "../lib/log";
 
 /**
  * What the chain client needs to know of the deployment's chain: the x402 settings carry it, and
- * anything else that talks to the same chain can pass the same four fields.
+ * anything else that talks to the same chain can pass the same fields.
  */
 export interface ChainSettings {
   chainId: number;
@@ -26,7 +25,16 @@ export interface ChainSettings {
   rpcUrl: string;
   /** The stablecoin contract (EIP-3009). */
   asset: `0x${string}`;
+  /** The widest eth_getLogs range in blocks the provider serves (RPC_MAX_LOG_RANGE). */
+  maxLogRange: number;
+  /** The most calls in one JSON-RPC batch the provider serves (RPC_MAX_BATCH). */
+  maxBatch: number;
+  /** Where a log search starts when the service recorded no block of its own (CHAIN_START_BLOCK). */
+  startBlock: number;
 }
+
+/** What sending a JSON-RPC request needs: the URL alone (the CLI's verifiers have nothing else). */
+export type RpcEndpoint = Pick<ChainSettings, "rpcUrl">;
 
 /** The part of the EIP-3009 token the service uses. */
 export const EIP3009_ABI = [
@@ -132,8 +140,29 @@ const RPC_TIMEOUT_MS = 10_000;
 
 export type RpcAnswer = { result?: unknown; error?: { message?: string } };
 
-/** The request, or its HTTP answer, failed before the node said anything about the call. */
-class RpcTransportError extends Error {}
+/**
+ * The request, or its HTTP answer, failed before the node said anything about the call. `status`:
+ * the HTTP status of an answer that was an error without a JSON-RPC one (a provider refusing a
+ * request it will not serve answers so too); absent when nothing answered.
+ */
+export class RpcTransportError extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A node's answer that refuses a log search or a batch (a range or a batch over the provider's cap,
+ * a malformed request) is an error someone must look at, never a quiet wait: logged with the method
+ * and the node's own message. Never the URL, which often holds the provider's key: it is cut out of
+ * the message should the node quote it.
+ */
+export function logRefusal(x: RpcEndpoint, method: string, message: string, fields: Record<string, unknown> = {}) {
+  log.error("rpc_refused", { method, message: message.split(x.rpcUrl).join("[RPC_URL]").slice(0, 300), ...fields });
+}
 
 /** The JSON-RPC error message in an answer, if it is an error. */
 export const rpcErrorMessage = (body: unknown) => (body as RpcAnswer | null)?.error?.message;
@@ -143,7 +172,7 @@ export const rpcErrorMessage = (body: unknown) => (body as RpcAnswer | null)?.er
  * (the connection goes back to the pool); an HTTP error that carries a JSON-RPC error is that
  * error, so the node's own message ("nonce too low") reaches the caller whatever the status.
  */
-async function postRpc(x: ChainSettings, payload: unknown): Promise<unknown> {
+async function postRpc(x: RpcEndpoint, payload: unknown): Promise<unknown> {
   let status: number;
   let text: string;
   try {
@@ -164,10 +193,10 @@ async function postRpc(x: ChainSettings, payload: unknown): Promise<unknown> {
   try {
     body = JSON.parse(text);
   } catch {
-    throw new RpcTransportError(`RPC answered HTTP ${status} without JSON`);
+    throw new RpcTransportError(`RPC answered HTTP ${status} without JSON`, status);
   }
   if ((status < 200 || status > 299) && !rpcErrorMessage(body))
-    throw new RpcTransportError(`RPC answered HTTP ${status}`);
+    throw new RpcTransportError(`RPC answered HTTP ${status}`, status);
   return body;
 }
 
@@ -175,13 +204,37 @@ async function postRpc(x: ChainSettings, payload: unknown): Promise<unknown> {
  * Several JSON-RPC calls in one HTTP request: one round trip and one request for the node to
  * parse. The service's own calls on the settlement path go this way, not through viem's client:
  * the same request without the client's per-call work (a timeout error built up front for each call).
+ * More calls than the provider takes in one batch (`maxBatch`) go as several requests, each through a
+ * connection slot of the invocation; the answers come back in the calls' order. A request the node
+ * refuses as a whole (too many calls, an HTTP error) is logged (logRefusal) and thrown.
  */
-export async function rpcBatch(x: ChainSettings, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
-  const answers = await postRpc(
-    x,
-    calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c })),
-  );
-  if (!Array.isArray(answers)) throw new Error(rpcErrorMessage(answers) ?? "RPC answered a batch with something else");
+export async function rpcBatch(
+  x: Pick<ChainSettings, "rpcUrl" | "maxBatch">,
+  calls: { method: string; params: unknown[] }[],
+): Promise<RpcAnswer[]> {
+  const chunks: { method: string; params: unknown[] }[][] = [];
+  for (let i = 0; i < calls.length; i += x.maxBatch) chunks.push(calls.slice(i, i + x.maxBatch));
+  return (await Promise.all(chunks.map((chunk) => batchRequest(x, chunk)))).flat();
+}
+
+async function batchRequest(x: RpcEndpoint, calls: { method: string; params: unknown[] }[]): Promise<RpcAnswer[]> {
+  const methods = [...new Set(calls.map((c) => c.method))].join(",");
+  let answers: unknown;
+  try {
+    answers = await postRpc(
+      x,
+      calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c })),
+    );
+  } catch (error) {
+    if (error instanceof RpcTransportError && error.status !== undefined)
+      logRefusal(x, "batch", error.message, { methods, calls: calls.length });
+    throw error;
+  }
+  if (!Array.isArray(answers)) {
+    const message = rpcErrorMessage(answers) ?? "RPC answered a batch with something else";
+    logRefusal(x, "batch", message, { methods, calls: calls.length });
+    throw new Error(`batch: ${message}`);
+  }
   const byId = new Map((answers as (RpcAnswer & { id: number })[]).map((a) => [a.id, a]));
   return calls.map((_, id) => byId.get(id) ?? { error: { message: "no answer in the batch" } });
 }
@@ -193,7 +246,7 @@ export async function rpcBatch(x: ChainSettings, calls: { method: string; params
  * node may have taken it.
  */
 export async function rpcCall<T = unknown>(
-  x: ChainSettings,
+  x: RpcEndpoint,
   method: string,
   params: unknown[],
   { retry = false } = {},
@@ -280,51 +333,6 @@ export function shortError(error: unknown): string {
   return text.split("\n")[0]!.slice(0, 200);
 }
 
-/** How far back to look for the transaction that used an authorization when we never learned its hash. */
-const LOG_LOOKBACK_BLOCKS = 50_000n;
-
-export type AuthorizationFate =
-  | { kind: "used"; transaction: `0x${string}` }
-  | { kind: "canceled" }
-  /** Nothing in reach yet (a node whose logs lag its state). */
-  | { kind: "unseen" };
-
-/**
- * What the token's logs say became of a used authorization: the transaction that used it
- * (AuthorizationUsed), a cancellation by its signer (AuthorizationCanceled, USDC's
- * `cancelAuthorization`), or nothing in reach yet.
- */
-export async function authorizationFate(
-  x: ChainSettings,
-  authorizer: `0x${string}`,
-  nonce: `0x${string}`,
-): Promise<AuthorizationFate> {
-  const [usedTopic, authorizerTopic, nonceTopic] = encodeEventTopics({
-    abi: EIP3009_ABI,
-    eventName: "AuthorizationUsed",
-    args: { authorizer, nonce },
-  });
-  const [canceledTopic] = encodeEventTopics({ abi: EIP3009_ABI, eventName: "AuthorizationCanceled" });
-  const head = BigInt(await rpcCall<string>(x, "eth_blockNumber", [], { retry: true }));
-  const fromBlock = head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n;
-  const logs = await rpcCall<{ topics: string[]; transactionHash: `0x${string}` }[]>(
-    x,
-    "eth_getLogs",
-    [
-      {
-        address: x.asset,
-        fromBlock: toHex(fromBlock),
-        toBlock: toHex(head),
-        topics: [[usedTopic, canceledTopic], authorizerTopic, nonceTopic],
-      },
-    ],
-    { retry: true },
-  );
-  const used = logs.find((log) => log.topics[0] === usedTopic);
-  if (used) return { kind: "used", transaction: used.transactionHash };
-  return logs.length > 0 ? { kind: "canceled" } : { kind: "unseen" };
-}
-
 export type Receipt = NonNullable<Awaited<ReturnType<typeof receiptNow>>>;
 
 /** Did this mined transaction move exactly `value` of the token from `from` to `to`? */
@@ -347,32 +355,19 @@ export function movedBy(
   );
 }
 
-/** How many balance reads go in one JSON-RPC batch: well under what public nodes take in one request. */
-export const BALANCE_READS_PER_REQUEST = 500;
-
 /**
- * The token balances of `addresses` at one block (`block` as a hex number), in order: one JSON-RPC
- * batch of `eth_call balanceOf` per `perRequest` addresses, never a request per address. Every
- * read names the same block, so the figures add up to one moment of the chain. Throws when any read
- * fails: a partial sum would look like a shortfall.
+ * The token balances of `addresses` at one block (`block` as a hex number), in order: JSON-RPC
+ * batches of `eth_call balanceOf` (rpcBatch: `maxBatch` reads a request, at most the invocation's
+ * connection slots in flight), never a request per address. Every read names the same block, so the
+ * figures add up to one moment of the chain. Throws when any read fails: a partial sum would look
+ * like a shortfall.
  */
-export async function tokenBalancesAt(
-  x: ChainSettings,
-  addresses: readonly string[],
-  block: Hex,
-  perRequest = BALANCE_READS_PER_REQUEST,
-): Promise<bigint[]> {
-  const chunks: string[][] = [];
-  for (let i = 0; i < addresses.length; i += perRequest) chunks.push(addresses.slice(i, i + perRequest));
-  const answers = await Promise.all(
-    chunks.map((chunk) =>
-      rpcBatch(
-        x,
-        chunk.map((a) => tokenCall(x, "balanceOf", [a], block)),
-      ),
-    ),
+export async function tokenBalancesAt(x: ChainSettings, addresses: readonly string[], block: Hex): Promise<bigint[]> {
+  const answers = await rpcBatch(
+    x,
+    addresses.map((a) => tokenCall(x, "balanceOf", [a], block)),
   );
-  return answers.flat().map((answer, i) => {
+  return answers.map((answer, i) => {
     if (answer.error || typeof answer.result !== "string")
       throw new Error(`balanceOf ${addresses[i]}: ${answer.error?.message ?? "no result"}`);
     return BigInt(answer.result === "0x" ? 0 : answer.result);

@@ -33,6 +33,13 @@ export const x402Shape = {
   X402_SETTLEMENT_BATCH_ADDRESS: address.optional(),
   X402_SETTLEMENT_BATCH_MAX: wholeNumberVar({ min: 1, max: 100, fallback: 50 }),
   RPC_URL: z.string().url(),
+  // What the RPC provider serves (docs/operations.md lists common providers' caps): the widest
+  // eth_getLogs range in blocks, and the most calls in one JSON-RPC batch.
+  RPC_MAX_LOG_RANGE: wholeNumberVar({ min: 1, max: 1_000_000, fallback: 1000 }),
+  RPC_MAX_BATCH: wholeNumberVar({ min: 1, max: 10_000, fallback: 100 }),
+  // The block the deployment started at: where a log search starts when the service recorded no
+  // block of its own (rows from before recorded blocks). 0 suits a local chain; production sets it.
+  CHAIN_START_BLOCK: wholeNumberVar({ min: 0, max: Number.MAX_SAFE_INTEGER, fallback: 0 }),
   // One gas key, or several separated by commas: each is a settlement lane of its own (docs/scaling.md).
   FACILITATOR_PRIVATE_KEY: z
     .string()
@@ -96,6 +103,11 @@ export interface X402Settings {
   facilitatorHeaders: Record<string, string>;
   facilitatorTimeoutMs: number;
   rpcUrl: string;
+  /** The widest eth_getLogs range (blocks) and the most calls in one JSON-RPC batch the provider serves. */
+  maxLogRange: number;
+  maxBatch: number;
+  /** Where a log search starts when the service recorded no block of its own. */
+  startBlock: number;
   /**
    * The contract through which the built-in facilitator settles several authorizations in one
    * transaction, and how many at most; null: one transaction per settlement.
@@ -151,6 +163,9 @@ export function x402Settings(env: X402Vars & { ENVIRONMENT?: string }): X402Sett
     facilitatorHeaders: headers,
     facilitatorTimeoutMs: x.X402_FACILITATOR_TIMEOUT_MS,
     rpcUrl: x.RPC_URL,
+    maxLogRange: x.RPC_MAX_LOG_RANGE,
+    maxBatch: x.RPC_MAX_BATCH,
+    startBlock: x.CHAIN_START_BLOCK,
     settlementBatch:
       x.X402_SETTLEMENT_BATCH_ADDRESS && x.X402_SETTLEMENT_BATCH_MAX > 1
         ? { address: x.X402_SETTLEMENT_BATCH_ADDRESS as `0x${string}`, max: x.X402_SETTLEMENT_BATCH_MAX }
