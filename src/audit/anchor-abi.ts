@@ -61,17 +61,13 @@ const ANCHORED_TOPIC = encodeEventTopics({ abi: AUDIT_ANCHOR_ABI, eventName: "An
 
 /**
  * The eth_getLogs filter of the anchors `senders` sent to `contract`, of one `seq` or of all.
- * Topics: the event, then `by` (any of the senders), then `seq`.
+ * Topics: the event, then `by` (any of the senders), then `seq`. The blocks are the search's
+ * (src/chain/logs.ts): windows within the provider's range cap, from a recorded block.
  */
-export function anchoredLogsFilter(
-  contract: `0x${string}`,
-  senders: readonly `0x${string}`[],
-  seq?: number | bigint,
-  fromBlock = "0x0",
-) {
+export function anchoredLogsFilter(contract: `0x${string}`, senders: readonly `0x${string}`[], seq?: number | bigint) {
   const topics: (Hex | Hex[] | null)[] = [ANCHORED_TOPIC, senders.map((s) => pad(s.toLowerCase() as Hex))];
   if (seq !== undefined) topics.push(encodeAbiParameters([{ type: "uint256" }], [BigInt(seq)]));
-  return { address: contract, topics, fromBlock, toBlock: "latest" };
+  return { address: contract, topics };
 }
 
 interface RpcLog {

@@ -22,13 +22,15 @@ export interface Checkpoint {
   txHash: `0x${string}` | null;
   blockNumber: number | null;
   broadcastAt: string | null;
+  /** The chain's head when the anchor was first handed over: where a search for it starts (a little before). */
+  sentBlock: number | null;
   anchoredAt: string | null;
   updatedAt: string;
 }
 
 const CHECKPOINT_SELECT = `SELECT seq, hash, from_seq AS fromSeq, rows_root AS rowsRoot, signed_at AS signedAt,
   kid, jws, anchor_status AS anchorStatus, anchor_from AS anchorFrom, tx_hash AS txHash,
-  block_number AS blockNumber, broadcast_at AS broadcastAt, anchored_at AS anchoredAt, updated_at AS updatedAt
+  block_number AS blockNumber, broadcast_at AS broadcastAt, sent_block AS sentBlock, anchored_at AS anchoredAt, updated_at AS updatedAt
   FROM audit_checkpoints`;
 
 export const checkpointAt = (db: D1Database, seq: number) =>
@@ -94,14 +96,19 @@ async function changed(db: D1Database, sql: string, ...params: unknown[]): Promi
   );
 }
 
-/** The first hand-over of an anchor to gas lane `lane` (or one after a failure); only one worker's mark lands. */
-export const markAnchorHandedOver = (db: D1Database, cp: Checkpoint, lane: string, now: number) =>
+/**
+ * The first hand-over of an anchor to gas lane `lane` (or one after a failure), with the head it was
+ * prepared at (the first one is kept: no anchor of it can be older); only one worker's mark lands.
+ */
+export const markAnchorHandedOver = (db: D1Database, cp: Checkpoint, lane: string, now: number, block: number | null) =>
   changed(
     db,
-    `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, anchor_from = ?, tx_hash = NULL, updated_at = ?
+    `UPDATE audit_checkpoints SET anchor_status = 'pending', broadcast_at = ?, anchor_from = ?, tx_hash = NULL,
+       sent_block = COALESCE(sent_block, ?), updated_at = ?
      WHERE seq = ? AND ((anchor_status = 'pending' AND broadcast_at IS NULL) OR (anchor_status = 'failed' AND updated_at = ?))`,
     nowIso(now),
     lane,
+    block,
     nowIso(now),
     cp.seq,
     cp.updatedAt,

@@ -19,6 +19,7 @@ import {
   rpcErrorMessage,
   shortError,
 } from "../chain/client";
+import { searchLogs, searchStart } from "../chain/logs";
 import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
 import { type Place, placementOf } from "../ledger/place";
@@ -26,7 +27,7 @@ import { fieldNamesShard, shardField } from "../ledger/shard-labels";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { laneOf } from "../x402/settler.do";
-import { feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
+import { blockNumberOf, feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
 import { makeCheckpoint } from "./checkpoints";
 
 /*
@@ -105,7 +106,7 @@ export async function anchorCheckpoint(
     }
     // Another worker (or the request that sent it) may still be on it; after a while the chain decides.
     if (Date.parse(cp.updatedAt) > now - ANCHOR_RESEND_AFTER_MS) return waiting("sent recently");
-    const onChain = await anchorsOnChain(anchoring, shard, cp.seq).catch(() => undefined);
+    const onChain = await anchorsOnChain(anchoring, shard, cp).catch(() => undefined);
     if (onChain === undefined) return waiting("chain_unavailable");
     const found = onChain.find((a) => matches(a, cp));
     if (found) return confirm(db, cp, found, now);
@@ -119,10 +120,11 @@ export async function anchorCheckpoint(
   const data = anchorCallData(anchorSeqOf(shard, cp.seq), cp.hash, cp.rowsRoot);
   const prepared = await prepareAnchor(x, contract, data, lane);
   if (typeof prepared === "string") return waiting(prepared);
-  if (!handedOver && !(await markAnchorHandedOver(db, cp, lane, now))) return waiting("another worker has it");
+  if (!handedOver && !(await markAnchorHandedOver(db, cp, lane, now, prepared.block)))
+    return waiting("another worker has it");
   // A crash here leaves a mark the chain never saw: the chain decides it a while later, not the mark.
   faultPoint("checkpoint.before_send");
-  const sent = await laneOf(env, lane).broadcast({ to: contract, ...prepared }, lane);
+  const sent = await laneOf(env, lane).broadcast({ to: contract, ...prepared.transfer }, lane);
   faultPoint("checkpoint.after_send");
   if (sent.kind === "rejected") {
     // Nothing left the lane: it can go again at once.
@@ -159,18 +161,18 @@ async function stillUnmined(x: X402Settings, cp: Checkpoint): Promise<boolean> {
   return BigInt(pending!) > BigInt(mined!);
 }
 
-/** The anchors of shard `shard`'s `seq` the service's gas addresses sent to the contract. */
-async function anchorsOnChain({ x, contract, lanes }: Anchoring, shard: number, seq: number): Promise<OnChainAnchor[]> {
-  const logs = await rpcCall<Parameters<typeof anchorsIn>[0]>(
-    x,
-    "eth_getLogs",
-    [anchoredLogsFilter(contract, lanes, anchorSeqOf(shard, seq))],
-    {
-      retry: true,
-    },
-  );
+/**
+ * The anchors of shard `shard`'s checkpoint the service's gas addresses sent to the contract: searched
+ * from the head recorded at its first hand-over (the start block for rows from before), window by
+ * window, up to the first window that holds one. A refused search throws (logged by the chain client).
+ */
+async function anchorsOnChain({ x, contract, lanes }: Anchoring, shard: number, cp: Checkpoint) {
   const senders = new Set(lanes.map((lane) => lane.toLowerCase()));
-  return anchorsIn(logs, contract).filter((a) => isOf(a, shard, seq) && senders.has(a.by));
+  const ours = (logs: Parameters<typeof anchorsIn>[0]) =>
+    anchorsIn(logs, contract).filter((a) => isOf(a, shard, cp.seq) && senders.has(a.by));
+  const filter = anchoredLogsFilter(contract, lanes, anchorSeqOf(shard, cp.seq));
+  const logs = await searchLogs(x, filter, searchStart(x, cp.sentBlock), { found: (part) => ours(part).length > 0 });
+  return ours(logs);
 }
 
 /** An anchor of this seq from the service's own keys that says otherwise: D1 or the chain was changed; an operator must look. */
@@ -203,7 +205,10 @@ async function prepareAnchor(x: X402Settings, contract: `0x${string}`, data: Hex
   for (const answer of [code, estimate, block, tip]) if (answer.error) return `rpc_error: ${errorOf(answer)}`;
   // A call to an address without code succeeds and emits nothing: it would be paid for and sent again every run.
   if (!code.result || code.result === "0x") return "no contract at AUDIT_ANCHOR_ADDRESS";
-  return { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) };
+  return {
+    transfer: { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) },
+    block: blockNumberOf(block),
+  };
 }
 
 /** The anchor found on chain confirms the checkpoint: what is stored then is the step's answer. */

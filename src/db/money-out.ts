@@ -82,6 +82,8 @@ export const outboundTransfers = sqliteTable(
     validBefore: integer("valid_before").notNull(),
     status: text("status").notNull(),
     broadcastAt: text("broadcast_at"),
+    /** The chain's head when the transfer was first handed over: its logs are searched from there (a little before). */
+    sentBlock: integer("sent_block"),
     txHash: text("tx_hash"),
     failureReason: text("failure_reason"),
     createdAt: text("created_at").notNull(),

@@ -79,6 +79,8 @@ export const auditCheckpoints = sqliteTable(
     txHash: text("tx_hash"),
     blockNumber: integer("block_number"),
     broadcastAt: text("broadcast_at"),
+    /** The chain's head when the anchor was first handed over: the anchor is searched for from there. */
+    sentBlock: integer("sent_block"),
     anchoredAt: text("anchored_at"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),

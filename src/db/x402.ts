@@ -29,6 +29,11 @@ export const x402Payments = sqliteTable(
     payload: text("payload").notNull(),
     status: text("status").notNull(),
     txHash: text("tx_hash"),
+    /**
+     * The chain's head when the service found the authorization unused (the verification before the
+     * reservation): it cannot have been used before, so its logs are searched from there.
+     */
+    seenBlock: integer("seen_block"),
     error: text("error"),
     /**
      * The v2 `payment-identifier` the payment carried: one per payer among payments that did not

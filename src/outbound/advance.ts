@@ -1,6 +1,5 @@
 import type { Hex } from "viem";
 import {
-  authorizationFate,
   movedBy,
   type RpcAnswer,
   receiptNow,
@@ -10,6 +9,7 @@ import {
   shortError,
   tokenCall,
 } from "../chain/client";
+import { authorizationFate } from "../chain/logs";
 import type { Env, X402Settings } from "../config/env";
 import { guard, type SqlStatement, sqlStatement } from "../db/statements";
 import { placeOfMadeId } from "../ledger/made-places";
@@ -18,7 +18,7 @@ import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { laneOf } from "../x402/settler.do";
-import { feeCalls, feesFrom, gasAccountOf, type PreparedTransfer } from "../x402/transfer";
+import { blockNumberOf, feeCalls, feesFrom, gasAccountOf, type PreparedTransfer } from "../x402/transfer";
 import { CLOCK_SKEW_SECONDS } from "../x402/verify";
 import { OUTBOUND_SELECT, type OutboundPurpose, type OutboundTransfer, signedTransferCall } from "./authorization";
 
@@ -80,7 +80,8 @@ export async function advanceOutbound(
   if (check.kind === "refused") {
     return t.broadcastAt === null ? { kind: "failed", reason: check.reason, unsent: true } : waiting(check.reason);
   }
-  if (t.broadcastAt === null && !(await markHandedOver(env, t, now))) return waiting("another worker has it");
+  if (t.broadcastAt === null && !(await markHandedOver(env, t, now, check.block)))
+    return waiting("another worker has it");
   // A crash here leaves a row marked handed over that the chain never saw: the chain must decide it, not the mark.
   faultPoint("outbound.before_send");
   const lane = lanes[laneIndex(t.id, lanes.length)]!;
@@ -111,7 +112,9 @@ function laneIndex(id: string, lanes: number): number {
  * moved its value (confirmed), expired unused or canceled (failed), or null while undecided.
  */
 async function decidedOnChain(x: X402Settings, t: OutboundTransfer, now: number): Promise<Advance | null> {
-  const fate = await authorizationFate(x, t.fromAddress, t.nonce).catch(() => null);
+  // From the head recorded at the first hand-over: nothing could use the authorization before. A refused
+  // search is logged by the chain client; the transfer waits for the next run either way.
+  const fate = await authorizationFate(x, t.fromAddress, t.nonce, t.sentBlock).catch(() => null);
   if (fate === null) return waiting("chain_unavailable");
   if (fate.kind === "canceled") return { kind: "failed", reason: "authorization_canceled", unsent: false };
   if (fate.kind === "used") {
@@ -143,7 +146,8 @@ async function expiredUnused(x: X402Settings, t: OutboundTransfer): Promise<bool
 }
 
 type OutboundCheck =
-  | { kind: "ready"; prepared: PreparedTransfer }
+  /** `block`: the head the batch was read at (the latest block's number), recorded at the hand-over. */
+  | { kind: "ready"; prepared: PreparedTransfer; block: number | null }
   | { kind: "used" }
   | { kind: "refused"; reason: string }
   | { kind: "unavailable"; reason: string };
@@ -177,6 +181,7 @@ async function checkOutbound(x: X402Settings, t: OutboundTransfer, data: Hex, ga
   return {
     kind: "ready",
     prepared: { data, gas: BigInt(estimate.result as string), fees: feesFrom(block, tip) },
+    block: blockNumberOf(block),
   };
 }
 
@@ -187,14 +192,17 @@ async function checkOutbound(x: X402Settings, t: OutboundTransfer, data: Hex, ga
  */
 export const dbOfTransfer = (env: Env, t: Pick<OutboundTransfer, "id">) => placeOfMadeId(placementOf(env), t.id).db;
 
-/** Marks the first hand-over; only one worker's mark lands, and a failed or confirmed row takes none. */
-async function markHandedOver(env: Env, t: OutboundTransfer, now: number): Promise<boolean> {
+/**
+ * Marks the first hand-over, with the head the check was read at (where a search for its use starts);
+ * only one worker's mark lands, and a failed or confirmed row takes none.
+ */
+async function markHandedOver(env: Env, t: OutboundTransfer, now: number, block: number | null): Promise<boolean> {
   const at = nowIso(now);
   const result = await dbOfTransfer(env, t)
     .prepare(
-      "UPDATE outbound_transfers SET broadcast_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL",
+      "UPDATE outbound_transfers SET broadcast_at = ?, sent_block = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND broadcast_at IS NULL",
     )
-    .bind(at, at, t.id)
+    .bind(at, block, at, t.id)
     .run();
   return result.meta.changes === 1;
 }

@@ -34,13 +34,15 @@ export interface OutboundTransfer {
   validBefore: number;
   status: "pending" | "confirmed" | "failed";
   broadcastAt: string | null;
+  /** The chain's head when it was first handed over (null before, and on rows from before it was recorded). */
+  sentBlock: number | null;
   txHash: Hex | null;
   updatedAt: string;
 }
 
 export const OUTBOUND_SELECT = `SELECT id, purpose, owner_id AS ownerId, network, asset, from_address AS fromAddress, signer,
   to_address AS toAddress, value, nonce, valid_before AS validBefore, status, broadcast_at AS broadcastAt,
-  tx_hash AS txHash, updated_at AS updatedAt FROM outbound_transfers`;
+  sent_block AS sentBlock, tx_hash AS txHash, updated_at AS updatedAt FROM outbound_transfers`;
 
 /** True when a sweep of the deposit or payment `ownerId` (an SQL expression) was written. */
 export const sweepWritten = (ownerId: string) =>

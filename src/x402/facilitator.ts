@@ -7,7 +7,8 @@ import type { Terms } from "./terms";
 import { checkTransfer, gasAccountOf, type PreparedTransfer, type SettleOutcome, type TransferCheck } from "./transfer";
 
 export type FacilitatorVerify =
-  | { isValid: true }
+  /** `seenBlock`: the head at which our own chain check found the authorization unused, when it ran. */
+  | { isValid: true; seenBlock?: number | null }
   | { isValid: false; invalidReason: string }
   /** The chain (or the remote facilitator) could not be asked: nothing is decided and nothing was reserved; the payer may send the same payment again. */
   | { isValid: false; unavailable: "chain_unavailable" | "facilitator_unavailable"; reason: string };
@@ -107,7 +108,7 @@ export function builtInFacilitator(env: Env, x: X402Settings): Facilitator {
       const check = await checkTransfer(x, terms, payment, gasFrom);
       if (check.kind !== "valid") return chainRefusal(check);
       if (check.prepared) checked = { payment, prepared: check.prepared };
-      return { isValid: true };
+      return { isValid: true, seenBlock: check.block };
     },
     async settle(payment, terms) {
       if (!gasFrom) return { kind: "failed", reason: "facilitator_not_configured" };
@@ -189,7 +190,7 @@ export function remoteFacilitator(x: X402Settings, baseUrl: string): Facilitator
             reason: `verify answered ${ok ? "without isValid" : "an HTTP error"}`,
           };
         return body.isValid
-          ? { isValid: true }
+          ? { isValid: true, seenBlock: check.block }
           : { isValid: false, invalidReason: String(body.invalidReason ?? "facilitator_rejected") };
       } catch (error) {
         // Not an answer about the payment: nothing was reserved, and the same payment may be sent again.

@@ -1,4 +1,5 @@
-import { authorizationFate, authorizationUsed, movedBy, type Receipt, receiptNow, rpcBatch } from "../chain/client";
+import { authorizationUsed, movedBy, type Receipt, receiptNow, rpcBatch } from "../chain/client";
+import { authorizationFate } from "../chain/logs";
 import { getCharge } from "../charges/service";
 import { chargeStatus } from "../charges/statements";
 import type { Env, X402Settings } from "../config/env";
@@ -32,13 +33,15 @@ export interface OpenPayment {
   payTo: `0x${string}` | null;
   /** When its status last changed (ISO 8601). */
   updatedAt: string;
+  /** The head at which the chain showed its authorization unused (null on rows from before it was recorded). */
+  seenBlock: number | null;
 }
 
 export type Reconciliation = "credited" | "failed" | "waiting";
 
 /** The columns of an x402 payment that reconciliation reads, as an OpenPayment. */
 export const OPEN_PAYMENT_SELECT =
-  "SELECT id, network, asset, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo, updated_at AS updatedAt FROM x402_payments";
+  "SELECT id, network, asset, charge_id AS chargeId, payer, nonce, value, valid_before AS validBefore, tx_hash AS txHash, pay_to AS payTo, updated_at AS updatedAt, seen_block AS seenBlock FROM x402_payments";
 
 /**
  * Settles the fate of a payment whose outcome was lost or reported failed, from the chain alone:
@@ -78,7 +81,8 @@ export async function reconcilePayment(
   }
   let receipt = p.txHash ? await receiptNow(x, p.txHash) : null;
   if (!receipt || !paysUs(x, p, receipt)) {
-    const fate = await authorizationFate(x, p.payer, p.nonce);
+    // A refused search throws (and is logged by the chain client): the payment waits for the next run.
+    const fate = await authorizationFate(x, p.payer, p.nonce, p.seenBlock);
     if (fate.kind === "canceled") {
       await release(env, p.id, p.chargeId, "authorization_canceled", nowIso());
       return "failed";
@@ -157,7 +161,7 @@ export async function watchReleasedPayments(env: Env, x: X402Settings, nowSecond
 async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSeconds: number): Promise<number> {
   const released = await db
     .prepare(
-      `SELECT id, charge_id AS chargeId, payer, nonce, network, asset FROM x402_payments
+      `SELECT id, charge_id AS chargeId, payer, nonce, network, asset, seen_block AS seenBlock FROM x402_payments
      WHERE status = 'failed' AND valid_before + ? > ? AND COALESCE(error, '') NOT IN (${FINAL_VERDICTS.map(() => "?").join(", ")})
      ORDER BY updated_at LIMIT 50`,
     )
@@ -169,6 +173,7 @@ async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSec
       nonce: `0x${string}`;
       network: string;
       asset: string;
+      seenBlock: number | null;
     }>();
   let reopened = 0;
   for (const p of released.results) {
@@ -181,7 +186,7 @@ async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSec
     // Held by another payment still being settled: that one may yet fail (this authorization took the
     // payer's funds, say) and leave the charge open for this one, so it is looked at again next run.
     if ((await chargeStatus(db, p.chargeId)) === "pending") continue;
-    const fate = await authorizationFate(x, p.payer, p.nonce);
+    const fate = await authorizationFate(x, p.payer, p.nonce, p.seenBlock);
     if (fate.kind !== "canceled")
       log.error("x402_used_after_release", {
         paymentId: p.id,

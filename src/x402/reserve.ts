@@ -31,6 +31,8 @@ export async function reserve(
   terms: Terms,
   payment: DecodedPayment,
   earlier: PaymentRow | null,
+  /** The head at which the chain showed the authorization unused: its use is searched for from there. */
+  seenBlock: number | null = null,
 ): Promise<Reservation> {
   const at = nowIso();
   const { db } = where;
@@ -38,7 +40,7 @@ export async function reserve(
   const charge = chargeToClaim(target, paymentId, at, where);
   const statements: SqlStatement[] = [
     ...chargeGuards(target, charge),
-    ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at),
+    ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at, seenBlock),
   ];
   if (target.kind === "charge") statements.push(claimForX402(charge.id, paymentId));
   try {
@@ -87,6 +89,7 @@ function paymentStatements(
   paymentId: string,
   chargeId: string,
   at: string,
+  seenBlock: number | null,
 ): SqlStatement[] {
   const a = payment.authorization;
   const payload = canonicalJson({ authorization: a, signature: payment.signature, version: payment.version });
@@ -112,10 +115,11 @@ function paymentStatements(
     );
     statements.push(
       sqlStatement(
-        "UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, payment_identifier = ?, error = NULL, updated_at = ? WHERE id = ?",
+        "UPDATE x402_payments SET status = 'settling', charge_id = ?, pay_to = ?, payment_identifier = ?, error = NULL, seen_block = COALESCE(seen_block, ?), updated_at = ? WHERE id = ?",
         chargeId,
         terms.payTo.toLowerCase(),
         payment.paymentIdentifier,
+        seenBlock,
         at,
         earlier.id,
       ),
@@ -124,8 +128,8 @@ function paymentStatements(
   }
   statements.push(
     sqlStatement(
-      `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, payment_identifier, status, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
+      `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, payment_identifier, seen_block, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settling', ?, ?)`,
       paymentId,
       x.network,
       x.asset.toLowerCase(),
@@ -137,6 +141,7 @@ function paymentStatements(
       Number(a.validBefore),
       payload,
       payment.paymentIdentifier,
+      seenBlock,
       at,
       at,
     ),

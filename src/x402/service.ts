@@ -63,7 +63,7 @@ export async function payWithX402(
     return { kind: "already_paid", charge: chargeView(target.charge) };
   }
   const settler = facilitator ?? facilitatorOf(env, x);
-  const refused = await verifyBeforeReserving(
+  const verified = await verifyBeforeReserving(
     env,
     x,
     settler,
@@ -74,9 +74,9 @@ export async function payWithX402(
     payer,
     nowSeconds,
   );
-  if (refused) return refused;
+  if ("kind" in verified) return verified;
 
-  const reserved = await reserve(x, where, target, terms, chosen.payment, chosen.earlier);
+  const reserved = await reserve(x, where, target, terms, chosen.payment, chosen.earlier, verified.seenBlock);
   if (reserved.kind !== "reserved")
     return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
   return settleReserved(env, x, settler, terms, chosen.payment, reserved, payer);
@@ -129,7 +129,10 @@ async function paymentToSettle(
   };
 }
 
-/** Our checks, then the facilitator's, before anything is reserved; null when the payment may go on. */
+/**
+ * Our checks, then the facilitator's, before anything is reserved: the outcome that refuses the
+ * payment, or the head at which the chain showed its authorization unused when it may go on.
+ */
 async function verifyBeforeReserving(
   env: Env,
   x: X402Settings,
@@ -140,7 +143,7 @@ async function verifyBeforeReserving(
   onBlocklist: boolean,
   payer: string,
   nowSeconds: number,
-): Promise<X402Outcome | null> {
+): Promise<X402Outcome | { seenBlock: number | null }> {
   // The proof above already checked the payment as sent; a stored one standing in for it is checked afresh.
   // A facilitator whose verification runs the transfer proves the signature there, so it is not recovered twice.
   const verdict = await verifyPayment(
@@ -154,7 +157,7 @@ async function verifyBeforeReserving(
   );
   if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
   const remoteVerdict = await settler.verify(payment, terms);
-  if (remoteVerdict.isValid) return null;
+  if (remoteVerdict.isValid) return { seenBlock: remoteVerdict.seenBlock ?? null };
   if ("unavailable" in remoteVerdict)
     return { kind: "unavailable", error: remoteVerdict.unavailable, reason: remoteVerdict.reason };
   // The released authorization this retry stands for was used on chain since (someone submitted it):

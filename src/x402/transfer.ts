@@ -28,7 +28,11 @@ export type SettleOutcome =
   | { kind: "unknown"; reason: string; transaction: `0x${string}` | null };
 
 export type TransferCheck =
-  | { kind: "valid"; prepared: PreparedTransfer | null }
+  /**
+   * `block`: the head the batch was read at, where the authorization was still unused: nothing can
+   * have used it before, so the search for its use starts there (null when the node gave none).
+   */
+  | { kind: "valid"; prepared: PreparedTransfer | null; block: number | null }
   | { kind: "invalid"; reason: string }
   | { kind: "unavailable"; reason: string };
 
@@ -90,6 +94,12 @@ export const feeCalls: { method: string; params: unknown[] }[] = [
   { method: "eth_getBlockByNumber", params: ["latest", false] },
   { method: "eth_maxPriorityFeePerGas", params: [] },
 ];
+/** The number of the block `eth_getBlockByNumber` answered (feeCalls' first), or null without one. */
+export function blockNumberOf(block: RpcAnswer | undefined): number | null {
+  const number = (block?.result as { number?: string } | null | undefined)?.number;
+  return typeof number === "string" ? Number(BigInt(number)) : null;
+}
+
 /** viem's estimate: 1.2x the latest base fee plus the node's suggested tip. */
 export function feesFrom(block: RpcAnswer, tip: RpcAnswer): Fees {
   const baseFee = BigInt((block.result as { baseFeePerGas?: string } | null)?.baseFeePerGas ?? "0x0");
@@ -116,6 +126,7 @@ export async function checkTransfer(
   const calls: { method: string; params: unknown[] }[] = [
     tokenCall(x, "authorizationState", [a.from, a.nonce]),
     tokenCall(x, "balanceOf", [a.from]),
+    { method: "eth_blockNumber", params: [] },
   ];
   const cached = feeCache.get(x.rpcUrl);
   const feesFresh = cached && Date.now() - cached.at < FEES_FRESH_MS ? cached.fees : null;
@@ -127,12 +138,20 @@ export async function checkTransfer(
   } catch (error) {
     return { kind: "unavailable", reason: `rpc_unavailable: ${shortError(error)}` };
   }
-  const [used, balance, estimate, block, tip] = answers as [RpcAnswer, RpcAnswer, RpcAnswer?, RpcAnswer?, RpcAnswer?];
+  const [used, balance, head, estimate, block, tip] = answers as [
+    RpcAnswer,
+    RpcAnswer,
+    RpcAnswer,
+    RpcAnswer?,
+    RpcAnswer?,
+    RpcAnswer?,
+  ];
+  const seen = typeof head.result === "string" ? Number(BigInt(head.result)) : null;
   if (used.error || balance.error)
     return { kind: "unavailable", reason: `rpc_error: ${rpcError(used.error ? used : balance)}` };
   if (BigInt(used.result as string) !== 0n) return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used" };
   if (BigInt(balance.result as string) < terms.value) return { kind: "invalid", reason: "insufficient_funds" };
-  if (!gasFrom || !estimate) return { kind: "valid", prepared: null };
+  if (!gasFrom || !estimate) return { kind: "valid", prepared: null, block: seen };
   if (estimate.error) {
     const message = rpcError(estimate);
     // The dry run executes the transfer, whose own signature check (ecrecover against `from`) refused it.
@@ -146,5 +165,5 @@ export async function checkTransfer(
     fees = feesFrom(block, tip);
     feeCache.set(x.rpcUrl, { at: Date.now(), fees });
   }
-  return { kind: "valid", prepared: { data: data!, gas: BigInt(estimate.result as string), fees } };
+  return { kind: "valid", prepared: { data: data!, gas: BigInt(estimate.result as string), fees }, block: seen };
 }

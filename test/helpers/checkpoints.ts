@@ -34,13 +34,14 @@ export async function deployAnchor(): Promise<Hex> {
 export const anchoredEnv = (contract: Hex) => ({ ...env, AUDIT_ANCHOR_ADDRESS: contract }) as Env;
 
 /**
- * Every anchor the service's gas addresses sent to `contract`, read from the chain itself; of one
+ * Every anchor the service's gas addresses sent to `contract`, read from the chain itself (the node,
+ * not the relay: the test's own read of the whole chain, which no provider cap applies to); of one
  * anchored seq if given (a shard k ≥ 1's checkpoint is anchored as anchorSeqOf(k, seq)).
  */
 export async function anchorsOn(contract: Hex, seq?: number | bigint): Promise<OnChainAnchor[]> {
   const logs = await publicClient().request({
     method: "eth_getLogs" as never,
-    params: [anchoredLogsFilter(contract, gasAddresses(), seq)] as never,
+    params: [{ ...anchoredLogsFilter(contract, gasAddresses(), seq), fromBlock: "0x0", toBlock: "latest" }] as never,
   });
   return anchorsIn(logs as Parameters<typeof anchorsIn>[0], contract);
 }
