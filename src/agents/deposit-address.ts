@@ -51,12 +51,32 @@ export async function ensureDepositAddress(env: Env, agentId: string): Promise<s
   return address;
 }
 
-/** Every agent with a deposit address: the addresses the deposit watcher reads Transfer logs to. */
-export async function agentsWithDepositAddresses(control: D1Database): Promise<{ id: string; address: string }[]> {
-  const rows = await control
-    .prepare("SELECT id, deposit_address AS address FROM agents WHERE deposit_address IS NOT NULL")
-    .all<{ id: string; address: string }>();
-  return rows.results;
+/** The most values one statement binds (D1 takes at most 100). */
+const BOUND_VALUES = 100;
+
+/**
+ * The agent holding each of `addresses` (lowercase) as its deposit address, by address: the
+ * recipients of the token's transfers the deposit watcher read, looked up by the unique index, at
+ * most 100 to a statement. Its cost follows the transfers read, not the number of agents.
+ */
+export async function agentsAtDepositAddresses(control: D1Database, addresses: readonly string[]) {
+  const distinct = [...new Set(addresses)];
+  const statements: D1PreparedStatement[] = [];
+  for (let i = 0; i < distinct.length; i += BOUND_VALUES) {
+    const chunk = distinct.slice(i, i + BOUND_VALUES);
+    statements.push(
+      control
+        .prepare(
+          `SELECT id, deposit_address AS address FROM agents WHERE deposit_address IN (${chunk.map(() => "?").join(", ")})`,
+        )
+        .bind(...chunk),
+    );
+  }
+  const byAddress = new Map<string, string>();
+  for (const statement of statements)
+    for (const row of (await statement.all<{ id: string; address: string }>()).results)
+      byAddress.set(row.address, row.id);
+  return byAddress;
 }
 
 /**
