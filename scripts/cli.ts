@@ -10,6 +10,7 @@
 //                                        refuse every payment of the agent; print { agentId, frozen } as one JSON line
 //   agent unfreeze <agentId>             let its policy decide its payments again; print { agentId, frozen }
 //   audit verify [--rpc-url <url>] [--anchor <address>] [--anchor-from <a,b,...>] [--offline]
+//                [--max-log-range <blocks>] [--from-block <n>]
 //                                        recompute every ledger shard's audit chain; name the first broken row;
 //                                        check each shard against its signed checkpoints and their anchors read
 //                                        from the chain (without a chain: a usage error, unless --offline, which
@@ -18,6 +19,10 @@
 //                                        check a charge's evidence file (GET /merchant/charges/:id/evidence)
 //                                        against the service's keys and the chain: receipt, audit row,
 //                                        checkpoint, Merkle path and its first anchor (chain settings as audit verify)
+// Anchors are read with eth_getLogs in windows of at most --max-log-range blocks (RPC_MAX_LOG_RANGE,
+// default 1000: what providers serve), from --from-block (CHAIN_START_BLOCK) when given, otherwise
+// from the block of the earliest anchor transaction the checkpoints (or the evidence file) name, as
+// its receipt on the chain says.
 // A refusal prints the API's answer on standard error and exits 1; a usage mistake exits 2.
 // Settings: SERVICE_URL (default http://127.0.0.1:8787); CONSOLE_SESSION_SECRET
 // (default: the one `npm run dev` wrote to .dev.vars). audit verify reads the anchors from the chain
@@ -150,6 +155,8 @@ async function auditVerify(args: string[]) {
       anchor: { type: "string" },
       "anchor-from": { type: "string" },
       offline: { type: "boolean" },
+      "max-log-range": { type: "string" },
+      "from-block": { type: "string" },
     },
   });
   // Loaded here: the verifier and the chain code would slow every other command's start.
@@ -174,6 +181,8 @@ async function evidenceVerify(args: string[]) {
       anchor: { type: "string" },
       "anchor-from": { type: "string" },
       offline: { type: "boolean" },
+      "max-log-range": { type: "string" },
+      "from-block": { type: "string" },
     },
     allowPositionals: true,
   });

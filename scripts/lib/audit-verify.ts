@@ -7,6 +7,8 @@ import type { JWK } from "jose";
 import { privateKeyToAddress } from "viem/accounts";
 import { anchoredLogsFilter, anchorsIn, type OnChainAnchor } from "../../src/audit/anchor-abi";
 import { type ListedCheckpoint, verifyCheckpoints } from "../../src/audit/checkpoints-verify";
+import { rpcCall } from "../../src/chain/client";
+import { RECORDED_BLOCK_MARGIN, searchLogs } from "../../src/chain/logs";
 import type { AuditRow } from "../../src/ledger/chain";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { GAS_LANES, mnemonicKey } from "./chain.mjs";
@@ -44,6 +46,20 @@ export interface AnchorOptions {
   "anchor-from"?: string;
   /** Read no chain: the rows and signed checkpoints only, said so in the verdict. */
   offline?: boolean;
+  /** The widest eth_getLogs range the node serves (RPC_MAX_LOG_RANGE; default 1000). */
+  "max-log-range"?: string;
+  /** Where the anchors are searched from (CHAIN_START_BLOCK): the anchor contract's deployment. */
+  "from-block"?: string;
+}
+
+/** The default of RPC_MAX_LOG_RANGE, as the service has it. */
+const DEFAULT_MAX_LOG_RANGE = 1000;
+
+function wholeNumber(value: string | undefined, name: string, min: number, usage: (message: string) => never) {
+  if (value === undefined || value === "") return null;
+  if (!/^\d+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value)))
+    usage(`${name} must be a whole number of at least ${min}, not ${value}`);
+  return Number(value);
 }
 
 /**
@@ -68,49 +84,79 @@ export function anchorSource(values: AnchorOptions, usage: (message: string) => 
   const senders = from
     ? from.split(",").map((a) => a.trim())
     : (GAS_LANES as number[]).map((i) => privateKeyToAddress(mnemonicKey(i)));
+  const maxLogRange =
+    wholeNumber(values["max-log-range"] ?? process.env.RPC_MAX_LOG_RANGE, "--max-log-range", 1, usage) ??
+    DEFAULT_MAX_LOG_RANGE;
+  const fromBlock = wholeNumber(values["from-block"] ?? process.env.CHAIN_START_BLOCK, "--from-block", 0, usage);
   if (!rpcUrl || !anchor) return null;
   for (const address of [anchor, ...senders])
     if (!/^0x[0-9a-fA-F]{40}$/.test(address)) usage(`${address} is not an EVM address`);
-  return { rpcUrl, anchor: anchor.toLowerCase() as `0x${string}`, senders: senders as `0x${string}`[] };
+  return {
+    rpcUrl,
+    anchor: anchor.toLowerCase() as `0x${string}`,
+    senders: senders as `0x${string}`[],
+    maxLogRange,
+    fromBlock: fromBlock === null ? null : BigInt(fromBlock),
+  };
+}
+
+export type AnchorSource = NonNullable<ReturnType<typeof anchorSource>>;
+
+/**
+ * Where the anchors are searched from: the verifier's own start block when given; otherwise a little
+ * before the earliest block the chain itself puts any of `transactions` in (their receipts: the
+ * service's word names the transactions, the chain says where they are); block 0 when none is known.
+ */
+export async function searchFrom(source: AnchorSource, transactions: readonly (string | null)[]): Promise<bigint> {
+  if (source.fromBlock !== null) return source.fromBlock;
+  let earliest: bigint | null = null;
+  const hashes = transactions.filter((t): t is string => t !== null && /^0x[0-9a-fA-F]{64}$/.test(t));
+  for (const hash of new Set(hashes)) {
+    // A transaction the node does not know (or cannot say) bounds nothing: the others, or block 0, do.
+    const receipt = await rpcCall<{ blockNumber?: string } | null>(source, "eth_getTransactionReceipt", [hash], {
+      retry: true,
+    }).catch(() => null);
+    if (!receipt?.blockNumber) continue;
+    const block = BigInt(receipt.blockNumber);
+    if (earliest === null || block < earliest) earliest = block;
+  }
+  if (earliest === null) return 0n;
+  return earliest > RECORDED_BLOCK_MARGIN ? earliest - RECORDED_BLOCK_MARGIN : 0n;
 }
 
 /**
  * The anchors of the source's contract from its senders (of one anchored `seq`, or all), read from the
- * chain. A shard k ≥ 1's checkpoint is anchored as anchorSeqOf(k, seq): the shard above bit 64.
+ * chain from block `from` to the head in windows of at most `maxLogRange` blocks; with `seq`, up to the
+ * first window that holds one of it (the first anchor is what counts). A shard k ≥ 1's checkpoint is
+ * anchored as anchorSeqOf(k, seq): the shard above bit 64.
  */
 export async function chainAnchors(
-  source: NonNullable<ReturnType<typeof anchorSource>>,
+  source: AnchorSource,
+  from: bigint,
   seq?: number | bigint,
 ): Promise<OnChainAnchor[]> {
-  let response: Response;
+  const filter = anchoredLogsFilter(source.anchor, source.senders, seq);
   try {
-    response = await fetch(source.rpcUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "eth_getLogs",
-        params: [anchoredLogsFilter(source.anchor, source.senders, seq)],
-      }),
+    const logs = await searchLogs(source, filter, from, {
+      found: seq === undefined ? undefined : (part) => anchorsIn(part, source.anchor).length > 0,
     });
-  } catch {
-    throw new Error(`cannot reach the chain at ${source.rpcUrl}`);
+    return anchorsIn(logs, source.anchor);
+  } catch (error) {
+    throw new Error(
+      `cannot read the anchors from the chain: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
-  const body = (await response.json()) as { result?: Parameters<typeof anchorsIn>[0]; error?: { message?: string } };
-  if (!body.result) throw new Error(`eth_getLogs failed: ${body.error?.message ?? response.status}`);
-  return anchorsIn(body.result, source.anchor);
 }
 
 /** One shard's chain against its own checkpoints and anchors; prints its lines, each naming the shard. */
 async function verifyShard(
   get: Get,
   shard: number,
+  checkpoints: ListedCheckpoint[],
   jwks: { keys: JWK[] },
   anchors: OnChainAnchor[] | null,
 ): Promise<boolean> {
   const name = `shard ${shard}`;
-  const checkpoints = await remoteCheckpoints(get, shard);
   const own = anchors?.filter((a) => (a.shard ?? 0) === shard).length ?? 0;
   process.stderr.write(`${name}: ${checkpoints.length} checkpoints, ${own} anchors; reading the rows\n`);
   const verdict = await verifyCheckpoints({ rows: remoteAuditRows(get, shard), checkpoints, jwks, anchors, shard });
@@ -174,17 +220,25 @@ export async function verifyAgainstCheckpoints(
     );
   const { shards } = await get<{ shards: number[] }>("/console/audit/shards");
   const jwks = await get<{ keys: JWK[] }>("/.well-known/jwks.json");
+  const listed = new Map<number, ListedCheckpoint[]>();
+  for (const shard of shards) listed.set(shard, await remoteCheckpoints(get, shard));
   let anchors: OnChainAnchor[] | null = null;
   if (source) {
-    process.stderr.write(`reading anchors of ${source.anchor} from ${source.senders.join(", ")} at ${source.rpcUrl}\n`);
-    anchors = await chainAnchors(source);
+    // Each shard's first anchored checkpoint says where its anchors begin; the verifier's start block overrides.
+    const firsts = [...listed.values()].map((cps) => cps.find((cp) => cp.transaction !== null)?.transaction ?? null);
+    const from = await searchFrom(source, firsts);
+    process.stderr.write(
+      `reading anchors of ${source.anchor} from ${source.senders.join(", ")} since block ${from}, ${source.maxLogRange} blocks a request\n`,
+    );
+    anchors = await chainAnchors(source, from);
   } else process.stderr.write("--offline: the anchors on chain are not read\n");
   const failed: number[] = [];
-  for (const shard of shards) if (!(await verifyShard(get, shard, jwks, anchors))) failed.push(shard);
-  const listed = anchors === null || unlistedShards(anchors, shards);
+  for (const shard of shards)
+    if (!(await verifyShard(get, shard, listed.get(shard)!, jwks, anchors))) failed.push(shard);
+  const known = anchors === null || unlistedShards(anchors, shards);
   const plural = (list: number[]) => `${list.length === 1 ? "shard" : "shards"} ${list.join(", ")}`;
   const unread = anchors === null ? " (offline: anchors on chain not checked)" : "";
-  if (failed.length === 0 && listed) console.log(`audit verify ok${unread}: ${plural(shards)}`);
+  if (failed.length === 0 && known) console.log(`audit verify ok${unread}: ${plural(shards)}`);
   else console.log(`audit verify FAILED: ${failed.length > 0 ? plural(failed) : "anchors of unlisted shards"}`);
-  return failed.length === 0 && listed;
+  return failed.length === 0 && known;
 }

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import type { JWK } from "jose";
 import { anchorSeqOf } from "../../src/audit/anchor-abi";
 import { type AnchorsRead, verifyEvidence } from "../../src/receipts/evidence-verify";
-import { type AnchorOptions, anchorSource, chainAnchors } from "./audit-verify";
+import { type AnchorOptions, anchorSource, chainAnchors, searchFrom } from "./audit-verify";
 
 export interface EvidenceOptions extends AnchorOptions {
   /** The key set to trust: the service's `/.well-known/jwks.json` (a URL), or a copy of it (a file). */
@@ -71,7 +71,11 @@ export async function verifyEvidenceFile(
       usage("no chain to read: give --rpc-url and --anchor (or RPC_URL and AUDIT_ANCHOR_ADDRESS), or --offline");
     process.stderr.write(`chain: ${source.rpcUrl}, anchor ${source.anchor} from ${source.senders.join(", ")}\n`);
     chain = { chainId: await chainIdAt(source.rpcUrl), contract: source.anchor };
-    anchors = ({ shard, seq }) => chainAnchors(source, anchorSeqOf(shard, seq));
+    // From the block the chain puts the file's anchor transaction in (or the verifier's start block),
+    // up to the first window holding an anchor of the checkpoint.
+    const named = (evidence as { checkpoint?: { transaction?: unknown } } | null)?.checkpoint?.transaction;
+    const from = await searchFrom(source, [typeof named === "string" ? named : null]);
+    anchors = ({ shard, seq }) => chainAnchors(source, from, anchorSeqOf(shard, seq));
   }
 
   const verdict = await verifyEvidence(evidence, { keys, anchors, ...chain });
