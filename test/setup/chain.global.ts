@@ -18,8 +18,11 @@ import { transferCallData } from "../../src/x402/transfer";
  * request unchanged and records each `eth_sendRawTransaction` (GET /sends), so
  * a test can see in which order, and when, the service hands transactions to
  * the node. POST /refuse (a `Refusal`) makes it answer some requests with an
- * error instead of forwarding them, as a failing node does. The tests' own
- * clients talk to anvil directly.
+ * error instead of forwarding them, as a failing node does. A request to
+ * `/t/<tag>` is forwarded the same way and recorded under its tag (GET
+ * /calls/<tag>: `RelayedRequest[]`), so a test whose Worker env names that URL
+ * counts its own requests, batches and log ranges apart from other files'.
+ * The tests' own clients talk to anvil directly.
  */
 export interface TestChain {
   rpcUrl: string;
@@ -46,6 +49,12 @@ export interface RelayedSend {
   nonce: number;
   arrived: number;
   answered: number;
+}
+
+/** One HTTP request through the relay under a tag: its calls, in order (a batch has several). */
+export interface RelayedRequest {
+  batch: boolean;
+  calls: { method: string; fromBlock?: number; toBlock?: number }[];
 }
 
 declare module "vitest" {
@@ -81,14 +90,29 @@ export interface Refusal {
   holdOnly?: boolean;
 }
 
+/** A call as the relay records it: its method, and a log search's block range. */
+function recordedCall(c: { method?: string; params?: unknown[] }): RelayedRequest["calls"][number] {
+  const method = String(c?.method);
+  if (method !== "eth_getLogs") return { method };
+  const filter = (c.params?.[0] ?? {}) as { fromBlock?: string; toBlock?: string };
+  const block = (b?: string) => (b?.startsWith("0x") ? Number(b) : undefined);
+  return { method, fromBlock: block(filter.fromBlock), toBlock: block(filter.toBlock) };
+}
+
 /** The relay in front of anvil (see the comment above). */
 async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string }> {
   const sends: RelayedSend[] = [];
   const refusals: Refusal[] = [];
+  const tagged = new Map<string, RelayedRequest[]>();
   let step = 0;
   const server = createServer(async (req, res) => {
     if (req.method === "GET" && req.url === "/sends") {
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(sends));
+      return;
+    }
+    if (req.method === "GET" && req.url?.startsWith("/calls/")) {
+      const list = tagged.get(req.url.slice("/calls/".length)) ?? [];
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(list));
       return;
     }
     const body = await readBody(req);
@@ -105,6 +129,12 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
     } catch {
       // Not JSON: anvil answers it as it would.
     }
+    const tag = /^\/t\/([^/?]+)/.exec(req.url ?? "")?.[1];
+    if (tag) {
+      const list = tagged.get(tag) ?? [];
+      tagged.set(tag, list);
+      list.push({ batch: body.trimStart().startsWith("["), calls: calls.map(recordedCall) });
+    }
     const recorded = calls
       .filter((c) => c?.method === "eth_sendRawTransaction" && typeof c.params?.[0] === "string")
       .map((c) => {
@@ -118,7 +148,8 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
         sends.push(send);
         return send;
       });
-    const lowered = body.toLowerCase();
+    // The path too: a refusal `containing` "/t/<tag>" meets only the requests sent under that tag.
+    const lowered = `${req.url} ${body}`.toLowerCase();
     const refusal = refusals.find(
       (r) => r.times > 0 && calls.some((c) => c?.method === r.method) && lowered.includes(r.containing),
     );
