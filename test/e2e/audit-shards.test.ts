@@ -83,6 +83,13 @@ describe("audit verify over two ledger shards", () => {
       new RegExp(`shard 1: checkpoints ok: .*; latest anchored: seq ${head1.seq} \\(tx ${head1.transaction}\\)`),
     );
     expect(verified.stdout.trim().split("\n").at(-1)).toBe("audit verify ok: shards 0, 1");
+    // The anchors read in windows of 3 blocks from the verifier's own start block: the same verdict.
+    const windowed = dev.cli("audit", "verify", "--max-log-range", "3", "--from-block", "0");
+    expect(windowed.status, windowed.stdout + windowed.stderr).toBe(0);
+    expect(windowed.stderr).toContain("since block 0, 3 blocks a request");
+    expect(windowed.stdout).toContain(`latest anchored: seq ${head0.seq} (tx ${head0.transaction})`);
+    expect(windowed.stdout.trim().split("\n").at(-1)).toBe("audit verify ok: shards 0, 1");
+    expect(dev.cli("audit", "verify", "--max-log-range", "0").status).toBe(2);
 
     // Shard 1's rows cut back to before its latest checkpoint (and the console's remembered point dropped).
     const cut = dev.d1(

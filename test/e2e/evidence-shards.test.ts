@@ -48,6 +48,18 @@ describe("evidence verify with two ledger shards", () => {
     expect(verified.stdout).toContain(`ok      on_chain: transaction ${evidence.body.checkpoint.transaction}`);
     expect(verified.stdout).toContain(`anchors shard 1's checkpoint ${evidence.body.checkpoint.seq}`);
     expect(verified.stdout.trim().split("\n").at(-1)).toBe("evidence ok");
+    // Read in windows of 2 blocks from the block of the file's transaction: the same anchor.
+    const windowed = dev.cli(
+      "evidence",
+      "verify",
+      file,
+      "--keys",
+      `${dev.url}/.well-known/jwks.json`,
+      "--max-log-range",
+      "2",
+    );
+    expect(windowed.status, windowed.stdout + windowed.stderr).toBe(0);
+    expect(windowed.stdout.trim().split("\n").at(-1)).toBe("evidence ok");
 
     const stranger = "0x000000000000000000000000000000000000dEaD";
     const forged = { ...evidence.body, checkpoint: { ...evidence.body.checkpoint, anchoredBy: stranger } };
