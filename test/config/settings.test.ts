@@ -114,6 +114,33 @@ const NUMERIC_SETTINGS: {
     read: (s) => s.x402?.depositConfirmations,
     with: X402_ON,
   },
+  {
+    name: "RPC_MAX_LOG_RANGE",
+    min: 1,
+    max: 1_000_000,
+    fallback: 1000,
+    valid: 500,
+    read: (s) => s.x402?.maxLogRange,
+    with: X402_ON,
+  },
+  {
+    name: "RPC_MAX_BATCH",
+    min: 1,
+    max: 10_000,
+    fallback: 100,
+    valid: 25,
+    read: (s) => s.x402?.maxBatch,
+    with: X402_ON,
+  },
+  {
+    name: "CHAIN_START_BLOCK",
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
+    fallback: 0,
+    valid: 12_345_678,
+    read: (s) => s.x402?.startBlock,
+    with: X402_ON,
+  },
 ];
 
 describe("settings", () => {
