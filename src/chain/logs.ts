@@ -1,4 +1,5 @@
 import { encodeEventTopics, type Hex, toHex } from "viem";
+import { currentInvocation } from "../lib/invocation";
 import { type ChainSettings, EIP3009_ABI, logRefusal, RpcTransportError, rpcCall } from "./client";
 
 /*
@@ -78,7 +79,9 @@ export async function getLogs(x: LogSearch, filter: LogFilter, from: bigint, to:
 /**
  * The logs of `filter` from block `from` to `to` (the head unless given), one eth_getLogs per window of
  * at most `maxLogRange` blocks, in order. With `found`, the search stops after the first window whose
- * logs satisfy it (what is looked for is there; later windows cannot change the answer).
+ * logs satisfy it (what is looked for is there; later windows cannot change the answer). A search
+ * longer than what the invocation may still send throws before the platform's limit would, rather
+ * than answer from part of the range.
  */
 export async function searchLogs(
   x: LogSearch,
@@ -89,6 +92,8 @@ export async function searchLogs(
   const head = to ?? BigInt(await rpcCall<string>(x, "eth_blockNumber", [], { retry: true }));
   const logs: RpcLog[] = [];
   for (const window of logWindows(from, head, x.maxLogRange)) {
+    if (!currentInvocation().left({ subrequests: 1 }))
+      throw new Error(`eth_getLogs: the invocation's subrequests ran out at block ${window.from} of ${from}..${head}`);
     const part = await getLogs(x, filter, window.from, window.to);
     logs.push(...part);
     if (found?.(part)) break;

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { EIP3009_ABI, rpcBatch, tokenBalancesAt } from "../../src/chain/client";
 import { authorizationFate, searchLogs } from "../../src/chain/logs";
 import { settingsOf } from "../../src/config/env";
+import { Invocation, runInvocation } from "../../src/lib/invocation";
 import { envThrough, logSearches, relayedRequests, relayTag } from "../helpers/relay";
 import { setTokens } from "../helpers/tokens";
 import { chain, publicClient, randomNonce, refuseAtRelay } from "../helpers/x402";
@@ -78,6 +79,18 @@ describe("log searches within RPC_MAX_LOG_RANGE", () => {
       { from: Number(from) + 20, to: Number(from) + 29 },
       { from: Number(from) + 30, to: Number(to) },
     ]);
+  });
+
+  it("a search longer than what the invocation may still send throws, never answers from part of the range", async () => {
+    await mine(30);
+    const to = BigInt(await head());
+    const tag = relayTag();
+    const x = settingsOf(envThrough(tag, { RPC_MAX_LOG_RANGE: "10" })).x402!;
+    const small = new Invocation({ d1Queries: 900, subrequests: 2, rpcInFlight: 4 });
+    await expect(
+      runInvocation(small, () => searchLogs(x, transferTo(freshAddress()), to - 29n, { to })),
+    ).rejects.toThrow("the invocation's subrequests ran out");
+    expect(await logSearches(tag)).toHaveLength(2);
   });
 
   it("an authorization nobody used is unseen after a search from the recorded block to the head, window by window", async () => {
