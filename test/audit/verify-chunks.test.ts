@@ -2,10 +2,11 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { AUDIT_VERIFY_CHUNK } from "../../src/audit/verification";
 import { auditVerifyJob } from "../../src/audit/verify-job";
-import { type AuditRow, auditInserts, chainHash, GENESIS_HASH } from "../../src/ledger/chain";
+import { GENESIS_HASH } from "../../src/ledger/chain";
 import { Invocation, runInvocation } from "../../src/lib/invocation";
 import { api, consoleToken } from "../helpers/api";
 import { auditVerify } from "../helpers/archive";
+import { appendAuditRows, lastAuditRow } from "../helpers/audit-rows";
 
 /*
  * A long audit history is verified in bounded steps: a request re-hashes one chunk (AUDIT_VERIFY_CHUNK
@@ -28,34 +29,8 @@ const remembered = async () =>
     ).all<Point>()
   ).results;
 
-const headRow = () =>
-  env.DB.prepare("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").first<{ seq: number; hash: string }>();
-
-/** Appends `n` payment rows after the head, chained as the ledger chains them, a few hundred inserts to a batch. */
-async function appendRows(n: number): Promise<{ seq: number; hash: string }> {
-  let prev = (await headRow()) ?? { seq: 0, hash: GENESIS_HASH };
-  const rows: AuditRow[] = [];
-  for (let i = 0; i < n; i++) {
-    const seq = prev.seq + 1;
-    const draft = {
-      type: "charge.paid",
-      reference: `x402:0x${seq.toString(16).padStart(64, "0")}`,
-      chargeId: `chg_seeded${seq}`,
-      agentId: `agent_seeded${seq % 97}`,
-      merchantId: "mch_seeded",
-      amountMinor: 100 + (seq % 1_000),
-      currency: "usd",
-      data: { method: "x402", payer: `0x${"ab".repeat(20)}`, network: "eip155:31337", amountBaseUnits: `${seq}0000` },
-      createdAt: new Date(Date.UTC(2026, 10, 1) + seq * 1_000).toISOString(),
-    };
-    const hash = chainHash(prev.hash, seq, draft);
-    rows.push({ ...draft, seq, prevHash: prev.hash, hash });
-    prev = { seq, hash };
-  }
-  const inserts = auditInserts(rows).map((s) => env.DB.prepare(s.sql).bind(...s.params));
-  for (let i = 0; i < inserts.length; i += 200) await env.DB.batch(inserts.slice(i, i + 200));
-  return prev;
-}
+const headRow = () => lastAuditRow(env.DB);
+const appendRows = (n: number) => appendAuditRows(env.DB, GENESIS_HASH, n);
 
 /** Runs `body` with row `seq`'s amount raised by one (its hash left as it was), then puts it back. */
 async function withRowChanged(seq: number, body: () => Promise<void>) {
