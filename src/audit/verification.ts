@@ -102,12 +102,12 @@ function firstOf(rows: AsyncGenerator<AuditRow>, limit: number) {
   return { rows: take(), after };
 }
 
-/** Where a step starts, and the checkpoints earlier verifications saw that must still be stored. */
-function startOf(point: RememberedPoint | null, full: boolean, genesis: string) {
-  // A full pass continues the one under way; with no point, the point's own verification is from genesis.
-  const from = full ? (point?.fullPass ?? null) : point;
-  return { seq: from?.seq ?? 0, hash: from?.hash ?? genesis };
-}
+/**
+ * The remembered row a step continues after: the point's, or with `full` the full pass's under way
+ * (none: from genesis; with no point, a full pass is the point's own verification from genesis).
+ */
+const resumedFrom = (point: RememberedPoint | null, full: boolean): Pick<FullPass, "seq" | "hash"> | null =>
+  full ? (point?.fullPass ?? null) : point;
 
 /**
  * Verifies up to `chunk` rows (AUDIT_VERIFY_CHUNK) of shard `shard`'s chain (shard 0 without one) after
@@ -126,7 +126,8 @@ export async function verifyAudit(
   const shard = options.shard ?? 0;
   const genesis = genesisHashOf(shard);
   const point = await rememberedPoint(store.DB, proofs);
-  const start = startOf(point, full, genesis);
+  const resumed = resumedFrom(point, full);
+  const start = resumed ? { seq: resumed.seq, hash: resumed.hash } : { seq: 0, hash: genesis };
   // What the point says of the checkpoints holds whether or not the pass is full.
   const check = await CheckpointCheck.open(store.DB, proofs, shard, start.seq, [
     point?.checkpoint,
@@ -134,7 +135,7 @@ export async function verifyAudit(
   ]);
   const done = { full, from: start.seq, ...ANCHORS_NOT_CHECKED };
   // The remembered row is named as broken: it is not the row that was verified.
-  const broken = (at: RememberedPoint, problem: ChainProblem, rows: number, checked: number): AuditVerdict => ({
+  const broken = (at: { seq: number }, problem: ChainProblem, rows: number, checked: number): AuditVerdict => ({
     ok: false,
     rows,
     brokenSeq: at.seq,
@@ -144,11 +145,12 @@ export async function verifyAudit(
     ...done,
   });
 
-  // Continuing from the point needs its row to be the one verified; a full pass checks it after the rows.
-  if (point && !full) {
-    const problem = await pointProblem(store, point, genesis);
-    if (problem) return broken(point, problem, point.seq, 0);
-    await check.row(point.seq, point.hash);
+  // Continuing from a remembered row needs it to be the row verified (and a checkpoint there is compared
+  // with it); a full pass from genesis checks the point's row after the rows.
+  if (resumed) {
+    const problem = await pointProblem(store, resumed, genesis);
+    if (problem) return broken(resumed, problem, resumed.seq, 0);
+    await check.row(resumed.seq, resumed.hash);
   }
   const chunk = Math.max(1, options.chunk ?? AUDIT_VERIFY_CHUNK);
   const read = firstOf(auditRows(store, { afterSeq: start.seq, pageSize: Math.min(chunk + 1, 1000) }), chunk);

@@ -5,7 +5,7 @@ import { auditVerifyJob } from "../../src/audit/verify-job";
 import { GENESIS_HASH } from "../../src/ledger/chain";
 import { Invocation, runInvocation } from "../../src/lib/invocation";
 import { api, consoleToken } from "../helpers/api";
-import { auditVerify } from "../helpers/archive";
+import { auditVerify, checkpointNow } from "../helpers/archive";
 import { appendAuditRows, lastAuditRow } from "../helpers/audit-rows";
 
 /*
@@ -159,5 +159,42 @@ describe("audit verification in bounded steps", () => {
     expect(res.status).toBe(200);
     expect(res.text).toContain(`verified through seq ${before.seq + CHUNK} of ${head.seq}`);
     expect(await remembered()).toMatchObject([{ seq: before.seq + CHUNK, fromSeq: before.seq }]);
+  });
+
+  it("a checkpoint a later step reaches is compared then, and one the rows contradict stops the pass there", async () => {
+    // Signs the head in checkpoints of at most 20,000 rows: the first ends past the first steps.
+    await checkpointNow();
+    const first = await env.DB.prepare("SELECT seq, hash FROM audit_checkpoints ORDER BY seq LIMIT 1").first<{
+      seq: number;
+      hash: string;
+    }>();
+    expect(first!.seq).toBeGreaterThan(2 * CHUNK);
+    const storeHash = (hash: string) =>
+      env.DB.prepare("UPDATE audit_checkpoints SET hash = ? WHERE seq = ?").bind(hash, first!.seq).run();
+    const fullPass = async () => {
+      const steps: Awaited<ReturnType<typeof auditVerify>>[] = [];
+      for (let i = 0; i < 20; i++) {
+        const step = await auditVerify({ full: true });
+        steps.push(step);
+        if (!step.ok || !step.progress) break;
+      }
+      return steps;
+    };
+    await storeHash("0".repeat(64));
+    try {
+      const steps = await fullPass();
+      expect(steps.length).toBeGreaterThan(2);
+      // The steps before it hold and compare no checkpoint; the one that reaches it names it.
+      for (const step of steps.slice(0, -1)) expect(step).toMatchObject({ ok: true, checkpoints: { checked: 0 } });
+      expect(steps.at(-1)).toMatchObject({ ok: false, brokenSeq: first!.seq, problem: "signature_invalid" });
+    } finally {
+      await storeHash(first!.hash);
+    }
+    // Put back, the pass goes on from the last step that held, through both checkpoints, to the end.
+    const steps = await fullPass();
+    expect(steps.at(-1)).toMatchObject({ ok: true, full: true, checkpoints: { failed: 0 } });
+    expect(steps.at(-1)).not.toHaveProperty("progress");
+    // 20,000 ends a step: the next, continuing from that row, compares its checkpoint again, then 27,005's.
+    expect(steps.map((s) => s.checkpoints.checked)).toEqual([1, 1, 1]);
   });
 });
