@@ -814,7 +814,7 @@ export interface paths {
         };
         /**
          * Verify the audit chain
-         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. The rows are also compared with the signed checkpoints stored with them (`checkpoints`: those from `from` on, every one with `full=true`): each checkpoint's JWS must verify with the published keys and sign what is stored, its head row must have the hash it signed (else the chain was rewritten), no checkpoint may lie beyond the last row (rows removed from the end), and each must start where the one before ends. When the rows hold but contradict a checkpoint, `ok` is false and `brokenSeq` is that checkpoint's seq. The checkpoints' anchors on chain are not read here (`anchorsChecked` is false, `note` says so): rows cut short or rewritten together with their checkpoints are found only by `npm run --silent cli -- audit verify`, which reads the anchors from the chain with settings of its own. With more than one ledger shard every shard's chain is verified from its own genesis against its own checkpoints: `shards` lists each shard's verdict, and the top level is the first broken shard's (shard 0's when all hold).
+         * @description Re-hashes the rows after the last point a verification reached (`from`; 0 is genesis), once that point's row still has the hash it had, and remembers the new head when the chain holds. `full=true` re-hashes the whole history from genesis, archived segments included. Each request re-hashes a bounded chunk of rows at most (5,000, split between the shards) and remembers how far it got, so a long history is verified over several steps: the cron carries them on every minute, and until a step reaches the chain's last row the verdict holds `progress` (`throughSeq` of `lastSeq`); a full pass under way continues the same way, from where the last `full=true` step stopped (`from`). `rows` counts from genesis either way; `checked` is how many rows were re-hashed now. The rows are also compared with the signed checkpoints stored with them (`checkpoints`: those from `from` on, every one with `full=true`): each checkpoint's JWS must verify with the published keys and sign what is stored, its head row must have the hash it signed (else the chain was rewritten), no checkpoint may lie beyond the last row (rows removed from the end), and each must start where the one before ends. When the rows hold but contradict a checkpoint, `ok` is false and `brokenSeq` is that checkpoint's seq. The checkpoints' anchors on chain are not read here (`anchorsChecked` is false, `note` says so): rows cut short or rewritten together with their checkpoints are found only by `npm run --silent cli -- audit verify`, which reads the anchors from the chain with settings of its own. With more than one ledger shard every shard's chain is verified from its own genesis against its own checkpoints: `shards` lists each shard's verdict, and the top level is the first broken shard's (else the first one's still in progress, else shard 0's).
          */
         get: operations["verifyAuditChain"];
         put?: never;
@@ -1827,284 +1827,6 @@ export interface components {
             error: "internal_error";
             requestId: string;
         };
-        KytResult: {
-            /** @enum {string} */
-            verdict: "pass" | "block";
-            reason: string;
-        };
-        BlocklistEntry: {
-            address: string;
-            reason: string;
-            addedBy: string;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        BlocklistList: {
-            entries: components["schemas"]["BlocklistEntry"][];
-        };
-        BlocklistAdded: {
-            entry: components["schemas"]["BlocklistEntry"];
-        };
-        MerchantRegistered: {
-            merchantId: string;
-            /** @description Shown exactly once; only its SHA-256 hash is stored. */
-            apiKey: string;
-        };
-        Merchant: {
-            id: string;
-            name: string;
-            balanceMinor: number;
-            /** @constant */
-            currency: "USD";
-            payoutAddress: string | null;
-        };
-        MerchantMe: {
-            merchant: components["schemas"]["Merchant"];
-        };
-        ConsoleMerchant: {
-            id: string;
-            name: string;
-            category: string | null;
-            balanceMinor: number;
-            /** @constant */
-            currency: "USD";
-            payoutAddress: string | null;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        ConsoleMerchantList: {
-            merchants: components["schemas"]["ConsoleMerchant"][];
-        };
-        PayoutAddressSet: {
-            /** @constant */
-            ok: true;
-            kyt: components["schemas"]["KytResult"];
-        };
-        PayoutAddressFlagged: {
-            /** @constant */
-            error: "payout_address_flagged";
-            /** @enum {string} */
-            verdict: "block";
-            reason: string;
-        };
-        MerchantKeyRolled: {
-            merchantId: string;
-            /** @description Shown exactly once. */
-            apiKey: string;
-            /**
-             * Format: date-time
-             * @description Until then the key this one replaces still works (now, for a grace of 0); after it, 401.
-             */
-            previousKeyExpiresAt: string;
-        };
-        Payout: {
-            payoutId: string;
-            merchantId: string;
-            amountMinor: number;
-            /** @constant */
-            currency: "USD";
-            /** @description The merchant's payout address when the payout was made. */
-            destination: string;
-            /**
-             * @description `pending`: debited, being sent; `paid`: the transfer is mined; `failed`: the amount is back in the balance.
-             * @enum {string}
-             */
-            status: "pending" | "paid" | "failed";
-            /** @description The transfer's transaction hash once paid. */
-            transaction: string | null;
-            /** @description Why it failed, e.g. `treasury_insufficient_funds`. */
-            failureReason: string | null;
-            /** Format: date-time */
-            createdAt: string;
-            paidAt: string | null;
-        };
-        PayoutCreated: {
-            payout: components["schemas"]["Payout"];
-            /** @description The merchant's balance after the debit. */
-            balanceMinor: number;
-        };
-        PayoutOne: {
-            payout: components["schemas"]["Payout"];
-        };
-        PayoutList: {
-            payouts: components["schemas"]["Payout"][];
-        };
-        Charge: {
-            chargeId: string;
-            merchantId: string;
-            /** @description Null while unpaid, and for an x402 payment (the payer is an address). */
-            agentId: string | null;
-            amountMinor: number;
-            /** @constant */
-            currency: "USD";
-            description: string | null;
-            externalId: string | null;
-            /** @enum {string} */
-            status: "pending" | "paid";
-            method: ("ledger" | "x402" | "paylink") | null;
-            /** @description `PAY_...` for ledger and PayLink payments; the transaction hash for x402. */
-            reference: string | null;
-            /** Format: date-time */
-            createdAt: string;
-            paidAt: string | null;
-            /** @description The sum of the charge's refunds that are not `failed`; 0 when none. */
-            refundedMinor: number;
-        };
-        ChargeList: {
-            charges: components["schemas"]["Charge"][];
-        };
-        ChargePaid: {
-            /** @constant */
-            paid: true;
-            charge: components["schemas"]["Charge"];
-            merchantBalanceMinor: number;
-        };
-        PendingApproval: {
-            /** @constant */
-            pendingApproval: true;
-            reason: string;
-            approvalId: string;
-            /** Format: date-time */
-            expiresAt: string;
-            charge: components["schemas"]["Charge"];
-        };
-        Refund: {
-            refundId: string;
-            chargeId: string;
-            amountMinor: number;
-            /** @constant */
-            currency: "USD";
-            /**
-             * @description The charge's.
-             * @enum {string}
-             */
-            method: "ledger" | "paylink" | "x402";
-            /**
-             * @description A wallet refund is `succeeded` at once; an x402 refund is `pending` until its transfer to the payer is mined (`succeeded`) or it fails (`failed`: the amount is back in the merchant's balance).
-             * @enum {string}
-             */
-            status: "pending" | "succeeded" | "failed";
-            /** @description The transfer back to the payer, for an x402 refund that succeeded. */
-            transaction: string | null;
-            failureReason: string | null;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        RefundCreated: {
-            refund: components["schemas"]["Refund"];
-            /** @description The charge after the refund, with `refundedMinor`. */
-            charge: components["schemas"]["Charge"];
-        };
-        RefundList: {
-            refunds: components["schemas"]["Refund"][];
-        };
-        RefundDestinationFlagged: {
-            /** @constant */
-            error: "refund_destination_flagged";
-            /** @enum {string} */
-            verdict: "block";
-            reason: string;
-        };
-        CheckoutLinkCreated: {
-            checkoutLinkId: string;
-            checkoutToken: string;
-            checkoutUrl: string;
-            amountMinor: number;
-            /** @constant */
-            currency: "USD";
-            description: string;
-            visits: number;
-            paymentsCount: number;
-            totalPaidMinor: number;
-        };
-        CheckoutLink: {
-            checkoutLinkId: string;
-            checkoutToken: string;
-            checkoutUrl: string;
-            amountMinor: number;
-            /** @constant */
-            currency: "USD";
-            description: string;
-            visits: number;
-            paymentsCount: number;
-            totalPaidMinor: number;
-            active: boolean;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        CheckoutLinkList: {
-            links: components["schemas"]["CheckoutLink"][];
-            total: number;
-        };
-        CheckoutLinkPublic: {
-            checkoutLinkId: string;
-            amountMinor: number;
-            /** @constant */
-            currency: "USD";
-            description: string;
-            merchantName: string;
-            active: boolean;
-            /** @constant */
-            status: "active";
-            visits: number;
-            paymentsCount: number;
-            totalPaidMinor: number;
-        };
-        CheckoutPaid: {
-            /** @constant */
-            paid: true;
-            charge: components["schemas"]["Charge"];
-        };
-        PaylinkPublic: {
-            paylinkId: string;
-            code: string;
-            /** @description The merchant's name in the public view; null in the creation response. */
-            business: string | null;
-            label: string | null;
-            budgetMinor: number;
-            perChargeMinor: number | null;
-            maxUses: number | null;
-            uses: number;
-            remainingMinor: number;
-            expiresAt: string | null;
-            /** @enum {string} */
-            status: "active" | "expired";
-        };
-        PaylinkCreated: {
-            paylinkId: string;
-            code: string;
-            /** @description The merchant's name in the public view; null in the creation response. */
-            business: string | null;
-            label: string | null;
-            budgetMinor: number;
-            perChargeMinor: number | null;
-            maxUses: number | null;
-            uses: number;
-            remainingMinor: number;
-            expiresAt: string | null;
-            /** @enum {string} */
-            status: "active" | "expired";
-            acceptUrl: string;
-        };
-        PaylinkAccepted: {
-            grantId: string;
-            paylink: components["schemas"]["PaylinkPublic"];
-        };
-        PaylinkDrawn: {
-            /** @constant */
-            paid: true;
-            charge: {
-                chargeId: string;
-                /** @constant */
-                status: "paid";
-                /** @constant */
-                method: "paylink";
-                reference: string;
-            };
-            spentMinor: number;
-            remainingMinor: number;
-            exhausted: boolean;
-        };
         Policy: {
             maxPerTransactionUsdCents: number | null;
             dailyLimitUsdCents: number | null;
@@ -2163,6 +1885,45 @@ export interface components {
             depositAddress: string | null;
             /** @description True while an operator has frozen the wallet: every payment is refused (403 `agent_frozen`); reads keep working. */
             frozen: boolean;
+        };
+        Charge: {
+            chargeId: string;
+            merchantId: string;
+            /** @description Null while unpaid, and for an x402 payment (the payer is an address). */
+            agentId: string | null;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            description: string | null;
+            externalId: string | null;
+            /** @enum {string} */
+            status: "pending" | "paid";
+            method: ("ledger" | "x402" | "paylink") | null;
+            /** @description `PAY_...` for ledger and PayLink payments; the transaction hash for x402. */
+            reference: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            paidAt: string | null;
+            /** @description The sum of the charge's refunds that are not `failed`; 0 when none. */
+            refundedMinor: number;
+        };
+        ChargeList: {
+            charges: components["schemas"]["Charge"][];
+        };
+        ChargePaid: {
+            /** @constant */
+            paid: true;
+            charge: components["schemas"]["Charge"];
+            merchantBalanceMinor: number;
+        };
+        PendingApproval: {
+            /** @constant */
+            pendingApproval: true;
+            reason: string;
+            approvalId: string;
+            /** Format: date-time */
+            expiresAt: string;
+            charge: components["schemas"]["Charge"];
         };
         Approval: {
             approvalId: string;
@@ -2223,6 +1984,13 @@ export interface components {
             rows: number;
             headSeq: number;
             headHash: string;
+            /** @description Present only when this step stopped before the chain's end: each step re-hashes a bounded chunk of rows and remembers how far it got, and the next steps (the cron's, or the next requests) continue from there. Absent when the verification reached the last row. */
+            progress?: {
+                /** @description The last row verified: the rows hold from genesis through it (`headSeq`). */
+                throughSeq: number;
+                /** @description The chain's last row when this step read it. */
+                lastSeq: number;
+            };
             full: boolean;
             from: number;
             checked: number;
@@ -2256,6 +2024,13 @@ export interface components {
                 rows: number;
                 headSeq: number;
                 headHash: string;
+                /** @description Present only when this step stopped before the chain's end: each step re-hashes a bounded chunk of rows and remembers how far it got, and the next steps (the cron's, or the next requests) continue from there. Absent when the verification reached the last row. */
+                progress?: {
+                    /** @description The last row verified: the rows hold from genesis through it (`headSeq`). */
+                    throughSeq: number;
+                    /** @description The chain's last row when this step read it. */
+                    lastSeq: number;
+                };
                 full: boolean;
                 from: number;
                 checked: number;
@@ -2359,6 +2134,13 @@ export interface components {
                 rows: number;
                 headSeq: number;
                 headHash: string;
+                /** @description Present only when this step stopped before the chain's end: each step re-hashes a bounded chunk of rows and remembers how far it got, and the next steps (the cron's, or the next requests) continue from there. Absent when the verification reached the last row. */
+                progress?: {
+                    /** @description The last row verified: the rows hold from genesis through it (`headSeq`). */
+                    throughSeq: number;
+                    /** @description The chain's last row when this step read it. */
+                    lastSeq: number;
+                };
                 full: boolean;
                 from: number;
                 checked: number;
@@ -2448,6 +2230,265 @@ export interface components {
         AuditCheckpointPage: {
             checkpoints: components["schemas"]["AuditCheckpoint"][];
             nextAfterSeq: number | null;
+        };
+        CheckoutLinkCreated: {
+            checkoutLinkId: string;
+            checkoutToken: string;
+            checkoutUrl: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            description: string;
+            visits: number;
+            paymentsCount: number;
+            totalPaidMinor: number;
+        };
+        CheckoutLink: {
+            checkoutLinkId: string;
+            checkoutToken: string;
+            checkoutUrl: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            description: string;
+            visits: number;
+            paymentsCount: number;
+            totalPaidMinor: number;
+            active: boolean;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        CheckoutLinkList: {
+            links: components["schemas"]["CheckoutLink"][];
+            total: number;
+        };
+        CheckoutLinkPublic: {
+            checkoutLinkId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            description: string;
+            merchantName: string;
+            active: boolean;
+            /** @constant */
+            status: "active";
+            visits: number;
+            paymentsCount: number;
+            totalPaidMinor: number;
+        };
+        CheckoutPaid: {
+            /** @constant */
+            paid: true;
+            charge: components["schemas"]["Charge"];
+        };
+        EmailCodeSent: {
+            /** @constant */
+            sent: true;
+        };
+        ConsoleSession: {
+            /** @description A console session JWT (HS256, aud `console`). */
+            token: string;
+            /** Format: date-time */
+            expiresAt: string;
+        };
+        SignedOut: {
+            /** @constant */
+            signedOut: true;
+        };
+        ConsoleUser: {
+            email: string;
+            /** @enum {string} */
+            source: "configured" | "console";
+            addedBy: string | null;
+            createdAt: string | null;
+        };
+        ConsoleUserList: {
+            users: components["schemas"]["ConsoleUser"][];
+        };
+        ConsoleUserAdded: {
+            user: {
+                email: string;
+                addedBy: string;
+                /** Format: date-time */
+                createdAt: string;
+            };
+        };
+        KytResult: {
+            /** @enum {string} */
+            verdict: "pass" | "block";
+            reason: string;
+        };
+        BlocklistEntry: {
+            address: string;
+            reason: string;
+            addedBy: string;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        BlocklistList: {
+            entries: components["schemas"]["BlocklistEntry"][];
+        };
+        BlocklistAdded: {
+            entry: components["schemas"]["BlocklistEntry"];
+        };
+        JsonRpcResponse: {
+            /** @constant */
+            jsonrpc: "2.0";
+            id: string | number;
+            result: {
+                [key: string]: unknown;
+            };
+        } | components["schemas"]["JsonRpcTransportError"] | ({
+            /** @constant */
+            jsonrpc: "2.0";
+            id: string | number;
+            result: {
+                [key: string]: unknown;
+            };
+        } | components["schemas"]["JsonRpcTransportError"])[];
+        JsonRpcTransportError: {
+            /** @constant */
+            jsonrpc: "2.0";
+            id: (string | number) | null;
+            error: {
+                code: number;
+                message: string;
+                data?: unknown;
+            };
+        };
+        MerchantRegistered: {
+            merchantId: string;
+            /** @description Shown exactly once; only its SHA-256 hash is stored. */
+            apiKey: string;
+        };
+        Merchant: {
+            id: string;
+            name: string;
+            balanceMinor: number;
+            /** @constant */
+            currency: "USD";
+            payoutAddress: string | null;
+        };
+        MerchantMe: {
+            merchant: components["schemas"]["Merchant"];
+        };
+        ConsoleMerchant: {
+            id: string;
+            name: string;
+            category: string | null;
+            balanceMinor: number;
+            /** @constant */
+            currency: "USD";
+            payoutAddress: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        ConsoleMerchantList: {
+            merchants: components["schemas"]["ConsoleMerchant"][];
+        };
+        PayoutAddressSet: {
+            /** @constant */
+            ok: true;
+            kyt: components["schemas"]["KytResult"];
+        };
+        PayoutAddressFlagged: {
+            /** @constant */
+            error: "payout_address_flagged";
+            /** @enum {string} */
+            verdict: "block";
+            reason: string;
+        };
+        MerchantKeyRolled: {
+            merchantId: string;
+            /** @description Shown exactly once. */
+            apiKey: string;
+            /**
+             * Format: date-time
+             * @description Until then the key this one replaces still works (now, for a grace of 0); after it, 401.
+             */
+            previousKeyExpiresAt: string;
+        };
+        PaylinkPublic: {
+            paylinkId: string;
+            code: string;
+            /** @description The merchant's name in the public view; null in the creation response. */
+            business: string | null;
+            label: string | null;
+            budgetMinor: number;
+            perChargeMinor: number | null;
+            maxUses: number | null;
+            uses: number;
+            remainingMinor: number;
+            expiresAt: string | null;
+            /** @enum {string} */
+            status: "active" | "expired";
+        };
+        PaylinkCreated: {
+            paylinkId: string;
+            code: string;
+            /** @description The merchant's name in the public view; null in the creation response. */
+            business: string | null;
+            label: string | null;
+            budgetMinor: number;
+            perChargeMinor: number | null;
+            maxUses: number | null;
+            uses: number;
+            remainingMinor: number;
+            expiresAt: string | null;
+            /** @enum {string} */
+            status: "active" | "expired";
+            acceptUrl: string;
+        };
+        PaylinkAccepted: {
+            grantId: string;
+            paylink: components["schemas"]["PaylinkPublic"];
+        };
+        PaylinkDrawn: {
+            /** @constant */
+            paid: true;
+            charge: {
+                chargeId: string;
+                /** @constant */
+                status: "paid";
+                /** @constant */
+                method: "paylink";
+                reference: string;
+            };
+            spentMinor: number;
+            remainingMinor: number;
+            exhausted: boolean;
+        };
+        Payout: {
+            payoutId: string;
+            merchantId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            /** @description The merchant's payout address when the payout was made. */
+            destination: string;
+            /**
+             * @description `pending`: debited, being sent; `paid`: the transfer is mined; `failed`: the amount is back in the balance.
+             * @enum {string}
+             */
+            status: "pending" | "paid" | "failed";
+            /** @description The transfer's transaction hash once paid. */
+            transaction: string | null;
+            /** @description Why it failed, e.g. `treasury_insufficient_funds`. */
+            failureReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            paidAt: string | null;
+        };
+        PayoutCreated: {
+            payout: components["schemas"]["Payout"];
+            /** @description The merchant's balance after the debit. */
+            balanceMinor: number;
+        };
+        PayoutOne: {
+            payout: components["schemas"]["Payout"];
+        };
+        PayoutList: {
+            payouts: components["schemas"]["Payout"][];
         };
         PublishedKey: {
             /** @enum {string} */
@@ -2568,6 +2609,109 @@ export interface components {
                 keys: {
                     [key: string]: unknown;
                 }[];
+            };
+        };
+        Refund: {
+            refundId: string;
+            chargeId: string;
+            amountMinor: number;
+            /** @constant */
+            currency: "USD";
+            /**
+             * @description The charge's.
+             * @enum {string}
+             */
+            method: "ledger" | "paylink" | "x402";
+            /**
+             * @description A wallet refund is `succeeded` at once; an x402 refund is `pending` until its transfer to the payer is mined (`succeeded`) or it fails (`failed`: the amount is back in the merchant's balance).
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            /** @description The transfer back to the payer, for an x402 refund that succeeded. */
+            transaction: string | null;
+            failureReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        RefundCreated: {
+            refund: components["schemas"]["Refund"];
+            /** @description The charge after the refund, with `refundedMinor`. */
+            charge: components["schemas"]["Charge"];
+        };
+        RefundList: {
+            refunds: components["schemas"]["Refund"][];
+        };
+        RefundDestinationFlagged: {
+            /** @constant */
+            error: "refund_destination_flagged";
+            /** @enum {string} */
+            verdict: "block";
+            reason: string;
+        };
+        Treasury: {
+            /** @description The block every balance was read at. */
+            asOfBlock: number;
+            settlementAddress: string;
+            holdings: {
+                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+                settlementBaseUnits: string;
+                /** @description Every receiving address not swept yet (agents' deposit addresses, charges' and links' receiving addresses). */
+                depositAddressesBaseUnits: string;
+                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+                totalBaseUnits: string;
+            };
+            ledger: {
+                /** @description Every credited deposit and every settled x402 payment. */
+                onChainInMinor: number;
+                /** @description Every `paid` payout and `succeeded` x402 refund. */
+                onChainOutMinor: number;
+                /** @description The operator's float: every funding booked with POST /console/treasury/fundings (tokens put into the treasury on purpose). */
+                floatBaseUnits: string;
+                /** @description (onChainInMinor - onChainOutMinor) x 10,000 + floatBaseUnits. */
+                expectedBaseUnits: string;
+                /** @description Payouts and x402 refunds still `pending`. */
+                pendingOutMinor: number;
+                agentBalancesMinor: number;
+                merchantBalancesMinor: number;
+                /** @description Money between two ledger shards (left one, not yet in the other): internal, so it does not change the verdict. */
+                inTransitMinor: number;
+            };
+            /** @description totalBaseUnits - expectedBaseUnits. */
+            differenceBaseUnits: string;
+            /**
+             * @description `surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.
+             * @enum {string}
+             */
+            status: "balanced" | "surplus" | "shortfall";
+        };
+        TreasuryCheck: {
+            /** Format: date-time */
+            at: string;
+            asOfBlock: number;
+            /**
+             * @description `surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.
+             * @enum {string}
+             */
+            status: "balanced" | "surplus" | "shortfall";
+            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+            differenceBaseUnits: string;
+            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+            totalBaseUnits: string;
+            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+            expectedBaseUnits: string;
+        };
+        TreasuryCheckList: {
+            /** @description Newest first. */
+            checks: components["schemas"]["TreasuryCheck"][];
+        };
+        TreasuryFundingBooked: {
+            funding: {
+                /** @description The transaction, lower case. */
+                transaction: string;
+                /** @description What the transaction brought to the settlement address: the sum of its transfers of the token there. */
+                amountBaseUnits: string;
+                /** Format: date-time */
+                bookedAt: string;
             };
         };
         WebhookEndpointCreated: {
@@ -2728,182 +2872,6 @@ export interface components {
                 lastPaymentAt: string;
             }[];
         };
-        EmailCodeSent: {
-            /** @constant */
-            sent: true;
-        };
-        ConsoleSession: {
-            /** @description A console session JWT (HS256, aud `console`). */
-            token: string;
-            /** Format: date-time */
-            expiresAt: string;
-        };
-        SignedOut: {
-            /** @constant */
-            signedOut: true;
-        };
-        ConsoleUser: {
-            email: string;
-            /** @enum {string} */
-            source: "configured" | "console";
-            addedBy: string | null;
-            createdAt: string | null;
-        };
-        ConsoleUserList: {
-            users: components["schemas"]["ConsoleUser"][];
-        };
-        ConsoleUserAdded: {
-            user: {
-                email: string;
-                addedBy: string;
-                /** Format: date-time */
-                createdAt: string;
-            };
-        };
-        JsonRpcResponse: {
-            /** @constant */
-            jsonrpc: "2.0";
-            id: string | number;
-            result: {
-                [key: string]: unknown;
-            };
-        } | components["schemas"]["JsonRpcTransportError"] | ({
-            /** @constant */
-            jsonrpc: "2.0";
-            id: string | number;
-            result: {
-                [key: string]: unknown;
-            };
-        } | components["schemas"]["JsonRpcTransportError"])[];
-        JsonRpcTransportError: {
-            /** @constant */
-            jsonrpc: "2.0";
-            id: (string | number) | null;
-            error: {
-                code: number;
-                message: string;
-                data?: unknown;
-            };
-        };
-        Treasury: {
-            /** @description The block every balance was read at. */
-            asOfBlock: number;
-            settlementAddress: string;
-            holdings: {
-                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
-                settlementBaseUnits: string;
-                /** @description Every receiving address not swept yet (agents' deposit addresses, charges' and links' receiving addresses). */
-                depositAddressesBaseUnits: string;
-                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
-                totalBaseUnits: string;
-            };
-            ledger: {
-                /** @description Every credited deposit and every settled x402 payment. */
-                onChainInMinor: number;
-                /** @description Every `paid` payout and `succeeded` x402 refund. */
-                onChainOutMinor: number;
-                /** @description The operator's float: every funding booked with POST /console/treasury/fundings (tokens put into the treasury on purpose). */
-                floatBaseUnits: string;
-                /** @description (onChainInMinor - onChainOutMinor) x 10,000 + floatBaseUnits. */
-                expectedBaseUnits: string;
-                /** @description Payouts and x402 refunds still `pending`. */
-                pendingOutMinor: number;
-                agentBalancesMinor: number;
-                merchantBalancesMinor: number;
-                /** @description Money between two ledger shards (left one, not yet in the other): internal, so it does not change the verdict. */
-                inTransitMinor: number;
-            };
-            /** @description totalBaseUnits - expectedBaseUnits. */
-            differenceBaseUnits: string;
-            /**
-             * @description `surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.
-             * @enum {string}
-             */
-            status: "balanced" | "surplus" | "shortfall";
-        };
-        TreasuryCheck: {
-            /** Format: date-time */
-            at: string;
-            asOfBlock: number;
-            /**
-             * @description `surplus`: the chain holds more than the ledger expects; `shortfall`: less, even after every pending payout and refund leaves; `balanced` otherwise.
-             * @enum {string}
-             */
-            status: "balanced" | "surplus" | "shortfall";
-            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
-            differenceBaseUnits: string;
-            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
-            totalBaseUnits: string;
-            /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
-            expectedBaseUnits: string;
-        };
-        TreasuryCheckList: {
-            /** @description Newest first. */
-            checks: components["schemas"]["TreasuryCheck"][];
-        };
-        TreasuryFundingBooked: {
-            funding: {
-                /** @description The transaction, lower case. */
-                transaction: string;
-                /** @description What the transaction brought to the settlement address: the sum of its transfers of the token there. */
-                amountBaseUnits: string;
-                /** Format: date-time */
-                bookedAt: string;
-            };
-        };
-        RegisterMerchantRequest: {
-            name: string;
-            category?: string;
-        };
-        PayoutAddressRequest: {
-            address: string;
-        };
-        RollKeyRequest: {
-            /** @default 86400 */
-            graceSeconds: number;
-        };
-        PayoutRequest: {
-            /** @description Integer cents to pay out; absent pays out the whole balance. */
-            amountUsdCents?: number;
-        };
-        RefundRequest: {
-            /** @description Integer cents to refund; absent refunds what remains of the charge. */
-            amountUsdCents?: number;
-        };
-        ScreenRequest: {
-            address: string;
-            chain: string;
-        };
-        BlocklistRequest: {
-            address: string;
-            /** @default operator */
-            reason: string;
-        };
-        CreateChargeRequest: {
-            amountUsdCents: number;
-            description?: string;
-            externalId?: string;
-        };
-        CreateCheckoutLinkRequest: {
-            amountUsdCents: number;
-            description: string;
-            externalId?: string;
-        };
-        SetCheckoutLinkActiveRequest: {
-            active: boolean;
-        };
-        CreatePaylinkRequest: {
-            budgetUsdCents: number;
-            label?: string;
-            perChargeUsdCents?: number;
-            maxUses?: number;
-            expiresInHours?: number;
-        };
-        DrawPaylinkRequest: {
-            agentId: string;
-            amountUsdCents: number;
-            description?: string;
-        };
         PolicyInput: {
             maxPerTransactionUsdCents?: number | null;
             dailyLimitUsdCents?: number | null;
@@ -2918,18 +2886,26 @@ export interface components {
             amountUsdCents: number;
             reference?: string;
         };
+        RollKeyRequest: {
+            /** @default 86400 */
+            graceSeconds: number;
+        };
         FreezeAgentRequest: {
             reason?: string;
         };
         UnfreezeAgentRequest: Record<string, never>;
-        CreateWebhookEndpointRequest: {
-            url: string;
-            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
-            merchantId?: string;
+        CreateChargeRequest: {
+            amountUsdCents: number;
+            description?: string;
+            externalId?: string;
         };
-        RotateWebhookSecretRequest: {
-            /** @default 86400 */
-            graceSeconds: number;
+        CreateCheckoutLinkRequest: {
+            amountUsdCents: number;
+            description: string;
+            externalId?: string;
+        };
+        SetCheckoutLinkActiveRequest: {
+            active: boolean;
         };
         EmailSignInStartRequest: {
             /** Format: email */
@@ -2943,6 +2919,15 @@ export interface components {
         AddConsoleUserRequest: {
             /** Format: email */
             email: string;
+        };
+        ScreenRequest: {
+            address: string;
+            chain: string;
+        };
+        BlocklistRequest: {
+            address: string;
+            /** @default operator */
+            reason: string;
         };
         JsonRpcRequest: {
             /** @constant */
@@ -2963,9 +2948,45 @@ export interface components {
                 [key: string]: unknown;
             };
         }[];
+        RegisterMerchantRequest: {
+            name: string;
+            category?: string;
+        };
+        PayoutAddressRequest: {
+            address: string;
+        };
+        CreatePaylinkRequest: {
+            budgetUsdCents: number;
+            label?: string;
+            perChargeUsdCents?: number;
+            maxUses?: number;
+            expiresInHours?: number;
+        };
+        DrawPaylinkRequest: {
+            agentId: string;
+            amountUsdCents: number;
+            description?: string;
+        };
+        PayoutRequest: {
+            /** @description Integer cents to pay out; absent pays out the whole balance. */
+            amountUsdCents?: number;
+        };
+        RefundRequest: {
+            /** @description Integer cents to refund; absent refunds what remains of the charge. */
+            amountUsdCents?: number;
+        };
         TreasuryFundingRequest: {
             /** @description A transaction hash: 0x and 64 hex digits. */
             transaction: string;
+        };
+        CreateWebhookEndpointRequest: {
+            url: string;
+            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
+            merchantId?: string;
+        };
+        RotateWebhookSecretRequest: {
+            /** @default 86400 */
+            graceSeconds: number;
         };
     };
     responses: {

@@ -59,7 +59,24 @@ const VerificationStart = {
   note: z.string().describe("What this verification checks and what it leaves to `audit verify` of the CLI."),
 };
 
-const Holds = { ok: z.literal(true), rows: Cents, headSeq: Cents, headHash: Hash, ...VerificationStart };
+/** A step that stopped before the chain's end: how far it got, and the end it has yet to reach. */
+const Progress = z
+  .strictObject({
+    throughSeq: Cents.describe("The last row verified: the rows hold from genesis through it (`headSeq`)."),
+    lastSeq: Cents.describe("The chain's last row when this step read it."),
+  })
+  .optional()
+  .describe(
+    "Present only when this step stopped before the chain's end: each step re-hashes a bounded chunk of rows and remembers how far it got, and the next steps (the cron's, or the next requests) continue from there. Absent when the verification reached the last row.",
+  );
+const Holds = {
+  ok: z.literal(true),
+  rows: Cents,
+  headSeq: Cents,
+  headHash: Hash,
+  progress: Progress,
+  ...VerificationStart,
+};
 const Broken = {
   ok: z.literal(false),
   rows: Cents,

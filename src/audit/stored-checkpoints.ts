@@ -73,6 +73,8 @@ export class CheckpointCheck {
   private readAfter: number;
   private exhausted = false;
   private readonly report: CheckpointsReport;
+  /** The last checkpoint compared with the rows, as stored: what a verification that stops early saw last. */
+  private compared: SeenCheckpoint | null = null;
 
   private constructor(
     private readonly db: D1Database,
@@ -83,8 +85,8 @@ export class CheckpointCheck {
     private previous: number,
     /** The latest checkpoint stored now (at `open`), null before the first. */
     readonly latest: SeenCheckpoint | null,
-    /** The latest one stored when the verification `fromSeq` continues after started. */
-    private readonly seen: SeenCheckpoint | null,
+    /** Checkpoints earlier verifications saw (the latest stored when each started): still stored as seen. */
+    private readonly seen: SeenCheckpoint[],
   ) {
     const latestSeq = latest?.seq ?? null;
     this.readAfter = fromSeq - 1;
@@ -94,14 +96,14 @@ export class CheckpointCheck {
 
   /**
    * Checks the checkpoints with seq ≥ `fromSeq` (every one from 0) of shard `shard`, whose database `db`
-   * is, and that `seen` (the latest at the verification remembered, if known) is still stored as it was.
+   * is, and that each of `seen` (the latest at a verification remembered, if known) is still stored as it was.
    */
   static async open(
     db: D1Database,
     proofs: ProofSettings,
     shard: number,
     fromSeq: number,
-    seen: SeenCheckpoint | null = null,
+    seen: (SeenCheckpoint | null | undefined)[] = [],
   ) {
     const [before, latest, jwks] = await Promise.all([
       db
@@ -112,12 +114,21 @@ export class CheckpointCheck {
       // Every published key: a checkpoint keeps the key it was signed with, rotated out or not.
       publishedJwks(proofs),
     ]);
-    return new CheckpointCheck(db, jwks, shard, fromSeq, before?.seq ?? 0, latest, seen);
+    // Each once: a point and the full pass under way may have seen the same one.
+    const known = [
+      ...new Map(seen.filter((s): s is SeenCheckpoint => !!s).map((s) => [`${s.seq}:${s.hash}`, s])).values(),
+    ];
+    return new CheckpointCheck(db, jwks, shard, fromSeq, before?.seq ?? 0, latest, known);
   }
 
   /** The report so far: what a verification that stopped early (a broken chain) has checked. */
   get sofar(): CheckpointsReport {
     return { ...this.report, problems: [...this.report.problems] };
+  }
+
+  /** The last checkpoint compared with the rows so far, else `fallback`: what a point reached now has seen. */
+  lastSeen(fallback: SeenCheckpoint | null): SeenCheckpoint | null {
+    return this.compared ?? fallback;
   }
 
   /** The next row of the chain: the checkpoints up to its seq are compared with it. */
@@ -135,7 +146,15 @@ export class CheckpointCheck {
       this.page.shift();
       await this.check(cp, cut);
     }
-    if (this.seen) await this.recall(this.seen);
+    return this.pause();
+  }
+
+  /**
+   * The rows stop here for now (a bounded step, continued by the next from where it stopped): the
+   * checkpoints beyond are compared when a step reaches them, and those seen before must still be stored.
+   */
+  async pause(): Promise<CheckpointsReport> {
+    for (const seen of this.seen) await this.recall(seen);
     return this.sofar;
   }
 
@@ -194,6 +213,7 @@ export class CheckpointCheck {
         `covers from seq ${cp.fromSeq}, but the checkpoint before ends at ${this.previous}: a checkpoint was removed`,
       );
     this.previous = cp.seq;
+    this.compared = { seq: cp.seq, hash: cp.hash };
     this.report.checked++;
     if (found.length === 0) return;
     this.report.failed++;

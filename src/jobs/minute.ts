@@ -1,5 +1,6 @@
 import { expireOverdueApprovalsEverywhere } from "../approvals/service";
 import { archiveHistory } from "../archive/archive";
+import { auditVerifyJob } from "../audit/verify-job";
 import { auditCheckpointJob } from "../checkpoints/anchoring";
 import type { Env } from "../config/env";
 import { watchDeposits } from "../deposits/watcher";
@@ -32,6 +33,7 @@ export async function runMinuteJobs(env: Env): Promise<void> {
     treasury_check: treasuryCheckJob(env),
     audit_checkpoint: auditCheckpointJob(env),
     audit_archive: archiveHistory(env),
+    audit_verify: auditVerifyJob(env),
   };
   const settled = await Promise.allSettled(Object.values(jobs));
   Object.keys(jobs).forEach((job, i) => {

@@ -5,6 +5,7 @@ import { FAILING_ENDPOINT_DAYS } from "../config/webhooks";
 import { executeBatch, sqlStatement } from "../db/statements";
 import { outboxEventWhen } from "../ledger/outbox";
 import { faultPoint } from "../lib/faults";
+import { currentInvocation } from "../lib/invocation";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { type DeliveryMessage, webhooksDb } from "./dispatch";
@@ -13,6 +14,15 @@ import { type EndpointRow, signingSecrets } from "./endpoints";
 import { signatureHeader } from "./signing";
 
 const MessageSchema = z.object({ deliveryId: z.string().min(1), final: z.boolean().optional() });
+
+/**
+ * Deliveries of one batch under way at once. A batch holds up to 10 messages, and an invocation may
+ * hold 6 connections open; a POST beyond them waits for one with its timeout already running, so a
+ * healthy but slowish receiver would be recorded as timing out. 4 leaves room for the DNS lookups
+ * of the send-time guard and the dead-letter sends, and each POST and lookup also takes one of the
+ * invocation's connection slots, its timeout started when it is sent.
+ */
+export const DELIVERIES_IN_FLIGHT = 4;
 
 /** How early a retried message may arrive and still claim its attempt. */
 const CLAIM_TOLERANCE_MS = 5_000;
@@ -56,17 +66,21 @@ async function post(
   timeoutMs: number,
 ): Promise<{ statusCode: number | null; error: string | null }> {
   try {
-    const response = await fetch(url, {
-      method: "POST",
-      headers,
-      body,
-      redirect: "manual",
-      signal: AbortSignal.timeout(timeoutMs),
+    // The timeout starts when the POST holds a connection, not while it waits for one.
+    const status = await currentInvocation().withSlot(async () => {
+      const response = await fetch(url, {
+        method: "POST",
+        headers,
+        body,
+        redirect: "manual",
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      // Read (and drop) the body so the connection is released; receivers answer promptly.
+      await response.body?.cancel();
+      return response.status;
     });
-    // Read (and drop) the body so the connection is released; receivers answer promptly.
-    await response.body?.cancel();
-    const ok = response.status >= 200 && response.status < 300;
-    return { statusCode: response.status, error: ok ? null : `http_${response.status}` };
+    const ok = status >= 200 && status < 300;
+    return { statusCode: status, error: ok ? null : `http_${status}` };
   } catch (error) {
     const name = error instanceof Error ? error.name : "";
     return {
@@ -88,8 +102,9 @@ type DeliveryEndpoint = EndpointRow & { disabledAt: string | null };
 /** One delivery attempt, recorded in D1 whatever its outcome. */
 export async function attemptDelivery(env: Env, deliveryId: string, now = Date.now()): Promise<AttemptResult> {
   const settings = settingsOf(env);
-  // The lease covers the POST (bounded by the timeout) and recording it; after that a crashed attempt is free to take again.
-  const claimed = await claim(env, deliveryId, now, settings.webhookTimeoutMs + 5_000);
+  // The lease covers the DNS lookups and the POST, each bounded by the timeout but perhaps waiting as
+  // long for a connection slot, and recording it; after that a crashed attempt is free to take again.
+  const claimed = await claim(env, deliveryId, now, 2 * settings.webhookTimeoutMs + 15_000);
   if (!claimed) return { kind: "done" };
   const { event, endpoint } = await readDelivery(env, claimed);
   const started = Date.now();
@@ -218,9 +233,14 @@ async function recordAttempt(
 
 /** The webhook queue's consumer: one attempt per message, retried on the schedule, dead-lettered at its end. */
 export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  // A batch's deliveries go out side by side: each is its own claim, POST and record, and one slow
-  // receiver (up to WEBHOOK_TIMEOUT_MS) must not hold up the rest of the batch.
-  await Promise.all(batch.messages.map((message) => consumeDelivery(message, env)));
+  // A batch's deliveries go out side by side, DELIVERIES_IN_FLIGHT at a time: each is its own claim,
+  // POST and record, and one slow receiver (up to WEBHOOK_TIMEOUT_MS) holds up only its own lane. A
+  // delivery is claimed when its lane takes it, so its lease and timeout start then.
+  const queue = [...batch.messages];
+  const lane = async () => {
+    for (let message = queue.shift(); message; message = queue.shift()) await consumeDelivery(message, env);
+  };
+  await Promise.all(Array.from({ length: Math.min(DELIVERIES_IN_FLIGHT, queue.length) }, lane));
 }
 
 async function consumeDelivery(message: Message<unknown>, env: Env): Promise<void> {

@@ -1,3 +1,4 @@
+import { currentInvocation } from "../lib/invocation";
 import { checkWebhookUrl, ipv4Octets, ipv6Groups, isForbiddenIpv4, isForbiddenIpv6 } from "./url-guard";
 
 /**
@@ -29,12 +30,15 @@ async function lookup(
   const url = new URL(resolverUrl);
   url.searchParams.set("name", name);
   url.searchParams.set("type", type);
-  const response = await fetch(url, {
-    headers: { accept: "application/dns-json" },
-    signal: AbortSignal.timeout(timeoutMs),
+  // In one of the invocation's connection slots, its timeout started when it is sent.
+  const body = await currentInvocation().withSlot(async () => {
+    const response = await fetch(url, {
+      headers: { accept: "application/dns-json" },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    if (!response.ok) throw new Error(`resolver answered ${response.status}`);
+    return (await response.json()) as DohAnswer;
   });
-  if (!response.ok) throw new Error(`resolver answered ${response.status}`);
-  const body = (await response.json()) as DohAnswer;
   // NOERROR (0) with answers or none, NXDOMAIN (3): anything else is a failure we do not guess past.
   if (body.Status !== 0 && body.Status !== 3) throw new Error(`resolver status ${String(body.Status)}`);
   const answers = (body.Answer ?? []).filter((a) => a.type === DNS_TYPES[type]);

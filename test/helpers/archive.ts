@@ -52,6 +52,8 @@ export async function auditVerify({ full = true } = {}) {
     full: boolean;
     from: number;
     checked: number;
+    /** While a bounded step stopped before the chain's end. */
+    progress?: { throughSeq: number; lastSeq: number };
     brokenSeq?: number;
     problem?: string;
     checkpoints: {

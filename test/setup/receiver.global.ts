@@ -9,9 +9,12 @@ import type { TestProject } from "vitest/node";
  *   fail2-*   answers 500 twice, then 200
  *   fail-*    always 500
  *   slow-*    answers after 3 s (past the test timeout of 2 s)
+ *   paced-*   answers 200 after 1.2 s (within the test timeout of 2 s)
  *   redirect-* answers 302 to an ok hook (never followed)
  *   gone-*    answers 410 Gone
  * GET /received/<name> lists what arrived: { headers, body } with the raw body.
+ * GET /inflight/<name> says how many requests to the hook are unanswered now and at most ever:
+ * { now, max }, so a test can count how many deliveries were under way at once.
  * GET /access/certs serves a Cloudflare Access style key set (JWKS) whose
  * private key the tests get as `accessPrivateJwk`, to sign Access assertions.
  */
@@ -72,6 +75,7 @@ function answerDns(url: URL, res: import("node:http").ServerResponse) {
 
 export async function setup(project: TestProject) {
   const received = new Map<string, Received[]>();
+  const inFlight = new Map<string, { now: number; max: number }>();
   const { publicKey, privateKey } = await generateKeyPair("RS256", { extractable: true });
   const publicJwk = { ...(await exportJWK(publicKey)), kid: "test-access-key", alg: "RS256", use: "sig" };
   project.provide("accessPrivateJwk", { ...(await exportJWK(privateKey)), kid: "test-access-key", alg: "RS256" });
@@ -92,10 +96,20 @@ export async function setup(project: TestProject) {
       res.end(JSON.stringify(received.get(name) ?? []));
       return;
     }
+    if (req.method === "GET" && kind === "inflight") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(inFlight.get(name) ?? { now: 0, max: 0 }));
+      return;
+    }
     if (req.method !== "POST" || kind !== "hooks") {
       res.writeHead(404).end();
       return;
     }
+    const counts = inFlight.get(name) ?? { now: 0, max: 0 };
+    inFlight.set(name, counts);
+    counts.now++;
+    counts.max = Math.max(counts.max, counts.now);
+    res.on("close", () => counts.now--);
     const body = await readBody(req);
     const list = received.get(name) ?? [];
     list.push({
@@ -108,6 +122,7 @@ export async function setup(project: TestProject) {
     if (behaviour === "fail2") res.writeHead(list.length <= 2 ? 500 : 200).end();
     else if (behaviour === "fail") res.writeHead(500).end("receiver error");
     else if (behaviour === "slow") setTimeout(() => res.writeHead(200).end(), 3_000);
+    else if (behaviour === "paced") setTimeout(() => res.writeHead(200).end(), 1_200);
     else if (behaviour === "redirect") res.writeHead(302, { location: "/hooks/ok-redirected" }).end();
     else if (behaviour === "gone") res.writeHead(410).end();
     else res.writeHead(200).end("ok");

@@ -8,6 +8,18 @@ type TransactionsVerdict = AuditVerdict & { shards?: ShardVerdict[] };
 /** The page shows this many rows; the CSV has them all. */
 export const TRANSACTIONS_SHOWN = 500;
 
+/** A verdict that holds: through the last row, or, while bounded steps carry it on, through the row reached. */
+const holds = (verdict: AuditVerdict) =>
+  verdict.ok && verdict.progress
+    ? `holds so far: verified through seq ${verdict.progress.throughSeq} of ${verdict.progress.lastSeq}, the rest by the next steps`
+    : "holds";
+
+/** With shards, the one whose progress the badge shows: the first still in progress. */
+const inProgress = (verdict: TransactionsVerdict) => {
+  const shard = verdict.shards?.find((v) => v.ok && v.progress)?.shard;
+  return shard === undefined ? "" : ` on shard ${shard}`;
+};
+
 /** One shard's checking: the rows re-hashed, the checkpoints compared, and the first problems found. */
 const ShardScope = ({ verdict, shard }: { verdict: AuditVerdict; shard: number | null }) => {
   const { checkpoints } = verdict;
@@ -17,8 +29,9 @@ const ShardScope = ({ verdict, shard }: { verdict: AuditVerdict; shard: number |
     <>
       <p>
         {shard === null ? "" : `Shard ${shard}: `}
-        {verdict.ok ? "holds" : `broken at seq ${verdict.brokenSeq} (${verdict.problem})`}; re-hashed {verdict.checked}{" "}
-        rows after seq {verdict.from}; compared with {checkpoints.checked} signed checkpoints ({latest}){failed}.
+        {verdict.ok ? holds(verdict) : `broken at seq ${verdict.brokenSeq} (${verdict.problem})`}; re-hashed{" "}
+        {verdict.checked} rows after seq {verdict.from}; compared with {checkpoints.checked} signed checkpoints (
+        {latest}){failed}.
       </p>
       {checkpoints.problems.length > 0 ? (
         <ul class="checkpoint-problems">
@@ -77,7 +90,12 @@ export const TransactionsPage = (props: {
       </form>
       <p>
         Audit chain:{" "}
-        {verdict.ok ? (
+        {verdict.ok && verdict.progress ? (
+          <span id="chain-badge" class="badge">
+            verified through seq {verdict.progress.throughSeq} of {verdict.progress.lastSeq}
+            {inProgress(verdict)} · checking on
+          </span>
+        ) : verdict.ok ? (
           <span id="chain-badge" class="badge ok">
             verified · {verdict.rows} events
           </span>
