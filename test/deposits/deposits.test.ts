@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import worker from "../../src/index";
 import { api, consoleToken } from "../helpers/api";
+import { ownDepositIndexes } from "../helpers/deposits";
 import { balanceOf, createAgent } from "../helpers/factories";
 import { freshSender, sendTokens } from "../helpers/tokens";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
@@ -48,6 +49,7 @@ async function cronTick() {
 }
 
 beforeAll(async () => {
+  await ownDepositIndexes();
   for (let i = 0; i < 3; i++) await createAgent({ name: `placeholder ${i}` });
 });
 

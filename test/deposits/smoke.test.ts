@@ -1,9 +1,10 @@
 import { env } from "cloudflare:workers";
 import { createWalletClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import { api } from "../helpers/api";
+import { ownDepositIndexes } from "../helpers/deposits";
 import { balanceOf, createAgent } from "../helpers/factories";
 import { chain, publicClient } from "../helpers/x402";
 
@@ -19,6 +20,8 @@ const TRANSFER_ABI = [
     outputs: [{ type: "bool" }],
   },
 ] as const;
+
+beforeAll(ownDepositIndexes);
 
 describe("deposit smoke", () => {
   it("credits a transfer to the agent's deposit address once, after confirmations", async () => {
@@ -38,10 +41,17 @@ describe("deposit smoke", () => {
       functionName: "transfer",
       args: [depositAddress, 1_230_000n],
     });
-    await publicClient().waitForTransactionReceipt({ hash });
-    // One confirmation so far; two are required.
-    await watchDeposits(env);
-    expect(await balanceOf(agent.apiKey)).toBe(0);
+    const { blockNumber } = await publicClient().waitForTransactionReceipt({ hash });
+    // Two confirmations are required. Other files share the chain and may mine a block meanwhile, so
+    // the head is read around the watcher: it never reads past the head less one block.
+    const before = await publicClient().getBlockNumber();
+    const first = await watchDeposits(env);
+    const after = await publicClient().getBlockNumber();
+    expect(first.toBlock === null || BigInt(first.toBlock) <= after - 1n).toBe(true);
+    const credited = await balanceOf(agent.apiKey);
+    if (after < blockNumber + 1n) expect(credited).toBe(0);
+    else if (before >= blockNumber + 1n) expect(credited).toBe(123);
+    else expect([0, 123]).toContain(credited);
     await publicClient().request({ method: "evm_mine" as never, params: [] as never });
     await watchDeposits(env);
     expect(await balanceOf(agent.apiKey)).toBe(123);

@@ -1,9 +1,10 @@
 import { env } from "cloudflare:workers";
 import { type Hex, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { watchDeposits } from "../../src/deposits/watcher";
 import { api } from "../helpers/api";
+import { ownDepositIndexes } from "../helpers/deposits";
 import { balanceOf, createAgent } from "../helpers/factories";
 import { envThrough, logSearches, relayTag } from "../helpers/relay";
 import { freshSender, sendTokens } from "../helpers/tokens";
@@ -64,6 +65,8 @@ async function countedPass(vars: Record<string, string> = {}) {
 afterEach(() => {
   vi.restoreAllMocks();
 });
+
+beforeAll(ownDepositIndexes);
 
 describe("the deposit watcher by the token's Transfer logs", () => {
   it("credits by transfer logs exactly once, with as many eth_getLogs for a window with 5 deposit addresses as with 500", async () => {
