@@ -72,7 +72,8 @@ function countedCalls<T extends object>(target: T): T {
       if (typeof prop === "symbol" || NOT_CALLS.has(prop) || typeof value !== "function") return value;
       return (...args: unknown[]) => {
         spend("subrequests");
-        return (value as (...a: unknown[]) => unknown).apply(t, args);
+        // Reflect.apply: on an RPC stub, `.apply` would be taken for a remote method of that name.
+        return Reflect.apply(value as (...a: unknown[]) => unknown, t, args);
       };
     },
   });
@@ -85,7 +86,7 @@ function countedNamespace(ns: DurableObjectNamespace): DurableObjectNamespace {
       if (typeof value !== "function") return value;
       // A stub comes from get / getByName; ids and jurisdictions are made locally and pass through.
       if (prop === "get" || prop === "getByName")
-        return (...args: unknown[]) => countedCalls((value as (...a: unknown[]) => object).apply(target, args));
+        return (...args: unknown[]) => countedCalls(Reflect.apply(value as (...a: unknown[]) => object, target, args));
       return value.bind(target);
     },
   });
