@@ -7,6 +7,7 @@
  */
 
 import { currentInvocation } from "./invocation";
+import { roomFor } from "./room";
 
 export interface DeleteStep {
   name: string;
@@ -29,7 +30,7 @@ export async function deleteInPages(
   const deleted = Object.fromEntries(steps.map((step) => [step.name, 0]));
   // A step that deleted fewer rows than its limit has caught up for now.
   let behind = steps;
-  while (behind.length > 0 && clock() < deadline && currentInvocation().left({ d1Queries: 1 })) {
+  while (behind.length > 0 && clock() < deadline && roomFor({ d1Queries: 1 }, "bounded_deletes")) {
     const next: DeleteStep[] = [];
     for (const step of behind) {
       // One statement a page: a run stops before the invocation's count as before its time.
