@@ -7,6 +7,7 @@ import { CRON_JOBS } from "../../src/jobs/table";
 import { placementOf } from "../../src/ledger/place";
 import { shardLabel } from "../../src/ledger/shard-labels";
 import { currentInvocation, Invocation, runInvocation } from "../../src/lib/invocation";
+import { STEP_COST } from "../../src/outbound/run";
 import { publicClient } from "../helpers/x402";
 
 /*
@@ -38,8 +39,8 @@ function minute(): JobMessage[] {
 const nameOf = (m: JobMessage) => (m.place === undefined ? m.job : `${m.job}@${m.place}`);
 
 /** One job's run in an invocation of its own, as the jobs queue's consumer runs it, and what it spent. */
-async function runCounted(message: JobMessage): Promise<Cost> {
-  const invocation = new Invocation();
+async function runCounted(message: JobMessage, limits?: Cost): Promise<Cost> {
+  const invocation = new Invocation(limits && { ...limits, rpcInFlight: 4 });
   const slotted = vi.spyOn(invocation, "withSlot");
   const realFetch = globalThis.fetch;
   let fetches = 0;
@@ -223,4 +224,23 @@ describe("one invocation of each cron job", () => {
     expect(await untouched("payout")).toBeLessThan(payouts);
     expect(await untouched("sweep")).toBeLessThan(sweeps);
   }, 300_000);
+
+  it("stops a job at its count, before the limit, and its next run goes on from there", async () => {
+    const warn = vi.spyOn(console, "warn");
+    try {
+      // Room for one payout's worst case: the run takes one, says it stopped, and leaves the rest due.
+      const tight = { d1Queries: 900, subrequests: STEP_COST.subrequests };
+      const before = await untouched("payout");
+      const spent = await runCounted({ job: "payouts", place: 0 }, tight);
+      expect(spent.subrequests).toBeLessThanOrEqual(tight.subrequests);
+      expect(before - (await untouched("payout"))).toBe(1);
+      expect(warn.mock.calls.flat().map(String).join("\n")).toMatch(
+        /"where":"invocation_bound","what":"outbound_payout"/,
+      );
+      await runCounted({ job: "payouts", place: 0 });
+      expect(await untouched("payout")).toBeLessThan(before - 1);
+    } finally {
+      warn.mockRestore();
+    }
+  }, 120_000);
 });
