@@ -98,11 +98,11 @@ export async function advanceDue(
   }
   const due = interleave(perPlace).slice(0, limit);
   const atOnce = pass.atOnce ?? 1;
+  const cron = { ...pass, cron: true };
   for (let i = 0; i < due.length; i += atOnce) {
     const group = due.slice(i, i + atOnce);
     // Left for the next run, where they are the oldest due (ORDER BY updated_at) and go first.
     if (!roomFor(times(STEP_COST, group.length), `outbound_${purpose}`, { left: due.length - i })) break;
-    const cron = { ...pass, cron: true };
     const steps = await Promise.allSettled(group.map((t) => step(env, x, t, complete, now, cron)));
     for (const [j, stepped] of steps.entries()) {
       if (stepped.status === "fulfilled") counts[stepped.value]++;
