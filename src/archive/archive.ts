@@ -22,6 +22,7 @@ import { shardField } from "../ledger/shard-labels";
 import { sha256Hex } from "../lib/crypto";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 import { publishedJwks, signJws } from "../proofs/keys";
 import { deleteArchivedRows } from "./delete";
@@ -39,6 +40,13 @@ import { planNextSegment } from "./plan";
  *   done      nothing of the segment is left in D1
  * Readers (src/audit/archived.ts) never see a row twice or miss one at any of these points.
  */
+
+/**
+ * One step's worst case (a segment planned, written and verified, or its deletes begun): D1 the
+ * unfinished segment, the plan's reads, record and read back (about 8), the segment's rows and entries
+ * (2) and its mark (1); subrequests R2's head, put and get (3). Deletes ask for each batch themselves.
+ */
+const ARCHIVE_STEP_COST = { d1Queries: 12, subrequests: 3 } as const;
 
 /** Time one cron run spends at most: the cron fires every minute and the next run resumes. */
 export const ARCHIVE_BUDGET_MS = 20_000;
@@ -85,6 +93,8 @@ async function archiveShard(
   const tag = shardField(at.shard);
   let segments = 0;
   while (Date.now() < deadline) {
+    // What is left is resumed by the next run from the segment's recorded step.
+    if (!roomFor(ARCHIVE_STEP_COST, "audit_archive", tag)) return { segments, unfinished: true };
     let segment = await unfinishedSegment(db);
     if (!segment) {
       const planned = await planNextSegment(at, cutoffIso, nowIso(now));

@@ -3,6 +3,7 @@ import { archiveAuditPage } from "../audit/archiving";
 import { executeBatch } from "../db/statements";
 import { archiveEntryPage } from "../ledger/archiving";
 import { faultPoint } from "../lib/faults";
+import { currentInvocation } from "../lib/invocation";
 
 /** Rows of each kind one D1 batch deletes: a batch stays well inside D1's per-query limits. */
 export const DELETE_BATCH = 200;
@@ -29,6 +30,7 @@ export async function deleteArchivedRows(
     const deleted = (results[1]?.meta.changes ?? 0) + (results[3]?.meta.changes ?? 0);
     if (deleted === 0) return true;
     faultPoint("archive.during_delete");
-    if (Date.now() >= deadline) return false;
+    // A batch is 4 statements: the next waits for the next run when the invocation has no room for it.
+    if (Date.now() >= deadline || !currentInvocation().left({ d1Queries: 4 })) return false;
   }
 }

@@ -26,6 +26,7 @@ import { type Place, placementOf } from "../ledger/place";
 import { fieldNamesShard, shardField } from "../ledger/shard-labels";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
+import { roomFor } from "../lib/room";
 import { laneOf } from "../x402/settler.do";
 import { blockNumberOf, feeCalls, feesFrom, gasAccountOf } from "../x402/transfer";
 import { makeCheckpoint } from "./checkpoints";
@@ -75,13 +76,16 @@ const isOf = (a: OnChainAnchor, shard: number, seq: number) => a.seq === seq && 
 /**
  * Takes one step with a checkpoint's anchor; see the comment at the top. `at` is the place whose chain
  * the checkpoint is of (control's unless named): its row is updated in that place's database, and its
- * anchor carries the shard's number above the seq's 64 bits (anchorSeqOf).
+ * anchor carries the shard's number above the seq's 64 bits (anchorSeqOf). The receipt of a send is
+ * awaited up to the facilitator's timeout for a request (`receipt: "wait"`) and read once by the cron
+ * (`"now"`): not mined yet, the anchor stays sent and the next run reads its receipt again.
  */
 export async function anchorCheckpoint(
   env: Env,
   cp: Checkpoint,
   now = Date.now(),
   at: Place = placementOf(env).control,
+  receipt: "wait" | "now" = "wait",
 ): Promise<AnchorStep> {
   if (cp.anchorStatus === "confirmed")
     return { kind: "confirmed", transaction: cp.txHash!, blockNumber: cp.blockNumber! };
@@ -134,9 +138,13 @@ export async function anchorCheckpoint(
   if (sent.kind === "unknown") return waiting(sent.reason);
   await recordAnchorSent(db, cp, sent.transaction, Date.now());
   try {
-    const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
-    const found = anchorsIn(receipt.logs, contract).find((a) => isOf(a, shard, cp.seq) && matches(a, cp));
-    if (receipt.status === "success" && found) return confirm(db, cp, found, Date.now());
+    const mined =
+      receipt === "wait"
+        ? await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs)
+        : await receiptNow(x, sent.transaction);
+    if (!mined) return waiting("sent recently");
+    const found = anchorsIn(mined.logs, contract).find((a) => isOf(a, shard, cp.seq) && matches(a, cp));
+    if (mined.status === "success" && found) return confirm(db, cp, found, Date.now());
     await markAnchorFailed(db, cp, Date.now());
     return waiting("transaction_reverted");
   } catch (error) {
@@ -231,6 +239,14 @@ export async function auditCheckpointJob(env: Env, now = Date.now()): Promise<vo
   if (failures.length > 0) throw failures[0];
 }
 
+/**
+ * One anchor step's worst case. D1: the hand-over or resend mark, the sent record, the confirmation
+ * and its read back (4). Subrequests: the sent transaction's receipt (1), the anchors on chain (1,
+ * and 2 to spare for a search in windows), the mempool (2), the contract and fees batch (1), the
+ * lane's send (1) and the receipt read once (1).
+ */
+const ANCHOR_COST = { d1Queries: 4, subrequests: 9 } as const;
+
 async function checkpointShard(env: Env, at: Place, now: number): Promise<void> {
   await makeCheckpoint(env, now, at);
   const due = await unanchoredCheckpoints(at.db, 10);
@@ -243,7 +259,9 @@ async function checkpointShard(env: Env, at: Place, now: number): Promise<void> 
     return;
   }
   for (const cp of due) {
-    const step = await anchorCheckpoint(env, cp, now, at).catch((error: unknown) => waiting(shortError(error)));
+    // The rest stay pending, oldest first, for the next run.
+    if (!roomFor(ANCHOR_COST, "audit_anchor", tag)) break;
+    const step = await anchorCheckpoint(env, cp, now, at, "now").catch((error: unknown) => waiting(shortError(error)));
     if (step.kind === "waiting" && step.reason !== "sent recently")
       log.warn("audit_anchor_waiting", { ...tag, seq: cp.seq, reason: step.reason });
   }

@@ -6,6 +6,7 @@ import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
 import { type Place, placementOf } from "../ledger/place";
 import { shardField } from "../ledger/shard-labels";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 import { signingKid, signJws } from "../proofs/keys";
 
@@ -22,6 +23,12 @@ export { CHECKPOINT_TYP };
 
 /** The most rows one checkpoint covers: a long chain's first checkpoints are made a bounded piece at a time. */
 export const MAX_ROWS_PER_CHECKPOINT = 20_000;
+
+/**
+ * One checkpoint's worst case in D1: the last checkpoint and the head (2), its rows' hashes a page of
+ * 1,000 at a time, its insert and its read back (2). Rows already archived are read from R2 instead.
+ */
+const CHECKPOINT_COST = { d1Queries: 4 + Math.ceil(MAX_ROWS_PER_CHECKPOINT / 1000), subrequests: 2 } as const;
 
 /** How many checkpoints one call makes at most while catching up with the head. */
 const MAX_CHECKPOINTS_PER_CALL = 5;
@@ -59,6 +66,8 @@ export async function makeCheckpoint(
   const db = at.db;
   let created: Checkpoint | null = null;
   for (let made = 0; made < MAX_CHECKPOINTS_PER_CALL; made++) {
+    // What is left is made by the next call: each checkpoint starts where the last one ended.
+    if (!roomFor(CHECKPOINT_COST, "audit_checkpoint", shardField(at.shard))) break;
     const [last, head] = await Promise.all([latestCheckpoint(db), auditHeadSeq(db)]);
     if (head === null) return { kind: "empty" };
     if (last && last.seq >= head)

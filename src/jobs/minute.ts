@@ -1,45 +1,62 @@
-import { expireOverdueApprovalsEverywhere } from "../approvals/service";
-import { archiveHistory } from "../archive/archive";
-import { auditVerifyJob } from "../audit/verify-job";
-import { auditCheckpointJob } from "../checkpoints/anchoring";
 import type { Env } from "../config/env";
-import { watchDeposits } from "../deposits/watcher";
-import { recoverTransfers } from "../ledger/transfer-recovery";
+import { envOfOnePlace, placementOf } from "../ledger/place";
+import { shardLabel } from "../ledger/shard-labels";
+import { countedEnv } from "../lib/counted-env";
+import { Invocation, runInvocation } from "../lib/invocation";
 import { log } from "../lib/log";
-import { treasuryCheckJob } from "../treasury/check";
-import { dispatchOutbox, enqueueDeliveries, redriveDueDeliveries } from "../webhooks/dispatch";
-import { reconcileOpenPayments } from "../x402/reconcile";
-import { moneyOutJobs } from "./money-out";
-import { retentionJob } from "./retention";
+import { dispatchOutbox } from "../webhooks/dispatch";
+import { CRON_JOBS } from "./table";
+
+/** A message of the jobs queue: one job, for one place (a shard's label) when the job runs per place. */
+export interface JobMessage {
+  job: string;
+  place?: number;
+}
+
+/** Messages one `sendBatch` carries at most (the queue's own limit). */
+const SEND_BATCH = 100;
 
 /**
- * The minute cron's work: sweep approvals past their expiry; finish payments across ledger shards
- * left pending; delete expired rows and old webhook history; reconcile x402 settlements with unknown
- * outcomes; credit confirmed deposits; move payouts, refunds and sweeps whose transfers nobody has
- * moved for a while; reconcile the treasury against the chain; sign and anchor an audit checkpoint
- * when the head moved; archive checkpointed history past ARCHIVE_AFTER_DAYS to R2; then fan out the
- * outbox and re-enqueue deliveries whose message was lost.
+ * The minute cron's trigger: a message per job (per job and place for those that walk every ledger
+ * shard) onto the jobs queue, whose consumer runs each in an invocation of its own. The trigger
+ * itself reads nothing and costs a send per hundred messages.
  */
-export async function runMinuteJobs(env: Env): Promise<void> {
-  // What may write events first, then the fan-out, so they go out in this same run. A job that
-  // fails leaves the others running, and says so: a deposit watcher failing every minute is an outage.
-  const jobs = {
-    approvals_expiry: expireOverdueApprovalsEverywhere(env),
-    x402_reconcile: reconcileOpenPayments(env),
-    transfer_recover: recoverTransfers(env),
-    deposit_watch: watchDeposits(env),
-    retention: retentionJob(env),
-    ...moneyOutJobs(env),
-    treasury_check: treasuryCheckJob(env),
-    audit_checkpoint: auditCheckpointJob(env),
-    audit_archive: archiveHistory(env),
-    audit_verify: auditVerifyJob(env),
-  };
-  const settled = await Promise.allSettled(Object.values(jobs));
-  Object.keys(jobs).forEach((job, i) => {
-    const outcome = settled[i]!;
-    if (outcome.status === "rejected") log.error("cron", { job, error: outcome.reason });
-  });
-  await dispatchOutbox(env);
-  await enqueueDeliveries(env, await redriveDueDeliveries(env));
+export async function enqueueMinuteJobs(env: Env): Promise<JobMessage[]> {
+  const places = placementOf(env).each();
+  const messages: JobMessage[] = Object.entries(CRON_JOBS).flatMap(([job, spec]) =>
+    spec.each === "place" ? places.map((at) => ({ job, place: shardLabel(at) })) : [{ job }],
+  );
+  for (let i = 0; i < messages.length; i += SEND_BATCH)
+    await env.JOBS_QUEUE.sendBatch(messages.slice(i, i + SEND_BATCH).map((body) => ({ body })));
+  return messages;
+}
+
+/**
+ * The jobs queue's consumer: each message's job in an invocation of its own, with every binding
+ * counted. A job that throws is logged as an error naming it, and its message is acknowledged all
+ * the same: the jobs are idempotent and the next minute runs each again, so a retry would only run
+ * it twice in one minute (and a job failing on every run would retry in a storm).
+ */
+export async function consumeJobs(batch: MessageBatch<JobMessage>, env: Env): Promise<void> {
+  for (const message of batch.messages) {
+    await runInvocation(new Invocation(), () => runJob(message.body, env));
+    message.ack();
+  }
+}
+
+/** One job's run (and, for one that writes events, its fan-out), in the current invocation. */
+export async function runJob({ job, place }: JobMessage, env: Env): Promise<void> {
+  const spec = CRON_JOBS[job];
+  const counted = countedEnv(env);
+  const jobEnv = place === undefined ? counted : envOfOnePlace(counted, place);
+  if (!spec || !jobEnv || (spec.each === "place") !== (place !== undefined)) {
+    log.error("cron", { job, place, error: "unknown job or place" });
+    return;
+  }
+  try {
+    await spec.run(jobEnv);
+    if (spec.events) await dispatchOutbox(jobEnv);
+  } catch (error) {
+    log.error("cron", { job, place, error });
+  }
 }

@@ -31,10 +31,13 @@ export async function retentionJob(
 ): Promise<BoundedDeleteRun> {
   const cutoffIso = nowIso(now - retentionDays * DAY_MS);
   const control = placementOf(env).control.db;
+  // Control's own rows in control's run only (the job runs once per place; `each()` is its place).
+  const inControl = placementOf(env)
+    .each()
+    .some((at) => at.isControl);
   const run = await deleteInPages(
     [
-      ...expiredRowSteps(control, now),
-      ...webhookRetentionSteps(control, cutoffIso),
+      ...(inControl ? [...expiredRowSteps(control, now), ...webhookRetentionSteps(control, cutoffIso)] : []),
       ...shardSteps(env, now, cutoffIso),
     ],
     { limit: pageRows, budgetMs },

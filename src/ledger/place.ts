@@ -78,6 +78,21 @@ export function placementOf(env: Env): Placement {
   return placement;
 }
 
+/**
+ * The env of a job run for one place (the place `label` names, `shardLabel`'s number): its
+ * placement walks that place alone (`each()`), and answers every other question (an owner's home, an
+ * id's place, control) as the deployment's. So a job that walks every place does one place's share
+ * per run, whatever the number of shards. Null when this deployment runs no such place.
+ */
+export function envOfOnePlace<E extends Env>(env: E, label: number): E | null {
+  const all = placementOf(env);
+  const at = all.each().find((place) => place.shard === label);
+  if (!at) return null;
+  const narrowed = { ...env };
+  placements.set(narrowed, { ...all, each: () => [at] });
+  return narrowed;
+}
+
 /** The place of shard `shard` (src/ledger only: everyone else asks the placement). */
 export function placeAt(env: Env, shard: number): Place {
   // The sequencer's stub is made per commit: a stub belongs to the request that made it.

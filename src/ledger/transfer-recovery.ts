@@ -1,6 +1,7 @@
 import type { Env } from "../config/env";
 import type { FaultContext } from "../lib/faults";
 import { log } from "../lib/log";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 import { placementOf } from "./place";
 import { driveLogged } from "./transfer-intents";
@@ -69,6 +70,8 @@ export async function recoverTransfers(env: Env, now = Date.now()): Promise<numb
 }
 
 async function recoverIn(env: Env, db: D1Database, shard: number, now: number): Promise<number> {
+  // A page's worst case: its read and its batch, and a wallet's turn for each transfer of it.
+  if (!roomFor({ d1Queries: 2, subrequests: PAGE }, "transfer_recover", { shard })) return 0;
   const { results } = await db
     .prepare(
       `SELECT id, agent_id AS agentId, attempts FROM ledger_transfers

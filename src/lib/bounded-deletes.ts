@@ -2,8 +2,12 @@
  * Deleting old rows without ever running one statement over an unbounded set: each step deletes
  * at most `limit` rows per D1 call, the steps take turns (so a table with a long backlog does not
  * starve the others), and the run stops when every step has caught up or the time budget is spent.
- * Whatever is left waits for the next run, the cron's next minute.
+ * Whatever is left waits for the next run, the cron's next minute. A page is one D1 statement, and
+ * the run also stops when the invocation has none left.
  */
+
+import { currentInvocation } from "./invocation";
+import { roomFor } from "./room";
 
 export interface DeleteStep {
   name: string;
@@ -26,10 +30,11 @@ export async function deleteInPages(
   const deleted = Object.fromEntries(steps.map((step) => [step.name, 0]));
   // A step that deleted fewer rows than its limit has caught up for now.
   let behind = steps;
-  while (behind.length > 0 && clock() < deadline) {
+  while (behind.length > 0 && clock() < deadline && roomFor({ d1Queries: 1 }, "bounded_deletes")) {
     const next: DeleteStep[] = [];
     for (const step of behind) {
-      if (clock() >= deadline) {
+      // One statement a page: a run stops before the invocation's count as before its time.
+      if (clock() >= deadline || !currentInvocation().left({ d1Queries: 1 })) {
         next.push(step);
         continue;
       }

@@ -43,10 +43,19 @@ export const RESEND_AFTER_MS = 30_000;
 const waiting = (reason: string): Advance => ({ kind: "waiting", reason });
 
 /**
+ * How a step reads the receipt of what it sent: `wait` polls it up to the facilitator's timeout (a
+ * request answering its caller); `now` reads it once (the cron, whose next run looks again, so no
+ * run spends 30 s and a hundred calls on one transfer).
+ */
+export type ReceiptRead = "wait" | "now";
+
+/**
  * Takes one step with an outbound transfer. The first time (never handed over): reads the
  * sender's balance and runs the transfer (its gas estimate executes it) and, if it would not go
  * through, fails it unsent; otherwise marks it handed over, then a gas key's settler lane sends
- * it and the receipt is awaited. Later times (a lost answer, a crash, a revert): the chain
+ * it and its receipt is read: awaited up to the facilitator's timeout on a request's path
+ * (`receipt: "wait"`), read once by the cron (`"now"`), which leaves a transfer not yet mined
+ * pending for its next run. Later times (a lost answer, a crash, a revert, not yet mined): the chain
  * decides: the token marks the authorization used (confirmed with the transaction that used it)
  * or expired unused (failed); still valid and unused, the same signed authorization is handed over
  * again, which can move the money at most once, since the token refuses a used nonce.
@@ -56,6 +65,7 @@ export async function advanceOutbound(
   x: X402Settings,
   t: OutboundTransfer,
   now = Date.now(),
+  receipt: ReceiptRead = "wait",
 ): Promise<Advance> {
   if (t.status !== "pending") return waiting(`already ${t.status}`);
   // An authorization names its token: sent on another (X402_ASSET changed, a local chain whose token was
@@ -89,8 +99,13 @@ export async function advanceOutbound(
   faultPoint("outbound.after_send");
   if (sent.kind !== "sent") return waiting(sent.reason);
   try {
-    const receipt = await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs);
-    if (movedBy(x, receipt, transferOf(t))) return { kind: "confirmed", transaction: sent.transaction };
+    const mined =
+      receipt === "wait"
+        ? await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs)
+        : await receiptNow(x, sent.transaction);
+    // Not mined yet: the row stays handed over, and a later run asks the chain what became of it.
+    if (!mined) return waiting("receipt_pending");
+    if (movedBy(x, mined, transferOf(t))) return { kind: "confirmed", transaction: sent.transaction };
     // Reverted (the balance went between the check and the block): the authorization is unused and can go again.
     return waiting("transaction_reverted");
   } catch (error) {

@@ -3,6 +3,7 @@ import type { CommitResult } from "../ledger/ledger.do";
 import { placeForLog } from "../ledger/made-places";
 import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
+import { roomFor, times } from "../lib/room";
 import { dispatchAfterWrite } from "../webhooks/dispatch";
 import { type Advance, advanceOutbound, dueOutbound, OUTCOME_RECORDED, outboundOf } from "./advance";
 import type { OutboundPurpose, OutboundTransfer } from "./authorization";
@@ -41,6 +42,8 @@ export interface DuePass {
   withUnsent?: boolean;
   /** A transfer whose key the service does not hold (anymore) and never handed over fails rather than waits. */
   failWithoutKey?: boolean;
+  /** The cron's pass (set by `advanceDue`): receipts read once, the run bounded by the invocation's counts. */
+  cron?: boolean;
 }
 
 async function step(
@@ -51,7 +54,8 @@ async function step(
   now = Date.now(),
   pass: DuePass = {},
 ): Promise<Advance["kind"]> {
-  let outcome = await advanceOutbound(env, x, t, now);
+  // The cron's pass reads a receipt once and looks again next run; a request waits for it.
+  let outcome = await advanceOutbound(env, x, t, now, pass.cron ? "now" : "wait");
   if (pass.failWithoutKey && outcome.kind === "waiting" && outcome.reason === "signer_key_missing" && !t.broadcastAt)
     outcome = { kind: "failed", reason: "signer_key_missing", unsent: true };
   if (outcome.kind === "waiting") {
@@ -94,9 +98,12 @@ export async function advanceDue(
   }
   const due = interleave(perPlace).slice(0, limit);
   const atOnce = pass.atOnce ?? 1;
+  const cron = { ...pass, cron: true };
   for (let i = 0; i < due.length; i += atOnce) {
     const group = due.slice(i, i + atOnce);
-    const steps = await Promise.allSettled(group.map((t) => step(env, x, t, complete, now, pass)));
+    // Left for the next run, where they are the oldest due (ORDER BY updated_at) and go first.
+    if (!roomFor(times(STEP_COST, group.length), `outbound_${purpose}`, { left: due.length - i })) break;
+    const steps = await Promise.allSettled(group.map((t) => step(env, x, t, complete, now, cron)));
     for (const [j, stepped] of steps.entries()) {
       if (stepped.status === "fulfilled") counts[stepped.value]++;
       else {
@@ -107,6 +114,16 @@ export async function advanceDue(
   }
   return counts;
 }
+
+/**
+ * One step's worst case. D1: the resend's turn or the hand-over mark (1), the owner's row read and its
+ * outcome's batch (2 statements), and one round of the outcome's fan-out (`dispatchOutbox`: forward 3,
+ * fan-out 3, the check for more 1). Subrequests: the chain's word on a handed-over authorization
+ * (its fate 2, the receipt 1, the expiry batch 1), the check batch (1), the lane's send (1), the
+ * receipt read once (1), the ledger's commit (1) and the deliveries' queue send (1), and 2 to spare
+ * for a fate read in windows.
+ */
+export const STEP_COST = { d1Queries: 10, subrequests: 11 } as const;
 
 /** The most transfers of one purpose stepped in one run, unless the pass says otherwise. */
 export const DUE_PER_RUN = 25;

@@ -6,6 +6,7 @@ import { sweepableDeposits } from "../deposits/sweepable";
 import { placeForLog } from "../ledger/made-places";
 import { type Place, placementOf } from "../ledger/place";
 import { log } from "../lib/log";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 import { outboundInsert, sweepWritten } from "../outbound/authorization";
 import { sweepablePayments } from "../x402/sweepable";
@@ -84,6 +85,8 @@ export async function createDueSweeps(env: Env, x: X402Settings, limit = SWEEPS_
 }
 
 async function createDueSweepsAt(env: Env, x: X402Settings, at: Place, limit: number): Promise<number> {
+  // Worst case: the deposits, their keys and the payments read (4), and a row per source written.
+  if (!roomFor({ d1Queries: 4 + 2 * limit }, "sweeps_create", placeForLog(at))) return 0;
   const [deposits, payments] = await Promise.all([
     dueDeposits(env, x, at, limit),
     // Settled x402 payments on a charge's or link's receiving address, oldest first, without a sweep.

@@ -1,6 +1,7 @@
 import type { Env } from "../config/env";
 import { type Place, placementOf } from "../ledger/place";
 import { faultPoint } from "../lib/faults";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 
 export interface DeliveryMessage {
@@ -10,6 +11,14 @@ export interface DeliveryMessage {
 }
 
 const FAN_OUT_PAGE = 100;
+/** A forwarded page: its read, its copy into control and its mark (3 statements). */
+const FORWARD_COST = { d1Queries: 3 } as const;
+/**
+ * A fan-out round: its page read, the deliveries' insert and the events' mark (3), the check for more
+ * (1), and the deliveries' queue sends (a hundred a send: 2 covers a page of events for 2 endpoints
+ * each; more endpoints take more, counted as they go).
+ */
+const FAN_OUT_COST = { d1Queries: 4, subrequests: 2 } as const;
 
 /** The database of webhooks: endpoints, deliveries, attempts and the events they fan out from live in control. */
 export const webhooksDb = (env: Env): D1Database => placementOf(env).control.db;
@@ -115,7 +124,8 @@ export async function forwardShardOutbox(env: Env, from: Place, now = Date.now()
 async function forwardShardOutboxes(env: Env): Promise<void> {
   for (const from of placementOf(env).each()) {
     if (from.isControl) continue;
-    while ((await forwardShardOutbox(env, from)) === FAN_OUT_PAGE);
+    // A page is 3 statements; a page left waits for the next fan-out, still undispatched where it is.
+    while (roomFor(FORWARD_COST, "outbox_forward") && (await forwardShardOutbox(env, from)) === FAN_OUT_PAGE);
   }
 }
 
@@ -123,7 +133,8 @@ async function forwardShardOutboxes(env: Env): Promise<void> {
 export async function dispatchOutbox(env: Env): Promise<number> {
   await forwardShardOutboxes(env);
   let total = 0;
-  for (;;) {
+  // What a round leaves undispatched is the next fan-out's (a request's, or the cron's next minute).
+  while (roomFor(FAN_OUT_COST, "outbox_fan_out")) {
     const ids = await fanOutOutbox(env);
     if (ids.length > 0) await enqueueDeliveries(env, ids);
     total += ids.length;
@@ -132,6 +143,7 @@ export async function dispatchOutbox(env: Env): Promise<number> {
       .first();
     if (!more) return total;
   }
+  return total;
 }
 
 export type RedeliverOutcome = "queued" | "endpoint_not_found" | "delivery_not_found" | "not_redeliverable";

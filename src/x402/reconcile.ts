@@ -7,6 +7,7 @@ import { settingsOf } from "../config/env";
 import { placeOfMadeId } from "../ledger/made-places";
 import { placementOf } from "../ledger/place";
 import { log } from "../lib/log";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 import { credit, release, reopenReleased } from "./settlement";
 import { gasAccountOf } from "./transfer";
@@ -176,7 +177,11 @@ async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSec
       seenBlock: number | null;
     }>();
   let reopened = 0;
+  const checked: string[] = [];
   for (const p of released.results) {
+    // The rest keep their place at the front (least recently checked) for the next run.
+    if (!roomFor(RELEASED_COST, "x402_watch_released")) break;
+    checked.push(p.id);
     if (p.asset.toLowerCase() !== x.asset.toLowerCase() || p.network !== x.network) continue;
     if (!(await authorizationUsed(x, p.payer, p.nonce))) continue;
     if (await reopenReleased(env, p.id, p.chargeId)) {
@@ -202,7 +207,6 @@ async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSec
       .run();
   }
   // Least recently checked first: released payments that stay unused must not keep later ones from being read.
-  const checked = released.results.map((p) => p.id);
   if (checked.length > 0)
     await db
       .prepare(
@@ -212,6 +216,19 @@ async function watchReleasedIn(env: Env, db: D1Database, x: X402Settings, nowSec
       .run();
   return reopened;
 }
+
+/**
+ * One released payment's worst case: D1 its reopening read and batch (2), its charge's status (1)
+ * and its mark (1); subrequests the authorization's state (1), the reopening's commit (1) and its
+ * fate (2).
+ */
+const RELEASED_COST = { d1Queries: 4, subrequests: 4 } as const;
+/**
+ * One open payment's worst case: D1 its charge (1) and its credit's or release's reads and batch (4);
+ * subrequests the authorization's state (1), the mempool batch (1), two receipts (2), its fate (2)
+ * and the ledger's commit (1).
+ */
+const RECONCILE_COST = { d1Queries: 5, subrequests: 7 } as const;
 
 /** The cron's sweep over payments whose outcome is unknown or whose worker vanished. */
 export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise<Record<Reconciliation, number>> {
@@ -240,7 +257,9 @@ export async function reconcileOpenPayments(env: Env, now = Date.now()): Promise
         ),
     )
   ).flatMap((r) => r.results);
-  for (const payment of open) {
+  for (const [i, payment] of open.entries()) {
+    // Unknown payments untouched keep their place (oldest updated_at first) for the next run.
+    if (!roomFor(RECONCILE_COST, "x402_reconcile", { left: open.length - i })) break;
     try {
       counts[await reconcilePayment(env, x, payment)]++;
     } catch (error) {

@@ -1,10 +1,8 @@
-import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { archiveHistory } from "../../src/archive/archive";
 import { parseSegment, segmentProblem } from "../../src/audit/segment";
 import type { Env } from "../../src/config/env";
-import worker from "../../src/index";
 import { GENESIS_HASH } from "../../src/ledger/chain";
 import type { EvidenceFile } from "../../src/receipts/evidence-verify";
 import { verifyEvidence } from "../../src/receipts/evidence-verify";
@@ -19,6 +17,7 @@ import {
   exportToday,
   segments,
 } from "../helpers/archive";
+import { cronTick } from "../helpers/cron";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { refund } from "../helpers/money-out";
 
@@ -174,13 +173,7 @@ describe("archiving history to R2", () => {
     }
     const head = await checkpointNow();
     const csv = await exportToday();
-    const ctx = createExecutionContext();
-    await worker.scheduled!(
-      createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }),
-      { ...env, ARCHIVE_AFTER_DAYS: "0" } as Env,
-      ctx,
-    );
-    await waitOnExecutionContext(ctx);
+    await cronTick({ ...env, ARCHIVE_AFTER_DAYS: "0" } as Env);
     expect((await segments()).at(-1)).toMatchObject({ lastSeq: head.seq - 1, status: "done" });
     expect(await liveSeqs()).toEqual([head.seq]);
     expect(await exportToday()).toBe(csv);

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { type Hex, parseAbi, parseEventLogs } from "viem";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
-import { moneyOutJobs } from "../../src/jobs/money-out";
+import { refundsJob } from "../../src/jobs/money-out";
 import { ApiError } from "../../src/lib/errors";
 import { createRefund, sendRefund } from "../../src/refunds/service";
 import { api, consoleToken } from "../helpers/api";
@@ -195,7 +195,7 @@ describe("refunds of x402 payments", () => {
     await env.DB.prepare("UPDATE outbound_transfers SET updated_at = ? WHERE purpose = 'refund' AND owner_id = ?")
       .bind(aMinuteAgo, taken.refund.refundId)
       .run();
-    await moneyOutJobs(env).refunds;
+    await refundsJob(env);
     const [done] = await refundsOf(merchant.apiKey, chargeId);
     expect(done).toMatchObject({ refundId: taken.refund.refundId, status: "succeeded", amountMinor: 180 });
     expect(await tokenBalance(payer.address)).toBe(180n * UNITS_PER_CENT);

@@ -1,12 +1,11 @@
-import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { type Hex, keccak256, parseEventLogs, toHex } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { settingsOf, type X402Settings } from "../../src/config/env";
-import worker from "../../src/index";
+import { type Env, settingsOf, type X402Settings } from "../../src/config/env";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { api, consoleToken } from "../helpers/api";
+import { cronTick } from "../helpers/cron";
 import { creditDeposits } from "../helpers/deposits";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { freshSender, sendTokens, setTokens, TOKEN } from "../helpers/tokens";
@@ -137,9 +136,7 @@ describe("sweeps to the settlement address", () => {
     await sendTokens(sender, agent.address, 500_000n);
     await creditDeposits();
     const [deposit] = await depositsTo(agent.address);
-    const ctx = createExecutionContext();
-    await worker.scheduled!(createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }), env, ctx);
-    await waitOnExecutionContext(ctx);
+    await cronTick(env as Env);
     expect(await sweepsOf([deposit!.id])).toMatchObject([{ status: "confirmed", value: "500000" }]);
     expect(await tokenBalance(agent.address)).toBe(0n);
   });

@@ -1,11 +1,10 @@
-import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Env } from "../../src/config/env";
-import worker from "../../src/index";
 import { retentionJob } from "../../src/jobs/retention";
 import { deleteInPages } from "../../src/lib/bounded-deletes";
 import { webhookRetentionSteps } from "../../src/webhooks/retention";
+import { cronTick } from "../helpers/cron";
 
 // Webhook history older than RETENTION_DAYS leaves D1 a page at a time; what a pending delivery
 // still needs stays, however old.
@@ -162,13 +161,7 @@ describe("webhook retention", () => {
     const tag = crypto.randomUUID().slice(0, 8);
     const old = await history(tag, "old", 8, [{ status: "delivered", createdDaysAgo: 8, deliveredDaysAgo: 8 }]);
     const recent = await history(tag, "recent", 3, [{ status: "delivered", createdDaysAgo: 3, deliveredDaysAgo: 3 }]);
-    const ctx = createExecutionContext();
-    await worker.scheduled!(
-      createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() }),
-      { ...env, RETENTION_DAYS: "7" } as Env,
-      ctx,
-    );
-    await waitOnExecutionContext(ctx);
+    await cronTick({ ...env, RETENTION_DAYS: "7" } as Env);
     expect(await eventExists(old)).toBe(false);
     expect(await attemptsOf(old)).toBe(0);
     expect(await eventExists(recent)).toBe(true);
