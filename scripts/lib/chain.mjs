@@ -129,35 +129,44 @@ async function slowCall(rpcUrl, method, params = []) {
  * Mines empty blocks until the chain's head is at least `blocks` (anvil only), with no time between
  * them: the chain's clock stays the wall clock's, which the x402 authorizations' validity is read against.
  * anvil mines a few hundred blocks a second, so a few thousand cost seconds; the tests start several
- * chains at once, so a new chain takes the history another chain of this process mined (anvil_dumpState,
- * then anvil_loadState: at once) rather than mining its own.
+ * chains at once, so a chain just started (`fresh`: nothing on it but empty blocks) takes the history
+ * another chain of this process mined (anvil_dumpState, then anvil_loadState: at once) rather than
+ * mining its own. The first fresh chain to ask mines it for the others.
  */
-export async function mineHistory(rpcUrl, blocks, log = () => {}) {
+export async function mineHistory(rpcUrl, blocks, log = () => {}, { fresh = false } = {}) {
   if (!blocks) return;
   const target = BigInt(blocks);
-  const mined = minedHistories.get(blocks);
-  const headOf = async () => BigInt(await slowCall(rpcUrl, "eth_blockNumber"));
-  const head = await headOf();
-  if (target <= head) return;
-  if (mined && head === 0n) {
-    await slowCall(rpcUrl, "anvil_loadState", [await mined]);
+  const shared = fresh ? minedHistories.get(blocks) : undefined;
+  if (shared) {
+    await slowCall(rpcUrl, "anvil_loadState", [await shared]);
     log(`the chain starts with ${blocks} empty blocks (the history another chain mined)`);
     return;
   }
-  const mining = (async () => {
+  let mined = null;
+  if (fresh) {
+    // Claimed before anything is awaited: fresh chains starting at the same moment wait for this one's.
+    const settle = {};
+    mined = new Promise((resolve, reject) => Object.assign(settle, { resolve, reject }));
+    mined.catch(() => minedHistories.delete(blocks));
+    minedHistories.set(blocks, mined);
+    mined.settle = settle;
+  }
+  try {
+    const headOf = async () => BigInt(await slowCall(rpcUrl, "eth_blockNumber"));
+    const head = await headOf();
     // In steps of 250 blocks, each mined once (a step whose answer is lost is not sent again: the head says).
     for (let at = head; at < target; at = await headOf()) {
       const step = target - at < 250n ? target - at : 250n;
       await slowCall(rpcUrl, "anvil_mine", [`0x${step.toString(16)}`, "0x0"]);
     }
-    return slowCall(rpcUrl, "anvil_dumpState");
-  })();
-  if (head === 0n && !mined) {
-    minedHistories.set(blocks, mining);
-    mining.catch(() => minedHistories.delete(blocks));
+    if (mined) mined.settle.resolve(await slowCall(rpcUrl, "anvil_dumpState"));
+    log(
+      `mined ${target > head ? target - head : 0n} empty blocks: the chain's history is ${blocks} blocks before its contracts`,
+    );
+  } catch (error) {
+    mined?.settle.reject(error);
+    throw error;
   }
-  await mining;
-  log(`mined ${target - head} empty blocks: the chain's history is ${blocks} blocks before its contracts`);
 }
 
 /** Deploys a compiled contract from `wallet`; its address. */
@@ -324,7 +333,7 @@ export async function startLocalChain({
     log(`using the test stablecoin this chain already has at ${known.token} (its balances as they are)`);
     return started(known.token, await helpersOf(known.token));
   }
-  await mineHistory(rpcUrl, history, log);
+  await mineHistory(rpcUrl, history, log, { fresh: existing === null && fromSave === null });
   const deployHash = await wallet.deployContract({ abi, bytecode });
   const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
   log(`test stablecoin (USD Coin, version 2, 6 decimals) at ${contractAddress}`);
