@@ -53,8 +53,10 @@ describe("npm run dev behind a provider's limits", () => {
   const call = async (method: string, path: string, key: string, body?: unknown) => {
     const res = await fetch(`${dev.url}${path}`, {
       method,
+      // A connection of its own each time: one kept alive can be closed by the dev server as it is reused.
       headers: {
         authorization: `Bearer ${key}`,
+        connection: "close",
         ...(body === undefined ? {} : { "content-type": "application/json" }),
       },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -210,6 +212,13 @@ describe("npm run dev behind a provider's limits", () => {
         merchantId: me.merchant.id,
       });
       expect(hook.status).toBe(201);
+      // The merchant's payout address and balance of its own, whatever the steps above left.
+      const address = privateKeyToAccount(generatePrivateKey()).address;
+      expect((await call("PUT", "/merchant/payout-address", merchantKey, { address })).status).toBe(200);
+      const agent = JSON.parse(dev.cli("agent", "create", "--name", "hooked", "--credit", "100").stdout.trim()) as {
+        apiKey: string;
+      };
+      expect((await call("POST", `/charges/${await newCharge(60)}/pay`, agent.apiKey)).status).toBe(200);
       const created = await call("POST", "/merchant/payouts", merchantKey, { amountUsdCents: 50 });
       expect(created.status, created.text).toBe(201);
       const event = await until(
