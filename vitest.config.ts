@@ -4,6 +4,7 @@ import { keccak256, stringToHex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { defineConfig } from "vitest/config";
 import { TEST_RECEIPT_KEYS } from "./test/helpers/receipt-keys";
+import type { ChainLimits } from "./test/setup/chain.global";
 import { LongestFirst } from "./test/setup/sequencer";
 import { freshGasKeys } from "./test/setup/worker-keys";
 
@@ -24,9 +25,22 @@ function testSeed(): number {
   return Number(given);
 }
 
+/**
+ * The provider limits of the Worker's chain (test/setup/chain.global.ts), for every workers project unless
+ * the project sets its own: TEST_RPC_LIMITS=1 has the relay refuse what a provider with a 1,000-block log
+ * range and 100-call batches refuses; TEST_CHAIN_HISTORY=<blocks> mines that many empty blocks before the
+ * contracts. Both off by default.
+ */
+function testChainLimits(): ChainLimits {
+  const { TEST_RPC_LIMITS: limits = "", TEST_CHAIN_HISTORY: history = "" } = process.env;
+  if (!["", "0", "1"].includes(limits)) throw new Error(`TEST_RPC_LIMITS is 1 or 0, not ${JSON.stringify(limits)}`);
+  if (!/^\d*$/.test(history)) throw new Error(`TEST_CHAIN_HISTORY is a block count, not ${JSON.stringify(history)}`);
+  return { enforce: limits === "1", history: Number(history || 0) };
+}
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
-  const shared = { migrations, seed: testSeed() };
+  const shared = { migrations, seed: testSeed(), chainLimits: testChainLimits() };
   return {
     cacheDir: CACHE_DIR,
     test: {
@@ -160,8 +174,10 @@ function workersProject(
     configPath?: string;
     /** Bindings that replace the shared ones. */
     vars?: Record<string, string>;
+    /** The chain's provider limits, over the run's (TEST_RPC_LIMITS, TEST_CHAIN_HISTORY). */
+    chainLimits?: ChainLimits;
   },
-  shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>>; seed: number },
+  shared: { migrations: Awaited<ReturnType<typeof readD1Migrations>>; seed: number; chainLimits: ChainLimits },
 ) {
   return {
     cacheDir: CACHE_DIR,
@@ -208,7 +224,7 @@ function workersProject(
       name,
       globalSetup: ["./test/setup/receiver.global.ts", "./test/setup/chain.global.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
-      provide: { seed: shared.seed },
+      provide: { seed: shared.seed, chainLimits: { ...shared.chainLimits, ...options.chainLimits } },
       include: options.include,
       exclude: options.exclude ?? [],
       testTimeout: 60_000,

@@ -10,6 +10,9 @@
 // instance with two ledger shards this way. The chain's state is kept in the state directory's `chain/`
 // and anvil runs apart from this process group (scripts/lib/chain-state.mjs); DEV_CHAIN_PERSIST=false
 // runs it as part of the group with nothing kept, a new chain every start (`npm run bench`).
+// DEV_RPC_URL points the service at another JSON-RPC URL in front of the chain (a proxy holding it to a
+// provider's limits); DEV_RPC_PROXY=1 starts such a proxy here; DEV_CHAIN_HISTORY gives a new chain that
+// many empty blocks first (scripts/lib/dev-rpc.mjs, docs/operations.md#local).
 import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -20,6 +23,7 @@ import { auditAnchorVars, settlementBatchVars, startLocalChain, x402Vars } from 
 import { chainCheck, startingOver } from "./lib/chain-check.mjs";
 import { ChainStateError } from "./lib/chain-state.mjs";
 import { bookDevFundings } from "./lib/dev-funding.mjs";
+import { devRpc, devRpcSettings } from "./lib/dev-rpc.mjs";
 import { ensureDevVars } from "./lib/dev-vars.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -41,6 +45,14 @@ const config = process.env.DEV_CONFIG ?? fileURLToPath(new URL("../wrangler.toml
 const envFiles = process.env.DEV_CONFIG ? [fileURLToPath(new URL("../.dev.vars", import.meta.url))] : undefined;
 
 const step = (message) => console.log(`[dev] ${message}`);
+
+let rpcSettings;
+try {
+  rpcSettings = devRpcSettings(env);
+} catch (error) {
+  console.error(`[dev] ${error.message}`);
+  process.exit(1);
+}
 
 ensureDevVars();
 // Every ledger shard's database runs the same migrations (DB is shard 0).
@@ -78,6 +90,7 @@ try {
     log: step,
     rememberIn: path.join(stateDir, "local-chain.json"),
     keepIn: chainDir,
+    history: rpcSettings.history,
     // Every ledger shard's database is read: DEV_LEDGER_SHARDS=2 records in DB_SHARD_1 too.
     check: chainCheck({
       wrangler,
@@ -96,11 +109,14 @@ try {
 // Whatever ends this process from here on ends the chain it started or took over too (a kept anvil
 // dumps its state as it exits); only a kill of the whole group (SIGKILL) leaves a kept one running.
 process.on("exit", () => chain.kill());
+// The service's RPC: the chain itself, DEV_RPC_URL, or a proxy started here (DEV_RPC_PROXY=1).
+const rpc = await devRpc(rpcSettings, chain, step);
 // The chain's settings (token address, RPC, the facilitator's gas keys: public accounts of anvil's mnemonic) are local-only.
 const chainVars = {
   ...x402Vars(chain),
   ...auditAnchorVars(chain),
   ...settlementBatchVars(chain),
+  ...rpc.vars,
   DEPOSIT_CONFIRMATIONS: "1",
   // 1 settles one transaction per payment, as without the batch contract (for comparing the two).
   ...(env.X402_SETTLEMENT_BATCH_MAX ? { X402_SETTLEMENT_BATCH_MAX: env.X402_SETTLEMENT_BATCH_MAX } : {}),
@@ -171,7 +187,7 @@ cron.unref();
 let stopping = null;
 const stop = () =>
   (stopping ??= (async () => {
-    await Promise.allSettled([worker.dispose(), chain.stop()]);
+    await Promise.allSettled([worker.dispose(), chain.stop(), rpc.stop()]);
     process.exit(0);
   })());
 process.on("SIGINT", stop);

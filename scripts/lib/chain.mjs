@@ -109,6 +109,66 @@ async function remembered(file, rpcUrl, client) {
   }
 }
 
+/** A history mined in this process, by its length: the state anvil dumped right after mining it. */
+const minedHistories = new Map();
+
+/** One JSON-RPC call to `rpcUrl` with a minute to answer (mining blocks on a busy machine outlasts viem's 10 s), never retried. */
+async function slowCall(rpcUrl, method, params = []) {
+  const res = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const body = await res.json();
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+}
+
+/**
+ * Mines empty blocks until the chain's head is at least `blocks` (anvil only), with no time between
+ * them: the chain's clock stays the wall clock's, which the x402 authorizations' validity is read against.
+ * anvil mines a few hundred blocks a second, so a few thousand cost seconds; the tests start several
+ * chains at once, so a chain just started (`fresh`: nothing on it but empty blocks) takes the history
+ * another chain of this process mined (anvil_dumpState, then anvil_loadState: at once) rather than
+ * mining its own. The first fresh chain to ask mines it for the others.
+ */
+export async function mineHistory(rpcUrl, blocks, log = () => {}, { fresh = false } = {}) {
+  if (!blocks) return;
+  const target = BigInt(blocks);
+  const shared = fresh ? minedHistories.get(blocks) : undefined;
+  if (shared) {
+    await slowCall(rpcUrl, "anvil_loadState", [await shared]);
+    log(`the chain starts with ${blocks} empty blocks (the history another chain mined)`);
+    return;
+  }
+  let mined = null;
+  if (fresh) {
+    // Claimed before anything is awaited: fresh chains starting at the same moment wait for this one's.
+    const settle = {};
+    mined = new Promise((resolve, reject) => Object.assign(settle, { resolve, reject }));
+    mined.catch(() => minedHistories.delete(blocks));
+    minedHistories.set(blocks, mined);
+    mined.settle = settle;
+  }
+  try {
+    const headOf = async () => BigInt(await slowCall(rpcUrl, "eth_blockNumber"));
+    const head = await headOf();
+    // In steps of 250 blocks, each mined once (a step whose answer is lost is not sent again: the head says).
+    for (let at = head; at < target; at = await headOf()) {
+      const step = target - at < 250n ? target - at : 250n;
+      await slowCall(rpcUrl, "anvil_mine", [`0x${step.toString(16)}`, "0x0"]);
+    }
+    if (mined) mined.settle.resolve(await slowCall(rpcUrl, "anvil_dumpState"));
+    log(
+      `mined ${target > head ? target - head : 0n} empty blocks: the chain's history is ${blocks} blocks before its contracts`,
+    );
+  } catch (error) {
+    mined?.settle.reject(error);
+    throw error;
+  }
+}
+
 /** Deploys a compiled contract from `wallet`; its address. */
 export async function deployCompiled(wallet, client, { abi, bytecode }) {
   const hash = await wallet.deployContract({ abi, bytecode });
@@ -131,6 +191,10 @@ export const deployAuditAnchor = (wallet, client) => deployCompiled(wallet, clie
  * group (the next start finds it running and takes it over) and a stop (the next start loads it).
  * `check(rpcUrl, { kept })`, once the chain answers and before anything is sent to it, may throw to
  * refuse it. `stop()` ends only what this call started or took over.
+ *
+ * With `history` (a block count), a chain that gets its token now is first given that many empty blocks,
+ * so it has a past longer than a provider's `eth_getLogs` range cap, as a real chain has before the
+ * service's contracts are deployed: a log search from block 0 then spans more than a provider serves.
  */
 export async function startLocalChain({
   port = 8545,
@@ -138,6 +202,7 @@ export async function startLocalChain({
   rememberIn = null,
   keepIn = null,
   check = null,
+  history = 0,
 } = {}) {
   const rpcUrl = `http://127.0.0.1:${port}`;
   let child = null;
@@ -268,6 +333,7 @@ export async function startLocalChain({
     log(`using the test stablecoin this chain already has at ${known.token} (its balances as they are)`);
     return started(known.token, await helpersOf(known.token));
   }
+  await mineHistory(rpcUrl, history, log, { fresh: existing === null && fromSave === null });
   const deployHash = await wallet.deployContract({ abi, bytecode });
   const { contractAddress } = await client.waitForTransactionReceipt({ hash: deployHash, pollingInterval: 50 });
   log(`test stablecoin (USD Coin, version 2, 6 decimals) at ${contractAddress}`);

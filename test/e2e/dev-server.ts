@@ -4,6 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { inject } from "vitest";
+import type { ProviderLimitOptions, RpcProxyStats } from "../../scripts/lib/rpc-proxy.mjs";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 
@@ -28,6 +29,11 @@ export interface DevServer {
    */
   pgid: number;
   rpcUrl: string;
+  /**
+   * With `rpcProxy` given: the provider-like proxy in front of the chain (`npm run chain:proxy`) that the
+   * service reaches it through (DEV_RPC_URL); its `stats()` count what the service asked and what was refused.
+   */
+  proxy: ProxyProcess | null;
   /** Its DEV_PERSIST_DIR: the local database, Durable Objects and (in `chain/`) the chain's state. */
   stateDir: string;
   /** Runs SQL against the server's local D1 (as an operator with wrangler would): `DB`, or another binding such as `DB_SHARD_1`. */
@@ -54,6 +60,65 @@ interface Place {
   port: number;
   anvilPort: number;
   stateDir: string;
+  proxy: ProxyProcess | null;
+}
+
+/** `npm run chain:proxy`, running in a process of its own. */
+export interface ProxyProcess {
+  url: string;
+  stats: () => Promise<RpcProxyStats>;
+  stop: () => Promise<void>;
+}
+
+/**
+ * Starts `npm run chain:proxy` in front of `upstream` on a free port. A process of its own, not this
+ * one: the harness waits on the CLI and wrangler synchronously (`cli`, `d1`), and a proxy in this
+ * process would answer nobody meanwhile, the CLI's own calls through it included.
+ */
+async function startProxyProcess(upstream: string, limits: ProviderLimitOptions): Promise<ProxyProcess> {
+  const flags = [
+    ...(limits.maxLogRange ? ["--max-log-range", String(limits.maxLogRange)] : []),
+    ...(limits.maxBatch ? ["--max-batch", String(limits.maxBatch)] : []),
+    ...(limits.maxLogResults ? ["--max-log-results", String(limits.maxLogResults)] : []),
+    ...(limits.style ? ["--style", limits.style] : []),
+  ];
+  const child = spawn(
+    process.execPath,
+    [path.join(ROOT, "scripts/rpc-proxy.mjs"), "--upstream", upstream, "--port", "0", ...flags],
+    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const deadline = Date.now() + 30_000;
+  const announced = () => /\[rpc-proxy\] (http:\/\/\S+) ->/.exec(output)?.[1];
+  while (!announced()) {
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`npm run chain:proxy did not start:\n${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const proxyUrl = announced()!;
+  // Ended with this process if the file ends without its `stop()`.
+  const kill = () => child.kill("SIGTERM");
+  process.once("exit", kill);
+  return {
+    url: proxyUrl,
+    stats: async () => (await (await fetch(`${proxyUrl}/stats`)).json()) as RpcProxyStats,
+    stop: async () => {
+      process.off("exit", kill);
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+    },
+  };
+}
+
+export interface DevServerOptions {
+  /**
+   * Start the service behind a proxy with a provider's limits (these caps over the defaults, 1,000 blocks
+   * and 100 calls): `npm run dev` with DEV_RPC_URL pointing at it, the proxy in front of its local chain.
+   */
+  rpcProxy?: ProviderLimitOptions;
 }
 
 /**
@@ -61,10 +126,13 @@ interface Place {
  * A free port can be taken between finding it and binding it (the e2e files and the workers pool start
  * servers at the same time): a start that dies before it is ready is tried again on new ports.
  */
-export async function startDevServer(vars: Record<string, string> = {}): Promise<DevServer> {
+export async function startDevServer(
+  vars: Record<string, string> = {},
+  options: DevServerOptions = {},
+): Promise<DevServer> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(vars);
+      return await startOnce(vars, options);
     } catch (error) {
       if (!(error instanceof ExitedEarly) || attempt === 3) throw error;
     }
@@ -133,16 +201,21 @@ async function migratedStateDir(): Promise<string> {
   return stateDir;
 }
 
-async function startOnce(vars: Record<string, string>, place?: Place): Promise<DevServer> {
+async function startOnce(vars: Record<string, string>, options: DevServerOptions, place?: Place): Promise<DevServer> {
   const port = place?.port ?? (await freePort());
   const anvilPort = place?.anvilPort ?? (await freePort());
   const stateDir = place?.stateDir ?? (await migratedStateDir());
+  // The proxy forwards to the chain's port before the chain answers there: npm run dev starts it.
+  const proxy =
+    place?.proxy ??
+    (options.rpcProxy ? await startProxyProcess(`http://127.0.0.1:${anvilPort}`, options.rpcProxy) : null);
   const env = {
     ...process.env,
     PORT: String(port),
     ANVIL_PORT: String(anvilPort),
     DEV_PERSIST_DIR: stateDir,
     DEV_CRON_SECONDS: "2",
+    ...(proxy ? { DEV_RPC_URL: proxy.url } : {}),
     ...vars,
   };
   const child: ChildProcess = spawn("npm", ["run", "--silent", "dev"], {
@@ -165,6 +238,7 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
       if (!place) {
         await endKeptAnvil(stateDir, 5_000);
         rmSync(stateDir, { recursive: true, force: true });
+        await proxy?.stop();
       }
       throw new ExitedEarly(`npm run dev exited early with ${child.exitCode ?? child.signalCode}:\n${output}`);
     }
@@ -186,6 +260,7 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
     port,
     pgid: child.pid!,
     rpcUrl: `http://127.0.0.1:${anvilPort}`,
+    proxy,
     stateDir,
     d1: (sql, binding = "DB") => {
       // A second process on the running server's local database: under a loaded machine it failed
@@ -224,7 +299,7 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
         await new Promise((r) => child.once("exit", r));
       }
     },
-    restart: (more = {}) => startOnce({ ...vars, ...more }, { port, anvilPort, stateDir }),
+    restart: (more = {}) => startOnce({ ...vars, ...more }, options, { port, anvilPort, stateDir, proxy }),
     stop: async () => {
       const stopping = up() && child.pid;
       if (stopping) {
@@ -233,6 +308,7 @@ async function startOnce(vars: Record<string, string>, place?: Place): Promise<D
       }
       await endKeptAnvil(stateDir, stopping ? 10_000 : 0);
       rmSync(stateDir, { recursive: true, force: true });
+      await proxy?.stop();
     },
   };
   return server;

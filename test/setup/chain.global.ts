@@ -6,6 +6,7 @@ import type { TestProject } from "vitest/node";
 import { startLocalChain, x402Vars } from "../../scripts/lib/chain.mjs";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { compileAuditAnchor } from "../../scripts/lib/contracts.mjs";
+import { forwardTo, type ProviderLimits, providerLimits } from "../../scripts/lib/rpc-proxy.mjs";
 import { transferCallData } from "../../src/x402/transfer";
 
 /**
@@ -23,6 +24,12 @@ import { transferCallData } from "../../src/x402/transfer";
  * /calls/<tag>: `RelayedRequest[]`), so a test whose Worker env names that URL
  * counts its own requests, batches and log ranges apart from other files'.
  * The tests' own clients talk to anvil directly.
+ *
+ * The relay also holds the Worker to a hosted provider's limits (scripts/lib/rpc-proxy.mjs, the same
+ * code as `npm run chain:proxy`): with a project's `chainLimits.enforce`, an `eth_getLogs` over 1,000
+ * blocks or a batch over 100 calls is refused as a provider refuses it; without, it is forwarded and
+ * counted in GET /stats's `overCaps`. `chainLimits.history` gives the chain that many empty blocks
+ * before its contracts, a past longer than the range cap. Both are off unless a project sets them.
  */
 export interface TestChain {
   rpcUrl: string;
@@ -32,7 +39,10 @@ export interface TestChain {
   accounts: { address: `0x${string}`; privateKey: `0x${string}` }[];
   vars: Record<string, string>;
   facilitatorUrl: string;
-  /** The relay's base URL: GET /sends lists what the Worker sent through it (`RelayedSend[]`); POST /refuse (see above). */
+  /**
+   * The relay's base URL: GET /sends lists what the Worker sent through it (`RelayedSend[]`); POST /refuse (see
+   * above); GET /stats counts its calls and what the provider's caps refused (`RpcProxyStats`).
+   */
   relayUrl: string;
   /** The SettlementBatch contract: the batch project's X402_SETTLEMENT_BATCH_ADDRESS. */
   settlementBatch: `0x${string}`;
@@ -57,9 +67,18 @@ export interface RelayedRequest {
   calls: { method: string; fromBlock?: number; toBlock?: number }[];
 }
 
+/** A project's provider limits (its `provide.chainLimits`): see the comment above. */
+export interface ChainLimits {
+  /** Refuse what a provider with RPC_MAX_LOG_RANGE=1000 and RPC_MAX_BATCH=100 refuses. */
+  enforce?: boolean;
+  /** Empty blocks mined before the contracts are deployed. */
+  history?: number;
+}
+
 declare module "vitest" {
   export interface ProvidedContext {
     chain: TestChain;
+    chainLimits: ChainLimits;
   }
 }
 
@@ -100,8 +119,9 @@ function recordedCall(c: { method?: string; params?: unknown[] }): RelayedReques
 }
 
 /** The relay in front of anvil (see the comment above). */
-async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string }> {
+async function startRelay(rpcUrl: string, limits: ProviderLimits): Promise<{ server: Server; url: string }> {
   const sends: RelayedSend[] = [];
+  const forward = forwardTo(rpcUrl);
   const refusals: Refusal[] = [];
   const tagged = new Map<string, RelayedRequest[]>();
   let step = 0;
@@ -113,6 +133,10 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
     if (req.method === "GET" && req.url?.startsWith("/calls/")) {
       const list = tagged.get(req.url.slice("/calls/".length)) ?? [];
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(list));
+      return;
+    }
+    if (req.method === "GET" && req.url === "/stats") {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(limits.stats()));
       return;
     }
     const body = await readBody(req);
@@ -183,12 +207,10 @@ async function startRelay(rpcUrl: string): Promise<{ server: Server; url: string
       return;
     }
     try {
-      const answer = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
-      const text = await answer.text();
+      // Within the provider's caps, forwarded; over them, refused as a provider refuses (when enforced).
+      const answer = await limits.handle(body, forward);
       for (const send of recorded) send.answered = ++step;
-      res
-        .writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" })
-        .end(text);
+      res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.text);
     } catch (error) {
       res.writeHead(502).end(String(error));
     }
@@ -223,8 +245,8 @@ const closeServer = async (server: Server) => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 };
 
-async function startChain(): Promise<Running> {
-  const started = await startLocalChain({ port: await freePort() });
+async function startChain(limits: ChainLimits): Promise<Running> {
+  const started = await startLocalChain({ port: await freePort(), history: limits.history ?? 0 });
   // Stopped by the project's teardown; killed with the process if its project never ran (see `setup`).
   process.once("exit", started.kill);
   // The facilitator double pays gas from account 9, which no test file's Worker has. Files run at once and
@@ -253,7 +275,7 @@ async function startChain(): Promise<Running> {
   await new Promise<void>((resolve) => facilitator.listen(0, "127.0.0.1", resolve));
   const address = facilitator.address();
   if (!address || typeof address === "string") throw new Error("facilitator double did not bind");
-  const relayed = await startRelay(started.rpcUrl);
+  const relayed = await startRelay(started.rpcUrl, providerLimits({ enforce: limits.enforce ?? false }));
   return {
     provided: {
       rpcUrl: started.rpcUrl,
@@ -301,7 +323,7 @@ function projectsOfThisRun(project: TestProject): TestProject[] {
 export async function setup(project: TestProject) {
   for (const p of [project, ...projectsOfThisRun(project)]) {
     if (running.has(p.name)) continue;
-    const starting = startChain();
+    const starting = startChain((p.config.provide?.chainLimits as ChainLimits | undefined) ?? {});
     // A failure is its own project's to report, when that project's setup awaits it.
     starting.catch(() => {});
     running.set(p.name, starting);
