@@ -27,16 +27,20 @@ function testSeed(): number {
 
 /**
  * The provider limits of the Worker's chain (test/setup/chain.global.ts), for every workers project unless
- * the project sets its own: TEST_RPC_LIMITS=1 has the relay refuse what a provider with a 1,000-block log
- * range and 100-call batches refuses; TEST_CHAIN_HISTORY=<blocks> mines that many empty blocks before the
- * contracts. Both off by default.
+ * the project sets its own: the relay refuses what a provider with a 1,000-block log range and 100-call
+ * batches refuses (TEST_RPC_LIMITS=0 lets everything through, counted), and the chain has 3,000 empty
+ * blocks before its contracts (TEST_CHAIN_HISTORY=<blocks> sets another count), a past longer than the
+ * cap: every chain-facing path is tested as a hosted provider serves it.
  */
 function testChainLimits(): ChainLimits {
-  const { TEST_RPC_LIMITS: limits = "", TEST_CHAIN_HISTORY: history = "" } = process.env;
+  const { TEST_RPC_LIMITS: limits = "1", TEST_CHAIN_HISTORY: history = String(DEFAULT_CHAIN_HISTORY) } = process.env;
   if (!["", "0", "1"].includes(limits)) throw new Error(`TEST_RPC_LIMITS is 1 or 0, not ${JSON.stringify(limits)}`);
   if (!/^\d*$/.test(history)) throw new Error(`TEST_CHAIN_HISTORY is a block count, not ${JSON.stringify(history)}`);
-  return { enforce: limits === "1", history: Number(history || 0) };
+  return { enforce: limits !== "0", history: Number(history || 0) };
 }
+
+/** Empty blocks before the tests' contracts: three times the log range cap. */
+const DEFAULT_CHAIN_HISTORY = 3_000;
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));

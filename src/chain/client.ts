@@ -287,6 +287,26 @@ export async function receiptWithin(x: ChainSettings, hash: `0x${string}`, timeo
   }
 }
 
+/**
+ * How long the cron reads the receipt of a transaction it has just sent: a node that mines on arrival
+ * (the local chain) or a chain with sub-second blocks answers within it, at a few reads; anything
+ * slower is left for the next run, which reads it once.
+ */
+export const JUST_SENT_RECEIPT_MS = 1_000;
+
+/** Reads `receiptWithin` takes at most over JUST_SENT_RECEIPT_MS: at 0, 25, 75, 175, 375, 625 and 875 ms. */
+export const JUST_SENT_RECEIPT_READS = 7;
+
+/** The receipt of a transaction just sent, read for at most JUST_SENT_RECEIPT_MS; null when not mined by then. */
+export async function receiptOfJustSent(x: ChainSettings, hash: `0x${string}`) {
+  try {
+    return await receiptWithin(x, hash, JUST_SENT_RECEIPT_MS);
+  } catch (error) {
+    if (error instanceof Error && error.message.startsWith("no receipt for")) return null;
+    throw error;
+  }
+}
+
 /** The receipt of `hash` now, or null when the node has none (not mined, or never seen). */
 export async function receiptNow(x: ChainSettings, hash: `0x${string}`) {
   const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], { retry: true });

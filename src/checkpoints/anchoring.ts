@@ -11,8 +11,10 @@ import {
   unanchoredCheckpoints,
 } from "../audit/checkpoint-rows";
 import {
+  JUST_SENT_RECEIPT_READS,
   type RpcAnswer,
   receiptNow,
+  receiptOfJustSent,
   receiptWithin,
   rpcBatch,
   rpcCall,
@@ -77,8 +79,8 @@ const isOf = (a: OnChainAnchor, shard: number, seq: number) => a.seq === seq && 
  * Takes one step with a checkpoint's anchor; see the comment at the top. `at` is the place whose chain
  * the checkpoint is of (control's unless named): its row is updated in that place's database, and its
  * anchor carries the shard's number above the seq's 64 bits (anchorSeqOf). The receipt of a send is
- * awaited up to the facilitator's timeout for a request (`receipt: "wait"`) and read once by the cron
- * (`"now"`): not mined yet, the anchor stays sent and the next run reads its receipt again.
+ * awaited up to the facilitator's timeout for a request (`receipt: "wait"`) and for at most a second by
+ * the cron (`"now"`): not mined yet, the anchor stays sent and the next run reads its receipt again.
  */
 export async function anchorCheckpoint(
   env: Env,
@@ -141,7 +143,7 @@ export async function anchorCheckpoint(
     const mined =
       receipt === "wait"
         ? await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs)
-        : await receiptNow(x, sent.transaction);
+        : await receiptOfJustSent(x, sent.transaction);
     if (!mined) return waiting("sent recently");
     const found = anchorsIn(mined.logs, contract).find((a) => isOf(a, shard, cp.seq) && matches(a, cp));
     if (mined.status === "success" && found) return confirm(db, cp, found, Date.now());
@@ -243,9 +245,9 @@ export async function auditCheckpointJob(env: Env, now = Date.now()): Promise<vo
  * One anchor step's worst case. D1: the hand-over or resend mark, the sent record, the confirmation
  * and its read back (4). Subrequests: the sent transaction's receipt (1), the anchors on chain (1,
  * and 2 to spare for a search in windows), the mempool (2), the contract and fees batch (1), the
- * lane's send (1) and the receipt read once (1).
+ * lane's send (1) and the receipt of the send (JUST_SENT_RECEIPT_READS at most).
  */
-const ANCHOR_COST = { d1Queries: 4, subrequests: 9 } as const;
+const ANCHOR_COST = { d1Queries: 4, subrequests: 8 + JUST_SENT_RECEIPT_READS } as const;
 
 async function checkpointShard(env: Env, at: Place, now: number): Promise<void> {
   await makeCheckpoint(env, now, at);

@@ -3,6 +3,7 @@ import {
   movedBy,
   type RpcAnswer,
   receiptNow,
+  receiptOfJustSent,
   receiptWithin,
   rpcBatch,
   rpcErrorMessage,
@@ -54,8 +55,8 @@ export type ReceiptRead = "wait" | "now";
  * sender's balance and runs the transfer (its gas estimate executes it) and, if it would not go
  * through, fails it unsent; otherwise marks it handed over, then a gas key's settler lane sends
  * it and its receipt is read: awaited up to the facilitator's timeout on a request's path
- * (`receipt: "wait"`), read once by the cron (`"now"`), which leaves a transfer not yet mined
- * pending for its next run. Later times (a lost answer, a crash, a revert, not yet mined): the chain
+ * (`receipt: "wait"`), read for at most a second by the cron (`"now"`), which leaves a transfer not
+ * yet mined pending for its next run. Later times (a lost answer, a crash, a revert, not yet mined): the chain
  * decides: the token marks the authorization used (confirmed with the transaction that used it)
  * or expired unused (failed); still valid and unused, the same signed authorization is handed over
  * again, which can move the money at most once, since the token refuses a used nonce.
@@ -102,7 +103,7 @@ export async function advanceOutbound(
     const mined =
       receipt === "wait"
         ? await receiptWithin(x, sent.transaction, x.facilitatorTimeoutMs)
-        : await receiptNow(x, sent.transaction);
+        : await receiptOfJustSent(x, sent.transaction);
     // Not mined yet: the row stays handed over, and a later run asks the chain what became of it.
     if (!mined) return waiting("receipt_pending");
     if (movedBy(x, mined, transferOf(t))) return { kind: "confirmed", transaction: sent.transaction };

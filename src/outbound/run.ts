@@ -1,3 +1,4 @@
+import { JUST_SENT_RECEIPT_READS } from "../chain/client";
 import type { Env, X402Settings } from "../config/env";
 import type { CommitResult } from "../ledger/ledger.do";
 import { placeForLog } from "../ledger/made-places";
@@ -120,10 +121,10 @@ export async function advanceDue(
  * outcome's batch (2 statements), and one round of the outcome's fan-out (`dispatchOutbox`: forward 3,
  * fan-out 3, the check for more 1). Subrequests: the chain's word on a handed-over authorization
  * (its fate 2, the receipt 1, the expiry batch 1), the check batch (1), the lane's send (1), the
- * receipt read once (1), the ledger's commit (1) and the deliveries' queue send (1), and 2 to spare
- * for a fate read in windows.
+ * receipt of the send (JUST_SENT_RECEIPT_READS at most), the ledger's commit (1) and the deliveries'
+ * queue send (1), and 2 to spare for a fate read in windows.
  */
-export const STEP_COST = { d1Queries: 10, subrequests: 11 } as const;
+export const STEP_COST = { d1Queries: 10, subrequests: 10 + JUST_SENT_RECEIPT_READS } as const;
 
 /** The most transfers of one purpose stepped in one run, unless the pass says otherwise. */
 export const DUE_PER_RUN = 25;

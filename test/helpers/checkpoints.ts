@@ -39,11 +39,24 @@ export const anchoredEnv = (contract: Hex) => ({ ...env, AUDIT_ANCHOR_ADDRESS: c
  * anchored seq if given (a shard k ≥ 1's checkpoint is anchored as anchorSeqOf(k, seq)).
  */
 export async function anchorsOn(contract: Hex, seq?: number | bigint): Promise<OnChainAnchor[]> {
+  await minedWhatWasSent();
   const logs = await publicClient().request({
     method: "eth_getLogs" as never,
     params: [{ ...anchoredLogsFilter(contract, gasAddresses(), seq), fromBlock: "0x0", toBlock: "latest" }] as never,
   });
   return anchorsIn(logs as Parameters<typeof anchorsIn>[0], contract);
+}
+
+/**
+ * Waits (2 s at most) until the local chain has mined every transaction it took: anvil answers a send
+ * before it seals the block, so a test that reads the chain right after the service sent may be early.
+ */
+async function minedWhatWasSent() {
+  for (let i = 0; i < 80; i++) {
+    const status = (await publicClient().request({ method: "txpool_status" as never })) as { pending: Hex };
+    if (BigInt(status.pending) === 0n) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
 }
 
 /** A call through the Worker's fetch handler with `workerEnv` (another anchor contract than the default none). */
