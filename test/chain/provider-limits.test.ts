@@ -5,6 +5,7 @@ import { EIP3009_ABI, rpcBatch, tokenBalancesAt } from "../../src/chain/client";
 import { authorizationFate, searchLogs } from "../../src/chain/logs";
 import { settingsOf } from "../../src/config/env";
 import { Invocation, runInvocation } from "../../src/lib/invocation";
+import { readHoldings } from "../../src/treasury/holdings";
 import { envThrough, logSearches, relayedRequests, relayTag } from "../helpers/relay";
 import { setTokens } from "../helpers/tokens";
 import { chain, publicClient, randomNonce, refuseAtRelay } from "../helpers/x402";
@@ -147,5 +148,24 @@ describe("log searches within RPC_MAX_LOG_RANGE", () => {
       .map((c) => JSON.parse(String(c[0])) as Record<string, unknown>)
       .filter((l) => l.where === "rpc_refused");
     expect(refused).toEqual([expect.objectContaining({ level: "error", method: "batch", calls: 2 })]);
+  });
+});
+
+describe("the treasury's holdings within the invocation's subrequests", () => {
+  it("refuses a read it could not finish, before sending anything, and reads it whole with room", async () => {
+    const tag = relayTag();
+    const x = settingsOf(envThrough(tag)).x402!;
+    const receiving = Array.from({ length: 250 }, freshAddress);
+    // 250 addresses and the settlement address: 3 batches of at most 100, and the head first.
+    const narrow = new Invocation({ d1Queries: 900, subrequests: 3, rpcInFlight: 4 });
+    await expect(runInvocation(narrow, () => readHoldings(x, receiving))).rejects.toThrow(
+      "250 unswept addresses need 4 requests",
+    );
+    expect(narrow.spent.subrequests).toBe(0);
+    expect(await relayedRequests(tag)).toHaveLength(0);
+    const room = new Invocation({ d1Queries: 900, subrequests: 4, rpcInFlight: 4 });
+    const holdings = await runInvocation(room, () => readHoldings(x, receiving));
+    expect(holdings).toMatchObject({ addressesRead: 250, depositAddressesBaseUnits: 0n });
+    expect(room.spent.subrequests).toBe(4);
   });
 });
