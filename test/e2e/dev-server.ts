@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer as createHttpServer } from "node:http";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { inject } from "vitest";
@@ -8,7 +9,8 @@ import type { ProviderLimitOptions, RpcProxyStats } from "../../scripts/lib/rpc-
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 
-async function freePort(): Promise<number> {
+/** A port nothing listens on now, for a server of a test's own. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.listen(0, "127.0.0.1", () => {
@@ -312,4 +314,20 @@ async function startOnce(vars: Record<string, string>, options: DevServerOptions
     },
   };
   return server;
+}
+
+/** A local receiver of a merchant's webhook events, and its URL; `close` stops it. */
+export async function eventReceiver() {
+  const events: { type: string; data: Record<string, unknown> }[] = [];
+  const server = createHttpServer((req, res) => {
+    let raw = "";
+    req.on("data", (c: Buffer) => (raw += c.toString()));
+    req.on("end", () => {
+      events.push(JSON.parse(raw));
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { events, url: `http://127.0.0.1:${port}/hook`, close: () => server.close() };
 }

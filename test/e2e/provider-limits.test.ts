@@ -1,6 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPublicClient, type Hex, http } from "viem";
@@ -9,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
-import { type DevServer, startDevServer } from "./dev-server";
+import { type DevServer, eventReceiver, startDevServer } from "./dev-server";
 import { ERC20, sendTokens } from "./erc20";
 
 /** A hosted provider's caps, as docs/operations.md#rpc-providers sets RPC_MAX_LOG_RANGE and RPC_MAX_BATCH for one. */
@@ -194,21 +192,11 @@ describe("npm run dev behind a provider's limits", () => {
 
   it("delivers the payout's event to a receiver while the treasury reads balanced", async () => {
     // The treasury check reads every address's balance through the proxy (batched reads within the batch cap).
-    const events: { type: string }[] = [];
-    const receiver = createServer((req, res) => {
-      let raw = "";
-      req.on("data", (c: Buffer) => (raw += c.toString()));
-      req.on("end", () => {
-        events.push(JSON.parse(raw));
-        res.writeHead(200).end();
-      });
-    });
-    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    const receiver = await eventReceiver();
     try {
-      const { port } = receiver.address() as AddressInfo;
       const me = (await call("GET", "/merchant/me", merchantKey)).body as { merchant: { id: string } };
       const hook = await call("POST", "/settings/webhooks", token, {
-        url: `http://127.0.0.1:${port}/hook`,
+        url: receiver.url,
         merchantId: me.merchant.id,
       });
       expect(hook.status).toBe(201);
@@ -222,7 +210,7 @@ describe("npm run dev behind a provider's limits", () => {
       const created = await call("POST", "/merchant/payouts", merchantKey, { amountUsdCents: 50 });
       expect(created.status, created.text).toBe(201);
       const event = await until(
-        async () => events.find((e) => e.type === "payout.paid"),
+        async () => receiver.events.find((e) => e.type === "payout.paid"),
         (e) => e !== undefined,
       );
       expect(event, `refusals: ${await refusals()}`).toBeDefined();

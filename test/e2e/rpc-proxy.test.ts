@@ -1,27 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import path from "node:path";
 import { createPublicClient, type Hex, http, parseAbiItem } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { startLocalChain } from "../../scripts/lib/chain.mjs";
 import { type RpcProxyStats, startRpcProxy } from "../../scripts/lib/rpc-proxy.mjs";
+import { freePort } from "./dev-server";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const DEAD = "0x000000000000000000000000000000000000dEaD";
 const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
-}
 
 interface Answer {
   jsonrpc: "2.0";

@@ -1,5 +1,3 @@
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { registerExactEvmScheme } from "@x402/evm/exact/client";
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier";
 import { wrapFetchWithPayment as wrapV2, x402Client, x402HTTPClient } from "@x402/fetch";
@@ -10,7 +8,7 @@ import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fet
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
-import { type DevServer, startDevServer } from "./dev-server";
+import { type DevServer, eventReceiver, startDevServer } from "./dev-server";
 import { ERC20, sendTokens } from "./erc20";
 
 // The official x402 clients, unchanged, paying the local service on its local chain.
@@ -380,23 +378,14 @@ describe("official x402 clients against npm run dev", () => {
     };
 
     // A receiver for the merchant's events.
-    const events: { type: string; data: Record<string, unknown> }[] = [];
-    const receiver = createServer((req, res) => {
-      let raw = "";
-      req.on("data", (c: Buffer) => (raw += c.toString()));
-      req.on("end", () => {
-        events.push(JSON.parse(raw));
-        res.writeHead(200).end();
-      });
-    });
-    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    const receiver = await eventReceiver();
+    const { events } = receiver;
     try {
-      const { port } = receiver.address() as AddressInfo;
       const me = (await (await asMerchant("GET", "/merchant/me")).json()) as { merchant: { id: string } };
       const hook = await fetch(`${dev.url}/settings/webhooks`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ url: `http://127.0.0.1:${port}/hook`, merchantId: me.merchant.id }),
+        body: JSON.stringify({ url: receiver.url, merchantId: me.merchant.id }),
       });
       expect(hook.status).toBe(201);
 

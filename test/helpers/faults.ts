@@ -1,4 +1,5 @@
 import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
+import { waitFor } from "./wait";
 
 /** How an injected fault strikes: an exception, or the Durable Object aborted (a crash) and then the exception. */
 export type FaultMode = "throw" | "abort";
@@ -13,4 +14,10 @@ export function injectOnce(point: FaultPoint, mode: FaultMode = "throw"): () => 
     throw new Error(`injected fault at ${point}`);
   });
   return () => fired;
+}
+
+/** As injectOnce, answering a wait until it has struck: for a point reached in the background (the cron, a queue). */
+export function injectOnceAwaited(point: FaultPoint): () => Promise<boolean> {
+  const struck = injectOnce(point);
+  return () => waitFor(`the fault at ${point}`, async () => struck(), Boolean);
 }

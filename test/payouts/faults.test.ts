@@ -1,12 +1,13 @@
 import { env } from "cloudflare:workers";
 import type { Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
-import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
+import { setFaultHook } from "../../src/lib/faults";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
 import { outboundNonce } from "../../src/outbound/authorization";
 import { advanceDuePayouts } from "../../src/payouts/service";
 import { api } from "../helpers/api";
 import { merchantBalance } from "../helpers/factories";
+import { injectOnceAwaited } from "../helpers/faults";
 import { waitFor } from "../helpers/wait";
 import { chain, publicClient, TOKEN_ABI } from "../helpers/x402";
 import {
@@ -25,16 +26,6 @@ import {
  * answer is 201 either way; the cron's pass (run here with its clock moved past RESEND_AFTER_MS)
  * settles it from the chain, and nothing moves twice.
  */
-function injectOnce(point: FaultPoint) {
-  let fired = false;
-  setFaultHook((at) => {
-    if (fired || at !== point) return;
-    fired = true;
-    throw new Error(`injected fault at ${point}`);
-  });
-  return () => waitFor(`the fault at ${point}`, async () => fired, Boolean);
-}
-
 afterEach(() => setFaultHook(null));
 
 /** The cron's pass over payouts, at a time when every transfer touched until now is due again. */
@@ -72,7 +63,7 @@ async function snapshot(m: { apiKey: string; merchantId: string; address: Hex },
 describe("a crash while a payout is sent", () => {
   it("after the broadcast, before recording: the transfer lands once; the cron and the retry record it paid once", async () => {
     const m = await fundedMerchant(900);
-    const fired = injectOnce("outbound.after_send");
+    const fired = injectOnceAwaited("outbound.after_send");
     const { res, id, headers } = await pay(m, 500, `after-send-${crypto.randomUUID()}`);
     await fired();
     const [onChain] = await waitFor(
@@ -105,7 +96,7 @@ describe("a crash while a payout is sent", () => {
 
   it("after marking it handed over, before the broadcast: nothing on chain until the cron sends it, once", async () => {
     const m = await fundedMerchant(700);
-    const fired = injectOnce("outbound.before_send");
+    const fired = injectOnceAwaited("outbound.before_send");
     const { id } = await pay(m, 700, `before-send-${crypto.randomUUID()}`);
     await fired();
     const row = await env.DB.prepare(
@@ -136,7 +127,7 @@ describe("a crash while a payout is sent", () => {
 
   it("an authorization that expired unused: the cron fails the payout authorization_expired and reverses it once", async () => {
     const m = await fundedMerchant(650);
-    const fired = injectOnce("outbound.before_send");
+    const fired = injectOnceAwaited("outbound.before_send");
     const { id } = await pay(m, 600, `expired-${crypto.randomUUID()}`);
     await fired();
     expect(await merchantBalance(m.apiKey)).toBe(50);
@@ -166,7 +157,7 @@ describe("a crash while a payout is sent", () => {
 
   it("a transfer made for another token (the configured one changed) is never sent on this one", async () => {
     const m = await fundedMerchant(400);
-    const fired = injectOnce("outbound.before_send");
+    const fired = injectOnceAwaited("outbound.before_send");
     const { id } = await pay(m, 400, `other-token-${crypto.randomUUID()}`);
     await fired();
     // As if X402_ASSET had changed (or a local chain's token been deployed again) since the payout was made.

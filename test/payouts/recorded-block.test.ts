@@ -1,10 +1,11 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type FaultPoint, setFaultHook } from "../../src/lib/faults";
+import { setFaultHook } from "../../src/lib/faults";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
 import { outboundNonce } from "../../src/outbound/authorization";
 import { advanceDuePayouts } from "../../src/payouts/service";
 import { api } from "../helpers/api";
+import { injectOnceAwaited } from "../helpers/faults";
 import { waitFor } from "../helpers/wait";
 import { publicClient, refuseAtRelay } from "../helpers/x402";
 import { fundedMerchant, payoutOf, transfersTo, treasury } from "./fixtures";
@@ -14,16 +15,6 @@ import { fundedMerchant, payoutOf, transfersTo, treasury } from "./fixtures";
  * the token's logs, searched from the head recorded at its first hand-over (sent_block). A node that
  * refuses that search: logged as an error, the payout waits, and the next pass records it paid.
  */
-function injectOnce(point: FaultPoint) {
-  let fired = false;
-  setFaultHook((at) => {
-    if (fired || at !== point) return;
-    fired = true;
-    throw new Error(`injected fault at ${point}`);
-  });
-  return () => waitFor(`the fault at ${point}`, async () => fired, Boolean);
-}
-
 afterEach(() => {
   setFaultHook(null);
   vi.restoreAllMocks();
@@ -34,7 +25,7 @@ const cronPass = () => advanceDuePayouts(env, treasury(), Date.now() + RESEND_AF
 describe("a payout's outcome searched from its recorded block", () => {
   it("records the head at the hand-over; a refused search is logged and waits, the next pass records it paid once", async () => {
     const m = await fundedMerchant(800);
-    const fired = injectOnce("outbound.after_send");
+    const fired = injectOnceAwaited("outbound.after_send");
     const res = await api("POST", "/merchant/payouts", {
       token: m.apiKey,
       headers: { "Idempotency-Key": `recorded-${crypto.randomUUID()}` },
