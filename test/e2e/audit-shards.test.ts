@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AuditRow, chainHash, genesisHashOf } from "../../src/ledger/chain";
-import { type DevServer, startDevServer } from "./dev-server";
+import { BEHIND_A_PROVIDER, type DevServer, expectNothingRefused, startDevServer } from "./dev-server";
 import { shardOwners } from "./shard-owners";
 
 // `audit verify` of the CLI against `npm run dev` with two ledger shards: every shard walked, each
@@ -18,7 +18,10 @@ describe("audit verify over two ledger shards", () => {
   let dev: DevServer;
   let token: string;
   beforeAll(async () => {
-    dev = await startDevServer({ DEV_LEDGER_SHARDS: "2", DEV_LEDGER_SHARD_PLACEMENT: "spread" });
+    dev = await startDevServer(
+      { ...BEHIND_A_PROVIDER.vars, DEV_LEDGER_SHARDS: "2", DEV_LEDGER_SHARD_PLACEMENT: "spread" },
+      BEHIND_A_PROVIDER.options,
+    );
     token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
   });
   afterAll(async () => {
@@ -145,5 +148,9 @@ describe("audit verify over two ledger shards", () => {
       brokenSeq: first1.seq,
       problem: "checkpoint_contradicts_rows",
     });
+  });
+
+  it("went through a provider's proxy that refused nothing", async () => {
+    await expectNothingRefused(dev);
   });
 });

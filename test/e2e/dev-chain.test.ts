@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeXPaymentResponse, wrapFetchWithPayment } from "x402-fetch";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
-import { type DevServer, keptAnvil, startDevServer } from "./dev-server";
+import { BEHIND_A_PROVIDER, type DevServer, expectNothingRefused, keptAnvil, startDevServer } from "./dev-server";
 import { ERC20, sendTokens } from "./erc20";
 
 interface Recorded {
@@ -28,7 +28,7 @@ describe("npm run dev's chain across restarts", () => {
   let asset: Hex;
 
   beforeAll(async () => {
-    dev = await startDevServer();
+    dev = await startDevServer(BEHIND_A_PROVIDER.vars, BEHIND_A_PROVIDER.options);
   });
   afterAll(async () => {
     // The newest start's: it ends the anvil kept for the state directory whichever start left it.
@@ -202,5 +202,9 @@ describe("npm run dev's chain across restarts", () => {
     );
     // It stopped the new chain it started for the check.
     expect(keptAnvil(dev.stateDir)).toBeNull();
+  });
+
+  it("went through a provider's proxy that refused nothing", async () => {
+    await expectNothingRefused(dev);
   });
 });

@@ -4,7 +4,7 @@ import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { inject } from "vitest";
+import { expect, inject } from "vitest";
 import type { ProviderLimitOptions, RpcProxyStats } from "../../scripts/lib/rpc-proxy.mjs";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -121,6 +121,22 @@ export interface DevServerOptions {
    * and 100 calls): `npm run dev` with DEV_RPC_URL pointing at it, the proxy in front of its local chain.
    */
   rpcProxy?: ProviderLimitOptions;
+}
+
+/**
+ * `npm run dev` as a hosted provider serves its chain: behind the proxy (1,000-block log ranges, 100-call
+ * batches, DEV_RPC_URL) on a chain with 3,000 empty blocks first. The chain-facing e2e files start their
+ * server this way: `startDevServer({ ...BEHIND_A_PROVIDER.vars, ... }, BEHIND_A_PROVIDER.options)`.
+ */
+export const BEHIND_A_PROVIDER: { vars: Record<string, string>; options: DevServerOptions } = {
+  vars: { DEV_CHAIN_HISTORY: "3000" },
+  options: { rpcProxy: { maxLogRange: 1_000, maxBatch: 100 } },
+};
+
+/** A server started BEHIND_A_PROVIDER had nothing refused by its proxy: no log range, batch or answer over the caps. */
+export async function expectNothingRefused(dev: DevServer) {
+  const stats = await dev.proxy!.stats();
+  expect(stats.refused, JSON.stringify(stats.refusals)).toEqual({ logRange: 0, batch: 0, logResults: 0 });
 }
 
 /**

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, startDevServer } from "./dev-server";
+import { BEHIND_A_PROVIDER, type DevServer, expectNothingRefused, startDevServer } from "./dev-server";
 import { shardOwners } from "./shard-owners";
 
 // `evidence verify` of the CLI on a charge of ledger shard 1, against `npm run dev` with two shards
@@ -12,7 +12,7 @@ describe("evidence verify with two ledger shards", () => {
   let token: string;
   let dir: string;
   beforeAll(async () => {
-    dev = await startDevServer({ DEV_LEDGER_SHARDS: "2" });
+    dev = await startDevServer({ ...BEHIND_A_PROVIDER.vars, DEV_LEDGER_SHARDS: "2" }, BEHIND_A_PROVIDER.options);
     token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
     dir = mkdtempSync(join(tmpdir(), "agent-pay-evidence-shards-"));
   });
@@ -69,5 +69,9 @@ describe("evidence verify with two ledger shards", () => {
     expect(refused.status, refused.stdout + refused.stderr).toBe(1);
     expect(refused.stdout).toContain(`failed  on_chain: checkpoint.anchoredBy: the file says ${stranger}, `);
     expect(refused.stdout.trim().split("\n").at(-1)).toBe("evidence FAILED");
+  });
+
+  it("went through a provider's proxy that refused nothing", async () => {
+    await expectNothingRefused(dev);
   });
 });

@@ -8,7 +8,7 @@ import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fet
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
-import { type DevServer, eventReceiver, startDevServer } from "./dev-server";
+import { BEHIND_A_PROVIDER, type DevServer, eventReceiver, expectNothingRefused, startDevServer } from "./dev-server";
 import { ERC20, sendTokens } from "./erc20";
 
 // The official x402 clients, unchanged, paying the local service on its local chain.
@@ -19,7 +19,7 @@ describe("official x402 clients against npm run dev", () => {
   const accounts = anvilAccounts() as { address: Hex; privateKey: Hex }[];
 
   beforeAll(async () => {
-    dev = await startDevServer();
+    dev = await startDevServer(BEHIND_A_PROVIDER.vars, BEHIND_A_PROVIDER.options);
     token = dev.cli("console-token", "--email", "ops@example.com").stdout.trim();
     const res = await fetch(`${dev.url}/merchants`, {
       method: "POST",
@@ -477,5 +477,9 @@ describe("official x402 clients against npm run dev", () => {
     } finally {
       receiver.close();
     }
+  });
+
+  it("went through a provider's proxy that refused nothing", async () => {
+    await expectNothingRefused(dev);
   });
 });
