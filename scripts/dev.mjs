@@ -16,6 +16,7 @@
 import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
+import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
@@ -46,12 +47,30 @@ const envFiles = process.env.DEV_CONFIG ? [fileURLToPath(new URL("../.dev.vars",
 
 const step = (message) => console.log(`[dev] ${message}`);
 
+/** Whether nothing listens on 127.0.0.1:`wanted` now. */
+const portFree = (wanted) =>
+  new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(wanted, "127.0.0.1", () => probe.close(() => resolve(true)));
+  });
+
 let rpcSettings;
 try {
   rpcSettings = devRpcSettings(env);
 } catch (error) {
   console.error(`[dev] ${error.message}`);
   process.exit(1);
+}
+
+// Another `npm run dev` on these ports is refused before anything is touched: taking over its kept
+// chain, or migrating the databases it has open, would pull them from under it.
+const ports = [["PORT", Number(port)], ...(rpcSettings.proxy ? [["DEV_RPC_PROXY_PORT", rpcSettings.proxy.port]] : [])];
+for (const [name, wanted] of ports) {
+  if (!(await portFree(wanted))) {
+    console.error(`[dev] ${name} ${wanted} is in use (another npm run dev?): stop it first, or choose another port`);
+    process.exit(1);
+  }
 }
 
 ensureDevVars();
