@@ -2,8 +2,9 @@ import type { Env } from "../config/env";
 import { settingsOf } from "../config/env";
 import { placementOf } from "../ledger/place";
 import { shardField } from "../ledger/shard-labels";
-import { currentInvocation, type Spend } from "../lib/invocation";
+import type { Spend } from "../lib/invocation";
 import { log } from "../lib/log";
+import { roomFor } from "../lib/room";
 import { type AuditVerdict, fullPassUnderWay, verifyAudit } from "./verification";
 
 /*
@@ -32,16 +33,16 @@ export const AUDIT_VERIFY_STEPS_PER_RUN = 10;
 export async function auditVerifyJob(env: Env, now = Date.now()): Promise<void> {
   const proofs = settingsOf(env).proofs;
   let steps = 0;
-  const room = () => steps < AUDIT_VERIFY_STEPS_PER_RUN && currentInvocation().left(AUDIT_VERIFY_STEP_COST);
   for (const at of placementOf(env).each()) {
     const store = { DB: at.db, ARCHIVE: env.ARCHIVE };
     let full = false;
     for (;;) {
-      if (!room()) {
-        // Its bound, not the work, stopped the run: the next one continues from the points remembered.
+      // Its bound, not the work, stops the run (said in the log): the next one continues from the points remembered.
+      if (steps >= AUDIT_VERIFY_STEPS_PER_RUN) {
         log.info("audit_verify_bounded", { ...shardField(at.shard), steps });
         return;
       }
+      if (!roomFor(AUDIT_VERIFY_STEP_COST, "audit_verify", { ...shardField(at.shard), steps })) return;
       steps++;
       const verdict: AuditVerdict = await verifyAudit(store, proofs, { full, now, shard: at.shard });
       if (!verdict.ok) {

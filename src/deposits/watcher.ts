@@ -8,7 +8,7 @@ import { settingsOf } from "../config/env";
 import { screenAddress } from "../kyt/screening";
 import type { DepositTransfer } from "../ledger/movements";
 import { placementOf } from "../ledger/place";
-import { currentInvocation } from "../lib/invocation";
+import { roomFor } from "../lib/room";
 import { nowIso } from "../lib/time";
 
 /** Where a watcher with no cursor starts, counting back from the safe head (never before CHAIN_START_BLOCK). */
@@ -57,7 +57,8 @@ export async function watchDeposits(env: Env): Promise<WatchResult> {
   if (from > safe) return result;
   let windows = 0;
   for (const window of logWindows(from, safe, x.maxLogRange)) {
-    if (windows++ >= MAX_WINDOWS_PER_RUN || !currentInvocation().left(WINDOW_NEEDS)) break;
+    if (windows++ >= MAX_WINDOWS_PER_RUN || !roomFor(WINDOW_NEEDS, "deposit_watch", { fromBlock: Number(window.from) }))
+      break;
     const logs = await getLogs(x, { address: x.asset, topics: [TRANSFER_TOPIC] }, window.from, window.to);
     const outcome = await creditTransfers(env, x, control, logs);
     result.credited += outcome.credited;
