@@ -276,13 +276,20 @@ export async function rpcCall<T = unknown>(
  * formats): the node's null answer says the same for nothing.
  */
 export async function receiptWithin(x: ChainSettings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
+  const receipt = await receiptBy(x, hash, timeoutMs, intervalMs);
+  if (!receipt) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
+  return receipt;
+}
+
+/** As receiptWithin, null when the deadline passes with no receipt. */
+async function receiptBy(x: ChainSettings, hash: `0x${string}`, timeoutMs: number, intervalMs = 250) {
   const deadline = Date.now() + timeoutMs;
   for (let wait = RECEIPT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, intervalMs)) {
     const receipt = await rpcCall<RpcTransactionReceipt | null>(x, "eth_getTransactionReceipt", [hash], {
       retry: true,
     });
     if (receipt) return formatTransactionReceipt(receipt);
-    if (Date.now() + wait > deadline) throw new Error(`no receipt for ${hash} within ${timeoutMs} ms`);
+    if (Date.now() + wait > deadline) return null;
     await new Promise((resolve) => setTimeout(resolve, wait));
   }
 }
@@ -298,14 +305,7 @@ export const JUST_SENT_RECEIPT_MS = 1_000;
 export const JUST_SENT_RECEIPT_READS = 7;
 
 /** The receipt of a transaction just sent, read for at most JUST_SENT_RECEIPT_MS; null when not mined by then. */
-export async function receiptOfJustSent(x: ChainSettings, hash: `0x${string}`) {
-  try {
-    return await receiptWithin(x, hash, JUST_SENT_RECEIPT_MS);
-  } catch (error) {
-    if (error instanceof Error && error.message.startsWith("no receipt for")) return null;
-    throw error;
-  }
-}
+export const receiptOfJustSent = (x: ChainSettings, hash: `0x${string}`) => receiptBy(x, hash, JUST_SENT_RECEIPT_MS);
 
 /** The receipt of `hash` now, or null when the node has none (not mined, or never seen). */
 export async function receiptNow(x: ChainSettings, hash: `0x${string}`) {
