@@ -51,32 +51,20 @@ export async function ensureDepositAddress(env: Env, agentId: string): Promise<s
   return address;
 }
 
-/** The most values one statement binds (D1 takes at most 100). */
-const BOUND_VALUES = 100;
-
 /**
  * The agent holding each of `addresses` (lowercase) as its deposit address, by address: the
- * recipients of the token's transfers the deposit watcher read, looked up by the unique index, at
- * most 100 to a statement. Its cost follows the transfers read, not the number of agents.
+ * recipients of the token's transfers the deposit watcher read, looked up by the unique index in one
+ * statement (the addresses go as one JSON array, as depositKeysOf's ids do: D1 binds at most 100
+ * values). Its cost follows the transfers read, not the number of agents.
  */
 export async function agentsAtDepositAddresses(control: D1Database, addresses: readonly string[]) {
-  const distinct = [...new Set(addresses)];
-  const statements: D1PreparedStatement[] = [];
-  for (let i = 0; i < distinct.length; i += BOUND_VALUES) {
-    const chunk = distinct.slice(i, i + BOUND_VALUES);
-    statements.push(
-      control
-        .prepare(
-          `SELECT id, deposit_address AS address FROM agents WHERE deposit_address IN (${chunk.map(() => "?").join(", ")})`,
-        )
-        .bind(...chunk),
-    );
-  }
-  const byAddress = new Map<string, string>();
-  for (const statement of statements)
-    for (const row of (await statement.all<{ id: string; address: string }>()).results)
-      byAddress.set(row.address, row.id);
-  return byAddress;
+  const rows = await control
+    .prepare(
+      "SELECT id, deposit_address AS address FROM agents WHERE deposit_address IN (SELECT value FROM json_each(?))",
+    )
+    .bind(JSON.stringify([...new Set(addresses)]))
+    .all<{ id: string; address: string }>();
+  return new Map(rows.results.map((row) => [row.address, row.id]));
 }
 
 /**
