@@ -207,11 +207,11 @@ async function endKeptAnvil(stateDir: string, graceMs: number) {
  */
 async function migratedStateDir(): Promise<string> {
   const template = inject("devTemplate");
-  const deadline = Date.now() + 180_000;
+  const deadline = Date.now() + 300_000;
   while (!existsSync(path.join(template, "ready"))) {
     if (existsSync(path.join(template, "failed")))
       throw new Error(`the migrations could not be applied:\n${readFileSync(path.join(template, "failed"), "utf8")}`);
-    if (Date.now() > deadline) throw new Error("the migrated databases were not made within 180 s");
+    if (Date.now() > deadline) throw new Error("the migrated databases were not made within 300 s");
     await new Promise((r) => setTimeout(r, 200));
   }
   const stateDir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-"));

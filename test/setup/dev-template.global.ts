@@ -56,15 +56,15 @@ function apply(binding: string, dir: string): Promise<string | null> {
 export function setup(project: TestProject) {
   const dir = mkdtempSync(path.join(tmpdir(), "agent-pay-e2e-template-"));
   project.provide("devTemplate", dir);
-  // The two databases are files of their own: both at once.
-  void Promise.all([apply("DB", path.join(dir, "state")), apply("DB_SHARD_1", path.join(dir, "state"))]).then(
-    (failures) => {
-      // A run shorter than the migrations (an e2e file that starts no dev server) has removed the directory already.
-      if (!existsSync(dir)) return;
-      const failed = failures.filter((f) => f !== null);
-      if (failed.length > 0) writeFileSync(path.join(dir, "failed"), failed.join("\n"));
-      else writeFileSync(path.join(dir, "ready"), "");
-    },
-  );
+  // One after the other: two wranglers on one persist directory share miniflare's own SQLite
+  // files, and the second can find them locked (SQLITE_BUSY failed a clean-clone run).
+  const state = path.join(dir, "state");
+  void (async () => [await apply("DB", state), await apply("DB_SHARD_1", state)])().then((failures) => {
+    // A run shorter than the migrations (an e2e file that starts no dev server) has removed the directory already.
+    if (!existsSync(dir)) return;
+    const failed = failures.filter((f) => f !== null);
+    if (failed.length > 0) writeFileSync(path.join(dir, "failed"), failed.join("\n"));
+    else writeFileSync(path.join(dir, "ready"), "");
+  });
   return () => rmSync(dir, { recursive: true, force: true });
 }
