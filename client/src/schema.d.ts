@@ -1953,7 +1953,10 @@ export interface components {
         Agent: {
             agentId: string;
             name: string;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             policy: components["schemas"]["Policy"];
@@ -1996,7 +1999,10 @@ export interface components {
         };
         Balance: {
             agentId: string;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             depositAddress: string | null;
@@ -2489,7 +2495,10 @@ export interface components {
         Merchant: {
             id: string;
             name: string;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             payoutAddress: string | null;
@@ -2501,7 +2510,10 @@ export interface components {
             id: string;
             name: string;
             category: string | null;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             payoutAddress: string | null;
