@@ -645,13 +645,15 @@ async function units(sql: string, ...params: (string | number)[]): Promise<bigin
 async function checkX402Charge(
   m: Model,
   charge: MCharge,
-  audits: { agentId: string | null; amountMinor: number | null; reference: string }[],
+  audits: { agentId: string | null; amountMinor: number | null; baseUnits: string | null; reference: string }[],
 ) {
   expect(
     audits.map((a) => ({ agentId: a.agentId, reference: a.reference })),
     `${charge.id} charge.paid audit`,
   ).toEqual([{ agentId: null, reference: charge.reference }]);
-  if (charge.baseUnits % UNITS_PER_CENT === 0n) expect(audits[0]!.amountMinor).toBe(charge.amount);
+  // The row states the exact amount; its cents column keeps the whole cents (a row states null for them).
+  expect(audits[0]!.baseUnits, `${charge.id} audit amount`).toBe(charge.baseUnits.toString());
+  expect(audits[0]!.amountMinor).toBe(Number(charge.baseUnits / UNITS_PER_CENT));
   const entries = await db()
     .prepare(
       "SELECT account, CAST(amount_base_units AS TEXT) AS baseUnits FROM ledger_entries WHERE transfer_id = ? ORDER BY amount_base_units",
@@ -785,17 +787,22 @@ async function checkInvariants(m: Model, token: string) {
     });
     const audits = await db()
       .prepare(
-        "SELECT agent_id AS agentId, amount_minor AS amountMinor, reference FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
+        "SELECT agent_id AS agentId, amount_minor AS amountMinor, amount_base_units AS baseUnits, reference FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
       )
       .bind(charge.id)
-      .all<{ agentId: string; amountMinor: number; reference: string }>();
+      .all<{ agentId: string; amountMinor: number; baseUnits: string | null; reference: string }>();
     if (charge.method === "x402") {
       await checkX402Charge(m, charge, audits.results);
       continue;
     }
     if (charge.status === "paid") {
       expect(audits.results, `${charge.id} charge.paid audit`).toEqual([
-        { agentId: m.agents[charge.agent!]!.id, amountMinor: charge.amount, reference: charge.reference },
+        {
+          agentId: m.agents[charge.agent!]!.id,
+          amountMinor: charge.amount,
+          baseUnits: charge.baseUnits.toString(),
+          reference: charge.reference,
+        },
       ]);
       const entries = await db()
         .prepare(
