@@ -12,6 +12,7 @@ interface DbAuditRow {
   agentId: string | null;
   merchantId: string | null;
   amountMinor: number;
+  amountBaseUnits: string | null;
   currency: string;
   data: string;
   createdAt: string;
@@ -33,6 +34,7 @@ const CSV_HEADER = [
   "data",
   "prevHash",
   "hash",
+  "amountBaseUnits",
 ];
 
 async function auditTable(): Promise<DbAuditRow[]> {
@@ -201,6 +203,8 @@ describe("CSV export", () => {
       expect(get("type")).toBe(db.type);
       expect(get("createdAt")).toBe(db.createdAt);
       expect(Number(get("amountMinor"))).toBe(db.amountMinor);
+      // The exact amount: the row's, or its cents x 10,000 on a row from before amounts below a cent.
+      expect(get("amountBaseUnits")).toBe(db.amountBaseUnits ?? String(BigInt(db.amountMinor) * 10_000n));
       expect(get("currency")).toBe(db.currency);
       expect(get("reference")).toBe(db.reference ?? "");
       expect(get("chargeId")).toBe(db.chargeId ?? "");
