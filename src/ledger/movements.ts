@@ -128,7 +128,7 @@ export const paymentEventData = (charge: PayableCharge, agentId: string | null, 
 /** The audit row of a movement on a charge: the charge's amount and parties, `data` what the movement adds. */
 export const chargeAudit = (
   type: string,
-  charge: { id: string; merchantId: string; amountMinor: number; currency: string },
+  charge: { id: string; merchantId: string; amountMinor: number; amountBaseUnits?: number; currency: string },
   by: { reference: string; agentId: string | null; at: string },
   data: Record<string, unknown>,
 ): AuditDraft => ({
@@ -138,6 +138,8 @@ export const chargeAudit = (
   agentId: by.agentId,
   merchantId: charge.merchantId,
   amountMinor: charge.amountMinor,
+  // The exact amount: a charge below a cent has 0 whole cents, which the row must not state as its amount.
+  ...(charge.amountBaseUnits === undefined ? {} : { amountBaseUnits: String(charge.amountBaseUnits) }),
   currency: charge.currency,
   data,
   createdAt: by.at,
