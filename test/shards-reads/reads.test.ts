@@ -167,7 +167,7 @@ describe("console figures over shards", () => {
     const at = new Date().toISOString();
     await shard1
       .prepare(
-        "INSERT INTO charges (id, merchant_id, amount_minor, status, created_at, paid_at) VALUES (?, ?, 725, 'paid', ?, ?)",
+        "INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, status, created_at, paid_at) VALUES (?, ?, 725, 7250000, 'paid', ?, ?)",
       )
       .bind(newId("charge", { shard: 1 }), merchant.merchantId, at, at)
       .run();
