@@ -56,6 +56,19 @@ export async function reserve(
 /** The charge a reservation claims: the stored one, or the one a checkout link's payment gives birth to. */
 function chargeToClaim(target: X402Target, paymentId: string, at: string, where: Place): ChargeRow {
   if (target.kind === "charge") return target.charge;
+  if (target.kind === "facilitated")
+    return newPendingCharge(
+      where,
+      target.merchantId,
+      {
+        // Exact: a route's price may be below a cent, and the ledger holds base units.
+        amountBaseUnits: target.value,
+        description: target.description,
+        resource: target.resource,
+        x402Claim: paymentId,
+      },
+      at,
+    );
   return newPendingCharge(
     where,
     target.link.merchantId,
@@ -72,6 +85,7 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, where:
 
 /** The guards on what is being paid: a stored charge still pending and unclaimed, a link still active. */
 function chargeGuards(target: X402Target, charge: ChargeRow): SqlStatement[] {
+  if (target.kind === "facilitated") return chargeCreationStatements(charge, target.merchantName);
   if (target.kind !== "charge")
     return [guard(...linkActiveCheck(target.link.id)), ...chargeCreationStatements(charge, target.merchantName)];
   const statements = [guard(...claimableByX402(charge.id))];

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { csvField } from "../../src/audit/csv";
 import { api, consoleToken } from "../helpers/api";
-import { paidBelowACent } from "../helpers/sub-cent";
 import { createAgent, createCharge, createMerchant, creditAgent, payCharge } from "../helpers/factories";
+import { paidBelowACent } from "../helpers/sub-cent";
 
 interface DbAuditRow {
   seq: number;
