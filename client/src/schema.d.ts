@@ -2669,7 +2669,10 @@ export interface components {
             type: "charge";
             chargeId: string;
             merchantId: string;
-            amountMinor: number;
+            /** @description The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it). */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units (1 cent = 10,000). */
+            amountBaseUnits: string;
             /** @constant */
             currency: "USD";
             /** @enum {string} */
@@ -2815,20 +2818,28 @@ export interface components {
                 totalBaseUnits: string;
             };
             ledger: {
-                /** @description Every credited deposit and every settled x402 payment. */
+                /** @description onChainInBaseUnits in whole cents, rounded down. */
                 onChainInMinor: number;
-                /** @description Every `paid` payout and `succeeded` x402 refund. */
+                /** @description onChainOutBaseUnits in whole cents, rounded down. */
                 onChainOutMinor: number;
                 /** @description The operator's float: every funding booked with POST /console/treasury/fundings (tokens put into the treasury on purpose). */
                 floatBaseUnits: string;
-                /** @description (onChainInMinor - onChainOutMinor) x 10,000 + floatBaseUnits. */
+                /** @description onChainInBaseUnits - onChainOutBaseUnits + floatBaseUnits. */
                 expectedBaseUnits: string;
-                /** @description Payouts and x402 refunds still `pending`. */
+                /** @description pendingOutBaseUnits in whole cents, rounded down. */
                 pendingOutMinor: number;
+                /** @description Every agent's balance, summed exactly, in whole cents rounded down. */
                 agentBalancesMinor: number;
+                /** @description Every merchant's balance, summed exactly, in whole cents rounded down. */
                 merchantBalancesMinor: number;
-                /** @description Money between two ledger shards (left one, not yet in the other): internal, so it does not change the verdict. */
+                /** @description Money between two ledger shards (left one, not yet in the other), in whole cents rounded toward zero: internal, so it does not change the verdict. */
                 inTransitMinor: number;
+                /** @description Every credited deposit (its whole cents: what is below a cent is not credited) and every settled x402 payment (exact: it can be below a cent). */
+                onChainInBaseUnits: string;
+                /** @description Every `paid` payout and `succeeded` x402 refund. */
+                onChainOutBaseUnits: string;
+                /** @description Payouts and x402 refunds still `pending`. */
+                pendingOutBaseUnits: string;
             };
             /** @description totalBaseUnits - expectedBaseUnits. */
             differenceBaseUnits: string;

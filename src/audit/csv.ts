@@ -4,6 +4,7 @@ import { type Place, placementOf } from "../ledger/place";
 import { placeNumbered } from "../ledger/place-numbered";
 import { shardLabel } from "../ledger/shard-labels";
 import { canonicalJson } from "../lib/canonical-json";
+import { exactBaseUnitsOf } from "../lib/money";
 import type { HistoryStore } from "./archived";
 import { auditRows } from "./service";
 
@@ -30,13 +31,22 @@ export function csvField(value: unknown): string {
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-/** With more than one ledger shard, each row ends with its shard: seqs of two shards do not compare. */
-export const csvHeader = (sharded = false) => `${CSV_COLUMNS.join(",")}${sharded ? ",shard" : ""}\r\n`;
+/**
+ * With more than one ledger shard, each row names its shard: seqs of two shards do not compare.
+ * The exact amount came later, so it is the last column: every column before it is where it was.
+ */
+export const csvHeader = (sharded = false) => `${CSV_COLUMNS.join(",")}${sharded ? ",shard" : ""},amountBaseUnits\r\n`;
 
+/**
+ * One row. `amountMinor` is empty when the amount is not a whole number of cents (the row states
+ * null: no cell ever holds a rounded amount); `amountBaseUnits` is always the exact amount, for a
+ * row written before amounts below a cent existed its cents x 10,000.
+ */
 export function csvRow(row: AuditRow, shard?: number): string {
   const values: Record<(typeof CSV_COLUMNS)[number], unknown> = { ...row, data: canonicalJson(row.data) };
   const fields = CSV_COLUMNS.map((column) => csvField(values[column]));
   if (shard !== undefined) fields.push(String(shard));
+  fields.push(exactBaseUnitsOf(row));
   return `${fields.join(",")}\r\n`;
 }
 

@@ -26,6 +26,13 @@ export const treasuryChecks = sqliteTable(
     inTransitMinor: integer("in_transit_minor").notNull().default(0),
     /** The operator's booked float, part of `expected_base_units` (decimal text; "0" on checks from before fundings). */
     floatBaseUnits: text("float_base_units").notNull().default("0"),
+    /**
+     * The exact figures the cents columns above round down (decimal text). Checks from before amounts
+     * below a cent existed hold their cents x 10,000, which was exact then.
+     */
+    onChainInBaseUnits: text("on_chain_in_base_units").notNull().default("0"),
+    onChainOutBaseUnits: text("on_chain_out_base_units").notNull().default("0"),
+    pendingOutBaseUnits: text("pending_out_base_units").notNull().default("0"),
     /** How many receiving addresses were read besides the settlement address. */
     addressesRead: integer("addresses_read").notNull(),
   },

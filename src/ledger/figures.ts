@@ -6,21 +6,25 @@ import type { X402Settings } from "../config/env";
  * one snapshot, and the part of an agent's spending that went to other shards.
  */
 
-/** What the ledger says the service should hold on chain, in cents, and the balances it owes. */
+/**
+ * What the ledger says the service should hold on chain, and the balances it owes, exact: in the
+ * token's base units (1 cent = 10,000). Whoever shows them in cents rounds the total down, never
+ * each shard's or row's part (ten payments of $0.001 are 1 cent).
+ */
 export interface LedgerSide {
-  /** Every credited deposit and every settled x402 payment. */
-  onChainInMinor: number;
-  /** Every `paid` payout and every `succeeded` x402 refund. */
-  onChainOutMinor: number;
+  /** Every credited deposit (whole cents: a deposit's dust is not credited) and every settled x402 payment (exact). */
+  onChainInBaseUnits: bigint;
+  /** Every `paid` payout and every `succeeded` x402 refund (both move whole cents). */
+  onChainOutBaseUnits: bigint;
   /** Payouts and x402 refunds still `pending`: debited, their tokens maybe not gone yet. */
-  pendingOutMinor: number;
-  agentBalancesMinor: number;
-  merchantBalancesMinor: number;
+  pendingOutBaseUnits: bigint;
+  agentBalancesBaseUnits: bigint;
+  merchantBalancesBaseUnits: bigint;
   /**
    * Money between two ledger shards (the sum of the `transit:<k>` accounts): left one shard, not yet
    * arrived in the other. Internal, never on chain: the verdict does not read it.
    */
-  inTransitMinor: number;
+  inTransitBaseUnits: bigint;
 }
 
 /** One shard's figures, and the receiving addresses there whose holdings are not swept yet. */
@@ -38,6 +42,9 @@ export const transferredByAgentSince = (agent: string, since: string) =>
   `COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
      WHERE agent_id = ${agent} AND kind = 'payment' AND status <> 'reversed' AND created_at >= ${since}), 0)`;
 
+/** A sum read as decimal text: D1 answers numbers, which lose base units past 2^53. */
+const exact = (sum: string) => `CAST(COALESCE(${sum}, 0) AS TEXT)`;
+
 const notSwept = (owner: string) =>
   `NOT EXISTS (SELECT 1 FROM outbound_transfers o WHERE o.purpose = 'sweep' AND o.owner_id = ${owner} AND o.status = 'confirmed')`;
 
@@ -49,30 +56,34 @@ const notSwept = (owner: string) =>
  */
 export async function shardFigures(db: D1Database, x: X402Settings, minSweepBaseUnits: number): Promise<ShardFigures> {
   const payTo = x.payTo.toLowerCase();
-  const [deposits, payments, payouts, refunds, balances, addresses, transit] = await db.batch<Record<string, number>>([
-    db
-      .prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM deposits WHERE status = 'credited' AND network = ?")
-      .bind(x.network),
-    // The charge's cents, as the ledger credited them (its base units are exactly cents x 10,000).
+  const [deposits, payments, payouts, refunds, balances, addresses, transit] = await db.batch<Record<string, string>>([
+    // A deposit credits whole cents (its dust stays on chain, unbooked): its cents are what the ledger took.
     db
       .prepare(
-        `SELECT COALESCE(SUM(c.amount_minor), 0) AS n FROM x402_payments p JOIN charges c ON c.id = p.charge_id
+        `SELECT ${exact("SUM(amount_minor) * 10000")} AS n FROM deposits WHERE status = 'credited' AND network = ?`,
+      )
+      .bind(x.network),
+    // The charge's exact amount, as the ledger credited it: an x402 price can be below a cent.
+    db
+      .prepare(
+        `SELECT ${exact("SUM(c.amount_base_units)")} AS n FROM x402_payments p JOIN charges c ON c.id = p.charge_id
        WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?`,
       )
       .bind(x.network, x.asset.toLowerCase()),
+    // Payouts and refunds move whole cents.
     db.prepare(
-      `SELECT COALESCE(SUM(CASE WHEN status = 'paid' THEN amount_minor END), 0) AS out,
-              COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
+      `SELECT ${exact("SUM(CASE WHEN status = 'paid' THEN amount_minor END) * 10000")} AS out,
+              ${exact("SUM(CASE WHEN status = 'pending' THEN amount_minor END) * 10000")} AS pending
        FROM payouts WHERE status IN ('paid', 'pending')`,
     ),
     db.prepare(
-      `SELECT COALESCE(SUM(CASE WHEN status = 'succeeded' THEN amount_minor END), 0) AS out,
-              COALESCE(SUM(CASE WHEN status = 'pending' THEN amount_minor END), 0) AS pending
+      `SELECT ${exact("SUM(CASE WHEN status = 'succeeded' THEN amount_minor END) * 10000")} AS out,
+              ${exact("SUM(CASE WHEN status = 'pending' THEN amount_minor END) * 10000")} AS pending
        FROM refunds WHERE method = 'x402' AND status IN ('succeeded', 'pending')`,
     ),
     db.prepare(
-      `SELECT (SELECT COALESCE(SUM(balance_minor), 0) FROM agents) AS agents,
-              (SELECT COALESCE(SUM(balance_minor), 0) FROM merchants) AS merchants`,
+      `SELECT (SELECT ${exact("SUM(balance_base_units)")} FROM agents) AS agents,
+              (SELECT ${exact("SUM(balance_base_units)")} FROM merchants) AS merchants`,
     ),
     db
       .prepare(
@@ -84,19 +95,19 @@ export async function shardFigures(db: D1Database, x: X402Settings, minSweepBase
          AND ${notSwept("p.id")}`,
       )
       .bind(x.network, payTo, minSweepBaseUnits, x.network, x.asset.toLowerCase(), payTo),
-    db.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'"),
+    db.prepare(`SELECT ${exact("SUM(amount_base_units)")} AS n FROM ledger_entries WHERE account LIKE 'transit:%'`),
   ]);
-  const one = (r: D1Result<Record<string, number>> | undefined) => r!.results[0]!;
+  const one = (r: D1Result<Record<string, string>> | undefined) => r!.results[0]!;
   const paidOut = one(payouts);
   const refunded = one(refunds);
   return {
     ledger: {
-      onChainInMinor: one(deposits).n! + one(payments).n!,
-      onChainOutMinor: paidOut.out! + refunded.out!,
-      pendingOutMinor: paidOut.pending! + refunded.pending!,
-      agentBalancesMinor: one(balances).agents!,
-      merchantBalancesMinor: one(balances).merchants!,
-      inTransitMinor: one(transit).n!,
+      onChainInBaseUnits: BigInt(one(deposits).n!) + BigInt(one(payments).n!),
+      onChainOutBaseUnits: BigInt(paidOut.out!) + BigInt(refunded.out!),
+      pendingOutBaseUnits: BigInt(paidOut.pending!) + BigInt(refunded.pending!),
+      agentBalancesBaseUnits: BigInt(one(balances).agents!),
+      merchantBalancesBaseUnits: BigInt(one(balances).merchants!),
+      inTransitBaseUnits: BigInt(one(transit).n!),
     },
     unsweptAddresses: [...new Set(addresses!.results.map((r) => String(r.address).toLowerCase()))],
   };

@@ -30,3 +30,14 @@ export function baseUnitsParam(baseUnits: bigint): number {
   if (!Number.isSafeInteger(n) || BigInt(n) !== baseUnits) throw new Error(`base units out of range: ${baseUnits}`);
   return n;
 }
+
+/**
+ * The exact amount (decimal text) of something that states `amountMinor` and maybe `amountBaseUnits`
+ * (an audit row, a receipt): its base units, or, when it has none (written before amounts below a
+ * cent existed), its cents x 10,000.
+ */
+export function exactBaseUnitsOf(stated: { amountMinor: number | null; amountBaseUnits?: string | null }): string {
+  if (stated.amountBaseUnits != null) return stated.amountBaseUnits;
+  if (stated.amountMinor === null) throw new Error("no amount stated");
+  return String(centsToUsdcUnits(stated.amountMinor));
+}

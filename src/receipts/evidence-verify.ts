@@ -4,6 +4,7 @@ import { CHECKPOINT_TYP } from "../audit/checkpoints-verify";
 import { verifyMerklePath } from "../audit/merkle";
 import { AuditEvent } from "../audit/responses";
 import { chainHash } from "../ledger/chain";
+import { exactBaseUnitsOf } from "../lib/money";
 import { verifyJws } from "../proofs/keys";
 import { type ChainTrust, checkOnChain, checkpointName, type SignedHead } from "./evidence-chain";
 import { RECEIPT_TYP } from "./payloads";
@@ -154,15 +155,27 @@ async function checkReceipt(file: EvidenceFile, trust: EvidenceTrust, add: Add):
           ...differs("auditRow.seq", row.seq, p.auditSeq, says),
           ...differs("auditRow.hash", row.hash, p.auditHash, says),
           ...differs("auditRow.amountMinor", row.amountMinor, p.amountMinor, says),
+          ...differs("auditRow.amountBaseUnits", exactBaseUnitsOf(row), receiptAmount(p), says),
           ...differs("auditRow.currency", row.currency, p.currency, says),
           ...differs("auditRow.merchantId", row.merchantId, p.merchantId, says),
         ];
   add(
     "receipt",
     wrong,
-    `signed by ${receipt.kid}: charge ${file.chargeId}, ${p.amountMinor} ${p.currency} minor units, audit row ${row.seq}`,
+    `signed by ${receipt.kid}: charge ${file.chargeId}, ${p.amountMinor === null ? `${receiptAmount(p)} base units of ${p.currency}` : `${p.amountMinor} ${p.currency} minor units`}, audit row ${row.seq}`,
   );
   return receipt.kid;
+}
+
+/**
+ * The exact amount a charge receipt states: its base units, or, on a receipt signed before they
+ * were in it, its cents x 10,000. Undefined when it states neither (it then differs from every row).
+ */
+function receiptAmount(p: Record<string, unknown>): string | undefined {
+  if (typeof p.amountBaseUnits === "string") return p.amountBaseUnits;
+  return typeof p.amountMinor === "number" && Number.isSafeInteger(p.amountMinor)
+    ? exactBaseUnitsOf({ amountMinor: p.amountMinor })
+    : undefined;
 }
 
 /** The charge's payment row, whose content hashes to its hash. */

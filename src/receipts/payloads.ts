@@ -4,6 +4,7 @@
  * the same receipt comes back on every read. Key order is fixed here, not left to the caller.
  */
 
+import { centsIfWhole, wholeCentsOf } from "../lib/money";
 import type { RefundRow } from "../refunds/plans";
 
 /** The JWS `typ` of every receipt; the payload's `type` says which kind. */
@@ -15,6 +16,8 @@ export interface AuditLink {
   hash: string;
   /** The row's canonical JSON details. */
   data: string;
+  /** The row's exact amount in base units (decimal text). */
+  amountBaseUnits: string;
 }
 
 export interface PaidChargeRow {
@@ -33,16 +36,24 @@ const stringOr = (value: unknown, fallback: string | null) => (typeof value === 
 
 /**
  * A paid charge. `payer` is the agent for a wallet, checkout link or PayLink payment, the
- * authorization's on-chain address for x402; an x402 charge's reference is its transaction.
+ * authorization's on-chain address for x402; an x402 charge's reference is its transaction. The
+ * exact amount is the payment's audit row's (the charge's cents column holds whole cents only);
+ * `amountMinor` is null when it is not a whole number of cents, never a rounded amount.
  */
 export function chargeReceiptPayload(charge: PaidChargeRow, audit: AuditLink) {
   const onChain = charge.method === "x402";
   const details = detailsOf(audit);
+  const exact = BigInt(audit.amountBaseUnits);
+  if (wholeCentsOf(exact) !== charge.amountMinor)
+    throw new Error(
+      `charge ${charge.id}: its payment's audit row states ${exact} base units, the charge ${charge.amountMinor} cents`,
+    );
   return {
     type: "charge" as const,
     chargeId: charge.id,
     merchantId: charge.merchantId,
-    amountMinor: charge.amountMinor,
+    amountMinor: centsIfWhole(exact),
+    amountBaseUnits: audit.amountBaseUnits,
     currency: charge.currency,
     method: charge.method,
     reference: charge.reference,

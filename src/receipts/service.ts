@@ -6,6 +6,7 @@ import type { ProofSettings } from "../config/proofs";
 import { readTogether } from "../db/statements";
 import { placementOf } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
+import { exactBaseUnitsOf } from "../lib/money";
 import { paidPayoutRow } from "../payouts/reads";
 import { signJws } from "../proofs/keys";
 import { succeededRefundRow } from "../refunds/reads";
@@ -53,10 +54,23 @@ async function auditOf(
   archived: { type: ReceiptRowType; by: { chargeId: string } | { reference: string } },
   what: string,
 ): Promise<AuditLink & { createdAt: string }> {
-  if (live) return { seq: live.seq, hash: live.hash, data: live.data, createdAt: live.createdAt };
+  if (live)
+    return {
+      seq: live.seq,
+      hash: live.hash,
+      data: live.data,
+      createdAt: live.createdAt,
+      amountBaseUnits: exactBaseUnitsOf(live),
+    };
   const found = await archivedReceiptRow(store, archived.type, archived.by);
   if (!found) throw new Error(`${what} has no audit row`);
-  return { seq: found.seq, hash: found.hash, data: canonicalJson(found.data), createdAt: found.createdAt };
+  return {
+    seq: found.seq,
+    hash: found.hash,
+    data: canonicalJson(found.data),
+    createdAt: found.createdAt,
+    amountBaseUnits: exactBaseUnitsOf(found),
+  };
 }
 
 const sign = (proofs: ProofSettings, payload: Record<string, unknown>) => signJws(proofs, RECEIPT_TYP, payload);

@@ -3,7 +3,7 @@ import { executeBatch, sqlStatement } from "../db/statements";
 import type { LedgerSide } from "../ledger/figures";
 import { outboxEventWhen } from "../ledger/outbox";
 import { placementOf } from "../ledger/place";
-import { USDC_UNITS_PER_CENT } from "../lib/money";
+import { wholeCentsOf } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { type Holdings, readHoldings } from "./holdings";
 import { readLedgerSnapshot } from "./ledger-side";
@@ -27,15 +27,18 @@ export interface TreasuryCheck {
  * holds less even after every pending payout and refund leaves (a transfer out that is mined but
  * not yet recorded as such is no shortfall); balanced otherwise.
  */
-export function treasuryStatus(total: bigint, expected: bigint, pendingOutMinor: number): TreasuryStatus {
+export function treasuryStatus(total: bigint, expected: bigint, pendingOutBaseUnits: bigint): TreasuryStatus {
   if (total > expected) return "surplus";
-  if (total < expected - BigInt(pendingOutMinor) * USDC_UNITS_PER_CENT) return "shortfall";
+  if (total < expected - pendingOutBaseUnits) return "shortfall";
   return "balanced";
 }
 
-/** What the chain should hold: every cent in less every cent out, in base units, plus the operator's float. */
+/**
+ * What the chain should hold, to the base unit: everything in less everything out, plus the
+ * operator's float. Never from cents: payments below a cent would go missing in the rounding.
+ */
 export const expectedBaseUnits = (ledger: LedgerSide, floatBaseUnits: bigint) =>
-  BigInt(ledger.onChainInMinor - ledger.onChainOutMinor) * USDC_UNITS_PER_CENT + floatBaseUnits;
+  ledger.onChainInBaseUnits - ledger.onChainOutBaseUnits + floatBaseUnits;
 
 /**
  * A shortfall is announced once per episode: the event is written only when the check stored just
@@ -55,14 +58,15 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
   const holdings = await readHoldings(x, unsweptAddresses);
   const expected = expectedBaseUnits(ledger, floatBaseUnits);
   const difference = holdings.totalBaseUnits - expected;
-  const status = treasuryStatus(holdings.totalBaseUnits, expected, ledger.pendingOutMinor);
+  const status = treasuryStatus(holdings.totalBaseUnits, expected, ledger.pendingOutBaseUnits);
   const at = nowIso();
   const statements = [
     sqlStatement(
       `INSERT INTO treasury_checks (at, as_of_block, status, settlement_base_units, deposit_addresses_base_units,
          total_base_units, expected_base_units, difference_base_units, on_chain_in_minor, on_chain_out_minor,
-         pending_out_minor, in_transit_minor, addresses_read, float_base_units)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         pending_out_minor, in_transit_minor, addresses_read, float_base_units, on_chain_in_base_units,
+         on_chain_out_base_units, pending_out_base_units)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       at,
       holdings.asOfBlock,
       status,
@@ -71,12 +75,16 @@ export async function runTreasuryCheck(env: Env, x: X402Settings): Promise<Treas
       holdings.totalBaseUnits.toString(),
       expected.toString(),
       difference.toString(),
-      ledger.onChainInMinor,
-      ledger.onChainOutMinor,
-      ledger.pendingOutMinor,
-      ledger.inTransitMinor,
+      // The cents columns as the API states them (rounded down); the exact figures beside them.
+      wholeCentsOf(ledger.onChainInBaseUnits),
+      wholeCentsOf(ledger.onChainOutBaseUnits),
+      wholeCentsOf(ledger.pendingOutBaseUnits),
+      wholeCentsOf(ledger.inTransitBaseUnits),
       holdings.addressesRead,
       floatBaseUnits.toString(),
+      ledger.onChainInBaseUnits.toString(),
+      ledger.onChainOutBaseUnits.toString(),
+      ledger.pendingOutBaseUnits.toString(),
     ),
   ];
   if (status === "shortfall") {

@@ -34,6 +34,10 @@ export interface CheckDetail extends StoredCheck {
   addressesRead: number;
   /** The operator's float the check counted ("0" on checks from before fundings). */
   floatBaseUnits: string;
+  /** The exact figures the cents above round down. */
+  onChainInBaseUnits: string;
+  onChainOutBaseUnits: string;
+  pendingOutBaseUnits: string;
 }
 
 /** The `limit` latest checks with every figure, newest first. */
@@ -45,7 +49,8 @@ export async function listCheckDetails(db: D1Database, limit: number): Promise<C
          settlement_base_units AS settlementBaseUnits, deposit_addresses_base_units AS depositAddressesBaseUnits,
          on_chain_in_minor AS onChainInMinor, on_chain_out_minor AS onChainOutMinor,
          pending_out_minor AS pendingOutMinor, in_transit_minor AS inTransitMinor, addresses_read AS addressesRead,
-         float_base_units AS floatBaseUnits
+         float_base_units AS floatBaseUnits, on_chain_in_base_units AS onChainInBaseUnits,
+         on_chain_out_base_units AS onChainOutBaseUnits, pending_out_base_units AS pendingOutBaseUnits
        FROM treasury_checks ORDER BY id DESC LIMIT ?`,
     )
     .bind(limit)

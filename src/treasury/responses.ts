@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { BaseUnits, Cents, EvmAddress, named, Timestamp } from "../lib/api-shapes";
+import { wholeCentsOf } from "../lib/money";
 import type { TreasuryCheck } from "./check";
 import type { Funding } from "./fundings";
 import type { StoredCheck } from "./history";
@@ -26,18 +27,23 @@ export const Treasury = named(
       totalBaseUnits: BaseUnits,
     }),
     ledger: z.strictObject({
-      onChainInMinor: Cents.describe("Every credited deposit and every settled x402 payment."),
-      onChainOutMinor: Cents.describe("Every `paid` payout and `succeeded` x402 refund."),
+      onChainInMinor: Cents.describe("onChainInBaseUnits in whole cents, rounded down."),
+      onChainOutMinor: Cents.describe("onChainOutBaseUnits in whole cents, rounded down."),
       floatBaseUnits: BaseUnits.describe(
         "The operator's float: every funding booked with POST /console/treasury/fundings (tokens put into the treasury on purpose).",
       ),
-      expectedBaseUnits: BaseUnits.describe("(onChainInMinor - onChainOutMinor) x 10,000 + floatBaseUnits."),
-      pendingOutMinor: Cents.describe("Payouts and x402 refunds still `pending`."),
-      agentBalancesMinor: Minor,
-      merchantBalancesMinor: Minor,
+      expectedBaseUnits: BaseUnits.describe("onChainInBaseUnits - onChainOutBaseUnits + floatBaseUnits."),
+      pendingOutMinor: Cents.describe("pendingOutBaseUnits in whole cents, rounded down."),
+      agentBalancesMinor: Minor.describe("Every agent's balance, summed exactly, in whole cents rounded down."),
+      merchantBalancesMinor: Minor.describe("Every merchant's balance, summed exactly, in whole cents rounded down."),
       inTransitMinor: Minor.describe(
-        "Money between two ledger shards (left one, not yet in the other): internal, so it does not change the verdict.",
+        "Money between two ledger shards (left one, not yet in the other), in whole cents rounded toward zero: internal, so it does not change the verdict.",
       ),
+      onChainInBaseUnits: BaseUnits.describe(
+        "Every credited deposit (its whole cents: what is below a cent is not credited) and every settled x402 payment (exact: it can be below a cent).",
+      ),
+      onChainOutBaseUnits: BaseUnits.describe("Every `paid` payout and `succeeded` x402 refund."),
+      pendingOutBaseUnits: BaseUnits.describe("Payouts and x402 refunds still `pending`."),
     }),
     differenceBaseUnits: BaseUnits.describe("totalBaseUnits - expectedBaseUnits."),
     status: Status,
@@ -93,15 +99,19 @@ export const treasuryView = (c: TreasuryCheck) => ({
     depositAddressesBaseUnits: c.holdings.depositAddressesBaseUnits.toString(),
     totalBaseUnits: c.holdings.totalBaseUnits.toString(),
   },
+  // Each cents figure is its exact total rounded down (a sum of exact amounts, never of rounded ones).
   ledger: {
-    onChainInMinor: c.ledger.onChainInMinor,
-    onChainOutMinor: c.ledger.onChainOutMinor,
+    onChainInMinor: wholeCentsOf(c.ledger.onChainInBaseUnits),
+    onChainOutMinor: wholeCentsOf(c.ledger.onChainOutBaseUnits),
     floatBaseUnits: c.ledger.floatBaseUnits.toString(),
     expectedBaseUnits: c.ledger.expectedBaseUnits.toString(),
-    pendingOutMinor: c.ledger.pendingOutMinor,
-    agentBalancesMinor: c.ledger.agentBalancesMinor,
-    merchantBalancesMinor: c.ledger.merchantBalancesMinor,
-    inTransitMinor: c.ledger.inTransitMinor,
+    pendingOutMinor: wholeCentsOf(c.ledger.pendingOutBaseUnits),
+    agentBalancesMinor: wholeCentsOf(c.ledger.agentBalancesBaseUnits),
+    merchantBalancesMinor: wholeCentsOf(c.ledger.merchantBalancesBaseUnits),
+    inTransitMinor: wholeCentsOf(c.ledger.inTransitBaseUnits),
+    onChainInBaseUnits: c.ledger.onChainInBaseUnits.toString(),
+    onChainOutBaseUnits: c.ledger.onChainOutBaseUnits.toString(),
+    pendingOutBaseUnits: c.ledger.pendingOutBaseUnits.toString(),
   },
   differenceBaseUnits: c.differenceBaseUnits.toString(),
   status: c.status,

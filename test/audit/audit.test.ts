@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { csvField } from "../../src/audit/csv";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, creditAgent, payCharge } from "../helpers/factories";
+import { paidBelowACent } from "../helpers/sub-cent";
 
 interface DbAuditRow {
   seq: number;
@@ -12,6 +13,7 @@ interface DbAuditRow {
   agentId: string | null;
   merchantId: string | null;
   amountMinor: number;
+  amountBaseUnits: string | null;
   currency: string;
   data: string;
   createdAt: string;
@@ -33,6 +35,7 @@ const CSV_HEADER = [
   "data",
   "prevHash",
   "hash",
+  "amountBaseUnits",
 ];
 
 async function auditTable(): Promise<DbAuditRow[]> {
@@ -201,6 +204,8 @@ describe("CSV export", () => {
       expect(get("type")).toBe(db.type);
       expect(get("createdAt")).toBe(db.createdAt);
       expect(Number(get("amountMinor"))).toBe(db.amountMinor);
+      // The exact amount: the row's, or its cents x 10,000 on a row from before amounts below a cent.
+      expect(get("amountBaseUnits")).toBe(db.amountBaseUnits ?? String(BigInt(db.amountMinor) * 10_000n));
       expect(get("currency")).toBe(db.currency);
       expect(get("reference")).toBe(db.reference ?? "");
       expect(get("chargeId")).toBe(db.chargeId ?? "");
@@ -208,6 +213,33 @@ describe("CSV export", () => {
       expect(get("merchantId")).toBe(db.merchantId ?? "");
       expect(JSON.parse(get("data")!)).toEqual(JSON.parse(db.data));
     }
+  });
+
+  it("a payment below a cent: amountMinor empty, amountBaseUnits exact, the chain still verifying", async () => {
+    const merchant = await createMerchant({ name: "Audit Sub-cent" });
+    const tenth = await paidBelowACent(merchant.merchantId, 1_000n); // $0.001
+    const more = await paidBelowACent(merchant.merchantId, 12_345n); // $0.012345: a cent and more
+    const whole = await paidBelowACent(merchant.merchantId, 30_000n); // $0.03, paid in base units
+    const records = parseCsv((await exportCsv()).text);
+    const col = (name: string) => CSV_HEADER.indexOf(name);
+    expect(records[0]!.at(-1)).toBe("amountBaseUnits");
+    const paidRow = (chargeId: string) =>
+      records.find((r) => r[col("chargeId")] === chargeId && r[col("type")] === "charge.paid")!;
+    for (const [chargeId, cents, units] of [
+      [tenth, "", "1000"],
+      [more, "", "12345"],
+      [whole, "3", "30000"],
+    ] as const) {
+      const row = paidRow(chargeId);
+      expect(row, chargeId).toHaveLength(CSV_HEADER.length);
+      expect(row[col("amountMinor")]).toBe(cents);
+      expect(row[col("amountBaseUnits")]).toBe(units);
+      expect(row[col("merchantId")]).toBe(merchant.merchantId);
+      const stored = (await auditTable()).find((r) => r.chargeId === chargeId && r.type === "charge.paid")!;
+      expect(row[col("hash")]).toBe(stored.hash);
+      expect(stored.amountBaseUnits).toBe(units);
+    }
+    expect((await verify(true)).ok).toBe(true);
   });
 
   it("a range to the last day there is (9999-12-31) holds today's rows", async () => {

@@ -47,6 +47,9 @@ const check = (at: string, held: number, expected: number, status = "balanced"):
   inTransitMinor: 0,
   addressesRead: 0,
   floatBaseUnits: "0",
+  onChainInBaseUnits: "0",
+  onChainOutBaseUnits: "0",
+  pendingOutBaseUnits: "0",
 });
 
 describe("the Treasury page", () => {

@@ -13,7 +13,8 @@ import { type DevServer, startDevServer } from "./dev-server";
 // The steps share one browser page and run in order.
 
 const SHOTS = path.resolve(import.meta.dirname, "../../test-results/console-screenshots");
-const CSV_HEADER = "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash";
+const CSV_HEADER =
+  "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash,amountBaseUnits";
 const SANCTIONED = "0x098B716B8Aaf21512996dC57EB0615e2383E2f96"; // on the bundled OFAC SDN list
 const CLEAN = "0x1111111111111111111111111111111111111111";
 

@@ -114,7 +114,7 @@ describe("npm run dev and the CLI", () => {
     expect(csv.status).toBe(200);
     const lines = csv.text.trim().split("\r\n");
     expect(lines[0]).toBe(
-      "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash",
+      "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash,amountBaseUnits",
     );
     expect(lines).toHaveLength(1 + 4); // the float's booking at start, the credit and two payments
 

@@ -6,6 +6,7 @@ import { api, consoleToken } from "../helpers/api";
 import { anchoredEnv, anchorsOn, callWith, consoleCall, deployAnchor } from "../helpers/checkpoints";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
+import { paidBelowACent } from "../helpers/sub-cent";
 import { chain } from "../helpers/x402";
 
 /*
@@ -483,5 +484,25 @@ describe("a charge's evidence file", () => {
     expect(res.body.anchor).toBeNull();
     expect(await failedChecks(res.body, [])).toEqual(["on_chain"]);
     expect((await verifyEvidence(res.body, { keys: await keys(), anchors: null })).ok).toBe(true);
+  });
+
+  it("of a payment below a cent: the receipt's exact amount is the row's, and a changed one fails", async () => {
+    const tenth = await paidBelowACent(merchant.merchantId, 1_000n); // $0.001
+    const made = await api("POST", "/console/audit/checkpoints", { token: await consoleToken() });
+    expect(made.status).toBe(201);
+    const res = await api("GET", evidencePath(tenth), { token: merchant.apiKey });
+    expect(res.status).toBe(200);
+    const below = res.body as EvidenceFile;
+    expect(below.auditRow).toMatchObject({ chargeId: tenth, amountMinor: null, amountBaseUnits: "1000" });
+    const verdict = await verifyEvidence(below, { keys: await keys(), anchors: null });
+    expect(verdict.ok).toBe(true);
+    expect(verdict.checks.find((c) => c.check === "receipt")?.detail).toContain("1000 base units of USD");
+    const changed = tampered(below, (f) => {
+      f.auditRow.amountBaseUnits = "1001";
+    });
+    expect(await failures(changed, { anchors: null })).toEqual([
+      named("receipt", "auditRow.amountBaseUnits: the file says 1001, the receipt says 1000"),
+      named("audit_row", "auditRow: its content hashes to"),
+    ]);
   });
 });

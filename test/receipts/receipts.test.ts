@@ -10,6 +10,7 @@ import { api, consoleToken } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { paidCharge, refund, refundsOf } from "../helpers/money-out";
 import { TEST_RECEIPT_KEYS } from "../helpers/receipt-keys";
+import { paidBelowACent } from "../helpers/sub-cent";
 import { waitFor } from "../helpers/wait";
 import { freshPayer, publicClient, xPaymentFor } from "../helpers/x402";
 import { fundedMerchant, payoutOf } from "../payouts/fixtures";
@@ -64,6 +65,7 @@ describe("charge receipts", () => {
       chargeId,
       merchantId: merchant.merchantId,
       amountMinor: 1_234,
+      amountBaseUnits: "12340000",
       currency: "USD",
       method: "ledger",
       reference: charge.reference,
@@ -158,6 +160,43 @@ describe("charge receipts", () => {
     const mined = await publicClient().getTransactionReceipt({ hash: payload.transaction as Hex });
     expect(mined.status).toBe("success");
     expect(mined.from.toLowerCase()).not.toBe(payer.address.toLowerCase()); // a gas key sent it, for the payer
+  });
+
+  it("an x402 payment below a cent: amountBaseUnits exact, amountMinor null, as its audit row states them", async () => {
+    const merchant = await createMerchant({ name: "Receipt Sub-cent" });
+    // $0.001, $0.012345 (more than a cent, not whole cents) and $0.02 paid in base units (whole cents).
+    for (const [units, cents] of [
+      [1_000n, null],
+      [12_345n, null],
+      [20_000n, 2],
+    ] as const) {
+      const chargeId = await paidBelowACent(merchant.merchantId, units);
+      const charge = (await api("GET", `/charges/${chargeId}`)).body;
+      expect(charge).toMatchObject({ status: "paid", amountMinor: cents, amountBaseUnits: String(units) });
+      const first = await verifiedReceipt(`/charges/${chargeId}/receipt`);
+      expect(first.payload).toEqual({
+        type: "charge",
+        chargeId,
+        merchantId: merchant.merchantId,
+        amountMinor: cents,
+        amountBaseUnits: String(units),
+        currency: "USD",
+        method: "x402",
+        reference: charge.reference,
+        paidAt: charge.paidAt,
+        payer: expect.stringMatching(/^0x[0-9a-f]{40}$/),
+        network: settingsOf(env).x402!.network,
+        transaction: charge.reference,
+        auditSeq: expect.any(Number),
+        auditHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
+      await expectAuditRow(first.payload, "charge.paid", {
+        chargeId,
+        amountMinor: cents,
+        amountBaseUnits: String(units),
+      });
+      expect((await verifiedReceipt(`/charges/${chargeId}/receipt`)).receipt).toBe(first.receipt);
+    }
   });
 
   it("404 charge_not_found while unpaid or unknown, never a receipt", async () => {

@@ -203,28 +203,35 @@ describe("the CSV export over shards", () => {
     await createAgent({ credit: 222 });
     const one = await csvLines(env);
     expect(one[0]).toBe(
-      "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash",
+      "seq,createdAt,type,reference,chargeId,agentId,merchantId,amountMinor,currency,data,prevHash,hash,amountBaseUnits",
     );
+    // A line's last field (the exact amount), and the line without it; the shard is then the last.
+    const lastOf = (l: string) => l.slice(l.lastIndexOf(",") + 1);
+    const withoutLast = (l: string) => l.slice(0, l.lastIndexOf(","));
+    const shardOf = (l: string) => lastOf(withoutLast(l));
     const merged = await csvLines(env2);
-    expect(merged[0]).toBe(`${one[0]},shard`);
-    // Shard 0's rows are the one-shard export's rows, each with its shard appended.
-    expect(merged.slice(1).filter((l) => l.endsWith(",0"))).toEqual(one.slice(1).map((l) => `${l},0`));
+    expect(merged[0]).toBe(`${withoutLast(one[0]!)},shard,amountBaseUnits`);
+    // Shard 0's rows are the one-shard export's rows, each with its shard before the exact amount.
+    expect(merged.slice(1).filter((l) => shardOf(l) === "0")).toEqual(
+      one.slice(1).map((l) => `${withoutLast(l)},0,${lastOf(l)}`),
+    );
     const created = merged.slice(1).map((l) => l.split(",")[1]!);
     expect([...created].sort()).toEqual(created);
-    const shards = new Set(merged.slice(1).map((l) => l.slice(l.lastIndexOf(",") + 1)));
+    const shards = new Set(merged.slice(1).map(shardOf));
     expect([...shards].sort()).toEqual(["0", "1"]);
 
     // `shard` 1 alone: shard 1's rows only, each naming the one before it, from shard 1's genesis.
     const alone = (await csvLines(env2, { shard: 1 })).slice(1);
-    expect(alone.length).toBe(merged.filter((l) => l.endsWith(",1")).length);
+    expect(alone.length).toBe(merged.filter((l) => shardOf(l) === "1").length);
     const hashes = alone.map((l) => l.split(","));
     const rows = await shard1.prepare("SELECT MIN(seq) AS first FROM audit_events").first<{ first: number }>();
-    if (Number(hashes[0]![0]) === rows!.first) expect(hashes[0]![hashes[0]!.length - 3]).toBe(genesisHashOf(1));
+    // The last three fields are hash, shard and the exact amount: prevHash is the fourth from the end.
+    if (Number(hashes[0]![0]) === rows!.first) expect(hashes[0]![hashes[0]!.length - 4]).toBe(genesisHashOf(1));
     for (let i = 1; i < hashes.length; i++) {
       const row = hashes[i]!;
       const before = hashes[i - 1]!;
       expect(Number(row[0])).toBe(Number(before[0]) + 1);
-      expect(row[row.length - 3]).toBe(before[before.length - 2]);
+      expect(row[row.length - 4]).toBe(before[before.length - 3]);
     }
   });
 
@@ -258,19 +265,22 @@ describe("the treasury's ledger side over shards", () => {
       .bind(`transit_${crypto.randomUUID()}`, new Date().toISOString())
       .run();
     const [control, both] = await Promise.all([readLedgerSnapshot(env, x), readLedgerSnapshot(env2, x)]);
+    // Summed exactly, as text: the figures are base units.
     const shard1Agents = await shard1
-      .prepare("SELECT COALESCE(SUM(balance_minor), 0) AS n FROM agents")
-      .first<{ n: number }>();
+      .prepare("SELECT CAST(COALESCE(SUM(balance_base_units), 0) AS TEXT) AS n FROM agents")
+      .first<{ n: string }>();
     const shard1Transit = await shard1
-      .prepare("SELECT COALESCE(SUM(amount_minor), 0) AS n FROM ledger_entries WHERE account LIKE 'transit:%'")
-      .first<{ n: number }>();
-    expect(shard1Agents!.n).toBeGreaterThanOrEqual(500);
-    expect(both.ledger.agentBalancesMinor).toBe(control.ledger.agentBalancesMinor + shard1Agents!.n);
-    expect(both.ledger.inTransitMinor).toBe(control.ledger.inTransitMinor + shard1Transit!.n);
-    expect(shard1Transit!.n).toBeGreaterThanOrEqual(70);
+      .prepare(
+        "SELECT CAST(COALESCE(SUM(amount_base_units), 0) AS TEXT) AS n FROM ledger_entries WHERE account LIKE 'transit:%'",
+      )
+      .first<{ n: string }>();
+    expect(BigInt(shard1Agents!.n)).toBeGreaterThanOrEqual(500n * 10_000n);
+    expect(both.ledger.agentBalancesBaseUnits).toBe(control.ledger.agentBalancesBaseUnits + BigInt(shard1Agents!.n));
+    expect(both.ledger.inTransitBaseUnits).toBe(control.ledger.inTransitBaseUnits + BigInt(shard1Transit!.n));
+    expect(BigInt(shard1Transit!.n)).toBeGreaterThanOrEqual(70n * 10_000n);
     // On-chain figures are untouched by internal money: what the verdict reads does not move.
-    expect(both.ledger.onChainInMinor - both.ledger.onChainOutMinor).toBe(
-      control.ledger.onChainInMinor - control.ledger.onChainOutMinor,
+    expect(both.ledger.onChainInBaseUnits - both.ledger.onChainOutBaseUnits).toBe(
+      control.ledger.onChainInBaseUnits - control.ledger.onChainOutBaseUnits,
     );
   });
 });

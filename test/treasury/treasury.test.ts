@@ -10,6 +10,7 @@ import { api, consoleToken } from "../helpers/api";
 import { creditDeposits } from "../helpers/deposits";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { refund, refundsOf } from "../helpers/money-out";
+import { paidBelowACent } from "../helpers/sub-cent";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { received, registerEndpoint, waitForReceived } from "../helpers/webhooks";
@@ -77,6 +78,13 @@ async function paidByX402(cents: number) {
   const paid = await api("GET", path, { headers: { "X-PAYMENT": header } });
   expect(paid.status, JSON.stringify(paid.body)).toBe(200);
   return { merchant, chargeId: charge.chargeId, payer };
+}
+
+/** An x402 payment of `baseUnits` to the settlement address: a real transfer there, credited through the ledger's plan. */
+async function paidBelowACentOnChain(merchantId: string, baseUnits: bigint) {
+  const payer = await freshSender(baseUnits);
+  const { hash } = await sendTokens(payer, x.payTo, baseUnits);
+  return paidBelowACent(merchantId, baseUnits, { payer: payer.account.address, transaction: hash });
 }
 
 async function setPayoutAddress(merchantKey: string) {
@@ -175,6 +183,9 @@ describe("the treasury reconciliation", () => {
         agentBalancesMinor: 0,
         merchantBalancesMinor: 0,
         inTransitMinor: 0,
+        onChainInBaseUnits: "0",
+        onChainOutBaseUnits: "0",
+        pendingOutBaseUnits: "0",
       },
       differenceBaseUnits: "0",
       status: "balanced",
@@ -210,6 +221,9 @@ describe("the treasury reconciliation", () => {
       agentBalancesMinor: 250 - 100 + 40,
       merchantBalancesMinor: 700 + 100 - 40,
       inTransitMinor: 0,
+      onChainInBaseUnits: String(950n * UNITS),
+      onChainOutBaseUnits: "0",
+      pendingOutBaseUnits: "0",
     });
     expect(beforeSweeps.asOfBlock).toBeGreaterThanOrEqual(start.asOfBlock);
 
@@ -256,6 +270,9 @@ describe("the treasury reconciliation", () => {
       onChainOutMinor: 500,
       expectedBaseUnits: String(450n * UNITS),
       pendingOutMinor: 0,
+      onChainInBaseUnits: String(950n * UNITS),
+      onChainOutBaseUnits: String(500n * UNITS),
+      pendingOutBaseUnits: "0",
     });
   });
 
@@ -271,6 +288,7 @@ describe("the treasury reconciliation", () => {
     const inFlight = await checkNow();
     expect(inFlight).toMatchObject({ status: "balanced", differenceBaseUnits: String(-300n * UNITS) });
     expect(inFlight.ledger.pendingOutMinor).toBe(300);
+    expect(inFlight.ledger.pendingOutBaseUnits).toBe(String(300n * UNITS));
 
     // The tokens come back, and the service sends the payout itself: balanced again, difference 0.
     await giveGas(destination.address);
@@ -500,6 +518,59 @@ describe("the treasury reconciliation", () => {
     const other = await api("POST", path, { token: merchant.apiKey, body: { transaction: keyed } });
     expect(other.status).toBe(403);
     expect(other.body.error).toBe("credential_not_allowed");
+  });
+
+  it("counts x402 payments below a cent to the base unit: the chain holding exactly them reads balanced", async () => {
+    const before = await expectBalanced();
+    const merchant = await createMerchant({ name: "Treasury sub-cent" });
+    // Three payments of $0.001 and one of $0.0025: $0.0055 in all, not one whole cent.
+    const prices = [1_000n, 1_000n, 1_000n, 2_500n];
+    for (const price of prices) await paidBelowACentOnChain(merchant.merchantId, price);
+    const paid = prices.reduce((a, b) => a + b, 0n);
+
+    const after = await expectBalanced();
+    const inBefore = BigInt(before.ledger.onChainInBaseUnits);
+    expect(after.ledger).toMatchObject({
+      onChainInBaseUnits: String(inBefore + paid),
+      // The cents fields are the exact totals rounded down: what was paid here adds no whole cent.
+      onChainInMinor: Number((inBefore + paid) / UNITS),
+      onChainOutBaseUnits: before.ledger.onChainOutBaseUnits,
+      expectedBaseUnits: String(BigInt(before.ledger.expectedBaseUnits) + paid),
+      merchantBalancesMinor: before.ledger.merchantBalancesMinor,
+    });
+    expect(after.holdings.totalBaseUnits).toBe(String(BigInt(before.holdings.totalBaseUnits) + paid));
+    // The stored check keeps the exact figures beside the cents.
+    const stored = await env.DB.prepare(
+      `SELECT on_chain_in_base_units AS inUnits, on_chain_in_minor AS inCents, expected_base_units AS expected, status
+       FROM treasury_checks ORDER BY id DESC LIMIT 1`,
+    ).first();
+    expect(stored).toEqual({
+      inUnits: after.ledger.onChainInBaseUnits,
+      inCents: after.ledger.onChainInMinor,
+      expected: after.ledger.expectedBaseUnits,
+      status: "balanced",
+    });
+
+    // Seven more of $0.001 make the merchant's and the ledger's total a whole cent more: exact, never rounded per payment.
+    for (let i = 0; i < 7; i++) await paidBelowACentOnChain(merchant.merchantId, 1_000n);
+    const whole = await expectBalanced();
+    expect(BigInt(whole.ledger.onChainInBaseUnits)).toBe(inBefore + paid + 7_000n);
+    expect(whole.ledger.merchantBalancesMinor).toBe(before.ledger.merchantBalancesMinor + 1);
+
+    // A token unit less on chain than the ledger expects is a shortfall, found to the base unit.
+    const sink = privateKeyToAccount(generatePrivateKey());
+    await sendFromSettlement(sink.address, 1n);
+    expect(await checkNow()).toMatchObject({ status: "shortfall", differenceBaseUnits: "-1" });
+    await giveGas(sink.address);
+    const back = await createWalletClient({ account: sink, transport: http(chain().rpcUrl) }).writeContract({
+      chain: null,
+      address: chain().token,
+      abi: TOKEN,
+      functionName: "transfer",
+      args: [x.payTo, 1n],
+    });
+    expect((await client().waitForTransactionReceipt({ hash: back, pollingInterval: 100 })).status).toBe("success");
+    await expectBalanced();
   });
 
   it("finds a surplus when tokens arrive outside any payment, and a sub-cent deposit remainder is one", async () => {
