@@ -153,6 +153,7 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
       method: "x402",
       reference: settlement.transaction,
       resource: url,
+      description: "One market report",
       amountBaseUnits: PRICE_UNITS,
       amountMinor: null,
     });
