@@ -26,6 +26,7 @@ import { refundRoutes } from "./refunds/routes";
 import { treasuryRoutes } from "./treasury/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
+import { facilitatorRoutes } from "./x402/facilitator-routes";
 import { x402Routes } from "./x402/routes";
 
 /** The largest request body accepted (64 KiB). */
@@ -71,6 +72,7 @@ export function buildApp() {
   app.route("/", refundRoutes);
   app.route("/", kytRoutes);
   app.route("/", x402Routes);
+  app.route("/", facilitatorRoutes);
   app.route("/", chargeRoutes);
   app.route("/", checkoutRoutes);
   app.route("/", paylinkRoutes);

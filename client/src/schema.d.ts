@@ -374,6 +374,123 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/merchant/x402/facilitator": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a merchant's x402 middleware needs to use the service as its facilitator
+         * @description The facilitator URL, the merchant's own receiving address (`payTo`, one per merchant, assigned on the first ask), the network, the token and its EIP-712 domain.
+         */
+        get: operations["getX402FacilitatorTerms"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/merchant/x402/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The merchant's own listed x402 resources
+         * @description The merchant's routes that declared the `bazaar` discovery extension and were paid through the service, with when each was listed and last paid.
+         */
+        get: operations["listMerchantX402Resources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/facilitator/supported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The x402 facilitator's supported kinds */
+        get: operations["getX402FacilitatorSupported"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/facilitator/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify a payment for the merchant's own x402 route
+         * @description The x402 facilitator `verify`, as the official middlewares call it (`@x402/core`'s HTTPFacilitatorClient for version 2, `x402`'s useFacilitator for version 1), with the merchant key through their auth-header option. The requirements' `payTo` must be the merchant's own address (`GET /merchant/x402/facilitator`). Checks the signature, amount, asset, window and, on chain, the nonce and balance. Changes nothing. A refusal is 200 with `isValid: false` and a reason code of the protocol's packages.
+         */
+        post: operations["verifyX402Facilitated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/facilitator/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle a payment for the merchant's own x402 route
+         * @description The x402 facilitator `settle`. Exactly once per authorization (payer and nonce): the same payload asked again, also at once, answers the first outcome with the same `transaction` and credits nothing more. A settled payment is a charge of the merchant, created paid (`method` `x402`, `reference` the transaction, `resource` the paid URL), with `charge.succeeded`, its receipt and evidence. A refusal is 200 with `success: false`; `settlement_pending` (version 2) means the outcome is not known yet: ask again.
+         */
+        post: operations["settleX402Facilitated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/facilitator/discovery/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The x402 discovery list
+         * @description Public. Merchants' resources that declared the `bazaar` extension, listed once a payment for them settled here, most recently listed first; `limit` (default 20, at most 100), `offset`, and `type` to filter.
+         */
+        get: operations["listX402DiscoveryResources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/merchant/checkout": {
         parameters: {
             query?: never;
@@ -1906,6 +2023,8 @@ export interface components {
             paidAt: string | null;
             /** @description The sum of the charge's refunds that are not `failed`; 0 when none. */
             refundedMinor: number;
+            /** @description Only on a charge paid through the service as the merchant's own x402 facilitator: the URL that payment paid for. Absent on every other charge. */
+            resource?: string;
         };
         ChargeList: {
             charges: components["schemas"]["Charge"][];
@@ -2777,6 +2896,91 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        X402FacilitatorTerms: {
+            /** @description The facilitator's base URL: the official middlewares call `/supported`, `/verify` and `/settle` below it. */
+            facilitatorUrl: string;
+            /** @description This merchant's own receiving address: payments to it, settled here, are the merchant's charges. */
+            payTo: string;
+            /** @description The chain's CAIP-2 id (`eip155:84532`); version 1 names it (`base-sepolia`). */
+            network: string;
+            /** @description The stablecoin the service settles. */
+            asset: string;
+            /** @description The token's EIP-712 domain. */
+            extra: {
+                name: string;
+                version: string;
+            };
+        };
+        X402Supported: {
+            kinds: {
+                x402Version: 1 | 2;
+                /** @constant */
+                scheme: "exact";
+                network: string;
+            }[];
+            extensions: string[];
+            signers: {
+                [key: string]: string[];
+            };
+        };
+        X402VerifyAnswer: {
+            isValid: boolean;
+            /** @description A reason code of the protocol's packages (`@x402/evm` for version 2, `x402` 1.x for version 1). */
+            invalidReason?: string;
+            /** @description The authorization's `from`. */
+            payer?: string;
+        };
+        X402SettleAnswer: {
+            success: boolean;
+            /** @description A reason code of the protocol's packages; `settlement_pending` (version 2) when the outcome is not known yet: ask again with the same payload. */
+            errorReason?: string;
+            /** @description The settling transaction's hash; empty when there is none. */
+            transaction: string;
+            network: string;
+            payer?: string;
+        };
+        X402DiscoveryList: {
+            /** @constant */
+            x402Version: 2;
+            items: {
+                resource: string;
+                type: string;
+                x402Version: number;
+                /** @description The payment requirements of the last settled payment. */
+                accepts: {
+                    [key: string]: unknown;
+                }[];
+                /** Format: date-time */
+                lastUpdated: string;
+                description?: string;
+                mimeType?: string;
+                extensions?: {
+                    [key: string]: unknown;
+                };
+            }[];
+            pagination: {
+                limit: number;
+                offset: number;
+                total: number;
+            };
+        };
+        X402MerchantResources: {
+            resources: {
+                resource: string;
+                type: string;
+                x402Version: number;
+                description: string | null;
+                mimeType: string | null;
+                /** @description The payment requirements of the last settled payment. */
+                accepts: {
+                    [key: string]: unknown;
+                }[];
+                /** Format: date-time */
+                listedAt: string;
+                /** Format: date-time */
+                lastPaidAt: string;
+            }[];
+        };
         X402Requirements: {
             /** @constant */
             scheme: "exact";
@@ -2861,7 +3065,7 @@ export interface components {
             addresses: {
                 address: string;
                 /** @enum {string} */
-                ownerKind: "charge" | "checkout_link";
+                ownerKind: "charge" | "checkout_link" | "merchant";
                 ownerId: string;
                 merchantId: string;
                 payments: number;
@@ -2987,6 +3191,114 @@ export interface components {
         RotateWebhookSecretRequest: {
             /** @default 86400 */
             graceSeconds: number;
+        };
+        X402FacilitatorRequest: {
+            /** @constant */
+            x402Version: 1;
+            paymentPayload: {
+                /** @constant */
+                x402Version: 1;
+                scheme: string;
+                network: string;
+                payload: {
+                    signature: string;
+                    authorization: {
+                        from: string;
+                        to: string;
+                        value: string;
+                        validAfter: string;
+                        validBefore: string;
+                        nonce: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                };
+            } & {
+                [key: string]: unknown;
+            };
+            paymentRequirements: {
+                scheme: string;
+                network: string;
+                maxAmountRequired: string;
+                /** Format: uri */
+                resource: string;
+                description: string;
+                mimeType?: string;
+                outputSchema?: {
+                    [key: string]: unknown;
+                } | null;
+                payTo: string;
+                maxTimeoutSeconds: number;
+                asset: string;
+                extra?: {
+                    [key: string]: unknown;
+                } | null;
+            } & {
+                [key: string]: unknown;
+            };
+        } | {
+            /** @constant */
+            x402Version: 2;
+            paymentPayload: {
+                /** @constant */
+                x402Version: 2;
+                resource?: ({
+                    /** Format: uri */
+                    url: string;
+                    description?: string | null;
+                    mimeType?: string | null;
+                } & {
+                    [key: string]: unknown;
+                }) | null;
+                accepted: {
+                    scheme: string;
+                    network: string;
+                    amount: string;
+                    asset: string;
+                    payTo: string;
+                    maxTimeoutSeconds: number;
+                    extra?: {
+                        [key: string]: unknown;
+                    } | null;
+                } & {
+                    [key: string]: unknown;
+                };
+                payload: {
+                    signature: string;
+                    authorization: {
+                        from: string;
+                        to: string;
+                        value: string;
+                        validAfter: string;
+                        validBefore: string;
+                        nonce: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                };
+                extensions?: {
+                    [key: string]: unknown;
+                } | null;
+            } & {
+                [key: string]: unknown;
+            };
+            paymentRequirements: {
+                scheme: string;
+                network: string;
+                amount: string;
+                asset: string;
+                payTo: string;
+                maxTimeoutSeconds: number;
+                extra?: {
+                    [key: string]: unknown;
+                } | null;
+            } & {
+                [key: string]: unknown;
+            };
         };
     };
     responses: {
@@ -4140,6 +4452,214 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    getX402FacilitatorTerms: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The terms. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402FacilitatorTerms"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listMerchantX402Resources: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resources. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402MerchantResources"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getX402FacilitatorSupported: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The supported kinds. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402Supported"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    verifyX402Facilitated: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["X402FacilitatorRequest"];
+            };
+        };
+        responses: {
+            /** @description The facilitator's answer. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402VerifyAnswer"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    settleX402Facilitated: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["X402FacilitatorRequest"];
+            };
+        };
+        responses: {
+            /** @description The facilitator's answer. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402SettleAnswer"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description x402 is not configured on this deployment (`x402_not_configured`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listX402DiscoveryResources: {
+        parameters: {
+            query?: {
+                type?: string;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The list. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402DiscoveryList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
         };
     };
     createCheckoutLink: {

@@ -65,6 +65,7 @@ export const OWNERS = {
   webhook_deliveries: "webhooks",
   webhook_endpoints: "webhooks",
   x402_payments: "x402",
+  x402_resources: "x402",
 };
 
 /** Folders that may use every table: the schema and statement plumbing, and the ledger that commits plans. */

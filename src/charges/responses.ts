@@ -24,6 +24,12 @@ export const Charge = named(
     createdAt: Timestamp,
     paidAt: Timestamp.nullable(),
     refundedMinor: Cents.describe("The sum of the charge's refunds that are not `failed`; 0 when none."),
+    resource: z
+      .string()
+      .optional()
+      .describe(
+        "Only on a charge paid through the service as the merchant's own x402 facilitator: the URL that payment paid for. Absent on every other charge.",
+      ),
   }),
 );
 

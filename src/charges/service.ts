@@ -28,6 +28,9 @@ export const chargeView = (c: ChargeFields) => ({
   createdAt: c.createdAt,
   paidAt: c.paidAt,
   refundedMinor: c.refundedMinor,
+  // Only a charge paid through the service as a merchant's own x402 facilitator has one: every other
+  // charge keeps exactly the fields it always had.
+  ...(c.resource ? { resource: c.resource } : {}),
 });
 
 export type ChargeView = ReturnType<typeof chargeView>;
@@ -43,6 +46,7 @@ export function newPendingCharge(
     checkoutLinkId?: string | null;
     paylinkGrantId?: string | null;
     x402Claim?: string | null;
+    resource?: string | null;
   },
   createdAt = nowIso(),
 ): ChargeRow {
@@ -63,6 +67,7 @@ export function newPendingCharge(
     paylinkGrantId: input.paylinkGrantId ?? null,
     x402Claim: input.x402Claim ?? null,
     refundedMinor: 0,
+    resource: input.resource ?? null,
   };
 }
 
@@ -73,8 +78,8 @@ export function newPendingCharge(
 export function chargeCreationStatements(row: ChargeRow, merchantName: string): SqlStatement[] {
   return [
     sqlStatement(
-      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim)
-       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?)`,
+      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim, resource)
+       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?, ?)`,
       row.id,
       row.merchantId,
       row.amountMinor,
@@ -85,6 +90,7 @@ export function chargeCreationStatements(row: ChargeRow, merchantName: string): 
       row.checkoutLinkId,
       row.paylinkGrantId,
       row.x402Claim,
+      row.resource,
     ),
     outboxEvent(
       "charge.created",
@@ -178,7 +184,7 @@ async function agentChargesIn(d1: D1Database, agentId: string, limit: number) {
   const { results } = await d1
     .prepare(
       `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
-       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor
+       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor, resource
        FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
     )
     .bind(agentId, limit)

@@ -11,7 +11,7 @@ import { merchantLabelOf, merchantNameOf } from "../merchants/statements";
 export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
   c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
-  c.refunded_minor AS refundedMinor`;
+  c.refunded_minor AS refundedMinor, c.resource`;
 
 /** A charge as a ChargeRow with `merchantName` and `merchantCategory`: what a wallet pays. */
 export const payableChargeRead = (chargeId: string): SqlStatement =>

@@ -30,6 +30,8 @@ export const charges = sqliteTable(
     x402Claim: text("x402_claim"),
     /** The sum of its refunds that are not `failed` (never above `amount_minor`: a trigger aborts the batch). */
     refundedMinor: integer("refunded_minor").notNull().default(0),
+    /** The URL an x402 payment settled through the service as a merchant's facilitator paid for; null for every other charge. */
+    resource: text("resource"),
   },
   (t) => [
     index("charges_merchant_created").on(t.merchantId, t.createdAt),

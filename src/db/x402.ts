@@ -93,9 +93,9 @@ export const receivingAddresses = sqliteTable(
   "receiving_addresses",
   {
     idx: integer("idx").primaryKey(),
-    /** A charge (`chg_`) or a checkout link (`cl_`). */
+    /** A charge (`chg_`), a checkout link (`cl_`) or a merchant (`mer_`). */
     ownerId: text("owner_id").notNull(),
-    /** `charge` or `checkout_link`. */
+    /** `charge`, `checkout_link`, or `merchant` (the one address of a merchant's own x402 routes). */
     ownerKind: text("owner_kind").notNull(),
     merchantId: text("merchant_id").notNull(),
     address: text("address"),
@@ -105,5 +105,37 @@ export const receivingAddresses = sqliteTable(
     uniqueIndex("receiving_addresses_owner").on(t.ownerId),
     uniqueIndex("receiving_addresses_address").on(t.address),
     index("receiving_addresses_merchant").on(t.merchantId),
+  ],
+);
+
+/**
+ * The resources of merchants' own x402 routes that declared the `bazaar` discovery extension, listed
+ * once a payment for them settled through the service as their facilitator: one row per merchant and
+ * URL, the requirements and metadata of its latest settled payment.
+ */
+export const x402Resources = sqliteTable(
+  "x402_resources",
+  {
+    merchantId: text("merchant_id").notNull(),
+    /** The paid URL, without query. */
+    resource: text("resource").notNull(),
+    /** `http` or `mcp`, as the extension declared. */
+    type: text("type").notNull(),
+    x402Version: integer("x402_version").notNull(),
+    /** The payment requirements, as JSON (an array of one). */
+    accepts: text("accepts").notNull(),
+    description: text("description"),
+    mimeType: text("mime_type"),
+    /** The extensions as the payment carried them, as JSON (`bazaar`'s info and schema). */
+    extensions: text("extensions"),
+    /** When the first settled payment listed it. */
+    listedAt: text("listed_at").notNull(),
+    /** When the requirements and metadata were last taken from a settled payment. */
+    updatedAt: text("updated_at").notNull(),
+    lastPaidAt: text("last_paid_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("x402_resources_merchant_resource").on(t.merchantId, t.resource),
+    index("x402_resources_listed").on(t.listedAt),
   ],
 );

@@ -30,6 +30,7 @@ import { RECEIPT_OPERATIONS } from "../receipts/operations";
 import { REFUND_OPERATIONS } from "../refunds/operations";
 import { TREASURY_OPERATIONS } from "../treasury/operations";
 import { WEBHOOK_OPERATIONS } from "../webhooks/operations";
+import { FACILITATOR_OPERATIONS } from "../x402/facilitator-operations";
 import { X402_OPERATIONS } from "../x402/operations";
 
 /**
@@ -95,6 +96,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...CHARGE_OPERATIONS,
   ...REFUND_OPERATIONS,
   ...X402_OPERATIONS,
+  ...FACILITATOR_OPERATIONS,
   ...CHECKOUT_OPERATIONS,
   ...PAYLINK_OPERATIONS,
   ...AGENT_OPERATIONS,

@@ -91,6 +91,11 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
   } catch {
     return null;
   }
+  return decodePaymentJson(json);
+}
+
+/** A payment payload already parsed from JSON (a header's, or a facilitator request's `paymentPayload`), normalized; null when not one we understand. */
+export function decodePaymentJson(json: unknown): DecodedPayment | null {
   const v1 = PayloadV1.safeParse(json);
   if (v1.success) {
     const p = v1.data;

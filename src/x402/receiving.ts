@@ -9,9 +9,12 @@ import { nowIso } from "../lib/time";
 /** Charges and checkout links receive on account 1 of the receiving key (agents' deposit addresses are account 0). */
 const RECEIVING_ACCOUNT = 1;
 
-/** What an x402 payment pays: one charge, or one checkout link (each of its payments makes a charge). */
+/**
+ * What an x402 payment pays: one charge, one checkout link (each of its payments makes a charge), or
+ * one merchant's own x402 routes (each payment settled for them makes a charge).
+ */
 export interface ReceivingOwner {
-  kind: "charge" | "checkout_link";
+  kind: "charge" | "checkout_link" | "merchant";
   id: string;
   merchantId: string;
 }

@@ -6,6 +6,7 @@ import { linkActiveCheck } from "../ledger/movements";
 import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
+import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { findPayment, identifiedStatement, outcomeOfEarlier, type PaymentRow, sameTarget } from "./earlier-payments";
 import type { X402Outcome } from "./outcome";
@@ -56,6 +57,19 @@ export async function reserve(
 /** The charge a reservation claims: the stored one, or the one a checkout link's payment gives birth to. */
 function chargeToClaim(target: X402Target, paymentId: string, at: string, where: Place): ChargeRow {
   if (target.kind === "charge") return target.charge;
+  if (target.kind === "facilitated")
+    return newPendingCharge(
+      where,
+      target.merchantId,
+      {
+        // TODO(base units): whole cents only until the ledger holds base units; the facilitator refuses the rest first.
+        amountMinor: Number(target.value / USDC_UNITS_PER_CENT),
+        description: target.description,
+        resource: target.resource,
+        x402Claim: paymentId,
+      },
+      at,
+    );
   return newPendingCharge(
     where,
     target.link.merchantId,
@@ -72,6 +86,7 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, where:
 
 /** The guards on what is being paid: a stored charge still pending and unclaimed, a link still active. */
 function chargeGuards(target: X402Target, charge: ChargeRow): SqlStatement[] {
+  if (target.kind === "facilitated") return chargeCreationStatements(charge, target.merchantName);
   if (target.kind !== "charge")
     return [guard(...linkActiveCheck(target.link.id)), ...chargeCreationStatements(charge, target.merchantName)];
   const statements = [guard(...claimableByX402(charge.id))];

@@ -107,7 +107,7 @@ export const ReceivingAddressReport = named(
     addresses: z.array(
       z.strictObject({
         address: EvmAddress,
-        ownerKind: z.enum(["charge", "checkout_link"]),
+        ownerKind: z.enum(["charge", "checkout_link", "merchant"]),
         ownerId: z.string(),
         merchantId: prefixed("merchant"),
         payments: z.number().int().positive(),

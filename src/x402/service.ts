@@ -2,6 +2,7 @@ import { authorizationUsed } from "../chain/client";
 import { chargeView } from "../charges/service";
 import type { Env, X402Settings } from "../config/env";
 import { settingsOf } from "../config/env";
+import type { Place } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { outcomeOfEarlier, type PaymentRow, sameTarget, storedPayment } from "./earlier-payments";
@@ -39,9 +40,21 @@ export async function payWithX402(
   const x = settingsOf(env).x402;
   if (!x) throw new Error("x402 is not configured");
   // An id naming a shard this deployment does not run names no charge.
-  const where = placeOfTarget(env, ref);
+  const where = await placeOfTarget(env, ref);
   if (!where) return { kind: "charge_not_found" };
-  const sent = decodePaymentHeader(header);
+  return payAt(env, x, where, ref, resource, decodePaymentHeader(header), facilitator);
+}
+
+/** `payWithX402` for a payment already decoded, whose target lives at `where`. */
+export async function payAt(
+  env: Env,
+  x: X402Settings,
+  where: Place,
+  ref: X402TargetRef,
+  resource: string,
+  sent: DecodedPayment | null,
+  facilitator?: Facilitator,
+): Promise<X402Outcome> {
   const found = await lookUp(env, x, where, ref, sent);
   const { target, receiving } = found;
   if (!target) return { kind: "charge_not_found" };

@@ -76,8 +76,18 @@ export function termsFor(
   description: string,
   receivingAddress: `0x${string}`,
 ): Terms {
+  return termsForValue(x, resource, centsToUsdcUnits(amountMinor), description, receivingAddress);
+}
+
+/** The terms for paying `value` token base units: a merchant's own route names its price in them. */
+export function termsForValue(
+  x: X402Settings,
+  resource: string,
+  value: bigint,
+  description: string,
+  receivingAddress: `0x${string}`,
+): Terms {
   const payTo = getAddress(receivingAddress);
-  const value = centsToUsdcUnits(amountMinor);
   const extra = { name: x.assetName, version: x.assetVersion };
   const mimeType = "application/json";
   const v1: RequirementsV1 = {

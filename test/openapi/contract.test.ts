@@ -8,11 +8,12 @@ import { type OpenApiDocument, openApiPath } from "../../src/openapi/document";
 import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { dispatchDirectly } from "../helpers/direct";
+import { v2Request } from "../helpers/facilitator";
 import { createAgent, createCharge, createMerchant } from "../helpers/factories";
 import { freshSender, sendTokens } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
-import { chain, publicClient, xPaymentFor } from "../helpers/x402";
+import { chain, freshPayer, publicClient, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
@@ -38,6 +39,10 @@ const NOT_EXERCISED: Record<string, { statuses: number[]; why: string }> = {
   "GET /console/x402/receiving-addresses": { statuses: [503], why: "503 needs a deployment without x402" },
   "GET /x402/settlements/{settlementId}": { statuses: [503], why: "503 needs a deployment without x402" },
   "GET /x402/settlements": { statuses: [503], why: "503 needs a deployment without x402" },
+  "GET /merchant/x402/facilitator": { statuses: [503], why: "503 needs a deployment without x402" },
+  "GET /x402/facilitator/supported": { statuses: [503], why: "503 needs a deployment without x402" },
+  "POST /x402/facilitator/verify": { statuses: [503], why: "503 needs a deployment without x402" },
+  "POST /x402/facilitator/settle": { statuses: [503], why: "503 needs a deployment without x402" },
   "POST /console/auth/access": { statuses: [404], why: "the test deployment has Access configured" },
 };
 
@@ -371,6 +376,29 @@ describe("x402", () => {
     });
     for (const method of ["GET", "POST"])
       expect((await rec.call(method, `/checkout/${link.checkoutToken}/x402`)).status).toBe(409);
+  });
+
+  it("the service as a merchant's own facilitator: terms, supported, verify, settle, and what it listed", async () => {
+    const terms = await rec.call("GET", "/merchant/x402/facilitator", { token: merchantKey });
+    expect(terms.status, terms.text).toBe(200);
+    expect((await rec.call("GET", "/x402/facilitator/supported", { token: merchantKey })).status).toBe(200);
+    const payer = await freshPayer(1_000_000n);
+    const body = await v2Request(payer.key, terms.body, {
+      value: 10_000n,
+      resource: "https://api.contract.example/listed",
+      extensions: { bazaar: { info: { input: { type: "http", method: "GET" } }, schema: { type: "object" } } },
+    });
+    for (const action of ["verify", "settle"]) {
+      const path = `/x402/facilitator/${action}`;
+      expect((await rec.call("POST", path, { token: merchantKey, body })).status).toBe(200);
+      expect((await rec.call("POST", path, { token: merchantKey, body: {} })).status).toBe(400);
+    }
+    const listed = await rec.call("GET", "/x402/facilitator/discovery/resources?limit=5");
+    expect(listed.status, listed.text).toBe(200);
+    expect((await rec.call("GET", "/x402/facilitator/discovery/resources?offset=-1")).status).toBe(400);
+    const own = await rec.call("GET", "/merchant/x402/resources", { token: merchantKey });
+    expect(own.body.resources).toHaveLength(1);
+    expect((await rec.call("GET", "/merchant/x402/resources?limit=0", { token: merchantKey })).status).toBe(400);
   });
 
   it("the receiving addresses those payments left tokens on (console)", async () => {

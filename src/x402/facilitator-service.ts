@@ -1,0 +1,206 @@
+import { getAddress, isAddressEqual } from "viem";
+import type { Env, X402Settings } from "../config/env";
+import { blocklistStatement } from "../kyt/screening";
+import { placementOf } from "../ledger/place";
+import { MAX_AMOUNT_MINOR, USDC_UNITS_PER_CENT } from "../lib/money";
+import { listingOf, recordListing } from "./discovery";
+import { type Facilitator, facilitatorOf } from "./facilitator";
+import {
+  type Asked,
+  askedOf,
+  type FacilitatorRequest,
+  facilitatorReason,
+  type SettleAnswer,
+  type VerifyAnswer,
+} from "./facilitator-protocol";
+import type { X402Outcome } from "./outcome";
+import { decodePaymentJson } from "./payload";
+import { ensureReceivingAddress, type ReceivingRow, receivingAddressStatement } from "./receiving";
+import { payAt } from "./service";
+import type { FacilitatedTarget } from "./target";
+import { caip2, type Terms, termsForValue } from "./terms";
+import { verifyPayment } from "./verify";
+
+/*
+ * The service as the x402 facilitator of a merchant's own routes. The merchant's middleware asks
+ * verify and settle with its key; a payment is taken only to that merchant's own receiving address
+ * (one per merchant, derived and held like a charge's), and a settled one is a charge of the
+ * merchant, created paid, through the same reservation, settlement and credit as every x402 payment.
+ */
+
+export interface FacilitatorMerchant {
+  id: string;
+  name: string;
+}
+
+/** The merchant's x402 `payTo`, assigned on first ask (`GET /merchant/x402/facilitator`). */
+export const merchantPayTo = async (env: Env, x: X402Settings, merchantId: string): Promise<`0x${string}`> =>
+  getAddress(await ensureReceivingAddress(env, x, { kind: "merchant", id: merchantId, merchantId }));
+
+/** The network as a version names it: the v1 name, or the CAIP-2 id. */
+export const networkOf = (x: X402Settings, version: 1 | 2) => (version === 1 ? x.network : caip2(x.chainId));
+
+/**
+ * The requirements' own checks, the service's reason when they fail: scheme, network and asset
+ * the service settles, and a `payTo` that is this merchant's own address (a merchant without one
+ * was never paid to it). Whole cents only, for now: the ledger holds cents.
+ */
+function refusalOfAsked(x: X402Settings, asked: Asked, receiving: ReceivingRow | null): string | null {
+  if (asked.scheme !== "exact") return "unsupported_scheme";
+  if (asked.network !== networkOf(x, asked.version)) return "invalid_network";
+  if (!isAddressEqual(asked.asset as `0x${string}`, x.asset)) return "invalid_asset";
+  if (!receiving?.address || !isAddressEqual(asked.payTo as `0x${string}`, receiving.address as `0x${string}`))
+    return "invalid_exact_evm_payload_recipient_mismatch";
+  // TODO(base units): an amount below or between cents is refused until the ledger holds base units.
+  if (asked.value <= 0n || asked.value % USDC_UNITS_PER_CENT !== 0n) return "invalid_payment_requirements";
+  if (asked.value > BigInt(MAX_AMOUNT_MINOR) * USDC_UNITS_PER_CENT) return "invalid_payment_requirements";
+  return null;
+}
+
+const targetOf = (merchant: FacilitatorMerchant, asked: Asked): FacilitatedTarget => ({
+  kind: "facilitated",
+  merchantId: merchant.id,
+  merchantName: merchant.name,
+  value: asked.value,
+  description: asked.description,
+  resource: asked.resource,
+});
+
+const termsOf = (x: X402Settings, asked: Asked, payTo: string): Terms =>
+  termsForValue(x, asked.resource ?? "", asked.value, asked.description ?? "", payTo as `0x${string}`);
+
+/** Verifies a payment for the merchant's route as settle would, and changes nothing. */
+export async function verifyForMerchant(
+  env: Env,
+  x: X402Settings,
+  merchant: FacilitatorMerchant,
+  request: FacilitatorRequest,
+  facilitator?: Facilitator,
+): Promise<VerifyAnswer> {
+  const asked = askedOf(request);
+  const payer = request.paymentPayload.payload.authorization.from;
+  const refuse = (reason: string): VerifyAnswer => ({
+    isValid: false,
+    invalidReason: facilitatorReason(reason, asked.version, "verify"),
+    payer,
+  });
+  const control = placementOf(env).control.db;
+  const [receiving, listed] = await control.batch<Record<string, unknown>>([
+    receivingAddressStatement(control, merchant.id),
+    blocklistStatement(control, payer),
+  ]);
+  const row = (receiving!.results[0] as ReceivingRow | undefined) ?? null;
+  const refused = refusalOfAsked(x, asked, row);
+  if (refused) return refuse(refused);
+  const sent = decodePaymentJson(request.paymentPayload);
+  if (!sent) return refuse("invalid_payload");
+  const terms = termsOf(x, asked, row!.address!);
+  const settler = facilitator ?? facilitatorOf(env, x);
+  const nowSeconds = Math.floor(Date.now() / 1000);
+  const onBlocklist = (listed?.results.length ?? 0) > 0;
+  const signature = settler.checksSignature ? "left_to_chain" : "recover";
+  const verdict = await verifyPayment(x, terms, sent, nowSeconds, onBlocklist, undefined, signature);
+  if (!verdict.isValid) return refuse(verdict.invalidReason);
+  const chain = await settler.verify(sent, terms);
+  if (chain.isValid) return { isValid: true, payer };
+  return refuse("unavailable" in chain ? "unexpected_verify_error" : chain.invalidReason);
+}
+
+/**
+ * Settles a payment for the merchant's route, exactly once per authorization: the reservation
+ * takes (network, asset, payer, nonce) before anything is sent, so the same payload asked again,
+ * also at once, answers the first one's outcome (waiting for it while it is in flight).
+ */
+export async function settleForMerchant(
+  env: Env,
+  x: X402Settings,
+  merchant: FacilitatorMerchant,
+  request: FacilitatorRequest,
+  facilitator?: Facilitator,
+): Promise<SettleAnswer> {
+  const asked = askedOf(request);
+  const payer = request.paymentPayload.payload.authorization.from;
+  const network = networkOf(x, asked.version);
+  const fail = (reason: string): SettleAnswer => ({
+    success: false,
+    errorReason: facilitatorReason(reason, asked.version, "settle"),
+    transaction: "",
+    network,
+    payer,
+  });
+  const control = placementOf(env).control.db;
+  const row = await receivingAddressStatement(control, merchant.id).first<ReceivingRow>();
+  const refused = refusalOfAsked(x, asked, row);
+  if (refused) return fail(refused);
+  const sent = decodePaymentJson(request.paymentPayload);
+  if (!sent) return fail("invalid_payload");
+  const where = await placementOf(env).ofMerchant(merchant.id);
+  const outcome = await settledOrFinal(
+    env,
+    x,
+    await payAt(env, x, where, targetOf(merchant, asked), asked.resource ?? "", sent, facilitator),
+  );
+  switch (outcome.kind) {
+    case "settled": {
+      const listing = listingOf(request, asked);
+      if (listing) await recordListing(env, merchant.id, listing, outcome.paidAt);
+      return { success: true, transaction: outcome.transaction, network, payer };
+    }
+    case "pending":
+      // The money may have moved: never a plain failure. Version 2 has the code for it; version 1 has none.
+      return {
+        success: false,
+        errorReason: asked.version === 2 ? "settlement_pending" : "unexpected_settle_error",
+        transaction: outcome.transaction ?? "",
+        network,
+        payer,
+      };
+    case "failed":
+      return fail(outcome.reason);
+  }
+}
+
+type Final =
+  | { kind: "settled"; transaction: string; paidAt: string }
+  | { kind: "pending"; transaction: string | null }
+  | { kind: "failed"; reason: string };
+
+/** How long a request waits for the same authorization's settlement that another request has in flight. */
+const WAIT_STEP_MS = 150;
+
+/**
+ * The outcome as the answer states it. A payment in flight (`settling`: another request with the
+ * same authorization holds the reservation) is waited for, up to the settlement's own deadline, so
+ * that concurrent requests answer the same transaction; one left to reconciliation answers pending.
+ */
+async function settledOrFinal(env: Env, x: X402Settings, outcome: X402Outcome): Promise<Final> {
+  switch (outcome.kind) {
+    case "settled":
+    case "pending":
+      return finalOf(env, x, outcome.settlementId);
+    case "invalid":
+    case "settle_failed":
+      return { kind: "failed", reason: outcome.reason };
+    case "unavailable":
+      return { kind: "failed", reason: "unexpected_settle_error" };
+    default:
+      // A facilitated payment makes its own charge: nothing else pays it, and it always exists.
+      return { kind: "failed", reason: "invalid_transaction_state" };
+  }
+}
+
+async function finalOf(env: Env, x: X402Settings, paymentId: string): Promise<Final> {
+  const at = placementOf(env).ofId(paymentId)!;
+  const deadline = Date.now() + x.facilitatorTimeoutMs + 5_000;
+  for (;;) {
+    const row = await at.db
+      .prepare("SELECT status, tx_hash AS txHash, error, updated_at AS updatedAt FROM x402_payments WHERE id = ?")
+      .bind(paymentId)
+      .first<{ status: string; txHash: string | null; error: string | null; updatedAt: string }>();
+    if (row?.status === "settled") return { kind: "settled", transaction: row.txHash ?? "", paidAt: row.updatedAt };
+    if (row?.status === "failed") return { kind: "failed", reason: row.error ?? "unexpected_settle_error" };
+    if (row?.status !== "settling" || Date.now() > deadline)
+      return { kind: "pending", transaction: row?.txHash ?? null };
+    await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
+  }
+}
