@@ -228,37 +228,47 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     expect(await tokensOf(own.terms.asset, payer.address)).toBe(tokensBefore);
   });
 
-  it("one payment payload settled five times at once: one charge, one credit, one transaction", async () => {
+  it("one payment payload settled five times at once, in each of four rounds: one charge, one credit, one transaction", async () => {
     const { key, terms } = await newMerchant("replayed settle");
     const payer = accounts[4]!;
     const tokensBefore = await tokensOf(terms.asset, payer.address);
     const requirements = requirementsOf(terms);
-    const payload = await signed(v2Client(payer.privateKey, terms), requirements, "https://api.example/report");
-
-    const answers = await Promise.all(
-      Array.from({ length: 5 }, () => facilitatorCall(key, "settle", payload, requirements)),
-    );
-    for (const answer of answers)
-      expect(answer, JSON.stringify(answer)).toMatchObject({ status: 200, body: { success: true } });
-    const transactions = new Set(answers.map((a) => a.body.transaction));
-    expect(transactions.size).toBe(1);
-    const [transaction] = [...transactions];
-    expect(transaction).toMatch(/^0x[0-9a-f]{64}$/);
-    // Asked again later (a lost answer): the same outcome, nothing more.
-    expect(await facilitatorCall(key, "settle", payload, requirements)).toMatchObject({
+    const client = v2Client(payer.privateKey, terms);
+    const rounds: { payload: PaymentPayload; transaction: unknown; resource: string }[] = [];
+    // A race is won or lost by timing: four payloads, each sent five times at once.
+    for (let round = 0; round < 4; round++) {
+      const resource = `https://api.example/report?round=${round}`;
+      const payload = await signed(client, requirements, resource);
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, () => facilitatorCall(key, "settle", payload, requirements)),
+      );
+      for (const answer of answers)
+        expect(answer, `round ${round}: ${JSON.stringify(answers)}`).toMatchObject({
+          status: 200,
+          body: { success: true },
+        });
+      const transactions = new Set(answers.map((a) => a.body.transaction));
+      expect(transactions.size, JSON.stringify(answers)).toBe(1);
+      const [transaction] = [...transactions];
+      expect(transaction).toMatch(/^0x[0-9a-f]{64}$/);
+      rounds.push({ payload, transaction, resource });
+    }
+    // The first asked again later (its answer lost): the same outcome, nothing more.
+    expect(await facilitatorCall(key, "settle", rounds[0]!.payload, requirements)).toMatchObject({
       status: 200,
-      body: { success: true, transaction },
+      body: { success: true, transaction: rounds[0]!.transaction },
     });
 
-    expect(await balanceOf(key)).toMatchObject({ balanceBaseUnits: PRICE_UNITS, balanceMinor: 0 });
+    const paid = BigInt(PRICE_UNITS) * BigInt(rounds.length);
+    expect((await balanceOf(key)).balanceBaseUnits).toBe(String(paid));
     const charges = await chargesOf(key);
-    expect(charges).toHaveLength(1);
-    expect(charges[0]).toMatchObject({
-      reference: transaction,
-      amountBaseUnits: PRICE_UNITS,
-      resource: "https://api.example/report",
-    });
-    expect(tokensBefore - (await tokensOf(terms.asset, payer.address))).toBe(1000n);
+    expect(charges).toHaveLength(rounds.length);
+    for (const { transaction, resource } of rounds) {
+      expect(charges.filter((c) => c.reference === transaction)).toEqual([
+        expect.objectContaining({ status: "paid", amountBaseUnits: PRICE_UNITS, resource }),
+      ]);
+    }
+    expect(tokensBefore - (await tokensOf(terms.asset, payer.address))).toBe(paid);
   });
 
   it("a thousand $0.001 payments settled through the facilitator leave the merchant exactly $1.00, the treasury balanced", async () => {
