@@ -1,5 +1,5 @@
 import type { SqlStatement } from "../src/db/statements";
-import { auditInserts } from "../src/ledger/chain";
+import { auditInserts, sealed } from "../src/ledger/chain";
 import { walletPaymentPlan } from "../src/ledger/movements";
 
 /**
@@ -44,6 +44,7 @@ export function paymentShapedBatch(i: number, agentId: string, merchantId: strin
     id: scratchChargeId(i),
     merchantId,
     amountMinor: 1,
+    amountBaseUnits: 10_000,
     currency: "USD",
     description: "bench",
     checkoutLinkId: null,
@@ -51,7 +52,12 @@ export function paymentShapedBatch(i: number, agentId: string, merchantId: strin
   const plan = walletPaymentPlan({ charge, agentId, method: "ledger", reference, paidAt });
   // The sequencer's own insert; scratch rows are numbered by `i`: no chain is read or hashed, that is the sequencer's own work.
   const audit = auditInserts(
-    plan.audit.map((draft, k) => ({ ...draft, seq: i * 4 + k + 1, prevHash: "0".repeat(64), hash: "0".repeat(64) })),
+    plan.audit.map((draft, k) => ({
+      ...sealed(draft),
+      seq: i * 4 + k + 1,
+      prevHash: "0".repeat(64),
+      hash: "0".repeat(64),
+    })),
   );
   return [...plan.statements, ...audit].map((s) => ({ sql: toScratch(s.sql), params: s.params }));
 }

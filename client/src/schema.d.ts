@@ -2008,7 +2008,10 @@ export interface components {
             merchantId: string;
             /** @description Null while unpaid, and for an x402 payment (the payer is an address). */
             agentId: string | null;
-            amountMinor: number;
+            /** @description The amount in cents; null when it is not a whole number of cents (a payment priced below a cent): `amountBaseUnits` states it. */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units (1 cent = 10,000). */
+            amountBaseUnits: string;
             /** @constant */
             currency: "USD";
             description: string | null;
@@ -2083,7 +2086,10 @@ export interface components {
             chargeId: string | null;
             agentId: string | null;
             merchantId: string | null;
-            amountMinor: number;
+            /** @description The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it). */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units; absent on rows written before amounts below a cent existed, whose hash does not cover it. */
+            amountBaseUnits?: string;
             currency: string;
             data: {
                 [key: string]: unknown;

@@ -224,7 +224,11 @@ export async function startLocalChain({
     // from 10 minutes ago, as "not yet valid" once the chain has been idle for 10 minutes.
     const mining = ["--block-time", "2", "--mixed-mining"];
     const where = ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(LOCAL_CHAIN_ID)];
-    const args = [...where, ...mining, "--silent"];
+    // States beyond memory go to ~/.foundry/anvil/tmp, which an anvil that is killed (tests, a crashed
+    // dev server) never cleans: over days of runs that filled a 250 GB disk. Old states are dropped
+    // instead; the service reads logs and receipts from history, and state only at the latest block.
+    const history = ["--prune-history", "1024"];
+    const args = [...where, ...mining, ...history, "--silent"];
     if (kept) {
       // The chain this directory kept running at another port (ANVIL_PORT changed): stopped, it dumps its state for this one.
       const elsewhere = keptAnvilAt(kept, null);

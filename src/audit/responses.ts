@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Cents, named, Timestamp } from "../lib/api-shapes";
+import { BaseUnits, Cents, named, Timestamp } from "../lib/api-shapes";
 
 /** Response bodies: The audit chain. */
 
@@ -14,7 +14,14 @@ export const AuditEvent = named(
     chargeId: z.string().nullable(),
     agentId: z.string().nullable(),
     merchantId: z.string().nullable(),
-    amountMinor: z.number().int(),
+    amountMinor: z
+      .number()
+      .int()
+      .nullable()
+      .describe("The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it)."),
+    amountBaseUnits: BaseUnits.optional().describe(
+      "The exact amount in the token's base units; absent on rows written before amounts below a cent existed, whose hash does not cover it.",
+    ),
     currency: z.string(),
     data: z.record(z.string(), z.unknown()),
     createdAt: Timestamp,

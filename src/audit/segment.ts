@@ -59,6 +59,7 @@ const entryLine = (e: ArchivedLedgerEntry) =>
     transferId: e.transferId,
     account: e.account,
     amountMinor: e.amountMinor,
+    ...(e.amountBaseUnits === undefined ? {} : { amountBaseUnits: e.amountBaseUnits }),
     createdAt: e.createdAt,
   });
 

@@ -11,7 +11,7 @@ export const auditRowOf = (r: AuditRecord): AuditRow => auditRow(r, JSON.parse(r
 
 /** Every column of an audit row, named as its stored record (AuditRecord) names them. */
 export const AUDIT_COLUMNS = `seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
-  amount_minor AS amountMinor, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash`;
+  amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash`;
 
 /** The audit row types a receipt names: a charge's payment, a payout's, a refund's. */
 export type ReceiptRowType = "charge.paid" | "payout.paid" | "charge.refunded";

@@ -5,6 +5,7 @@ import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import { type IdPlace, newId } from "../lib/ids";
 import { mergeSorted, newestFirst } from "../lib/merge";
+import { baseUnitsParam, centsIfWhole, centsToUsdcUnits, wholeCentsOf } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { CHARGE_ROW_COLUMNS } from "./statements";
 
@@ -18,7 +19,8 @@ export const chargeView = (c: ChargeFields) => ({
   chargeId: c.id,
   merchantId: c.merchantId,
   agentId: c.agentId,
-  amountMinor: c.amountMinor,
+  amountMinor: centsIfWhole(BigInt(c.amountBaseUnits)),
+  amountBaseUnits: String(c.amountBaseUnits),
   currency: c.currency,
   description: c.description,
   externalId: c.externalId,
@@ -39,8 +41,7 @@ export type ChargeView = ReturnType<typeof chargeView>;
 export function newPendingCharge(
   at: IdPlace,
   merchantId: string,
-  input: {
-    amountMinor: number;
+  input: ({ amountMinor: number } | { amountBaseUnits: bigint }) & {
     description?: string | null | undefined;
     externalId?: string | null | undefined;
     checkoutLinkId?: string | null;
@@ -50,11 +51,13 @@ export function newPendingCharge(
   },
   createdAt = nowIso(),
 ): ChargeRow {
+  const amount = "amountBaseUnits" in input ? input.amountBaseUnits : centsToUsdcUnits(input.amountMinor);
   return {
     id: newId("charge", at),
     merchantId,
     agentId: null,
-    amountMinor: input.amountMinor,
+    amountMinor: wholeCentsOf(amount),
+    amountBaseUnits: baseUnitsParam(amount),
     currency: "USD",
     description: input.description ?? null,
     externalId: input.externalId ?? null,
@@ -78,11 +81,12 @@ export function newPendingCharge(
 export function chargeCreationStatements(row: ChargeRow, merchantName: string): SqlStatement[] {
   return [
     sqlStatement(
-      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim, resource)
-       VALUES (?, ?, NULL, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?, ?)`,
+      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, amount_base_units, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim, resource)
+       VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?, ?)`,
       row.id,
       row.merchantId,
       row.amountMinor,
+      row.amountBaseUnits,
       row.currency,
       row.description,
       row.externalId,
@@ -183,7 +187,7 @@ export async function listAgentChargesByPaidAt(env: Env, agentId: string, limit:
 async function agentChargesIn(d1: D1Database, agentId: string, limit: number) {
   const { results } = await d1
     .prepare(
-      `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, currency, description, external_id AS externalId,
+      `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, description, external_id AS externalId,
        status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor, resource
        FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
     )

@@ -8,7 +8,8 @@ import { merchantLabelOf, merchantNameOf } from "../merchants/statements";
  */
 
 /** A charge's columns (table alias `c`) named as in ChargeRow. */
-export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor, c.currency,
+export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id AS agentId, c.amount_minor AS amountMinor,
+  c.amount_base_units AS amountBaseUnits, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
   c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
   c.refunded_minor AS refundedMinor, c.resource`;

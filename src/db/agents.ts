@@ -14,7 +14,10 @@ export const agents = sqliteTable(
     /** Set while the agent is frozen: nothing moves its money (the wallet object and every payment batch check it). */
     frozenAt: text("frozen_at"),
     frozenReason: text("frozen_reason"),
+    /** The balance in whole cents, rounded down: always `balance_base_units / 10000` (a trigger holds it so). */
     balanceMinor: integer("balance_minor").notNull().default(0),
+    /** The exact balance in the token's base units (1 cent = 10,000): the ledger's postings move this. */
+    balanceBaseUnits: integer("balance_base_units").notNull().default(0),
     currency: text("currency").notNull().default("USD"),
     /** The spending policy as canonical JSON (see agents/policy.ts). */
     policy: text("policy").notNull().default("{}"),

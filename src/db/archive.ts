@@ -37,11 +37,14 @@ export const archiveSegments = sqliteTable(
 
 /**
  * Per account, the sum of its archived ledger entries: updated in the same D1 batch that deletes
- * them, so an account's balance is always `carriedMinor + SUM(its live ledger_entries)`.
+ * them, so an account's balance is always `carriedBaseUnits + SUM(its live ledger_entries' base units)`.
  */
 export const archivedBalances = sqliteTable("archived_balances", {
   account: text("account").primaryKey(),
+  /** The archived entries' cents, each truncated toward zero as entries state them: exact while every amount is whole cents. */
   carriedMinor: integer("carried_minor").notNull(),
+  /** The archived entries' exact sum in base units: the account's balance is this plus its live entries' `amount_base_units`. */
+  carriedBaseUnits: integer("carried_base_units").notNull().default(0),
   entries: integer("entries").notNull(),
 });
 

@@ -7,7 +7,13 @@ export const charges = sqliteTable(
     id: text("id").primaryKey(),
     merchantId: text("merchant_id").notNull(),
     agentId: text("agent_id"),
+    /**
+     * The amount's whole cents, rounded down: always `amount_base_units / 10000` (a trigger holds it
+     * so). An amount below or between cents is shown as null (see charges/responses.ts).
+     */
     amountMinor: integer("amount_minor").notNull(),
+    /** The exact amount in the token's base units (1 cent = 10,000). */
+    amountBaseUnits: integer("amount_base_units").notNull().default(0),
     currency: text("currency").notNull().default("USD"),
     description: text("description"),
     externalId: text("external_id"),

@@ -13,8 +13,10 @@ export const ledgerEntries = sqliteTable(
     transferId: text("transfer_id").notNull(),
     /** `agent:<id>`, `merchant:<id>` or `external:<source>`. */
     account: text("account").notNull(),
-    /** Signed cents: positive credits the account, negative debits it. */
+    /** The signed amount in whole cents, truncated toward zero: always `amount_base_units / 10000` (a trigger holds it so). */
     amountMinor: integer("amount_minor").notNull(),
+    /** Signed token base units (1 cent = 10,000), exact: positive credits the account, negative debits it. What sums to zero. */
+    amountBaseUnits: integer("amount_base_units").notNull().default(0),
     createdAt: text("created_at").notNull(),
   },
   // No index by account: nothing reads an account's entries but a check of balances against them
@@ -33,6 +35,8 @@ export const auditEvents = sqliteTable(
     agentId: text("agent_id"),
     merchantId: text("merchant_id"),
     amountMinor: integer("amount_minor").notNull(),
+    /** The exact amount in base units (decimal string); null on rows written before amounts below a cent existed. */
+    amountBaseUnits: text("amount_base_units"),
     currency: text("currency").notNull(),
     /** Canonical JSON of the event's details. */
     data: text("data").notNull(),

@@ -12,7 +12,10 @@ export const merchants = sqliteTable(
     /** The key before the last roll, working until `previousKeyExpiresAt` (its grace); at most two keys work at once. */
     previousApiKeyHash: text("previous_api_key_hash").unique(),
     previousKeyExpiresAt: text("previous_key_expires_at"),
+    /** The balance in whole cents, rounded down: always `balance_base_units / 10000` (a trigger holds it so). */
     balanceMinor: integer("balance_minor").notNull().default(0),
+    /** The exact balance in the token's base units (1 cent = 10,000): the ledger's postings move this. */
+    balanceBaseUnits: integer("balance_base_units").notNull().default(0),
     currency: text("currency").notNull().default("USD"),
     payoutAddress: text("payout_address"),
     createdAt: text("created_at").notNull(),

@@ -13,6 +13,8 @@ export interface ArchivedLedgerEntry {
   transferId: string;
   account: string;
   amountMinor: number;
+  /** Absent from entries archived before amounts below a cent existed. */
+  amountBaseUnits?: number;
   createdAt: string;
 }
 
@@ -57,7 +59,8 @@ export async function liveLedgerEntries(
 ): Promise<ArchivedLedgerEntry[]> {
   const { results } = await d1
     .prepare(
-      `SELECT id, transfer_id AS transferId, account, amount_minor AS amountMinor, created_at AS createdAt
+      `SELECT id, transfer_id AS transferId, account, amount_minor AS amountMinor, amount_base_units AS amountBaseUnits,
+         created_at AS createdAt
        FROM ledger_entries WHERE id > ? AND id <= ? ORDER BY id`,
     )
     .bind(afterId, lastId)
@@ -78,10 +81,10 @@ export function archiveEntryPage(
   const ids = `SELECT id FROM ledger_entries WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ${Math.trunc(limit)}`;
   return [
     sqlStatement(
-      `INSERT INTO archived_balances (account, carried_minor, entries)
-       SELECT account, SUM(amount_minor), COUNT(*) FROM ledger_entries WHERE id IN (${ids}) GROUP BY account
+      `INSERT INTO archived_balances (account, carried_minor, carried_base_units, entries)
+       SELECT account, SUM(amount_minor), SUM(amount_base_units), COUNT(*) FROM ledger_entries WHERE id IN (${ids}) GROUP BY account
        ON CONFLICT (account) DO UPDATE SET carried_minor = carried_minor + excluded.carried_minor,
-         entries = entries + excluded.entries`,
+         carried_base_units = carried_base_units + excluded.carried_base_units, entries = entries + excluded.entries`,
       afterId,
       lastId,
     ),

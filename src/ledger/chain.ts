@@ -1,6 +1,7 @@
 import { appendRows, mergeAppends, type SqlStatement } from "../db/statements";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256HexSync } from "../lib/crypto";
+import { centsIfWhole, centsToUsdcUnits, USDC_UNITS_PER_CENT, wholeCentsOf } from "../lib/money";
 
 /*
  * The audit chain: every row names its predecessor's hash, so a changed,
@@ -15,10 +16,25 @@ export interface AuditDraft {
   chargeId: string | null;
   agentId: string | null;
   merchantId: string | null;
-  amountMinor: number;
+  /** The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it). */
+  amountMinor: number | null;
+  /**
+   * The exact amount in base units, as a decimal string. A draft without it moves whole cents: the
+   * sequencer writes `amountMinor` × 10,000 (`sealed`). Null only on rows written before amounts
+   * below a cent existed; their hash never covered it.
+   */
+  amountBaseUnits?: string | null;
   currency: string;
   data: Record<string, unknown>;
   createdAt: string;
+}
+
+/** A draft as the chain records it: its exact amount always stated, its cents null unless whole. */
+export function sealed(draft: AuditDraft): AuditDraft & { amountBaseUnits: string } {
+  const units =
+    draft.amountBaseUnits ?? (draft.amountMinor === null ? null : String(centsToUsdcUnits(draft.amountMinor)));
+  if (units === null) throw new Error(`audit draft ${draft.type} states no amount`);
+  return { ...draft, amountMinor: centsIfWhole(BigInt(units)), amountBaseUnits: units };
 }
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -31,7 +47,9 @@ export const genesisHashOf = (shard: number) =>
   shard === 0 ? GENESIS_HASH : sha256HexSync(`agent-pay:ledger-shard:${shard}`);
 
 /** An audit row as stored and exported. */
-export interface AuditRow extends AuditDraft {
+export interface AuditRow extends Omit<AuditDraft, "amountBaseUnits"> {
+  /** Absent on rows written before amounts below a cent existed. */
+  amountBaseUnits?: string;
   seq: number;
   prevHash: string;
   hash: string;
@@ -41,14 +59,20 @@ export interface AuditRow extends AuditDraft {
  * A row in the one field order every reader gives it, from D1 or from an archived segment (stored as
  * canonical JSON, keys sorted), so an audit page or an evidence file is the same bytes either way.
  */
-export const auditRow = (r: Omit<AuditRow, "data">, data: Record<string, unknown>): AuditRow => ({
+export const auditRow = (
+  r: Omit<AuditRow, "data" | "amountBaseUnits"> & { amountBaseUnits?: string | null },
+  data: Record<string, unknown>,
+): AuditRow => ({
   seq: r.seq,
   type: r.type,
   reference: r.reference,
   chargeId: r.chargeId,
   agentId: r.agentId,
   merchantId: r.merchantId,
-  amountMinor: r.amountMinor,
+  // Stored, a row's cents column holds whole cents (NOT NULL); the row states null when they are not its amount.
+  amountMinor:
+    r.amountBaseUnits != null && BigInt(r.amountBaseUnits) % USDC_UNITS_PER_CENT !== 0n ? null : r.amountMinor,
+  ...(r.amountBaseUnits != null ? { amountBaseUnits: r.amountBaseUnits } : {}),
   currency: r.currency,
   data,
   createdAt: r.createdAt,
@@ -56,7 +80,10 @@ export const auditRow = (r: Omit<AuditRow, "data">, data: Record<string, unknown
   hash: r.hash,
 });
 
-/** The content a row's hash covers: everything but the hashes themselves. */
+/**
+ * The content a row's hash covers: everything but the hashes themselves. `amountBaseUnits` is in it
+ * whenever the row states it (every row since amounts below a cent exist), so older rows hash as they always did.
+ */
 export function auditContent(seq: number, draft: AuditDraft): string {
   return canonicalJson({
     seq,
@@ -66,6 +93,7 @@ export function auditContent(seq: number, draft: AuditDraft): string {
     agentId: draft.agentId,
     merchantId: draft.merchantId,
     amountMinor: draft.amountMinor,
+    ...(draft.amountBaseUnits != null ? { amountBaseUnits: draft.amountBaseUnits } : {}),
     currency: draft.currency,
     data: draft.data,
     createdAt: draft.createdAt,
@@ -103,13 +131,13 @@ export async function verifyChain(
 }
 
 const AUDIT_INSERT =
-  "INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data, created_at, prev_hash, hash)";
+  "INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, amount_base_units, currency, data, created_at, prev_hash, hash)";
 
 /** The inserts of audit rows, in order, as many to an insert as D1's parameter limit allows (none for no rows). */
 export const auditInserts = (rows: AuditRow[]): SqlStatement[] =>
   mergeAppends(
     rows.map((row) =>
-      appendRows(AUDIT_INSERT, 12, [
+      appendRows(AUDIT_INSERT, 13, [
         [
           row.seq,
           row.type,
@@ -117,7 +145,9 @@ export const auditInserts = (rows: AuditRow[]): SqlStatement[] =>
           row.chargeId,
           row.agentId,
           row.merchantId,
-          row.amountMinor,
+          // The column holds whole cents (NOT NULL); the row states null for an amount between cents.
+          row.amountMinor ?? wholeCentsOf(BigInt(row.amountBaseUnits ?? 0)),
+          row.amountBaseUnits ?? null,
           row.currency,
           canonicalJson(row.data),
           row.createdAt,

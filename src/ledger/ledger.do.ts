@@ -4,7 +4,7 @@ import { dbOfShard } from "../db/shards";
 import { guardReasonOf, mergeAppends, type SqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
-import { type AuditRow, auditInserts, chainHash, genesisHashOf } from "./chain";
+import { type AuditRow, auditInserts, chainHash, genesisHashOf, sealed } from "./chain";
 import type { CommitPlan } from "./plan";
 
 /** A result row of a plan statement, as D1 returns it. */
@@ -116,7 +116,8 @@ export class LedgerDurableObject extends DurableObject<Env> {
       const start = statements.length;
       for (const statement of plan.statements) (statement.append ? appendable : statements).push(statement);
       spans.push({ start, count: statements.length - start, auditSeqs });
-      for (const draft of plan.audit) {
+      for (const unsealed of plan.audit) {
+        const draft = sealed(unsealed);
         const seq = prev.seq + 1;
         const hash = chainHash(prev.hash, seq, draft);
         auditRows.push({ ...draft, seq, prevHash: prev.hash, hash });

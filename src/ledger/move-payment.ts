@@ -38,8 +38,8 @@ async function landedPayment(
   const account = `merchant:${charge.merchantId}`;
   const row = await at.db
     .prepare(
-      `SELECT m.balance_minor - (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries WHERE account = ?1
-               AND rowid > (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1)) AS balanceMinor
+      `SELECT (m.balance_base_units - (SELECT COALESCE(SUM(amount_base_units), 0) FROM ledger_entries WHERE account = ?1
+               AND rowid > (SELECT MAX(rowid) FROM ledger_entries WHERE transfer_id = ?2 AND account = ?1))) / 10000 AS balanceMinor
      FROM charges c JOIN merchants m ON m.id = c.merchant_id WHERE c.id = ?3 AND c.reference = ?2`,
     )
     .bind(account, reference, charge.id)

@@ -9,7 +9,7 @@ import { commitAcrossShards, payInOnePlace } from "./move-payment";
 import type { PayableCharge } from "./movements";
 import { type Place, placementOf } from "./place";
 import type { CommitPlan } from "./plan";
-import { postingStatements } from "./postings";
+import { centsPosting, postingStatements } from "./postings";
 import { driveTransfer, settledState } from "./transfer-drive";
 import type { TransferIntents } from "./transfer-intents";
 import { transferInsert } from "./transfers";
@@ -115,7 +115,7 @@ const refundPlan = (r: ChargeRefund): CommitPlan => ({
     ...r.statements,
     ...postingStatements(
       r.id,
-      [{ from: `merchant:${r.charge.merchantId}`, to: `agent:${r.agentId}`, amountMinor: r.amountMinor }],
+      [centsPosting(`merchant:${r.charge.merchantId}`, `agent:${r.agentId}`, r.amountMinor)],
       r.at,
     ),
     ...r.after,
@@ -150,7 +150,7 @@ const refundSendPlan = (r: ChargeRefund, from: Place, to: Place): CommitPlan => 
     ),
     ...postingStatements(
       r.id,
-      [{ from: `merchant:${r.charge.merchantId}`, to: `transit:${to.shard}`, amountMinor: r.amountMinor }],
+      [centsPosting(`merchant:${r.charge.merchantId}`, `transit:${to.shard}`, r.amountMinor)],
       r.at,
     ),
     ...r.after,

@@ -3,12 +3,14 @@ import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import type { AuditDraft } from "./chain";
 import { outboxEvent, outboxEvents } from "./outbox";
 import type { CommitPlan } from "./plan";
-import { postingStatements } from "./postings";
+import { centsPosting, postingStatements } from "./postings";
 
 export interface PayableCharge {
   id: string;
   merchantId: string;
   amountMinor: number;
+  /** The exact amount in the token's base units (a safe integer: see MAX_AMOUNT_MINOR); `amountMinor` is its whole cents. */
+  amountBaseUnits: number;
   currency: string;
   description: string | null;
   /** The checkout link the charge was born from (set at creation, never after). */
@@ -165,7 +167,13 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
       ...chargePaidStatements(charge, p.agentId, p.method, p.reference, p.paidAt, (p.prelude?.length ?? 0) > 0),
       ...postingStatements(
         p.reference,
-        [{ from: `agent:${p.agentId}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
+        [
+          {
+            from: `agent:${p.agentId}`,
+            to: `merchant:${charge.merchantId}`,
+            amountBaseUnits: BigInt(charge.amountBaseUnits),
+          },
+        ],
         p.paidAt,
       ),
       outboxEvents(charge.merchantId, data, p.paidAt, "payment.succeeded", "charge.succeeded"),
@@ -212,7 +220,7 @@ export function agentCreditPlan(p: {
       ),
       ...postingStatements(
         p.transferId,
-        [{ from: "external:manual_credits", to: `agent:${p.agentId}`, amountMinor: p.amountMinor }],
+        [centsPosting("external:manual_credits", `agent:${p.agentId}`, p.amountMinor)],
         p.createdAt,
       ),
       ...(p.epilogue ?? []),
@@ -274,7 +282,13 @@ export function x402PaymentPlan(p: X402Settlement): CommitPlan {
       ...chargePaidStatements(charge, null, "x402", p.transaction, p.paidAt),
       ...postingStatements(
         p.transaction,
-        [{ from: `external:x402:${p.network}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
+        [
+          {
+            from: `external:x402:${p.network}`,
+            to: `merchant:${charge.merchantId}`,
+            amountBaseUnits: BigInt(charge.amountBaseUnits),
+          },
+        ],
         p.paidAt,
       ),
       outboxEvent("charge.succeeded", charge.merchantId, data, p.paidAt),
@@ -354,7 +368,7 @@ export function depositPlan(d: DepositCredit, credit: boolean): CommitPlan {
       record,
       ...postingStatements(
         `${d.txHash}:${d.logIndex}`,
-        [{ from: `external:deposits:${d.network}`, to: `agent:${d.agentId}`, amountMinor: d.amountMinor }],
+        [centsPosting(`external:deposits:${d.network}`, `agent:${d.agentId}`, d.amountMinor)],
         d.createdAt,
       ),
       outboxEvent("deposit.confirmed", null, data, d.createdAt),

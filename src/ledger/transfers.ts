@@ -10,7 +10,7 @@ import {
 } from "./movements";
 import { outboxEvents } from "./outbox";
 import type { CommitPlan } from "./plan";
-import { postingStatements } from "./postings";
+import { centsPosting, postingStatements } from "./postings";
 
 /*
  * Money between two ledger shards: a two-phase transfer through transit accounts (docs/decisions.md,
@@ -109,6 +109,8 @@ const paymentOf = (t: TransferRecord): CrossShardPayment => ({
     id: t.chargeId,
     merchantId: t.merchantId,
     amountMinor: t.amountMinor,
+    // A transfer row holds whole cents: sendPlan takes no other amount.
+    amountBaseUnits: t.amountMinor * 10_000,
     currency: t.currency,
     description: t.description,
     checkoutLinkId: t.checkoutLinkId,
@@ -139,7 +141,7 @@ export function refundArrivalPlan(t: TransferRecord): CommitPlan {
       notArrived(t.id),
       ...postingStatements(
         t.id,
-        [{ from: `transit:${t.fromShard}`, to: `agent:${t.agentId}`, amountMinor: t.amountMinor }],
+        [centsPosting(`transit:${t.fromShard}`, `agent:${t.agentId}`, t.amountMinor)],
         t.createdAt,
       ),
       arrivalApplied(t.id, t.fromShard, `agent:${t.agentId}`, t.createdAt),
@@ -206,7 +208,7 @@ export function arrivalPlan(p: CrossShardPayment, extras?: ArrivalExtras): Commi
       ...chargePaidStatements(charge, p.agentId, method, p.reference, p.paidAt, prelude.length > 0),
       ...postingStatements(
         p.reference,
-        [{ from: `transit:${p.fromShard}`, to: `merchant:${charge.merchantId}`, amountMinor: charge.amountMinor }],
+        [centsPosting(`transit:${p.fromShard}`, `merchant:${charge.merchantId}`, charge.amountMinor)],
         p.paidAt,
       ),
       arrivalApplied(p.reference, p.fromShard, `merchant:${charge.merchantId}`, p.paidAt),
@@ -238,6 +240,10 @@ export function sendPlan(
   extras?: ArrivalExtras,
 ): CommitPlan {
   const { charge } = p;
+  // ledger_transfers counts whole cents; a payment across shards of an amount below or between
+  // cents needs its base units carried there first.
+  if (charge.amountBaseUnits !== charge.amountMinor * 10_000)
+    throw new Error(`a payment across shards moves whole cents: ${charge.amountBaseUnits} base units`);
   return {
     statements: [
       guards(agentNotFrozenCheck(p.agentId), [
@@ -267,7 +273,7 @@ export function sendPlan(
       ),
       ...postingStatements(
         p.reference,
-        [{ from: `agent:${p.agentId}`, to: `transit:${p.toShard}`, amountMinor: charge.amountMinor }],
+        [centsPosting(`agent:${p.agentId}`, `transit:${p.toShard}`, charge.amountMinor)],
         p.paidAt,
       ),
     ],
@@ -330,7 +336,7 @@ export const reversePlan = (t: PendingTransfer, reason: string, at: string): Com
     ),
     ...postingStatements(
       `${t.id}:reversal`,
-      [{ from: `transit:${t.toShard}`, to: `agent:${t.agentId}`, amountMinor: t.amountMinor }],
+      [centsPosting(`transit:${t.toShard}`, `agent:${t.agentId}`, t.amountMinor)],
       at,
     ),
   ],

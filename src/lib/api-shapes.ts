@@ -32,6 +32,11 @@ export const Timestamp = z
   .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/)
   .meta({ format: "date-time" });
 export const Cents = z.number().int().nonnegative();
+/** An exact amount in the token's base units (6 decimals: 1 cent = 10,000), as a decimal string: it can pass 2^53. */
+export const BaseUnits = z
+  .string()
+  .regex(/^-?\d+$/)
+  .describe("Token base units as a decimal string (1 cent = 10,000; they can pass 2^53).");
 export const Usd = z.literal("USD");
 export const EvmAddress = z.string().regex(/^0x[a-fA-F0-9]{40}$/);
 

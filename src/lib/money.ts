@@ -9,3 +9,24 @@ export const amountMinor = z.number().int().positive().max(MAX_AMOUNT_MINOR);
 /** USDC has 6 decimals: one cent is 10,000 base units. */
 export const USDC_UNITS_PER_CENT = 10_000n;
 export const centsToUsdcUnits = (cents: number): bigint => BigInt(cents) * USDC_UNITS_PER_CENT;
+
+/**
+ * Money held or moved exactly is counted in the token's base units (bigint). The cents a column or
+ * field states beside them are derived: whole cents, truncated toward zero (rounded down for a
+ * balance, which is never negative).
+ */
+export const wholeCentsOf = (baseUnits: bigint): number => Number(baseUnits / USDC_UNITS_PER_CENT);
+
+/** An amount in cents when it is a whole number of them; null when cents cannot state it exactly. */
+export const centsIfWhole = (baseUnits: bigint): number | null =>
+  baseUnits % USDC_UNITS_PER_CENT === 0n ? wholeCentsOf(baseUnits) : null;
+
+/**
+ * A base-unit amount as a D1 parameter: D1 binds numbers, so it must be a safe integer (every
+ * single amount is: the largest accepted, MAX_AMOUNT_MINOR cents, is 10^15 base units).
+ */
+export function baseUnitsParam(baseUnits: bigint): number {
+  const n = Number(baseUnits);
+  if (!Number.isSafeInteger(n) || BigInt(n) !== baseUnits) throw new Error(`base units out of range: ${baseUnits}`);
+  return n;
+}

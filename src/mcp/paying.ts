@@ -14,6 +14,7 @@ import { type AnswerHome, answersOf } from "../ledger/answers-place";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { refusalAgain } from "../lib/errors";
+import { centsIfWhole } from "../lib/money";
 import { chargeReceipt } from "../receipts/service";
 import type { ToolAnswer, ToolContext } from "./define";
 
@@ -26,6 +27,15 @@ import type { ToolAnswer, ToolContext } from "./define";
  */
 
 export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed(2)} ${currency}`;
+
+/** An exact amount in token base units (6 decimals): as `usd` when whole cents, else every place it needs ("0.001 USD"). */
+export function usdOfBaseUnits(baseUnits: string, currency = "USD") {
+  const units = BigInt(baseUnits);
+  const cents = centsIfWhole(units);
+  if (cents !== null) return usd(cents, currency);
+  const fraction = (units % 1_000_000n).toString().padStart(6, "0").replace(/0+$/, "");
+  return `${units / 1_000_000n}.${fraction} ${currency}`;
+}
 
 /** A paid charge's signed receipt (as GET /charges/:chargeId/receipt), or null while it is not paid. */
 export const receiptOf = (ctx: ToolContext, chargeId: string) =>
@@ -68,7 +78,7 @@ async function toolAnswer(ctx: ToolContext, { status, body }: RouteReply, replay
     const charge = body.charge as ChargeView;
     return {
       body: { ...body, receipt: await receiptOf(ctx, charge.chargeId) },
-      summary: `Paid charge ${charge.chargeId}: ${usd(charge.amountMinor, charge.currency)}, reference ${charge.reference}.${replay}`,
+      summary: `Paid charge ${charge.chargeId}: ${usdOfBaseUnits(charge.amountBaseUnits, charge.currency)}, reference ${charge.reference}.${replay}`,
     };
   }
   if (status === 402 && body.pendingApproval === true) {

@@ -17,7 +17,7 @@ import {
   paylinkUsage,
 } from "../paylinks/service";
 import { defineTool, type ServedTool, type ToolAnnotations, type ToolDefinition } from "./define";
-import { IdempotencyKeyArg, payOnce, RETRY_RULE, receiptOf, usd } from "./paying";
+import { IdempotencyKeyArg, payOnce, RETRY_RULE, receiptOf, usd, usdOfBaseUnits } from "./paying";
 
 const READ: ToolAnnotations = {
   readOnlyHint: true,
@@ -68,7 +68,7 @@ const getChargeTool: ToolDefinition<typeof ChargeInput> = {
     const receipt = charge.status === "paid" ? await receiptOf(ctx, charge.id) : null;
     return {
       body: receipt ? { ...chargeView(charge), receipt } : chargeView(charge),
-      summary: `Charge ${charge.id}: ${usd(charge.amountMinor, charge.currency)}, ${charge.status}.`,
+      summary: `Charge ${charge.id}: ${usdOfBaseUnits(String(charge.amountBaseUnits), charge.currency)}, ${charge.status}.`,
     };
   },
 };

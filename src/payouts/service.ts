@@ -7,7 +7,7 @@ import { placeOfMadeId } from "../ledger/made-places";
 import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
-import { type Account, balanceAfter, postingStatements } from "../ledger/postings";
+import { type Account, balanceAfter, centsPosting, postingStatements } from "../ledger/postings";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
@@ -169,7 +169,7 @@ function payoutPlan(x: X402Settings, home: Place, payout: PayoutRow, slot: Idemp
         createdAt,
       ),
       transfer.statement,
-      ...postingStatements(id, [{ from: `merchant:${merchantId}`, to: payoutsAccount(x), amountMinor }], createdAt),
+      ...postingStatements(id, [centsPosting(`merchant:${merchantId}`, payoutsAccount(x), amountMinor)], createdAt),
       ...answer,
     ],
     audit: [
@@ -256,7 +256,7 @@ function payoutOutcomePlan(
     // The debit stays; a new posting gives the amount back.
     ...postingStatements(
       `${payout.id}:reversal`,
-      [{ from: payoutsAccount(x), to: `merchant:${payout.merchantId}`, amountMinor: payout.amountMinor }],
+      [centsPosting(payoutsAccount(x), `merchant:${payout.merchantId}`, payout.amountMinor)],
       at,
     ),
     outboxEvent("payout.failed", payout.merchantId, payoutEventData(payout, null, outcome.reason), at),

@@ -8,7 +8,7 @@ import type { ChargeRefund } from "../ledger/move";
 import { type EventType, outboxEventWithFigure } from "../ledger/outbox";
 import type { Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
-import { type Account, postingStatements } from "../ledger/postings";
+import { type Account, centsPosting, postingStatements } from "../ledger/postings";
 import { merchantBalanceAtLeast } from "../merchants/statements";
 import { type Advance, outboundOutcomeStatements } from "../outbound/advance";
 import { type OutboundTransfer, settlementTransfer } from "../outbound/authorization";
@@ -159,7 +159,7 @@ export function x402RefundPlan(
       transfer.statement,
       ...postingStatements(
         r.id,
-        [{ from: `merchant:${r.merchantId}`, to: refundsAccount(x), amountMinor: r.amountMinor }],
+        [centsPosting(`merchant:${r.merchantId}`, refundsAccount(x), r.amountMinor)],
         r.createdAt,
       ),
       ...answer,
@@ -211,7 +211,7 @@ export function refundOutcomePlan(
       // The debit stays; a new posting gives the amount back.
       ...postingStatements(
         `${r.id}:reversal`,
-        [{ from: refundsAccount(x), to: `merchant:${r.merchantId}`, amountMinor: r.amountMinor }],
+        [centsPosting(refundsAccount(x), `merchant:${r.merchantId}`, r.amountMinor)],
         at,
       ),
       refundEvent("refund.failed", r, { ...refundEventData(r, null), failureReason }, at),

@@ -1,15 +1,11 @@
 import { z } from "zod";
-import { Cents, EvmAddress, named, Timestamp } from "../lib/api-shapes";
+import { BaseUnits, Cents, EvmAddress, named, Timestamp } from "../lib/api-shapes";
 import type { TreasuryCheck } from "./check";
 import type { Funding } from "./fundings";
 import type { StoredCheck } from "./history";
 
 /** Response bodies: the treasury reconciliation. */
 
-const BaseUnits = z
-  .string()
-  .regex(/^-?\d+$/)
-  .describe("Token base units as a decimal string (1 cent = 10,000; they can pass 2^53).");
 const Status = z
   .enum(["balanced", "surplus", "shortfall"])
   .describe(

@@ -43,7 +43,7 @@ export const networkOf = (x: X402Settings, version: 1 | 2) => (version === 1 ? x
 /**
  * The requirements' own checks, the service's reason when they fail: scheme, network and asset
  * the service settles, and a `payTo` that is this merchant's own address (a merchant without one
- * was never paid to it). Whole cents only, for now: the ledger holds cents.
+ * was never paid to it). The amount is exact in base units, below a cent too.
  */
 function refusalOfAsked(x: X402Settings, asked: Asked, receiving: ReceivingRow | null): string | null {
   if (asked.scheme !== "exact") return "unsupported_scheme";
@@ -51,9 +51,9 @@ function refusalOfAsked(x: X402Settings, asked: Asked, receiving: ReceivingRow |
   if (!isAddressEqual(asked.asset as `0x${string}`, x.asset)) return "invalid_asset";
   if (!receiving?.address || !isAddressEqual(asked.payTo as `0x${string}`, receiving.address as `0x${string}`))
     return "invalid_exact_evm_payload_recipient_mismatch";
-  // TODO(base units): an amount below or between cents is refused until the ledger holds base units.
-  if (asked.value <= 0n || asked.value % USDC_UNITS_PER_CENT !== 0n) return "invalid_payment_requirements";
-  if (asked.value > BigInt(MAX_AMOUNT_MINOR) * USDC_UNITS_PER_CENT) return "invalid_payment_requirements";
+  // Any whole number of base units, below a cent too, up to the largest amount a charge takes.
+  if (asked.value <= 0n || asked.value > BigInt(MAX_AMOUNT_MINOR) * USDC_UNITS_PER_CENT)
+    return "invalid_payment_requirements";
   return null;
 }
 

@@ -6,7 +6,6 @@ import { linkActiveCheck } from "../ledger/movements";
 import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
-import { USDC_UNITS_PER_CENT } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { findPayment, identifiedStatement, outcomeOfEarlier, type PaymentRow, sameTarget } from "./earlier-payments";
 import type { X402Outcome } from "./outcome";
@@ -62,8 +61,8 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, where:
       where,
       target.merchantId,
       {
-        // TODO(base units): whole cents only until the ledger holds base units; the facilitator refuses the rest first.
-        amountMinor: Number(target.value / USDC_UNITS_PER_CENT),
+        // Exact: a route's price may be below a cent, and the ledger holds base units.
+        amountBaseUnits: target.value,
         description: target.description,
         resource: target.resource,
         x402Claim: paymentId,

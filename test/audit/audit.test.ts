@@ -37,7 +37,7 @@ const CSV_HEADER = [
 
 async function auditTable(): Promise<DbAuditRow[]> {
   const { results } = await env.DB.prepare(
-    `SELECT seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId, amount_minor AS amountMinor,
+    `SELECT seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId, amount_minor AS amountMinor, amount_base_units AS amountBaseUnits,
             currency, data, created_at AS createdAt, prev_hash AS prevHash, hash FROM audit_events ORDER BY seq`,
   ).all<DbAuditRow>();
   return results;

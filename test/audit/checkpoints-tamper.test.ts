@@ -45,7 +45,7 @@ async function rewriteChain() {
   let prevHash = "0".repeat(64);
   const rewritten: AuditRow[] = [];
   for (const row of rows) {
-    const draft = { ...row, amountMinor: row.seq === 1 ? row.amountMinor + 100 : row.amountMinor };
+    const draft = { ...row, amountMinor: row.seq === 1 ? row.amountMinor! + 100 : row.amountMinor };
     const hash = chainHash(prevHash, row.seq, draft);
     await env.DB.prepare("UPDATE audit_events SET amount_minor = ?, prev_hash = ?, hash = ? WHERE seq = ?")
       .bind(draft.amountMinor, prevHash, hash, row.seq)

@@ -37,7 +37,7 @@ const remembered = async () =>
   ).results;
 
 const SELECT_ROWS = `SELECT seq, type, reference, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
-  amount_minor AS amountMinor, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash FROM audit_events`;
+  amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash FROM audit_events`;
 
 const allRows = async () => (await env.DB.prepare(`${SELECT_ROWS} ORDER BY seq`).all<Stored>()).results;
 const head = async () => (await allRows()).at(-1)!;
@@ -186,10 +186,10 @@ describe("a remembered verification", () => {
     let prevHash = original[0]!.prevHash;
     const rewritten = original.map((record, i) => {
       const row: AuditRow = { ...auditRowOf(record), prevHash };
-      if (i === 0) row.amountMinor += 1;
+      if (i === 0) row.amountMinor! += 1;
       row.hash = chainHash(prevHash, row.seq, row);
       prevHash = row.hash;
-      return { ...record, amountMinor: row.amountMinor, prevHash: row.prevHash, hash: row.hash };
+      return { ...record, amountMinor: row.amountMinor!, prevHash: row.prevHash, hash: row.hash };
     });
     await env.DB.batch(rewritten.map(writeRow));
     try {
@@ -218,8 +218,8 @@ describe("a remembered verification", () => {
       });
     } finally {
       await env.DB.prepare(
-        `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, currency, data,
-           created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO audit_events (seq, type, reference, charge_id, agent_id, merchant_id, amount_minor, amount_base_units,
+           currency, data, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
         .bind(...Object.values(point))
         .run();

@@ -33,7 +33,7 @@ async function rewriteChain(): Promise<AuditRow[]> {
   for await (const row of auditRows(env)) rows.push(row);
   let prevHash = GENESIS_HASH;
   const rewritten = rows.map((row) => {
-    const draft = { ...row, amountMinor: row.seq === 1 ? row.amountMinor + 100 : row.amountMinor, prevHash };
+    const draft = { ...row, amountMinor: row.seq === 1 ? row.amountMinor! + 100 : row.amountMinor, prevHash };
     prevHash = chainHash(prevHash, row.seq, draft);
     return { ...draft, hash: prevHash };
   });

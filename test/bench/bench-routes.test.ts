@@ -112,6 +112,7 @@ describe("bench routes", () => {
         id: "chg_x",
         merchantId: "mch_m",
         amountMinor: 1,
+        amountBaseUnits: 10_000,
         currency: "USD",
         description: null,
         checkoutLinkId: null,
@@ -148,7 +149,15 @@ describe("bench routes", () => {
     const floor = (i: number) => ({ i, agentId: agent.agentId, merchantId: merchant.merchantId });
     const statements =
       walletPaymentPlan({
-        charge: { id: "c", merchantId: "m", amountMinor: 1, currency: "USD", description: null, checkoutLinkId: null },
+        charge: {
+          id: "c",
+          merchantId: "m",
+          amountMinor: 1,
+          amountBaseUnits: 10_000,
+          currency: "USD",
+          description: null,
+          checkoutLinkId: null,
+        },
         agentId: "a",
         method: "ledger",
         reference: "r",

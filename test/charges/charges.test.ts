@@ -28,6 +28,8 @@ describe("POST /merchant/charges", () => {
       [
         "agentId",
         "amountMinor",
+        // Every charge states its exact amount in base units beside its cents.
+        "amountBaseUnits",
         "chargeId",
         "createdAt",
         "currency",
@@ -41,6 +43,7 @@ describe("POST /merchant/charges", () => {
         "status",
       ].sort(),
     );
+    expect(res.body.amountBaseUnits).toBe("25990000");
     expect(res.body).toMatchObject({
       refundedMinor: 0,
       merchantId: merchant.merchantId,

@@ -124,7 +124,7 @@ describe("audit verify over two ledger shards", () => {
     expect(rows.length).toBe(head1.seq - 2);
     let prevHash = genesisHashOf(1);
     const updates = rows.map((row) => {
-      const draft = { ...row, amountMinor: row.seq === 1 ? row.amountMinor + 100 : row.amountMinor };
+      const draft = { ...row, amountMinor: row.seq === 1 ? row.amountMinor! + 100 : row.amountMinor };
       const hash = chainHash(prevHash, row.seq, draft);
       const sql = `UPDATE audit_events SET amount_minor = ${draft.amountMinor}, prev_hash = '${prevHash}', hash = '${hash}' WHERE seq = ${row.seq};`;
       prevHash = hash;

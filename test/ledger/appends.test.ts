@@ -10,7 +10,7 @@ import { appendRows, MAX_PARAMS, mergeAppends, sqlStatement } from "../../src/db
 const scope = `appends_${crypto.randomUUID()}`;
 const INTO = "INSERT INTO idempotency_keys (scope, key, request_hash, status, created_at, expires_at)";
 const row = (n: number) => [scope, `k${n}`, `h${n}`, "pending", "t", "t"];
-const OTHER = "INSERT INTO ledger_entries (transfer_id, account, amount_minor, created_at)";
+const OTHER = "INSERT INTO ledger_entries (transfer_id, account, amount_minor, amount_base_units, created_at)";
 
 describe("appendable inserts", () => {
   it("carry the insert they belong to and run as they are", async () => {
@@ -27,13 +27,13 @@ describe("appendable inserts", () => {
     statements.splice(
       2,
       0,
-      appendRows(OTHER, 4, [
-        [`t_${scope}`, "external:a", -5, "t"],
-        [`t_${scope}`, "external:m", 5, "t"],
+      appendRows(OTHER, 5, [
+        [`t_${scope}`, "external:a", -5, -50_000, "t"],
+        [`t_${scope}`, "external:m", 5, 50_000, "t"],
       ]),
     );
     const merged = mergeAppends(statements);
-    expect(merged.map((s) => s.params.length)).toEqual([perInsert * 6, 3 * 6, 8]);
+    expect(merged.map((s) => s.params.length)).toEqual([perInsert * 6, 3 * 6, 10]);
     expect(merged.every((s) => s.params.length <= MAX_PARAMS)).toBe(true);
     expect(merged[0]!.params.filter((_, i) => i % 6 === 1)).toEqual(
       Array.from({ length: perInsert }, (_, n) => `k${n}`),

@@ -62,8 +62,9 @@ describe("group commit", () => {
     expect(after.batches - before.batches).toBe(3);
     // A credit plan's own statements are a guard and the balance update (which answers with the balance);
     // its ledger entries (two rows) and audit row are appended. Alone: 2 + 1 + 1. A group of 16: 32, then
-    // 32 entry rows four values wide in two inserts (25 rows at most each) and 16 audit rows in two (8 each).
-    expect(after.statements - before.statements).toBe(4 + 2 * (32 + 2 + 2));
+    // 32 entry rows five values wide in two inserts (20 rows at most each) and 16 audit rows thirteen
+    // wide in three (7 at most each).
+    expect(after.statements - before.statements).toBe(4 + 2 * (32 + 2 + 3));
     const seqs = results.flatMap((r) => (r.kind === "committed" ? r.auditSeqs : [])).sort((a, b) => a - b);
     expect(seqs).toHaveLength(33);
     expect(seqs.at(-1)! - seqs[0]!).toBe(32);

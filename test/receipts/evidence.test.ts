@@ -135,7 +135,7 @@ describe("a charge's evidence file", () => {
       [
         "auditRow.amountMinor",
         (f) => {
-          f.auditRow.amountMinor += 1;
+          f.auditRow.amountMinor! += 1;
         },
         [
           named("receipt", "auditRow.amountMinor: the file says 1235, the receipt says 1234"),

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { ledgerOf } from "../../src/ledger/ledger.do";
-import { type Account, postingStatements } from "../../src/ledger/postings";
+import { type Account, centsPosting, postingStatements } from "../../src/ledger/postings";
 import { nowIso } from "../../src/lib/time";
 import { agentOn, entrySum, expectShardsAtRest, homeBalance, merchantOn } from "./helpers";
 
@@ -11,7 +11,7 @@ import { agentOn, entrySum, expectShardsAtRest, homeBalance, merchantOn } from "
 // Awaited inside: the RPC's own promise, handed to `expect` as it is, is reported unhandled as well.
 const postOn = async (shard: number, from: Account, to: Account, amountMinor: number) =>
   await ledgerOf(env, shard).commit({
-    statements: postingStatements(`t_${crypto.randomUUID()}`, [{ from, to, amountMinor }], nowIso()),
+    statements: postingStatements(`t_${crypto.randomUUID()}`, [centsPosting(from, to, amountMinor)], nowIso()),
     audit: [],
   });
 

@@ -252,6 +252,7 @@ async function x402PaidOnShard1(cents: number, payer: Hex) {
         id: charge.chargeId,
         merchantId: merchant.merchantId,
         amountMinor: cents,
+        amountBaseUnits: cents * 10_000,
         currency: "USD",
         description: null,
         checkoutLinkId: null,

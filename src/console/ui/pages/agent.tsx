@@ -1,5 +1,5 @@
 import type { ChargeView } from "../../../charges/service";
-import { Csrf, usd, When } from "../layout";
+import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
 import { type AgentItem, PolicyFields } from "./agents";
 import { ChargeLink } from "./charge";
 import { GraceSelect } from "./key-roll";
@@ -121,7 +121,7 @@ const RecentPayments = (props: { payments: ChargeView[] }) => (
             <td>
               <code>{p.merchantId}</code>
             </td>
-            <td class="num">{usd(p.amountMinor)}</td>
+            <td class="num">{usdOfBaseUnits(p.amountBaseUnits)}</td>
             <td>{p.method}</td>
             <td class="mono">{p.reference}</td>
             <td>

@@ -1,7 +1,8 @@
 import type { ChargeView } from "../../../charges/service";
+import { wholeCentsOf } from "../../../lib/money";
 import type { RefundView } from "../../../refunds/service";
 import { dollarsField } from "../forms";
-import { Csrf, usd, When } from "../layout";
+import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
 
 const CHARGE_BADGE: Record<string, string> = { paid: "ok", pending: "warn" };
 const REFUND_BADGE: Record<string, string> = { succeeded: "ok", pending: "warn", failed: "bad" };
@@ -59,7 +60,8 @@ export const ChargePage = (props: {
   typed?: string;
 }) => {
   const { charge } = props;
-  const remaining = charge.amountMinor - charge.refundedMinor;
+  // Refunds are in whole cents: what of the amount they can still return.
+  const remaining = wholeCentsOf(BigInt(charge.amountBaseUnits)) - charge.refundedMinor;
   return (
     <>
       <ChargeFigures charge={charge} remaining={remaining} />
@@ -91,7 +93,7 @@ const ChargeFigures = (props: { charge: ChargeView; remaining: number }) => {
   return (
     <div class="grid" id="charge-figures">
       <div class="stat">
-        Amount<b id="charge-amount">{usd(charge.amountMinor)}</b>
+        Amount<b id="charge-amount">{usdOfBaseUnits(charge.amountBaseUnits)}</b>
       </div>
       <div class="stat">
         Status

@@ -1,6 +1,6 @@
 import type { AuditVerdict, ShardVerdict } from "../../../audit/verification";
 import type { AuditRow } from "../../../ledger/chain";
-import { usd, When } from "../layout";
+import { usdOfBaseUnits, When } from "../layout";
 import { ChargeLink } from "./charge";
 
 type TransactionsVerdict = AuditVerdict & { shards?: ShardVerdict[] };
@@ -129,7 +129,7 @@ export const TransactionsPage = (props: {
                 <td>{r.type}</td>
                 <td class="mono">{r.reference}</td>
                 <td>{r.chargeId ? <ChargeLink chargeId={r.chargeId} /> : null}</td>
-                <td class="num">{usd(r.amountMinor)}</td>
+                <td class="num">{usdOfBaseUnits(r.amountBaseUnits ?? BigInt(r.amountMinor ?? 0) * 10_000n)}</td>
                 <td class="mono">{r.hash.slice(0, 16)}…</td>
               </tr>
             ))}

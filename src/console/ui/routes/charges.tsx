@@ -6,7 +6,7 @@ import { log } from "../../../lib/log";
 import { RefundBody } from "../../../refunds/routes";
 import { createRefund, listRefunds, sendRefund } from "../../../refunds/service";
 import { field, form, optionalDollars } from "../forms";
-import { usd } from "../layout";
+import { usd, usdOfBaseUnits } from "../layout";
 import { ChargePage, refusalText } from "../pages/charge";
 import { readChargeWithMerchant } from "../queries";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
@@ -88,7 +88,7 @@ export const chargePageRoutes = new Hono<AppEnv>()
       return chargePage(c, now, { error: refusalText(error.error, remaining), typed });
     }
     const { refund, charge } = created;
-    const left = `${usd(charge.amountMinor - charge.refundedMinor)} remains.`;
+    const left = `${usdOfBaseUnits(BigInt(charge.amountBaseUnits) - BigInt(charge.refundedMinor) * 10_000n)} remains.`;
     if (refund.status === "pending" && x) {
       c.executionCtx.waitUntil(
         sendRefund(c.env, x, refund.refundId).catch((error) =>
