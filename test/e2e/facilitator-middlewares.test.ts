@@ -298,7 +298,8 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     const failed = outcomes.filter((o) => o.status !== 200 || o.success !== true);
     expect(failed.slice(0, 3), `${failed.length} of 1000 not settled`).toEqual([]);
 
-    expect(await balanceOf(key)).toMatchObject({ balanceBaseUnits: "1000000", balanceMinor: 100 });
+    // Soft: the treasury is checked too when the balance is wrong, each a finding of its own.
+    expect.soft(await balanceOf(key)).toMatchObject({ balanceBaseUnits: "1000000", balanceMinor: 100 });
     const treasury = await fetch(`${dev.url}/console/treasury`, { headers: { authorization: `Bearer ${token}` } });
     const check = (await treasury.json()) as { status: string };
     expect(treasury.status, JSON.stringify(check)).toBe(200);
