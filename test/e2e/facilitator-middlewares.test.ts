@@ -137,6 +137,7 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     expect(unpaid.status).toBe(402);
     const payer = accounts[1]!;
     const before = { merchant: await balanceOf(key), payer: await tokensOf(terms.asset, payer.address) };
+    expect(before.merchant).toMatchObject({ balanceBaseUnits: "0", balanceMinor: 0 });
 
     const client = v2Client(payer.privateKey, terms);
     const res = await wrapV2(fetch, client)(url);
@@ -171,6 +172,7 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     const url = `${paywall.url}${PAID_PATH}`;
     const payer = accounts[2]!;
     const before = { merchant: await balanceOf(key), payer: await tokensOf(terms.asset, payer.address) };
+    expect(before.merchant).toMatchObject({ balanceBaseUnits: "0", balanceMinor: 0 });
 
     const res = await wrapV1(fetch, privateKeyToAccount(payer.privateKey), 100_000n)(url);
     expect(res.status, await res.clone().text()).toBe(200);
