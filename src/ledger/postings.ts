@@ -63,10 +63,13 @@ export function postingStatements(transferId: string, postings: Posting[], creat
     const [kind, id] = splitAccount(entry.account);
     const table = kind === "agent" ? "agents" : kind === "merchant" ? "merchants" : null;
     const amount = baseUnitsParam(entry.amountBaseUnits);
+    // D1 binds a JS number as REAL: cast, or the division is a fraction for an amount below a cent
+    // and the cents trigger refuses it.
     if (table)
       statements.push(
         sqlStatement(
-          `UPDATE ${table} SET balance_base_units = balance_base_units + ?, balance_minor = (balance_base_units + ?) / 10000
+          `UPDATE ${table} SET balance_base_units = balance_base_units + CAST(? AS INTEGER),
+             balance_minor = (balance_base_units + CAST(? AS INTEGER)) / 10000
            WHERE id = ? ${RETURNING_BALANCE}`,
           amount,
           amount,
