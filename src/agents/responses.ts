@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Cents, EvmAddress, named, PreviousKeyExpiresAt, prefixed, Timestamp, Usd } from "../lib/api-shapes";
+import { BaseUnits, Cents, EvmAddress, named, PreviousKeyExpiresAt, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Agents, their policies and wallets. */
 
@@ -19,7 +19,8 @@ export const Agent = named(
   z.strictObject({
     agentId: prefixed("agent"),
     name: z.string(),
-    balanceMinor: Cents,
+    balanceMinor: Cents.describe("The balance in whole cents, rounded down."),
+    balanceBaseUnits: BaseUnits.describe("The exact balance in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     policy: Policy,
     depositAddress: EvmAddress.nullable(),
@@ -60,7 +61,8 @@ export const Balance = named(
   "Balance",
   z.strictObject({
     agentId: prefixed("agent"),
-    balanceMinor: Cents,
+    balanceMinor: Cents.describe("The balance in whole cents, rounded down."),
+    balanceBaseUnits: BaseUnits.describe("The exact balance in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     depositAddress: EvmAddress.nullable(),
     frozen: z

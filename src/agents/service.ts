@@ -4,7 +4,7 @@ import { settingsOf } from "../config/env";
 import type { agents } from "../db/schema";
 import { executeBatch, nothingMore, type SqlStatement, sqlStatement, type WithCreated } from "../db/statements";
 import { directoryEntry } from "../ledger/directory";
-import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
+import { BALANCE_COLUMNS, withHomeFields, writeHomeRow } from "../ledger/home-rows";
 import { placementOf } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
@@ -12,12 +12,13 @@ import { nowIso } from "../lib/time";
 import { depositAddressAt, ensureDepositAddress } from "./deposit-address";
 import { type Policy, parseStoredPolicy } from "./policy";
 
-export type AgentRow = typeof agents.$inferSelect;
+/** An agent row as read: its exact balance a decimal string (BALANCE_COLUMNS). */
+export type AgentRow = Omit<typeof agents.$inferSelect, "balanceBaseUnits"> & { balanceBaseUnits: string };
 
 /** An agent's columns named as in AgentRow. */
 const AGENT_ROW = `SELECT id, name, api_key_hash AS apiKeyHash, previous_api_key_hash AS previousApiKeyHash,
   previous_key_expires_at AS previousKeyExpiresAt, frozen_at AS frozenAt, frozen_reason AS frozenReason,
-  balance_minor AS balanceMinor, currency, policy, deposit_index AS depositIndex, deposit_address AS depositAddress,
+  ${BALANCE_COLUMNS}, currency, policy, deposit_index AS depositIndex, deposit_address AS depositAddress,
   created_at AS createdAt FROM agents`;
 
 /** The console's agent object (docs/api.md, Agents and policies). */
@@ -25,6 +26,7 @@ export const agentView = (a: AgentRow) => ({
   agentId: a.id,
   name: a.name,
   balanceMinor: a.balanceMinor,
+  balanceBaseUnits: a.balanceBaseUnits,
   currency: a.currency,
   policy: parseStoredPolicy(a.policy),
   /** Where stablecoin sent on chain is credited to this wallet; null when deposits are not configured. */
@@ -135,6 +137,7 @@ export async function balanceView(env: Env, db: D1Database, agentId: string) {
   return {
     agentId: agent.id,
     balanceMinor: home?.balanceMinor ?? 0,
+    balanceBaseUnits: home?.balanceBaseUnits ?? "0",
     currency: agent.currency,
     depositAddress,
     frozen: (home?.frozenAt ?? null) !== null,

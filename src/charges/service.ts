@@ -99,7 +99,13 @@ export function chargeCreationStatements(row: ChargeRow, merchantName: string): 
     outboxEvent(
       "charge.created",
       row.merchantId,
-      { chargeId: row.id, amountMinor: row.amountMinor, merchantName, merchantId: row.merchantId },
+      {
+        chargeId: row.id,
+        amountMinor: centsIfWhole(BigInt(row.amountBaseUnits)),
+        amountBaseUnits: String(row.amountBaseUnits),
+        merchantName,
+        merchantId: row.merchantId,
+      },
       row.createdAt,
     ),
   ];

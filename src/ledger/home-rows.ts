@@ -58,11 +58,16 @@ export async function ensureHomeRow(env: Env, kind: OwnerKind, ownerId: string, 
 /** What of an owner's account its home row decides: its money and, for an agent, its freeze and policy. */
 interface HomeFields {
   balanceMinor: number;
+  /** The exact balance in base units, as a decimal string (it can pass 2^53). */
+  balanceBaseUnits: string;
   frozenAt?: string | null;
   frozenReason?: string | null;
   /** The policy as stored (canonical JSON): the one payments decide on. */
   policy?: string;
 }
+
+/** An account row's balance, in cents and exactly (a decimal string: it can pass 2^53), named as HomeFields names them. */
+export const BALANCE_COLUMNS = "balance_minor AS balanceMinor, CAST(balance_base_units AS TEXT) AS balanceBaseUnits";
 
 /** D1 binds at most 100 parameters a statement. */
 const IDS_PER_READ = 90;
@@ -81,8 +86,8 @@ export async function withHomeFields<T extends { id: string } & HomeFields>(
   const table = kind === "merchant" ? "merchants" : "agents";
   const columns =
     kind === "merchant"
-      ? "id, balance_minor AS balanceMinor"
-      : "id, balance_minor AS balanceMinor, frozen_at AS frozenAt, frozen_reason AS frozenReason, policy";
+      ? `id, ${BALANCE_COLUMNS}`
+      : `id, ${BALANCE_COLUMNS}, frozen_at AS frozenAt, frozen_reason AS frozenReason, policy`;
   const home = new Map<string, HomeFields>();
   for (let i = 0; i < rows.length; i += IDS_PER_READ) {
     const ids = rows.slice(i, i + IDS_PER_READ).map((r) => r.id);

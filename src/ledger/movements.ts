@@ -1,5 +1,6 @@
 import { type GuardCheck, guard, guards, type SqlStatement, sqlStatement } from "../db/statements";
 import { INSUFFICIENT_BALANCE } from "../lib/error-codes";
+import { centsIfWhole } from "../lib/money";
 import type { AuditDraft } from "./chain";
 import { outboxEvent, outboxEvents } from "./outbox";
 import type { CommitPlan } from "./plan";
@@ -119,7 +120,9 @@ export const paymentEventData = (charge: PayableCharge, agentId: string | null, 
   chargeId: charge.id,
   merchantId: charge.merchantId,
   agentId,
-  amountMinor: charge.amountMinor,
+  // Null when the amount is not whole cents; amountBaseUnits states it exactly.
+  amountMinor: centsIfWhole(BigInt(charge.amountBaseUnits)),
+  amountBaseUnits: String(charge.amountBaseUnits),
   currency: charge.currency,
   method,
   reference,
@@ -128,7 +131,7 @@ export const paymentEventData = (charge: PayableCharge, agentId: string | null, 
 /** The audit row of a movement on a charge: the charge's amount and parties, `data` what the movement adds. */
 export const chargeAudit = (
   type: string,
-  charge: { id: string; merchantId: string; amountMinor: number; currency: string },
+  charge: { id: string; merchantId: string; amountMinor: number; amountBaseUnits?: number; currency: string },
   by: { reference: string; agentId: string | null; at: string },
   data: Record<string, unknown>,
 ): AuditDraft => ({
@@ -138,6 +141,8 @@ export const chargeAudit = (
   agentId: by.agentId,
   merchantId: charge.merchantId,
   amountMinor: charge.amountMinor,
+  // Without it the sequencer takes the cents as the exact amount: a charge states it always.
+  ...(charge.amountBaseUnits === undefined ? {} : { amountBaseUnits: String(charge.amountBaseUnits) }),
   currency: charge.currency,
   data,
   createdAt: by.at,

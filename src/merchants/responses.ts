@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { KytResult } from "../kyt/responses";
-import { Cents, EvmAddress, named, PreviousKeyExpiresAt, prefixed, Timestamp, Usd } from "../lib/api-shapes";
+import { BaseUnits, Cents, EvmAddress, named, PreviousKeyExpiresAt, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Merchants: registration, their own record, payout address and keys. */
 
@@ -17,7 +17,8 @@ export const Merchant = named(
   z.strictObject({
     id: prefixed("merchant"),
     name: z.string(),
-    balanceMinor: Cents,
+    balanceMinor: Cents.describe("The balance in whole cents, rounded down."),
+    balanceBaseUnits: BaseUnits.describe("The exact balance in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     payoutAddress: EvmAddress.nullable(),
   }),
@@ -31,7 +32,8 @@ export const ConsoleMerchant = named(
     id: prefixed("merchant"),
     name: z.string(),
     category: z.string().nullable(),
-    balanceMinor: Cents,
+    balanceMinor: Cents.describe("The balance in whole cents, rounded down."),
+    balanceBaseUnits: BaseUnits.describe("The exact balance in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     payoutAddress: EvmAddress.nullable(),
     createdAt: Timestamp,

@@ -73,7 +73,7 @@ export const merchantRoutes = new Hono<AppEnv>()
   .get("/merchant/me", requireActor("merchant"), async (c) => {
     const merchant = await getMerchant(placementOf(c.env).control.db, actorOf(c.get("actor"), "merchant").merchantId);
     if (!merchant) throw new ApiError(404, "merchant_not_found");
-    return c.json({ merchant: merchantView({ ...merchant, balanceMinor: await homeBalance(c.env, merchant) }) });
+    return c.json({ merchant: merchantView({ ...merchant, ...(await homeBalance(c.env, merchant)) }) });
   })
   .put("/merchant/payout-address", requireActor("merchant"), validate("json", PayoutAddressBody), async (c) => {
     const { address } = c.req.valid("json");

@@ -3,19 +3,20 @@ import type { Env } from "../config/env";
 import type { merchants } from "../db/schema";
 import { executeBatch, nothingMore, sqlStatement, type WithCreated } from "../db/statements";
 import { directoryEntry } from "../ledger/directory";
-import { withHomeFields, writeHomeRow } from "../ledger/home-rows";
+import { BALANCE_COLUMNS, withHomeFields, writeHomeRow } from "../ledger/home-rows";
 import { placementOf } from "../ledger/place";
 import { CONTROL_IDS, newId, newSecret } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { merchantBalanceIn } from "./statements";
 
-export type MerchantRow = typeof merchants.$inferSelect;
+/** A merchant row as read: its exact balance a decimal string (BALANCE_COLUMNS). */
+export type MerchantRow = Omit<typeof merchants.$inferSelect, "balanceBaseUnits"> & { balanceBaseUnits: string };
 
 /** The spec's merchant object (`GET /merchant/me`). */
 export const merchantView = (m: MerchantRow) => ({
   id: m.id,
   name: m.name,
   balanceMinor: m.balanceMinor,
+  balanceBaseUnits: m.balanceBaseUnits,
   currency: m.currency,
   payoutAddress: m.payoutAddress,
 });
@@ -26,6 +27,7 @@ export const consoleMerchantView = (m: MerchantRow) => ({
   name: m.name,
   category: m.category,
   balanceMinor: m.balanceMinor,
+  balanceBaseUnits: m.balanceBaseUnits,
   currency: m.currency,
   payoutAddress: m.payoutAddress,
   createdAt: m.createdAt,
@@ -33,7 +35,7 @@ export const consoleMerchantView = (m: MerchantRow) => ({
 
 /** A merchant row's columns named as in MerchantRow. */
 const MERCHANT_COLUMNS = `id, name, category, api_key_hash AS apiKeyHash, previous_api_key_hash AS previousApiKeyHash,
-  previous_key_expires_at AS previousKeyExpiresAt, balance_minor AS balanceMinor, currency, payout_address AS payoutAddress,
+  previous_key_expires_at AS previousKeyExpiresAt, ${BALANCE_COLUMNS}, currency, payout_address AS payoutAddress,
   created_at AS createdAt`;
 
 /** Registers a merchant in control (`control`); the API key is returned here once and only its hash is kept. */
@@ -85,9 +87,16 @@ export const listMerchantsAtHome = async (env: Env, control: D1Database, limit: 
 export const setPayoutAddress = (control: D1Database, id: string, address: string) =>
   control.prepare("UPDATE merchants SET payout_address = ? WHERE id = ?").bind(address, id).run();
 
-/** The merchant's balance: its home's account row's (at home in control, the row already read). */
-export async function homeBalance(env: Env, merchant: MerchantRow): Promise<number> {
+/** The merchant's balance, in cents and exactly: its home's account row's (at home in control, the row already read). */
+export async function homeBalance(
+  env: Env,
+  merchant: MerchantRow,
+): Promise<Pick<MerchantRow, "balanceMinor" | "balanceBaseUnits">> {
   const home = await placementOf(env).ofMerchant(merchant.id);
-  if (home.isControl) return merchant.balanceMinor;
-  return (await merchantBalanceIn(home.db, merchant.id)) ?? 0;
+  if (home.isControl) return merchant;
+  const row = await home.db
+    .prepare(`SELECT ${BALANCE_COLUMNS} FROM merchants WHERE id = ?`)
+    .bind(merchant.id)
+    .first<Pick<MerchantRow, "balanceMinor" | "balanceBaseUnits">>();
+  return row ?? { balanceMinor: 0, balanceBaseUnits: "0" };
 }

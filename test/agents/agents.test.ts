@@ -80,6 +80,7 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     expect(found).toBeDefined();
     expect(Object.keys(found).sort()).toEqual([
       "agentId",
+      "balanceBaseUnits",
       "balanceMinor",
       "createdAt",
       "currency",
@@ -92,6 +93,7 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     expect(found).toMatchObject({
       name: "listed",
       balanceMinor: 1234,
+      balanceBaseUnits: "12340000",
       currency: "USD",
       policy: { ...NO_LIMITS, dailyLimitUsdCents: 9000 },
     });
@@ -106,6 +108,7 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
     expect(res.status).toBe(200);
     expect(Object.keys(res.body).sort()).toEqual([
       "agentId",
+      "balanceBaseUnits",
       "balanceMinor",
       "createdAt",
       "currency",
@@ -119,6 +122,7 @@ describe("GET /console/agents and /console/agents/:agentId", () => {
       agentId: agent.agentId,
       name: "single",
       balanceMinor: 50,
+      balanceBaseUnits: "500000",
       currency: "USD",
       policy: NO_LIMITS,
     });
@@ -317,6 +321,7 @@ describe("GET /balance", () => {
     expect(res.body).toEqual({
       agentId: agent.agentId,
       balanceMinor: 4200,
+      balanceBaseUnits: "42000000",
       currency: "USD",
       depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/),
       frozen: false,
@@ -333,6 +338,7 @@ describe("GET /balance", () => {
     expect(res.body).toEqual({
       agentId: agent.agentId,
       balanceMinor: 600,
+      balanceBaseUnits: "6000000",
       currency: "USD",
       depositAddress: expect.stringMatching(/^0x[0-9a-f]{40}$/),
       frozen: false,

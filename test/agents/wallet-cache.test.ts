@@ -36,7 +36,9 @@ describe("the wallet object's remembered figures", () => {
     const agent = await createAgent({ credit: 1000 });
     expect((await payCharge(agent.apiKey, (await createCharge(merchant.apiKey, 100)).chargeId)).status).toBe(200);
     // Nothing in the service does this; it stands for any figure the object got wrong.
-    await env.DB.prepare("UPDATE agents SET balance_minor = 50 WHERE id = ?").bind(agent.agentId).run();
+    await env.DB.prepare("UPDATE agents SET balance_minor = 50, balance_base_units = 500000 WHERE id = ?")
+      .bind(agent.agentId)
+      .run();
     const refused = await payCharge(agent.apiKey, (await createCharge(merchant.apiKey, 100)).chargeId);
     expect(refused.status).toBe(402);
     expect(refused.body.error).toBe("saldo_insuficiente");

@@ -257,8 +257,8 @@ describe("the charge page", () => {
     const chargeId = newId("charge", CONTROL_IDS);
     const at = new Date().toISOString();
     await env.DB.prepare(
-      `INSERT INTO charges (id, merchant_id, amount_minor, currency, status, method, reference, created_at, paid_at, refunded_minor)
-       VALUES (?, ?, 900, 'USD', 'paid', 'x402', ?, ?, ?, 500)`,
+      `INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, currency, status, method, reference, created_at, paid_at, refunded_minor)
+       VALUES (?, ?, 900, 9000000, 'USD', 'paid', 'x402', ?, ?, ?, 500)`,
     )
       .bind(chargeId, merchant.merchantId, `0x${"ab".repeat(32)}`, at, at)
       .run();

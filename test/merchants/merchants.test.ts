@@ -124,7 +124,14 @@ describe("GET /merchant/me", () => {
     const res = await api("GET", "/merchant/me", { token: apiKey });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      merchant: { id: merchantId, name: "Shape Check", balanceMinor: 0, currency: "USD", payoutAddress: null },
+      merchant: {
+        id: merchantId,
+        name: "Shape Check",
+        balanceMinor: 0,
+        balanceBaseUnits: "0",
+        currency: "USD",
+        payoutAddress: null,
+      },
     });
   });
 });
@@ -145,6 +152,7 @@ describe("GET /console/merchants", () => {
       name: "Listed Co",
       category: "data",
       balanceMinor: 0,
+      balanceBaseUnits: "0",
       payoutAddress: address,
     });
     expect(typeof entry.createdAt).toBe("string");

@@ -167,7 +167,7 @@ describe("console figures over shards", () => {
     const at = new Date().toISOString();
     await shard1
       .prepare(
-        "INSERT INTO charges (id, merchant_id, amount_minor, status, created_at, paid_at) VALUES (?, ?, 725, 'paid', ?, ?)",
+        "INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, status, created_at, paid_at) VALUES (?, ?, 725, 7250000, 'paid', ?, ?)",
       )
       .bind(newId("charge", { shard: 1 }), merchant.merchantId, at, at)
       .run();
@@ -253,7 +253,7 @@ describe("the treasury's ledger side over shards", () => {
     await creditInShard1(500);
     await shard1
       .prepare(
-        "INSERT INTO ledger_entries (transfer_id, account, amount_minor, created_at) VALUES (?, 'transit:0', 70, ?)",
+        "INSERT INTO ledger_entries (transfer_id, account, amount_minor, amount_base_units, created_at) VALUES (?, 'transit:0', 70, 700000, ?)",
       )
       .bind(`transit_${crypto.randomUUID()}`, new Date().toISOString())
       .run();

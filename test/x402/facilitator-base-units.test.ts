@@ -10,14 +10,11 @@ import { freshPayer, tokenBalance } from "../helpers/x402";
  * charge and the merchant's balance are exact to the token's base unit.
  */
 
-/** The merchant's balance in cents (the API's) and exactly, in base units (its row; the API adds it in section 16's work). */
-const merchantMoney = async (key: string, merchantId: string) => {
+/** The merchant's balance as GET /merchant/me states it: in whole cents and exactly, in base units. */
+const merchantMoney = async (key: string) => {
   const res = await api("GET", "/merchant/me", { token: key });
   expect(res.status).toBe(200);
-  const row = await env.DB.prepare("SELECT balance_base_units AS baseUnits FROM merchants WHERE id = ?")
-    .bind(merchantId)
-    .first<{ baseUnits: number }>();
-  return { minor: res.body.merchant.balanceMinor as number, baseUnits: BigInt(row!.baseUnits) };
+  return { minor: res.body.merchant.balanceMinor as number, baseUnits: BigInt(res.body.merchant.balanceBaseUnits) };
 };
 
 describe("amounts below a cent", () => {
@@ -25,17 +22,32 @@ describe("amounts below a cent", () => {
     const merchant = await createMerchant({ name: "Tenth Of A Cent Shop" });
     const terms = await facilitatorTerms(merchant.apiKey);
     const payer = await freshPayer(1_000_000n);
-    const before = await merchantMoney(merchant.apiKey, merchant.merchantId);
+    const before = await merchantMoney(merchant.apiKey);
     const body = await v2Request(payer.key, terms, { value: 1000n, resource: "https://api.tiny.example/call" });
     const settled = await settle(merchant.apiKey, body);
     expect(settled.body, settled.text).toMatchObject({ success: true });
     const [charge] = await chargesOf(merchant.apiKey);
     expect(charge).toMatchObject({ amountBaseUnits: "1000", amountMinor: null, method: "x402", status: "paid" });
-    expect(await merchantMoney(merchant.apiKey, merchant.merchantId)).toEqual({
+    expect(await merchantMoney(merchant.apiKey)).toEqual({
       minor: before.minor,
       baseUnits: before.baseUnits + 1000n,
     });
     expect(await tokenBalance(payer.address)).toBe(1_000_000n - 1000n);
+    // The audit row and the events state the exact amount, never a rounded one.
+    const audit = await env.DB.prepare(
+      "SELECT amount_minor AS minor, amount_base_units AS baseUnits FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
+    )
+      .bind(charge.chargeId)
+      .first<{ minor: number; baseUnits: string }>();
+    expect(audit).toEqual({ minor: 0, baseUnits: "1000" });
+    const events = await env.DB.prepare(
+      "SELECT type, data FROM outbox_events WHERE json_extract(data, '$.chargeId') = ?",
+    )
+      .bind(charge.chargeId)
+      .all<{ type: string; data: string }>();
+    expect(events.results.map((e) => e.type).sort()).toEqual(["charge.created", "charge.succeeded"]);
+    for (const e of events.results)
+      expect(JSON.parse(e.data)).toMatchObject({ amountMinor: null, amountBaseUnits: "1000" });
   });
 
   it("ten of them, in both versions, make exactly one cent", async () => {
@@ -47,7 +59,7 @@ describe("amounts below a cent", () => {
       const body = await build(payer.key, terms, { value: 1000n, resource: `https://api.tiny.example/call/${i}` });
       expect((await settle(merchant.apiKey, body)).body.success).toBe(true);
     }
-    expect(await merchantMoney(merchant.apiKey, merchant.merchantId)).toEqual({ minor: 1, baseUnits: 10_000n });
+    expect(await merchantMoney(merchant.apiKey)).toEqual({ minor: 1, baseUnits: 10_000n });
     expect((await chargesOf(merchant.apiKey)).every((c) => c.amountBaseUnits === "1000")).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
 import type { ChargeView } from "../../../charges/service";
-import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
+import { Csrf, usdOfBaseUnits, When } from "../layout";
 import { type AgentItem, PolicyFields } from "./agents";
 import { ChargeLink } from "./charge";
 import { GraceSelect } from "./key-roll";
@@ -30,7 +30,7 @@ export const AgentPage = (props: {
 const AgentFigures = (props: { agent: AgentItem }) => (
   <div class="cards">
     <div class="stat">
-      Balance<b id="agent-balance">{usd(props.agent.balanceMinor)}</b>
+      Balance<b id="agent-balance">{usdOfBaseUnits(props.agent.balanceBaseUnits)}</b>
     </div>
     <div class="stat">
       Status

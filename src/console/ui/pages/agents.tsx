@@ -1,6 +1,6 @@
 import type { agentView } from "../../../agents/service";
 import { dollarsField } from "../forms";
-import { Csrf, usd, When } from "../layout";
+import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
 
 export type AgentItem = ReturnType<typeof agentView>;
 
@@ -71,7 +71,7 @@ export const AgentsPage = (props: { csrf: string; agents: AgentItem[] }) => (
                 <br />
                 <code>{a.agentId}</code>
               </td>
-              <td class="num">{usd(a.balanceMinor)}</td>
+              <td class="num">{usdOfBaseUnits(a.balanceBaseUnits)}</td>
               <td class="muted">{policySummary(a.policy)}</td>
               <td>
                 <When iso={a.createdAt} dateOnly />

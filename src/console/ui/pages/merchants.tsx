@@ -1,5 +1,5 @@
 import type { consoleMerchantView } from "../../../merchants/service";
-import { Csrf, usd, When } from "../layout";
+import { Csrf, usdOfBaseUnits, When } from "../layout";
 import { GraceSelect } from "./key-roll";
 
 export type MerchantItem = ReturnType<typeof consoleMerchantView>;
@@ -37,7 +37,7 @@ export const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }
                 <code>{m.id}</code>
               </td>
               <td>{m.category ?? "—"}</td>
-              <td class="num">{usd(m.balanceMinor)}</td>
+              <td class="num">{usdOfBaseUnits(m.balanceBaseUnits)}</td>
               <td class="mono">{m.payoutAddress ?? "—"}</td>
               <td>
                 <When iso={m.createdAt} dateOnly />
