@@ -230,15 +230,15 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     expect(await tokensOf(own.terms.asset, payer.address)).toBe(tokensBefore);
   });
 
-  it("one payment payload settled five times at once, in each of four rounds: one charge, one credit, one transaction", async () => {
+  it("one payment payload settled five times at once, in each of eight rounds: one charge, one credit, one transaction", async () => {
     const { key, terms } = await newMerchant("replayed settle");
     const payer = accounts[4]!;
     const tokensBefore = await tokensOf(terms.asset, payer.address);
     const requirements = requirementsOf(terms);
     const client = v2Client(payer.privateKey, terms);
     const rounds: { payload: PaymentPayload; transaction: unknown; resource: string }[] = [];
-    // A race is won or lost by timing: four payloads, each sent five times at once.
-    for (let round = 0; round < 4; round++) {
+    // A race is won or lost by timing: eight payloads, each sent five times at once.
+    for (let round = 0; round < 8; round++) {
       const resource = `https://api.example/report?round=${round}`;
       const payload = await signed(client, requirements, resource);
       const answers = await Promise.all(
