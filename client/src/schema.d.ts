@@ -1427,6 +1427,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/ui/merchants/{merchantId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One merchant */
+        get: operations["consoleMerchantPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/ui/receiving": {
         parameters: {
             query?: never;
@@ -1953,7 +1970,10 @@ export interface components {
         Agent: {
             agentId: string;
             name: string;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             policy: components["schemas"]["Policy"];
@@ -1996,7 +2016,10 @@ export interface components {
         };
         Balance: {
             agentId: string;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             depositAddress: string | null;
@@ -2489,7 +2512,10 @@ export interface components {
         Merchant: {
             id: string;
             name: string;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             payoutAddress: string | null;
@@ -2501,7 +2527,10 @@ export interface components {
             id: string;
             name: string;
             category: string | null;
+            /** @description The balance in whole cents, rounded down. */
             balanceMinor: number;
+            /** @description The exact balance in the token's base units (1 cent = 10,000). */
+            balanceBaseUnits: string;
             /** @constant */
             currency: "USD";
             payoutAddress: string | null;
@@ -6858,6 +6887,48 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    consoleMerchantPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                merchantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its exact balance, its facilitator payTo, the payments settled as its facilitator and its listed resources. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Redirect (no page session: to /console/sign-in). */
+            303: {
+                headers: {
+                    /** @description Where to go next. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No such merchant: a page that says so. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };

@@ -16,6 +16,7 @@
 // groups, with a second service of its own running LEDGER_SHARDS=2 (DEV_LEDGER_SHARDS, scripts/dev.mjs).
 import { mnemonicKey } from "../lib/chain.mjs";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
+import { FACILITATED_VALUE, facilitatorMerchant, facilitatorSettle, settleBodies } from "./facilitator.mjs";
 import { load } from "./load.mjs";
 import { alternate } from "./pairs.mjs";
 import { paidResult, payoutMerchant, untilDecided } from "./payouts.mjs";
@@ -628,6 +629,52 @@ async function measureX402(run) {
 }
 
 /**
+ * The service as a merchant's own facilitator: `X402_WARMUP` settlements of $0.001 through
+ * `POST /x402/facilitator/settle`, then `X402_MEASURED` measured, against x402 settle's chain floor
+ * (the same transfer, the same chain work). It runs after x402 settle, so after that floor's revert:
+ * its transfers to the merchant's payTo are never undone under the ledger that credited them.
+ */
+async function measureFacilitator(run) {
+  const { B, base, consoleKey, floor, measure, quiet, raw } = run;
+  if (!selected("x402_facilitator_settle") || !floor.chain) return null;
+  const merchant = await facilitatorMerchant(B, consoleKey);
+  log(
+    `  signing ${X402_WARMUP + X402_MEASURED + CONNECTIONS} facilitator settlements of ${FACILITATED_VALUE} base units`,
+  );
+  const bodies = await settleBodies(merchant.terms, X402_WARMUP + X402_MEASURED + CONNECTIONS);
+  let dry = 0;
+  const settle = await measure(
+    "x402_facilitator_settle",
+    "facilitator settle on the local chain",
+    "scenario",
+    async () => {
+      const measured = await facilitatorSettle({
+        base,
+        rpcUrl: service.rpcUrl,
+        merchant,
+        bodies,
+        warmup: X402_WARMUP,
+        count: X402_MEASURED,
+        quiet,
+      });
+      dry = measured.dry;
+      return measured.result;
+    },
+  );
+  const gas = settle.gas;
+  log(
+    `  gas per settlement: ${gas.gasPerSettlement} (${gas.settlements} settlements in ${gas.transactions} transactions)`,
+  );
+  if (settle.refused > 0)
+    log(`  ${settle.refused} settlements answered 200 without success; the first: ${settle.firstRefusal}`);
+  if (dry > 0) {
+    raw.x402_facilitator_settle.exhausted = true;
+    log(`  warning: ${dry} requests found no prepared payment left (counted as errors)`);
+  }
+  return settle;
+}
+
+/**
  * Payouts: `X402_MEASURED` payouts of 1 cent posted `CONNECTIONS` at a time (after `X402_WARMUP` of
  * warm-up by another merchant, waited for until paid), timed until all are paid, against the chain's
  * own floor for the same transfers from the same chain state (see measureX402 and chainSnapshot).
@@ -911,6 +958,24 @@ function cpuMsPerOk(result) {
   return (busy * result.seconds * 1000) / result.ok;
 }
 
+/** The facilitator settle row: against x402 settle's chain floor, bound by the chain as that row is. */
+function facilitatorRow(result, chainFloor) {
+  const ratio = result && chainFloor?.okRps > 0 ? result.okRps / chainFloor.okRps : null;
+  const gas = result?.gas;
+  return {
+    name: "facilitator settle",
+    kind: "scenario",
+    result,
+    floor: "chain",
+    ratio,
+    target: "chain-bound (>= 0.8)",
+    note: gas
+      ? `gas per settlement ${gas.gasPerSettlement} (${gas.settlements} settlements in ${gas.transactions} transactions)`
+      : null,
+    met: ratio !== null && ratio >= 0.8 && result.errors === 0,
+  };
+}
+
 /** The table's rows: each result beside its floor, and whether it met its target. */
 function tableRows(floor, results) {
   const {
@@ -924,6 +989,7 @@ function tableRows(floor, results) {
     verify,
     verifyCpuMs,
     settle,
+    facilitatorSettled,
     payouts,
     webhooks,
     shards,
@@ -1008,6 +1074,7 @@ function tableRows(floor, results) {
         settleCpu <= SETTLE_CPU_MS_TARGET &&
         settle?.errors === 0,
     },
+    facilitatorRow(facilitatorSettled, floor.chain),
     {
       // Paid per second, from the first POST to the last paid; p50/p99 from a payout's creation to paid.
       name: "payouts paid",
@@ -1095,7 +1162,7 @@ async function report(rows, raw, { statements, steps, storage }) {
     "thread is how much of the measured window the service's workerd thread (every isolate, Durable Object and the local D1) spent on a CPU: near 100 % the row is bound by that one thread.",
   );
   console.log(
-    "cpu ms is that thread's CPU per expected answer in the window (per settlement for x402 settle, per verification for x402 verify).",
+    "cpu ms is that thread's CPU per expected answer in the window (per settlement for x402 settle and facilitator settle, per verification for x402 verify).",
   );
   if (steps)
     console.log(
@@ -1167,6 +1234,7 @@ async function measureDefault() {
   // cron through the same gas keys, which would send during the payouts' chain floor.
   const payouts = await measurePayouts(run);
   const { verify, verifyCpuMs, settle } = await measureX402(run);
+  const facilitatorSettled = await measureFacilitator(run);
   const webhooks = await measureWebhooks(run, across?.okRps ?? payGuess);
   if (selected("storage")) m.raw.storage = await measureStorage({ ...run, receiver, log, payments: STORAGE_PAYMENTS });
   const results = {
@@ -1180,6 +1248,7 @@ async function measureDefault() {
     verify,
     verifyCpuMs,
     settle,
+    facilitatorSettled,
     payouts,
     webhooks,
   };
@@ -1204,6 +1273,7 @@ async function main() {
             "drawMany",
             "verify",
             "settle",
+            "facilitatorSettled",
             "payouts",
             "webhooks",
           ].map((row) => [row, null]),

@@ -146,6 +146,22 @@ export async function listMerchantCharges(d1: D1Database, merchantId: string, li
 }
 
 /**
+ * The merchant's payments through the service as its own x402 facilitator (paid charges with a
+ * `resource`), most recently paid first; `d1` is the merchant's home.
+ */
+export async function listMerchantResourcePayments(d1: D1Database, merchantId: string, limit: number) {
+  const { results } = await d1
+    .prepare(
+      `SELECT ${CHARGE_ROW_COLUMNS} FROM charges c
+       WHERE c.merchant_id = ? AND c.resource IS NOT NULL AND c.status = 'paid'
+       ORDER BY c.paid_at DESC, c.rowid DESC LIMIT ?`,
+    )
+    .bind(merchantId, limit)
+    .all<ChargeRow>();
+  return results;
+}
+
+/**
  * The agent's paid charges (wallet, checkout link and PayLink payments), most recently paid first.
  * A charge lives in its merchant's shard, so an agent's are in any of them: each shard's first page, merged.
  */

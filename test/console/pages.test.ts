@@ -56,6 +56,7 @@ describe("without a session", () => {
 
   it.each([
     "/console/ui/merchants",
+    "/console/ui/merchants/mch_doesnotexist",
     "/console/ui/agents",
     "/console/ui/approvals",
     "/console/ui/webhooks",

@@ -3,8 +3,14 @@ import fc from "fast-check";
 import { keccak256, stringToHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
+import { chargeCreationStatements, newPendingCharge } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
+import { executeBatch, sqlStatement } from "../../src/db/statements";
+import { x402PaymentPlan } from "../../src/ledger/movements";
+import { placementOf } from "../../src/ledger/place";
+import { baseUnitsAfter } from "../../src/ledger/postings";
 import { setFaultHook } from "../../src/lib/faults";
+import { newId } from "../../src/lib/ids";
 import { outboundOf } from "../../src/outbound/advance";
 import { completePayout } from "../../src/payouts/service";
 import { api, consoleToken } from "../helpers/api";
@@ -20,7 +26,9 @@ dispatchDirectly();
  *
  * Each run builds a fresh world (2 merchants, 3 agents with random policies
  * and small balances) and drives a random sequence of operations through the
- * HTTP API while a small in-test model predicts every answer. After the run
+ * HTTP API while a small in-test model predicts every answer. Merchants also
+ * earn settled x402 payments of any number of base units (below a cent or not),
+ * so their balances are held, and checked, to the base unit (1 cent = 10,000). After the run
  * the database must agree with the model and with the ledger's invariants.
  * D1 persists across runs, so per-object checks are scoped to the run's world;
  * the global invariants (ledger sums to zero, chain verifies) cover everything.
@@ -45,13 +53,18 @@ interface MAgent {
 interface MMerchant {
   id: string;
   key: string;
+  name: string;
   category: string | null;
-  balance: number;
+  /** In base units: x402 payments credit amounts below a cent. */
+  balance: bigint;
 }
 interface MCharge {
   id: string;
   merchant: number;
+  /** In cents; an x402 charge's whole cents (its exact amount is `baseUnits`). */
   amount: number;
+  baseUnits: bigint;
+  method: "ledger" | "x402";
   status: "pending" | "paid";
   agent: number | null;
   reference: string | null;
@@ -112,7 +125,7 @@ function applyPaid(m: Model, chargeIndex: number, agentIndex: number, reference:
   charge.reference = reference;
   agent.balance -= charge.amount;
   agent.spentToday += charge.amount;
-  m.merchants[charge.merchant]!.balance += charge.amount;
+  m.merchants[charge.merchant]!.balance += charge.baseUnits;
   // Paying a charge by any path expires its other pending approvals.
   for (const a of m.approvals) if (a.charge === chargeIndex && a.status === "pending") a.status = "expired";
 }
@@ -124,6 +137,11 @@ const see = (what: string) => {
 };
 
 const pick = <T>(xs: T[], n: number) => xs[n % xs.length]!;
+
+const UNITS_PER_CENT = 10_000n;
+/** Whole cents of a base-unit balance, rounded down, as the cents columns and fields state it. */
+const centsOf = (baseUnits: bigint) => Number(baseUnits / UNITS_PER_CENT);
+const unitsOf = (cents: number) => BigInt(cents) * UNITS_PER_CENT;
 
 class CreditCommand implements fc.AsyncCommand<Model, Real> {
   constructor(
@@ -165,12 +183,74 @@ class CreateChargeCommand implements fc.AsyncCommand<Model, Real> {
       id: res.body.chargeId,
       merchant: this.merchant,
       amount: this.amount,
+      baseUnits: unitsOf(this.amount),
+      method: "ledger",
       status: "pending",
       agent: null,
       reference: null,
     });
   }
   toString = () => `charge(merchant${this.merchant}, ${this.amount})`;
+}
+
+/**
+ * A settled x402 payment of `baseUnits` to a merchant, below a cent or not: a charge of that exact
+ * amount claimed by a settling payment, credited by the ledger's own x402 plan as a settlement is
+ * (the run has no chain to settle on, and what is tested here is what the credit leaves).
+ */
+class X402PaymentCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly merchant: number,
+    readonly baseUnits: bigint,
+  ) {}
+  check = () => true;
+  async run(m: Model) {
+    const merchant = m.merchants[this.merchant]!;
+    const home = await placementOf(env).ofMerchant(merchant.id);
+    const x = settingsOf(env).x402!;
+    const paymentId = newId("x402Payment", home);
+    const charge = newPendingCharge(home, merchant.id, { amountBaseUnits: this.baseUnits, x402Claim: paymentId });
+    const payer = privateKeyToAccount(generatePrivateKey()).address.toLowerCase();
+    const now = new Date().toISOString();
+    await executeBatch(home.db, [
+      ...chargeCreationStatements(charge, merchant.name),
+      sqlStatement(
+        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', 'settling', ?, ?)`,
+        paymentId,
+        x.network,
+        x.asset.toLowerCase(),
+        payer,
+        keccak256(stringToHex(paymentId)),
+        charge.id,
+        x.payTo.toLowerCase(),
+        this.baseUnits.toString(),
+        Math.floor(Date.now() / 1000) + 3600,
+        now,
+        now,
+      ),
+    ]);
+    const transaction = keccak256(stringToHex(`x402:${charge.id}`));
+    const result = await home.commit(
+      x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: now }),
+    );
+    expect(result.kind, this.toString()).toBe("committed");
+    see(`x402 ${this.baseUnits % UNITS_PER_CENT === 0n ? "whole cents" : "below a cent"}`);
+    m.charges.push({
+      id: charge.id,
+      merchant: this.merchant,
+      amount: centsOf(this.baseUnits),
+      baseUnits: this.baseUnits,
+      method: "x402",
+      status: "paid",
+      agent: null,
+      reference: transaction,
+    });
+    merchant.balance += this.baseUnits;
+    if (result.kind === "committed")
+      expect(baseUnitsAfter(result.results, `merchant:${merchant.id}`), this.toString()).toBe(merchant.balance);
+  }
+  toString = () => `x402(merchant${this.merchant}, ${this.baseUnits} units)`;
 }
 
 class PayCommand implements fc.AsyncCommand<Model, Real> {
@@ -231,7 +311,7 @@ class PayCommand implements fc.AsyncCommand<Model, Real> {
       agentId: agent.id,
     });
     applyPaid(m, chargeIndex, this.agent, res.body.charge.reference);
-    expect(res.body.merchantBalanceMinor, label).toBe(merchant.balance);
+    expect(res.body.merchantBalanceMinor, label).toBe(centsOf(merchant.balance));
   }
   toString = () => `pay(agent${this.agent}, charge#${this.chargePick}${this.anyStatus ? ", any" : ""})`;
 }
@@ -303,8 +383,9 @@ class RejectCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 /**
- * A payout of a merchant that has a balance (or, sometimes, of any merchant): the whole balance,
- * a share of it in percent, or more than it holds.
+ * A payout of a merchant that has a cent or more (or, sometimes, of any merchant): the whole balance,
+ * a share of it in percent, or more than it holds. Payouts move whole cents: the whole balance is its
+ * whole cents, what is below a cent stays, and a cent more than the whole cents is more than it holds.
  */
 class PayoutCommand implements fc.AsyncCommand<Model, Real> {
   constructor(
@@ -314,30 +395,32 @@ class PayoutCommand implements fc.AsyncCommand<Model, Real> {
   ) {}
   check = () => true;
   async run(m: Model) {
-    const funded = m.merchants.flatMap((x, i) => (x.balance > 0 ? [i] : []));
+    const funded = m.merchants.flatMap((x, i) => (x.balance >= UNITS_PER_CENT ? [i] : []));
     const index =
       this.anyMerchant || funded.length === 0
         ? this.merchantPick % m.merchants.length
         : pick(funded, this.merchantPick);
     const merchant = m.merchants[index]!;
+    const cents = centsOf(merchant.balance);
     const amount =
       this.share === "all"
-        ? merchant.balance
+        ? cents
         : this.share === "over"
-          ? merchant.balance + 1
-          : Math.max(1, Math.ceil((merchant.balance * this.share) / 100));
+          ? cents + 1
+          : Math.max(1, Math.ceil((cents * this.share) / 100));
     const body = this.share === "all" ? undefined : { amountUsdCents: amount };
     const res = await api("POST", "/merchant/payouts", { token: merchant.key, body });
     const label = `${this.toString()} [merchant${index} ${merchant.balance}] -> ${res.status} ${res.text}`;
-    see(`payout ${res.status} ${res.body.error ?? "pending"}`);
-    if (amount <= 0 || amount > merchant.balance) {
+    const remainder = merchant.balance % UNITS_PER_CENT !== 0n ? ", a remainder below a cent" : "";
+    see(`payout ${this.share === "all" ? "all" : "amount"} ${res.status} ${res.body.error ?? "pending"}${remainder}`);
+    if (amount <= 0 || amount > cents) {
       expect([res.status, res.body], label).toEqual([409, { error: "saldo_insuficiente" }]);
       return;
     }
     expect(res.status, label).toBe(201);
     expect(res.body.payout, label).toMatchObject({ merchantId: merchant.id, amountMinor: amount, status: "pending" });
-    merchant.balance -= amount;
-    expect(res.body.balanceMinor, label).toBe(merchant.balance);
+    merchant.balance -= unitsOf(amount);
+    expect(res.body.balanceMinor, label).toBe(centsOf(merchant.balance));
     m.payouts.push({ id: res.body.payout.payoutId, merchant: index, amount, status: "pending" });
   }
   toString = () => `payout(merchant#${this.merchantPick}, ${this.share}${this.anyMerchant ? ", any" : ""})`;
@@ -371,12 +454,17 @@ class CompletePayoutCommand implements fc.AsyncCommand<Model, Real> {
     see(`complete ${payout.status} -> ${this.paid ? "paid" : "failed"}`);
     if (payout.status === "pending") {
       payout.status = this.paid ? "paid" : "failed";
-      if (!this.paid) m.merchants[payout.merchant]!.balance += payout.amount;
+      if (!this.paid) m.merchants[payout.merchant]!.balance += unitsOf(payout.amount);
     }
     const merchant = m.merchants[payout.merchant]!;
     const res = await api("GET", `/merchant/payouts/${payout.id}`, { token: merchant.key });
     expect(res.body.payout.status, this.toString()).toBe(payout.status);
-    expect(await scalar("SELECT balance_minor AS v FROM merchants WHERE id = ?", merchant.id)).toBe(merchant.balance);
+    expect(await scalar("SELECT balance_minor AS v FROM merchants WHERE id = ?", merchant.id)).toBe(
+      centsOf(merchant.balance),
+    );
+    expect(await units("SELECT balance_base_units AS v FROM merchants WHERE id = ?", merchant.id)).toBe(
+      merchant.balance,
+    );
   }
   toString = () =>
     `complete(payout#${this.payoutPick}, ${this.paid ? "paid" : "failed"}${this.anyStatus ? ", any" : ""})`;
@@ -432,6 +520,19 @@ const commandArb: fc.Arbitrary<fc.AsyncCommand<Model, Real>> = fc.oneof(
   { weight: 2, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new GrantCommand(p, s)) },
   { weight: 1, arbitrary: fc.tuple(fc.nat(), anyStatus).map(([p, s]) => new RejectCommand(p, s)) },
   {
+    // Mostly below a cent or a few cents and a fraction; sometimes whole cents.
+    weight: 2,
+    arbitrary: fc
+      .tuple(
+        merchantIndex,
+        fc.oneof(
+          { weight: 3, arbitrary: fc.integer({ min: 1, max: 50_000 }) },
+          { weight: 1, arbitrary: fc.integer({ min: 1, max: 5 }).map((c) => c * 10_000) },
+        ),
+      )
+      .map(([mi, n]) => new X402PaymentCommand(mi, BigInt(n))),
+  },
+  {
     weight: 2,
     arbitrary: fc
       .tuple(
@@ -456,7 +557,7 @@ async function buildWorld(world: World, run: number): Promise<Model> {
       const address = privateKeyToAccount(generatePrivateKey()).address;
       const set = await api("PUT", "/merchant/payout-address", { token: created.apiKey, body: { address } });
       expect(set.status).toBe(200);
-      return { id: created.merchantId, key: created.apiKey, category, balance: 0 };
+      return { id: created.merchantId, key: created.apiKey, name: `prop-r${run}-m${i}`, category, balance: 0n };
     }),
   );
   const agents: MAgent[] = [];
@@ -503,7 +604,16 @@ async function fundMerchants(m: Model, funds: readonly number[], run: number) {
   for (const [i, amount] of funds.entries()) {
     if (amount === 0) continue;
     const created = await createCharge(m.merchants[i]!.key, amount);
-    m.charges.push({ id: created.chargeId, merchant: i, amount, status: "pending", agent: null, reference: null });
+    m.charges.push({
+      id: created.chargeId,
+      merchant: i,
+      amount,
+      baseUnits: unitsOf(amount),
+      method: "ledger",
+      status: "pending",
+      agent: null,
+      reference: null,
+    });
     const res = await payCharge(payer.apiKey, created.chargeId);
     expect(res.status, res.text).toBe(200);
     applyPaid(m, m.charges.length - 1, index, res.body.charge.reference);
@@ -519,6 +629,43 @@ async function scalar(sql: string, ...params: (string | number)[]): Promise<numb
     .first<{ v: number }>())!.v;
 }
 
+/** A base-unit figure, read as text so a sum past 2^53 stays exact. */
+async function units(sql: string, ...params: (string | number)[]): Promise<bigint> {
+  const row = await db()
+    .prepare(`SELECT CAST(v AS TEXT) AS v FROM (${sql})`)
+    .bind(...params)
+    .first<{ v: string }>();
+  return BigInt(row!.v);
+}
+
+/**
+ * A settled x402 charge: one charge.paid audit row with no agent, and one transfer of its exact amount
+ * from the network's external account to the merchant.
+ */
+async function checkX402Charge(
+  m: Model,
+  charge: MCharge,
+  audits: { agentId: string | null; amountMinor: number | null; baseUnits: string | null; reference: string }[],
+) {
+  expect(
+    audits.map((a) => ({ agentId: a.agentId, reference: a.reference })),
+    `${charge.id} charge.paid audit`,
+  ).toEqual([{ agentId: null, reference: charge.reference }]);
+  // The row states the exact amount; its cents column keeps the whole cents (a row states null for them).
+  expect(audits[0]!.baseUnits, `${charge.id} audit amount`).toBe(charge.baseUnits.toString());
+  expect(audits[0]!.amountMinor).toBe(Number(charge.baseUnits / UNITS_PER_CENT));
+  const entries = await db()
+    .prepare(
+      "SELECT account, CAST(amount_base_units AS TEXT) AS baseUnits FROM ledger_entries WHERE transfer_id = ? ORDER BY amount_base_units",
+    )
+    .bind(charge.reference!)
+    .all<{ account: string; baseUnits: string }>();
+  expect(entries.results, `${charge.id} transfer`).toEqual([
+    { account: `external:x402:${settingsOf(env).x402!.network}`, baseUnits: (-charge.baseUnits).toString() },
+    { account: `merchant:${m.merchants[charge.merchant]!.id}`, baseUnits: charge.baseUnits.toString() },
+  ]);
+}
+
 /** Everything the run must leave true: global ledger invariants, and the world agreeing with the model. */
 async function checkInvariants(m: Model, token: string) {
   // Global: the double-entry ledger sums to zero and the audit chain verifies.
@@ -526,6 +673,13 @@ async function checkInvariants(m: Model, token: string) {
   expect(
     await scalar(
       "SELECT COUNT(*) AS v FROM (SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING SUM(amount_minor) != 0)",
+    ),
+  ).toBe(0);
+  // And so it does to the base unit, in total and per transfer.
+  expect(await units("SELECT COALESCE(SUM(amount_base_units), 0) AS v FROM ledger_entries")).toBe(0n);
+  expect(
+    await scalar(
+      "SELECT COUNT(*) AS v FROM (SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING SUM(amount_base_units) != 0)",
     ),
   ).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM agents WHERE balance_minor < 0")).toBe(0);
@@ -540,10 +694,20 @@ async function checkInvariants(m: Model, token: string) {
   expect(verify.status).toBe(200);
   expect(verify.body.ok, JSON.stringify(verify.body)).toBe(true);
 
-  // World: balances agree with the model and with the ledger.
+  // World: balances agree with the model and with the ledger, to the base unit.
   for (const [i, agent] of m.agents.entries()) {
     const column = await scalar("SELECT balance_minor AS v FROM agents WHERE id = ?", agent.id);
     expect(column, `agent${i} balance`).toBe(agent.balance);
+    expect(await units("SELECT balance_base_units AS v FROM agents WHERE id = ?", agent.id), `agent${i} exact`).toBe(
+      unitsOf(agent.balance),
+    );
+    expect(
+      await units(
+        "SELECT COALESCE(SUM(amount_base_units), 0) AS v FROM ledger_entries WHERE account = ?",
+        `agent:${agent.id}`,
+      ),
+      `agent${i} ledger in base units`,
+    ).toBe(unitsOf(agent.balance));
     expect(column, `agent${i} balance is non-negative`).toBeGreaterThanOrEqual(0);
     expect(
       await scalar(
@@ -562,25 +726,35 @@ async function checkInvariants(m: Model, token: string) {
     ).toBe(paidByAgent);
   }
   for (const [i, merchant] of m.merchants.entries()) {
+    // A merchant's entries may be below a cent, so its ledger is summed in base units; its cents
+    // column is the whole cents of that, rounded down.
+    const exact = await units("SELECT balance_base_units AS v FROM merchants WHERE id = ?", merchant.id);
+    expect(exact, `merchant${i} balance`).toBe(merchant.balance);
+    expect(exact).toBeGreaterThanOrEqual(0n);
     const column = await scalar("SELECT balance_minor AS v FROM merchants WHERE id = ?", merchant.id);
-    expect(column, `merchant${i} balance`).toBe(merchant.balance);
-    expect(column).toBeGreaterThanOrEqual(0);
+    expect(column, `merchant${i} whole cents`).toBe(centsOf(exact));
     expect(
-      await scalar(
-        "SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries WHERE account = ?",
+      await units(
+        "SELECT COALESCE(SUM(amount_base_units), 0) AS v FROM ledger_entries WHERE account = ?",
         `merchant:${merchant.id}`,
       ),
       `merchant${i} ledger`,
-    ).toBe(column);
-    // What the merchant earned, less what left it in payouts not failed.
+    ).toBe(exact);
+    const me = await api("GET", "/merchant/me", { token: merchant.key });
+    expect(me.status, me.text).toBe(200);
+    expect(me.body.merchant, `merchant${i} /merchant/me`).toMatchObject({
+      balanceBaseUnits: exact.toString(),
+      balanceMinor: column,
+    });
+    // What the merchant earned, exactly, less what left it in payouts not failed (whole cents).
     expect(
-      await scalar(
-        `SELECT COALESCE((SELECT SUM(amount_minor) FROM charges WHERE merchant_id = ?1 AND status = 'paid'), 0)
-           - COALESCE((SELECT SUM(amount_minor) FROM payouts WHERE merchant_id = ?1 AND status != 'failed'), 0) AS v`,
+      await units(
+        `SELECT COALESCE((SELECT SUM(amount_base_units) FROM charges WHERE merchant_id = ?1 AND status = 'paid'), 0)
+           - COALESCE((SELECT SUM(amount_minor) FROM payouts WHERE merchant_id = ?1 AND status != 'failed'), 0) * 10000 AS v`,
         merchant.id,
       ),
       `merchant${i} paid charges less payouts`,
-    ).toBe(column);
+    ).toBe(exact);
     const payouts = await db()
       .prepare("SELECT id, amount_minor AS amount, status FROM payouts WHERE merchant_id = ? ORDER BY id")
       .bind(merchant.id)
@@ -599,23 +773,36 @@ async function checkInvariants(m: Model, token: string) {
   // World: each charge is where the model says; a paid one has exactly one charge.paid audit row and one balanced transfer.
   for (const charge of m.charges) {
     const row = await db()
-      .prepare("SELECT status, agent_id AS agentId, reference FROM charges WHERE id = ?")
+      .prepare(
+        "SELECT status, agent_id AS agentId, reference, amount_minor AS amountMinor, CAST(amount_base_units AS TEXT) AS baseUnits FROM charges WHERE id = ?",
+      )
       .bind(charge.id)
       .first<{ status: string; agentId: string | null; reference: string | null }>();
     expect(row, charge.id).toEqual({
       status: charge.status,
       agentId: charge.agent === null ? null : m.agents[charge.agent]!.id,
       reference: charge.reference,
+      amountMinor: charge.amount,
+      baseUnits: charge.baseUnits.toString(),
     });
     const audits = await db()
       .prepare(
-        "SELECT agent_id AS agentId, amount_minor AS amountMinor, reference FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
+        "SELECT agent_id AS agentId, amount_minor AS amountMinor, amount_base_units AS baseUnits, reference FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
       )
       .bind(charge.id)
-      .all<{ agentId: string; amountMinor: number; reference: string }>();
+      .all<{ agentId: string; amountMinor: number; baseUnits: string | null; reference: string }>();
+    if (charge.method === "x402") {
+      await checkX402Charge(m, charge, audits.results);
+      continue;
+    }
     if (charge.status === "paid") {
       expect(audits.results, `${charge.id} charge.paid audit`).toEqual([
-        { agentId: m.agents[charge.agent!]!.id, amountMinor: charge.amount, reference: charge.reference },
+        {
+          agentId: m.agents[charge.agent!]!.id,
+          amountMinor: charge.amount,
+          baseUnits: charge.baseUnits.toString(),
+          reference: charge.reference,
+        },
       ]);
       const entries = await db()
         .prepare(
@@ -674,10 +861,19 @@ async function checkInvariants(m: Model, token: string) {
 }
 
 describe("ledger properties", () => {
-  it("random sequences of credits, charges, payments, approval decisions and payouts keep the ledger, balances, audit chain and model in agreement", async () => {
+  it("random sequences of credits, charges, payments, x402 payments below a cent, approval decisions and payouts keep the ledger, balances, audit chain and model in agreement, to the base unit", async () => {
     const token = await consoleToken();
     let run = 0;
-    const stats = { runs: 0, steps: 0, paid: 0, approvals: 0, payoutsPaid: 0, payoutsFailed: 0 };
+    const stats = {
+      runs: 0,
+      steps: 0,
+      paid: 0,
+      approvals: 0,
+      payoutsPaid: 0,
+      payoutsFailed: 0,
+      x402BelowCent: 0,
+      subCentRemainders: 0,
+    };
     // A payout's own send (after its answer) stops before the chain: the commands decide each outcome,
     // and the settlement address that other test files share is never drawn on.
     setFaultHook((point) => {
@@ -700,7 +896,11 @@ describe("ledger properties", () => {
           await checkInvariants(model!, token);
           stats.runs++;
           stats.steps += commands.length;
-          stats.paid += model!.charges.filter((c) => c.status === "paid").length;
+          stats.paid += model!.charges.filter((c) => c.status === "paid" && c.method === "ledger").length;
+          stats.x402BelowCent += model!.charges.filter(
+            (c) => c.method === "x402" && c.baseUnits % UNITS_PER_CENT !== 0n,
+          ).length;
+          stats.subCentRemainders += model!.merchants.filter((x) => x.balance % UNITS_PER_CENT !== 0n).length;
           stats.approvals += model!.approvals.length;
           stats.payoutsPaid += model!.payouts.filter((p) => p.status === "paid").length;
           stats.payoutsFailed += model!.payouts.filter((p) => p.status === "failed").length;
@@ -716,6 +916,9 @@ describe("ledger properties", () => {
     expect(stats.approvals).toBeGreaterThan(0);
     expect(stats.payoutsPaid).toBeGreaterThan(0);
     expect(stats.payoutsFailed).toBeGreaterThan(0);
+    // ...and amounts below a cent, credited and left behind in balances.
+    expect(stats.x402BelowCent).toBeGreaterThan(0);
+    expect(stats.subCentRemainders).toBeGreaterThan(0);
     console.log(`ledger property: ${JSON.stringify(stats)}\n${JSON.stringify(seen, Object.keys(seen).sort(), 1)}`);
   }, 200_000);
 });

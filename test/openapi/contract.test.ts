@@ -1041,6 +1041,8 @@ describe("console pages", () => {
       303,
     );
     expect((await post("/console/ui/merchants/mch_doesnotexist/keys", { graceSeconds: "0" })).status).toBe(404);
+    expect((await get(`/console/ui/merchants/${pageMerchant.merchantId}`)).status).toBe(200);
+    expect((await get("/console/ui/merchants/mch_doesnotexist")).status).toBe(404);
     expect((await get("/console/ui/approvals")).status).toBe(200);
     expect((await post("/console/ui/approvals/apr_doesnotexist/reject")).status).toBe(404);
     expect((await get("/console/ui/webhooks")).status).toBe(200);

@@ -37,13 +37,13 @@ describe("amounts below a cent", () => {
     const audit = await env.DB.prepare(
       "SELECT amount_minor AS minor, amount_base_units AS baseUnits FROM audit_events WHERE charge_id = ? AND type = 'charge.paid'",
     )
-      .bind(charge.chargeId)
+      .bind(charge!.chargeId)
       .first<{ minor: number; baseUnits: string }>();
     expect(audit).toEqual({ minor: 0, baseUnits: "1000" });
     const events = await env.DB.prepare(
       "SELECT type, data FROM outbox_events WHERE json_extract(data, '$.chargeId') = ?",
     )
-      .bind(charge.chargeId)
+      .bind(charge!.chargeId)
       .all<{ type: string; data: string }>();
     expect(events.results.map((e) => e.type).sort()).toEqual(["charge.created", "charge.succeeded"]);
     for (const e of events.results)

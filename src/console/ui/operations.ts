@@ -93,6 +93,12 @@ export const PAGE_OPERATIONS: Operation[] = [
   page("get", "/console/ui/merchants", "consoleMerchantsPage", "Merchants", {
     200: HTML("The merchant list and registration form."),
   }),
+  page("get", "/console/ui/merchants/:merchantId", "consoleMerchantPage", "One merchant", {
+    200: HTML(
+      "Its exact balance, its facilitator payTo, the payments settled as its facilitator and its listed resources.",
+    ),
+    404: HTML("No such merchant: a page that says so."),
+  }),
   page("get", "/console/ui/receiving", "consoleReceivingPage", "Receiving addresses", {
     200: HTML(
       "What x402 payments left on each charge's and link's receiving address: settled per the ledger, held per the chain.",

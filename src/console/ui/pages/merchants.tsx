@@ -32,7 +32,7 @@ export const MerchantsPage = (props: { csrf: string; merchants: MerchantItem[] }
           {props.merchants.map((m) => (
             <tr id={`merchant-${m.id}`}>
               <td>
-                {m.name}
+                <a href={`/console/ui/merchants/${encodeURIComponent(m.id)}`}>{m.name}</a>
                 <br />
                 <code>{m.id}</code>
               </td>
