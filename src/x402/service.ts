@@ -5,7 +5,7 @@ import { settingsOf } from "../config/env";
 import type { Place } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { outcomeOfEarlier, type PaymentRow, sameTarget, storedPayment } from "./earlier-payments";
+import { outcomeOfEarlier, type PaymentRow, paymentStatement, sameTarget, storedPayment } from "./earlier-payments";
 import { type Facilitator, facilitatorOf } from "./facilitator";
 import { type LookedUp, lookUp } from "./lookup";
 import type { X402Outcome } from "./outcome";
@@ -87,12 +87,44 @@ export async function payAt(
     payer,
     nowSeconds,
   );
-  if ("kind" in verified) return verified;
+  if ("kind" in verified) return (await usedMeanwhile(where, x, sent, target, terms, payer, verified)) ?? verified;
 
   const reserved = await reserve(x, where, target, terms, chosen.payment, chosen.earlier, verified.seenBlock);
   if (reserved.kind !== "reserved")
     return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
   return settleReserved(env, x, settler, terms, chosen.payment, reserved, payer);
+}
+
+/**
+ * What the chain answers an authorization another request has used since this one looked: its
+ * nonce used, or the transfer's dry run refused (`simulation_failed: <the node's message>`).
+ */
+const usedOnChain = (reason: string) =>
+  reason === "invalid_exact_evm_nonce_already_used" ||
+  reason.startsWith("simulation_failed") ||
+  reason === "invalid_exact_evm_transaction_simulation_failed";
+
+/**
+ * The outcome of the request that used this authorization while this one was being checked. The
+ * earlier payment was looked for before the checks; a request with the same authorization that
+ * reserved and settled in between makes the chain refuse this one, which must then answer that
+ * request's outcome (the same transaction) rather than a refusal of a payment that was made.
+ */
+async function usedMeanwhile(
+  where: Place,
+  x: X402Settings,
+  sent: DecodedPayment,
+  target: X402Target,
+  terms: Terms,
+  payer: string,
+  verdict: X402Outcome,
+): Promise<X402Outcome | null> {
+  if (verdict.kind !== "invalid" || !usedOnChain(verdict.reason)) return null;
+  const earlier = await paymentStatement(where.db, x, sent).first<PaymentRow>();
+  if (!earlier || earlier.status === "failed") return null;
+  if (!sameTarget(earlier, target, terms))
+    return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
+  return outcomeOfEarlier(earlier, payer);
 }
 
 /** The payment a request goes on with, and what it stands for. */
