@@ -142,3 +142,12 @@ export const paidByHourSince = (since: string): SqlStatement =>
 
 /** How many charges were created since `since` (an SQL expression), as an SQL expression. */
 export const chargesCreatedSince = (since: string) => `(SELECT COUNT(*) FROM charges WHERE created_at >= ${since})`;
+
+/** The URL a charge was paid for (a payment to a merchant's own x402 route); null for any other charge. */
+export async function chargeResource(d1: D1Database, chargeId: string): Promise<string | null> {
+  const row = await d1
+    .prepare("SELECT resource FROM charges WHERE id = ?")
+    .bind(chargeId)
+    .first<{ resource: string | null }>();
+  return row?.resource ?? null;
+}

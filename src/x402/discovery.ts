@@ -23,10 +23,11 @@ interface Listing {
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value);
 
-/** The paid URL as listed: without query or fragment. Null for none, or one that is not a URL. */
+/** The paid URL as listed: without query or fragment. Null for none, or one that is not an http(s) URL. */
 function canonical(resource: string | null): string | null {
   if (!resource || !URL.canParse(resource)) return null;
   const url = new URL(resource);
+  if (url.protocol !== "https:" && url.protocol !== "http:") return null;
   return `${url.origin}${url.pathname}`;
 }
 

@@ -14,19 +14,21 @@ export interface PaymentRow {
   status: string;
   txHash: string | null;
   payer: string;
-  /** The stored authorization and signature (read for a payment found by its identifier). */
-  payload?: string;
+  /** Token base units the authorization moves, as a decimal string. */
+  value: string;
+  /** The stored authorization and signature (canonical JSON). */
+  payload: string;
   validBefore?: number;
 }
 
 const PAYMENT_SELECT =
-  "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer FROM x402_payments";
+  "SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer, value, payload FROM x402_payments";
 
 /** The payment this payer made earlier with the same v2 payment identifier (a retry of one purchase). */
 export const identifiedStatement = (db: D1Database, payment: DecodedPayment) =>
   db
     .prepare(
-      `SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer, payload, valid_before AS validBefore
+      `SELECT id, charge_id AS chargeId, pay_to AS payTo, status, tx_hash AS txHash, payer, value, payload, valid_before AS validBefore
      FROM x402_payments WHERE payer = ? AND payment_identifier = ?`,
     )
     .bind(payment.authorization.from.toLowerCase(), payment.paymentIdentifier);
@@ -63,10 +65,37 @@ export const outcomeOfEarlier = (p: PaymentRow, payer: string): X402Outcome =>
  * nothing of it is shown here.
  */
 export function sameTarget(earlier: PaymentRow, target: X402Target, terms: Terms): boolean {
+  // A merchant's own route is paid at its one address whatever it sells: the price must be the same too.
+  if (BigInt(earlier.value) !== terms.value) return false;
   if (earlier.payTo) return isAddressEqual(earlier.payTo as `0x${string}`, terms.payTo);
   // A row from before receiving addresses paid the settlement address: only its own charge knows it.
   return target.kind === "charge" && earlier.chargeId === target.charge.id;
 }
+
+/**
+ * Is `sent` the very authorization the earlier payment stored: every signed field and the signature
+ * the same? Only then does a request answer that payment's outcome. Two signatures can share a nonce
+ * (a payer may sign one nonce for two prices, or anyone may send a stored one altered): the one that
+ * did not settle must not be told it did.
+ */
+export function sameAuthorization(earlier: PaymentRow, sent: DecodedPayment): boolean {
+  const stored = JSON.parse(earlier.payload) as { authorization: DecodedPayment["authorization"]; signature: string };
+  const [a, b] = [stored.authorization, sent.authorization];
+  const sameText = (p: string, q: string) => p.toLowerCase() === q.toLowerCase();
+  return (
+    sameText(a.from, b.from) &&
+    sameText(a.to, b.to) &&
+    sameText(a.nonce, b.nonce) &&
+    BigInt(a.value) === BigInt(b.value) &&
+    BigInt(a.validAfter) === BigInt(b.validAfter) &&
+    BigInt(a.validBefore) === BigInt(b.validBefore) &&
+    sameText(stored.signature, sent.signature)
+  );
+}
+
+/** An earlier payment with this authorization that this request may answer with: the same target, the same signed payment. */
+export const replayOf = (earlier: PaymentRow, target: X402Target, terms: Terms, sent: DecodedPayment) =>
+  sameTarget(earlier, target, terms) && sameAuthorization(earlier, sent);
 
 /**
  * A failed payment's stored authorization as a payment to send again, while it still has the time

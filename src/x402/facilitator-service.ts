@@ -1,4 +1,5 @@
 import { getAddress, isAddressEqual } from "viem";
+import { chargeResource } from "../charges/statements";
 import type { Env, X402Settings } from "../config/env";
 import { blocklistStatement } from "../kyt/screening";
 import { placementOf } from "../ledger/place";
@@ -142,7 +143,9 @@ export async function settleForMerchant(
   );
   switch (outcome.kind) {
     case "settled": {
-      const listing = listingOf(request, asked);
+      // Listed under the resource its charge was made for: a replay naming another URL (the v2
+      // resource is not signed) lists nothing new.
+      const listing = outcome.resource === asked.resource ? listingOf(request, asked) : null;
       if (listing) await recordListing(env, merchant.id, listing, outcome.paidAt);
       return { success: true, transaction: outcome.transaction, network, payer };
     }
@@ -161,7 +164,7 @@ export async function settleForMerchant(
 }
 
 type Final =
-  | { kind: "settled"; transaction: string; paidAt: string }
+  | { kind: "settled"; transaction: string; paidAt: string; resource: string | null }
   | { kind: "pending"; transaction: string | null }
   | { kind: "failed"; reason: string };
 
@@ -194,10 +197,15 @@ async function finalOf(env: Env, x: X402Settings, paymentId: string): Promise<Fi
   const deadline = Date.now() + x.facilitatorTimeoutMs + 5_000;
   for (;;) {
     const row = await at.db
-      .prepare("SELECT status, tx_hash AS txHash, error, updated_at AS updatedAt FROM x402_payments WHERE id = ?")
+      .prepare(
+        "SELECT status, tx_hash AS txHash, error, updated_at AS updatedAt, charge_id AS chargeId FROM x402_payments WHERE id = ?",
+      )
       .bind(paymentId)
-      .first<{ status: string; txHash: string | null; error: string | null; updatedAt: string }>();
-    if (row?.status === "settled") return { kind: "settled", transaction: row.txHash ?? "", paidAt: row.updatedAt };
+      .first<{ status: string; txHash: string | null; error: string | null; updatedAt: string; chargeId: string }>();
+    if (row?.status === "settled") {
+      const resource = await chargeResource(at.db, row.chargeId);
+      return { kind: "settled", transaction: row.txHash ?? "", paidAt: row.updatedAt, resource };
+    }
     if (row?.status === "failed") return { kind: "failed", reason: row.error ?? "unexpected_settle_error" };
     if (row?.status !== "settling" || Date.now() > deadline)
       return { kind: "pending", transaction: row?.txHash ?? null };

@@ -7,7 +7,14 @@ import type { Place } from "../ledger/place";
 import { canonicalJson } from "../lib/canonical-json";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
-import { findPayment, identifiedStatement, outcomeOfEarlier, type PaymentRow, sameTarget } from "./earlier-payments";
+import {
+  findPayment,
+  identifiedStatement,
+  outcomeOfEarlier,
+  type PaymentRow,
+  replayOf,
+  sameTarget,
+} from "./earlier-payments";
 import type { X402Outcome } from "./outcome";
 import type { DecodedPayment } from "./payload";
 import type { X402Target } from "./target";
@@ -181,7 +188,7 @@ async function answerToRefusal(
   // else would be another's payment, which is refused without naming it.
   const sameAuthorization = await findPayment(db, x, payment);
   if (sameAuthorization && sameAuthorization.status !== "failed") {
-    if (!sameTarget(sameAuthorization, target, terms))
+    if (!replayOf(sameAuthorization, target, terms, payment))
       return { kind: "refused", reason: "invalid_exact_evm_nonce_already_used" };
     return { kind: "outcome", outcome: outcomeOfEarlier(sameAuthorization, sameAuthorization.payer) };
   }

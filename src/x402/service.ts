@@ -5,7 +5,14 @@ import { settingsOf } from "../config/env";
 import type { Place } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
-import { outcomeOfEarlier, type PaymentRow, paymentStatement, sameTarget, storedPayment } from "./earlier-payments";
+import {
+  outcomeOfEarlier,
+  type PaymentRow,
+  paymentStatement,
+  replayOf,
+  sameTarget,
+  storedPayment,
+} from "./earlier-payments";
 import { type Facilitator, facilitatorOf } from "./facilitator";
 import { type LookedUp, lookUp } from "./lookup";
 import type { X402Outcome } from "./outcome";
@@ -63,7 +70,7 @@ export async function payAt(
   const payer = sent.authorization.from.toLowerCase();
 
   if (found.earlier && found.earlier.status !== "failed") {
-    if (!sameTarget(found.earlier, target, terms))
+    if (!replayOf(found.earlier, target, terms, sent))
       return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
     return outcomeOfEarlier(found.earlier, payer);
   }
@@ -122,7 +129,7 @@ async function usedMeanwhile(
   if (verdict.kind !== "invalid" || !usedOnChain(verdict.reason)) return null;
   const earlier = await paymentStatement(where.db, x, sent).first<PaymentRow>();
   if (!earlier || earlier.status === "failed") return null;
-  if (!sameTarget(earlier, target, terms))
+  if (!replayOf(earlier, target, terms, sent))
     return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
   return outcomeOfEarlier(earlier, payer);
 }

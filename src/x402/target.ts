@@ -37,7 +37,10 @@ export type X402TargetRef = X402Target | { kind: "charge_id"; chargeId: string }
 const targetValue = (t: X402Target): bigint =>
   t.kind === "facilitated"
     ? t.value
-    : centsToUsdcUnits(t.kind === "charge" ? t.charge.amountMinor : t.link.amountMinor);
+    : // A stored charge asks its exact amount: its cents are rounded down when it is below or between cents.
+      t.kind === "charge"
+      ? BigInt(t.charge.amountBaseUnits)
+      : centsToUsdcUnits(t.link.amountMinor);
 const targetDescription = (t: X402Target) =>
   t.kind === "charge"
     ? (t.charge.description ?? `Charge ${t.charge.id}`)
