@@ -20,6 +20,8 @@ const PUBLIC_ROUTES = new Set([
   "POST /checkout/:token/x402",
   "GET /x402/settlements/:settlementId",
   "GET /x402/settlements",
+  // The x402 discovery list is public by the protocol: any client may browse what is for sale.
+  "GET /x402/facilitator/discovery/resources",
   "GET /pl/:code",
   "POST /console/auth/email/start",
   "POST /console/auth/email/verify",
