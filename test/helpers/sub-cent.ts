@@ -1,6 +1,5 @@
 import { env } from "cloudflare:workers";
 import { toHex } from "viem";
-import { expect } from "vitest";
 import { chargeCreationStatements, newPendingCharge } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
 import { executeBatch, sqlStatement } from "../../src/db/statements";
@@ -16,11 +15,11 @@ const randomHex32 = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
  * plan. No API creates a charge below a cent; only a facilitator's payment does. `payer` and
  * `transaction` default to made-up ones; the treasury's tests pass a real transfer's.
  */
-export async function paidBelowACent(
+export async function settledBelowACent(
   merchantId: string,
   baseUnits: bigint,
   onChain: { payer?: string; transaction?: string } = {},
-): Promise<string> {
+): Promise<{ chargeId: string; transaction: string; results: Record<string, unknown>[][] }> {
   const x = settingsOf(env).x402!;
   const at = await placementOf(env).ofMerchant(merchantId);
   const paymentId = newId("x402Payment", at);
@@ -45,16 +44,17 @@ export async function paidBelowACent(
       now,
     ),
   ]);
+  const transaction = onChain.transaction ?? randomHex32();
   const paid = await at.commit(
-    x402PaymentPlan({
-      charge,
-      paymentId,
-      network: x.network,
-      payer,
-      transaction: onChain.transaction ?? randomHex32(),
-      paidAt: now,
-    }),
+    x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: now }),
   );
-  expect(paid.kind).toBe("committed");
-  return charge.id;
+  if (paid.kind !== "committed") throw new Error(`the x402 plan of ${charge.id} was ${paid.kind}`);
+  return { chargeId: charge.id, transaction, results: paid.results };
 }
+
+/** As settledBelowACent, answering the charge's id. */
+export const paidBelowACent = async (
+  merchantId: string,
+  baseUnits: bigint,
+  onChain: { payer?: string; transaction?: string } = {},
+): Promise<string> => (await settledBelowACent(merchantId, baseUnits, onChain)).chargeId;

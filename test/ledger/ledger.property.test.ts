@@ -3,20 +3,16 @@ import fc from "fast-check";
 import { keccak256, stringToHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { chargeCreationStatements, newPendingCharge } from "../../src/charges/service";
 import { settingsOf } from "../../src/config/env";
-import { executeBatch, sqlStatement } from "../../src/db/statements";
-import { x402PaymentPlan } from "../../src/ledger/movements";
-import { placementOf } from "../../src/ledger/place";
 import { baseUnitsAfter } from "../../src/ledger/postings";
 import { setFaultHook } from "../../src/lib/faults";
-import { newId } from "../../src/lib/ids";
 import { outboundOf } from "../../src/outbound/advance";
 import { completePayout } from "../../src/payouts/service";
 import { api, consoleToken } from "../helpers/api";
 import { dispatchDirectly } from "../helpers/direct";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { SEED } from "../helpers/seed";
+import { settledBelowACent } from "../helpers/sub-cent";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
 dispatchDirectly();
@@ -206,38 +202,10 @@ class X402PaymentCommand implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model) {
     const merchant = m.merchants[this.merchant]!;
-    const home = await placementOf(env).ofMerchant(merchant.id);
-    const x = settingsOf(env).x402!;
-    const paymentId = newId("x402Payment", home);
-    const charge = newPendingCharge(home, merchant.id, { amountBaseUnits: this.baseUnits, x402Claim: paymentId });
-    const payer = privateKeyToAccount(generatePrivateKey()).address.toLowerCase();
-    const now = new Date().toISOString();
-    await executeBatch(home.db, [
-      ...chargeCreationStatements(charge, merchant.name),
-      sqlStatement(
-        `INSERT INTO x402_payments (id, network, asset, payer, nonce, charge_id, pay_to, value, valid_before, payload, status, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', 'settling', ?, ?)`,
-        paymentId,
-        x.network,
-        x.asset.toLowerCase(),
-        payer,
-        keccak256(stringToHex(paymentId)),
-        charge.id,
-        x.payTo.toLowerCase(),
-        this.baseUnits.toString(),
-        Math.floor(Date.now() / 1000) + 3600,
-        now,
-        now,
-      ),
-    ]);
-    const transaction = keccak256(stringToHex(`x402:${charge.id}`));
-    const result = await home.commit(
-      x402PaymentPlan({ charge, paymentId, network: x.network, payer, transaction, paidAt: now }),
-    );
-    expect(result.kind, this.toString()).toBe("committed");
+    const { chargeId, transaction, results } = await settledBelowACent(merchant.id, this.baseUnits);
     see(`x402 ${this.baseUnits % UNITS_PER_CENT === 0n ? "whole cents" : "below a cent"}`);
     m.charges.push({
-      id: charge.id,
+      id: chargeId,
       merchant: this.merchant,
       amount: centsOf(this.baseUnits),
       baseUnits: this.baseUnits,
@@ -247,8 +215,7 @@ class X402PaymentCommand implements fc.AsyncCommand<Model, Real> {
       reference: transaction,
     });
     merchant.balance += this.baseUnits;
-    if (result.kind === "committed")
-      expect(baseUnitsAfter(result.results, `merchant:${merchant.id}`), this.toString()).toBe(merchant.balance);
+    expect(baseUnitsAfter(results, `merchant:${merchant.id}`), this.toString()).toBe(merchant.balance);
   }
   toString = () => `x402(merchant${this.merchant}, ${this.baseUnits} units)`;
 }
