@@ -64,6 +64,37 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
   const balanceOf = async (key: string) =>
     (await asMerchant<{ merchant: { balanceBaseUnits: string; balanceMinor: number } }>(key, "/merchant/me")).merchant;
   const chargesOf = async (key: string) => (await asMerchant<{ charges: Charge[] }>(key, "/merchant/charges")).charges;
+  /**
+   * One paid call's trace: the merchant's one charge, paid by x402 for the paid URL at exactly its
+   * price; the balance up by exactly that (its whole cents unchanged); the payer's tokens down by it.
+   */
+  const expectOnePaidCall = async (
+    key: string,
+    call: {
+      transaction: string;
+      url: string;
+      before: { merchant: { balanceBaseUnits: string; balanceMinor: number }; payer: bigint };
+      terms: { asset: Hex };
+      payer: { address: Hex };
+    },
+  ) => {
+    const charges = await chargesOf(key);
+    expect(charges).toHaveLength(1);
+    expect(charges[0]).toMatchObject({
+      status: "paid",
+      method: "x402",
+      reference: call.transaction,
+      resource: call.url,
+      description: "One market report",
+      amountBaseUnits: PRICE_UNITS,
+      amountMinor: null,
+    });
+    const after = await balanceOf(key);
+    expect(BigInt(after.balanceBaseUnits) - BigInt(call.before.merchant.balanceBaseUnits)).toBe(1000n);
+    expect(after.balanceMinor).toBe(call.before.merchant.balanceMinor);
+    expect(call.before.payer - (await tokensOf(call.terms.asset, call.payer.address))).toBe(1000n);
+    return charges;
+  };
   const tokensOf = (asset: Hex, address: Hex) =>
     createPublicClient({ transport: http(dev.rpcUrl) }).readContract({
       address: asset,
@@ -147,21 +178,7 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     expect(settlement).toMatchObject({ success: true, network: "eip155:84532" });
     expect(settlement.transaction).toMatch(/^0x[0-9a-f]{64}$/);
 
-    const charges = await chargesOf(key);
-    expect(charges).toHaveLength(1);
-    expect(charges[0]).toMatchObject({
-      status: "paid",
-      method: "x402",
-      reference: settlement.transaction,
-      resource: url,
-      description: "One market report",
-      amountBaseUnits: PRICE_UNITS,
-      amountMinor: null,
-    });
-    const after = await balanceOf(key);
-    expect(BigInt(after.balanceBaseUnits) - BigInt(before.merchant.balanceBaseUnits)).toBe(1000n);
-    expect(after.balanceMinor).toBe(before.merchant.balanceMinor);
-    expect(before.payer - (await tokensOf(terms.asset, payer.address))).toBe(1000n);
+    const charges = await expectOnePaidCall(key, { transaction: settlement.transaction, url, before, terms, payer });
     const receipt = await fetch(`${dev.url}/charges/${charges[0]!.chargeId}/receipt`);
     expect(receipt.status).toBe(200);
   });
@@ -180,20 +197,7 @@ describe("the official x402 middlewares with npm run dev as their facilitator", 
     const settlement = decodeXPaymentResponse(res.headers.get("x-payment-response")!);
     expect(settlement).toMatchObject({ success: true, network: "base-sepolia" });
 
-    const charges = await chargesOf(key);
-    expect(charges).toHaveLength(1);
-    expect(charges[0]).toMatchObject({
-      status: "paid",
-      method: "x402",
-      reference: settlement.transaction,
-      resource: url,
-      description: "One market report",
-      amountBaseUnits: PRICE_UNITS,
-      amountMinor: null,
-    });
-    const after = await balanceOf(key);
-    expect(BigInt(after.balanceBaseUnits) - BigInt(before.merchant.balanceBaseUnits)).toBe(1000n);
-    expect(before.payer - (await tokensOf(terms.asset, payer.address))).toBe(1000n);
+    await expectOnePaidCall(key, { transaction: settlement.transaction, url, before, terms, payer });
   });
 
   it("a middleware with another merchant's payTo and this merchant's key: refused in verify and settle, the client gets 402, nothing is credited", async () => {
