@@ -10,7 +10,7 @@ import type { Asked, FacilitatorRequest } from "./facilitator-protocol";
  * control: the public list spans every merchant.
  */
 
-interface Listing {
+export interface Listing {
   resource: string;
   type: string;
   x402Version: 1 | 2;

@@ -4,7 +4,7 @@ import type { Env, X402Settings } from "../config/env";
 import { blocklistStatement } from "../kyt/screening";
 import { placementOf } from "../ledger/place";
 import { MAX_AMOUNT_MINOR, USDC_UNITS_PER_CENT } from "../lib/money";
-import { listingOf, recordListing } from "./discovery";
+import { type Listing, listingOf, recordListing } from "./discovery";
 import { type Facilitator, facilitatorOf } from "./facilitator";
 import {
   type Asked,
@@ -143,10 +143,8 @@ export async function settleForMerchant(
   );
   switch (outcome.kind) {
     case "settled": {
-      // Listed under the resource its charge was made for: a replay naming another URL (the v2
-      // resource is not signed) lists nothing new.
-      const listing = outcome.resource === asked.resource ? listingOf(request, asked) : null;
-      if (listing) await recordListing(env, merchant.id, listing, outcome.paidAt);
+      const listing = listingOf(request, asked);
+      if (listing) await listPaid(env, merchant.id, outcome.paymentId, asked, listing);
       return { success: true, transaction: outcome.transaction, network, payer };
     }
     case "pending":
@@ -163,8 +161,23 @@ export async function settleForMerchant(
   }
 }
 
+/**
+ * Lists a paid route under the resource its charge was made for, at the payment's time: a replay
+ * naming another URL (the v2 resource is not signed) lists nothing new. Read only for a route that
+ * declared discovery metadata.
+ */
+async function listPaid(env: Env, merchantId: string, paymentId: string, asked: Asked, listing: Listing) {
+  const at = placementOf(env).ofId(paymentId)!;
+  const paid = await at.db
+    .prepare("SELECT updated_at AS paidAt, charge_id AS chargeId FROM x402_payments WHERE id = ?")
+    .bind(paymentId)
+    .first<{ paidAt: string; chargeId: string }>();
+  if (!paid || (await chargeResource(at.db, paid.chargeId)) !== asked.resource) return;
+  await recordListing(env, merchantId, listing, paid.paidAt);
+}
+
 type Final =
-  | { kind: "settled"; transaction: string; paidAt: string; resource: string | null }
+  | { kind: "settled"; transaction: string; paymentId: string }
   | { kind: "pending"; transaction: string | null }
   | { kind: "failed"; reason: string };
 
@@ -179,6 +192,8 @@ const WAIT_STEP_MS = 150;
 async function settledOrFinal(env: Env, x: X402Settings, outcome: X402Outcome): Promise<Final> {
   switch (outcome.kind) {
     case "settled":
+      // Already read (or just written) by this request: nothing more to wait for.
+      return { kind: "settled", transaction: outcome.transaction, paymentId: outcome.settlementId };
     case "pending":
       return finalOf(env, x, outcome.settlementId);
     case "invalid":
@@ -197,15 +212,10 @@ async function finalOf(env: Env, x: X402Settings, paymentId: string): Promise<Fi
   const deadline = Date.now() + x.facilitatorTimeoutMs + 5_000;
   for (;;) {
     const row = await at.db
-      .prepare(
-        "SELECT status, tx_hash AS txHash, error, updated_at AS updatedAt, charge_id AS chargeId FROM x402_payments WHERE id = ?",
-      )
+      .prepare("SELECT status, tx_hash AS txHash, error FROM x402_payments WHERE id = ?")
       .bind(paymentId)
-      .first<{ status: string; txHash: string | null; error: string | null; updatedAt: string; chargeId: string }>();
-    if (row?.status === "settled") {
-      const resource = await chargeResource(at.db, row.chargeId);
-      return { kind: "settled", transaction: row.txHash ?? "", paidAt: row.updatedAt, resource };
-    }
+      .first<{ status: string; txHash: string | null; error: string | null }>();
+    if (row?.status === "settled") return { kind: "settled", transaction: row.txHash ?? "", paymentId };
     if (row?.status === "failed") return { kind: "failed", reason: row.error ?? "unexpected_settle_error" };
     if (row?.status !== "settling" || Date.now() > deadline)
       return { kind: "pending", transaction: row?.txHash ?? null };
