@@ -41,3 +41,18 @@ export function exactBaseUnitsOf(stated: { amountMinor: number | null; amountBas
   if (stated.amountMinor === null) throw new Error("no amount stated");
   return String(centsToUsdcUnits(stated.amountMinor));
 }
+
+/**
+ * An exact amount of base units (6 decimals) as decimal dollars, with every place it needs and at
+ * least two: "12.34", "0.001", "-0.000001"; `grouped` separates thousands ("1,234.50").
+ */
+export function dollarsOfBaseUnits(units: bigint, options: { grouped?: boolean } = {}): string {
+  const abs = units < 0n ? -units : units;
+  const whole = abs / 1_000_000n;
+  const fraction = (abs % 1_000_000n)
+    .toString()
+    .padStart(6, "0")
+    .replace(/0{1,4}$/, "");
+  const wholeText = options.grouped ? whole.toLocaleString("en-US") : whole.toString();
+  return `${units < 0n ? "-" : ""}${wholeText}.${fraction.padEnd(2, "0")}`;
+}

@@ -14,7 +14,7 @@ import { type AnswerHome, answersOf } from "../ledger/answers-place";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { refusalAgain } from "../lib/errors";
-import { centsIfWhole } from "../lib/money";
+import { dollarsOfBaseUnits } from "../lib/money";
 import { chargeReceipt } from "../receipts/service";
 import type { ToolAnswer, ToolContext } from "./define";
 
@@ -28,14 +28,9 @@ import type { ToolAnswer, ToolContext } from "./define";
 
 export const usd = (minor: number, currency = "USD") => `${(minor / 100).toFixed(2)} ${currency}`;
 
-/** An exact amount in token base units (6 decimals): as `usd` when whole cents, else every place it needs ("0.001 USD"). */
-export function usdOfBaseUnits(baseUnits: string, currency = "USD") {
-  const units = BigInt(baseUnits);
-  const cents = centsIfWhole(units);
-  if (cents !== null) return usd(cents, currency);
-  const fraction = (units % 1_000_000n).toString().padStart(6, "0").replace(/0+$/, "");
-  return `${units / 1_000_000n}.${fraction} ${currency}`;
-}
+/** An exact amount in token base units (6 decimals), with every place it needs ("0.001 USD"). */
+export const usdOfBaseUnits = (baseUnits: string, currency = "USD") =>
+  `${dollarsOfBaseUnits(BigInt(baseUnits))} ${currency}`;
 
 /** A paid charge's signed receipt (as GET /charges/:chargeId/receipt), or null while it is not paid. */
 export const receiptOf = (ctx: ToolContext, chargeId: string) =>

@@ -1,5 +1,6 @@
 import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
+import { dollarsOfBaseUnits } from "../../lib/money";
 
 // Rendered raw: as a child string it is HTML-escaped, and `.row>*` became `.row&gt;*`, a rule the browser dropped.
 // `.cards` fills its columns (auto-fill), so its rows line up even when one has fewer cards, and `.cards>*{min-width:0}`
@@ -119,14 +120,8 @@ export interface TreasuryShortfall {
 
 /** Token base units (6 decimals) as dollars, exact to the unit: "$12.34", "-$0.000001". */
 export function usdOfBaseUnits(units: string | bigint) {
-  const value = BigInt(units);
-  const abs = value < 0n ? -value : value;
-  const whole = (abs / 1_000_000n).toLocaleString("en-US");
-  const fraction = (abs % 1_000_000n)
-    .toString()
-    .padStart(6, "0")
-    .replace(/0{1,4}$/, "");
-  return `${value < 0n ? "-" : ""}$${whole}.${fraction.padEnd(2, "0")}`;
+  const dollars = dollarsOfBaseUnits(BigInt(units), { grouped: true });
+  return dollars.startsWith("-") ? `-$${dollars.slice(1)}` : `$${dollars}`;
 }
 
 function ShortfallBanner(props: { shortfall: TreasuryShortfall }) {
