@@ -1,4 +1,4 @@
-import { decodePaymentSignatureHeader } from "@x402/core/http";
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http";
 import { registerExactEvmScheme } from "@x402/evm/exact/client";
 import { wrapFetchWithPayment as wrapV2, x402Client, x402HTTPClient } from "@x402/fetch";
 import { createPublicClient, type Hex, http } from "viem";
@@ -8,6 +8,9 @@ import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fet
 import { facilitatorTerms } from "../../examples/paywall/facilitator";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
+import { authorizationFor, paymentHeader, transferTypedData } from "../../src/x402/outbound/authorization";
+import { choosePayableEntry } from "../../src/x402/outbound/choice";
+import { OutboundPaymentRequest } from "../../src/x402/outbound/request";
 import { type DevServer, startDevServer } from "./dev-server";
 import { ERC20 } from "./erc20";
 import {
@@ -140,6 +143,41 @@ describe("paywalls of the official x402 middlewares, settled by the official fac
       expect(received).toBe(51_000n);
       expect(before - (await tokensOf(payer().address))).toBe(received);
       expect(paywall.held()).toBe(0);
+    });
+
+    it(`v${version}: the service's outbound header (src/x402/outbound), signed from a funded account, pays it`, async () => {
+      const paywall = await open(version, "normal");
+      const url = `${paywall.url}/dear`;
+      const unpaid = await fetch(url);
+      expect(unpaid.status).toBe(402);
+      // What an agent hands over: the v1 body, or the decoded v2 PAYMENT-REQUIRED.
+      const required = unpaid.headers.get("payment-required");
+      const paymentRequired = version === 2 ? decodePaymentRequiredHeader(required!) : await unpaid.json();
+      const request = OutboundPaymentRequest.parse({ resource: url, paymentRequired });
+      const choice = choosePayableEntry(
+        {
+          network: "base-sepolia",
+          chainId: 84532,
+          asset: chain.asset,
+          assetName: chain.extra.name,
+          assetVersion: chain.extra.version,
+        },
+        request.paymentRequired,
+      );
+      if (choice.kind !== "payable") throw new Error(JSON.stringify(choice));
+      expect(choice.terms).toMatchObject({ version, payTo: paywall.payTo, value: 50_000n });
+      const signer = privateKeyToAccount(accounts[5 + version]!.privateKey);
+      const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
+      const authorization = authorizationFor(choice.terms, signer.address, Math.floor(Date.now() / 1000), nonce);
+      const signature = await signer.signTypedData(transferTypedData(choice.terms, 84532, authorization));
+      const header = paymentHeader(request.paymentRequired, choice.entry, authorization, signature);
+      expect(header.name).toBe(version === 1 ? "X-PAYMENT" : "PAYMENT-SIGNATURE");
+
+      const paid = await fetch(url, { headers: { [header.name]: header.value } });
+      expect(paid.status, await paid.clone().text()).toBe(200);
+      expect(await paid.json()).toEqual({ paid: "/dear", paidWith: `x402 v${version}` });
+      expect(await used({ from: signer.address, nonce })).toBe(true);
+      expect(await tokensOf(paywall.payTo)).toBe(50_000n);
     });
 
     it(`v${version} never-settles: 200, the payTo unpaid and the authorization unused`, async () => {
