@@ -90,8 +90,8 @@ describe("paywalls of the official x402 middlewares, settled by the official fac
       functionName: "authorizationState",
       args: [sent.from, sent.nonce],
     });
-  const open = async (version: 1 | 2, mode: ForeignMode) => {
-    const paywall = await (version === 1 ? foreignPaywallV1 : foreignPaywallV2)(chain, mode);
+  const open = async (version: 1 | 2, mode: ForeignMode, maxTimeoutSeconds?: number) => {
+    const paywall = await (version === 1 ? foreignPaywallV1 : foreignPaywallV2)(chain, { mode, maxTimeoutSeconds });
     opened.push(paywall);
     return paywall;
   };
@@ -146,7 +146,7 @@ describe("paywalls of the official x402 middlewares, settled by the official fac
     });
 
     it(`v${version}: the service's outbound header (src/x402/outbound), signed from a funded account, pays it`, async () => {
-      const paywall = await open(version, "normal");
+      const paywall = await open(version, "normal", 120);
       const url = `${paywall.url}/dear`;
       const unpaid = await fetch(url);
       expect(unpaid.status).toBe(402);
@@ -165,7 +165,7 @@ describe("paywalls of the official x402 middlewares, settled by the official fac
         request.paymentRequired,
       );
       if (choice.kind !== "payable") throw new Error(JSON.stringify(choice));
-      expect(choice.terms).toMatchObject({ version, payTo: paywall.payTo, value: 50_000n });
+      expect(choice.terms).toMatchObject({ version, payTo: paywall.payTo, value: 50_000n, maxTimeoutSeconds: 120 });
       const signer = privateKeyToAccount(accounts[5 + version]!.privateKey);
       const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
       const authorization = authorizationFor(choice.terms, signer.address, Math.floor(Date.now() / 1000), nonce);

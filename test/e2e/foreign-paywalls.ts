@@ -47,6 +47,16 @@ export interface Settled {
   payer?: string;
 }
 
+/** How a paywall is started. */
+export interface ForeignOptions {
+  mode?: ForeignMode;
+  /**
+   * The `maxTimeoutSeconds` its entries ask for (the middlewares' default, 300, when absent): a short
+   * one lets a test see an authorization expire unused without waiting minutes.
+   */
+  maxTimeoutSeconds?: number;
+}
+
 export interface ForeignPaywall {
   url: string;
   version: 1 | 2;
@@ -119,7 +129,8 @@ const fresh = () => privateKeyToAccount(generatePrivateKey()).address;
  * An `@x402/hono` (version 2) paywall, its facilitator `@x402/core`'s `x402Facilitator` with
  * `@x402/evm`'s exact scheme, in process (the middleware's facilitator client is that object).
  */
-export async function foreignPaywallV2(chain: ForeignChain, mode: ForeignMode = "normal"): Promise<ForeignPaywall> {
+export async function foreignPaywallV2(chain: ForeignChain, options: ForeignOptions = {}): Promise<ForeignPaywall> {
+  const { mode = "normal", maxTimeoutSeconds } = options;
   const wallet = await gasPayer(chain.rpcUrl);
   const facilitator = registerExactEvmScheme(new x402Facilitator(), {
     signer: toFacilitatorEvmSigner({ ...wallet, address: wallet.account.address } as never),
@@ -147,7 +158,7 @@ export async function foreignPaywallV2(chain: ForeignChain, mode: ForeignMode = 
     PATHS.map((path) => [
       `GET ${path}`,
       {
-        accepts: { scheme: "exact", price: PRICES[path], network: FOREIGN_NETWORKS.v2, payTo },
+        accepts: { scheme: "exact", price: PRICES[path], network: FOREIGN_NETWORKS.v2, payTo, maxTimeoutSeconds },
         description: `The ${path.slice(1)} resource`,
         mimeType: "application/json",
       },
@@ -162,7 +173,8 @@ export async function foreignPaywallV2(chain: ForeignChain, mode: ForeignMode = 
  * An `x402-hono` 1.1.0 (version 1) paywall, its facilitator the `x402` 1.2.0 package's `verify` and
  * `settle` behind a local HTTP facilitator, as the middleware only speaks to one by URL.
  */
-export async function foreignPaywallV1(chain: ForeignChain, mode: ForeignMode = "normal"): Promise<ForeignPaywall> {
+export async function foreignPaywallV1(chain: ForeignChain, options: ForeignOptions = {}): Promise<ForeignPaywall> {
+  const { mode = "normal", maxTimeoutSeconds } = options;
   const wallet = await gasPayer(chain.rpcUrl);
   const hold = holding<PayloadV1, RequirementsV1, Awaited<ReturnType<typeof settleV1>>>(mode, (p, r) =>
     settleV1(wallet as never, p, r),
@@ -196,7 +208,7 @@ export async function foreignPaywallV1(chain: ForeignChain, mode: ForeignMode = 
           asset: { address: chain.asset, decimals: DECIMALS, eip712: chain.extra },
         },
         network: FOREIGN_NETWORKS.v1,
-        config: { description: `The ${path.slice(1)} resource`, mimeType: "application/json" },
+        config: { description: `The ${path.slice(1)} resource`, mimeType: "application/json", maxTimeoutSeconds },
       },
     ]),
   );
