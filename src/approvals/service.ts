@@ -7,13 +7,16 @@ import {
 } from "../agents/approvals";
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
+import { centsIfWhole } from "../lib/money";
 
 export const approvalView = (a: ApprovalRow) => ({
   approvalId: a.id,
   chargeId: a.chargeId,
   agentId: a.agentId,
   merchantId: a.merchantId,
-  amountMinor: a.amountMinor,
+  // As a charge states it: null when not whole cents, amountBaseUnits exact.
+  amountMinor: centsIfWhole(BigInt(a.amountBaseUnits)),
+  amountBaseUnits: String(a.amountBaseUnits),
   reason: a.reason,
   status: a.status,
   expiresAt: a.expiresAt,

@@ -1,5 +1,5 @@
 import type { approvalView } from "../../../approvals/service";
-import { Csrf, usd, When } from "../layout";
+import { Csrf, usdOfBaseUnits, When } from "../layout";
 import { ChargeLink } from "./charge";
 
 /** The pending approvals, each with its grant and reject forms. */
@@ -28,7 +28,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
                 charge <ChargeLink chargeId={a.chargeId} />
               </span>
             </td>
-            <td class="num">{usd(a.amountMinor)}</td>
+            <td class="num">{usdOfBaseUnits(a.amountBaseUnits)}</td>
             <td>
               <a href={`/console/ui/agents/${a.agentId}`}>
                 <code>{a.agentId}</code>
@@ -46,7 +46,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
                 method="post"
                 action={`/console/ui/approvals/${a.approvalId}/grant`}
                 class="inline"
-                onsubmit={`return confirm('Grant ${usd(a.amountMinor)} from ${a.agentId}?')`}
+                onsubmit={`return confirm('Grant ${usdOfBaseUnits(a.amountBaseUnits)} from ${a.agentId}?')`}
               >
                 <Csrf token={props.csrf} />
                 <button type="submit" name="grant">
