@@ -2077,8 +2077,8 @@ export interface components {
             merchantId: string;
             /** @description The held payment's amount in cents; null when it is not a whole number of cents: `amountBaseUnits` states it. */
             amountMinor: number | null;
-            /** @description The held payment's exact amount in the token's base units (1 cent = 10,000). */
-            amountBaseUnits: string;
+            /** @description The held payment's exact amount in the token's base units (1 cent = 10,000); present only when it is not a whole number of cents. */
+            amountBaseUnits?: string;
             reason: string;
             /** @enum {string} */
             status: "pending" | "granted" | "rejected" | "expired";

@@ -20,7 +20,9 @@ export const Approval = named(
       .describe(
         "The held payment's amount in cents; null when it is not a whole number of cents: `amountBaseUnits` states it.",
       ),
-    amountBaseUnits: BaseUnits.describe("The held payment's exact amount in the token's base units (1 cent = 10,000)."),
+    amountBaseUnits: BaseUnits.optional().describe(
+      "The held payment's exact amount in the token's base units (1 cent = 10,000); present only when it is not a whole number of cents.",
+    ),
     reason: z.string(),
     status: z.enum(APPROVAL_STATUSES),
     expiresAt: Timestamp,

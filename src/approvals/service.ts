@@ -14,9 +14,10 @@ export const approvalView = (a: ApprovalRow) => ({
   chargeId: a.chargeId,
   agentId: a.agentId,
   merchantId: a.merchantId,
-  // As a charge states it: null when not whole cents, amountBaseUnits exact.
+  // Null when not whole cents, as a charge states it; only then is `amountBaseUnits` added, so an
+  // approval in whole cents keeps exactly the fields it always had.
   amountMinor: centsIfWhole(BigInt(a.amountBaseUnits)),
-  amountBaseUnits: String(a.amountBaseUnits),
+  ...(centsIfWhole(BigInt(a.amountBaseUnits)) === null ? { amountBaseUnits: String(a.amountBaseUnits) } : {}),
   reason: a.reason,
   status: a.status,
   expiresAt: a.expiresAt,
