@@ -2075,7 +2075,10 @@ export interface components {
             chargeId: string;
             agentId: string;
             merchantId: string;
-            amountMinor: number;
+            /** @description The held payment's amount in cents; null when it is not a whole number of cents: `amountBaseUnits` states it. */
+            amountMinor: number | null;
+            /** @description The held payment's exact amount in the token's base units (1 cent = 10,000); present only when it is not a whole number of cents. */
+            amountBaseUnits?: string;
             reason: string;
             /** @enum {string} */
             status: "pending" | "granted" | "rejected" | "expired";
@@ -4011,7 +4014,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The charge is not pending (`charge_not_pending`). */
+            /** @description The charge is not pending (`charge_not_pending`), or its amount is not whole cents and it lives in another ledger shard than the agent (`cross_shard_amount_not_whole_cents`; nothing is charged). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5533,7 +5536,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), the checkout link it was born from is disabled (`checkout_link_disabled`), or the agent is frozen (`agent_frozen`; the approval stays pending). */
+            /** @description The approval is not pending or has expired (`approval_not_pending`, `approval_expired`), the charge is no longer pending (`charge_not_pending`), the checkout link it was born from is disabled (`checkout_link_disabled`), the agent is frozen (`agent_frozen`; the approval stays pending), or the charge's amount is not whole cents and it lives in another ledger shard than the agent (`cross_shard_amount_not_whole_cents`; the approval stays pending). */
             409: {
                 headers: {
                     [name: string]: unknown;

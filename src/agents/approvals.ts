@@ -12,7 +12,7 @@ export type ApprovalRow = typeof approvals.$inferSelect;
 
 /** An approval's columns named as in ApprovalRow. */
 const APPROVAL_ROW = `SELECT id, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
-  amount_minor AS amountMinor, reason, status, expires_at AS expiresAt, created_at AS createdAt,
+  amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, reason, status, expires_at AS expiresAt, created_at AS createdAt,
   decided_at AS decidedAt, decided_by AS decidedBy FROM approvals`;
 
 export type ApprovalStatus = "pending" | "granted" | "rejected" | "expired";

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { type CodeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
-import { amountMinor } from "../lib/money";
+import { amountMinor, centsToUsdcUnits } from "../lib/money";
 
 const limit = amountMinor.nullable().optional();
 
@@ -44,12 +44,13 @@ export const POLICY_REASONS = {
   approval: "requiere_aprobacion_humana",
 } as const;
 
+/** A payment as the policy sees it, every figure exact in the token's base units (1 cent = 10,000). */
 export interface PaymentContext {
-  amountMinor: number;
+  amountBaseUnits: bigint;
   merchantCategory: string | null;
-  /** Cents already paid from the wallet in the current UTC day. */
-  spentTodayMinor: number;
-  balanceMinor: number;
+  /** What the wallet already paid in the current UTC day. */
+  spentTodayBaseUnits: bigint;
+  balanceBaseUnits: bigint;
   /** A PayLink draw or a granted approval is already a human decision. */
   skipApprovalThreshold: boolean;
 }
@@ -59,13 +60,19 @@ export type PolicyDecision =
   | { kind: "reject"; reason: CodeWith<402> }
   | { kind: "approval"; reason: string };
 
+/** A limit stated in cents, as the base units it allows; null stays no limit. */
+const exactLimit = (cents: number | null): bigint | null => (cents === null ? null : centsToUsdcUnits(cents));
+
 /**
  * Evaluates a wallet payment in the order docs/api.md (Agents and policies) gives: hard
  * limits (per-transaction cap, category, daily limit) reject first; then the
- * approval threshold; then the balance.
+ * approval threshold; then the balance. Limits are stated in cents and compared
+ * with the exact amounts: a cap of 1 cent allows 10,000 base units, not 10,001.
  */
 export function evaluatePolicy(policy: Policy, ctx: PaymentContext): PolicyDecision {
-  if (policy.maxPerTransactionUsdCents !== null && ctx.amountMinor > policy.maxPerTransactionUsdCents) {
+  const amount = ctx.amountBaseUnits;
+  const maxPerTransaction = exactLimit(policy.maxPerTransactionUsdCents);
+  if (maxPerTransaction !== null && amount > maxPerTransaction) {
     return { kind: "reject", reason: POLICY_REASONS.perTransaction };
   }
   if (policy.allowedCategories && policy.allowedCategories.length > 0) {
@@ -73,16 +80,14 @@ export function evaluatePolicy(policy: Policy, ctx: PaymentContext): PolicyDecis
       return { kind: "reject", reason: POLICY_REASONS.category };
     }
   }
-  if (policy.dailyLimitUsdCents !== null && ctx.spentTodayMinor + ctx.amountMinor > policy.dailyLimitUsdCents) {
+  const daily = exactLimit(policy.dailyLimitUsdCents);
+  if (daily !== null && ctx.spentTodayBaseUnits + amount > daily) {
     return { kind: "reject", reason: POLICY_REASONS.daily };
   }
-  if (
-    !ctx.skipApprovalThreshold &&
-    policy.approvalThresholdUsdCents !== null &&
-    ctx.amountMinor > policy.approvalThresholdUsdCents
-  ) {
+  const threshold = exactLimit(policy.approvalThresholdUsdCents);
+  if (!ctx.skipApprovalThreshold && threshold !== null && amount > threshold) {
     return { kind: "approval", reason: POLICY_REASONS.approval };
   }
-  if (ctx.amountMinor > ctx.balanceMinor) return { kind: "reject", reason: POLICY_REASONS.balance };
+  if (amount > ctx.balanceBaseUnits) return { kind: "reject", reason: POLICY_REASONS.balance };
   return { kind: "pay" };
 }

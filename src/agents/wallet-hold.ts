@@ -8,6 +8,7 @@ import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
 import { codeWith } from "../lib/error-codes";
 import { newId } from "../lib/ids";
+import { centsIfWhole } from "../lib/money";
 import { nowIso } from "../lib/time";
 import { heldBody, type PayOutcome } from "./outcomes";
 import { commitPayment, decide } from "./wallet-payment";
@@ -111,7 +112,9 @@ async function writeHold(env: Env, h: Hold, home: Place, answer: SqlStatement[])
     chargeId: charge.id,
     agentId,
     merchantId: charge.merchantId,
-    amountMinor: charge.amountMinor,
+    // As a charge states it: null when not whole cents, amountBaseUnits exact.
+    amountMinor: centsIfWhole(BigInt(charge.amountBaseUnits)),
+    amountBaseUnits: String(charge.amountBaseUnits),
   };
   await executeBatch(home.db, [
     ...(together ? h.prelude : []),
@@ -120,13 +123,14 @@ async function writeHold(env: Env, h: Hold, home: Place, answer: SqlStatement[])
     guards(agentNotFrozenCheck(agentId), ...(together ? payableChecks(charge) : [])),
     ...h.expireStale,
     sqlStatement(
-      `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, reason, status, expires_at, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+      `INSERT INTO approvals (id, charge_id, agent_id, merchant_id, amount_minor, amount_base_units, reason, status, expires_at, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
       approvalId,
       charge.id,
       agentId,
       charge.merchantId,
       charge.amountMinor,
+      charge.amountBaseUnits,
       reason,
       expiresAt,
       h.createdAt,

@@ -17,10 +17,10 @@ export function decide(
 ): ReturnType<typeof evaluatePolicy> | { kind: "frozen" } {
   if (agent.frozen) return { kind: "frozen" };
   return evaluatePolicy(agent.policy, {
-    amountMinor: charge.amountMinor,
+    amountBaseUnits: BigInt(charge.amountBaseUnits),
     merchantCategory: charge.merchantCategory,
-    spentTodayMinor: agent.spentTodayMinor,
-    balanceMinor: agent.balanceMinor,
+    spentTodayBaseUnits: agent.spentTodayBaseUnits,
+    balanceBaseUnits: agent.balanceBaseUnits,
     skipApprovalThreshold,
   });
 }
@@ -67,7 +67,7 @@ export async function commitPayment(
   const { env, agentId, turn, slot } = call;
   const method = options.method ?? "ledger";
   // Held until the batch ends, so the next decision (which may start once the batch is handed over) cannot spend it too.
-  const end = turn.cache.hold(charge.amountMinor);
+  const end = turn.cache.hold(BigInt(charge.amountBaseUnits));
   let moved: PaymentResult<ChargeView>;
   try {
     moved = await moveMoney(

@@ -25,10 +25,12 @@ export interface ApprovalSnapshot {
   expiresAt: string;
 }
 
+/** An agent's figures as its wallet decides on them: exact, in the token's base units. */
 export interface AgentState {
-  balanceMinor: number;
+  balanceBaseUnits: bigint;
   policy: Policy;
-  spentTodayMinor: number;
+  /** What the wallet paid in the current UTC day. */
+  spentTodayBaseUnits: bigint;
   frozen: boolean;
 }
 
@@ -36,24 +38,26 @@ export const APPROVAL_SELECT = `SELECT id, charge_id AS chargeId, agent_id AS ag
 
 const agentStatements = (db: D1Database, agentId: string, now: number) => [
   db
-    .prepare("SELECT balance_minor AS balanceMinor, policy, frozen_at AS frozenAt FROM agents WHERE id = ?")
+    .prepare(
+      "SELECT CAST(balance_base_units AS TEXT) AS balanceBaseUnits, policy, frozen_at AS frozenAt FROM agents WHERE id = ?",
+    )
     .bind(agentId),
   db
     .prepare(
       // Payments of charges in this shard, and transfers toward charges in other shards (pending or
-      // completed: a reversed one gave the money back).
-      `SELECT ${paidByAgentSince("?1", "?2")} + ${transferredByAgentSince("?1", "?2")} AS spent`,
+      // completed: a reversed one gave the money back), in base units, read as text (exact past 2^53).
+      `SELECT CAST(${paidByAgentSince("?1", "?2")} + ${transferredByAgentSince("?1", "?2")} AS TEXT) AS spent`,
     )
     .bind(agentId, utcDayStart(now)),
 ];
 
 function agentStateOf(agent: D1Result | undefined, spent: D1Result | undefined): AgentState | undefined {
-  const row = agent?.results[0] as { balanceMinor: number; policy: string; frozenAt: string | null } | undefined;
+  const row = agent?.results[0] as { balanceBaseUnits: string; policy: string; frozenAt: string | null } | undefined;
   if (!row) return undefined;
   return {
-    balanceMinor: row.balanceMinor,
+    balanceBaseUnits: BigInt(row.balanceBaseUnits),
     policy: parseStoredPolicy(row.policy),
-    spentTodayMinor: (spent?.results[0] as { spent: number } | undefined)?.spent ?? 0,
+    spentTodayBaseUnits: BigInt((spent?.results[0] as { spent: string } | undefined)?.spent ?? "0"),
     frozen: row.frozenAt !== null,
   };
 }
@@ -132,8 +136,8 @@ export class AgentStateCache {
     const { state } = view.committed;
     return {
       ...state,
-      balanceMinor: state.balanceMinor - view.heldMinor,
-      spentTodayMinor: state.spentTodayMinor + view.heldMinor,
+      balanceBaseUnits: state.balanceBaseUnits - view.held,
+      spentTodayBaseUnits: state.spentTodayBaseUnits + view.held,
     };
   }
 
@@ -156,11 +160,11 @@ export class AgentStateCache {
     return this.figures.settled();
   }
 
-  /** Holds a payment's amount while its batch is in flight; call the result once with how the batch ended. */
-  hold(amountMinor: number): (end: BatchEnd) => void {
-    return this.figures.hold(amountMinor, ({ state }) => {
-      state.balanceMinor -= amountMinor;
-      state.spentTodayMinor += amountMinor;
+  /** Holds a payment's exact amount while its batch is in flight; call the result once with how the batch ended. */
+  hold(amountBaseUnits: bigint): (end: BatchEnd) => void {
+    return this.figures.hold(amountBaseUnits, ({ state }) => {
+      state.balanceBaseUnits -= amountBaseUnits;
+      state.spentTodayBaseUnits += amountBaseUnits;
     });
   }
 

@@ -7,13 +7,17 @@ import {
 } from "../agents/approvals";
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
+import { centsIfWhole } from "../lib/money";
 
 export const approvalView = (a: ApprovalRow) => ({
   approvalId: a.id,
   chargeId: a.chargeId,
   agentId: a.agentId,
   merchantId: a.merchantId,
-  amountMinor: a.amountMinor,
+  // Null when not whole cents, as a charge states it; only then is `amountBaseUnits` added, so an
+  // approval in whole cents keeps exactly the fields it always had.
+  amountMinor: centsIfWhole(BigInt(a.amountBaseUnits)),
+  ...(centsIfWhole(BigInt(a.amountBaseUnits)) === null ? { amountBaseUnits: String(a.amountBaseUnits) } : {}),
   reason: a.reason,
   status: a.status,
   expiresAt: a.expiresAt,

@@ -67,7 +67,11 @@ export const CHARGE_OPERATIONS: Operation[] = [
         { errors: ["agent_frozen"] },
       ),
       404: NOT_FOUND("charge", "charge_not_found"),
-      409: error("The charge is not pending (`charge_not_pending`).", "charge_not_pending"),
+      409: error(
+        "The charge is not pending (`charge_not_pending`), or its amount is not whole cents and it lives in another ledger shard than the agent (`cross_shard_amount_not_whole_cents`; nothing is charged).",
+        "charge_not_pending",
+        "cross_shard_amount_not_whole_cents",
+      ),
       503: OVERLOADED,
     },
   },

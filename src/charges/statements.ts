@@ -36,10 +36,11 @@ export async function chargeStatus(d1: D1Database, chargeId: string): Promise<st
 
 /**
  * What the agent (an SQL expression) paid from its wallet for charges of this database since `since`
- * (an SQL expression): wallet and PayLink payments, as an SQL expression.
+ * (an SQL expression): wallet and PayLink payments, exact in base units (ten payments of $0.001 are
+ * 1 cent), as an SQL expression.
  */
 export const paidByAgentSince = (agentId: string, since: string) =>
-  `COALESCE((SELECT SUM(amount_minor) FROM charges
+  `COALESCE((SELECT SUM(amount_base_units) FROM charges
          WHERE agent_id = ${agentId} AND status = 'paid' AND method IN ('ledger', 'paylink') AND paid_at >= ${since}), 0)`;
 
 /** The charge is a paid charge of the merchant: a refund is taken only of one. */

@@ -8,7 +8,10 @@ export const approvals = sqliteTable(
     chargeId: text("charge_id").notNull(),
     agentId: text("agent_id").notNull(),
     merchantId: text("merchant_id").notNull(),
+    /** The whole cents of `amount_base_units` (a trigger refuses any other). */
     amountMinor: integer("amount_minor").notNull(),
+    /** The charge's exact amount, in the token's base units (1 cent = 10,000). */
+    amountBaseUnits: integer("amount_base_units").notNull().default(0),
     reason: text("reason").notNull(),
     /** `pending`, `granted`, `rejected` or `expired`. */
     status: text("status").notNull(),

@@ -35,11 +35,12 @@ export interface ShardFigures {
 }
 
 /**
- * Cents the agent `agent` sent toward charges in other shards since `since` (SQL expressions, such as
- * `?1` and `?2`): its payment transfers, pending or completed; a reversed one gave the money back.
+ * Base units the agent `agent` sent toward charges in other shards since `since` (SQL expressions,
+ * such as `?1` and `?2`): its payment transfers, pending or completed; a reversed one gave the money
+ * back. A transfer row counts cents: a payment across shards moves whole cents only (sendPlan).
  */
 export const transferredByAgentSince = (agent: string, since: string) =>
-  `COALESCE((SELECT SUM(amount_minor) FROM ledger_transfers
+  `COALESCE((SELECT SUM(amount_minor) * 10000 FROM ledger_transfers
      WHERE agent_id = ${agent} AND kind = 'payment' AND status <> 'reversed' AND created_at >= ${since}), 0)`;
 
 /** A sum read as decimal text: D1 answers numbers, which lose base units past 2^53. */

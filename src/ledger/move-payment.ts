@@ -108,6 +108,9 @@ export async function payInOnePlace<C>(p: ChargePayment<C>, at: Place, turn: Mov
   return { kind: "paid", charge: answer.charge, merchantBalanceMinor };
 }
 
+/** The refusal of a wallet payment across two shards of an amount that is not whole cents (409). */
+export const CROSS_SHARD_NOT_WHOLE_CENTS = "cross_shard_amount_not_whole_cents";
+
 /** The arrival's extras of a payment across shards; none for a plain wallet payment of a stored charge. */
 function arrivalExtrasOf(p: ChargePayment<unknown>): ArrivalExtras | undefined {
   const extras: ArrivalExtras = {
@@ -137,6 +140,8 @@ export async function commitAcrossShards<C>(
   turn: MoveTurn,
 ): Promise<PaymentResult<C>> {
   const { charge, agentId, slot } = p;
+  // A transfer row counts cents: an amount that is not whole cents does not cross, refused before anything is written.
+  if (charge.amountBaseUnits % 10_000 !== 0) return { kind: "refused", reason: CROSS_SHARD_NOT_WHOLE_CENTS };
   const { paidAt, reference, answer } = newPayment(p, from);
   const kept: KeptAnswer = slot ? { charge: answer.charge, slot, template: answer.body } : { charge: answer.charge };
   const payment: CrossShardPayment = { charge, agentId, fromShard: from.shard, toShard: to.shard, reference, paidAt };

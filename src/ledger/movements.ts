@@ -161,11 +161,12 @@ export function walletPaymentPlan(p: WalletPayment): CommitPlan {
   return {
     statements: [
       ...(p.prelude ?? []),
+      // The exact amount: an agent with 5,000 base units pays a charge of 5,000, not one of 5,001.
       guards(...payableChecks(charge), agentNotFrozenCheck(p.agentId), [
         INSUFFICIENT_BALANCE,
-        "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_minor >= ?)",
+        "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_base_units >= ?)",
         p.agentId,
-        charge.amountMinor,
+        charge.amountBaseUnits,
       ]),
       ...(p.extraStatements ?? []),
       // A prelude creates the charge: nothing can have asked for its approval yet.

@@ -241,7 +241,7 @@ export function sendPlan(
 ): CommitPlan {
   const { charge } = p;
   // ledger_transfers counts whole cents; a payment across shards of an amount below or between
-  // cents needs its base units carried there first.
+  // cents needs its base units carried there first. commitAcrossShards refuses one before this.
   if (charge.amountBaseUnits !== charge.amountMinor * 10_000)
     throw new Error(`a payment across shards moves whole cents: ${charge.amountBaseUnits} base units`);
   return {

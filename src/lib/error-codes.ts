@@ -58,6 +58,8 @@ export const ERROR_CODES = {
   charge_not_pending: 409,
   charge_awaiting_approval: 409,
   checkout_link_disabled: 409,
+  /** A wallet payment of an amount that is not whole cents to a charge in another ledger shard (not supported yet). */
+  cross_shard_amount_not_whole_cents: 409,
   approval_not_pending: 409,
   approval_expired: 409,
   delivery_not_redeliverable: 409,

@@ -4,7 +4,8 @@ export type BatchEnd = "committed" | "unchanged" | "unsure";
 /** What a decision sees: the committed figures, and what batches in flight hold back from them. */
 export interface HeldView<T> {
   committed: T;
-  heldMinor: number;
+  /** The sum of the amounts held, in the unit their figures count (an agent's base units, a grant's cents). */
+  held: bigint;
   heldCount: number;
 }
 
@@ -22,7 +23,7 @@ export interface HeldView<T> {
 export class HeldFigures<T> {
   private remembered: T | null = null;
   private readonly open = new Set<Promise<void>>();
-  private heldMinor = 0;
+  private held = 0n;
 
   get busy(): boolean {
     return this.open.size > 0;
@@ -47,7 +48,7 @@ export class HeldFigures<T> {
       await this.settled();
       this.remembered = (await load()) ?? null;
     }
-    return this.remembered && { committed: this.remembered, heldMinor: this.heldMinor, heldCount: this.open.size };
+    return this.remembered && { committed: this.remembered, held: this.held, heldCount: this.open.size };
   }
 
   /**
@@ -62,19 +63,19 @@ export class HeldFigures<T> {
   }
 
   /**
-   * Holds `amountMinor` while a batch is in flight. Call the result once with
+   * Holds `amount` while a batch is in flight. Call the result once with
    * how it ended: `apply` then moves the remembered figures if it committed
    * (and they were not replaced meanwhile); "unsure" forgets them.
    */
-  hold(amountMinor: number, apply: (figures: T) => void): (end: BatchEnd) => void {
+  hold(amount: bigint, apply: (figures: T) => void): (end: BatchEnd) => void {
     const figures = this.remembered;
     let done!: () => void;
     const finished = new Promise<void>((resolve) => (done = resolve));
     this.open.add(finished);
-    this.heldMinor += amountMinor;
+    this.held += amount;
     return (end) => {
       if (!this.open.delete(finished)) return;
-      this.heldMinor -= amountMinor;
+      this.held -= amount;
       done();
       if (end === "unsure") this.forget();
       else if (end === "committed" && figures !== null && this.remembered === figures) apply(figures);

@@ -77,7 +77,8 @@ async function readGrant(home: Place, grantId: string, figures: HeldFigures<Gran
   return (
     view && {
       ...view.committed,
-      spentMinor: view.committed.spentMinor + view.heldMinor,
+      // A grant's draws are whole cents: its holds count cents.
+      spentMinor: view.committed.spentMinor + Number(view.held),
       uses: view.committed.uses + view.heldCount,
     }
   );
@@ -171,7 +172,7 @@ async function handToWallet(
   slot: IdempotencySlot | undefined,
 ): Promise<DrawOutcome> {
   const { charge, grantStatements, result } = draw;
-  const end = turn.figures.hold(request.amountMinor, (committed) => {
+  const end = turn.figures.hold(BigInt(request.amountMinor), (committed) => {
     committed.spentMinor += request.amountMinor;
     committed.uses += 1;
   });

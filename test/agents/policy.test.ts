@@ -13,7 +13,22 @@ import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, 
 import { SEED } from "../helpers/seed";
 
 const policy = (p: Partial<Policy> = {}): Policy => normalizePolicy(p);
-const ctx = (c: Partial<PaymentContext> = {}): PaymentContext => ({
+/** The cases below state their figures in whole cents; the policy takes them exact (cents x 10,000 base units). */
+interface CentsContext {
+  amountMinor: number;
+  merchantCategory: string | null;
+  spentTodayMinor: number;
+  balanceMinor: number;
+  skipApprovalThreshold: boolean;
+}
+const exact = (c: CentsContext): PaymentContext => ({
+  amountBaseUnits: BigInt(c.amountMinor) * 10_000n,
+  merchantCategory: c.merchantCategory,
+  spentTodayBaseUnits: BigInt(c.spentTodayMinor) * 10_000n,
+  balanceBaseUnits: BigInt(c.balanceMinor) * 10_000n,
+  skipApprovalThreshold: c.skipApprovalThreshold,
+});
+const centsCtx = (c: Partial<CentsContext> = {}): CentsContext => ({
   amountMinor: 100,
   merchantCategory: null,
   spentTodayMinor: 0,
@@ -21,6 +36,7 @@ const ctx = (c: Partial<PaymentContext> = {}): PaymentContext => ({
   skipApprovalThreshold: false,
   ...c,
 });
+const ctx = (c: Partial<CentsContext> = {}): PaymentContext => exact(centsCtx(c));
 
 /** Pays and expects a 402 refusal with `error`, with no money moved. */
 async function expectRefusal(agentKey: string, merchantKey: string, chargeId: string, error: string) {
@@ -342,26 +358,33 @@ describe("evaluatePolicy (unit)", () => {
       dailyLimitUsdCents: 100,
       approvalThresholdUsdCents: 10,
     });
-    const broken = ctx({ amountMinor: 200, merchantCategory: "b", spentTodayMinor: 100, balanceMinor: 0 });
-    expect(evaluatePolicy(all, broken)).toEqual({ kind: "reject", reason: "excede_tope_por_transaccion" });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 50 })).toEqual({
+    const broken = centsCtx({ amountMinor: 200, merchantCategory: "b", spentTodayMinor: 100, balanceMinor: 0 });
+    expect(evaluatePolicy(all, exact(broken))).toEqual({ kind: "reject", reason: "excede_tope_por_transaccion" });
+    expect(evaluatePolicy(all, exact({ ...broken, amountMinor: 50 }))).toEqual({
       kind: "reject",
       reason: "categoria_no_permitida",
     });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 50, merchantCategory: "a" })).toEqual({
+    expect(evaluatePolicy(all, exact({ ...broken, amountMinor: 50, merchantCategory: "a" }))).toEqual({
       kind: "reject",
       reason: "excede_limite_diario",
     });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 50, merchantCategory: "a", spentTodayMinor: 0 })).toEqual({
+    expect(
+      evaluatePolicy(all, exact({ ...broken, amountMinor: 50, merchantCategory: "a", spentTodayMinor: 0 })),
+    ).toEqual({
       kind: "approval",
       reason: "requiere_aprobacion_humana",
     });
-    expect(evaluatePolicy(all, { ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0 })).toEqual({
+    expect(
+      evaluatePolicy(all, exact({ ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0 })),
+    ).toEqual({
       kind: "reject",
       reason: "saldo_insuficiente",
     });
     expect(
-      evaluatePolicy(all, { ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0, balanceMinor: 10 }),
+      evaluatePolicy(
+        all,
+        exact({ ...broken, amountMinor: 10, merchantCategory: "a", spentTodayMinor: 0, balanceMinor: 10 }),
+      ),
     ).toEqual({ kind: "pay" });
   });
 
@@ -395,13 +418,16 @@ describe("evaluatePolicy (unit)", () => {
             allowedCategories: categories,
             approvalThresholdUsdCents: threshold,
           };
-          const d = evaluatePolicy(p, {
-            amountMinor: amount,
-            merchantCategory: category,
-            spentTodayMinor: spent,
-            balanceMinor: balance,
-            skipApprovalThreshold: skip,
-          });
+          const d = evaluatePolicy(
+            p,
+            exact({
+              amountMinor: amount,
+              merchantCategory: category,
+              spentTodayMinor: spent,
+              balanceMinor: balance,
+              skipApprovalThreshold: skip,
+            }),
+          );
           const hardOk =
             (maxTx === null || amount <= maxTx) &&
             (!categories || categories.length === 0 || (category !== null && categories.includes(category))) &&

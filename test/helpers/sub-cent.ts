@@ -5,6 +5,7 @@ import { settingsOf } from "../../src/config/env";
 import { executeBatch, sqlStatement } from "../../src/db/statements";
 import { x402PaymentPlan } from "../../src/ledger/movements";
 import { placementOf } from "../../src/ledger/place";
+import { postingStatements } from "../../src/ledger/postings";
 import { newId } from "../../src/lib/ids";
 
 const randomHex32 = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
@@ -58,3 +59,33 @@ export const paidBelowACent = async (
   baseUnits: bigint,
   onChain: { payer?: string; transaction?: string } = {},
 ): Promise<string> => (await settledBelowACent(merchantId, baseUnits, onChain)).chargeId;
+
+/**
+ * A merchant's pending charge of `baseUnits` (below or between cents), open to a wallet: as a
+ * facilitator's payment that never settled leaves its charge once its claim is released. It is
+ * written by the charges module's own statements; no API creates one.
+ */
+export async function pendingBelowACent(merchantId: string, baseUnits: bigint): Promise<string> {
+  const at = await placementOf(env).ofMerchant(merchantId);
+  const charge = newPendingCharge(at, merchantId, { amountBaseUnits: baseUnits, description: "Below a cent" });
+  await executeBatch(at.db, chargeCreationStatements(charge, "Below a cent"));
+  return charge.id;
+}
+
+/**
+ * Credits `baseUnits` to the agent's wallet by a posting from outside (`external:test`), through its
+ * home's ledger. The wallet object does not see it: call it before the agent's first payment (or
+ * after anything that makes the object read D1 again, a credit through the API).
+ */
+export async function creditBaseUnits(agentId: string, baseUnits: bigint): Promise<void> {
+  const home = await placementOf(env).ofAgent(agentId);
+  const result = await home.commit({
+    statements: postingStatements(
+      newId("payment", home),
+      [{ from: "external:test", to: `agent:${agentId}`, amountBaseUnits: baseUnits }],
+      new Date().toISOString(),
+    ),
+    audit: [],
+  });
+  if (result.kind !== "committed") throw new Error(`the credit of ${agentId} was ${result.kind}`);
+}

@@ -1,5 +1,6 @@
 import type { approvalView } from "../../../approvals/service";
-import { Csrf, usd, When } from "../layout";
+import { exactBaseUnitsOf } from "../../../lib/money";
+import { Csrf, usdOfBaseUnits, When } from "../layout";
 import { ChargeLink } from "./charge";
 
 /** The pending approvals, each with its grant and reject forms. */
@@ -28,7 +29,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
                 charge <ChargeLink chargeId={a.chargeId} />
               </span>
             </td>
-            <td class="num">{usd(a.amountMinor)}</td>
+            <td class="num">{usdOfBaseUnits(exactBaseUnitsOf(a))}</td>
             <td>
               <a href={`/console/ui/agents/${a.agentId}`}>
                 <code>{a.agentId}</code>
@@ -46,7 +47,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
                 method="post"
                 action={`/console/ui/approvals/${a.approvalId}/grant`}
                 class="inline"
-                onsubmit={`return confirm('Grant ${usd(a.amountMinor)} from ${a.agentId}?')`}
+                onsubmit={`return confirm('Grant ${usdOfBaseUnits(exactBaseUnitsOf(a))} from ${a.agentId}?')`}
               >
                 <Csrf token={props.csrf} />
                 <button type="submit" name="grant">
