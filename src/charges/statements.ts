@@ -12,7 +12,7 @@ export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id
   c.amount_base_units AS amountBaseUnits, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
   c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
-  c.refunded_minor AS refundedMinor, c.resource`;
+  c.refunded_minor AS refundedMinor, c.refunded_base_units AS refundedBaseUnits, c.resource, c.facilitated`;
 
 /** A charge as a ChargeRow with `merchantName` and `merchantCategory`: what a wallet pays. */
 export const payableChargeRead = (chargeId: string): SqlStatement =>
@@ -69,10 +69,20 @@ export const subtractRefunded = (chargeId: string, amountMinor: number): SqlStat
 export const refundedFigure = (chargeId: string): SqlStatement =>
   sqlStatement("SELECT refunded_minor FROM charges WHERE id = ?", chargeId);
 
-/** The charge is still pending and no x402 payment holds it: one may claim it. */
+/**
+ * The charge is still pending, no x402 payment holds it, and it was not made by a facilitated
+ * settlement (which only its own payment pays): one may claim it.
+ */
 export const claimableByX402 = (chargeId: string): GuardCheck => [
   "charge_unavailable",
-  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
+  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND facilitated = 0)",
+  chargeId,
+];
+
+/** A facilitated charge whose settlement failed, still pending and unclaimed: a retry of that same authorization may claim it. */
+export const retryableFacilitated = (chargeId: string): GuardCheck => [
+  "charge_unavailable",
+  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND facilitated = 1)",
   chargeId,
 ];
 

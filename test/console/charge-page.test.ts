@@ -257,17 +257,17 @@ describe("the charge page", () => {
     const chargeId = newId("charge", CONTROL_IDS);
     const at = new Date().toISOString();
     await env.DB.prepare(
-      `INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, currency, status, method, reference, created_at, paid_at, refunded_minor)
-       VALUES (?, ?, 900, 9000000, 'USD', 'paid', 'x402', ?, ?, ?, 500)`,
+      `INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, currency, status, method, reference, created_at, paid_at, refunded_minor, refunded_base_units)
+       VALUES (?, ?, 900, 9000000, 'USD', 'paid', 'x402', ?, ?, ?, 500, 5000000)`,
     )
       .bind(chargeId, merchant.merchantId, `0x${"ab".repeat(32)}`, at, at)
       .run();
     const refund = async (id: string, amount: number, status: string, tx: string | null, createdAt: string) =>
       env.DB.prepare(
-        `INSERT INTO refunds (id, charge_id, merchant_id, amount_minor, currency, method, destination, status, tx_hash, created_at, updated_at)
-         VALUES (?, ?, ?, ?, 'USD', 'x402', ?, ?, ?, ?, ?)`,
+        `INSERT INTO refunds (id, charge_id, merchant_id, amount_minor, amount_base_units, currency, method, destination, status, tx_hash, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'USD', 'x402', ?, ?, ?, ?, ?)`,
       )
-        .bind(id, chargeId, merchant.merchantId, amount, `0x${"cd".repeat(20)}`, status, tx, createdAt, createdAt)
+        .bind(id, chargeId, merchant.merchantId, amount, amount * 10_000, `0x${"cd".repeat(20)}`, status, tx, createdAt, createdAt)
         .run();
     const sent = newId("refund", CONTROL_IDS);
     const pending = newId("refund", CONTROL_IDS);
