@@ -51,23 +51,43 @@ export const chargePaidTo = (chargeId: string, merchantId: string): GuardCheck =
 ];
 
 /**
- * The charge's refunded sum grows by `amountMinor` (the table's trigger aborts the batch past the
- * charge's amount), answering with the sum after it in the column `answerAs`.
+ * The charge's refunded sum grows by `baseUnits` (the table's trigger aborts the batch past the
+ * charge's amount), its whole cents derived, answering with the sum after it: its cents in the column
+ * `answerAs`, its base units (as text) in `answerAs` + `BaseUnits`. D1 binds a number as REAL: cast,
+ * or the cents are a fraction for an amount below a cent and the cents trigger refuses it.
  */
-export const addRefunded = (chargeId: string, amountMinor: number, answerAs: string): SqlStatement =>
+export const addRefunded = (chargeId: string, baseUnits: number, answerAs: string): SqlStatement =>
   sqlStatement(
-    `UPDATE charges SET refunded_minor = refunded_minor + ? WHERE id = ? RETURNING refunded_minor AS ${answerAs}`,
-    amountMinor,
+    `UPDATE charges SET refunded_base_units = refunded_base_units + CAST(? AS INTEGER),
+       refunded_minor = (refunded_base_units + CAST(? AS INTEGER)) / 10000
+     WHERE id = ? RETURNING refunded_minor AS ${answerAs}, CAST(refunded_base_units AS TEXT) AS ${answerAs}BaseUnits`,
+    baseUnits,
+    baseUnits,
     chargeId,
   );
 
-/** A failed refund's amount taken off the charge's refunded sum again. */
-export const subtractRefunded = (chargeId: string, amountMinor: number): SqlStatement =>
-  sqlStatement("UPDATE charges SET refunded_minor = refunded_minor - ? WHERE id = ?", amountMinor, chargeId);
+/** A failed refund's amount (base units) taken off the charge's refunded sum again. */
+export const subtractRefunded = (chargeId: string, baseUnits: number): SqlStatement =>
+  sqlStatement(
+    `UPDATE charges SET refunded_base_units = refunded_base_units - CAST(? AS INTEGER),
+       refunded_minor = (refunded_base_units - CAST(? AS INTEGER)) / 10000
+     WHERE id = ?`,
+    baseUnits,
+    baseUnits,
+    chargeId,
+  );
 
-/** The charge's refunded sum as a batch leaves it: the figure an event or a stored answer is completed with. */
+/**
+ * The charge's refunded sum as a batch leaves it, the figure an event or a stored answer is
+ * completed with: in the place of `"refundedMinor":<figure>`, its cents followed by the field
+ * `refundedBaseUnits` (a decimal string), so one figure states both (the template has no
+ * `refundedBaseUnits` of its own).
+ */
 export const refundedFigure = (chargeId: string): SqlStatement =>
-  sqlStatement("SELECT refunded_minor FROM charges WHERE id = ?", chargeId);
+  sqlStatement(
+    `SELECT refunded_minor || ',"refundedBaseUnits":"' || refunded_base_units || '"' FROM charges WHERE id = ?`,
+    chargeId,
+  );
 
 /**
  * The charge is still pending, no x402 payment holds it, and it was not made by a facilitated

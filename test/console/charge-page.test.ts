@@ -267,7 +267,18 @@ describe("the charge page", () => {
         `INSERT INTO refunds (id, charge_id, merchant_id, amount_minor, amount_base_units, currency, method, destination, status, tx_hash, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, 'USD', 'x402', ?, ?, ?, ?, ?)`,
       )
-        .bind(id, chargeId, merchant.merchantId, amount, amount * 10_000, `0x${"cd".repeat(20)}`, status, tx, createdAt, createdAt)
+        .bind(
+          id,
+          chargeId,
+          merchant.merchantId,
+          amount,
+          amount * 10_000,
+          `0x${"cd".repeat(20)}`,
+          status,
+          tx,
+          createdAt,
+          createdAt,
+        )
         .run();
     const sent = newId("refund", CONTROL_IDS);
     const pending = newId("refund", CONTROL_IDS);

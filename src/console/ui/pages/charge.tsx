@@ -192,7 +192,7 @@ const RefundsTable = (props: { refunds: RefundView[] }) => (
             <td>
               <code>{r.refundId}</code>
             </td>
-            <td class="num">{usd(r.amountMinor)}</td>
+            <td class="num">{usdOfBaseUnits(r.amountBaseUnits)}</td>
             <td>
               <span class={`badge ${REFUND_BADGE[r.status] ?? "muted"}`}>{r.status}</span>
               {r.status === "pending" ? (
