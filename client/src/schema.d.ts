@@ -2717,7 +2717,10 @@ export interface components {
             refundId: string;
             chargeId: string;
             merchantId: string;
-            amountMinor: number;
+            /** @description The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it). */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units (1 cent = 10,000). */
+            amountBaseUnits: string;
             /** @constant */
             currency: "USD";
             /** @enum {string} */

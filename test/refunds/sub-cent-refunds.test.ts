@@ -101,6 +101,16 @@ describe("refunds below a cent", () => {
       { type: "refund.created", baseUnits: "1000" },
       { type: "charge.refunded", baseUnits: "1000" },
     ]);
+    // Its receipt states the exact amount too, never a rounded one.
+    const receipt = await api("GET", `/merchant/refunds/${done.refundId}/receipt`, { token: merchant.apiKey });
+    expect(receipt.status, receipt.text).toBe(200);
+    const payload = JSON.parse(atob(receipt.body.receipt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    expect(payload).toMatchObject({
+      type: "refund",
+      refundId: done.refundId,
+      amountMinor: null,
+      amountBaseUnits: "1000",
+    });
   });
 
   it("two refunds at once of what remains: exactly one is taken", async () => {
