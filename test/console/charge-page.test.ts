@@ -5,6 +5,7 @@ import { refusalText } from "../../src/console/ui/pages/charge";
 import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { paidBelowACent } from "../helpers/sub-cent";
 import { waitFor } from "../helpers/wait";
 
 // The console's charge page: a charge, its refunds, and the refund form the operator uses as the charge's merchant.
@@ -106,6 +107,20 @@ describe("the charge page", () => {
     expect(res.text).toContain(`You refund as the merchant ${merchant.name}`);
     expect(res.text).toContain("back to the paying agent&#39;s wallet");
     expect(res.text).toMatch(/onsubmit="[^"]*return confirm\(/);
+  });
+
+  it("a charge below a cent: what remains is shown exactly, and a cent asked of it is refused with that figure", async () => {
+    const merchant = await createMerchant({ name: `Sub Cent Page ${crypto.randomUUID().slice(0, 8)}` });
+    const chargeId = await paidBelowACent(merchant.merchantId, 1_000n);
+    const res = await page(`/console/ui/charges/${chargeId}`);
+    expect(res.status).toBe(200);
+    expect(stat(res.text, "charge-amount")).toBe("$0.001");
+    expect(stat(res.text, "charge-refunded")).toBe("$0.00");
+    expect(stat(res.text, "charge-remaining")).toBe("$0.001");
+    expect(res.text).toContain("Empty refunds everything that remains: $0.001.");
+    const cent = await refundForm(chargeId, { amount: "0.01", seenRefundedMinor: "0" });
+    expect(cent.status).toBe(200);
+    expect(errorOf(cent.text)).toContain("that is more than what remains to refund of this charge ($0.001)");
   });
 
   it("lists a refund made through the API, and the refunded and remaining money", async () => {

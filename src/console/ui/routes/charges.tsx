@@ -84,7 +84,7 @@ export const chargePageRoutes = new Hono<AppEnv>()
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       const now = (await readChargeWithMerchant(c.env, chargeId)) ?? found;
-      const remaining = now.charge.amountMinor - now.charge.refundedMinor;
+      const remaining = BigInt(now.charge.amountBaseUnits) - BigInt(now.charge.refundedBaseUnits);
       return chargePage(c, now, { error: refusalText(error.error, remaining), typed });
     }
     const { refund, charge } = created;
