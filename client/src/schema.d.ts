@@ -261,7 +261,7 @@ export interface paths {
         put?: never;
         /**
          * Refund a paid charge
-         * @description Full or partial; several per charge, never more than the charge. A wallet or PayLink payment goes back to the paying agent's wallet (within the request; with ledger shards, an agent in another shard than the merchant's is credited by a second step that, if it fails, recovery finishes moments later) (its daily spend and the grant's budget are not restored). An x402 payment goes back on chain to the payer, from the settlement address, at most once: `pending`, then `succeeded` or `failed`. The merchant's balance is debited at once either way. Without `amountUsdCents`, what remains is refunded.
+         * @description Full or partial; several per charge, never more than the charge. A wallet or PayLink payment goes back to the paying agent's wallet (within the request; with ledger shards, an agent in another shard than the merchant's is credited by a second step that, if it fails, recovery finishes moments later) (its daily spend and the grant's budget are not restored). An x402 payment goes back on chain to the payer, from the settlement address, at most once: `pending`, then `succeeded` or `failed`. The merchant's balance is debited at once either way. Without `amountUsdCents`, what remains is refunded, exactly: a charge below a cent (or between cents) is refunded to the base unit (`amountBaseUnits`). An amount in cents above what remains is refused, compared exactly.
          */
         post: operations["refundCharge"];
         delete?: never;
@@ -279,7 +279,7 @@ export interface paths {
         };
         /**
          * Pay a charge by x402
-         * @description Without a payment header: 402 with the terms (also base64 in `PAYMENT-REQUIRED`), or 200 with the charge if it is already paid. With `X-PAYMENT` (or `PAYMENT-SIGNATURE`): verified and settled, 200 with the settlement (also in `X-PAYMENT-RESPONSE` and `PAYMENT-RESPONSE`).
+         * @description Without a payment header: 402 with the terms (also base64 in `PAYMENT-REQUIRED`), or 200 with the charge if it is already paid; 409 for a charge made by a merchant's facilitated settlement that failed. With `X-PAYMENT` (or `PAYMENT-SIGNATURE`): verified and settled, 200 with the settlement (also in `X-PAYMENT-RESPONSE` and `PAYMENT-RESPONSE`).
          */
         get: operations["payChargeX402"];
         put?: never;
@@ -2047,8 +2047,10 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
             paidAt: string | null;
-            /** @description The sum of the charge's refunds that are not `failed`; 0 when none. */
+            /** @description The sum of the charge's refunds that are not `failed`, in whole cents rounded down (a refund below a cent leaves it as it was); 0 when none. */
             refundedMinor: number;
+            /** @description The exact sum of the charge's refunds that are not `failed`, in the token's base units; `"0"` when none. */
+            refundedBaseUnits: string;
             /** @description Only on a charge paid through the service as the merchant's own x402 facilitator: the URL that payment paid for. Absent on every other charge. */
             resource?: string;
         };
@@ -2718,7 +2720,10 @@ export interface components {
             refundId: string;
             chargeId: string;
             merchantId: string;
-            amountMinor: number;
+            /** @description The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it). */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units (1 cent = 10,000). */
+            amountBaseUnits: string;
             /** @constant */
             currency: "USD";
             /** @enum {string} */
@@ -2774,7 +2779,10 @@ export interface components {
         Refund: {
             refundId: string;
             chargeId: string;
-            amountMinor: number;
+            /** @description The amount in cents; null when it is not a whole number of cents (a refund of a payment below a cent): `amountBaseUnits` states it. */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units (1 cent = 10,000). */
+            amountBaseUnits: string;
             /** @constant */
             currency: "USD";
             /**
@@ -2795,7 +2803,7 @@ export interface components {
         };
         RefundCreated: {
             refund: components["schemas"]["Refund"];
-            /** @description The charge after the refund, with `refundedMinor`. */
+            /** @description The charge after the refund, with `refundedMinor` and `refundedBaseUnits`. */
             charge: components["schemas"]["Charge"];
         };
         RefundList: {
@@ -4191,6 +4199,15 @@ export interface operations {
             };
             /** @description Unknown charge. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A charge made by a merchant's facilitated settlement (`POST /x402/facilitator/settle`) is paid by that payment only: while it is pending (its settlement failed) nobody else can pay it (`charge_not_pending`). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -100,8 +100,9 @@ function judgeCharge({ charge, agent }: { charge: PayableSnapshot | undefined; a
     };
   if (!agent)
     return { kind: "outcome" as const, outcome: { kind: "not_found", reason: "agent_not_found" } satisfies PayOutcome };
-  // A charge being settled on chain by x402 is not open to the wallet.
-  if (charge.status !== "pending" || charge.x402Claim)
+  // A charge being settled on chain by x402 is not open to the wallet, nor is one a merchant's
+  // facilitated settlement made (only that payment pays it, even once it failed).
+  if (charge.status !== "pending" || charge.x402Claim || charge.facilitated)
     return {
       kind: "outcome" as const,
       outcome: { kind: "conflict", reason: "charge_not_pending" } satisfies PayOutcome,

@@ -31,7 +31,12 @@ export const Charge = named(
       .describe("`PAY_...` for ledger and PayLink payments; the transaction hash for x402."),
     createdAt: Timestamp,
     paidAt: Timestamp.nullable(),
-    refundedMinor: Cents.describe("The sum of the charge's refunds that are not `failed`; 0 when none."),
+    refundedMinor: Cents.describe(
+      "The sum of the charge's refunds that are not `failed`, in whole cents rounded down (a refund below a cent leaves it as it was); 0 when none.",
+    ),
+    refundedBaseUnits: BaseUnits.describe(
+      "The exact sum of the charge's refunds that are not `failed`, in the token's base units; `\"0\"` when none.",
+    ),
     resource: z
       .string()
       .optional()

@@ -12,7 +12,7 @@ import { CHARGE_ROW_COLUMNS } from "./statements";
 export type ChargeRow = typeof charges.$inferSelect;
 
 /** The fields of a charge the API shows. */
-export type ChargeFields = Omit<ChargeRow, "checkoutLinkId" | "paylinkGrantId" | "x402Claim">;
+export type ChargeFields = Omit<ChargeRow, "checkoutLinkId" | "paylinkGrantId" | "x402Claim" | "facilitated">;
 
 /** The spec's charge object. */
 export const chargeView = (c: ChargeFields) => ({
@@ -30,6 +30,7 @@ export const chargeView = (c: ChargeFields) => ({
   createdAt: c.createdAt,
   paidAt: c.paidAt,
   refundedMinor: c.refundedMinor,
+  refundedBaseUnits: String(c.refundedBaseUnits),
   // Only a charge paid through the service as a merchant's own x402 facilitator has one: every other
   // charge keeps exactly the fields it always had.
   ...(c.resource ? { resource: c.resource } : {}),
@@ -48,6 +49,8 @@ export function newPendingCharge(
     paylinkGrantId?: string | null;
     x402Claim?: string | null;
     resource?: string | null;
+    /** Made by a settlement through the service as the merchant's facilitator: no other payment may pay it. */
+    facilitated?: boolean;
   },
   createdAt = nowIso(),
 ): ChargeRow {
@@ -70,7 +73,9 @@ export function newPendingCharge(
     paylinkGrantId: input.paylinkGrantId ?? null,
     x402Claim: input.x402Claim ?? null,
     refundedMinor: 0,
+    refundedBaseUnits: 0,
     resource: input.resource ?? null,
+    facilitated: input.facilitated ? 1 : 0,
   };
 }
 
@@ -81,8 +86,8 @@ export function newPendingCharge(
 export function chargeCreationStatements(row: ChargeRow, merchantName: string): SqlStatement[] {
   return [
     sqlStatement(
-      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, amount_base_units, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim, resource)
-       VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?, ?)`,
+      `INSERT INTO charges (id, merchant_id, agent_id, amount_minor, amount_base_units, currency, description, external_id, status, method, reference, created_at, paid_at, checkout_link_id, paylink_grant_id, x402_claim, resource, facilitated)
+       VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 'pending', NULL, NULL, ?, NULL, ?, ?, ?, ?, ?)`,
       row.id,
       row.merchantId,
       row.amountMinor,
@@ -95,6 +100,7 @@ export function chargeCreationStatements(row: ChargeRow, merchantName: string): 
       row.paylinkGrantId,
       row.x402Claim,
       row.resource,
+      row.facilitated,
     ),
     outboxEvent(
       "charge.created",
@@ -210,7 +216,8 @@ async function agentChargesIn(d1: D1Database, agentId: string, limit: number) {
   const { results } = await d1
     .prepare(
       `SELECT id, merchant_id AS merchantId, agent_id AS agentId, amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, description, external_id AS externalId,
-       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor, resource
+       status, method, reference, created_at AS createdAt, paid_at AS paidAt, refunded_minor AS refundedMinor,
+       refunded_base_units AS refundedBaseUnits, resource
        FROM charges WHERE agent_id = ? ORDER BY paid_at DESC LIMIT ?`,
     )
     .bind(agentId, limit)

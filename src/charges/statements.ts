@@ -12,7 +12,7 @@ export const CHARGE_ROW_COLUMNS = `c.id, c.merchant_id AS merchantId, c.agent_id
   c.amount_base_units AS amountBaseUnits, c.currency,
   c.description, c.external_id AS externalId, c.status, c.method, c.reference, c.created_at AS createdAt, c.paid_at AS paidAt,
   c.checkout_link_id AS checkoutLinkId, c.paylink_grant_id AS paylinkGrantId, c.x402_claim AS x402Claim,
-  c.refunded_minor AS refundedMinor, c.resource`;
+  c.refunded_minor AS refundedMinor, c.refunded_base_units AS refundedBaseUnits, c.resource, c.facilitated`;
 
 /** A charge as a ChargeRow with `merchantName` and `merchantCategory`: what a wallet pays. */
 export const payableChargeRead = (chargeId: string): SqlStatement =>
@@ -52,28 +52,58 @@ export const chargePaidTo = (chargeId: string, merchantId: string): GuardCheck =
 ];
 
 /**
- * The charge's refunded sum grows by `amountMinor` (the table's trigger aborts the batch past the
- * charge's amount), answering with the sum after it in the column `answerAs`.
+ * The charge's refunded sum grows by `baseUnits` (the table's trigger aborts the batch past the
+ * charge's amount), its whole cents derived, answering with the sum after it: its cents in the column
+ * `answerAs`, its base units (as text) in `answerAs` + `BaseUnits`. D1 binds a number as REAL: cast,
+ * or the cents are a fraction for an amount below a cent and the cents trigger refuses it.
  */
-export const addRefunded = (chargeId: string, amountMinor: number, answerAs: string): SqlStatement =>
+export const addRefunded = (chargeId: string, baseUnits: number, answerAs: string): SqlStatement =>
   sqlStatement(
-    `UPDATE charges SET refunded_minor = refunded_minor + ? WHERE id = ? RETURNING refunded_minor AS ${answerAs}`,
-    amountMinor,
+    `UPDATE charges SET refunded_base_units = refunded_base_units + CAST(? AS INTEGER),
+       refunded_minor = (refunded_base_units + CAST(? AS INTEGER)) / 10000
+     WHERE id = ? RETURNING refunded_minor AS ${answerAs}, CAST(refunded_base_units AS TEXT) AS ${answerAs}BaseUnits`,
+    baseUnits,
+    baseUnits,
     chargeId,
   );
 
-/** A failed refund's amount taken off the charge's refunded sum again. */
-export const subtractRefunded = (chargeId: string, amountMinor: number): SqlStatement =>
-  sqlStatement("UPDATE charges SET refunded_minor = refunded_minor - ? WHERE id = ?", amountMinor, chargeId);
+/** A failed refund's amount (base units) taken off the charge's refunded sum again. */
+export const subtractRefunded = (chargeId: string, baseUnits: number): SqlStatement =>
+  sqlStatement(
+    `UPDATE charges SET refunded_base_units = refunded_base_units - CAST(? AS INTEGER),
+       refunded_minor = (refunded_base_units - CAST(? AS INTEGER)) / 10000
+     WHERE id = ?`,
+    baseUnits,
+    baseUnits,
+    chargeId,
+  );
 
-/** The charge's refunded sum as a batch leaves it: the figure an event or a stored answer is completed with. */
+/**
+ * The charge's refunded sum as a batch leaves it, the figure an event or a stored answer is
+ * completed with: in the place of `"refundedMinor":<figure>`, its cents followed by the field
+ * `refundedBaseUnits` (a decimal string), so one figure states both (the template has no
+ * `refundedBaseUnits` of its own).
+ */
 export const refundedFigure = (chargeId: string): SqlStatement =>
-  sqlStatement("SELECT refunded_minor FROM charges WHERE id = ?", chargeId);
+  sqlStatement(
+    `SELECT refunded_minor || ',"refundedBaseUnits":"' || refunded_base_units || '"' FROM charges WHERE id = ?`,
+    chargeId,
+  );
 
-/** The charge is still pending and no x402 payment holds it: one may claim it. */
+/**
+ * The charge is still pending, no x402 payment holds it, and it was not made by a facilitated
+ * settlement (which only its own payment pays): one may claim it.
+ */
 export const claimableByX402 = (chargeId: string): GuardCheck => [
   "charge_unavailable",
-  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
+  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND facilitated = 0)",
+  chargeId,
+];
+
+/** A facilitated charge whose settlement failed, still pending and unclaimed: a retry of that same authorization may claim it. */
+export const retryableFacilitated = (chargeId: string): GuardCheck => [
+  "charge_unavailable",
+  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND facilitated = 1)",
   chargeId,
 ];
 

@@ -34,10 +34,24 @@ export const charges = sqliteTable(
     paylinkGrantId: text("paylink_grant_id"),
     /** The x402 payment settling this charge; while set, no other payment may take the charge. */
     x402Claim: text("x402_claim"),
-    /** The sum of its refunds that are not `failed` (never above `amount_minor`: a trigger aborts the batch). */
+    /**
+     * The whole cents of `refunded_base_units`, rounded down (a trigger holds it so): a refund below a
+     * cent leaves it as it was.
+     */
     refundedMinor: integer("refunded_minor").notNull().default(0),
+    /**
+     * The exact sum, in base units, of its refunds that are not `failed` (never above
+     * `amount_base_units`: a trigger aborts the batch with `refund_exceeds_remaining`).
+     */
+    refundedBaseUnits: integer("refunded_base_units").notNull().default(0),
     /** The URL an x402 payment settled through the service as a merchant's facilitator paid for; null for every other charge. */
     resource: text("resource"),
+    /**
+     * 1 for a charge made by a settlement through the service as a merchant's facilitator: only that
+     * one payment may pay it, so no wallet and no other x402 payment ever takes it (also after that
+     * settlement failed).
+     */
+    facilitated: integer("facilitated").notNull().default(0),
   },
   (t) => [
     index("charges_merchant_created").on(t.merchantId, t.createdAt),

@@ -37,7 +37,10 @@ export const refunds = sqliteTable(
     chargeId: text("charge_id").notNull(),
     merchantId: text("merchant_id").notNull(),
     agentId: text("agent_id"),
+    /** The whole cents of `amount_base_units`, rounded down (a trigger holds it so). */
     amountMinor: integer("amount_minor").notNull(),
+    /** The exact amount in the token's base units: a refund of a charge below a cent is below a cent too. */
+    amountBaseUnits: integer("amount_base_units").notNull().default(0),
     currency: text("currency").notNull(),
     /** The charge's method: `ledger`, `paylink` or `x402`. */
     method: text("method").notNull(),

@@ -71,15 +71,15 @@ export async function shardFigures(db: D1Database, x: X402Settings, minSweepBase
        WHERE p.status = 'settled' AND p.network = ? AND p.asset = ?`,
       )
       .bind(x.network, x.asset.toLowerCase()),
-    // Payouts and refunds move whole cents.
+    // Payouts move whole cents; a refund moves its exact amount (below a cent for a payment below a cent).
     db.prepare(
       `SELECT ${exact("SUM(CASE WHEN status = 'paid' THEN amount_minor END) * 10000")} AS out,
               ${exact("SUM(CASE WHEN status = 'pending' THEN amount_minor END) * 10000")} AS pending
        FROM payouts WHERE status IN ('paid', 'pending')`,
     ),
     db.prepare(
-      `SELECT ${exact("SUM(CASE WHEN status = 'succeeded' THEN amount_minor END) * 10000")} AS out,
-              ${exact("SUM(CASE WHEN status = 'pending' THEN amount_minor END) * 10000")} AS pending
+      `SELECT ${exact("SUM(CASE WHEN status = 'succeeded' THEN amount_base_units END)")} AS out,
+              ${exact("SUM(CASE WHEN status = 'pending' THEN amount_base_units END)")} AS pending
        FROM refunds WHERE method = 'x402' AND status IN ('succeeded', 'pending')`,
     ),
     db.prepare(

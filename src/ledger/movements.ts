@@ -78,12 +78,12 @@ export function chargePaidStatements(
 }
 
 /**
- * The wallet may still act on the charge: pending and not being settled on
- * chain by an x402 payment.
+ * The wallet may still act on the charge: pending, not being settled on chain by an x402 payment,
+ * and not made by a facilitated settlement (only that one payment pays it, even once it failed).
  */
 export const chargePayableCheck = (chargeId: string): GuardCheck => [
   "charge_not_pending",
-  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL)",
+  "EXISTS (SELECT 1 FROM charges WHERE id = ? AND status = 'pending' AND x402_claim IS NULL AND facilitated = 0)",
   chargeId,
 ];
 

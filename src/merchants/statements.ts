@@ -34,6 +34,23 @@ export const merchantBalanceFigure = (merchantId: string): SqlStatement =>
   sqlStatement("SELECT balance_minor FROM merchants WHERE id = ?", merchantId);
 
 /** The merchant's balance in `d1` (its account row there), or null without one. */
+/** The merchant's balance covers `baseUnits` exactly: a refund below a cent is checked to the base unit. */
+export const merchantBaseUnitsAtLeast = (merchantId: string, baseUnits: number): GuardCheck => [
+  INSUFFICIENT_BALANCE,
+  "EXISTS (SELECT 1 FROM merchants WHERE id = ? AND balance_base_units >= ?)",
+  merchantId,
+  baseUnits,
+];
+
+/** The merchant's exact balance in base units, or null for no such merchant. */
+export async function merchantBaseUnitsIn(d1: D1Database, merchantId: string): Promise<bigint | null> {
+  const row = await d1
+    .prepare("SELECT CAST(balance_base_units AS TEXT) AS units FROM merchants WHERE id = ?")
+    .bind(merchantId)
+    .first<{ units: string }>();
+  return row ? BigInt(row.units) : null;
+}
+
 export async function merchantBalanceIn(d1: D1Database, merchantId: string): Promise<number | null> {
   const row = await d1
     .prepare("SELECT balance_minor AS balanceMinor FROM merchants WHERE id = ?")

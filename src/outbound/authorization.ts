@@ -102,10 +102,17 @@ export function outboundInsert(
   };
 }
 
-/** A transfer of `amountMinor` cents from the settlement address, signed by its key (a payout, an x402 refund). */
+/**
+ * A transfer from the settlement address, signed by its key: a payout of `amountMinor` cents (payouts
+ * are whole cents), or an x402 refund of exactly `amountBaseUnits` (a refund of a payment below a cent
+ * is below a cent too).
+ */
 export const settlementTransfer = (
   x: X402Settings,
-  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; amountMinor: number; createdAt: string; at: IdPlace },
+  t: { purpose: "payout" | "refund"; ownerId: string; to: Hex; createdAt: string; at: IdPlace } & (
+    | { amountMinor: number }
+    | { amountBaseUnits: bigint }
+  ),
 ) =>
   outboundInsert(x, {
     at: t.at,
@@ -114,7 +121,7 @@ export const settlementTransfer = (
     from: x.payTo,
     signer: "settlement",
     to: t.to,
-    value: centsToUsdcUnits(t.amountMinor),
+    value: "amountBaseUnits" in t ? t.amountBaseUnits : centsToUsdcUnits(t.amountMinor),
     createdAt: t.createdAt,
   });
 

@@ -98,14 +98,17 @@ export type SucceededRefundRow = Pick<
 /**
  * A refund once `succeeded`: to the paying agent's wallet (`agentId`), or on chain to the x402
  * payer (`destination`, `transaction`). When it succeeded is its audit row's time: the refund row
- * keeps no such column, and the row that records the outcome is written in the same batch.
+ * keeps no such column, and the row that records the outcome is written in the same batch. The
+ * exact amount is that row's, as a charge receipt's is; `amountMinor` is null when it is not a whole
+ * number of cents (a refund of a payment below a cent).
  */
 export const refundReceiptPayload = (refund: SucceededRefundRow, audit: AuditLink & { createdAt: string }) => ({
   type: "refund" as const,
   refundId: refund.id,
   chargeId: refund.chargeId,
   merchantId: refund.merchantId,
-  amountMinor: refund.amountMinor,
+  amountMinor: centsIfWhole(BigInt(audit.amountBaseUnits)),
+  amountBaseUnits: audit.amountBaseUnits,
   currency: refund.currency,
   method: refund.method,
   agentId: refund.agentId,

@@ -74,7 +74,13 @@ export const RefundReceiptPayload = named(
     refundId: prefixed("refund"),
     chargeId: prefixed("charge"),
     merchantId: prefixed("merchant"),
-    amountMinor: z.number().int().positive(),
+    amountMinor: z
+      .number()
+      .int()
+      .positive()
+      .nullable()
+      .describe("The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it)."),
+    amountBaseUnits: BaseUnits.describe("The exact amount in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     method: z.enum(["ledger", "paylink", "x402"]),
     agentId: z.string().nullable().describe("The agent refunded to its wallet; null for an x402 refund."),

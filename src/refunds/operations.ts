@@ -12,7 +12,7 @@ export const REFUND_OPERATIONS: Operation[] = [
     operationId: "refundCharge",
     summary: "Refund a paid charge",
     description:
-      "Full or partial; several per charge, never more than the charge. A wallet or PayLink payment goes back to the paying agent's wallet (within the request; with ledger shards, an agent in another shard than the merchant's is credited by a second step that, if it fails, recovery finishes moments later) (its daily spend and the grant's budget are not restored). An x402 payment goes back on chain to the payer, from the settlement address, at most once: `pending`, then `succeeded` or `failed`. The merchant's balance is debited at once either way. Without `amountUsdCents`, what remains is refunded.",
+      "Full or partial; several per charge, never more than the charge. A wallet or PayLink payment goes back to the paying agent's wallet (within the request; with ledger shards, an agent in another shard than the merchant's is credited by a second step that, if it fails, recovery finishes moments later) (its daily spend and the grant's budget are not restored). An x402 payment goes back on chain to the payer, from the settlement address, at most once: `pending`, then `succeeded` or `failed`. The merchant's balance is debited at once either way. Without `amountUsdCents`, what remains is refunded, exactly: a charge below a cent (or between cents) is refunded to the base unit (`amountBaseUnits`). An amount in cents above what remains is refused, compared exactly.",
     tag: "Refunds",
     auth: "merchant",
     params: RefundChargeParam,

@@ -8,8 +8,9 @@ import type { ChargeRefund } from "../ledger/move";
 import { type EventType, outboxEventWithFigure } from "../ledger/outbox";
 import type { Place } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
-import { type Account, centsPosting, postingStatements } from "../ledger/postings";
-import { merchantBalanceAtLeast } from "../merchants/statements";
+import { type Account, postingStatements } from "../ledger/postings";
+import { centsIfWhole } from "../lib/money";
+import { merchantBaseUnitsAtLeast } from "../merchants/statements";
 import { type Advance, outboundOutcomeStatements } from "../outbound/advance";
 import { type OutboundTransfer, settlementTransfer } from "../outbound/authorization";
 
@@ -18,7 +19,10 @@ export interface RefundRow {
   chargeId: string;
   merchantId: string;
   agentId: string | null;
+  /** The whole cents of `amountBaseUnits`, rounded down, as stored. */
   amountMinor: number;
+  /** The exact amount in the token's base units. */
+  amountBaseUnits: number;
   currency: string;
   method: string;
   /** The payer's address, for an x402 refund. */
@@ -41,7 +45,8 @@ const auditOf = (r: RefundRow, type: string, data: Record<string, unknown>, at: 
   chargeId: r.chargeId,
   agentId: r.agentId,
   merchantId: r.merchantId,
-  amountMinor: r.amountMinor,
+  amountMinor: centsIfWhole(BigInt(r.amountBaseUnits)),
+  amountBaseUnits: String(r.amountBaseUnits),
   currency: r.currency,
   data: { refundId: r.id, method: r.method, ...(r.by ? { by: r.by } : {}), ...data },
   createdAt: at,
@@ -57,13 +62,14 @@ function openingStatements(r: RefundRow): SqlStatement[] {
   return [
     guard(...chargePaidTo(r.chargeId, r.merchantId)),
     sqlStatement(
-      `INSERT INTO refunds (id, charge_id, merchant_id, agent_id, amount_minor, currency, method, destination, status, tx_hash, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
+      `INSERT INTO refunds (id, charge_id, merchant_id, agent_id, amount_minor, amount_base_units, currency, method, destination, status, tx_hash, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
       r.id,
       r.chargeId,
       r.merchantId,
       r.agentId,
       r.amountMinor,
+      r.amountBaseUnits,
       r.currency,
       r.method,
       r.destination,
@@ -71,28 +77,38 @@ function openingStatements(r: RefundRow): SqlStatement[] {
       r.createdAt,
       r.createdAt,
     ),
-    addRefunded(r.chargeId, r.amountMinor, REFUNDED_AFTER),
-    guard(...merchantBalanceAtLeast(r.merchantId, r.amountMinor)),
+    addRefunded(r.chargeId, r.amountBaseUnits, REFUNDED_AFTER),
+    guard(...merchantBaseUnitsAtLeast(r.merchantId, r.amountBaseUnits)),
   ];
 }
 
 /** The column name the charge update answers with; read back with `refundedAfter`. */
 const REFUNDED_AFTER = "refundedMinorAfterRefund";
 
-/** The charge's refunded sum right after a committed refund plan, from its own answer. */
-export function refundedAfter(results: Record<string, unknown>[][]): number {
+/** The charge's refunded sum right after a committed refund plan, from its own answer: cents and base units. */
+export function refundedAfter(results: Record<string, unknown>[][]): {
+  refundedMinor: number;
+  refundedBaseUnits: number;
+} {
   const row = results.flat().find((r) => REFUNDED_AFTER in r);
   if (!row) throw new Error("the refund plan's charge update answered nothing");
-  return Number(row[REFUNDED_AFTER]);
+  return {
+    refundedMinor: Number(row[REFUNDED_AFTER]),
+    refundedBaseUnits: Number(row[`${REFUNDED_AFTER}BaseUnits`]),
+  };
 }
 
-/** What `charge.refunded` and `refund.failed` carry; `refundedMinor` is filled in by the batch (`refundEvent`). */
+/**
+ * What `charge.refunded` and `refund.failed` carry; `refundedMinor` and `refundedBaseUnits` are filled
+ * in by the batch (`refundEvent`). `amountMinor` is null for an amount that is not whole cents.
+ */
 const refundEventData = (r: RefundRow, transaction: string | null) => ({
   refundId: r.id,
   chargeId: r.chargeId,
   merchantId: r.merchantId,
   agentId: r.agentId,
-  amountMinor: r.amountMinor,
+  amountMinor: centsIfWhole(BigInt(r.amountBaseUnits)),
+  amountBaseUnits: String(r.amountBaseUnits),
   refundedMinor: PENDING_FIGURE,
   currency: r.currency,
   method: r.method,
@@ -100,7 +116,8 @@ const refundEventData = (r: RefundRow, transaction: string | null) => ({
 });
 
 /**
- * A refund's webhook event. `refundedMinor` is the charge's sum as the batch leaves it, which
+ * A refund's webhook event. `refundedMinor` (and `refundedBaseUnits` after it, see refundedFigure)
+ * is the charge's sum as the batch leaves it, which
  * concurrent refunds make unknowable beforehand: the statement writes it in from the charge row,
  * as stored Idempotency answers do (see storeTemplateStatements). It must follow the plan's
  * charge update.
@@ -150,7 +167,7 @@ export function x402RefundPlan(
     purpose: "refund",
     ownerId: r.id,
     to: r.destination as Hex,
-    amountMinor: r.amountMinor,
+    amountBaseUnits: BigInt(r.amountBaseUnits),
     createdAt: r.createdAt,
   });
   return {
@@ -159,7 +176,7 @@ export function x402RefundPlan(
       transfer.statement,
       ...postingStatements(
         r.id,
-        [centsPosting(`merchant:${r.merchantId}`, refundsAccount(x), r.amountMinor)],
+        [{ from: `merchant:${r.merchantId}`, to: refundsAccount(x), amountBaseUnits: BigInt(r.amountBaseUnits) }],
         r.createdAt,
       ),
       ...answer,
@@ -207,11 +224,11 @@ export function refundOutcomePlan(
         at,
         r.id,
       ),
-      subtractRefunded(r.chargeId, r.amountMinor),
+      subtractRefunded(r.chargeId, r.amountBaseUnits),
       // The debit stays; a new posting gives the amount back.
       ...postingStatements(
         `${r.id}:reversal`,
-        [centsPosting(refundsAccount(x), `merchant:${r.merchantId}`, r.amountMinor)],
+        [{ from: refundsAccount(x), to: `merchant:${r.merchantId}`, amountBaseUnits: BigInt(r.amountBaseUnits) }],
         at,
       ),
       refundEvent("refund.failed", r, { ...refundEventData(r, null), failureReason }, at),

@@ -10,8 +10,9 @@ import { type Place, placementOf } from "../ledger/place";
 import { codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { ApiError } from "../lib/errors";
 import { newId } from "../lib/ids";
+import { baseUnitsParam, centsIfWhole, centsToUsdcUnits, wholeCentsOf } from "../lib/money";
 import { nowIso } from "../lib/time";
-import { merchantBalanceIn } from "../merchants/statements";
+import { merchantBaseUnitsIn } from "../merchants/statements";
 import { sendsOut } from "../outbound/authorization";
 import { advanceDue, type Completion, runOutbound } from "../outbound/run";
 import { settledPayerOf } from "../x402/settlements";
@@ -20,14 +21,16 @@ import { type RefundRow, refundedAfter, refundOutcomePlan, walletRefund, x402Ref
 export type { RefundRow } from "./plans";
 
 const REFUND_SELECT = `SELECT id, charge_id AS chargeId, merchant_id AS merchantId, agent_id AS agentId,
-  amount_minor AS amountMinor, currency, method, destination, status, tx_hash AS txHash,
+  amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, method, destination, status, tx_hash AS txHash,
   failure_reason AS failureReason, created_at AS createdAt FROM refunds`;
 
 /** The refund object of the API. */
 export const refundView = (r: RefundRow) => ({
   refundId: r.id,
   chargeId: r.chargeId,
-  amountMinor: r.amountMinor,
+  // As a charge's: null when the amount is not a whole number of cents, which `amountBaseUnits` states.
+  amountMinor: centsIfWhole(BigInt(r.amountBaseUnits)),
+  amountBaseUnits: String(r.amountBaseUnits),
   currency: r.currency,
   method: r.method,
   status: r.status,
@@ -74,16 +77,18 @@ export async function createRefund(
 ): Promise<{ refund: RefundView; charge: ChargeView }> {
   const { charge, at } = await merchantCharge(env, merchantId, chargeId);
   if (charge.status !== "paid" || !charge.method) throw new ApiError(409, "charge_not_paid");
-  const remaining = charge.amountMinor - charge.refundedMinor;
-  const amountMinor = requested ?? remaining;
-  if (amountMinor <= 0 || amountMinor > remaining) throw new ApiError(409, "refund_exceeds_remaining");
+  // Exact: a charge below a cent (or between cents) is refunded to the base unit.
+  const remaining = BigInt(charge.amountBaseUnits) - BigInt(charge.refundedBaseUnits);
+  const amount = requested === undefined ? remaining : centsToUsdcUnits(requested);
+  if (amount <= 0n || amount > remaining) throw new ApiError(409, "refund_exceeds_remaining");
 
   const refund: RefundRow = {
     id: newId("refund", at),
     chargeId,
     merchantId,
     agentId: charge.agentId,
-    amountMinor,
+    amountMinor: wholeCentsOf(amount),
+    amountBaseUnits: baseUnitsParam(amount),
     currency: charge.currency,
     method: charge.method,
     destination: null,
@@ -97,13 +102,13 @@ export async function createRefund(
   if (charge.method === "x402") {
     if (!sendsOut(x)) throw new ApiError(503, "treasury_not_configured");
     refund.destination = await refundDestination(env, at, chargeId);
-    await requireBalance(at, merchantId, amountMinor);
+    await requireBalance(at, merchantId, amount);
     const answer = answerStatements(slot, refund, charge);
     result = await at.commit(x402RefundPlan(x, at, { ...refund, destination: refund.destination }, answer));
   } else {
     const agentId = charge.agentId;
     if (!agentId) throw new Error(`wallet charge ${chargeId} has no agent`);
-    await requireBalance(at, merchantId, amountMinor);
+    await requireBalance(at, merchantId, amount);
     const answer = answerStatements(slot, refund, charge);
     // In the agent's turn: its wallet object forgets the balance it keeps, which the refund changes.
     result = await walletOf(env, agentId).refund(walletRefund({ ...refund, agentId }, answer));
@@ -111,7 +116,7 @@ export async function createRefund(
   if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
   return {
     refund: refundView(refund),
-    charge: chargeView({ ...charge, refundedMinor: refundedAfter(result.results) }),
+    charge: chargeView({ ...charge, ...refundedAfter(result.results) }),
   };
 }
 
@@ -125,20 +130,22 @@ async function refundDestination(env: Env, at: Place, chargeId: string): Promise
   return payer.toLowerCase();
 }
 
-/** The refusal for a balance below the amount, before anything is written (the batch guards it again). */
-async function requireBalance(at: Place, merchantId: string, amountMinor: number): Promise<void> {
-  const balanceMinor = await merchantBalanceIn(at.db, merchantId);
-  if (balanceMinor === null || balanceMinor < amountMinor) throw new ApiError(409, INSUFFICIENT_BALANCE);
+/** The refusal for a balance below the amount (exact, in base units), before anything is written (the batch guards it again). */
+async function requireBalance(at: Place, merchantId: string, baseUnits: bigint): Promise<void> {
+  const balance = await merchantBaseUnitsIn(at.db, merchantId);
+  if (balance === null || balance < baseUnits) throw new ApiError(409, INSUFFICIENT_BALANCE);
 }
 
 /** The answer stored under an Idempotency-Key; the batch writes in the charge's refunded sum after it. */
 function answerStatements(slot: IdempotencySlot | undefined, refund: RefundRow, charge: ChargeRow): SqlStatement[] {
   if (!slot) return [];
   const figure = refundedFigure(charge.id);
+  // The figure writes `refundedBaseUnits` right after `refundedMinor` (see refundedFigure): the template leaves it out.
+  const { refundedBaseUnits: _written, ...after } = chargeView({ ...charge, refundedMinor: PENDING_FIGURE });
   return storeTemplateStatements(
     slot,
     201,
-    JSON.stringify({ refund: refundView(refund), charge: chargeView({ ...charge, refundedMinor: PENDING_FIGURE }) }),
+    JSON.stringify({ refund: refundView(refund), charge: after }),
     "refundedMinor",
     figure.sql,
     ...figure.params,

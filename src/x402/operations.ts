@@ -51,7 +51,7 @@ export const X402_OPERATIONS: Operation[] = [
     operationId: "payChargeX402",
     summary: "Pay a charge by x402",
     description:
-      "Without a payment header: 402 with the terms (also base64 in `PAYMENT-REQUIRED`), or 200 with the charge if it is already paid. With `X-PAYMENT` (or `PAYMENT-SIGNATURE`): verified and settled, 200 with the settlement (also in `X-PAYMENT-RESPONSE` and `PAYMENT-RESPONSE`).",
+      "Without a payment header: 402 with the terms (also base64 in `PAYMENT-REQUIRED`), or 200 with the charge if it is already paid; 409 for a charge made by a merchant's facilitated settlement that failed. With `X-PAYMENT` (or `PAYMENT-SIGNATURE`): verified and settled, 200 with the settlement (also in `X-PAYMENT-RESPONSE` and `PAYMENT-RESPONSE`).",
     tag: "x402",
     auth: "public",
     params: ChargeParam,
@@ -79,6 +79,10 @@ export const X402_OPERATIONS: Operation[] = [
         },
       ),
       404: NOT_FOUND("charge", "charge_not_found"),
+      409: error(
+        "A charge made by a merchant's facilitated settlement (`POST /x402/facilitator/settle`) is paid by that payment only: while it is pending (its settlement failed) nobody else can pay it (`charge_not_pending`).",
+        "charge_not_pending",
+      ),
       503: error(
         "x402 is not configured on this deployment (`x402_not_configured`); or the chain or the remote facilitator could not be asked before anything was reserved (`chain_unavailable`, `facilitator_unavailable`, with `Retry-After`: send the same payment again).",
         "x402_not_configured",

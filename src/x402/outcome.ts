@@ -11,4 +11,6 @@ export type X402Outcome =
   | { kind: "settle_failed"; reason: string; terms: Terms; payer: string }
   /** The chain or the remote facilitator could not be asked before anything was reserved: nothing happened, the same payment may be sent again. */
   | { kind: "unavailable"; error: "chain_unavailable" | "facilitator_unavailable"; reason: string }
-  | { kind: "charge_not_found" };
+  | { kind: "charge_not_found" }
+  /** A charge only its own facilitated payment may pay (see closedToOthers). */
+  | { kind: "not_payable" };

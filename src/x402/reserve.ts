@@ -1,5 +1,5 @@
 import { type ChargeRow, chargeCreationStatements, chargeView, getCharge, newPendingCharge } from "../charges/service";
-import { claimableByX402, claimForX402 } from "../charges/statements";
+import { claimableByX402, claimForX402, retryableFacilitated } from "../charges/statements";
 import type { X402Settings } from "../config/env";
 import { executeBatch, guard, guardReasonOf, type SqlStatement, sqlStatement } from "../db/statements";
 import { linkActiveCheck } from "../ledger/movements";
@@ -44,12 +44,13 @@ export async function reserve(
   const at = nowIso();
   const { db } = where;
   const paymentId = earlier?.id ?? newId("x402Payment", where);
-  const charge = chargeToClaim(target, paymentId, at, where);
+  const retried = await facilitatedChargeOf(db, target, earlier);
+  const charge = retried ?? chargeToClaim(target, paymentId, at, where);
   const statements: SqlStatement[] = [
-    ...chargeGuards(target, charge),
+    ...(retried ? [guard(...retryableFacilitated(charge.id))] : chargeGuards(target, charge)),
     ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at, seenBlock),
   ];
-  if (target.kind === "charge") statements.push(claimForX402(charge.id, paymentId));
+  if (target.kind === "charge" || retried) statements.push(claimForX402(charge.id, paymentId));
   try {
     await executeBatch(db, statements);
     return { kind: "reserved", paymentId, charge };
@@ -58,6 +59,21 @@ export async function reserve(
     if (answer) return answer;
     throw error;
   }
+}
+
+/**
+ * The charge a failed facilitated settlement of this same authorization made, which its retry takes
+ * up again instead of making another: one authorization is one charge, and that charge stays closed
+ * to every other payment. Undefined for anything else.
+ */
+async function facilitatedChargeOf(
+  db: D1Database,
+  target: X402Target,
+  earlier: PaymentRow | null,
+): Promise<ChargeRow | undefined> {
+  if (target.kind !== "facilitated" || !earlier) return undefined;
+  const charge = await getCharge(db, earlier.chargeId);
+  return charge?.facilitated === 1 && charge.merchantId === target.merchantId ? charge : undefined;
 }
 
 /** The charge a reservation claims: the stored one, or the one a checkout link's payment gives birth to. */
@@ -73,6 +89,7 @@ function chargeToClaim(target: X402Target, paymentId: string, at: string, where:
         description: target.description,
         resource: target.resource,
         x402Claim: paymentId,
+        facilitated: true,
       },
       at,
     );

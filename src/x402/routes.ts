@@ -13,7 +13,7 @@ import { pathId, validate } from "../lib/validation";
 import type { X402Outcome } from "./outcome";
 import { protocolReason } from "./reasons";
 import { receivingReport } from "./receiving";
-import { payWithX402 } from "./service";
+import { closedToOthers, payWithX402 } from "./service";
 import { settlementByAuthorization, settlementById, settlementPath } from "./settlements";
 import { termsForTarget, type X402Target } from "./target";
 import { base64Json, caip2, type Terms } from "./terms";
@@ -125,6 +125,9 @@ function respond(c: Context<AppEnv>, outcome: X402Outcome) {
       return c.json({ error: outcome.error }, 503);
     case "charge_not_found":
       throw new ApiError(404, "charge_not_found");
+    case "not_payable":
+      // Made by a merchant's facilitated settlement: no terms to pay it are offered to anyone.
+      throw new ApiError(409, "charge_not_pending");
   }
 }
 
@@ -189,6 +192,7 @@ export const x402Routes = new Hono<AppEnv>()
     if (!charge) throw new ApiError(404, "charge_not_found");
     const target: X402Target = { kind: "charge", charge };
     if (charge.status === "paid") return c.json(chargeView(charge), 200);
+    if (closedToOthers(charge)) return respond(c, { kind: "not_payable" });
     return respond(c, { kind: "terms", terms: await termsForTarget(c.env, x, target, resourceOf(c)) });
   })
   // Official clients retry with the method of their first request, so GET with a payment settles too.

@@ -65,6 +65,7 @@ export async function payAt(
   const found = await lookUp(env, x, where, ref, sent);
   const { target, receiving } = found;
   if (!target) return { kind: "charge_not_found" };
+  if (target.kind === "charge" && closedToOthers(target.charge)) return { kind: "not_payable" };
   const terms = await termsForTarget(env, x, target, resource, receiving);
   if (!sent) return { kind: "invalid", reason: "invalid_payload", terms };
   const payer = sent.authorization.from.toLowerCase();
@@ -101,6 +102,14 @@ export async function payAt(
     return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
   return settleReserved(env, x, settler, terms, chosen.payment, reserved, payer);
 }
+
+/**
+ * A pending charge a merchant's facilitated settlement made is paid by that payment only, which
+ * never comes this way (it settles through the facilitator's own target): after that settlement
+ * failed, nobody else may pay it.
+ */
+export const closedToOthers = (charge: { status: string; facilitated: number }) =>
+  charge.status === "pending" && charge.facilitated === 1;
 
 /**
  * What the chain answers an authorization another request has used since this one looked: its

@@ -40,6 +40,8 @@ describe("POST /merchant/charges", () => {
         "paidAt",
         "reference",
         "refundedMinor",
+        // And the exact sum of its refunds beside their whole cents.
+        "refundedBaseUnits",
         "status",
       ].sort(),
     );

@@ -5,6 +5,7 @@ import { refusalText } from "../../src/console/ui/pages/charge";
 import { CONTROL_IDS, newId } from "../../src/lib/ids";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { balanceOf, createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
+import { paidBelowACent } from "../helpers/sub-cent";
 import { waitFor } from "../helpers/wait";
 
 // The console's charge page: a charge, its refunds, and the refund form the operator uses as the charge's merchant.
@@ -106,6 +107,20 @@ describe("the charge page", () => {
     expect(res.text).toContain(`You refund as the merchant ${merchant.name}`);
     expect(res.text).toContain("back to the paying agent&#39;s wallet");
     expect(res.text).toMatch(/onsubmit="[^"]*return confirm\(/);
+  });
+
+  it("a charge below a cent: what remains is shown exactly, and a cent asked of it is refused with that figure", async () => {
+    const merchant = await createMerchant({ name: `Sub Cent Page ${crypto.randomUUID().slice(0, 8)}` });
+    const chargeId = await paidBelowACent(merchant.merchantId, 1_000n);
+    const res = await page(`/console/ui/charges/${chargeId}`);
+    expect(res.status).toBe(200);
+    expect(stat(res.text, "charge-amount")).toBe("$0.001");
+    expect(stat(res.text, "charge-refunded")).toBe("$0.00");
+    expect(stat(res.text, "charge-remaining")).toBe("$0.001");
+    expect(res.text).toContain("Empty refunds everything that remains: $0.001.");
+    const cent = await refundForm(chargeId, { amount: "0.01", seenRefundedMinor: "0" });
+    expect(cent.status).toBe(200);
+    expect(errorOf(cent.text)).toContain("that is more than what remains to refund of this charge ($0.001)");
   });
 
   it("lists a refund made through the API, and the refunded and remaining money", async () => {
@@ -257,17 +272,28 @@ describe("the charge page", () => {
     const chargeId = newId("charge", CONTROL_IDS);
     const at = new Date().toISOString();
     await env.DB.prepare(
-      `INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, currency, status, method, reference, created_at, paid_at, refunded_minor)
-       VALUES (?, ?, 900, 9000000, 'USD', 'paid', 'x402', ?, ?, ?, 500)`,
+      `INSERT INTO charges (id, merchant_id, amount_minor, amount_base_units, currency, status, method, reference, created_at, paid_at, refunded_minor, refunded_base_units)
+       VALUES (?, ?, 900, 9000000, 'USD', 'paid', 'x402', ?, ?, ?, 500, 5000000)`,
     )
       .bind(chargeId, merchant.merchantId, `0x${"ab".repeat(32)}`, at, at)
       .run();
     const refund = async (id: string, amount: number, status: string, tx: string | null, createdAt: string) =>
       env.DB.prepare(
-        `INSERT INTO refunds (id, charge_id, merchant_id, amount_minor, currency, method, destination, status, tx_hash, created_at, updated_at)
-         VALUES (?, ?, ?, ?, 'USD', 'x402', ?, ?, ?, ?, ?)`,
+        `INSERT INTO refunds (id, charge_id, merchant_id, amount_minor, amount_base_units, currency, method, destination, status, tx_hash, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'USD', 'x402', ?, ?, ?, ?, ?)`,
       )
-        .bind(id, chargeId, merchant.merchantId, amount, `0x${"cd".repeat(20)}`, status, tx, createdAt, createdAt)
+        .bind(
+          id,
+          chargeId,
+          merchant.merchantId,
+          amount,
+          amount * 10_000,
+          `0x${"cd".repeat(20)}`,
+          status,
+          tx,
+          createdAt,
+          createdAt,
+        )
         .run();
     const sent = newId("refund", CONTROL_IDS);
     const pending = newId("refund", CONTROL_IDS);

@@ -353,6 +353,13 @@ describe("x402", () => {
     expect(again.status).toBe(200);
     expect(again.body.method).toBe("x402");
     expect((await rec.call("GET", "/charges/chg_doesnotexist/x402")).status).toBe(404);
+    // A charge a merchant's facilitated settlement made, left pending by its failure (test/x402/facilitator-failed.test.ts
+    // makes one for real): paid by that payment only, so no one is offered terms for it.
+    const facilitated = await createCharge(merchantKey, 25);
+    await env.DB.prepare("UPDATE charges SET facilitated = 1 WHERE id = ?").bind(facilitated.chargeId).run();
+    const closed = await rec.call("GET", `/charges/${facilitated.chargeId}/x402`);
+    expect(closed.status).toBe(409);
+    expect(closed.body).toEqual({ error: "charge_not_pending" });
   });
 
   it("a checkout link: terms by GET and POST, payment by each, disabled and unknown links", async () => {

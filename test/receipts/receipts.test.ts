@@ -331,6 +331,7 @@ describe("payout and refund receipts", () => {
       chargeId,
       merchantId: merchant.merchantId,
       amountMinor: 300,
+      amountBaseUnits: "3000000",
       currency: "USD",
       method: "ledger",
       agentId: agent.agentId,

@@ -24,6 +24,8 @@ describe("refunds of wallet payments", () => {
     expect(Object.keys(res.body.refund).sort()).toEqual(
       [
         "amountMinor",
+        // The exact amount in base units beside its cents, as a charge has.
+        "amountBaseUnits",
         "chargeId",
         "createdAt",
         "currency",
@@ -173,7 +175,9 @@ describe("refunds of wallet payments", () => {
       merchantId: merchant.merchantId,
       agentId: agent.agentId,
       amountMinor: 200,
+      amountBaseUnits: "2000000",
       refundedMinor: 200,
+      refundedBaseUnits: "2000000",
       currency: "USD",
       method: "ledger",
       transaction: null,

@@ -573,6 +573,27 @@ describe("the treasury reconciliation", () => {
     await expectBalanced();
   });
 
+  it("counts an x402 refund below a cent to the base unit: sent back exactly, the books read balanced", async () => {
+    const before = await expectBalanced();
+    const merchant = await createMerchant({ name: "Treasury sub-cent refund" });
+    const chargeId = await paidBelowACentOnChain(merchant.merchantId, 2_500n);
+    const back = await refund(merchant.apiKey, chargeId);
+    expect(back.status, back.text).toBe(201);
+    expect(back.body.refund).toMatchObject({ amountMinor: null, amountBaseUnits: "2500" });
+    const done = await waitFor(
+      "x402 refund below a cent",
+      async () => (await refundsOf(merchant.apiKey, chargeId))[0]!,
+      (r) => r.status !== "pending",
+    );
+    expect(done.status).toBe("succeeded");
+    const after = await expectBalanced();
+    expect(after.ledger).toMatchObject({
+      onChainInBaseUnits: String(BigInt(before.ledger.onChainInBaseUnits) + 2_500n),
+      onChainOutBaseUnits: String(BigInt(before.ledger.onChainOutBaseUnits) + 2_500n),
+      expectedBaseUnits: before.ledger.expectedBaseUnits,
+    });
+  });
+
   it("finds a surplus when tokens arrive outside any payment, and a sub-cent deposit remainder is one", async () => {
     const sender = await freshSender(10_000_000n);
     await sendTokens(sender, x.payTo, 4_321n);

@@ -1,8 +1,7 @@
 import type { ChargeView } from "../../../charges/service";
-import { wholeCentsOf } from "../../../lib/money";
 import type { RefundView } from "../../../refunds/service";
 import { dollarsField } from "../forms";
-import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
+import { Csrf, usdOfBaseUnits, When } from "../layout";
 
 const CHARGE_BADGE: Record<string, string> = { paid: "ok", pending: "warn" };
 const REFUND_BADGE: Record<string, string> = { succeeded: "ok", pending: "warn", failed: "bad" };
@@ -31,11 +30,11 @@ const Hash = (props: { value: string | null }) =>
     <span class="muted">-</span>
   );
 
-/** The refusals of the refunds service in plain words; the code follows in brackets. */
-export function refusalText(code: string, remainingMinor: number): string {
+/** The refusals of the refunds service in plain words; the code follows in brackets. `remaining` is in base units. */
+export function refusalText(code: string, remaining: bigint | number): string {
   const words: Record<string, string> = {
     charge_not_paid: "the charge is not paid, so there is nothing to refund",
-    refund_exceeds_remaining: `that is more than what remains to refund of this charge (${usd(remainingMinor)})`,
+    refund_exceeds_remaining: `that is more than what remains to refund of this charge (${usdOfBaseUnits(BigInt(remaining))})`,
     saldo_insuficiente:
       "the merchant's balance is below the amount: it has already paid out or refunded what this refund would take",
     refund_destination_flagged:
@@ -60,13 +59,13 @@ export const ChargePage = (props: {
   typed?: string;
 }) => {
   const { charge } = props;
-  // Refunds are in whole cents: what of the amount they can still return.
-  const remaining = wholeCentsOf(BigInt(charge.amountBaseUnits)) - charge.refundedMinor;
+  // Exact: what of the amount refunds can still return, below a cent too (a refund without an amount takes it).
+  const remaining = BigInt(charge.amountBaseUnits) - BigInt(charge.refundedBaseUnits);
   return (
     <>
       <ChargeFigures charge={charge} remaining={remaining} />
       <ChargeDetails charge={charge} merchantName={props.merchantName} />
-      {charge.status === "paid" && remaining > 0 ? (
+      {charge.status === "paid" && remaining > 0n ? (
         <RefundForm
           csrf={props.csrf}
           charge={charge}
@@ -88,7 +87,7 @@ export const ChargePage = (props: {
 };
 
 /** The charge's amount, status, what is refunded and what remains. */
-const ChargeFigures = (props: { charge: ChargeView; remaining: number }) => {
+const ChargeFigures = (props: { charge: ChargeView; remaining: bigint }) => {
   const { charge } = props;
   return (
     <div class="grid" id="charge-figures">
@@ -104,10 +103,10 @@ const ChargeFigures = (props: { charge: ChargeView; remaining: number }) => {
         </b>
       </div>
       <div class="stat">
-        Refunded<b id="charge-refunded">{usd(charge.refundedMinor)}</b>
+        Refunded<b id="charge-refunded">{usdOfBaseUnits(charge.refundedBaseUnits)}</b>
       </div>
       <div class="stat">
-        Remaining<b id="charge-remaining">{usd(props.remaining)}</b>
+        Remaining<b id="charge-remaining">{usdOfBaseUnits(props.remaining)}</b>
       </div>
     </div>
   );
@@ -192,7 +191,7 @@ const RefundsTable = (props: { refunds: RefundView[] }) => (
             <td>
               <code>{r.refundId}</code>
             </td>
-            <td class="num">{usd(r.amountMinor)}</td>
+            <td class="num">{usdOfBaseUnits(r.amountBaseUnits)}</td>
             <td>
               <span class={`badge ${REFUND_BADGE[r.status] ?? "muted"}`}>{r.status}</span>
               {r.status === "pending" ? (
@@ -220,11 +219,11 @@ const RefundForm = (props: {
   csrf: string;
   charge: ChargeView;
   merchant: string;
-  remaining: number;
+  remaining: bigint;
   typed: string;
 }) => {
   const { charge, remaining } = props;
-  const everything = `Refund everything that remains (${usd(remaining)})`;
+  const everything = `Refund everything that remains (${usdOfBaseUnits(remaining)})`;
   const rest = ` of ${charge.chargeId} as merchant ${props.merchant}?`;
   // The strings go in as JSON, so a quote in a merchant's name cannot end them.
   const confirm = `const a=this.amount.value.trim().replace(/^\\$/,'');return confirm((a?'Refund $'+a:${JSON.stringify(everything)})+${JSON.stringify(rest)})`;
@@ -250,11 +249,12 @@ const RefundForm = (props: {
         name="amount"
         inputmode="decimal"
         value={props.typed}
-        placeholder={dollarsField(remaining)}
+        // The field takes cents: a remainder below a cent is refunded by leaving it empty.
+        placeholder={remaining % 10_000n === 0n ? dollarsField(Number(remaining / 10_000n)) : ""}
         aria-describedby="r-amount-hint"
       />
       <span class="hint" id="r-amount-hint">
-        Empty refunds everything that remains: {usd(remaining)}.
+        Empty refunds everything that remains: {usdOfBaseUnits(remaining)}.
       </span>
       <button type="submit" class="danger" id="refund">
         Refund

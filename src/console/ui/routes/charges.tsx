@@ -6,7 +6,7 @@ import { log } from "../../../lib/log";
 import { RefundBody } from "../../../refunds/routes";
 import { createRefund, listRefunds, sendRefund } from "../../../refunds/service";
 import { field, form, optionalDollars } from "../forms";
-import { usd, usdOfBaseUnits } from "../layout";
+import { usdOfBaseUnits } from "../layout";
 import { ChargePage, refusalText } from "../pages/charge";
 import { readChargeWithMerchant } from "../queries";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
@@ -84,11 +84,11 @@ export const chargePageRoutes = new Hono<AppEnv>()
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       const now = (await readChargeWithMerchant(c.env, chargeId)) ?? found;
-      const remaining = now.charge.amountMinor - now.charge.refundedMinor;
+      const remaining = BigInt(now.charge.amountBaseUnits) - BigInt(now.charge.refundedBaseUnits);
       return chargePage(c, now, { error: refusalText(error.error, remaining), typed });
     }
     const { refund, charge } = created;
-    const left = `${usdOfBaseUnits(BigInt(charge.amountBaseUnits) - BigInt(charge.refundedMinor) * 10_000n)} remains.`;
+    const left = `${usdOfBaseUnits(BigInt(charge.amountBaseUnits) - BigInt(charge.refundedBaseUnits))} remains.`;
     if (refund.status === "pending" && x) {
       c.executionCtx.waitUntil(
         sendRefund(c.env, x, refund.refundId).catch((error) =>
@@ -98,12 +98,12 @@ export const chargePageRoutes = new Hono<AppEnv>()
       return back(
         c,
         ["charges", chargeId],
-        `Refund ${refund.refundId} of ${usd(refund.amountMinor)} is pending: it is being sent on chain to the address that paid. Reload this page to see its state. ${left}`,
+        `Refund ${refund.refundId} of ${usdOfBaseUnits(refund.amountBaseUnits)} is pending: it is being sent on chain to the address that paid. Reload this page to see its state. ${left}`,
       );
     }
     return back(
       c,
       ["charges", chargeId],
-      `Refunded ${usd(refund.amountMinor)} to the paying agent's wallet, as the merchant ${found.merchantName ?? merchantId} (${refund.refundId}). ${left}`,
+      `Refunded ${usdOfBaseUnits(refund.amountBaseUnits)} to the paying agent's wallet, as the merchant ${found.merchantName ?? merchantId} (${refund.refundId}). ${left}`,
     );
   });
