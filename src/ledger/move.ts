@@ -3,6 +3,7 @@ import type { IdempotencySlot } from "../db/idempotency";
 import type { SqlStatement } from "../db/statements";
 import { faultPoint } from "../lib/faults";
 import { log } from "../lib/log";
+import { centsIfWhole } from "../lib/money";
 import type { AuditDraft } from "./chain";
 import type { CommitResult } from "./ledger.do";
 import { commitAcrossShards, payInOnePlace } from "./move-payment";
@@ -73,7 +74,8 @@ export interface ChargeRefund {
   id: string;
   agentId: string;
   charge: { id: string; merchantId: string; currency: string };
-  amountMinor: number;
+  /** Exact: a wallet payment below or between cents is refunded to the base unit. */
+  amountBaseUnits: bigint;
   at: string;
   /** The refund's guards and writes, before the money moves (the merchant's balance among them). */
   statements: SqlStatement[];
@@ -115,7 +117,7 @@ const refundPlan = (r: ChargeRefund): CommitPlan => ({
     ...r.statements,
     ...postingStatements(
       r.id,
-      [centsPosting(`merchant:${r.charge.merchantId}`, `agent:${r.agentId}`, r.amountMinor)],
+      [{ from: `merchant:${r.charge.merchantId}`, to: `agent:${r.agentId}`, amountBaseUnits: r.amountBaseUnits }],
       r.at,
     ),
     ...r.after,
@@ -128,35 +130,40 @@ const refundPlan = (r: ChargeRefund): CommitPlan => ({
  * as within one shard, but the merchant's debit goes into `transit:<to>` with the transfer row,
  * pending, that the agent's shard credits from (P2, which nothing can refuse: transfers.ts).
  */
-const refundSendPlan = (r: ChargeRefund, from: Place, to: Place): CommitPlan => ({
-  statements: [
-    ...r.statements,
-    transferInsert(
-      {
-        id: r.id,
-        kind: "refund",
-        fromShard: from.shard,
-        toShard: to.shard,
-        agentId: r.agentId,
-        merchantId: r.charge.merchantId,
-        chargeId: r.charge.id,
-        amountMinor: r.amountMinor,
-        currency: r.charge.currency,
-        description: null,
-        checkoutLinkId: null,
-        createdAt: r.at,
-      },
-      null,
-    ),
-    ...postingStatements(
-      r.id,
-      [centsPosting(`merchant:${r.charge.merchantId}`, `transit:${to.shard}`, r.amountMinor)],
-      r.at,
-    ),
-    ...r.after,
-  ],
-  audit: r.audit,
-});
+function refundSendPlan(r: ChargeRefund, from: Place, to: Place): CommitPlan {
+  // A transfer row counts cents; a charge paid across shards is whole cents, and so is what remains of it.
+  const amountMinor = centsIfWhole(r.amountBaseUnits);
+  if (amountMinor === null) throw new Error(`refund ${r.id} across shards is not whole cents`);
+  return {
+    statements: [
+      ...r.statements,
+      transferInsert(
+        {
+          id: r.id,
+          kind: "refund",
+          fromShard: from.shard,
+          toShard: to.shard,
+          agentId: r.agentId,
+          merchantId: r.charge.merchantId,
+          chargeId: r.charge.id,
+          amountMinor,
+          currency: r.charge.currency,
+          description: null,
+          checkoutLinkId: null,
+          createdAt: r.at,
+        },
+        null,
+      ),
+      ...postingStatements(
+        r.id,
+        [centsPosting(`merchant:${r.charge.merchantId}`, `transit:${to.shard}`, amountMinor)],
+        r.at,
+      ),
+      ...r.after,
+    ],
+    audit: r.audit,
+  };
+}
 
 /**
  * A refund whose charge (`from`) and agent (`to`) live in different shards: P1 commits the refund

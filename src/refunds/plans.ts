@@ -143,7 +143,7 @@ export function walletRefund(r: RefundRow & { agentId: string }, answer: SqlStat
     id: r.id,
     agentId: r.agentId,
     charge: { id: r.chargeId, merchantId: r.merchantId, currency: r.currency },
-    amountMinor: r.amountMinor,
+    amountBaseUnits: BigInt(r.amountBaseUnits),
     at: r.createdAt,
     statements: openingStatements(r),
     after: [refundEvent("charge.refunded", r, refundEventData(r, null), r.createdAt), ...answer],

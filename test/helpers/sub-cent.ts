@@ -61,9 +61,9 @@ export const paidBelowACent = async (
 ): Promise<string> => (await settledBelowACent(merchantId, baseUnits, onChain)).chargeId;
 
 /**
- * A merchant's pending charge of `baseUnits` (below or between cents), open to a wallet: as a
- * facilitator's payment that never settled leaves its charge once its claim is released. It is
- * written by the charges module's own statements; no API creates one.
+ * A merchant's pending charge of `baseUnits` (below or between cents), open to a wallet. No API
+ * creates one (a facilitator's charge is paid by its own payment only): it is written by the charges
+ * module's own statements, so the wallet's exact figures can be tested on their own.
  */
 export async function pendingBelowACent(merchantId: string, baseUnits: bigint): Promise<string> {
   const at = await placementOf(env).ofMerchant(merchantId);

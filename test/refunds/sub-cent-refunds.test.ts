@@ -1,9 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { placementOf } from "../../src/ledger/place";
 import { api } from "../helpers/api";
 import { chargesOf, facilitatorTerms, settle, v2Request } from "../helpers/facilitator";
-import { createMerchant } from "../helpers/factories";
+import { createAgent, createMerchant, payCharge } from "../helpers/factories";
 import { refund, refundsOf } from "../helpers/money-out";
+import { creditBaseUnits, pendingBelowACent } from "../helpers/sub-cent";
 import { waitFor } from "../helpers/wait";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { freshPayer, tokenBalance } from "../helpers/x402";
@@ -150,5 +152,37 @@ describe("refunds below a cent", () => {
       expect((await decided(merchant.apiKey, chargeId, r.body.refund.refundId)).status).toBe("succeeded");
     expect(await tokenBalance(payer.address)).toBe(FUNDS);
     expect((await refund(merchant.apiKey, chargeId)).body).toEqual({ error: "refund_exceeds_remaining" });
+  });
+});
+
+describe("a wallet payment below a cent, refunded", () => {
+  it("moves exactly its base units back to the agent, in the refund's one batch", async () => {
+    const merchant = await createMerchant({ name: "Per Call Wallet" });
+    const agent = await createAgent();
+    await creditBaseUnits(agent.agentId, 10_000n);
+    const chargeId = await pendingBelowACent(merchant.merchantId, 2_500n);
+    const paid = await payCharge(agent.apiKey, chargeId);
+    expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+    expect(await merchantMoney(merchant.apiKey)).toEqual({ minor: 0, baseUnits: 2_500n });
+
+    const res = await refund(merchant.apiKey, chargeId, {});
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.refund).toMatchObject({ amountMinor: null, amountBaseUnits: "2500", status: "succeeded" });
+    expect(res.body.charge).toMatchObject({ refundedMinor: 0, refundedBaseUnits: "2500" });
+    expect(await merchantMoney(merchant.apiKey)).toEqual({ minor: 0, baseUnits: 0n });
+    const balance = await api("GET", "/balance", { token: agent.apiKey });
+    expect(balance.body.balanceBaseUnits).toBe("10000");
+
+    const home = await placementOf(env).ofAgent(agent.agentId);
+    const entries = await home.db
+      .prepare("SELECT account, CAST(amount_base_units AS TEXT) AS units FROM ledger_entries WHERE transfer_id = ?")
+      .bind(res.body.refund.refundId)
+      .all<{ account: string; units: string }>();
+    expect(entries.results.map((e) => [e.account, e.units]).sort()).toEqual(
+      [
+        [`agent:${agent.agentId}`, "2500"],
+        [`merchant:${merchant.merchantId}`, "-2500"],
+      ].sort(),
+    );
   });
 });
