@@ -21,9 +21,9 @@ export interface LookedUp {
  * Everything read before the checks, in one round trip per database: the charge when the target
  * names it by id (null when there is none), an earlier payment with this authorization and one
  * with its payment identifier (all three where the target lives, `where`), the target's receiving
- * address and whether the payer is on the operators' blocklist (both in control). With one shard,
- * or a target living in control, that is one batch, as it always was. A payment that did not
- * decode reads the charge and its address alone.
+ * address (unless the caller holds it) and whether the payer is on the operators' blocklist (both
+ * in control). With one shard, or a target living in control, that is one batch, as it always
+ * was. A payment that did not decode reads the charge and its address alone.
  */
 export async function lookUp(
   env: Env,
