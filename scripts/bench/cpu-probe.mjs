@@ -9,10 +9,13 @@
 // Settings (environment): PROBE_COUNT (requests per measured phase, default 300),
 // PROBE_CONCURRENCY (in flight, default 8), PROBE_ONLY (`x402` or `wallet`, which has checkout-link payments too; default both),
 // PROBE_PERF (a file: `perf record` of the thread during the x402 settle phase, when perf is there).
+// The x402 phases end with x402 settle and facilitator settle (the bench's two settlement rows)
+// taking turns, half of PROBE_COUNT each a turn, so the two compare within one run.
 // DEV_CRON_SECONDS (default 10 under `npm run dev`) sets how often the dev cron runs its jobs (the
 // sweeps of settled payments among them), which land in whichever phase they fall in.
 import { spawn } from "node:child_process";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
+import { facilitatorMerchant, settleBodies } from "./facilitator.mjs";
 import { startService } from "./server.mjs";
 import { serviceProcesses, snapshot } from "./threads.mjs";
 import { signPayments } from "./x402.mjs";
@@ -79,13 +82,30 @@ async function x402Phases(consoleKey) {
       200,
       "settle",
     );
+  // A merchant's own route, through the service as its facilitator: each body once, as the bench posts them.
+  const own = await facilitatorMerchant(B, consoleKey);
+  const bodies = await settleBodies(own.terms, WARMUP + N);
+  const facilitated = async (k) => {
+    const response = await fetch(`${B}/x402/facilitator/settle`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${own.apiKey}` },
+      body: bodies[k],
+    });
+    const text = await response.text();
+    if (response.status !== 200 || !text.includes('"success":true')) throw new Error(`facilitator settle: ${text}`);
+  };
   await phase("x402 settle, warm-up", WARMUP, settle);
+  await phase("facilitator settle, warm-up", WARMUP, facilitated);
   if (process.env.PROBE_PERF) {
     const tid = serviceProcesses(service.pgid, service.port).find((p) => p.role === "service").pid;
     const args = ["record", "-F", "999", "-g", "-t", String(tid), "-o", process.env.PROBE_PERF, "--", "sleep", "8"];
     spawn("perf", args, { stdio: "ignore" }).on("error", (e) => log(`perf: ${e.message}`));
   }
-  await phase("x402 settle", N, settle, WARMUP);
+  const half = Math.floor(N / 2);
+  for (let round = 0; round < 2; round++) {
+    await phase("x402 settle", half, settle, WARMUP + round * half);
+    await phase("facilitator settle", half, facilitated, WARMUP + round * half);
+  }
 }
 
 async function walletPhases(consoleKey) {

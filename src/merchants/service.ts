@@ -72,6 +72,10 @@ export const getMerchant = async (d1: D1Database, id: string) =>
   (await d1.prepare(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id = ?`).bind(id).first<MerchantRow>()) ??
   undefined;
 
+/** A merchant's name, which never changes: a read to batch with others. */
+export const merchantNameStatement = (d1: D1Database, id: string) =>
+  d1.prepare("SELECT name FROM merchants WHERE id = ?").bind(id);
+
 export async function listMerchants(d1: D1Database, limit: number) {
   const { results } = await d1
     .prepare(`SELECT ${MERCHANT_COLUMNS} FROM merchants ORDER BY created_at DESC, rowid DESC LIMIT ?`)

@@ -2,11 +2,9 @@ import { type Context, Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
-import { placementOf } from "../ledger/place";
 import { body } from "../lib/api-shapes";
 import { ApiError } from "../lib/errors";
 import { validate } from "../lib/validation";
-import { getMerchant } from "../merchants/service";
 import { discoveryList, merchantListings } from "./discovery";
 import { FacilitatorRequest } from "./facilitator-protocol";
 import { merchantPayTo, networkOf, settleForMerchant, verifyForMerchant } from "./facilitator-service";
@@ -59,17 +57,12 @@ export const facilitatorRoutes = new Hono<AppEnv>()
     });
   })
   .post(`${FACILITATOR_PATH}/verify`, requireActor("merchant"), validate("json", FacilitatorBody), async (c) => {
-    const x = x402Settings(c);
-    const merchant = { id: merchantIdOf(c), name: "" };
-    return c.json(await verifyForMerchant(c.env, x, merchant, c.req.valid("json")));
+    return c.json(await verifyForMerchant(c.env, x402Settings(c), merchantIdOf(c), c.req.valid("json")));
   })
   .post(`${FACILITATOR_PATH}/settle`, requireActor("merchant"), validate("json", FacilitatorBody), async (c) => {
     const x = x402Settings(c);
-    const merchantId = merchantIdOf(c);
-    // The key resolved, so the merchant exists; its name goes in the new charge's `charge.created`.
-    const name = (await getMerchant(placementOf(c.env).control.db, merchantId))?.name ?? "";
     c.header("Cache-Control", "no-store");
-    return c.json(await settleForMerchant(c.env, x, { id: merchantId, name }, c.req.valid("json")));
+    return c.json(await settleForMerchant(c.env, x, merchantIdOf(c), c.req.valid("json")));
   })
   // Public, as the x402 discovery list is: what merchants' routes declared for discovery and were paid for.
   .get(`${FACILITATOR_PATH}/discovery/resources`, validate("query", DiscoveryQuery), async (c) => {

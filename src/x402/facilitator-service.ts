@@ -3,7 +3,9 @@ import { chargeResource } from "../charges/statements";
 import type { Env, X402Settings } from "../config/env";
 import { blocklistStatement } from "../kyt/screening";
 import { placementOf } from "../ledger/place";
+import { IsolateCache } from "../lib/isolate-cache";
 import { MAX_AMOUNT_MINOR, USDC_UNITS_PER_CENT } from "../lib/money";
+import { merchantNameStatement } from "../merchants/service";
 import { type Listing, listingOf, recordListing } from "./discovery";
 import { type Facilitator, facilitatorOf } from "./facilitator";
 import {
@@ -17,10 +19,9 @@ import {
 import type { X402Outcome } from "./outcome";
 import { decodePaymentJson } from "./payload";
 import { ensureReceivingAddress, type ReceivingRow, receivingAddressStatement } from "./receiving";
-import { payAt } from "./service";
+import { payAt, verifiedByBoth } from "./service";
 import type { FacilitatedTarget } from "./target";
 import { caip2, type Terms, termsForValue } from "./terms";
-import { verifyPayment } from "./verify";
 
 /*
  * The service as the x402 facilitator of a merchant's own routes. The merchant's middleware asks
@@ -29,9 +30,32 @@ import { verifyPayment } from "./verify";
  * merchant, created paid, through the same reservation, settlement and credit as every x402 payment.
  */
 
-export interface FacilitatorMerchant {
-  id: string;
+/** What a facilitated payment reads of its merchant: its name (for `charge.created`) and its receiving address. */
+interface MerchantFacts {
   name: string;
+  receiving: ReceivingRow | null;
+}
+
+/**
+ * A merchant's name never changes, nor its receiving address once derived: each isolate keeps them
+ * for merchants that have both, so a paying route's loop reads neither again. Never a merchant
+ * without its address (the first `GET /merchant/x402/facilitator` assigns it), never its key (the
+ * auth module alone says whether it still works) nor anything of its balance.
+ */
+const knownFacts = new IsolateCache<string, MerchantFacts>(10_000);
+
+async function factsOf(env: Env, merchantId: string): Promise<MerchantFacts> {
+  const known = knownFacts.get(merchantId);
+  if (known) return known;
+  const control = placementOf(env).control.db;
+  const [named, receiving] = await control.batch<Record<string, unknown>>([
+    merchantNameStatement(control, merchantId),
+    receivingAddressStatement(control, merchantId),
+  ]);
+  const merchant = named!.results[0] as { name: string } | undefined;
+  const facts = { name: merchant?.name ?? "", receiving: (receiving!.results[0] as ReceivingRow | undefined) ?? null };
+  if (merchant && facts.receiving?.address) knownFacts.set(merchantId, facts);
+  return facts;
 }
 
 /** The merchant's x402 `payTo`, assigned on first ask (`GET /merchant/x402/facilitator`). */
@@ -58,10 +82,10 @@ function refusalOfAsked(x: X402Settings, asked: Asked, receiving: ReceivingRow |
   return null;
 }
 
-const targetOf = (merchant: FacilitatorMerchant, asked: Asked): FacilitatedTarget => ({
+const targetOf = (merchantId: string, merchantName: string, asked: Asked): FacilitatedTarget => ({
   kind: "facilitated",
-  merchantId: merchant.id,
-  merchantName: merchant.name,
+  merchantId,
+  merchantName,
   value: asked.value,
   description: asked.description,
   resource: asked.resource,
@@ -74,7 +98,7 @@ const termsOf = (x: X402Settings, asked: Asked, payTo: string): Terms =>
 export async function verifyForMerchant(
   env: Env,
   x: X402Settings,
-  merchant: FacilitatorMerchant,
+  merchantId: string,
   request: FacilitatorRequest,
   facilitator?: Facilitator,
 ): Promise<VerifyAnswer> {
@@ -86,25 +110,21 @@ export async function verifyForMerchant(
     payer,
   });
   const control = placementOf(env).control.db;
-  const [receiving, listed] = await control.batch<Record<string, unknown>>([
-    receivingAddressStatement(control, merchant.id),
-    blocklistStatement(control, payer),
+  const [{ receiving }, listed] = await Promise.all([
+    factsOf(env, merchantId),
+    blocklistStatement(control, payer).all(),
   ]);
-  const row = (receiving!.results[0] as ReceivingRow | undefined) ?? null;
-  const refused = refusalOfAsked(x, asked, row);
+  const refused = refusalOfAsked(x, asked, receiving);
   if (refused) return refuse(refused);
   const sent = decodePaymentJson(request.paymentPayload);
   if (!sent) return refuse("invalid_payload");
-  const terms = termsOf(x, asked, row!.address!);
+  const terms = termsOf(x, asked, receiving!.address!);
   const settler = facilitator ?? facilitatorOf(env, x);
   const nowSeconds = Math.floor(Date.now() / 1000);
-  const onBlocklist = (listed?.results.length ?? 0) > 0;
-  const signature = settler.checksSignature ? "left_to_chain" : "recover";
-  const verdict = await verifyPayment(x, terms, sent, nowSeconds, onBlocklist, undefined, signature);
-  if (!verdict.isValid) return refuse(verdict.invalidReason);
-  const chain = await settler.verify(sent, terms);
-  if (chain.isValid) return { isValid: true, payer };
-  return refuse("unavailable" in chain ? "unexpected_verify_error" : chain.invalidReason);
+  // The same checks a payment passes before its reservation, so verify answers as settle would.
+  const verdict = await verifiedByBoth(x, settler, terms, sent, nowSeconds, listed.results.length > 0);
+  if (verdict.isValid) return { isValid: true, payer };
+  return refuse("unavailable" in verdict ? "unexpected_verify_error" : verdict.invalidReason);
 }
 
 /**
@@ -115,7 +135,7 @@ export async function verifyForMerchant(
 export async function settleForMerchant(
   env: Env,
   x: X402Settings,
-  merchant: FacilitatorMerchant,
+  merchantId: string,
   request: FacilitatorRequest,
   facilitator?: Facilitator,
 ): Promise<SettleAnswer> {
@@ -129,22 +149,19 @@ export async function settleForMerchant(
     network,
     payer,
   });
-  const control = placementOf(env).control.db;
-  const row = await receivingAddressStatement(control, merchant.id).first<ReceivingRow>();
-  const refused = refusalOfAsked(x, asked, row);
+  const { name, receiving } = await factsOf(env, merchantId);
+  const refused = refusalOfAsked(x, asked, receiving);
   if (refused) return fail(refused);
   const sent = decodePaymentJson(request.paymentPayload);
   if (!sent) return fail("invalid_payload");
-  const where = await placementOf(env).ofMerchant(merchant.id);
-  const outcome = await settledOrFinal(
-    env,
-    x,
-    await payAt(env, x, where, targetOf(merchant, asked), asked.resource ?? "", sent, facilitator),
-  );
+  const where = await placementOf(env).ofMerchant(merchantId);
+  const target = targetOf(merchantId, name, asked);
+  const paid = await payAt(env, x, where, target, asked.resource ?? "", sent, facilitator, receiving);
+  const outcome = await settledOrFinal(env, x, paid);
   switch (outcome.kind) {
     case "settled": {
       const listing = listingOf(request, asked);
-      if (listing) await listPaid(env, merchant.id, outcome.paymentId, asked, listing);
+      if (listing) await listPaid(env, merchantId, outcome.paymentId, asked, listing);
       return { success: true, transaction: outcome.transaction, network, payer };
     }
     case "pending":

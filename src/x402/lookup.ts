@@ -21,9 +21,9 @@ export interface LookedUp {
  * Everything read before the checks, in one round trip per database: the charge when the target
  * names it by id (null when there is none), an earlier payment with this authorization and one
  * with its payment identifier (all three where the target lives, `where`), the target's receiving
- * address and whether the payer is on the operators' blocklist (both in control). With one shard,
- * or a target living in control, that is one batch, as it always was. A payment that did not
- * decode reads the charge and its address alone.
+ * address (unless the caller holds it) and whether the payer is on the operators' blocklist (both
+ * in control). With one shard, or a target living in control, that is one batch, as it always
+ * was. A payment that did not decode reads the charge and its address alone.
  */
 export async function lookUp(
   env: Env,
@@ -31,6 +31,8 @@ export async function lookUp(
   where: Place,
   ref: X402TargetRef,
   payment: DecodedPayment | null,
+  /** The target's receiving address when the caller already holds it: it is not read again. */
+  knownReceiving: ReceivingRow | null = null,
 ): Promise<LookedUp> {
   const ownerId = ownerIdOf(ref);
   const { db } = where;
@@ -41,23 +43,24 @@ export async function lookUp(
     ...(payment?.paymentIdentifier ? [identifiedStatement(db, payment)] : []),
   ];
   const inControl = [
-    receivingAddressStatement(control, ownerId),
+    ...(knownReceiving ? [] : [receivingAddressStatement(control, ownerId)]),
     ...(payment ? [blocklistStatement(control, payment.authorization.from)] : []),
   ];
   let targetResults: D1Result<Record<string, unknown>>[];
   let controlResults: D1Result<Record<string, unknown>>[];
   if (where.isControl) {
-    const all = await control.batch<Record<string, unknown>>([...atTarget, ...inControl]);
+    const statements = [...atTarget, ...inControl];
+    const all = statements.length > 0 ? await control.batch<Record<string, unknown>>(statements) : [];
     targetResults = all.slice(0, atTarget.length);
     controlResults = all.slice(atTarget.length);
   } else {
     [targetResults, controlResults] = await Promise.all([
       atTarget.length > 0 ? db.batch<Record<string, unknown>>(atTarget) : Promise.resolve([]),
-      control.batch<Record<string, unknown>>(inControl),
+      inControl.length > 0 ? control.batch<Record<string, unknown>>(inControl) : Promise.resolve([]),
     ]);
   }
   const [charge, earlier, identified] = ref.kind === "charge_id" ? targetResults : [undefined, ...targetResults];
-  const [receiving, listed] = controlResults;
+  const [receiving, listed] = knownReceiving ? [undefined, ...controlResults] : controlResults;
   const target: X402Target | null =
     ref.kind !== "charge_id"
       ? ref
@@ -66,7 +69,7 @@ export async function lookUp(
         : null;
   return {
     target,
-    receiving: (receiving?.results[0] as ReceivingRow | undefined) ?? null,
+    receiving: knownReceiving ?? (receiving?.results[0] as ReceivingRow | undefined) ?? null,
     earlier: (earlier?.results[0] as PaymentRow | undefined) ?? null,
     identified: (identified?.results[0] as PaymentRow | undefined) ?? null,
     onBlocklist: (listed?.results.length ?? 0) > 0,

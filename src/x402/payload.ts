@@ -96,7 +96,11 @@ export function decodePaymentHeader(header: string): DecodedPayment | null {
 
 /** A payment payload already parsed from JSON (a header's, or a facilitator request's `paymentPayload`), normalized; null when not one we understand. */
 export function decodePaymentJson(json: unknown): DecodedPayment | null {
-  const v1 = PayloadV1.safeParse(json);
+  // Each schema requires its own version, so only the one the payload names is tried: a version 2
+  // payment is not first refused, at the cost of building that refusal, as a version 1 one.
+  const version = typeof json === "object" && json !== null ? (json as { x402Version?: unknown }).x402Version : null;
+  if (version !== 1 && version !== 2) return null;
+  const v1 = version === 1 ? PayloadV1.safeParse(json) : { success: false as const };
   if (v1.success) {
     const p = v1.data;
     return {
@@ -110,7 +114,7 @@ export function decodePaymentJson(json: unknown): DecodedPayment | null {
       raw: json,
     };
   }
-  const v2 = PayloadV2.safeParse(json);
+  const v2 = version === 2 ? PayloadV2.safeParse(json) : { success: false as const };
   if (v2.success) {
     const p = v2.data;
     return {

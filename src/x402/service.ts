@@ -13,10 +13,11 @@ import {
   sameTarget,
   storedPayment,
 } from "./earlier-payments";
-import { type Facilitator, facilitatorOf } from "./facilitator";
+import { type Facilitator, type FacilitatorVerify, facilitatorOf } from "./facilitator";
 import { type LookedUp, lookUp } from "./lookup";
 import type { X402Outcome } from "./outcome";
 import { type DecodedPayment, decodePaymentHeader } from "./payload";
+import type { ReceivingRow } from "./receiving";
 import { leaveToReconciliation, watchSoon } from "./reconcile-later";
 import { type Reservation, reserve } from "./reserve";
 import { credit, release, reopenReleased } from "./settlement";
@@ -61,8 +62,10 @@ export async function payAt(
   resource: string,
   sent: DecodedPayment | null,
   facilitator?: Facilitator,
+  /** The target's receiving address, when the caller already read it: it is not read again. */
+  knownReceiving: ReceivingRow | null = null,
 ): Promise<X402Outcome> {
-  const found = await lookUp(env, x, where, ref, sent);
+  const found = await lookUp(env, x, where, ref, sent, knownReceiving);
   const { target, receiving } = found;
   if (!target) return { kind: "charge_not_found" };
   if (target.kind === "charge" && closedToOthers(target.charge)) return { kind: "not_payable" };
@@ -191,8 +194,30 @@ async function paymentToSettle(
 }
 
 /**
- * Our checks, then the facilitator's, before anything is reserved: the outcome that refuses the
- * payment, or the head at which the chain showed its authorization unused when it may go on.
+ * Our checks of a payment (terms, window, signature, KYT), then the facilitator's (nonce and balance
+ * on chain, and for ours the transfer's dry run): the one pipeline of every x402 verification, a
+ * payment's before its reservation and a facilitated route's `verify`. `proof` is an offline check
+ * of this very payment already made; a facilitator whose verification runs the transfer proves the
+ * signature there, so it is not recovered twice.
+ */
+export async function verifiedByBoth(
+  x: X402Settings,
+  settler: Facilitator,
+  terms: Terms,
+  payment: DecodedPayment,
+  nowSeconds: number,
+  onBlocklist: boolean,
+  proof?: VerifyResult,
+): Promise<FacilitatorVerify> {
+  const signature = settler.checksSignature ? "left_to_chain" : "recover";
+  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist, proof, signature);
+  if (!verdict.isValid) return { isValid: false, invalidReason: verdict.invalidReason };
+  return settler.verify(payment, terms);
+}
+
+/**
+ * Both checks before anything is reserved: the outcome that refuses the payment, or the head at
+ * which the chain showed its authorization unused when it may go on.
  */
 async function verifyBeforeReserving(
   env: Env,
@@ -206,30 +231,27 @@ async function verifyBeforeReserving(
   nowSeconds: number,
 ): Promise<X402Outcome | { seenBlock: number | null }> {
   // The proof above already checked the payment as sent; a stored one standing in for it is checked afresh.
-  // A facilitator whose verification runs the transfer proves the signature there, so it is not recovered twice.
-  const verdict = await verifyPayment(
+  const verdict = await verifiedByBoth(
     x,
+    settler,
     terms,
     payment,
     nowSeconds,
     onBlocklist,
     payment === sent ? proof : undefined,
-    settler.checksSignature ? "left_to_chain" : "recover",
   );
-  if (!verdict.isValid) return { kind: "invalid", reason: verdict.invalidReason, terms };
-  const remoteVerdict = await settler.verify(payment, terms);
-  if (remoteVerdict.isValid) return { seenBlock: remoteVerdict.seenBlock ?? null };
-  if ("unavailable" in remoteVerdict)
-    return { kind: "unavailable", error: remoteVerdict.unavailable, reason: remoteVerdict.reason };
+  if (verdict.isValid) return { seenBlock: verdict.seenBlock ?? null };
+  if ("unavailable" in verdict) return { kind: "unavailable", error: verdict.unavailable, reason: verdict.reason };
   // The released authorization this retry stands for was used on chain since (someone submitted it):
   // the purchase may be paid, so it is taken back for its charge and left to the chain, not refused.
-  if (retryOfReleased && remoteVerdict.invalidReason === "invalid_exact_evm_nonce_already_used") {
+  // (Our own checks never answer a used nonce: only the chain does.)
+  if (retryOfReleased && verdict.invalidReason === "invalid_exact_evm_nonce_already_used") {
     if (await reopenReleased(env, retryOfReleased.id, retryOfReleased.chargeId)) {
       await watchSoon(env, retryOfReleased.id);
       return outcomeOfEarlier({ ...retryOfReleased, status: "unknown" }, payer);
     }
   }
-  return { kind: "invalid", reason: remoteVerdict.invalidReason, terms };
+  return { kind: "invalid", reason: verdict.invalidReason, terms };
 }
 
 /** Settles a reserved payment and credits it; an outcome only the chain can tell is left to reconciliation. */
