@@ -25,7 +25,7 @@ async function failedSettlement(cents: bigint) {
   const payer = await freshPayer(1_000_000n);
   const body = await v2Request(payer.key, terms, { value: cents * CENT, resource: "https://api.failed.example/call" });
   const request = FacilitatorRequest.parse(body);
-  const who = { id: merchant.merchantId, name: "Failed Settlement Shop" };
+  const who = merchant.merchantId;
   const failing = withRemoteFacilitator(async () => settleReply("insufficient_funds"));
   const answer = await settleForMerchant(env, x(), who, request, failing);
   expect(answer).toMatchObject({
