@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Charge } from "../charges/responses";
-import { BaseUnits, named, prefixed, Timestamp } from "../lib/api-shapes";
+import { BaseUnits, CentsIfWhole, named, prefixed, Timestamp } from "../lib/api-shapes";
 import { APPROVAL_STATUSES } from "./service";
 
 /** Response bodies: Approvals held for a human. */
@@ -12,14 +12,9 @@ export const Approval = named(
     chargeId: prefixed("charge"),
     agentId: prefixed("agent"),
     merchantId: prefixed("merchant"),
-    amountMinor: z
-      .number()
-      .int()
-      .positive()
-      .nullable()
-      .describe(
-        "The held payment's amount in cents; null when it is not a whole number of cents: `amountBaseUnits` states it.",
-      ),
+    amountMinor: CentsIfWhole(
+      "The held payment's amount in cents; null when it is not a whole number of cents: `amountBaseUnits` states it.",
+    ),
     amountBaseUnits: BaseUnits.optional().describe(
       "The held payment's exact amount in the token's base units (1 cent = 10,000); present only when it is not a whole number of cents.",
     ),

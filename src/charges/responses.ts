@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { BaseUnits, Cents, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
+import { BaseUnits, Cents, CentsIfWhole, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: Charges, and paying one from an agent wallet. */
 
@@ -11,14 +11,9 @@ export const Charge = named(
     agentId: prefixed("agent")
       .nullable()
       .describe("Null while unpaid, and for an x402 payment (the payer is an address)."),
-    amountMinor: z
-      .number()
-      .int()
-      .positive()
-      .nullable()
-      .describe(
-        "The amount in cents; null when it is not a whole number of cents (a payment priced below a cent): `amountBaseUnits` states it.",
-      ),
+    amountMinor: CentsIfWhole(
+      "The amount in cents; null when it is not a whole number of cents (a payment priced below a cent): `amountBaseUnits` states it.",
+    ),
     amountBaseUnits: BaseUnits.describe("The exact amount in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     description: z.string().nullable(),

@@ -33,6 +33,12 @@ export const Timestamp = z
   .meta({ format: "date-time" });
 export const Cents = z.number().int().nonnegative();
 /** An exact amount in the token's base units (6 decimals: 1 cent = 10,000), as a decimal string: it can pass 2^53. */
+/**
+ * An amount in cents when it is a whole number of them, else null: `amountBaseUnits` beside it
+ * states it exactly. `described` says whose amount it is.
+ */
+export const CentsIfWhole = (described: string) => z.number().int().positive().nullable().describe(described);
+
 export const BaseUnits = z
   .string()
   .regex(/^-?\d+$/)

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { BaseUnits, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
+import { BaseUnits, CentsIfWhole, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 import { EvidenceFileSchema } from "./evidence-verify";
 
 /**
@@ -30,12 +30,9 @@ export const ChargeReceiptPayload = named(
     type: z.literal("charge"),
     chargeId: prefixed("charge"),
     merchantId: prefixed("merchant"),
-    amountMinor: z
-      .number()
-      .int()
-      .positive()
-      .nullable()
-      .describe("The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it)."),
+    amountMinor: CentsIfWhole(
+      "The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it).",
+    ),
     amountBaseUnits: BaseUnits.describe("The exact amount in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     method: z.enum(["ledger", "paylink", "x402"]),
@@ -74,12 +71,9 @@ export const RefundReceiptPayload = named(
     refundId: prefixed("refund"),
     chargeId: prefixed("charge"),
     merchantId: prefixed("merchant"),
-    amountMinor: z
-      .number()
-      .int()
-      .positive()
-      .nullable()
-      .describe("The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it)."),
+    amountMinor: CentsIfWhole(
+      "The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it).",
+    ),
     amountBaseUnits: BaseUnits.describe("The exact amount in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     method: z.enum(["ledger", "paylink", "x402"]),

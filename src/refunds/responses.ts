@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Charge } from "../charges/responses";
-import { BaseUnits, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
+import { BaseUnits, CentsIfWhole, named, prefixed, Timestamp, Usd } from "../lib/api-shapes";
 
 /** Response bodies: refunds of paid charges. */
 
@@ -9,14 +9,9 @@ export const Refund = named(
   z.strictObject({
     refundId: prefixed("refund"),
     chargeId: prefixed("charge"),
-    amountMinor: z
-      .number()
-      .int()
-      .positive()
-      .nullable()
-      .describe(
-        "The amount in cents; null when it is not a whole number of cents (a refund of a payment below a cent): `amountBaseUnits` states it.",
-      ),
+    amountMinor: CentsIfWhole(
+      "The amount in cents; null when it is not a whole number of cents (a refund of a payment below a cent): `amountBaseUnits` states it.",
+    ),
     amountBaseUnits: BaseUnits.describe("The exact amount in the token's base units (1 cent = 10,000)."),
     currency: Usd,
     method: z.enum(["ledger", "paylink", "x402"]).describe("The charge's."),
