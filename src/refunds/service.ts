@@ -75,6 +75,33 @@ export async function createRefund(
   /** A console user refunding for the merchant, for the audit row. */
   by?: string,
 ): Promise<{ refund: RefundView; charge: ChargeView }> {
+  // What remains is read before the batch, and a concurrent refund may take part of it first: the
+  // batch then refuses. A refund of what remains reads it again and takes what is left, rather than
+  // refusing while something is (a refused batch wrote nothing, its stored answer neither).
+  for (let attempt = 1; ; attempt++) {
+    const made = await refundOnce(env, x, { merchantId, chargeId, requested, slot, by });
+    if (made.kind === "made") return made.made;
+    if (requested !== undefined || attempt >= REMAINDER_ATTEMPTS) throw new ApiError(409, codeWith(409, made.reason));
+  }
+}
+
+/** How many times a refund of what remains is tried when concurrent refunds keep taking part of it. */
+const REMAINDER_ATTEMPTS = 3;
+
+type RefundAsked = {
+  merchantId: string;
+  chargeId: string;
+  requested: number | undefined;
+  slot: IdempotencySlot | undefined;
+  by: string | undefined;
+};
+
+/** One try: the refusals of what was read throw; the batch's own refusal is answered for the caller to decide. */
+async function refundOnce(
+  env: Env,
+  x: X402Settings | null,
+  { merchantId, chargeId, requested, slot, by }: RefundAsked,
+): Promise<{ kind: "made"; made: { refund: RefundView; charge: ChargeView } } | { kind: "refused"; reason: string }> {
   const { charge, at } = await merchantCharge(env, merchantId, chargeId);
   if (charge.status !== "paid" || !charge.method) throw new ApiError(409, "charge_not_paid");
   // Exact: a charge below a cent (or between cents) is refunded to the base unit.
@@ -113,10 +140,10 @@ export async function createRefund(
     // In the agent's turn: its wallet object forgets the balance it keeps, which the refund changes.
     result = await walletOf(env, agentId).refund(walletRefund({ ...refund, agentId }, answer));
   }
-  if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
+  if (result.kind === "refused") return { kind: "refused", reason: result.reason };
   return {
-    refund: refundView(refund),
-    charge: chargeView({ ...charge, ...refundedAfter(result.results) }),
+    kind: "made",
+    made: { refund: refundView(refund), charge: chargeView({ ...charge, ...refundedAfter(result.results) }) },
   };
 }
 

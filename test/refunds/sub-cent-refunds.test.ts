@@ -126,6 +126,30 @@ describe("refunds below a cent", () => {
     expect(refunds.map((r) => r.amountBaseUnits)).toEqual(["1000"]);
   });
 
+  it("a refund of what remains, raced by cents taken at once, takes what is left when its batch lands", async () => {
+    // 10,010 base units: one cent can be taken by the racers, the ten units left only by the refund of what remains.
+    for (let round = 0; round < 4; round++) {
+      const { merchant, chargeId } = await paidBelowACent(10_010n, `Raced Remainder ${round}`);
+      const key = { "Idempotency-Key": `remainder-${chargeId}` };
+      // The refund of what remains is sent last, so the cents' batches tend to land between its read and its own.
+      const answers = await Promise.all([
+        ...Array.from({ length: 5 }, () => refund(merchant.apiKey, chargeId, { amountUsdCents: 1 })),
+        refund(merchant.apiKey, chargeId, {}, key),
+      ]);
+      const rest = answers.pop();
+      const cents = answers;
+      expect(rest!.status, rest!.text).toBe(201);
+      const taken = cents.filter((c) => c.status === 201).length;
+      expect(taken).toBeLessThanOrEqual(1);
+      expect(rest!.body.refund.amountBaseUnits).toBe(taken ? "10" : "10010");
+      const refunds = await refundsOf(merchant.apiKey, chargeId);
+      expect(refunds.reduce((sum, r) => sum + BigInt(r.amountBaseUnits), 0n)).toBe(10_010n);
+      // The key answers the refund made, not a refusal.
+      const again = await refund(merchant.apiKey, chargeId, {}, key);
+      expect(again.body.refund?.refundId).toBe(rest!.body.refund.refundId);
+    }
+  });
+
   it("2.5 cents refunded 2 cents, then the rest: 5,000 base units", async () => {
     const { merchant, payer, chargeId } = await paidBelowACent(25_000n, "Two And A Half Cents");
     const before = await merchantMoney(merchant.apiKey);
