@@ -27,11 +27,17 @@ const ExactPayload = z.looseObject({
   }),
 });
 
+/**
+ * The paid URL, kept on the charge and shown publicly: the route's own http(s) address, as the
+ * middlewares send it, and no longer than a URL a browser keeps.
+ */
+const ResourceUrl = z.url({ protocol: /^https?$/ }).max(2_048);
+
 const RequirementsV1 = z.looseObject({
   scheme: z.string().min(1),
   network: z.string().min(1),
   maxAmountRequired: uintString,
-  resource: z.url(),
+  resource: ResourceUrl,
   description: z.string().max(2_000),
   mimeType: z.string().max(200).optional(),
   outputSchema: record.nullish(),
@@ -52,7 +58,7 @@ const RequirementsV2 = z.looseObject({
 });
 
 const ResourceInfo = z.looseObject({
-  url: z.url(),
+  url: ResourceUrl,
   description: z.string().max(2_000).nullish(),
   mimeType: z.string().max(200).nullish(),
 });

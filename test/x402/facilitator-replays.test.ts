@@ -99,7 +99,7 @@ describe("a payment identifier is one purchase at one price", () => {
 });
 
 describe("discovery lists what was paid", () => {
-  it("a replay naming another URL lists nothing; a non-http(s) resource is never listed", async () => {
+  it("a replay naming another URL lists nothing; a resource that is not an http(s) URL of at most 2,048 characters is refused", async () => {
     const shop = await createMerchant({ name: "Listing Shop" });
     const shopTerms = await facilitatorTerms(shop.apiKey);
     const payer = await freshPayer(1_000_000n);
@@ -117,11 +117,19 @@ describe("discovery lists what was paid", () => {
       resource: "javascript:alert(1)",
       extensions: BAZAAR,
     });
-    expect((await settle(shop.apiKey, script)).body.success).toBe(true);
+    // Not a route's address, or longer than one: not the protocol's shape, refused before anything is paid.
+    const scriptAnswer = await settle(shop.apiKey, script);
+    expect(scriptAnswer.status, scriptAnswer.text).toBe(400);
+    const long = await v2Request(payer.key, shopTerms, {
+      value: 1000n,
+      resource: `https://api.listing.example/${"a".repeat(2_100)}`,
+    });
+    expect((await settle(shop.apiKey, long)).status).toBe(400);
     const listed = await api("GET", "/merchant/x402/resources", { token: shop.apiKey });
     expect(listed.body.resources.map((r: { resource: string }) => r.resource)).toEqual([
       "https://api.listing.example/paid",
     ]);
-    expect((await chargesOf(shop.apiKey)).length).toBe(2);
+    expect((await chargesOf(shop.apiKey)).length).toBe(1);
+    expect(await tokenBalance(payer.address)).toBe(1_000_000n - 1000n);
   });
 });
