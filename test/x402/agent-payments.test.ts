@@ -342,4 +342,44 @@ describe("POST /agent/x402/payments: at once", () => {
     expect(await countOf(agent.apiKey)).toBe(5);
     expect(new Set(made.map((a) => a.body.header.value)).size).toBe(5);
   });
+
+  it("a freeze amid 20 payments: every 201 is before the freeze in audit order, none after; the rest move nothing", async () => {
+    const agent = await createAgent({ policy: ANY_HOST, credit: 100 });
+    const body = { resource: RESOURCE, paymentRequired: v2Terms([v2Entry({ amount: "10000" })]) };
+    // Payments go out every 10 ms; the freeze as soon as the first is answered, while the others are on their way.
+    const sentAt: number[] = [];
+    const payments = Array.from({ length: 20 }, (_, i) =>
+      new Promise((r) => setTimeout(r, i * 10)).then(() => {
+        sentAt[i] = Date.now();
+        return pay(agent.apiKey, body);
+      }),
+    );
+    const frozen = Promise.race(payments).then(async () => {
+      const answer = await api("POST", `/console/agents/${agent.agentId}/freeze`, {
+        token: await consoleToken(),
+        body: { reason: "racing" },
+      });
+      return { answer, at: Date.now() };
+    });
+    const [answers, freezing] = await Promise.all([Promise.all(payments), frozen]);
+    expect(freezing.answer.status).toBe(200);
+    const made = answers.filter((a) => a.status === 201);
+    expect(made.length).toBeGreaterThanOrEqual(1);
+    for (const [i, a] of answers.entries()) {
+      if (a.status !== 201) expect(a.body.error).toBe("agent_frozen");
+      if (sentAt[i]! > freezing.at) expect(a.status).toBe(403);
+    }
+    const freezeRow = await env.DB.prepare("SELECT seq FROM audit_events WHERE type = 'agent.frozen' AND agent_id = ?")
+      .bind(agent.agentId)
+      .first<{ seq: number }>();
+    const paidRows = await env.DB.prepare(
+      "SELECT seq, reference FROM audit_events WHERE type = 'agent.x402_payment.authorized' AND agent_id = ?",
+    )
+      .bind(agent.agentId)
+      .all<{ seq: number; reference: string }>();
+    expect(paidRows.results.map((r) => r.reference).sort()).toEqual(made.map((a) => a.body.payment.paymentId).sort());
+    for (const row of paidRows.results) expect(row.seq).toBeLessThan(freezeRow!.seq);
+    expect(await unitsOf(agent.apiKey)).toBe(1_000_000n - 10_000n * BigInt(made.length));
+    expect(await countOf(agent.apiKey)).toBe(made.length);
+  });
 });
