@@ -7441,6 +7441,8 @@ export interface operations {
                     approvalThresholdUsd?: string;
                     /** @description Optional, comma-separated. */
                     allowedCategories?: string;
+                    /** @description Optional, comma-separated host names, or *. */
+                    allowedX402Hosts?: string;
                 };
             };
         };
@@ -7541,6 +7543,8 @@ export interface operations {
                     approvalThresholdUsd?: string;
                     /** @description Optional, comma-separated. */
                     allowedCategories?: string;
+                    /** @description Optional, comma-separated host names, or *. */
+                    allowedX402Hosts?: string;
                 };
             };
         };
