@@ -128,6 +128,12 @@ describe("POST /agent/x402/payments: paid", () => {
       token: await consoleToken(),
     });
     expect(listed.body.payments).toEqual([payment]);
+    // The debit is in the audit chain, and so in the CSV export, exact to the base unit.
+    const today = new Date().toISOString().slice(0, 10);
+    const csv = await api("GET", `/export/transactions.csv?from=${today}&to=${today}`, { token: await consoleToken() });
+    const line = csv.text.split("\r\n").find((l) => l.includes(payment.paymentId));
+    expect(line).toContain("agent.x402_payment.authorized");
+    expect(line?.endsWith(",12345")).toBe(true);
   });
 
   it("a version 1 402: X-PAYMENT, the first payable entry, below a cent exact", async () => {
