@@ -1,7 +1,7 @@
 import { storeResponseStatements } from "../db/idempotency";
 import { AGENT_FROZEN } from "../ledger/movements";
 import { placementOf } from "../ledger/place";
-import { agentX402PaymentPlan } from "../ledger/x402-out";
+import { agentX402PaymentPlan, X402_OUT_RECORDED } from "../ledger/x402-out";
 import { type CodeWith, codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
@@ -95,7 +95,8 @@ export async function payX402(call: WalletTurnCall, signed: SignedX402Payment): 
     end("unsure");
     throw error;
   }
-  if (result.kind === "committed") {
+  // Refused as already recorded: the sequencer committed it again after a batch whose answer was lost. It landed once.
+  if (result.kind === "committed" || result.reason === X402_OUT_RECORDED) {
     end("committed");
     return { kind: "authorized", payment: view, body };
   }

@@ -12,6 +12,9 @@ import { type Account, postingStatements } from "./postings";
  */
 export const x402OutAccount = (network: string): Account => `external:x402-out:${network}`;
 
+/** The refusal of a plan whose payment is already recorded: its batch landed before. */
+export const X402_OUT_RECORDED = "agent_x402_payment_recorded";
+
 /** An agent's payment of someone else's x402 paywall, as signed: what its batch records. */
 export interface AgentX402Payment {
   id: string;
@@ -38,12 +41,17 @@ export function agentX402PaymentPlan(p: AgentX402Payment, epilogue: SqlStatement
   const amount = baseUnitsParam(p.amountBaseUnits);
   return {
     statements: [
-      guards(agentNotFrozenCheck(p.agentId), [
-        INSUFFICIENT_BALANCE,
-        "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_base_units >= ?)",
-        p.agentId,
-        amount,
-      ]),
+      guards(
+        // The sequencer commits a plan again when it cannot tell whether its batch landed: this one did.
+        [X402_OUT_RECORDED, "NOT EXISTS (SELECT 1 FROM agent_x402_payments WHERE id = ?)", p.id],
+        agentNotFrozenCheck(p.agentId),
+        [
+          INSUFFICIENT_BALANCE,
+          "EXISTS (SELECT 1 FROM agents WHERE id = ? AND balance_base_units >= ?)",
+          p.agentId,
+          amount,
+        ],
+      ),
       ...postingStatements(
         p.id,
         [{ from: `agent:${p.agentId}`, to: x402OutAccount(p.network), amountBaseUnits: p.amountBaseUnits }],

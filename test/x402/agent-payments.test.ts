@@ -4,6 +4,8 @@ import { getAddress, type Hex, recoverTypedDataAddress } from "viem";
 import { describe, expect, it } from "vitest";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
 import { settingsOf } from "../../src/config/env";
+import { ledgerOf } from "../../src/ledger/ledger.do";
+import { agentX402PaymentPlan, X402_OUT_RECORDED } from "../../src/ledger/x402-out";
 import { caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
@@ -387,5 +389,34 @@ describe("POST /agent/x402/payments: at once", () => {
     for (const row of paidRows.results) expect(row.seq).toBeLessThan(freezeRow!.seq);
     expect(await unitsOf(agent.apiKey)).toBe(1_000_000n - 10_000n * BigInt(made.length));
     expect(await countOf(agent.apiKey)).toBe(made.length);
+  });
+});
+
+describe("the outbound payment's plan", () => {
+  it("committed twice (a lost answer): debited and recorded once, the second refused as already recorded", async () => {
+    const agent = await createAgent({ policy: ANY_HOST, credit: 10 });
+    const payment = {
+      id: `xpo_${crypto.randomUUID().replaceAll("-", "").slice(0, 24)}`,
+      agentId: agent.agentId,
+      resource: RESOURCE,
+      payTo: PAY_TO,
+      network: x().network,
+      asset: x().asset,
+      amountBaseUnits: 4_321n,
+      nonce: `0x${"cd".repeat(32)}`,
+      validBefore: Math.floor(Date.now() / 1000) + 60,
+      header: { name: "X-PAYMENT", value: "e30=" },
+      createdAt: new Date().toISOString(),
+    };
+    const plan = agentX402PaymentPlan(payment, []);
+    const ledger = ledgerOf(env, 0);
+    expect((await ledger.commit(plan)).kind).toBe("committed");
+    expect(await ledger.commit(plan)).toEqual({ kind: "refused", reason: X402_OUT_RECORDED });
+    expect(await unitsOf(agent.apiKey)).toBe(100_000n - 4_321n);
+    expect(await countOf(agent.apiKey)).toBe(1);
+    const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE reference = ?")
+      .bind(payment.id)
+      .first<{ n: number }>();
+    expect(audit?.n).toBe(1);
   });
 });
