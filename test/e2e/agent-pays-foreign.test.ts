@@ -53,15 +53,19 @@ describe("an agent pays the official x402 paywalls from its wallet", () => {
       const paywall = await (version === 1 ? foreignPaywallV1 : foreignPaywallV2)(chain, { maxTimeoutSeconds: 120 });
       opened.push(paywall);
       const url = `${paywall.url}/dear`;
-      const agent = await call("POST", "/console/agents", token, {
-        name: `foreign-v${version}`,
-        policy: { allowedX402Hosts: [new URL(url).hostname] },
-      });
-      expect(agent.status, agent.text).toBe(201);
-      const credited = await call("POST", `/console/agents/${agent.body.agentId}/credits`, token, {
-        amountUsdCents: 100,
-      });
-      expect(credited.status, credited.text).toBe(200);
+      // The operator's CLI makes the agent: its policy names the paywall's host, its wallet holds $1.
+      const made = dev.cli(
+        "agent",
+        "create",
+        "--name",
+        `foreign-v${version}`,
+        "--credit",
+        "100",
+        "--x402-hosts",
+        new URL(url).hostname,
+      );
+      expect(made.status, made.stderr).toBe(0);
+      const agent = { body: JSON.parse(made.stdout) as { agentId: string; apiKey: string } };
 
       const unpaid = await fetch(url);
       expect(unpaid.status).toBe(402);
