@@ -16,6 +16,8 @@ import { type AgentX402PaymentView, agentX402PaymentView } from "./x402-payments
  */
 export interface SignedX402Payment {
   resource: string;
+  /** Every URL the terms name beside `resource` (a version 2 answer's `resource.url`, the entry's `resource`): each host must be allowed. */
+  alsoNamed: string[];
   payTo: string;
   /** As the paywall's entry named it. */
   network: string;
@@ -48,7 +50,8 @@ type Judged = Exclude<X402PayOutcome, { kind: "authorized" | "conflict" }> | { k
 function judge(agent: AgentState | undefined, signed: SignedX402Payment): Judged {
   if (!agent) return { kind: "not_found" };
   if (agent.frozen) return { kind: "frozen" };
-  if (!x402HostAllowed(agent.policy, signed.resource)) return { kind: "host_not_allowed" };
+  const urls = [signed.resource, ...signed.alsoNamed];
+  if (!urls.every((url) => x402HostAllowed(agent.policy, url))) return { kind: "host_not_allowed" };
   const decision = evaluatePolicy(
     { ...agent.policy, allowedCategories: null },
     {
@@ -82,7 +85,8 @@ export async function payX402(call: WalletTurnCall, signed: SignedX402Payment): 
   );
   if (judged.kind !== "pay") return judged;
   const home = await placementOf(env).ofAgent(agentId);
-  const payment = { ...signed, id: newId("agentX402Payment", home), agentId, createdAt: nowIso(now) };
+  const { alsoNamed: _, ...recorded } = signed;
+  const payment = { ...recorded, id: newId("agentX402Payment", home), agentId, createdAt: nowIso(now) };
   const view = agentX402PaymentView({ ...payment, status: "authorized", txHash: null, settledAt: null });
   const body = JSON.stringify({ payment: view, header: signed.header });
   // Held from later decisions until the batch ends, so the next one (which may start now) cannot spend it too.

@@ -186,6 +186,23 @@ describe("POST /agent/x402/payments: refused, nothing debited", () => {
       error: "x402_host_not_allowed",
     },
     {
+      name: "the v2 terms name another host than the resource",
+      policy: { allowedX402Hosts: ["api.example"] },
+      body: () => ({
+        resource: RESOURCE,
+        paymentRequired: { ...v2Terms([v2Entry()]), resource: { url: "https://elsewhere.example/report" } },
+      }),
+      status: 403,
+      error: "x402_host_not_allowed",
+    },
+    {
+      name: "the v1 entry names another host than the resource",
+      policy: { allowedX402Hosts: ["api.example"] },
+      body: () => ({ resource: RESOURCE, paymentRequired: v1Terms({ resource: "https://elsewhere.example/r" }) }),
+      status: 403,
+      error: "x402_host_not_allowed",
+    },
+    {
       name: "over the per-transaction cap (exact)",
       policy: { ...ANY_HOST, maxPerTransactionUsdCents: 1 },
       body: () => ({ resource: RESOURCE, paymentRequired: v2Terms([v2Entry({ amount: "10001" })]) }),

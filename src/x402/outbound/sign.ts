@@ -3,11 +3,12 @@ import type { X402Settings } from "../../config/env";
 import { gasAccountOf } from "../transfer";
 import { authorizationFor, type PaymentHeader, paymentHeader, transferTypedData } from "./authorization";
 import type { PayableTerms } from "./choice";
-import type { AcceptsEntry, PaymentRequired } from "./request";
+import { type AcceptsEntry, isHttpUrl, type PaymentRequired } from "./request";
 
 /** An outbound payment signed, before the wallet decides on it: what its batch records, and the header. */
 export interface SignedOutbound {
   resource: string;
+  alsoNamed: string[];
   payTo: string;
   network: string;
   asset: string;
@@ -34,6 +35,7 @@ export async function signOutbound(
   const signature = await account.signTypedData(transferTypedData(p.terms, x.chainId, authorization));
   return {
     resource: p.resource,
+    alsoNamed: urlsNamedIn(p.paymentRequired, p.entry),
     payTo: p.terms.payTo,
     network: p.terms.network,
     asset: p.terms.asset,
@@ -42,4 +44,15 @@ export async function signOutbound(
     validBefore: Number(authorization.validBefore),
     header: paymentHeader(p.paymentRequired, p.entry, authorization, signature),
   };
+}
+
+/**
+ * The URLs the terms name beside the one the agent handed over: a version 2 answer's `resource.url`,
+ * and the chosen entry's `resource` when it is a URL. The agent's allowed hosts must cover each, so
+ * terms copied from one paywall cannot be paid under another's name.
+ */
+export function urlsNamedIn(paymentRequired: PaymentRequired, entry: AcceptsEntry): string[] {
+  const named = paymentRequired.x402Version === 2 ? [paymentRequired.resource.url] : [];
+  if (typeof entry.resource === "string" && isHttpUrl(entry.resource)) named.push(entry.resource);
+  return named;
 }
