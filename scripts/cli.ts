@@ -1,7 +1,7 @@
 // The operator's command line (`npm run --silent cli -- <command>`).
 //   console-token --email <address>      print a console session token, nothing else
 //   agent create --name <n> [--credit <cents>] [--max-per-tx <cents>] [--daily-limit <cents>]
-//                [--approval-threshold <cents>] [--categories a,b]
+//                [--approval-threshold <cents>] [--categories a,b] [--x402-hosts host,host|*]
 //                                        create an agent; print { agentId, apiKey } as one JSON line
 //   agent roll-key <agentId> [--grace <seconds>]
 //                                        a new key; the old one works for the grace (default 1 day, 0 = end it now);
@@ -81,6 +81,7 @@ async function agentCreate(args: string[]) {
       "daily-limit": { type: "string" },
       "approval-threshold": { type: "string" },
       categories: { type: "string" },
+      "x402-hosts": { type: "string" },
       email: { type: "string", default: DEFAULT_OPERATOR },
     },
   });
@@ -89,12 +90,9 @@ async function agentCreate(args: string[]) {
     maxPerTransactionUsdCents: cents(values["max-per-tx"], "--max-per-tx") ?? null,
     dailyLimitUsdCents: cents(values["daily-limit"], "--daily-limit") ?? null,
     approvalThresholdUsdCents: cents(values["approval-threshold"], "--approval-threshold") ?? null,
-    allowedCategories: values.categories
-      ? values.categories
-          .split(",")
-          .map((c) => c.trim())
-          .filter(Boolean)
-      : null,
+    allowedCategories: values.categories ? listOf(values.categories) : null,
+    // The hosts whose x402 paywalls it may pay from its wallet (`*`: any); absent, none.
+    allowedX402Hosts: values["x402-hosts"] ? listOf(values["x402-hosts"]).map((h) => h.toLowerCase()) : null,
   };
   const credit = cents(values.credit, "--credit");
   const token = await consoleToken(values.email);
@@ -106,6 +104,13 @@ async function agentCreate(args: string[]) {
     await call("POST", `/console/agents/${agent.agentId}/credits`, token, { amountUsdCents: credit, reference: "cli" });
   console.log(JSON.stringify({ agentId: agent.agentId, apiKey: agent.apiKey }));
 }
+
+/** A comma-separated option as its items, trimmed, empty ones dropped. */
+const listOf = (text: string) =>
+  text
+    .split(",")
+    .map((c) => c.trim())
+    .filter(Boolean);
 
 /** The one agent id an `agent <verb> <agentId>` command names, and its options. */
 function agentAndOptions(verb: string, args: string[], options: NonNullable<ParseArgsConfig["options"]>) {

@@ -27,6 +27,7 @@ import { treasuryRoutes } from "./treasury/routes";
 import { dispatchAfterWrite } from "./webhooks/dispatch";
 import { webhookRoutes } from "./webhooks/routes";
 import { facilitatorRoutes } from "./x402/facilitator-routes";
+import { agentX402Routes } from "./x402/outbound/routes";
 import { x402Routes } from "./x402/routes";
 
 /** The largest request body accepted (64 KiB). */
@@ -77,6 +78,7 @@ export function buildApp() {
   app.route("/", checkoutRoutes);
   app.route("/", paylinkRoutes);
   app.route("/", agentRoutes);
+  app.route("/", agentX402Routes);
   app.route("/", mcpRoutes);
   app.route("/", approvalRoutes);
   app.route("/", auditRoutes);

@@ -808,6 +808,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agent/x402/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's x402 payments
+         * @description Newest first.
+         */
+        get: operations["listAgentX402Payments"];
+        put?: never;
+        /**
+         * Pay an x402 paywall from the agent's wallet
+         * @description The agent hands over a 402's terms (the version 1 body, or the decoded version 2 `PAYMENT-REQUIRED`) and the resource URL. The service picks the first `accepts` entry it can pay (scheme `exact`, its network and asset), the agent's policy decides (`allowedX402Hosts`, the per-transaction cap, the daily limit, the balance: the category rule does not apply), and the service signs an EIP-3009 authorization from its settlement address for exactly that amount to that `payTo`, debiting the wallet in the same batch that records the payment. `Idempotency-Key` answers the same header again.
+         */
+        post: operations["payX402Resource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agent/x402/payments/{paymentId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One of the agent's x402 payments */
+        get: operations["getAgentX402Payment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/agents/{agentId}/x402/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An agent's x402 payments
+         * @description Newest first.
+         */
+        get: operations["listAgentX402PaymentsForConsole"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/approvals": {
         parameters: {
             query?: never;
@@ -1966,6 +2027,8 @@ export interface components {
             dailyLimitUsdCents: number | null;
             allowedCategories: string[] | null;
             approvalThresholdUsdCents: number | null;
+            /** @description Hosts whose x402 paywalls the agent may pay from its wallet (`*` for any); null: none. */
+            allowedX402Hosts: string[] | null;
         };
         Agent: {
             agentId: string;
@@ -3133,11 +3196,52 @@ export interface components {
                 lastPaymentAt: string;
             }[];
         };
+        AgentX402Payment: {
+            paymentId: string;
+            agentId: string;
+            /** @description The URL paid for, as the agent handed it over. */
+            resource: string;
+            /** @description Who the authorization pays (checksummed). */
+            payTo: string;
+            /** @description As the paywall's entry named it (`base-sepolia`, or `eip155:<chainId>`). */
+            network: string;
+            asset: string;
+            /** @description Exactly what the authorization moves and the wallet was debited. */
+            amountBaseUnits: string;
+            /** @enum {string} */
+            status: "authorized" | "settled" | "released";
+            /** @description The transaction that used the authorization, once settled. */
+            transaction: string | null;
+            /**
+             * Format: date-time
+             * @description After this the authorization can no longer be used.
+             */
+            validBefore: string;
+            /** Format: date-time */
+            createdAt: string;
+            settledAt: string | null;
+        };
+        AgentX402PaymentMade: {
+            payment: components["schemas"]["AgentX402Payment"];
+            header: {
+                /** @enum {string} */
+                name: "X-PAYMENT" | "PAYMENT-SIGNATURE";
+                /** @description Base64 of the signed payment, as the paywall's version expects it. */
+                value: string;
+            };
+        };
+        AgentX402PaymentList: {
+            payments: components["schemas"]["AgentX402Payment"][];
+        };
+        AgentX402PaymentOne: {
+            payment: components["schemas"]["AgentX402Payment"];
+        };
         PolicyInput: {
             maxPerTransactionUsdCents?: number | null;
             dailyLimitUsdCents?: number | null;
             allowedCategories?: string[] | null;
             approvalThresholdUsdCents?: number | null;
+            allowedX402Hosts?: string[] | null;
         };
         CreateAgentRequest: {
             name: string;
@@ -3356,6 +3460,55 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
+        };
+        AgentX402PaymentRequest: {
+            resource: string;
+            paymentRequired: {
+                /** @constant */
+                x402Version: 1;
+                accepts: ({
+                    scheme: string;
+                    network: string;
+                    amount?: string;
+                    maxAmountRequired?: string;
+                    asset?: string;
+                    payTo?: string;
+                    maxTimeoutSeconds?: number;
+                    resource?: string;
+                    extra?: {
+                        [key: string]: unknown;
+                    } | null;
+                } & {
+                    [key: string]: unknown;
+                })[];
+            } | {
+                /** @constant */
+                x402Version: 2;
+                resource: {
+                    url: string;
+                } & {
+                    [key: string]: unknown;
+                };
+                accepts: ({
+                    scheme: string;
+                    network: string;
+                    amount?: string;
+                    maxAmountRequired?: string;
+                    asset?: string;
+                    payTo?: string;
+                    maxTimeoutSeconds?: number;
+                    resource?: string;
+                    extra?: {
+                        [key: string]: unknown;
+                    } | null;
+                } & {
+                    [key: string]: unknown;
+                })[];
+                extensions?: {
+                    [key: string]: unknown;
+                };
+            };
+            maxAmountBaseUnits?: string;
         };
     };
     responses: {
@@ -5481,6 +5634,183 @@ export interface operations {
             500: components["responses"]["InternalError"];
         };
     };
+    listAgentX402Payments: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Payments. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentX402PaymentList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    payX402Resource: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional, 1 to 255 printable ASCII characters, scoped to the credential. The same key with the same request replays the first answer (with `Idempotent-Replayed: true`); with another request it is 409 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use`. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentX402PaymentRequest"];
+            };
+        };
+        responses: {
+            /** @description Signed and debited. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentX402PaymentMade"];
+                };
+            };
+            /** @description No entry on the service's scheme, network and asset (`unsupported_payment_requirements`); the one on them malformed (`invalid_payment_requirements`, with `problem` and `index`); or the request itself (`invalid_request`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            /** @description Refused by the policy (`excede_tope_por_transaccion`, `excede_limite_diario`, `saldo_insuficiente`); above the approval threshold (`x402_approval_unavailable`: outbound payments are not held for a human yet); or above the request's `maxAmountBaseUnits` (`over_max_amount`). Nothing is debited. */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The agent is frozen (`agent_frozen`); its policy allows no x402 payment to the resource's host (`x402_host_not_allowed`); the entry's `payTo` fails screening (`payee_flagged`); or a credential of another kind. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] | components["schemas"]["CredentialNotAllowed"];
+                };
+            };
+            /** @description The payment's batch found its Idempotency-Key reservation gone. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            /** @description The deployment takes no x402 (`x402_not_configured`) or holds no settlement key (`treasury_not_configured`); or the wallet is shedding load (`overloaded`, with `Retry-After`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getAgentX402Payment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                paymentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The payment. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentX402PaymentOne"];
+                };
+            };
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown payment (or another agent's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAgentX402PaymentsForConsole: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                agentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Payments. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentX402PaymentList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description `agent_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     listApprovals: {
         parameters: {
             query?: {
@@ -7111,6 +7441,8 @@ export interface operations {
                     approvalThresholdUsd?: string;
                     /** @description Optional, comma-separated. */
                     allowedCategories?: string;
+                    /** @description Optional, comma-separated host names, or *. */
+                    allowedX402Hosts?: string;
                 };
             };
         };
@@ -7211,6 +7543,8 @@ export interface operations {
                     approvalThresholdUsd?: string;
                     /** @description Optional, comma-separated. */
                     allowedCategories?: string;
+                    /** @description Optional, comma-separated host names, or *. */
+                    allowedX402Hosts?: string;
                 };
             };
         };

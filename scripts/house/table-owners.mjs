@@ -22,6 +22,8 @@ import ts from "typescript";
  */
 export const OWNERS = {
   agents: "agents",
+  // The wallet object decides and writes an agent's outbound x402 payments, and reads them for its daily spend.
+  agent_x402_payments: "agents",
   // The wallet object holds, grants and expires approvals; approvals/ (routes, lists) imports agents/.
   approvals: "agents",
   // The audit chain's history index: audit/archived.ts reads it; archive/ (which imports audit/) writes it.

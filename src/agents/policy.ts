@@ -4,6 +4,12 @@ import { amountMinor, centsToUsdcUnits } from "../lib/money";
 
 const limit = amountMinor.nullable().optional();
 
+/** A host name an agent may pay x402 paywalls on (lower case, no port), or `*` for any. */
+const X402Host = z
+  .string()
+  .max(253)
+  .regex(/^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/, "a lower-case host name, or *");
+
 /** The spending policy (docs/api.md, Agents and policies). Absent or null means no limit. */
 export const PolicySchema = z
   .object({
@@ -11,6 +17,7 @@ export const PolicySchema = z
     dailyLimitUsdCents: limit,
     allowedCategories: z.array(z.string().min(1).max(64)).max(100).nullable().optional(),
     approvalThresholdUsdCents: z.number().int().nonnegative().max(100_000_000_000).nullable().optional(),
+    allowedX402Hosts: z.array(X402Host).min(1).max(100).nullable().optional(),
   })
   .strict();
 
@@ -22,6 +29,8 @@ export interface Policy {
   dailyLimitUsdCents: number | null;
   allowedCategories: string[] | null;
   approvalThresholdUsdCents: number | null;
+  /** Hosts whose x402 paywalls the agent may pay from its wallet; null: none (outbound x402 is off). */
+  allowedX402Hosts: string[] | null;
 }
 
 export function normalizePolicy(input: PolicyInput | undefined): Policy {
@@ -30,6 +39,7 @@ export function normalizePolicy(input: PolicyInput | undefined): Policy {
     dailyLimitUsdCents: input?.dailyLimitUsdCents ?? null,
     allowedCategories: input?.allowedCategories ?? null,
     approvalThresholdUsdCents: input?.approvalThresholdUsdCents ?? null,
+    allowedX402Hosts: input?.allowedX402Hosts ?? null,
   };
 }
 
@@ -90,4 +100,12 @@ export function evaluatePolicy(policy: Policy, ctx: PaymentContext): PolicyDecis
   }
   if (amount > ctx.balanceBaseUnits) return { kind: "reject", reason: POLICY_REASONS.balance };
   return { kind: "pay" };
+}
+
+/** Whether the policy lets the agent pay an x402 paywall at `url`: its host named, or `*`. */
+export function x402HostAllowed(policy: Policy, url: string): boolean {
+  const hosts = policy.allowedX402Hosts;
+  if (!hosts) return false;
+  const host = new URL(url).hostname.toLowerCase();
+  return hosts.includes("*") || hosts.includes(host);
 }

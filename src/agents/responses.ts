@@ -10,6 +10,10 @@ export const Policy = named(
     dailyLimitUsdCents: z.number().int().positive().nullable(),
     allowedCategories: z.array(z.string()).nullable(),
     approvalThresholdUsdCents: z.number().int().nonnegative().nullable(),
+    allowedX402Hosts: z
+      .array(z.string())
+      .nullable()
+      .describe("Hosts whose x402 paywalls the agent may pay from its wallet (`*` for any); null: none."),
   }),
   "The stored policy: every field present, null meaning no limit.",
 );

@@ -9,6 +9,7 @@ import type { TransferIntents } from "../ledger/transfer-intents";
 import { type BatchEnd, HeldFigures } from "../lib/held-figures";
 import { utcDayStart } from "../lib/time";
 import { type Policy, parseStoredPolicy } from "./policy";
+import { x402PaidByAgentSince } from "./x402-payments";
 
 /** A charge as the wallet sees it, with what the policy needs to know of its merchant. */
 export interface PayableSnapshot extends ChargeRow {
@@ -45,8 +46,10 @@ const agentStatements = (db: D1Database, agentId: string, now: number) => [
   db
     .prepare(
       // Payments of charges in this shard, and transfers toward charges in other shards (pending or
-      // completed: a reversed one gave the money back), in base units, read as text (exact past 2^53).
-      `SELECT CAST(${paidByAgentSince("?1", "?2")} + ${transferredByAgentSince("?1", "?2")} AS TEXT) AS spent`,
+      // completed: a reversed one gave the money back), and payments of x402 paywalls anywhere, in base
+      // units, read as text (exact past 2^53).
+      `SELECT CAST(${paidByAgentSince("?1", "?2")} + ${transferredByAgentSince("?1", "?2")}
+         + ${x402PaidByAgentSince("?1", "?2")} AS TEXT) AS spent`,
     )
     .bind(agentId, utcDayStart(now)),
 ];

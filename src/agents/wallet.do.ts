@@ -23,6 +23,7 @@ import {
 import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
 import { grantApproval } from "./wallet-hold";
 import { AgentStateCache, readCharge, type WalletTurnCall } from "./wallet-state";
+import { payX402, type SignedX402Payment } from "./x402-pay";
 
 /**
  * One per agent (named by the agent id). Every mutation of the agent's wallet
@@ -55,6 +56,11 @@ export class WalletDurableObject extends DurableObject<Env> {
       agentId,
       this.serialize((endTurn) => payNewCharge(this.call(agentId, endTurn, slot), payment)),
     );
+  }
+
+  /** Pays someone else's x402 paywall with an authorization signed for it: decided by the policy and debited in its turn. */
+  payX402(agentId: string, signed: SignedX402Payment, slot?: IdempotencySlot) {
+    return this.serialize((endTurn) => payX402(this.call(agentId, endTurn, slot), signed));
   }
 
   /** An operation's call in its turn: this object's remembered figures, and how it lets the next operation start. */

@@ -1,3 +1,4 @@
+export * from "./agent-payments";
 export * from "./agents";
 export * from "./approvals";
 export * from "./archive";

@@ -107,6 +107,21 @@ export const ERROR_CODES = {
   chain_unavailable: 503,
   facilitator_unavailable: 503,
 
+  // An agent's payments of x402 paywalls anywhere (outbound)
+  agent_x402_payment_not_found: 404,
+  /** The agent's policy names no host of the resource (`allowedX402Hosts`; absent: outbound x402 is off). */
+  x402_host_not_allowed: 403,
+  /** The chosen entry's `payTo` fails screening (the OFAC list or the operators' blocklist). */
+  payee_flagged: 403,
+  /** The chosen entry's amount is above the request's `maxAmountBaseUnits`. */
+  over_max_amount: 402,
+  /** No `accepts` entry on the service's scheme, network and asset. */
+  unsupported_payment_requirements: 400,
+  /** The entry on the service's rails is malformed (`problem`: amount, max_timeout_seconds, pay_to, eip712_domain). */
+  invalid_payment_requirements: 400,
+  /** Above the approval threshold: an outbound payment cannot be held for a human yet. */
+  x402_approval_unavailable: 402,
+
   // Audit checkpoints
   checkpoint_not_found: 404,
   /** A checkpoint signs the head of the audit chain: a chain without rows has none to sign. */

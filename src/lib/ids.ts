@@ -15,6 +15,8 @@ export const ID_PREFIXES = {
   webhookEvent: "evt_wh_",
   payment: "PAY_",
   x402Payment: "xpay_",
+  /** An agent's payment of an x402 paywall (outbound). */
+  agentX402Payment: "xpo_",
   deposit: "dep_",
   payout: "po_",
   refund: "re_",

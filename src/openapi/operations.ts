@@ -32,6 +32,7 @@ import { TREASURY_OPERATIONS } from "../treasury/operations";
 import { WEBHOOK_OPERATIONS } from "../webhooks/operations";
 import { FACILITATOR_OPERATIONS } from "../x402/facilitator-operations";
 import { X402_OPERATIONS } from "../x402/operations";
+import { AGENT_X402_OPERATIONS } from "../x402/outbound/operations";
 
 /**
  * Every operation the app serves: each domain lists its own beside its routes
@@ -100,6 +101,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...CHECKOUT_OPERATIONS,
   ...PAYLINK_OPERATIONS,
   ...AGENT_OPERATIONS,
+  ...AGENT_X402_OPERATIONS,
   ...APPROVAL_OPERATIONS,
   ...AUDIT_OPERATIONS,
   ...PROOF_OPERATIONS,

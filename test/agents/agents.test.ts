@@ -9,6 +9,7 @@ const NO_LIMITS = {
   dailyLimitUsdCents: null,
   allowedCategories: null,
   approvalThresholdUsdCents: null,
+  allowedX402Hosts: null,
 };
 
 describe("POST /console/agents", () => {
@@ -46,6 +47,7 @@ describe("POST /console/agents", () => {
       dailyLimitUsdCents: 5000,
       allowedCategories: ["data", "compute"],
       approvalThresholdUsdCents: 700,
+      allowedX402Hosts: ["api.example", "*"],
     };
     const res = await api("POST", "/console/agents", { token: await consoleToken(), body: { name: "full", policy } });
     expect(res.status).toBe(201);

@@ -417,6 +417,7 @@ describe("evaluatePolicy (unit)", () => {
             dailyLimitUsdCents: daily,
             allowedCategories: categories,
             approvalThresholdUsdCents: threshold,
+            allowedX402Hosts: null,
           };
           const d = evaluatePolicy(
             p,
@@ -451,12 +452,14 @@ describe("PolicySchema and normalizePolicy (unit)", () => {
       dailyLimitUsdCents: null,
       allowedCategories: null,
       approvalThresholdUsdCents: null,
+      allowedX402Hosts: null,
     });
     expect(normalizePolicy({ dailyLimitUsdCents: 5 })).toEqual({
       maxPerTransactionUsdCents: null,
       dailyLimitUsdCents: 5,
       allowedCategories: null,
       approvalThresholdUsdCents: null,
+      allowedX402Hosts: null,
     });
   });
 

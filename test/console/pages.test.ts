@@ -445,6 +445,26 @@ describe("CSRF on page forms", () => {
     expect((await page("/console/ui/agents", cookie)).text).not.toContain(keys[0]);
   });
 
+  it("the policy form keeps the x402 hosts an agent may pay, shows them again, and refuses one that is no host name", async () => {
+    const { cookie, csrf, token } = await session();
+    const agent = await createAgent({ policy: { allowedX402Hosts: ["kept.example"] } });
+    const shown = await page(`/console/ui/agents/${agent.agentId}`, cookie);
+    expect(shown.text).toContain('value="kept.example"');
+    const saved = await post(`/console/ui/agents/${agent.agentId}/policy`, cookie, {
+      _csrf: csrf,
+      allowedX402Hosts: "API.Example, *",
+    });
+    expect(saved.status).toBe(303);
+    const policy = (await api("GET", `/console/agents/${agent.agentId}`, { token })).body.policy;
+    expect(policy.allowedX402Hosts).toEqual(["api.example", "*"]);
+    const refused = await post(`/console/ui/agents/${agent.agentId}/policy`, cookie, {
+      _csrf: csrf,
+      allowedX402Hosts: "https://api.example/path",
+    });
+    expect(decodeURIComponent(refused.headers.get("location")!)).toContain("Policy not saved");
+    expect((await api("GET", `/console/agents/${agent.agentId}`, { token })).body.policy).toEqual(policy);
+  });
+
   it("the forms refuse what the API refuses, and store nothing: a later read of the agent still works", async () => {
     const { cookie, csrf, token } = await session();
     const agent = await createAgent({ credit: 1_000 });

@@ -17,6 +17,7 @@ const LIMITS = {
   dailyLimitUsdCents: 5000,
   allowedCategories: ["data"],
   approvalThresholdUsdCents: 300,
+  allowedX402Hosts: ["api.example"],
 };
 const JSON_BODY_REQUIRED = {
   error: "invalid_request",
@@ -69,6 +70,7 @@ describe("PUT /console/agents/:agentId/policy with a body that is not declared J
         dailyLimitUsdCents: 900,
         allowedCategories: null,
         approvalThresholdUsdCents: null,
+        allowedX402Hosts: null,
       };
       expect(res.body).toEqual({ policy: expected });
       expect(await policyOf(agent.agentId)).toEqual(expected);
@@ -84,6 +86,7 @@ describe("PUT /console/agents/:agentId/policy with a body that is not declared J
       dailyLimitUsdCents: null,
       allowedCategories: null,
       approvalThresholdUsdCents: null,
+      allowedX402Hosts: null,
     });
   });
 

@@ -345,6 +345,7 @@ describe("mass assignment: unknown fields are refused and change nothing", () =>
       dailyLimitUsdCents: 9000,
       allowedCategories: null,
       approvalThresholdUsdCents: null,
+      allowedX402Hosts: null,
     });
   });
 

@@ -150,6 +150,7 @@ describe("duplicate keys: 400, nothing created", () => {
       dailyLimitUsdCents: 5000,
       allowedCategories: ["data"],
       approvalThresholdUsdCents: 300,
+      allowedX402Hosts: ["api.example"],
     };
     const agent = await createAgent({ policy });
     const token = await consoleToken();

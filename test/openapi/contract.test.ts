@@ -4,6 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, inject, it, type MockInstance, vi } from "vitest";
 import committed from "../../client/openapi.json";
 import { buildApp } from "../../src/app";
+import { settingsOf } from "../../src/config/env";
 import { type OpenApiDocument, openApiPath } from "../../src/openapi/document";
 import { OPERATIONS } from "../../src/openapi/operations";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
@@ -615,6 +616,46 @@ describe("agents and approvals", () => {
         .status,
     ).toBe(404);
     expect((await rec.call("GET", "/balance", { token: created.body.apiKey })).body.balanceMinor).toBe(250);
+  });
+
+  it("pays an x402 paywall from an agent's wallet, lists and reads the payment, and refuses each way", async () => {
+    const token = await consoleToken();
+    const x = settingsOf(env).x402!;
+    const agent = await createAgent({ name: "contract-x402-out", policy: { allowedX402Hosts: ["*"] }, credit: 10 });
+    const entry = (amount: string) => ({
+      scheme: "exact",
+      network: x.network,
+      maxAmountRequired: amount,
+      asset: x.asset,
+      payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+      maxTimeoutSeconds: 60,
+      extra: { name: x.assetName, version: x.assetVersion },
+    });
+    const pay = (accepts: unknown[]) =>
+      rec.call("POST", "/agent/x402/payments", {
+        token: agent.apiKey,
+        body: { resource: "https://api.example/report", paymentRequired: { x402Version: 1, accepts } },
+      });
+    const paid = await pay([entry("2500")]);
+    expect(paid.status, paid.text).toBe(201);
+    expect((await pay([{ ...entry("1"), network: "solana" }])).status).toBe(400);
+    expect((await pay([entry("1000001")])).status).toBe(402);
+    const unlisted = await createAgent({ name: "contract-x402-off", credit: 1 });
+    const off = await rec.call("POST", "/agent/x402/payments", {
+      token: unlisted.apiKey,
+      body: { resource: "https://api.example/report", paymentRequired: { x402Version: 1, accepts: [entry("1")] } },
+    });
+    expect(off.status).toBe(403);
+    const { paymentId } = paid.body.payment;
+    const listed = await rec.call("GET", "/agent/x402/payments?limit=5", { token: agent.apiKey });
+    expect(listed.body.payments).toEqual([paid.body.payment]);
+    expect((await rec.call("GET", "/agent/x402/payments?limit=101", { token: agent.apiKey })).status).toBe(400);
+    expect((await rec.call("GET", `/agent/x402/payments/${paymentId}`, { token: agent.apiKey })).status).toBe(200);
+    expect((await rec.call("GET", `/agent/x402/payments/${paymentId}`, { token: unlisted.apiKey })).status).toBe(404);
+    const path = `/console/agents/${agent.agentId}/x402/payments`;
+    expect((await rec.call("GET", path, { token })).body.payments).toEqual([paid.body.payment]);
+    expect((await rec.call("GET", `${path}?limit=0`, { token })).status).toBe(400);
+    expect((await rec.call("GET", "/console/agents/agent_doesnotexist/x402/payments", { token })).status).toBe(404);
   });
 
   it("rolls agent and merchant keys, and freezes and unfreezes agents", async () => {

@@ -38,9 +38,16 @@ export const graceFromForm = (body: FormBody) => {
 /** What RollKeyBody accepts. */
 export const GRACE_RULE = "the old key's grace is whole seconds from 0 to 604,800 (7 days)";
 
+/** A comma-separated field as its items, trimmed, empty ones dropped. */
+const listField = (body: FormBody, name: string) =>
+  field(body, name)
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+
 /** What the policy and credit forms accept, as PolicySchema and CreditBody do. */
 export const AMOUNT_RULE =
-  "amounts in dollars with at most two decimals, up to $1,000,000,000 (limits above $0), and up to 100 categories of up to 64 characters";
+  "amounts in dollars with at most two decimals, up to $1,000,000,000 (limits above $0), up to 100 categories of up to 64 characters, and up to 100 x402 hosts (host names, or *)";
 
 /**
  * A policy from form fields (empty = no limit), checked by the API's own PolicySchema: every
@@ -48,15 +55,15 @@ export const AMOUNT_RULE =
  * Null when the form breaks a rule.
  */
 export function policyFromForm(body: FormBody) {
-  const categories = field(body, "allowedCategories")
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean);
+  const categories = listField(body, "allowedCategories");
+  // Host names are case-insensitive; the policy keeps them in lower case.
+  const hosts = listField(body, "allowedX402Hosts").map((h) => h.toLowerCase());
   const parsed = PolicySchema.safeParse({
     maxPerTransactionUsdCents: optionalDollars(field(body, "maxPerTransactionUsd")),
     dailyLimitUsdCents: optionalDollars(field(body, "dailyLimitUsd")),
     approvalThresholdUsdCents: optionalDollars(field(body, "approvalThresholdUsd")),
     allowedCategories: categories.length > 0 ? categories : null,
+    allowedX402Hosts: hosts.length > 0 ? hosts : null,
   });
   return parsed.success ? normalizePolicy(parsed.data) : null;
 }

@@ -140,6 +140,7 @@ export const PAGE_OPERATIONS: Operation[] = [
       dailyLimitUsd: "Optional, dollars.",
       approvalThresholdUsd: "Optional, dollars.",
       allowedCategories: "Optional, comma-separated.",
+      allowedX402Hosts: "Optional, comma-separated host names, or *.",
     },
   ),
   page("get", "/console/ui/agents/:agentId", "consoleAgentPage", "One agent", {
@@ -157,6 +158,7 @@ export const PAGE_OPERATIONS: Operation[] = [
       dailyLimitUsd: "Optional, dollars.",
       approvalThresholdUsd: "Optional, dollars.",
       allowedCategories: "Optional, comma-separated.",
+      allowedX402Hosts: "Optional, comma-separated host names, or *.",
     },
   ),
   page(

@@ -32,6 +32,18 @@ export const PolicyFields = (props: { policy?: AgentItem["policy"] }) => (
         Comma-separated; empty allows any.
       </small>
     </div>
+    <div>
+      <label for="policy-allowedX402Hosts">x402 hosts it may pay</label>
+      <input
+        id="policy-allowedX402Hosts"
+        name="allowedX402Hosts"
+        aria-describedby="policy-allowedX402Hosts-hint"
+        value={props.policy?.allowedX402Hosts?.join(", ") ?? ""}
+      />
+      <small class="hint" id="policy-allowedX402Hosts-hint">
+        Comma-separated host names, or *; empty: it pays no x402 paywall.
+      </small>
+    </div>
   </div>
 );
 
@@ -91,6 +103,7 @@ const policySummary = (p: AgentItem["policy"]) =>
     p.dailyLimitUsdCents !== null ? `${usd(p.dailyLimitUsdCents)}/day` : null,
     p.approvalThresholdUsdCents !== null ? `approval over ${usd(p.approvalThresholdUsdCents)}` : null,
     p.allowedCategories?.length ? `only ${p.allowedCategories.join(", ")}` : null,
+    p.allowedX402Hosts?.length ? `x402 on ${p.allowedX402Hosts.join(", ")}` : null,
   ]
     .filter(Boolean)
     .join(" · ") || "no limits";

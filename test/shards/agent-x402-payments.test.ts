@@ -1,0 +1,52 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { settingsOf } from "../../src/config/env";
+import { shardOfId } from "../../src/db/shards";
+import { api, consoleToken } from "../helpers/api";
+import { agentOn, expectShardsAtRest, homeBalance } from "./helpers";
+
+// An agent of shard 1 pays an x402 paywall anywhere: the payment, its debit, its audit row and the
+// keyed answer all live in the agent's home, and its id says so.
+
+describe("a shard-1 agent pays an x402 paywall", () => {
+  it("201 with an xpo_s1_ payment, debited in shard 1, read back there, the same header for the same key", async () => {
+    const x = settingsOf(env).x402!;
+    const agent = await agentOn(1, { credit: 100, policy: { allowedX402Hosts: ["*"] } });
+    const body = {
+      resource: "https://api.example/report",
+      paymentRequired: {
+        x402Version: 1,
+        accepts: [
+          {
+            scheme: "exact",
+            network: x.network,
+            maxAmountRequired: "30000",
+            asset: x.asset,
+            payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+            maxTimeoutSeconds: 60,
+            extra: { name: x.assetName, version: x.assetVersion },
+          },
+        ],
+      },
+    };
+    const key = `shard-1-${crypto.randomUUID()}`;
+    const headers = { "idempotency-key": key };
+    const res = await api("POST", "/agent/x402/payments", { token: agent.apiKey, body, headers });
+    expect(res.status, res.text).toBe(201);
+    const { paymentId } = res.body.payment;
+    expect(paymentId).toMatch(/^xpo_s1_/);
+    expect(shardOfId(paymentId)).toBe(1);
+    expect(await homeBalance("agent", agent.agentId)).toBe(97);
+
+    const again = await api("POST", "/agent/x402/payments", { token: agent.apiKey, body, headers });
+    expect(again.status).toBe(201);
+    expect(again.text).toBe(res.text);
+    expect(await homeBalance("agent", agent.agentId)).toBe(97);
+
+    const one = await api("GET", `/agent/x402/payments/${paymentId}`, { token: agent.apiKey });
+    expect(one.body.payment).toEqual(res.body.payment);
+    const listed = await api("GET", `/console/agents/${agent.agentId}/x402/payments`, { token: await consoleToken() });
+    expect(listed.body.payments).toEqual([res.body.payment]);
+    await expectShardsAtRest();
+  });
+});
