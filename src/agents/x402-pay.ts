@@ -1,7 +1,7 @@
 import { storeResponseStatements } from "../db/idempotency";
 import { AGENT_FROZEN } from "../ledger/movements";
 import { placementOf } from "../ledger/place";
-import { agentX402PaymentPlan, X402_OUT_RECORDED } from "../ledger/x402-out";
+import { type AgentX402Payment, agentX402PaymentPlan, X402_OUT_RECORDED } from "../ledger/x402-out";
 import { type CodeWith, codeWith, INSUFFICIENT_BALANCE } from "../lib/error-codes";
 import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
@@ -14,20 +14,10 @@ import { type AgentX402PaymentView, agentX402PaymentView } from "./x402-payments
  * exactly the chosen entry, and the header that carries it. It is given to the agent only if the
  * wallet commits it: refused, it is dropped, never having left the service.
  */
-export interface SignedX402Payment {
-  resource: string;
+export type SignedX402Payment = Omit<AgentX402Payment, "id" | "agentId" | "createdAt"> & {
   /** Every URL the terms name beside `resource` (a version 2 answer's `resource.url`, the entry's `resource`): each host must be allowed. */
   alsoNamed: string[];
-  payTo: string;
-  /** As the paywall's entry named it. */
-  network: string;
-  asset: string;
-  amountBaseUnits: bigint;
-  nonce: string;
-  /** Unix seconds. */
-  validBefore: number;
-  header: { name: string; value: string };
-}
+};
 
 /** How an outbound x402 payment ended; the route maps each to its answer. */
 export type X402PayOutcome =

@@ -1,22 +1,10 @@
 import { type Hex, toHex } from "viem";
+import type { SignedX402Payment } from "../../agents/x402-pay";
 import type { X402Settings } from "../../config/env";
 import { gasAccountOf } from "../transfer";
-import { authorizationFor, type PaymentHeader, paymentHeader, transferTypedData } from "./authorization";
+import { authorizationFor, paymentHeader, transferTypedData } from "./authorization";
 import type { PayableTerms } from "./choice";
 import { type AcceptsEntry, isHttpUrl, type PaymentRequired } from "./request";
-
-/** An outbound payment signed, before the wallet decides on it: what its batch records, and the header. */
-export interface SignedOutbound {
-  resource: string;
-  alsoNamed: string[];
-  payTo: string;
-  network: string;
-  asset: string;
-  amountBaseUnits: bigint;
-  nonce: Hex;
-  validBefore: number;
-  header: PaymentHeader;
-}
 
 /**
  * Signs the EIP-3009 authorization for the chosen entry from the settlement address (`key`), with
@@ -28,7 +16,7 @@ export async function signOutbound(
   key: Hex,
   p: { resource: string; paymentRequired: PaymentRequired; entry: AcceptsEntry; terms: PayableTerms },
   nowSeconds: number,
-): Promise<SignedOutbound> {
+): Promise<SignedX402Payment> {
   const account = gasAccountOf(key);
   const nonce = toHex(crypto.getRandomValues(new Uint8Array(32)));
   const authorization = authorizationFor(p.terms, account.address, nowSeconds, nonce);
