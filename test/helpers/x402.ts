@@ -6,6 +6,7 @@ import {
   http,
   keccak256,
   parseAbiItem,
+  recoverTypedDataAddress,
   toHex,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -15,6 +16,42 @@ import type { Refusal, RelayedSend } from "../setup/chain.global";
 import { api } from "./api";
 
 export const chain = () => inject("chain");
+
+/**
+ * EIP-3009's TransferWithAuthorization, spelled here from the standard rather than taken from the
+ * service, so a test that signs or recovers with it checks the service's own typed data.
+ */
+const EIP3009_TYPES = {
+  TransferWithAuthorization: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "value", type: "uint256" },
+    { name: "validAfter", type: "uint256" },
+    { name: "validBefore", type: "uint256" },
+    { name: "nonce", type: "bytes32" },
+  ],
+} as const;
+
+/** Who signed an authorization (as an x402 payload states it, decimal strings) under the token's `domain`. */
+export const signerOfAuthorization = (
+  signature: Hex,
+  a: Record<string, string>,
+  domain: { name: string; version: string; chainId: number; verifyingContract: Hex },
+) =>
+  recoverTypedDataAddress({
+    domain,
+    types: EIP3009_TYPES,
+    primaryType: "TransferWithAuthorization",
+    message: {
+      from: a.from as Hex,
+      to: a.to as Hex,
+      value: BigInt(a.value!),
+      validAfter: BigInt(a.validAfter!),
+      validBefore: BigInt(a.validBefore!),
+      nonce: a.nonce as Hex,
+    },
+    signature,
+  });
 
 /** Makes the RPC relay in front of the chain refuse what `refusal` names (test/setup/chain.global.ts). */
 export async function refuseAtRelay(refusal: Refusal) {
@@ -103,16 +140,7 @@ export async function signAuthorization(payer: number | Hex, value: bigint, over
       chainId: c.chainId,
       verifyingContract: overrides.verifyingContract ?? c.token,
     },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
-    },
+    types: EIP3009_TYPES,
     primaryType: "TransferWithAuthorization",
     message: authorization,
   });

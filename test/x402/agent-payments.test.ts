@@ -1,14 +1,14 @@
 import { env } from "cloudflare:workers";
 import { decodePaymentSignatureHeader } from "@x402/core/http";
-import { getAddress, type Hex, recoverTypedDataAddress } from "viem";
+import { getAddress, type Hex } from "viem";
 import { describe, expect, it } from "vitest";
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/client";
 import { settingsOf } from "../../src/config/env";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { agentX402PaymentPlan, X402_OUT_RECORDED } from "../../src/ledger/x402-out";
 import { caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
+import { signerOfAuthorization } from "../helpers/x402";
 
 /*
  * An agent pays someone else's x402 paywall from its wallet (POST /agent/x402/payments): the policy
@@ -72,28 +72,13 @@ async function countOf(key: string): Promise<number> {
 }
 
 /** Who signed the header's authorization, read back with the token's domain. */
-async function signerOf(payload: { signature: Hex; authorization: Record<string, string> }) {
-  const a = payload.authorization;
-  return recoverTypedDataAddress({
-    domain: {
-      name: x().assetName,
-      version: x().assetVersion,
-      chainId: x().chainId,
-      verifyingContract: x().asset,
-    },
-    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
-    primaryType: "TransferWithAuthorization",
-    message: {
-      from: a.from as Hex,
-      to: a.to as Hex,
-      value: BigInt(a.value!),
-      validAfter: BigInt(a.validAfter!),
-      validBefore: BigInt(a.validBefore!),
-      nonce: a.nonce as Hex,
-    },
-    signature: payload.signature,
+const signerOf = (payload: { signature: Hex; authorization: Record<string, string> }) =>
+  signerOfAuthorization(payload.signature, payload.authorization, {
+    name: x().assetName,
+    version: x().assetVersion,
+    chainId: x().chainId,
+    verifyingContract: x().asset,
   });
-}
 
 describe("POST /agent/x402/payments: paid", () => {
   it("a version 2 402: 201, the wallet debited exactly, a header signed by the settlement address", async () => {

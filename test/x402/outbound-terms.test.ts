@@ -1,5 +1,5 @@
 import { decodePaymentSignatureHeader } from "@x402/core/http";
-import { getAddress, type Hex, verifyTypedData } from "viem";
+import { getAddress, type Hex, isAddressEqual } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { PaymentPayloadSchema } from "x402/types";
@@ -12,6 +12,7 @@ import {
   type PaymentRequired,
 } from "../../src/x402/outbound/request";
 import { decodePaymentHeader } from "../../src/x402/payload";
+import { signerOfAuthorization } from "../helpers/x402";
 
 /*
  * The pure edge of agents' outbound x402 payments: the request's limits, the choice of the entry
@@ -201,31 +202,11 @@ async function signedHeader(paymentRequired: PaymentRequired) {
   };
 }
 
-const recovers = (signature: Hex, a: Record<string, string>, name = "USDC") =>
-  verifyTypedData({
-    address: a.from as Hex,
-    signature,
-    domain: { name, version: "2", chainId: 84532, verifyingContract: CHAIN.asset },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
-    },
-    primaryType: "TransferWithAuthorization",
-    message: {
-      from: a.from as Hex,
-      to: a.to as Hex,
-      value: BigInt(a.value!),
-      validAfter: BigInt(a.validAfter!),
-      validBefore: BigInt(a.validBefore!),
-      nonce: a.nonce as Hex,
-    },
-  });
+const recovers = async (signature: Hex, a: Record<string, string>, name = "USDC") =>
+  isAddressEqual(
+    await signerOfAuthorization(signature, a, { name, version: "2", chainId: 84532, verifyingContract: CHAIN.asset }),
+    a.from as Hex,
+  );
 
 describe("the signed payment header", () => {
   it("v2: PAYMENT-SIGNATURE, read back by @x402/core, the entry echoed whole, the signer recovered", async () => {
