@@ -29,7 +29,7 @@ form.card>button{display:block}button.secondary{background:#fff;color:var(--acce
 .error{background:#ffebe9;border:1px solid #ff818266;padding:.6rem .8rem;border-radius:6px;margin-bottom:1rem}
 .secret{background:#fff8c5;border:1px solid #d4a72c;padding:.75rem;border-radius:6px;margin-bottom:1rem}
 .row{display:flex;gap:1rem;flex-wrap:wrap}.row>*{flex:1 1 200px}
-.fields{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:0 1rem}.fields>*{min-width:0}.fields input{max-width:none}
+.fields{display:grid;grid-template-columns:repeat(auto-fit,minmax(180px,1fr));gap:0 1rem}.fields>*{min-width:0}.fields input{max-width:none}
 .hint{display:block;margin-top:.15rem;color:var(--muted);font-size:.8rem}
 .card h2{margin-top:0}.grid{margin-bottom:1rem}.stat>span{display:block}.stat .mono{font-size:.8em}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:1rem;margin-bottom:1rem}.cards>*{min-width:0}
