@@ -1,21 +1,14 @@
 import type { Env } from "../config/env";
 import { placementOf } from "../ledger/place";
+import type { AgentX402Payment } from "../ledger/x402-out";
 
-/** A stored outbound x402 payment, as its reads return it. */
-export interface AgentX402PaymentRow {
-  id: string;
-  agentId: string;
-  resource: string;
-  payTo: string;
-  network: string;
-  asset: string;
+/** A stored outbound x402 payment, as its reads return it: what its batch recorded, and its life since. */
+export type AgentX402PaymentRow = Omit<AgentX402Payment, "amountBaseUnits" | "nonce" | "header"> & {
   amountBaseUnits: bigint | number | string;
-  validBefore: number;
   status: string;
   txHash: string | null;
-  createdAt: string;
   settledAt: string | null;
-}
+};
 
 /** The payment object of `/agent/x402/payments` (docs/api.md). */
 export interface AgentX402PaymentView {

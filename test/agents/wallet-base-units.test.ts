@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { PolicyInput } from "../../src/agents/policy";
 import { readAgentState } from "../../src/agents/wallet-state";
-import { walletPaymentPlan } from "../../src/ledger/movements";
+import { type PayableCharge, walletPaymentPlan } from "../../src/ledger/movements";
 import { placementOf } from "../../src/ledger/place";
 import { newId } from "../../src/lib/ids";
 import { api, consoleToken } from "../helpers/api";
@@ -119,15 +119,7 @@ describe("a wallet pays amounts below a cent exactly", () => {
         "SELECT id, merchant_id AS merchantId, amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, description, checkout_link_id AS checkoutLinkId FROM charges WHERE id = ?",
       )
       .bind(chargeId)
-      .first<{
-        id: string;
-        merchantId: string;
-        amountMinor: number;
-        amountBaseUnits: number;
-        currency: string;
-        description: string | null;
-        checkoutLinkId: string | null;
-      }>();
+      .first<PayableCharge>();
     const plan = walletPaymentPlan({
       charge: row!,
       agentId: agent.agentId,

@@ -8,6 +8,7 @@ import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fet
 import { facilitatorTerms } from "../../examples/paywall/facilitator";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
+import { EIP3009_ABI } from "../../src/chain/client";
 import { authorizationFor, paymentHeader, transferTypedData } from "../../src/x402/outbound/authorization";
 import { choosePayableEntry } from "../../src/x402/outbound/choice";
 import { OutboundPaymentRequest } from "../../src/x402/outbound/request";
@@ -21,19 +22,6 @@ import {
   foreignPaywallV1,
   foreignPaywallV2,
 } from "./foreign-paywalls";
-
-const AUTHORIZATION_STATE = [
-  {
-    type: "function",
-    name: "authorizationState",
-    stateMutability: "view",
-    inputs: [
-      { name: "authorizer", type: "address" },
-      { name: "nonce", type: "bytes32" },
-    ],
-    outputs: [{ type: "bool" }],
-  },
-] as const;
 
 interface Sent {
   from: Hex;
@@ -86,7 +74,7 @@ describe("paywalls of the official x402 middlewares, settled by the official fac
   const used = (sent: Sent) =>
     reader().readContract({
       address: chain.asset,
-      abi: AUTHORIZATION_STATE,
+      abi: EIP3009_ABI,
       functionName: "authorizationState",
       args: [sent.from, sent.nonce],
     });
