@@ -65,11 +65,13 @@ export async function payAt(
   /** The target's receiving address, when the caller already read it: it is not read again. */
   knownReceiving: ReceivingRow | null = null,
 ): Promise<X402Outcome> {
+  const settler = facilitator ?? facilitatorOf(env, x);
+  const ahead = await checkedAhead(env, x, settler, ref, resource, sent, knownReceiving);
   const found = await lookUp(env, x, where, ref, sent, knownReceiving);
   const { target, receiving } = found;
   if (!target) return { kind: "charge_not_found" };
   if (target.kind === "charge" && closedToOthers(target.charge)) return { kind: "not_payable" };
-  const terms = await termsForTarget(env, x, target, resource, receiving);
+  const terms = ahead?.terms ?? (await termsForTarget(env, x, target, resource, receiving));
   if (!sent) return { kind: "invalid", reason: "invalid_payload", terms };
   const payer = sent.authorization.from.toLowerCase();
 
@@ -78,7 +80,7 @@ export async function payAt(
       return { kind: "invalid", reason: "invalid_exact_evm_nonce_already_used", terms };
     return outcomeOfEarlier(found.earlier, payer);
   }
-  const nowSeconds = Math.floor(Date.now() / 1000);
+  const nowSeconds = ahead?.nowSeconds ?? Math.floor(Date.now() / 1000);
   const chosen = await paymentToSettle(x, target, terms, sent, found, payer, nowSeconds);
   if ("outcome" in chosen) return chosen.outcome;
 
@@ -86,7 +88,6 @@ export async function payAt(
     // Paid by something else: no new payment is taken; the charge answers with itself.
     return { kind: "already_paid", charge: chargeView(target.charge) };
   }
-  const settler = facilitator ?? facilitatorOf(env, x);
   const verified = await verifyBeforeReserving(
     env,
     x,
@@ -97,6 +98,7 @@ export async function payAt(
     found.onBlocklist,
     payer,
     nowSeconds,
+    ahead,
   );
   if ("kind" in verified) return (await usedMeanwhile(where, x, sent, target, terms, payer, verified)) ?? verified;
 
@@ -105,6 +107,46 @@ export async function payAt(
     return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
   return settleReserved(env, x, settler, terms, chosen.payment, reserved, payer);
 }
+
+/** A payment's checks begun before the lookups: its terms, its offline checks, and the chain's check under way. */
+interface Ahead {
+  terms: Terms;
+  nowSeconds: number;
+  offline: VerifyResult;
+  /** The facilitator's verification of the payment as sent; null when the offline checks refused it. */
+  chain: Promise<FacilitatorVerify> | null;
+}
+
+/**
+ * A merchant's own route (the service as its facilitator) states its terms in the request and its
+ * receiving address is already held, so the payment's offline checks need nothing the lookups read:
+ * they run first, and the chain's check (one JSON-RPC batch, the longest wait before the
+ * reservation) goes out while the lookups read, not after them. Only a payment our checks pass
+ * reaches the chain, as before; what the lookups find (a replay, a purchase's earlier attempt, a
+ * screened payer) still decides before the chain's answer is used, and an answer not used is dropped.
+ */
+async function checkedAhead(
+  env: Env,
+  x: X402Settings,
+  settler: Facilitator,
+  ref: X402TargetRef,
+  resource: string,
+  sent: DecodedPayment | null,
+  known: ReceivingRow | null,
+): Promise<Ahead | null> {
+  if (!sent || !known || ref.kind !== "facilitated") return null;
+  const terms = await termsForTarget(env, x, ref, resource, known);
+  const nowSeconds = Math.floor(Date.now() / 1000);
+  const offline = await verifyOffline(x, terms, sent, nowSeconds, signatureCheckOf(settler));
+  if (!offline.isValid) return { terms, nowSeconds, offline, chain: null };
+  const chain = settler.verify(sent, terms);
+  // Awaited only if the payment goes on; a failure nobody awaits must not surface as unhandled.
+  chain.catch(() => undefined);
+  return { terms, nowSeconds, offline, chain };
+}
+
+/** Whether our checks recover the signature, or leave it to the facilitator's dry run of the transfer. */
+const signatureCheckOf = (settler: Facilitator) => (settler.checksSignature ? "left_to_chain" : "recover");
 
 /**
  * A pending charge a merchant's facilitated settlement made is paid by that payment only, which
@@ -208,11 +250,12 @@ export async function verifiedByBoth(
   nowSeconds: number,
   onBlocklist: boolean,
   proof?: VerifyResult,
+  /** The facilitator's verification of this very payment to these terms, already under way. */
+  chain?: Promise<FacilitatorVerify> | null,
 ): Promise<FacilitatorVerify> {
-  const signature = settler.checksSignature ? "left_to_chain" : "recover";
-  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist, proof, signature);
+  const verdict = await verifyPayment(x, terms, payment, nowSeconds, onBlocklist, proof, signatureCheckOf(settler));
   if (!verdict.isValid) return { isValid: false, invalidReason: verdict.invalidReason };
-  return settler.verify(payment, terms);
+  return chain ?? settler.verify(payment, terms);
 }
 
 /**
@@ -229,8 +272,10 @@ async function verifyBeforeReserving(
   onBlocklist: boolean,
   payer: string,
   nowSeconds: number,
+  ahead: Ahead | null,
 ): Promise<X402Outcome | { seenBlock: number | null }> {
-  // The proof above already checked the payment as sent; a stored one standing in for it is checked afresh.
+  // The checks above already ran on the payment as sent; a stored one standing in for it is checked afresh.
+  const asSent = payment === sent;
   const verdict = await verifiedByBoth(
     x,
     settler,
@@ -238,7 +283,8 @@ async function verifyBeforeReserving(
     payment,
     nowSeconds,
     onBlocklist,
-    payment === sent ? proof : undefined,
+    asSent ? (proof ?? ahead?.offline) : undefined,
+    asSent ? ahead?.chain : null,
   );
   if (verdict.isValid) return { seenBlock: verdict.seenBlock ?? null };
   if ("unavailable" in verdict) return { kind: "unavailable", error: verdict.unavailable, reason: verdict.reason };
