@@ -1,13 +1,13 @@
 import {
   decodeAbiParameters,
   decodeErrorResult,
-  encodeFunctionData,
   type Hex,
   isAddressEqual,
   pad,
-  prepareEncodeFunctionData,
   toEventSelector,
+  toFunctionSelector,
 } from "viem";
+import { addressAndBytesArrayCall } from "../chain/abi-words";
 import type { Receipt } from "../chain/client";
 import type { X402Settings } from "../config/env";
 import type { Fees, PreparedTransfer, SettleOutcome } from "./transfer";
@@ -42,7 +42,7 @@ export const SETTLEMENT_BATCH_ABI = [
   },
 ] as const;
 
-const SETTLE = prepareEncodeFunctionData({ abi: SETTLEMENT_BATCH_ABI, functionName: "settle" });
+const SETTLE = toFunctionSelector("settle(address,bytes[])");
 const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address,bytes32)");
 const FAILED = toEventSelector("Failed(uint256,bytes)");
 /** What a call costs inside the batch beyond the token's own work: the loop, the copy, the call, a Failed log. */
@@ -75,7 +75,12 @@ export function batchTransfer(x: X402Settings, items: BatchedAuthorization[]): P
   const gas = items.reduce((sum, i) => sum + i.gas + GAS_PER_CALL_IN_BATCH, 0n);
   return {
     to: x.settlementBatch.address,
-    data: encodeFunctionData({ ...SETTLE, args: [x.asset, items.map((i) => i.data)] }),
+    // Every item's data was encoded here (transferCallData), so it always fits.
+    data: addressAndBytesArrayCall(
+      SETTLE,
+      x.asset,
+      items.map((i) => i.data),
+    )!,
     gas,
     fees,
   };

@@ -1,6 +1,7 @@
-import { encodeFunctionData, type Hex, parseSignature, prepareEncodeFunctionData } from "viem";
+import { type Hex, parseSignature, toFunctionSelector } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { EIP3009_ABI, type RpcAnswer, rpcBatch, rpcErrorMessage, shortError, tokenCall } from "../chain/client";
+import { staticCall } from "../chain/abi-words";
+import { type RpcAnswer, rpcBatch, rpcErrorMessage, shortError, tokenCall } from "../chain/client";
 import type { X402Settings } from "../config/env";
 import type { DecodedPayment } from "./payload";
 import type { Terms } from "./terms";
@@ -57,12 +58,11 @@ export function gasAccountOf(privateKey: Hex) {
 }
 
 /** Its selector worked out once, not per payment. */
-const TRANSFER_WITH_AUTHORIZATION = prepareEncodeFunctionData({
-  abi: EIP3009_ABI,
-  functionName: "transferWithAuthorization",
-});
+const TRANSFER_WITH_AUTHORIZATION = toFunctionSelector(
+  "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)",
+);
 
-/** The call that settles `payment`, or null when its signature is not a valid (r, s, v). */
+/** The call that settles `payment`, or null when its signature is not a valid (r, s, v) or a field does not fit its type. */
 export function transferCallData(payment: Pick<DecodedPayment, "authorization" | "signature">): Hex | null {
   const a = payment.authorization;
   let parts: ReturnType<typeof parseSignature>;
@@ -71,21 +71,18 @@ export function transferCallData(payment: Pick<DecodedPayment, "authorization" |
   } catch {
     return null;
   }
-  const v = Number(parts.v ?? BigInt((parts.yParity ?? 0) + 27));
-  return encodeFunctionData({
-    ...TRANSFER_WITH_AUTHORIZATION,
-    args: [
-      a.from as Hex,
-      a.to as Hex,
-      BigInt(a.value),
-      BigInt(a.validAfter),
-      BigInt(a.validBefore),
-      a.nonce as Hex,
-      v,
-      parts.r,
-      parts.s,
-    ],
-  });
+  const v = parts.v ?? BigInt((parts.yParity ?? 0) + 27);
+  return staticCall(TRANSFER_WITH_AUTHORIZATION, [
+    a.from as Hex,
+    a.to as Hex,
+    BigInt(a.value),
+    BigInt(a.validAfter),
+    BigInt(a.validBefore),
+    a.nonce as Hex,
+    BigInt(v),
+    parts.r,
+    parts.s,
+  ]);
 }
 
 /** One fee estimate per RPC URL and isolate, shared for FEES_FRESH_MS. */
