@@ -271,6 +271,18 @@ describe("outbound x402 over the approval threshold", () => {
     expect((await approvalRow(hold.approvalId))!.status).toBe("pending");
   });
 
+  it("a grant with an Idempotency-Key answers the same again, and still pays nothing", async () => {
+    const { agent, hold } = await held();
+    const token = await consoleToken();
+    const headers = { "idempotency-key": `grant-${crypto.randomUUID()}` };
+    const first = await api("POST", `/approvals/${hold.approvalId}/grant`, { token, headers });
+    expect(first.status, first.text).toBe(200);
+    const again = await api("POST", `/approvals/${hold.approvalId}/grant`, { token, headers });
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(first.text);
+    await untouched(agent.apiKey);
+  });
+
   it("an Idempotency-Key answers the hold's 402 again, byte for byte", async () => {
     const agent = await createAgent({ policy: POLICY, credit: 100 });
     const key = `held-${crypto.randomUUID()}`;
