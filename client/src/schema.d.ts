@@ -823,7 +823,7 @@ export interface paths {
         put?: never;
         /**
          * Pay an x402 paywall from the agent's wallet
-         * @description The agent hands over a 402's terms (the version 1 body, or the decoded version 2 `PAYMENT-REQUIRED`) and the resource URL. The service picks the first `accepts` entry it can pay (scheme `exact`, its network and asset), the agent's policy decides (`allowedX402Hosts`, the per-transaction cap, the daily limit, the balance: the category rule does not apply), and the service signs an EIP-3009 authorization from its settlement address for exactly that amount to that `payTo`, debiting the wallet in the same batch that records the payment. `Idempotency-Key` answers the same header again.
+         * @description The agent hands over a 402's terms (the version 1 body, or the decoded version 2 `PAYMENT-REQUIRED`) and the resource URL. The service picks the first `accepts` entry it can pay (scheme `exact`, its network and asset), the agent's policy decides (`allowedX402Hosts`, the per-transaction cap, the daily limit, the balance: the category rule does not apply), above the approval threshold the payment is held for a human (402 `pendingApproval`) until a console user grants it and the agent asks again; and the service signs an EIP-3009 authorization from its settlement address for exactly that amount to that `payTo`, debiting the wallet in the same batch that records the payment. `Idempotency-Key` answers the same header again.
          */
         post: operations["payX402Resource"];
         delete?: never;
@@ -897,7 +897,7 @@ export interface paths {
         put?: never;
         /**
          * Grant an approval
-         * @description Pays the held charge; 402 if the balance or hard limits no longer allow it (the approval stays pending).
+         * @description Pays the held charge; 402 if the balance or hard limits no longer allow it (the approval stays pending). An approval of an agent's outbound x402 payment is only marked granted (no `charge` in the answer): the agent's same request, made again before the approval expires, pays, once.
          */
         post: operations["grantApproval"];
         delete?: never;
@@ -917,7 +917,7 @@ export interface paths {
         put?: never;
         /**
          * Reject an approval
-         * @description The charge stays pending.
+         * @description A held charge stays pending; an outbound x402 payment's request is never let through by it.
          */
         post: operations["rejectApproval"];
         delete?: never;
@@ -2135,15 +2135,28 @@ export interface components {
             expiresAt: string;
             charge: components["schemas"]["Charge"];
         };
+        ApprovalX402Payment: {
+            /** @description The URL the agent asked to pay for. */
+            resource: string;
+            /** @description The payee's address. */
+            payTo: string;
+            network: string;
+            asset: string;
+            /** @description The payment that used this granted approval; null until one did (one approval lets one through). */
+            paymentId: string | null;
+        };
         Approval: {
             approvalId: string;
-            chargeId: string;
+            /** @description The held charge; null for an outbound x402 payment's approval. */
+            chargeId: string | null;
             agentId: string;
-            merchantId: string;
+            /** @description The held charge's merchant; null for an outbound x402 payment's. */
+            merchantId: string | null;
             /** @description The held payment's amount in cents; null when it is not a whole number of cents: `amountBaseUnits` states it. */
             amountMinor: number | null;
             /** @description The held payment's exact amount in the token's base units (1 cent = 10,000); present only when it is not a whole number of cents. */
             amountBaseUnits?: string;
+            x402Payment?: components["schemas"]["ApprovalX402Payment"];
             reason: string;
             /** @enum {string} */
             status: "pending" | "granted" | "rejected" | "expired";
@@ -2161,7 +2174,8 @@ export interface components {
                 /** @constant */
                 status: "granted";
             };
-            charge: components["schemas"]["Charge"];
+            /** @description The charge, paid. Absent for an outbound x402 payment's approval: granting it pays nothing; the agent's same request, made again before the approval expires, pays. */
+            charge?: components["schemas"]["Charge"];
         };
         ApprovalRejected: {
             approval: {
@@ -3220,6 +3234,14 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
             settledAt: string | null;
+        };
+        X402PendingApproval: {
+            /** @constant */
+            pendingApproval: true;
+            reason: string;
+            approvalId: string;
+            /** Format: date-time */
+            expiresAt: string;
         };
         AgentX402PaymentMade: {
             payment: components["schemas"]["AgentX402Payment"];
@@ -5696,13 +5718,13 @@ export interface operations {
                 };
             };
             401: components["responses"]["CredentialRequired"];
-            /** @description Refused by the policy (`excede_tope_por_transaccion`, `excede_limite_diario`, `saldo_insuficiente`); above the approval threshold (`x402_approval_unavailable`: outbound payments are not held for a human yet); or above the request's `maxAmountBaseUnits` (`over_max_amount`). Nothing is debited. */
+            /** @description Held for a human above the approval threshold (`pendingApproval`); refused by the policy (`excede_tope_por_transaccion`, `excede_limite_diario`, `saldo_insuficiente`); or above the request's `maxAmountBaseUnits` (`over_max_amount`). Nothing is signed or debited. */
             402: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["X402PendingApproval"] | components["schemas"]["Error"];
                 };
             };
             /** @description The agent is frozen (`agent_frozen`); its policy allows no x402 payment to the resource's host (`x402_host_not_allowed`); the entry's `payTo` fails screening (`payee_flagged`); or a credential of another kind. */
@@ -5714,7 +5736,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] | components["schemas"]["CredentialNotAllowed"];
                 };
             };
-            /** @description The payment's batch found its Idempotency-Key reservation gone. */
+            /** @description The payment's batch found its Idempotency-Key reservation gone (`idempotency_key_released`), or its granted approval kept being used by another payment of the agent at once (`approval_not_pending`). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5853,7 +5875,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Granted; the charge is paid. */
+            /** @description Granted; the charge is paid (an outbound x402 payment's approval: granted only). */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -12,7 +12,8 @@ export type ApprovalRow = typeof approvals.$inferSelect;
 
 /** An approval's columns named as in ApprovalRow. */
 const APPROVAL_ROW = `SELECT id, charge_id AS chargeId, agent_id AS agentId, merchant_id AS merchantId,
-  amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, reason, status, expires_at AS expiresAt, created_at AS createdAt,
+  amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, resource, pay_to AS payTo, network, asset,
+  x402_payment_id AS x402PaymentId, reason, status, expires_at AS expiresAt, created_at AS createdAt,
   decided_at AS decidedAt, decided_by AS decidedBy FROM approvals`;
 
 export type ApprovalStatus = "pending" | "granted" | "rejected" | "expired";
@@ -44,7 +45,7 @@ export async function approvalsIn(
 export const getApproval = (db: D1Database, id: string) =>
   db.prepare(`${APPROVAL_ROW} WHERE id = ?`).bind(id).first<ApprovalRow>();
 
-/** Rejects a pending, unexpired approval; the charge stays pending. False if it could not be decided. */
+/** Rejects a pending, unexpired approval; a charge it held stays pending. False if it could not be decided. */
 export async function rejectApproval(
   db: D1Database,
   id: string,

@@ -20,6 +20,7 @@ import {
   type WalletCall,
   type WalletTurnCall,
 } from "./wallet-state";
+import { grantX402Approval, type X402Granted } from "./x402-approvals";
 
 /** Why and when a payment is held: `existing` is this agent's pending approval of the charge, `prelude` runs first in the hold's batch. */
 export interface HoldRequest {
@@ -147,7 +148,11 @@ async function writeHold(env: Env, h: Hold, home: Place, answer: SqlStatement[])
  * from a checkout link, it is paid only while the link is active (409
  * `checkout_link_disabled`, the approval stays pending).
  */
-export async function grantApproval(call: WalletTurnCall, approvalId: string, decidedBy: string): Promise<PayOutcome> {
+export async function grantApproval(
+  call: WalletTurnCall,
+  approvalId: string,
+  decidedBy: string,
+): Promise<PayOutcome | X402Granted> {
   const { env, agentId, turn } = call;
   // This reads the agent from D1: only once every payment of the agent in flight has committed or failed.
   await turn.cache.settled();
@@ -161,6 +166,8 @@ export async function grantApproval(call: WalletTurnCall, approvalId: string, de
   if (!approval || approval.agentId !== agentId) return { kind: "not_found", reason: "approval_not_found" };
   const closed = await checkApprovalOpen(env, approval, now);
   if (closed) return closed;
+  // An outbound x402 payment's approval holds no charge: granting it pays nothing (the agent's same request does).
+  if (approval.chargeId === null) return grantX402Approval(call, approvalId, decidedBy, now);
   const { charge, agent } = await readChargeState(env, agentId, approval.chargeId, now);
   if (!charge || !agent) return { kind: "not_found", reason: "charge_not_found" };
   if (charge.status !== "pending") {

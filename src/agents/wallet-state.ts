@@ -19,7 +19,8 @@ export interface PayableSnapshot extends ChargeRow {
 
 export interface ApprovalSnapshot {
   id: string;
-  chargeId: string;
+  /** Null for an approval of an outbound x402 payment. */
+  chargeId: string | null;
   agentId: string;
   status: string;
   reason: string;

@@ -58,9 +58,19 @@ export class WalletDurableObject extends DurableObject<Env> {
     );
   }
 
-  /** Pays someone else's x402 paywall with an authorization signed for it: decided by the policy and debited in its turn. */
-  payX402(agentId: string, signed: SignedX402Payment, slot?: IdempotencySlot) {
-    return this.serialize((endTurn) => payX402(this.call(agentId, endTurn, slot), signed));
+  /**
+   * Pays someone else's x402 paywall with an authorization signed for it: decided by the policy and
+   * debited in its turn. A payment whose granted approval another one used first is decided again
+   * in a new turn, without it (a new approval is held, or whatever the policy says).
+   */
+  async payX402(agentId: string, signed: SignedX402Payment, slot?: IdempotencySlot) {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.serialize((endTurn) => payX402(this.call(agentId, endTurn, slot), signed));
+      if (outcome.kind === "approval") await this.alarmAt(agentId, outcome.expiresAt);
+      if (outcome.kind !== "approval_used") return outcome;
+      // Only a second object for the agent (during a restart) races it more than once.
+      if (attempt === 3) return { kind: "conflict" as const, reason: "approval_not_pending" as const };
+    }
   }
 
   /** An operation's call in its turn: this object's remembered figures, and how it lets the next operation start. */
@@ -85,13 +95,16 @@ export class WalletDurableObject extends DurableObject<Env> {
   /** A payment held for a human gets an alarm at its approval's expiry. */
   private async expiringHolds(agentId: string, operation: Promise<PayOutcome>): Promise<PayOutcome> {
     const outcome = await operation;
-    if (outcome.kind === "approval") {
-      await this.ctx.storage.put("agentId", agentId);
-      const at = Date.parse(outcome.expiresAt);
-      const current = await this.ctx.storage.getAlarm();
-      if (current === null || at < current) await this.ctx.storage.setAlarm(at);
-    }
+    if (outcome.kind === "approval") await this.alarmAt(agentId, outcome.expiresAt);
     return outcome;
+  }
+
+  /** The alarm at a pending approval's expiry, unless an earlier one is set. */
+  private async alarmAt(agentId: string, expiresAt: string) {
+    await this.ctx.storage.put("agentId", agentId);
+    const at = Date.parse(expiresAt);
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
   }
 
   /**

@@ -7,6 +7,14 @@ import { newId } from "../lib/ids";
 import { nowIso } from "../lib/time";
 import { evaluatePolicy, x402HostAllowed } from "./policy";
 import type { AgentState, WalletTurnCall } from "./wallet-state";
+import {
+  holdX402,
+  type OpenX402Approval,
+  openX402Approvals,
+  usingApproval,
+  X402_APPROVAL_USED,
+  type X402Request,
+} from "./x402-approvals";
 import { type AgentX402PaymentView, agentX402PaymentView } from "./x402-payments";
 
 /**
@@ -26,11 +34,29 @@ export type X402PayOutcome =
   | { kind: "conflict"; reason: CodeWith<409> }
   | { kind: "frozen" }
   | { kind: "host_not_allowed" }
-  /** Held for a human: outbound payments cannot be held yet (their approvals name no charge). */
-  | { kind: "approval" }
+  /** Held for a human (402 `pendingApproval`, `body` as stored under the request's key): nothing signed or debited. */
+  | { kind: "approval"; body: string; expiresAt: string }
+  /** The granted approval it meant to use was used first by another payment: decide again, in a new turn. */
+  | { kind: "approval_used" }
   | { kind: "not_found" };
 
-type Judged = Exclude<X402PayOutcome, { kind: "authorized" | "conflict" }> | { kind: "pay" };
+type Judged =
+  | Exclude<X402PayOutcome, { kind: "authorized" | "conflict" | "approval" | "approval_used" }>
+  | { kind: "pay" }
+  | { kind: "approval"; reason: string; agent: AgentState };
+
+/** The policy on the exact amount; the category rule does not apply (a paywall anywhere has no merchant category). */
+const policyOn = (agent: AgentState, signed: SignedX402Payment, approved: boolean) =>
+  evaluatePolicy(
+    { ...agent.policy, allowedCategories: null },
+    {
+      amountBaseUnits: signed.amountBaseUnits,
+      merchantCategory: null,
+      spentTodayBaseUnits: agent.spentTodayBaseUnits,
+      balanceBaseUnits: agent.balanceBaseUnits,
+      skipApprovalThreshold: approved,
+    },
+  );
 
 /**
  * The wallet's decision on an outbound payment: frozen first, then the agent's allowed hosts, then
@@ -42,19 +68,42 @@ function judge(agent: AgentState | undefined, signed: SignedX402Payment): Judged
   if (agent.frozen) return { kind: "frozen" };
   const urls = [signed.resource, ...signed.alsoNamed];
   if (!urls.every((url) => x402HostAllowed(agent.policy, url))) return { kind: "host_not_allowed" };
-  const decision = evaluatePolicy(
-    { ...agent.policy, allowedCategories: null },
-    {
-      amountBaseUnits: signed.amountBaseUnits,
-      merchantCategory: null,
-      spentTodayBaseUnits: agent.spentTodayBaseUnits,
-      balanceBaseUnits: agent.balanceBaseUnits,
-      skipApprovalThreshold: false,
-    },
-  );
+  const decision = policyOn(agent, signed, false);
   if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
-  if (decision.kind === "approval") return { kind: "approval" };
+  if (decision.kind === "approval") return { kind: "approval", reason: decision.reason, agent };
   return { kind: "pay" };
+}
+
+const requestOf = (agentId: string, s: SignedX402Payment): X402Request => ({
+  agentId,
+  resource: s.resource,
+  payTo: s.payTo,
+  network: s.network,
+  asset: s.asset,
+  amountBaseUnits: s.amountBaseUnits,
+});
+
+/**
+ * Over the approval threshold: a granted, unexpired, unused approval of this very request lets it
+ * through (the policy's other rules and the balance still apply); otherwise the request is held for
+ * a human. `decide` waited for every batch of this agent in flight, so the approvals read are current.
+ */
+async function overThreshold(
+  call: WalletTurnCall,
+  signed: SignedX402Payment,
+  judged: Extract<Judged, { kind: "approval" }>,
+  now: number,
+): Promise<X402PayOutcome | { kind: "use"; approval: OpenX402Approval }> {
+  const request = requestOf(call.agentId, signed);
+  const open = await openX402Approvals((await placementOf(call.env).ofAgent(call.agentId)).db, request);
+  const granted = open.find((a) => a.status === "granted" && a.expiresAt > nowIso(now));
+  if (granted) {
+    const decision = policyOn(judged.agent, signed, true);
+    if (decision.kind === "reject") return { kind: "rejected", reason: decision.reason };
+    return { kind: "use", approval: granted };
+  }
+  const held = await holdX402(call, request, judged.reason, open, now);
+  return "kind" in held ? held : { kind: "approval", body: held.body, expiresAt: held.expiresAt };
 }
 
 /**
@@ -73,7 +122,12 @@ export async function payX402(call: WalletTurnCall, signed: SignedX402Payment): 
     (agent) => judge(agent, signed),
     (d) => d.kind === "pay",
   );
-  if (judged.kind !== "pay") return judged;
+  let approval: OpenX402Approval | undefined;
+  if (judged.kind === "approval") {
+    const next = await overThreshold(call, signed, judged, now);
+    if (next.kind !== "use") return next;
+    approval = next.approval;
+  } else if (judged.kind !== "pay") return judged;
   const home = await placementOf(env).ofAgent(agentId);
   const { alsoNamed: _, ...recorded } = signed;
   const payment = { ...recorded, id: newId("agentX402Payment", home), agentId, createdAt: nowIso(now) };
@@ -84,7 +138,8 @@ export async function payX402(call: WalletTurnCall, signed: SignedX402Payment): 
   turn.endTurn();
   let result: Awaited<ReturnType<typeof home.commit>>;
   try {
-    result = await home.commit(agentX402PaymentPlan(payment, slot ? storeResponseStatements(slot, 201, body) : []));
+    const plan = agentX402PaymentPlan(payment, slot ? storeResponseStatements(slot, 201, body) : []);
+    result = await home.commit(approval ? usingApproval(plan, approval, payment.id, payment.createdAt) : plan);
   } catch (error) {
     end("unsure");
     throw error;
@@ -100,5 +155,6 @@ export async function payX402(call: WalletTurnCall, signed: SignedX402Payment): 
   end(balance || frozen ? "unsure" : "unchanged");
   if (frozen) return { kind: "frozen" };
   if (balance) return { kind: "rejected", reason: INSUFFICIENT_BALANCE };
+  if (result.reason === X402_APPROVAL_USED) return { kind: "approval_used" };
   return { kind: "conflict", reason: codeWith(409, result.reason) };
 }

@@ -20,12 +20,12 @@ export const APPROVAL_OPERATIONS: Operation[] = [
     operationId: "grantApproval",
     summary: "Grant an approval",
     description:
-      "Pays the held charge; 402 if the balance or hard limits no longer allow it (the approval stays pending).",
+      "Pays the held charge; 402 if the balance or hard limits no longer allow it (the approval stays pending). An approval of an agent's outbound x402 payment is only marked granted (no `charge` in the answer): the agent's same request, made again before the approval expires, pays, once.",
     tag: "Approvals",
     auth: "console",
     params: ApprovalParam,
     responses: {
-      200: json(ApprovalGranted, "Granted; the charge is paid."),
+      200: json(ApprovalGranted, "Granted; the charge is paid (an outbound x402 payment's approval: granted only)."),
       402: error(
         "The policy or balance refuses it now.",
         "excede_tope_por_transaccion",
@@ -51,7 +51,7 @@ export const APPROVAL_OPERATIONS: Operation[] = [
     path: "/approvals/:id/reject",
     operationId: "rejectApproval",
     summary: "Reject an approval",
-    description: "The charge stays pending.",
+    description: "A held charge stays pending; an outbound x402 payment's request is never let through by it.",
     tag: "Approvals",
     auth: "console",
     params: ApprovalParam,

@@ -4,6 +4,7 @@ import { rejectApproval } from "../agents/approvals";
 import { payOutcomeResponse } from "../agents/outcomes";
 import { walletOf } from "../agents/wallet.do";
 import { checkApprovalOpen } from "../agents/wallet-hold";
+import { grantedBody } from "../agents/x402-approvals";
 import type { AppEnv } from "../auth/app-env";
 import { actorOf, requireActor } from "../auth/middleware";
 import { ApiError } from "../lib/errors";
@@ -38,6 +39,8 @@ export const approvalRoutes = new Hono<AppEnv>()
         email,
         c.get("idempotency"),
       );
+      // An outbound x402 payment's approval: granted, nothing paid; the agent's same request pays.
+      if (outcome.kind === "granted") return c.json(grantedBody(outcome.approvalId), 200);
       return payOutcomeResponse(c, outcome, { kind: "approval", approvalId: approval.id }, "console");
     },
   )

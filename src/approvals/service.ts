@@ -18,10 +18,20 @@ export const approvalView = (a: ApprovalRow) => ({
   // approval in whole cents keeps exactly the fields it always had.
   amountMinor: centsIfWhole(BigInt(a.amountBaseUnits)),
   ...(centsIfWhole(BigInt(a.amountBaseUnits)) === null ? { amountBaseUnits: String(a.amountBaseUnits) } : {}),
+  // An outbound x402 payment's approval names the one request it lets through, and the payment that used it.
+  ...(a.chargeId === null ? { x402Payment: x402PaymentOf(a) } : {}),
   reason: a.reason,
   status: a.status,
   expiresAt: a.expiresAt,
   createdAt: a.createdAt,
+});
+
+const x402PaymentOf = (a: ApprovalRow) => ({
+  resource: a.resource!,
+  payTo: a.payTo!,
+  network: a.network!,
+  asset: a.asset!,
+  paymentId: a.x402PaymentId,
 });
 
 export const APPROVAL_STATUSES = ["pending", "granted", "rejected", "expired"] as const satisfies ApprovalStatus[];

@@ -119,8 +119,6 @@ export const ERROR_CODES = {
   unsupported_payment_requirements: 400,
   /** The entry on the service's rails is malformed (`problem`: amount, max_timeout_seconds, pay_to, eip712_domain). */
   invalid_payment_requirements: 400,
-  /** Above the approval threshold: an outbound payment cannot be held for a human yet. */
-  x402_approval_unavailable: 402,
 
   // Audit checkpoints
   checkpoint_not_found: 404,

@@ -50,3 +50,42 @@ describe("a shard-1 agent pays an x402 paywall", () => {
     await expectShardsAtRest();
   });
 });
+
+describe("a shard-1 agent's outbound payment over its approval threshold", () => {
+  it("held in shard 1 (an apr_s1_ approval), granted there without paying, then the same request pays once", async () => {
+    const x = settingsOf(env).x402!;
+    const agent = await agentOn(1, { credit: 100, policy: { allowedX402Hosts: ["*"], approvalThresholdUsdCents: 1 } });
+    const body = {
+      resource: "https://api.example/report",
+      paymentRequired: {
+        x402Version: 1,
+        accepts: [
+          {
+            scheme: "exact",
+            network: x.network,
+            maxAmountRequired: "30000",
+            asset: x.asset,
+            payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+            maxTimeoutSeconds: 60,
+            extra: { name: x.assetName, version: x.assetVersion },
+          },
+        ],
+      },
+    };
+    const pay = () => api("POST", "/agent/x402/payments", { token: agent.apiKey, body });
+    const held = await pay();
+    expect(held.status, held.text).toBe(402);
+    expect(held.body.approvalId).toMatch(/^apr_s1_/);
+    const granted = await api("POST", `/approvals/${held.body.approvalId}/grant`, { token: await consoleToken() });
+    expect(granted.status, granted.text).toBe(200);
+    expect(await homeBalance("agent", agent.agentId)).toBe(100);
+    const paid = await pay();
+    expect(paid.status, paid.text).toBe(201);
+    expect(await homeBalance("agent", agent.agentId)).toBe(97);
+    const again = await pay();
+    expect(again.status).toBe(402);
+    expect(again.body.approvalId).not.toBe(held.body.approvalId);
+    expect(await homeBalance("agent", agent.agentId)).toBe(97);
+    await expectShardsAtRest();
+  });
+});

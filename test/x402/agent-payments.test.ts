@@ -202,13 +202,6 @@ describe("POST /agent/x402/payments: refused, nothing debited", () => {
       error: "excede_limite_diario",
     },
     {
-      name: "over the approval threshold",
-      policy: { ...ANY_HOST, approvalThresholdUsdCents: 1 },
-      body: () => ({ resource: RESOURCE, paymentRequired: v2Terms([v2Entry({ amount: "10001" })]) }),
-      status: 402,
-      error: "x402_approval_unavailable",
-    },
-    {
       name: "over the balance by one base unit",
       policy: ANY_HOST,
       credit: 1,

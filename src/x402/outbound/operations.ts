@@ -35,6 +35,17 @@ const AgentX402Payment = named(
   "An agent's payment of an x402 paywall: an EIP-3009 authorization signed from the settlement address.",
 );
 
+const X402PendingApproval = named(
+  "X402PendingApproval",
+  z.strictObject({
+    pendingApproval: z.literal(true),
+    reason: z.string(),
+    approvalId: prefixed("approval"),
+    expiresAt: Timestamp,
+  }),
+  "The payment is held for a human (status 402): nothing was signed or debited. Asking again while it is pending returns the same approval; once a console user grants it, the same request (same `resource`, `payTo`, network, asset and exact amount) made before `expiresAt` pays, once.",
+);
+
 const AgentX402PaymentMade = named(
   "AgentX402PaymentMade",
   z.strictObject({
@@ -58,7 +69,7 @@ export const AGENT_X402_OPERATIONS: Operation[] = [
     operationId: "payX402Resource",
     summary: "Pay an x402 paywall from the agent's wallet",
     description:
-      "The agent hands over a 402's terms (the version 1 body, or the decoded version 2 `PAYMENT-REQUIRED`) and the resource URL. The service picks the first `accepts` entry it can pay (scheme `exact`, its network and asset), the agent's policy decides (`allowedX402Hosts`, the per-transaction cap, the daily limit, the balance: the category rule does not apply), and the service signs an EIP-3009 authorization from its settlement address for exactly that amount to that `payTo`, debiting the wallet in the same batch that records the payment. `Idempotency-Key` answers the same header again.",
+      "The agent hands over a 402's terms (the version 1 body, or the decoded version 2 `PAYMENT-REQUIRED`) and the resource URL. The service picks the first `accepts` entry it can pay (scheme `exact`, its network and asset), the agent's policy decides (`allowedX402Hosts`, the per-transaction cap, the daily limit, the balance: the category rule does not apply), above the approval threshold the payment is held for a human (402 `pendingApproval`) until a console user grants it and the agent asks again; and the service signs an EIP-3009 authorization from its settlement address for exactly that amount to that `payTo`, debiting the wallet in the same batch that records the payment. `Idempotency-Key` answers the same header again.",
     tag: "Agent wallet",
     auth: "agent",
     body: body("AgentX402PaymentRequest", OutboundPaymentRequest),
@@ -69,13 +80,10 @@ export const AGENT_X402_OPERATIONS: Operation[] = [
         "No entry on the service's scheme, network and asset (`unsupported_payment_requirements`); the one on them malformed (`invalid_payment_requirements`, with `problem` and `index`); or the request itself (`invalid_request`).",
         { errors: ["unsupported_payment_requirements", "invalid_payment_requirements", "invalid_request"] },
       ),
-      402: error(
-        "Refused by the policy (`excede_tope_por_transaccion`, `excede_limite_diario`, `saldo_insuficiente`); above the approval threshold (`x402_approval_unavailable`: outbound payments are not held for a human yet); or above the request's `maxAmountBaseUnits` (`over_max_amount`). Nothing is debited.",
-        "excede_tope_por_transaccion",
-        "excede_limite_diario",
-        "saldo_insuficiente",
-        "x402_approval_unavailable",
-        "over_max_amount",
+      402: json(
+        [X402PendingApproval, ErrorBody],
+        "Held for a human above the approval threshold (`pendingApproval`); refused by the policy (`excede_tope_por_transaccion`, `excede_limite_diario`, `saldo_insuficiente`); or above the request's `maxAmountBaseUnits` (`over_max_amount`). Nothing is signed or debited.",
+        { errors: ["excede_tope_por_transaccion", "excede_limite_diario", "saldo_insuficiente", "over_max_amount"] },
       ),
       403: json(
         [ErrorBody, CredentialNotAllowed],
@@ -83,7 +91,11 @@ export const AGENT_X402_OPERATIONS: Operation[] = [
         { errors: ["agent_frozen", "x402_host_not_allowed", "payee_flagged"] },
       ),
       409: {
-        ...error("The payment's batch found its Idempotency-Key reservation gone.", "idempotency_key_released"),
+        ...error(
+          "The payment's batch found its Idempotency-Key reservation gone (`idempotency_key_released`), or its granted approval kept being used by another payment of the agent at once (`approval_not_pending`).",
+          "idempotency_key_released",
+          "approval_not_pending",
+        ),
         // A keyed request whose reservation expired under it: a race no request provokes on purpose.
         generic: true,
       },

@@ -18,7 +18,7 @@ export const X402PaymentsQuery = z.object({ limit: z.coerce.number().int().min(1
 export const X402PaymentParam = z.object({ paymentId: pathId });
 
 /** A payment that did not happen, as the error the route throws. */
-function refusal(outcome: Exclude<X402PayOutcome, { kind: "authorized" }>): ApiError {
+function refusal(outcome: Exclude<X402PayOutcome, { kind: "authorized" | "approval" | "approval_used" }>): ApiError {
   switch (outcome.kind) {
     case "rejected":
       return new ApiError(402, outcome.reason);
@@ -28,8 +28,6 @@ function refusal(outcome: Exclude<X402PayOutcome, { kind: "authorized" }>): ApiE
       return new ApiError(403, "agent_frozen");
     case "host_not_allowed":
       return new ApiError(403, "x402_host_not_allowed");
-    case "approval":
-      return new ApiError(402, "x402_approval_unavailable");
     case "not_found":
       return new ApiError(404, "agent_not_found");
   }
@@ -64,6 +62,8 @@ export const agentX402Routes = new Hono<AppEnv>()
         Math.floor(Date.now() / 1000),
       );
       const outcome = await walletOf(c.env, agentId).payX402(agentId, signed, c.get("idempotency"));
+      // Held for a human: the body stored in the hold's batch (or the pending approval's, asked again).
+      if (outcome.kind === "approval") return c.body(outcome.body, 402, { "content-type": "application/json" });
       if (outcome.kind !== "authorized") throw refusal(outcome);
       // The very text the batch stored under the request's key: a replay answers it byte for byte.
       return c.body(outcome.body, 201, { "content-type": "application/json" });

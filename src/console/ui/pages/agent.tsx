@@ -1,15 +1,18 @@
+import type { AgentX402PaymentView } from "../../../agents/x402-payments";
 import type { ChargeView } from "../../../charges/service";
 import { Csrf, usdOfBaseUnits, When } from "../layout";
+import { AgentX402Payments } from "./agent-x402";
 import { type AgentItem, PolicyFields } from "./agents";
 import { ChargeLink } from "./charge";
 import { GraceSelect } from "./key-roll";
 
-/** One agent: its balance and state, its policy, credit, key roll and freeze forms, and its recent payments. */
+/** One agent: its balance and state, its policy, credit, key roll and freeze forms, its recent payments and its x402 payments. */
 export const AgentPage = (props: {
   csrf: string;
   agent: AgentItem;
   frozenAt: string | null;
   payments: ChargeView[];
+  x402Payments: AgentX402PaymentView[];
 }) => (
   <>
     {props.agent.frozen ? <FrozenBanner csrf={props.csrf} agent={props.agent} frozenAt={props.frozenAt} /> : null}
@@ -23,6 +26,8 @@ export const AgentPage = (props: {
     <AgentForms csrf={props.csrf} agent={props.agent} />
     <h2>Recent payments</h2>
     <RecentPayments payments={props.payments} />
+    <h2>x402 payments</h2>
+    <AgentX402Payments payments={props.x402Payments} />
   </>
 );
 

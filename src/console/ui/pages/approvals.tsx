@@ -3,8 +3,26 @@ import { exactBaseUnitsOf } from "../../../lib/money";
 import { Csrf, usdOfBaseUnits, When } from "../layout";
 import { ChargeLink } from "./charge";
 
+type ApprovalItem = ReturnType<typeof approvalView>;
+
+/** What an approval holds: a charge, or an agent's outbound x402 payment of a resource (on which network). */
+const HeldFor = (props: { approval: ApprovalItem }) => {
+  const x = props.approval.x402Payment;
+  if (!x)
+    return (
+      <span class="muted">
+        charge <ChargeLink chargeId={props.approval.chargeId!} />
+      </span>
+    );
+  return (
+    <span class="muted">
+      x402 payment of <code class="x402-resource">{x.resource}</code> on {x.network}
+    </span>
+  );
+};
+
 /** The pending approvals, each with its grant and reject forms. */
-export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeof approvalView>[] }) => (
+export const ApprovalsPage = (props: { csrf: string; approvals: ApprovalItem[] }) => (
   <div class="card">
     {props.approvals.length === 0 ? <p class="muted">Nothing is waiting for a human.</p> : null}
     <table>
@@ -13,7 +31,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
           <th>Approval</th>
           <th class="num">Amount</th>
           <th>Agent</th>
-          <th>Merchant</th>
+          <th>Merchant or payee</th>
           <th>Reason</th>
           <th>Expires</th>
           <th></th>
@@ -25,9 +43,7 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
             <td>
               <code>{a.approvalId}</code>
               <br />
-              <span class="muted">
-                charge <ChargeLink chargeId={a.chargeId} />
-              </span>
+              <HeldFor approval={a} />
             </td>
             <td class="num">{usdOfBaseUnits(exactBaseUnitsOf(a))}</td>
             <td>
@@ -36,7 +52,14 @@ export const ApprovalsPage = (props: { csrf: string; approvals: ReturnType<typeo
               </a>
             </td>
             <td>
-              <code>{a.merchantId}</code>
+              {a.x402Payment ? (
+                <>
+                  <span class="muted">pays </span>
+                  <code class="x402-pay-to">{a.x402Payment.payTo}</code>
+                </>
+              ) : (
+                <code>{a.merchantId}</code>
+              )}
             </td>
             <td>{a.reason}</td>
             <td>

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { CreateAgentBody, CreditBody, FreezeBody } from "../../../agents/routes";
 import { agentView, createAgent, getAgentAtHome, listAgentsAtHome } from "../../../agents/service";
 import { walletOf } from "../../../agents/wallet.do";
+import { listAgentX402Payments } from "../../../agents/x402-payments";
 import type { AppEnv } from "../../../auth/app-env";
 import { chargeView, listAgentChargesByPaidAt } from "../../../charges/service";
 import { RollKeyBody, rollKey } from "../../../keys/roll";
@@ -24,13 +25,17 @@ const agentsOf = async (c: Ui) => (await listAgentsAtHome(c.env, placementOf(c.e
 async function agentPage(c: Ui, agentId: string, extra: { notice?: string; shown?: (name: string) => unknown } = {}) {
   const agent = await getAgentAtHome(c.env, placementOf(c.env).control.db, agentId);
   if (!agent) return null;
-  const payments = await listAgentChargesByPaidAt(c.env, agent.id, 20);
+  const [payments, x402Payments] = await Promise.all([
+    listAgentChargesByPaidAt(c.env, agent.id, 20),
+    listAgentX402Payments(c.env, agent.id, 20),
+  ]);
   const page = (
     <AgentPage
       csrf={csrfOf(c)}
       agent={agentView(agent)}
       frozenAt={agent.frozenAt}
       payments={payments.map(chargeView)}
+      x402Payments={x402Payments ?? []}
     />
   );
   return render(

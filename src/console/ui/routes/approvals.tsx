@@ -7,7 +7,10 @@ import type { AppEnv } from "../../../auth/app-env";
 import { ApprovalsPage } from "../pages/approvals";
 import { back, csrfOf, emailOf, render } from "../render";
 
-/** Approvals: the pending ones; granting one pays it through the agent's wallet object, rejecting leaves it pending. */
+/**
+ * Approvals: the pending ones; granting a charge's pays it through the agent's wallet object (an
+ * outbound x402 payment's is only marked granted: the agent's same request pays), rejecting leaves the charge pending.
+ */
 export const approvalRoutes = new Hono<AppEnv>()
   .get("/console/ui/approvals", async (c) => {
     const approvals = (await listApprovals(c.env, "pending", 200)).map(approvalView);
@@ -25,7 +28,9 @@ export const approvalRoutes = new Hono<AppEnv>()
         ["approvals"],
         outcome.kind === "paid"
           ? `Granted: charge ${outcome.charge.chargeId} is paid.`
-          : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.kind === "frozen" ? "the agent is frozen" : outcome.reason}.`,
+          : outcome.kind === "granted"
+            ? `Granted: the agent's same x402 payment of ${approval.resource} goes through if it asks again before ${approval.expiresAt}.`
+            : `Not granted: ${outcome.kind === "approval" ? "still held" : outcome.kind === "frozen" ? "the agent is frozen" : outcome.reason}.`,
       );
     }
     const closed = await checkApprovalOpen(c.env, approval, Date.now());
@@ -33,8 +38,10 @@ export const approvalRoutes = new Hono<AppEnv>()
     return back(
       c,
       ["approvals"],
-      rejected
-        ? `Rejected; charge ${approval.chargeId} stays pending.`
-        : "That approval was already decided or expired.",
+      !rejected
+        ? "That approval was already decided or expired."
+        : approval.chargeId
+          ? `Rejected; charge ${approval.chargeId} stays pending.`
+          : "Rejected; nothing was paid.",
     );
   });
