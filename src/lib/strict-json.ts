@@ -83,6 +83,18 @@ interface Frame {
 const pathOf = (frames: Frame[], last?: string) =>
   [...frames.map((f) => String(f.segment)), ...(last === undefined ? [] : [last])].join(".");
 
+/** The index of the quote that closes a string opened before `from` (text.length when there is none). */
+function closingQuote(text: string, from: number): number {
+  for (let at = from; ; at++) {
+    at = text.indexOf('"', at);
+    if (at < 0) return text.length;
+    // A quote preceded by an odd number of backslashes is escaped.
+    let slashes = 0;
+    while (text[at - 1 - slashes] === "\\") slashes++;
+    if (slashes % 2 === 0) return at;
+  }
+}
+
 /**
  * The first duplicate key (at any depth) or ill-formed string (keys
  * included) in `text`, which JSON.parse has already accepted. Walks the
@@ -96,12 +108,13 @@ export function findJsonTextIssue(text: string): JsonIssue | null {
     const ch = text[i]!;
     const top = frames[frames.length - 1];
     if (ch === '"') {
-      let end = i + 1;
-      while (end < text.length && text[end] !== '"') end += text[end] === "\\" ? 2 : 1;
+      const end = closingQuote(text, i + 1);
       const token = text.slice(i, end + 1);
+      const escaped = token.includes("\\");
       i = end + 1;
       if (top?.keys && top.expectingKey) {
-        const key = JSON.parse(token) as string;
+        // Only an escape makes a key differ from its text between the quotes.
+        const key = escaped ? (JSON.parse(token) as string) : token.slice(1, -1);
         // The object's path, not the key: an ill-formed key is never echoed.
         if (!isWellFormed(key))
           return {

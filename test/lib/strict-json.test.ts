@@ -362,6 +362,10 @@ describe("the pure functions", () => {
     expect(findJsonTextIssue('"\\ud800"')).toMatchObject({ code: "ill_formed_unicode", path: "" });
     expect(findJsonTextIssue('"\\\\ud800"')).toBeNull(); // an escaped backslash, then plain text
     expect(findJsonTextIssue('{"a":{"b":[]},"c":{"a":{}}}')).toBeNull();
+    // A string ending in an escaped backslash closes at its quote; an escaped quote does not close one.
+    expect(findJsonTextIssue('{"a":"x\\\\","a":1}')).toMatchObject({ code: "duplicate_key", path: "a" });
+    expect(findJsonTextIssue('{"k\\"":1,"k\\"":2}')).toMatchObject({ code: "duplicate_key" });
+    expect(findJsonTextIssue('{"a":"\\\\\\"","b":1,"a\\\\":2}')).toBeNull();
   });
 
   it("findJsonTextIssue: deep nesting needs no recursion", () => {
