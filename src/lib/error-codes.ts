@@ -121,6 +121,10 @@ export const ERROR_CODES = {
   invalid_payment_requirements: 400,
   /** Above the approval threshold: an outbound payment cannot be held for a human yet. */
   x402_approval_unavailable: 402,
+  /** MCP `pay_x402_resource`: the URL, or a redirect's target, is not one the service fetches (`reason`). */
+  resource_url_forbidden: 400,
+  /** MCP `pay_x402_resource`: the resource did not answer (timeout, connection, too many redirects; `reason`). */
+  resource_unreachable: 502,
 
   // Audit checkpoints
   checkpoint_not_found: 404,
@@ -128,7 +132,7 @@ export const ERROR_CODES = {
   audit_chain_empty: 409,
 } as const satisfies Record<string, ErrorStatus | readonly ErrorStatus[]>;
 
-export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 502 | 503;
 
 /** The one code that carries a figure: the cents left on a PayLink grant (402). */
 export type BudgetLeftCode = `excede_presupuesto_restante_${number}`;
