@@ -3,9 +3,9 @@ import { decodePaymentSignatureHeader } from "@x402/core/http";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { guardedFetch, MAX_FETCHED_BYTES } from "../../src/lib/guarded-fetch";
-import { caip2 } from "../../src/x402/terms";
 import { api } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
+import { b64, entry, PAY_TO, paywall } from "../helpers/stand-in-paywall";
 import { received, receiverUrl } from "../helpers/webhooks";
 import { callTool, connectAgent } from "./client";
 
@@ -17,42 +17,7 @@ import { callTool, connectAgent } from "./client";
  */
 
 const x = () => settingsOf(env).x402!;
-const PAY_TO = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const LOCAL = { allowedX402Hosts: ["127.0.0.1"] };
-
-const entry = (amount: string) => ({
-  scheme: "exact",
-  network: caip2(x().chainId),
-  amount,
-  asset: x().asset,
-  payTo: PAY_TO,
-  maxTimeoutSeconds: 300,
-  extra: { name: x().assetName, version: x().assetVersion },
-});
-const v1Entry = (amount: string, resource: string) => ({
-  scheme: "exact",
-  network: x().network,
-  maxAmountRequired: amount,
-  resource,
-  asset: x().asset,
-  payTo: PAY_TO,
-  maxTimeoutSeconds: 60,
-  extra: { name: x().assetName, version: x().assetVersion },
-});
-const b64 = (value: unknown) => btoa(JSON.stringify(value));
-
-/** A stand-in paywall's URL: `terms` built from the URL itself (version 2 names it as its resource). */
-function paywall(options: { version?: 1 | 2; amount?: string; forever?: boolean } = {}) {
-  const name = `res-${crypto.randomUUID()}`;
-  const base = `${receiverUrl()}/resource/paywall?name=${name}${options.forever ? "&forever=1" : ""}`;
-  const amount = options.amount ?? "1000";
-  const terms =
-    options.version === 1
-      ? { x402Version: 1, error: "X-PAYMENT header is required", accepts: [v1Entry(amount, base)] }
-      : { x402Version: 2, resource: { url: base }, accepts: [entry(amount)] };
-  const url = `${base}&terms=${encodeURIComponent(b64(terms))}${options.version === 1 ? "&v=1" : ""}`;
-  return { url, name };
-}
 
 async function unitsOf(key: string): Promise<bigint> {
   const res = await api("GET", "/balance", { token: key });
