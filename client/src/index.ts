@@ -1,6 +1,7 @@
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./schema";
 import { type VerifyResult, verifyWebhook } from "./webhooks";
+import { type PayingFetchOptions, payingFetch } from "./x402-fetch";
 
 /**
  * A typed client for agent-pay, generated from its OpenAPI document
@@ -100,11 +101,18 @@ const idempotency = (options: PayOptions) =>
   options.idempotencyKey ? { "Idempotency-Key": options.idempotencyKey } : {};
 
 /** The helpers for an agent, with its `svc_sk_...` key. */
-export function agentPay(options: ClientOptions & { apiKey: string }) {
+export function agentPay(options: ClientOptions & { apiKey: string; x402?: PayingFetchOptions }) {
   const api = createAgentPayClient(options);
   return {
     /** The raw typed client, with the agent's key. */
     api,
+
+    /**
+     * A `fetch` that pays x402 paywalls from the agent's wallet: on a 402 with x402 terms it asks
+     * POST /agent/x402/payments (under a new Idempotency-Key) and sends the request once more with
+     * the header (./x402-fetch.ts). A refusal throws `X402PaymentRefused`.
+     */
+    fetch: payingFetch(api, options.x402),
 
     /** Pays a charge from the agent's wallet, under its policy. */
     async payCharge(chargeId: string, pay: PayOptions = {}): Promise<PaymentResult<Schemas["ChargePaid"]>> {
@@ -162,6 +170,14 @@ export {
   verifyReceipt,
 } from "./receipts";
 export { type VerifyResult, verifyWebhook } from "./webhooks";
+export {
+  type PayingFetchOptions,
+  type PaymentRequired,
+  payingFetch,
+  paymentRequiredOf,
+  type X402Payment,
+  X402PaymentRefused,
+} from "./x402-fetch";
 
 /** `verifyWebhook`, then the parsed event (deduplicate by `event.id`). */
 export async function parseWebhook(input: {

@@ -36,7 +36,7 @@ export interface WebhookSettings {
   /** Delay in seconds before retry n (0-based); its length is the number of retries. */
   webhookRetrySchedule: number[];
   webhookTimeoutMs: number;
-  /** DNS-over-HTTPS resolver that webhook hosts are resolved with before each POST (src/webhooks/dns-guard.ts); null: not resolved. */
+  /** DNS-over-HTTPS resolver that webhook hosts are resolved with before each POST (src/lib/dns-guard.ts); null: not resolved. */
   webhookDnsResolverUrl: string | null;
   /** Days finished webhook history is kept (at least FAILING_ENDPOINT_DAYS). */
   retentionDays: number;

@@ -119,6 +119,10 @@ export const ERROR_CODES = {
   unsupported_payment_requirements: 400,
   /** The entry on the service's rails is malformed (`problem`: amount, max_timeout_seconds, pay_to, eip712_domain). */
   invalid_payment_requirements: 400,
+  /** MCP `pay_x402_resource`: the URL, or a redirect's target, is not one the service fetches (`reason`). */
+  resource_url_forbidden: 400,
+  /** MCP `pay_x402_resource`: the resource did not answer (timeout, connection, too many redirects; `reason`). */
+  resource_unreachable: 502,
 
   // Audit checkpoints
   checkpoint_not_found: 404,
@@ -126,7 +130,7 @@ export const ERROR_CODES = {
   audit_chain_empty: 409,
 } as const satisfies Record<string, ErrorStatus | readonly ErrorStatus[]>;
 
-export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 502 | 503;
 
 /** The one code that carries a figure: the cents left on a PayLink grant (402). */
 export type BudgetLeftCode = `excede_presupuesto_restante_${number}`;

@@ -24,7 +24,7 @@ export class ApiError<C extends ErrorCode = ErrorCode> extends Error {
 export const notFound = (error: CodeWith<404> = "not_found") => new ApiError(404, error);
 
 const ERROR_STATUSES: ReadonlySet<number> = new Set<ErrorStatus>([
-  400, 401, 402, 403, 404, 405, 409, 413, 415, 429, 500, 503,
+  400, 401, 402, 403, 404, 405, 409, 413, 415, 429, 500, 502, 503,
 ]);
 const isErrorStatus = (status: number): status is ErrorStatus => ERROR_STATUSES.has(status);
 

@@ -21,6 +21,7 @@ const INSTRUCTIONS = [
   "a payment over your approval threshold comes back with pendingApproval and an approvalId, and nothing is charged until a person grants it.",
   "Your key is your wallet: no tool takes an agent id.",
   "Send pay_charge and pay_checkout_link a new idempotencyKey for each purchase; if an answer is lost or unclear, repeat the call with the same key, or read the charge with get_charge, instead of paying again.",
+  "pay_x402_resource fetches a URL and pays its x402 paywall from your wallet if it asks (your policy must allow the host); it too takes an idempotencyKey.",
 ].join(" ");
 
 /**

@@ -18,6 +18,7 @@ import {
 } from "../paylinks/service";
 import { defineTool, type ServedTool, type ToolAnnotations, type ToolDefinition } from "./define";
 import { IdempotencyKeyArg, payOnce, RETRY_RULE, receiptOf, usd, usdOfBaseUnits } from "./paying";
+import { payX402Tool } from "./x402-tool";
 
 const READ: ToolAnnotations = {
   readOnlyHint: true,
@@ -160,4 +161,5 @@ export const TOOLS: readonly ServedTool[] = [
   defineTool(viewPaylink),
   defineTool(acceptPaylinkTool),
   defineTool(listRecentPayments),
+  defineTool(payX402Tool),
 ];

@@ -4,12 +4,12 @@ import { MAX_QUEUE_DELAY_SECONDS, type Settings, settingsOf } from "../config/en
 import { FAILING_ENDPOINT_DAYS } from "../config/webhooks";
 import { executeBatch, sqlStatement } from "../db/statements";
 import { outboxEventWhen } from "../ledger/outbox";
+import { checkDestination } from "../lib/dns-guard";
 import { faultPoint } from "../lib/faults";
 import { currentInvocation } from "../lib/invocation";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
 import { type DeliveryMessage, webhooksDb } from "./dispatch";
-import { checkDestination } from "./dns-guard";
 import { type EndpointRow, signingSecrets } from "./endpoints";
 import { signatureHeader } from "./signing";
 

@@ -6,6 +6,7 @@ import { actorOf, requireActor } from "../auth/middleware";
 import { merchantExists } from "../db/merchants";
 import { EVENT_TYPES } from "../ledger/outbox";
 import { ApiError } from "../lib/errors";
+import { checkPublicUrl } from "../lib/url-guard";
 import { pathId, validate } from "../lib/validation";
 import { type RedeliverOutcome, redeliver, webhooksDb } from "./dispatch";
 import {
@@ -20,7 +21,6 @@ import {
   listEndpoints,
   rotateEndpointSecret,
 } from "./endpoints";
-import { checkWebhookUrl } from "./url-guard";
 
 export const CreateBody = z
   .object({
@@ -59,7 +59,7 @@ export const webhookRoutes = new Hono<AppEnv>()
   .post("/settings/webhooks", validate("json", CreateBody), async (c) => {
     const body = c.req.valid("json");
     const settings = c.get("settings");
-    const verdict = checkWebhookUrl(body.url, settings.environment);
+    const verdict = checkPublicUrl(body.url, settings.environment);
     if (!verdict.ok) throw urlIssue(verdict.reason);
     const db = webhooksDb(c.env);
     if (body.merchantId && !(await merchantExists(db, body.merchantId))) {

@@ -24,6 +24,7 @@ const TOOL_NAMES = [
   "view_paylink",
   "accept_paylink",
   "list_recent_payments",
+  "pay_x402_resource",
 ];
 
 async function newPaylink(merchantKey: string, body: Record<string, unknown>) {

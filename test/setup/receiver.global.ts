@@ -17,6 +17,14 @@ import type { TestProject } from "vitest/node";
  * { now, max }, so a test can count how many deliveries were under way at once.
  * GET /access/certs serves a Cloudflare Access style key set (JWKS) whose
  * private key the tests get as `accessPrivateJwk`, to sign Access assertions.
+ * /resource/<kind>?name=<name> stands in for the resources the MCP tool pay_x402_resource fetches
+ * (each request is recorded under <name>, see GET /received/<name>):
+ *   paywall   402 with `terms` (base64 JSON of the terms: in PAYMENT-REQUIRED for version 2, as the
+ *             body for `v=1`) until a request carries X-PAYMENT or PAYMENT-SIGNATURE, then 200
+ *             { paidWith, method, body }; with `forever=1`, 402 every time
+ *   redirect  `status` (default 302) to `to`
+ *   endless   200 text, 16 KB chunks of "a" until the client stops reading (at most 64 MB)
+ *   hang      never answers
  */
 interface Received {
   headers: Record<string, string>;
@@ -73,6 +81,50 @@ function answerDns(url: URL, res: import("node:http").ServerResponse) {
   );
 }
 
+/** The stand-ins for what the MCP tool pay_x402_resource fetches (see the comment at the top). */
+async function answerResource(
+  url: URL,
+  req: IncomingMessage,
+  res: import("node:http").ServerResponse,
+  received: Map<string, Received[]>,
+) {
+  const kind = url.pathname.slice("/resource/".length);
+  const body = await readBody(req);
+  const name = url.searchParams.get("name") ?? "";
+  const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
+  received.set(name, [...(received.get(name) ?? []), { headers, body, receivedAt: Date.now() }]);
+  if (kind === "paywall") {
+    const terms = url.searchParams.get("terms") ?? "";
+    const paidWith = headers["payment-signature"] ?? headers["x-payment"];
+    if (paidWith && url.searchParams.get("forever") !== "1") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ paidWith, method: req.method, body }));
+    } else if (url.searchParams.get("v") === "1") {
+      res.writeHead(402, { "content-type": "application/json" });
+      res.end(Buffer.from(terms, "base64").toString("utf8"));
+    } else {
+      res.writeHead(402, { "content-type": "application/json", "payment-required": terms });
+      res.end("{}");
+    }
+  } else if (kind === "redirect") {
+    res.writeHead(Number(url.searchParams.get("status") ?? 302), { location: url.searchParams.get("to") ?? "/" }).end();
+  } else if (kind === "endless") {
+    res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
+    const chunk = Buffer.alloc(16 * 1024, "a");
+    let sent = 0;
+    const write = () => {
+      while (sent < 64 * 1024 * 1024 && !res.destroyed) {
+        sent += chunk.length;
+        if (!res.write(chunk)) return void res.once("drain", write);
+      }
+      res.end();
+    };
+    write();
+  } else if (kind !== "hang") {
+    res.writeHead(404).end();
+  }
+}
+
 export async function setup(project: TestProject) {
   const received = new Map<string, Received[]>();
   const inFlight = new Map<string, { now: number; max: number }>();
@@ -88,6 +140,10 @@ export async function setup(project: TestProject) {
     }
     if (req.method === "GET" && url.pathname === "/dns-query") {
       answerDns(url, res);
+      return;
+    }
+    if (url.pathname.startsWith("/resource/")) {
+      await answerResource(url, req, res, received);
       return;
     }
     const [, kind, name = ""] = url.pathname.split("/");

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
-import { checkDestination, isForbiddenAddress } from "../../src/webhooks/dns-guard";
+import { checkDestination, isForbiddenAddress } from "../../src/lib/dns-guard";
 import { api, consoleToken } from "../helpers/api";
 import { createCharge, createMerchant } from "../helpers/factories";
 import { PRODUCTION_LIKE_RECEIPT_KEY } from "../helpers/receipt-keys";

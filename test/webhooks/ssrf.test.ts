@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkWebhookUrl } from "../../src/webhooks/url-guard";
+import { checkPublicUrl } from "../../src/lib/url-guard";
 
 /*
  * The SSRF guard on webhook URLs (docs/decisions.md, Webhooks): in
@@ -9,7 +9,7 @@ import { checkWebhookUrl } from "../../src/webhooks/url-guard";
  * allowed as well, and nothing else private.
  */
 
-describe("checkWebhookUrl in production refuses every forbidden class", () => {
+describe("checkPublicUrl in production refuses every forbidden class", () => {
   const refused: [string, string][] = [
     ["plain http to a public host", "http://example.com/hook"],
     ["plain http to a public address", "http://93.184.216.34/x"],
@@ -66,7 +66,7 @@ describe("checkWebhookUrl in production refuses every forbidden class", () => {
   ];
 
   it.each(refused)("refuses %s (%s)", (_name, url) => {
-    const verdict = checkWebhookUrl(url, "production");
+    const verdict = checkPublicUrl(url, "production");
     expect(verdict.ok).toBe(false);
     if (!verdict.ok) expect(verdict.reason).toEqual(expect.any(String));
   });
@@ -79,12 +79,12 @@ describe("checkWebhookUrl in production refuses every forbidden class", () => {
     ["service.internal.", "https://service.internal./x"],
     ["a single label with a trailing dot", "https://intranet./x"],
   ])("refuses the fully qualified spelling %s (%s)", (_name, url) => {
-    expect(checkWebhookUrl(url, "production").ok).toBe(false);
+    expect(checkPublicUrl(url, "production").ok).toBe(false);
   });
 
   it("names the reason for the main classes", () => {
     const reason = (url: string) => {
-      const verdict = checkWebhookUrl(url, "production");
+      const verdict = checkPublicUrl(url, "production");
       return verdict.ok ? "accepted" : verdict.reason;
     };
     expect(reason("http://example.com/x")).toBe("https_required");
@@ -96,7 +96,7 @@ describe("checkWebhookUrl in production refuses every forbidden class", () => {
   });
 });
 
-describe("checkWebhookUrl in production accepts public https", () => {
+describe("checkPublicUrl in production accepts public https", () => {
   it.each([
     "https://example.com/hook",
     "https://hooks.example.com:8443/in?x=1",
@@ -107,24 +107,24 @@ describe("checkWebhookUrl in production accepts public https", () => {
     "https://[2606:4700::1]/x",
     "https://[::ffff:93.184.216.34]/x",
   ])("accepts %s", (url) => {
-    const verdict = checkWebhookUrl(url, "production");
+    const verdict = checkPublicUrl(url, "production");
     expect(verdict.ok).toBe(true);
     if (verdict.ok) expect(verdict.url.protocol).toBe("https:");
   });
 
   it("refuses plain http to loopback in production", () => {
-    expect(checkWebhookUrl("http://127.0.0.1:8080/x", "production").ok).toBe(false);
-    expect(checkWebhookUrl("http://localhost:8080/x", "production").ok).toBe(false);
-    expect(checkWebhookUrl("http://[::1]:8080/x", "production").ok).toBe(false);
+    expect(checkPublicUrl("http://127.0.0.1:8080/x", "production").ok).toBe(false);
+    expect(checkPublicUrl("http://localhost:8080/x", "production").ok).toBe(false);
+    expect(checkPublicUrl("http://[::1]:8080/x", "production").ok).toBe(false);
   });
 });
 
-describe.each(["development", "test"] as const)("checkWebhookUrl in %s", (environment) => {
+describe.each(["development", "test"] as const)("checkPublicUrl in %s", (environment) => {
   it("accepts plain http to loopback, so a local receiver works", () => {
-    expect(checkWebhookUrl("http://127.0.0.1:8080/x", environment).ok).toBe(true);
-    expect(checkWebhookUrl("http://localhost:8080/x", environment).ok).toBe(true);
-    expect(checkWebhookUrl("http://[::1]:8080/x", environment).ok).toBe(true);
-    expect(checkWebhookUrl("https://example.com/hook", environment).ok).toBe(true);
+    expect(checkPublicUrl("http://127.0.0.1:8080/x", environment).ok).toBe(true);
+    expect(checkPublicUrl("http://localhost:8080/x", environment).ok).toBe(true);
+    expect(checkPublicUrl("http://[::1]:8080/x", environment).ok).toBe(true);
+    expect(checkPublicUrl("https://example.com/hook", environment).ok).toBe(true);
   });
 
   it.each([
@@ -143,6 +143,6 @@ describe.each(["development", "test"] as const)("checkWebhookUrl in %s", (enviro
     "ftp://127.0.0.1/x",
     "http://user:pass@127.0.0.1:8080/x",
   ])("still refuses %s", (url) => {
-    expect(checkWebhookUrl(url, environment).ok).toBe(false);
+    expect(checkPublicUrl(url, environment).ok).toBe(false);
   });
 });

@@ -1,37 +1,16 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { AgentParam } from "../../agents/routes";
-import { walletOf } from "../../agents/wallet.do";
-import type { X402PayOutcome } from "../../agents/x402-pay";
 import { getAgentX402Payment, listAgentX402Payments } from "../../agents/x402-payments";
 import type { AppEnv } from "../../auth/app-env";
 import { actorOf, requireActor } from "../../auth/middleware";
-import { screenAddress } from "../../kyt/screening";
-import { placementOf } from "../../ledger/place";
 import { ApiError } from "../../lib/errors";
 import { pathId, validate } from "../../lib/validation";
-import { choosePayableEntry, overMaxAmount } from "./choice";
+import { payX402Resource } from "./pay";
 import { OutboundPaymentRequest } from "./request";
-import { signOutbound } from "./sign";
 
 export const X402PaymentsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
 export const X402PaymentParam = z.object({ paymentId: pathId });
-
-/** A payment that did not happen, as the error the route throws. */
-function refusal(outcome: Exclude<X402PayOutcome, { kind: "authorized" | "approval" | "approval_used" }>): ApiError {
-  switch (outcome.kind) {
-    case "rejected":
-      return new ApiError(402, outcome.reason);
-    case "conflict":
-      return new ApiError(409, outcome.reason);
-    case "frozen":
-      return new ApiError(403, "agent_frozen");
-    case "host_not_allowed":
-      return new ApiError(403, "x402_host_not_allowed");
-    case "not_found":
-      return new ApiError(404, "agent_not_found");
-  }
-}
 
 /** An agent pays x402 paywalls anywhere from its wallet, and reads those payments; the console lists them. */
 export const agentX402Routes = new Hono<AppEnv>()
@@ -42,31 +21,15 @@ export const agentX402Routes = new Hono<AppEnv>()
     validate("json", OutboundPaymentRequest),
     async (c) => {
       const { agentId } = actorOf(c.get("actor"), "agent");
-      const { resource, paymentRequired, maxAmountBaseUnits } = c.req.valid("json");
-      const x = c.get("settings").x402;
-      if (!x) throw new ApiError(503, "x402_not_configured");
-      if (!x.settlementPrivateKey) throw new ApiError(503, "treasury_not_configured");
-      // What is wrong with the terms themselves is answered before the wallet is asked.
-      const choice = choosePayableEntry(x, paymentRequired);
-      if (choice.kind === "unsupported") throw new ApiError(400, "unsupported_payment_requirements");
-      if (choice.kind === "invalid")
-        throw new ApiError(400, "invalid_payment_requirements", { problem: choice.problem, index: choice.index });
-      if (overMaxAmount(choice.terms, maxAmountBaseUnits)) throw new ApiError(402, "over_max_amount");
-      const kyt = await screenAddress(placementOf(c.env).control.db, choice.terms.payTo);
-      if (kyt.verdict === "block") throw new ApiError(403, "payee_flagged");
-      const { entry, terms } = choice;
-      const signed = await signOutbound(
-        x,
-        x.settlementPrivateKey,
-        { resource, paymentRequired, entry, terms },
-        Math.floor(Date.now() / 1000),
+      const answer = await payX402Resource(
+        c.env,
+        c.get("settings"),
+        agentId,
+        c.req.valid("json"),
+        c.get("idempotency"),
       );
-      const outcome = await walletOf(c.env, agentId).payX402(agentId, signed, c.get("idempotency"));
-      // Held for a human: the body stored in the hold's batch (or the pending approval's, asked again).
-      if (outcome.kind === "approval") return c.body(outcome.body, 402, { "content-type": "application/json" });
-      if (outcome.kind !== "authorized") throw refusal(outcome);
       // The very text the batch stored under the request's key: a replay answers it byte for byte.
-      return c.body(outcome.body, 201, { "content-type": "application/json" });
+      return c.body(answer.body, answer.status, { "content-type": "application/json" });
     },
   )
   .get("/agent/x402/payments", requireActor("agent"), validate("query", X402PaymentsQuery), async (c) => {

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../../auth/app-env";
 import { EVENT_TYPES } from "../../../ledger/outbox";
 import { placementOf } from "../../../ledger/place";
+import { checkPublicUrl } from "../../../lib/url-guard";
 import { consoleMerchantView, getMerchant, listMerchants } from "../../../merchants/service";
 import { type RedeliverOutcome, redeliver, webhooksDb } from "../../../webhooks/dispatch";
 import {
@@ -14,7 +15,6 @@ import {
   listEndpoints,
 } from "../../../webhooks/endpoints";
 import { CreateBody as CreateEndpointBody } from "../../../webhooks/routes";
-import { checkWebhookUrl } from "../../../webhooks/url-guard";
 import { ShownOnce } from "../layout";
 import { AttemptsPage, DeliveriesPage, WebhooksPage } from "../pages/webhooks";
 import { back, csrfOf, emailOf, render, type Ui } from "../render";
@@ -65,7 +65,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     const merchantId = typeof body.merchantId === "string" && body.merchantId ? body.merchantId : null;
     const settings = c.get("settings");
     const input = CreateEndpointBody.safeParse({ url, events, merchantId: merchantId ?? undefined });
-    const verdict = checkWebhookUrl(url, settings.environment);
+    const verdict = checkPublicUrl(url, settings.environment);
     if (!input.success)
       return webhooksPage(c, {
         error: "Check the form: a URL of up to 2,048 characters, and a merchant from the list.",

@@ -1,8 +1,9 @@
-import { currentInvocation } from "../lib/invocation";
-import { checkWebhookUrl, ipv4Octets, ipv6Groups, isForbiddenIpv4, isForbiddenIpv6 } from "./url-guard";
+import { currentInvocation } from "./invocation";
+import { checkPublicUrl, ipv4Octets, ipv6Groups, isForbiddenIpv4, isForbiddenIpv6 } from "./url-guard";
 
 /**
- * The send-time half of the SSRF guard. A webhook URL is judged when it is
+ * The send-time half of the SSRF guard (webhook POSTs and the MCP tool's
+ * fetches). A webhook URL is judged when it is
  * registered, but a DNS name can later resolve to a private address (DNS
  * rebinding, or a name like `127.0.0.1.nip.io`). Before each POST the host is
  * resolved over DNS-over-HTTPS (RFC 8484 JSON form, as Cloudflare's and
@@ -74,7 +75,8 @@ export function isForbiddenAddress(address: string): boolean {
 }
 
 /**
- * Judges a stored webhook URL right before a POST: the registration rules
+ * Judges a URL right before a request is sent to it (a stored webhook URL, a
+ * fetched resource and each of its redirects): the registration rules
  * again (settings may have changed), then, for a DNS name and when a resolver
  * is configured, every address the name resolves to now.
  */
@@ -86,7 +88,7 @@ export async function checkDestination(
     webhookTimeoutMs: number;
   },
 ): Promise<DestinationVerdict> {
-  const verdict = checkWebhookUrl(raw, settings.environment);
+  const verdict = checkPublicUrl(raw, settings.environment);
   if (!verdict.ok) return verdict;
   const host = verdict.url.hostname.toLowerCase().replace(/\.$/, "");
   if (!settings.webhookDnsResolverUrl || host.startsWith("[") || ipv4Octets(host)) return { ok: true };

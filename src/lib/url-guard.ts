@@ -1,5 +1,6 @@
 /**
- * Which webhook URLs the service will POST to. In production: https only, to
+ * Which URLs the service will send a request to on someone's word: a webhook
+ * endpoint, and a resource an agent's MCP tool fetches. In production: https only, to
  * public hosts; loopback, private, link-local, CGNAT, multicast, unspecified
  * and cloud metadata addresses are refused, in every spelling the URL parser
  * accepts (decimal, octal and hex IPv4 are normalized by WHATWG URL parsing;
@@ -88,7 +89,8 @@ const isLoopbackHost = (host: string) => {
   return host === "localhost";
 };
 
-export function checkWebhookUrl(raw: string, environment: "development" | "test" | "production"): UrlVerdict {
+/** Judges a URL the service is asked to reach: the rule above, for the deployment's environment. */
+export function checkPublicUrl(raw: string, environment: "development" | "test" | "production"): UrlVerdict {
   let url: URL;
   try {
     url = new URL(raw);
