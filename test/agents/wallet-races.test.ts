@@ -28,7 +28,7 @@ async function expectGlobalInvariants() {
   const verify = await api("GET", "/console/audit/verify", { token: await consoleToken() });
   expect(verify.status).toBe(200);
   expect(verify.body.ok).toBe(true);
-  expect(await scalar("SELECT COALESCE(SUM(amount_minor), 0) AS v FROM ledger_entries")).toBe(0);
+  expect(await scalar("SELECT COALESCE(SUM(amount_base_units), 0) AS v FROM ledger_entries")).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM agents WHERE balance_minor < 0")).toBe(0);
   expect(await scalar("SELECT COUNT(*) AS v FROM merchants WHERE balance_minor < 0")).toBe(0);
 }

@@ -294,14 +294,15 @@ describe("CSV export", () => {
 });
 
 describe("ledger invariants", () => {
-  it("ledger entries sum to zero", async () => {
+  it("ledger entries sum to zero, exactly (in base units) and in their derived cents", async () => {
     const row = await env.DB.prepare(
-      "SELECT COALESCE(SUM(amount_minor), 0) AS s, COUNT(*) AS n FROM ledger_entries",
-    ).first<{ s: number; n: number }>();
+      "SELECT COALESCE(SUM(amount_base_units), 0) AS s, COALESCE(SUM(amount_minor), 0) AS c, COUNT(*) AS n FROM ledger_entries",
+    ).first<{ s: number; c: number; n: number }>();
     expect(row!.n).toBeGreaterThan(0);
     expect(row!.s).toBe(0);
+    expect(row!.c).toBe(0);
     const perTransfer = await env.DB.prepare(
-      "SELECT transfer_id, SUM(amount_minor) AS s FROM ledger_entries GROUP BY transfer_id HAVING s != 0",
+      "SELECT transfer_id, SUM(amount_base_units) AS s FROM ledger_entries GROUP BY transfer_id HAVING s != 0",
     ).all();
     expect(perTransfer.results).toEqual([]);
   });

@@ -73,18 +73,18 @@ export async function auditVerify({ full = true } = {}) {
  */
 export async function expectBalancedWithArchive(expectedEntries?: number) {
   const totals = await env.DB.prepare(
-    `SELECT (SELECT COALESCE(SUM(carried_minor), 0) FROM archived_balances)
-              + (SELECT COALESCE(SUM(amount_minor), 0) FROM ledger_entries) AS total,
+    `SELECT (SELECT COALESCE(SUM(carried_base_units), 0) FROM archived_balances)
+              + (SELECT COALESCE(SUM(amount_base_units), 0) FROM ledger_entries) AS total,
             (SELECT COALESCE(SUM(entries), 0) FROM archived_balances) + (SELECT COUNT(*) FROM ledger_entries) AS n`,
   ).first<{ total: number; n: number }>();
   expect(totals?.total).toBe(0);
   if (expectedEntries !== undefined) expect(totals?.n).toBe(expectedEntries);
   const balanceOf = (account: string) =>
-    `COALESCE((SELECT carried_minor FROM archived_balances WHERE account = ${account}), 0)
-     + COALESCE((SELECT SUM(amount_minor) FROM ledger_entries WHERE account = ${account}), 0)`;
+    `COALESCE((SELECT carried_base_units FROM archived_balances WHERE account = ${account}), 0)
+     + COALESCE((SELECT SUM(amount_base_units) FROM ledger_entries WHERE account = ${account}), 0)`;
   const mismatched = await env.DB.prepare(
-    `SELECT a.id FROM agents a WHERE a.balance_minor != ${balanceOf("'agent:' || a.id")}
-     UNION ALL SELECT m.id FROM merchants m WHERE m.balance_minor != ${balanceOf("'merchant:' || m.id")}`,
+    `SELECT a.id FROM agents a WHERE a.balance_base_units != ${balanceOf("'agent:' || a.id")}
+     UNION ALL SELECT m.id FROM merchants m WHERE m.balance_base_units != ${balanceOf("'merchant:' || m.id")}`,
   ).all();
   expect(mismatched.results).toEqual([]);
 }

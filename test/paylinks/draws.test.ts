@@ -229,7 +229,7 @@ describe("PayLinks", () => {
     expect(ok).toBe(6); // 6 x 150 = 900 <= 1000 < 7 x 150
     expect(results.filter((r) => r.status === 402).every((r) => r.body.error === "saldo_insuficiente")).toBe(true);
     expect(await balanceOf(agent.apiKey)).toBe(1000 - ok * 150);
-    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_minor), 0) AS total FROM ledger_entries").first<{
+    const sum = await env.DB.prepare("SELECT COALESCE(SUM(amount_base_units), 0) AS total FROM ledger_entries").first<{
       total: number;
     }>();
     expect(sum?.total).toBe(0);

@@ -48,9 +48,9 @@ const one = async <T>(shard: number, sql: string, ...params: unknown[]) =>
     .bind(...params)
     .first<T>())!;
 
-/** Σ of every ledger entry in a shard. */
+/** Σ of every ledger entry in a shard, exact (base units: entries below a cent count). */
 export const entrySum = async (shard: number) =>
-  (await one<{ s: number }>(shard, "SELECT COALESCE(SUM(amount_minor), 0) AS s FROM ledger_entries")).s;
+  (await one<{ s: number }>(shard, "SELECT COALESCE(SUM(amount_base_units), 0) AS s FROM ledger_entries")).s;
 
 /** Σ of the transit accounts of a shard: what it sent toward other shards less what it received. */
 export const transitSum = async (shard: number) =>
@@ -81,7 +81,7 @@ export const pendingTransfers = async () => {
  */
 export const inFlight = async () => (await transitSum(0)) + (await transitSum(1));
 
-/** Every invariant that holds at rest: Σ entries 0 per shard, nothing in flight, balances = Σ entries, no pending transfer, chains verify. */
+/** Every invariant that holds at rest (exact, in base units): Σ entries 0 per shard, nothing in flight, balances = Σ entries, no pending transfer, chains verify. */
 export async function expectShardsAtRest() {
   expect(await inFlight()).toBe(0);
   for (const k of SHARDS) {
@@ -89,8 +89,8 @@ export async function expectShardsAtRest() {
     const db = dbOfShard(env, k);
     const mismatched = await db
       .prepare(
-        `SELECT a.id FROM agents a WHERE a.balance_minor != COALESCE((SELECT SUM(amount_minor) FROM ledger_entries WHERE account = 'agent:' || a.id), 0)
-         UNION ALL SELECT m.id FROM merchants m WHERE m.balance_minor != COALESCE((SELECT SUM(amount_minor) FROM ledger_entries WHERE account = 'merchant:' || m.id), 0)
+        `SELECT a.id FROM agents a WHERE a.balance_base_units != COALESCE((SELECT SUM(amount_base_units) FROM ledger_entries WHERE account = 'agent:' || a.id), 0)
+         UNION ALL SELECT m.id FROM merchants m WHERE m.balance_base_units != COALESCE((SELECT SUM(amount_base_units) FROM ledger_entries WHERE account = 'merchant:' || m.id), 0)
          UNION ALL SELECT id FROM agents WHERE balance_minor < 0 UNION ALL SELECT id FROM merchants WHERE balance_minor < 0`,
       )
       .all();
