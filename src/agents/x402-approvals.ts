@@ -5,6 +5,7 @@ import { AGENT_FROZEN, agentNotFrozenCheck } from "../ledger/movements";
 import { outboxEvent } from "../ledger/outbox";
 import { placementOf } from "../ledger/place";
 import type { CommitPlan } from "../ledger/plan";
+import type { AgentX402Payment } from "../ledger/x402-out";
 import { newId } from "../lib/ids";
 import { baseUnitsParam, centsIfWhole } from "../lib/money";
 import { nowIso } from "../lib/time";
@@ -18,15 +19,11 @@ import type { WalletCall } from "./wallet-state";
  * lets exactly one payment through.
  */
 
-/** The one outbound request an approval names. */
-export interface X402Request {
-  agentId: string;
-  resource: string;
-  payTo: string;
-  network: string;
-  asset: string;
-  amountBaseUnits: bigint;
-}
+/** The one outbound request an approval names: the payment's facts that a repeat must match. */
+export type X402Request = Pick<
+  AgentX402Payment,
+  "agentId" | "resource" | "payTo" | "network" | "asset" | "amountBaseUnits"
+>;
 
 /** An approval of the request that may still matter: pending, or granted and not used yet. */
 export interface OpenX402Approval {

@@ -8,27 +8,32 @@ import { agentOn, expectShardsAtRest, homeBalance } from "./helpers";
 // An agent of shard 1 pays an x402 paywall anywhere: the payment, its debit, its audit row and the
 // keyed answer all live in the agent's home, and its id says so.
 
+/** A version 1 402 for a report priced 3 cents (30,000 base units), on the service's rails. */
+function reportPayment() {
+  const x = settingsOf(env).x402!;
+  return {
+    resource: "https://api.example/report",
+    paymentRequired: {
+      x402Version: 1,
+      accepts: [
+        {
+          scheme: "exact",
+          network: x.network,
+          maxAmountRequired: "30000",
+          asset: x.asset,
+          payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+          maxTimeoutSeconds: 60,
+          extra: { name: x.assetName, version: x.assetVersion },
+        },
+      ],
+    },
+  };
+}
+
 describe("a shard-1 agent pays an x402 paywall", () => {
   it("201 with an xpo_s1_ payment, debited in shard 1, read back there, the same header for the same key", async () => {
-    const x = settingsOf(env).x402!;
     const agent = await agentOn(1, { credit: 100, policy: { allowedX402Hosts: ["*"] } });
-    const body = {
-      resource: "https://api.example/report",
-      paymentRequired: {
-        x402Version: 1,
-        accepts: [
-          {
-            scheme: "exact",
-            network: x.network,
-            maxAmountRequired: "30000",
-            asset: x.asset,
-            payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-            maxTimeoutSeconds: 60,
-            extra: { name: x.assetName, version: x.assetVersion },
-          },
-        ],
-      },
-    };
+    const body = reportPayment();
     const key = `shard-1-${crypto.randomUUID()}`;
     const headers = { "idempotency-key": key };
     const res = await api("POST", "/agent/x402/payments", { token: agent.apiKey, body, headers });
@@ -53,25 +58,8 @@ describe("a shard-1 agent pays an x402 paywall", () => {
 
 describe("a shard-1 agent's outbound payment over its approval threshold", () => {
   it("held in shard 1 (an apr_s1_ approval), granted there without paying, then the same request pays once", async () => {
-    const x = settingsOf(env).x402!;
     const agent = await agentOn(1, { credit: 100, policy: { allowedX402Hosts: ["*"], approvalThresholdUsdCents: 1 } });
-    const body = {
-      resource: "https://api.example/report",
-      paymentRequired: {
-        x402Version: 1,
-        accepts: [
-          {
-            scheme: "exact",
-            network: x.network,
-            maxAmountRequired: "30000",
-            asset: x.asset,
-            payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-            maxTimeoutSeconds: 60,
-            extra: { name: x.assetName, version: x.assetVersion },
-          },
-        ],
-      },
-    };
+    const body = reportPayment();
     const pay = () => api("POST", "/agent/x402/payments", { token: agent.apiKey, body });
     const held = await pay();
     expect(held.status, held.text).toBe(402);
