@@ -11,6 +11,7 @@ import { placementOf } from "../../ledger/place";
 import { ApiError } from "../../lib/errors";
 import { pathId, validate } from "../../lib/validation";
 import { choosePayableEntry, overMaxAmount } from "./choice";
+import { settlementCover } from "./cover";
 import { OutboundPaymentRequest } from "./request";
 import { signOutbound } from "./sign";
 
@@ -57,13 +58,20 @@ export const agentX402Routes = new Hono<AppEnv>()
       const kyt = await screenAddress(placementOf(c.env).control.db, choice.terms.payTo);
       if (kyt.verdict === "block") throw new ApiError(403, "payee_flagged");
       const { entry, terms } = choice;
+      const cover = await settlementCover(c.env, x, terms.value);
+      if (cover.kind === "short") throw new ApiError(503, "treasury_insufficient_funds");
+      if (cover.kind === "unavailable") throw new ApiError(503, "chain_unavailable");
       const signed = await signOutbound(
         x,
         x.settlementPrivateKey,
         { resource, paymentRequired, entry, terms },
         Math.floor(Date.now() / 1000),
       );
-      const outcome = await walletOf(c.env, agentId).payX402(agentId, signed, c.get("idempotency"));
+      const outcome = await walletOf(c.env, agentId).payX402(
+        agentId,
+        { ...signed, recordedBlock: cover.block },
+        c.get("idempotency"),
+      );
       if (outcome.kind !== "authorized") throw refusal(outcome);
       // The very text the batch stored under the request's key: a replay answers it byte for byte.
       return c.body(outcome.body, 201, { "content-type": "application/json" });
