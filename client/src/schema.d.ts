@@ -2955,9 +2955,9 @@ export interface components {
                 inTransitMinor: number;
                 /** @description Every credited deposit (its whole cents: what is below a cent is not credited) and every settled x402 payment (exact: it can be below a cent). */
                 onChainInBaseUnits: string;
-                /** @description Every `paid` payout and `succeeded` x402 refund. */
+                /** @description Every `paid` payout, `succeeded` x402 refund and `settled` agent payment of an x402 paywall. */
                 onChainOutBaseUnits: string;
-                /** @description Payouts and x402 refunds still `pending`. */
+                /** @description Payouts and x402 refunds still `pending`, and agents' x402 payments still `authorized`. */
                 pendingOutBaseUnits: string;
             };
             /** @description totalBaseUnits - expectedBaseUnits. */
@@ -2967,6 +2967,12 @@ export interface components {
              * @enum {string}
              */
             status: "balanced" | "surplus" | "shortfall";
+            /** @description What the treasury has promised and not yet paid: agents' x402 payments still `authorized` (signed from the settlement address, neither used on chain nor released). Part of `pendingOutBaseUnits`. */
+            outstandingAuthorizations: {
+                count: number;
+                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+                totalBaseUnits: string;
+            };
         };
         TreasuryCheck: {
             /** Format: date-time */

@@ -28,6 +28,9 @@ export interface LedgerSide {
    * arrived in the other. Internal, never on chain: the verdict does not read it.
    */
   inTransitBaseUnits: bigint;
+  /** Agents' x402 authorizations signed and not yet settled or released: what the treasury has promised and not paid. */
+  outstandingAuthorizationsBaseUnits: bigint;
+  outstandingAuthorizations: bigint;
 }
 
 /** One shard's figures, and the receiving addresses there whose holdings are not swept yet. */
@@ -107,7 +110,8 @@ export async function shardFigures(db: D1Database, x: X402Settings, minSweepBase
     db
       .prepare(
         `SELECT ${exact("SUM(CASE WHEN status = 'settled' THEN amount_base_units END)")} AS out,
-              ${exact("SUM(CASE WHEN status = 'authorized' THEN amount_base_units END)")} AS pending
+              ${exact("SUM(CASE WHEN status = 'authorized' THEN amount_base_units END)")} AS pending,
+              CAST(COUNT(CASE WHEN status = 'authorized' THEN 1 END) AS TEXT) AS promised
        FROM agent_x402_payments WHERE status IN ('settled', 'authorized') AND lower(asset) = ?`,
       )
       .bind(x.asset.toLowerCase()),
@@ -124,6 +128,8 @@ export async function shardFigures(db: D1Database, x: X402Settings, minSweepBase
       agentBalancesBaseUnits: BigInt(one(balances).agents!),
       merchantBalancesBaseUnits: BigInt(one(balances).merchants!),
       inTransitBaseUnits: BigInt(one(transit).n!),
+      outstandingAuthorizationsBaseUnits: BigInt(agentsPaid.pending!),
+      outstandingAuthorizations: BigInt(agentsPaid.promised!),
     },
     unsweptAddresses: [...new Set(addresses!.results.map((r) => String(r.address).toLowerCase()))],
   };
