@@ -1,14 +1,17 @@
 import { env } from "cloudflare:workers";
 import { decodePaymentSignatureHeader } from "@x402/core/http";
+import { compactVerify, createLocalJWKSet } from "jose";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { agentX402PaymentPlan } from "../../src/ledger/x402-out";
+import { dispatchOutbox } from "../../src/webhooks/dispatch";
 import { reconcileAgentX402Payments } from "../../src/x402/outbound/life";
 import { base64Json, caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
-import { createAgent } from "../helpers/factories";
+import { createAgent, createMerchant } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
+import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { publicClient, type SignedAuthorization, submitAuthorization, tokenBalance } from "../helpers/x402";
 
 /*
@@ -186,6 +189,35 @@ describe("an agent's outbound x402 payment, never used", () => {
   });
 });
 
+describe("an agent's outbound x402 payment's events", () => {
+  it("reach the operator's endpoints (no merchantId), and no merchant's", async () => {
+    const run = crypto.randomUUID().slice(0, 8);
+    const operatorHook = `ok-life-operator-${run}`;
+    const operator = await registerEndpoint(operatorHook);
+    const merchant = await createMerchant({ name: "Not the payee" });
+    const merchantEndpoint = await registerEndpoint(`ok-life-merchant-${run}`, { merchantId: merchant.merchantId });
+    const { payment } = await authorized("1000", 1);
+    await chainReaches(Date.parse(payment.validBefore) / 1000);
+    await reconcileLater();
+    await dispatchOutbox(env);
+    const list = await waitForReceived(operatorHook, (got) => got.some((d) => d.body.includes(payment.paymentId)));
+    const envelope = JSON.parse(list.find((d) => d.body.includes(payment.paymentId))!.body);
+    expect(envelope).toMatchObject({
+      type: "agent_payment.released",
+      data: { paymentId: payment.paymentId, status: "released" },
+    });
+    const deliveries = async (endpointId: string) =>
+      rowsOf(
+        `SELECT d.id FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
+         WHERE d.endpoint_id = ? AND e.data LIKE ?`,
+        endpointId,
+        `%${payment.paymentId}%`,
+      );
+    expect(await deliveries(operator.id)).toHaveLength(1);
+    expect(await deliveries(merchantEndpoint.id)).toHaveLength(0);
+  });
+});
+
 describe("an agent's outbound x402 payment, used on chain", () => {
   it("becomes settled with the transaction that used it, its event and its audit row; debited once", async () => {
     const { agent, payment, payload } = await authorized("34567", 300);
@@ -236,8 +268,17 @@ describe("an agent's outbound x402 payment, used on chain", () => {
     await reconcileLater();
     const res = await api("GET", path, { token: agent.apiKey });
     expect(res.status, res.text).toBe(200);
-    const [, body] = String(res.body.receipt).split(".");
-    const claims = JSON.parse(atob(body!.replaceAll("-", "+").replaceAll("_", "/")));
+    // Checked with the published keys, as anyone holding them would.
+    const jwks = await api("GET", "/.well-known/jwks.json");
+    const { payload: signedBytes, protectedHeader } = await compactVerify(
+      String(res.body.receipt),
+      createLocalJWKSet(jwks.body),
+      {
+        algorithms: ["EdDSA", "ES256"],
+      },
+    );
+    expect(protectedHeader.typ).toBe("agent-pay-receipt+jwt");
+    const claims = JSON.parse(new TextDecoder().decode(signedBytes));
     expect(claims).toMatchObject({
       paymentId: payment.paymentId,
       agentId: agent.agentId,
