@@ -125,6 +125,13 @@ describe("an agent's outbound x402 payment, never used", () => {
     const released = await paymentOf(agent.apiKey, payment.paymentId);
     expect(released).toMatchObject({ status: "released", transaction: null, settledAt: null });
     expect(await unitsOf(agent.apiKey)).toBe(1_000_000n);
+    // The wallet object knows it too: the whole balance, the released amount included, can be spent at once.
+    const whole = await api("POST", "/agent/x402/payments", {
+      token: agent.apiKey,
+      body: { resource: RESOURCE, paymentRequired: terms("1000000", 300) },
+    });
+    expect(whole.status, whole.text).toBe(201);
+    expect(await unitsOf(agent.apiKey)).toBe(0n);
     const lines = await csvLinesOf(payment.paymentId);
     expect(lines.filter((l) => l.includes("agent.x402_payment.authorized") && l.endsWith(",23456"))).toHaveLength(1);
     expect(lines.filter((l) => l.includes("agent.x402_payment.released") && l.endsWith(",23456"))).toHaveLength(1);
