@@ -1124,6 +1124,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agent/x402/payments/{paymentId}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A settled outbound x402 payment's signed receipt
+         * @description Once the agent's payment is `settled` (the token shows the service's authorization used). The payload is an `AgentX402ReceiptPayload`. Verify it offline with the keys at `GET /.well-known/jwks.json` (by the header's `kid`); the payload's `auditSeq` and `auditHash` name the audit row that records it. The same receipt comes back on every read.
+         */
+        get: operations["getAgentX402PaymentReceipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/merchant/charges/{chargeId}/evidence": {
         parameters: {
             query?: never;
@@ -2818,6 +2838,31 @@ export interface components {
             /** @description That row's SHA-256 in the audit chain. */
             auditHash: string;
         };
+        AgentX402ReceiptPayload: {
+            /** @constant */
+            type: "agent_x402_payment";
+            paymentId: string;
+            agentId: string;
+            resource: string;
+            /** @description Who the authorization paid. */
+            payTo: string;
+            network: string;
+            asset: string;
+            /** @description The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it). */
+            amountMinor: number | null;
+            /** @description The exact amount in the token's base units (1 cent = 10,000). */
+            amountBaseUnits: string;
+            /** @constant */
+            currency: "USD";
+            /** @description The transaction that used the service's authorization. */
+            transaction: string;
+            /** Format: date-time */
+            settledAt: string;
+            /** @description The audit row that records it (`GET /console/audit`). */
+            auditSeq: number;
+            /** @description That row's SHA-256 in the audit chain. */
+            auditHash: string;
+        };
         EvidenceFile: {
             /** @constant */
             format: "agent-pay-evidence/1";
@@ -2924,9 +2969,9 @@ export interface components {
                 inTransitMinor: number;
                 /** @description Every credited deposit (its whole cents: what is below a cent is not credited) and every settled x402 payment (exact: it can be below a cent). */
                 onChainInBaseUnits: string;
-                /** @description Every `paid` payout and `succeeded` x402 refund. */
+                /** @description Every `paid` payout, `succeeded` x402 refund and `settled` agent payment of an x402 paywall. */
                 onChainOutBaseUnits: string;
-                /** @description Payouts and x402 refunds still `pending`. */
+                /** @description Payouts and x402 refunds still `pending`, and agents' x402 payments still `authorized`. */
                 pendingOutBaseUnits: string;
             };
             /** @description totalBaseUnits - expectedBaseUnits. */
@@ -2936,6 +2981,12 @@ export interface components {
              * @enum {string}
              */
             status: "balanced" | "surplus" | "shortfall";
+            /** @description What the treasury has promised and not yet paid: agents' x402 payments still `authorized` (signed from the settlement address, neither used on chain nor released). Part of `pendingOutBaseUnits`. */
+            outstandingAuthorizations: {
+                count: number;
+                /** @description Token base units as a decimal string (1 cent = 10,000; they can pass 2^53). */
+                totalBaseUnits: string;
+            };
         };
         TreasuryCheck: {
             /** Format: date-time */
@@ -2971,7 +3022,7 @@ export interface components {
             id: string;
             url: string;
             /** @description Empty means every event kind. */
-            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
+            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall" | "agent_payment.settled" | "agent_payment.released")[];
             merchantId: string | null;
             /** @description Shown once: the HMAC-SHA256 key of the X-Service-Signature header. */
             secret: string;
@@ -2979,7 +3030,7 @@ export interface components {
         WebhookEndpoint: {
             id: string;
             url: string;
-            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
+            events: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall" | "agent_payment.settled" | "agent_payment.released")[];
             merchantId: string | null;
             /** Format: date-time */
             createdAt: string;
@@ -3001,7 +3052,7 @@ export interface components {
             id: string;
             eventId: string;
             /** @enum {string} */
-            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall";
+            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall" | "agent_payment.settled" | "agent_payment.released";
             /** @enum {string} */
             status: "pending" | "delivered" | "failed";
             attempts: number;
@@ -3023,7 +3074,7 @@ export interface components {
         WebhookEvent: {
             id: string;
             /** @enum {string} */
-            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall";
+            type: "charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall" | "agent_payment.settled" | "agent_payment.released";
             /** Format: date-time */
             createdAt: string;
             data: {
@@ -3222,7 +3273,10 @@ export interface components {
             asset: string;
             /** @description Exactly what the authorization moves and the wallet was debited. */
             amountBaseUnits: string;
-            /** @enum {string} */
+            /**
+             * @description `authorized`: signed and debited. `settled`: the token shows the authorization used (`transaction` set). `released`: its `validBefore` passed with the authorization unused, and the debit was given back.
+             * @enum {string}
+             */
             status: "authorized" | "settled" | "released";
             /** @description The transaction that used the authorization, once settled. */
             transaction: string | null;
@@ -3368,7 +3422,7 @@ export interface components {
         };
         CreateWebhookEndpointRequest: {
             url: string;
-            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall")[];
+            events?: ("charge.created" | "payment.succeeded" | "charge.succeeded" | "approval.required" | "paylink.accepted" | "budget.exhausted" | "deposit.confirmed" | "payout.paid" | "payout.failed" | "charge.refunded" | "refund.failed" | "endpoint.disabled" | "treasury.shortfall" | "agent_payment.settled" | "agent_payment.released")[];
             merchantId?: string;
         };
         RotateWebhookSecretRequest: {
@@ -5749,7 +5803,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
-            /** @description The deployment takes no x402 (`x402_not_configured`) or holds no settlement key (`treasury_not_configured`); or the wallet is shedding load (`overloaded`, with `Retry-After`). */
+            /** @description The settlement address, less what its outstanding authorizations may still take, cannot cover the amount (`treasury_insufficient_funds`; nothing is debited); the chain could not be read to tell (`chain_unavailable`); the deployment takes no x402 (`x402_not_configured`) or holds no settlement key (`treasury_not_configured`); or the wallet is shedding load (`overloaded`, with `Retry-After`). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6308,6 +6362,42 @@ export interface operations {
             401: components["responses"]["CredentialRequired"];
             403: components["responses"]["CredentialNotAllowed"];
             /** @description Unknown refund, or one not succeeded (yet). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAgentX402PaymentReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                paymentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Receipt"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["CredentialRequired"];
+            403: components["responses"]["CredentialNotAllowed"];
+            /** @description Unknown payment of this agent, or one not settled (yet). */
             404: {
                 headers: {
                     [name: string]: unknown;

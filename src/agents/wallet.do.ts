@@ -23,6 +23,7 @@ import {
 import { creditDeposit, creditWallet, setPolicy, type WalletCredit } from "./wallet-credit";
 import { grantApproval } from "./wallet-hold";
 import { AgentStateCache, readCharge, type WalletTurnCall } from "./wallet-state";
+import { type DueAgentX402Payment, releaseAgentX402Payment } from "./x402-life";
 import { payX402, type SignedX402Payment } from "./x402-pay";
 
 /**
@@ -172,6 +173,14 @@ export class WalletDurableObject extends DurableObject<Env> {
 
   creditDeposit(transfer: DepositTransfer, credit: boolean) {
     return this.inTurn(() => creditDeposit(this.env, transfer, credit));
+  }
+
+  /**
+   * An outbound x402 payment expired unused, given back in the agent's turn: the wallet reads its
+   * balance from D1 again after the credit, as after any credit from outside a payment.
+   */
+  releaseX402(payment: DueAgentX402Payment, reason: string) {
+    return this.inTurn(() => releaseAgentX402Payment(this.env, payment, reason));
   }
 
   setPolicy(agentId: string, policy: Policy) {

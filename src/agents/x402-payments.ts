@@ -1,4 +1,5 @@
 import type { Env } from "../config/env";
+import { type SqlStatement, sqlStatement } from "../db/statements";
 import { placementOf } from "../ledger/place";
 import type { AgentX402Payment } from "../ledger/x402-out";
 
@@ -88,3 +89,7 @@ export async function getAgentX402Payment(
 export const x402PaidByAgentSince = (agentId: string, since: string) =>
   `COALESCE((SELECT SUM(amount_base_units) FROM agent_x402_payments
          WHERE agent_id = ${agentId} AND created_at >= ${since}), 0)`;
+
+/** The agent's payment once `settled`, as a receipt shows it; no row while authorized, released, unknown or another agent's. */
+export const settledAgentX402PaymentRow = (paymentId: string, agentId: string): SqlStatement =>
+  sqlStatement(`${SELECT} WHERE id = ? AND agent_id = ? AND status = 'settled'`, paymentId, agentId);

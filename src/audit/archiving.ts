@@ -128,7 +128,8 @@ export async function auditCreatedAt(d1: D1Database, seq: number): Promise<strin
  * The audit row types found by charge or by reference after archiving: what a receipt or an evidence
  * file looks up, and manual credits, whose transfer id is refused a second time (src/ledger/movements.ts).
  */
-const RECEIPT_ROW_TYPES = "('charge.paid', 'payout.paid', 'charge.refunded', 'agent.credited')";
+const RECEIPT_ROW_TYPES =
+  "('charge.paid', 'payout.paid', 'charge.refunded', 'agent.credited', 'agent.x402_payment.settled')";
 
 /**
  * The statements of a delete batch that take the `limit` lowest rows of `firstSeq`..`lastSeq`:

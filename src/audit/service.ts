@@ -14,7 +14,7 @@ export const AUDIT_COLUMNS = `seq, type, reference, charge_id AS chargeId, agent
   amount_minor AS amountMinor, amount_base_units AS amountBaseUnits, currency, data, created_at AS createdAt, prev_hash AS prevHash, hash`;
 
 /** The audit row types a receipt names: a charge's payment, a payout's, a refund's. */
-export type ReceiptRowType = "charge.paid" | "payout.paid" | "charge.refunded";
+export type ReceiptRowType = "charge.paid" | "payout.paid" | "charge.refunded" | "agent.x402_payment.settled";
 
 /**
  * The first row of `type` with this charge id, or with this reference (a payout or refund id), in

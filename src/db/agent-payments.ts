@@ -29,6 +29,11 @@ export const agentX402Payments = sqliteTable(
     headerName: text("header_name").notNull(),
     headerValue: text("header_value").notNull(),
     status: text("status").notNull(),
+    /**
+     * The chain's head when the service checked the settlement address could cover it (null for rows
+     * from before): a search for the transaction that used the authorization starts a little before it.
+     */
+    recordedBlock: integer("recorded_block"),
     txHash: text("tx_hash"),
     createdAt: text("created_at").notNull(),
     settledAt: text("settled_at"),
@@ -38,5 +43,7 @@ export const agentX402Payments = sqliteTable(
     uniqueIndex("agent_x402_payments_nonce").on(t.nonce),
     index("agent_x402_payments_agent_created").on(t.agentId, t.createdAt),
     index("agent_x402_payments_status").on(t.status, t.validBefore),
+    // The reconciliation's pass: authorized payments, the one looked at longest ago first.
+    index("agent_x402_payments_due").on(t.status, t.updatedAt),
   ],
 );

@@ -6,6 +6,7 @@ import type { Env } from "../config/env";
 import { watchDeposits } from "../deposits/watcher";
 import { recoverTransfers } from "../ledger/transfer-recovery";
 import { treasuryCheckJob } from "../treasury/check";
+import { reconcileAgentX402Payments } from "../x402/outbound/life";
 import { reconcileOpenPayments } from "../x402/reconcile";
 import { payoutsJob, refundsJob, sweepsJob } from "./money-out";
 import { outboxJob } from "./outbox";
@@ -34,6 +35,7 @@ const once = (run: CronJob["run"], events = false): CronJob => ({ each: "deploym
 export const CRON_JOBS: Record<string, CronJob> = {
   approvals_expiry: perPlace((env) => expireOverdueApprovalsEverywhere(env)),
   x402_reconcile: perPlace((env) => reconcileOpenPayments(env), true),
+  agent_x402_reconcile: perPlace((env) => reconcileAgentX402Payments(env), true),
   transfer_recover: perPlace((env) => recoverTransfers(env), true),
   deposit_watch: once(watchDeposits, true),
   retention: perPlace((env) => retentionJob(env)),

@@ -14,9 +14,12 @@ import type { X402Settings } from "../config/env";
 export interface LedgerSide {
   /** Every credited deposit (whole cents: a deposit's dust is not credited) and every settled x402 payment (exact). */
   onChainInBaseUnits: bigint;
-  /** Every `paid` payout and every `succeeded` x402 refund (both move whole cents). */
+  /** Every `paid` payout, every `succeeded` x402 refund, and every `settled` agent payment of an x402 paywall. */
   onChainOutBaseUnits: bigint;
-  /** Payouts and x402 refunds still `pending`: debited, their tokens maybe not gone yet. */
+  /**
+   * Payouts and x402 refunds still `pending`, and agents' x402 payments still `authorized`: debited,
+   * their tokens maybe not gone yet.
+   */
   pendingOutBaseUnits: bigint;
   agentBalancesBaseUnits: bigint;
   merchantBalancesBaseUnits: bigint;
@@ -25,6 +28,9 @@ export interface LedgerSide {
    * arrived in the other. Internal, never on chain: the verdict does not read it.
    */
   inTransitBaseUnits: bigint;
+  /** Agents' x402 authorizations signed and not yet settled or released: what the treasury has promised and not paid. */
+  outstandingAuthorizationsBaseUnits: bigint;
+  outstandingAuthorizations: bigint;
 }
 
 /** One shard's figures, and the receiving addresses there whose holdings are not swept yet. */
@@ -57,7 +63,9 @@ const notSwept = (owner: string) =>
  */
 export async function shardFigures(db: D1Database, x: X402Settings, minSweepBaseUnits: number): Promise<ShardFigures> {
   const payTo = x.payTo.toLowerCase();
-  const [deposits, payments, payouts, refunds, balances, addresses, transit] = await db.batch<Record<string, string>>([
+  const [deposits, payments, payouts, refunds, balances, addresses, transit, paidOut402] = await db.batch<
+    Record<string, string>
+  >([
     // A deposit credits whole cents (its dust stays on chain, unbooked): its cents are what the ledger took.
     db
       .prepare(
@@ -97,18 +105,31 @@ export async function shardFigures(db: D1Database, x: X402Settings, minSweepBase
       )
       .bind(x.network, payTo, minSweepBaseUnits, x.network, x.asset.toLowerCase(), payTo),
     db.prepare(`SELECT ${exact("SUM(amount_base_units)")} AS n FROM ledger_entries WHERE account LIKE 'transit:%'`),
+    // Agents' payments of x402 paywalls anywhere, from the settlement address: out once used on
+    // chain; pending while signed and unused (the paywall may still use it); nothing once released.
+    db
+      .prepare(
+        `SELECT ${exact("SUM(CASE WHEN status = 'settled' THEN amount_base_units END)")} AS out,
+              ${exact("SUM(CASE WHEN status = 'authorized' THEN amount_base_units END)")} AS pending,
+              CAST(COUNT(CASE WHEN status = 'authorized' THEN 1 END) AS TEXT) AS promised
+       FROM agent_x402_payments WHERE status IN ('settled', 'authorized') AND lower(asset) = ?`,
+      )
+      .bind(x.asset.toLowerCase()),
   ]);
   const one = (r: D1Result<Record<string, string>> | undefined) => r!.results[0]!;
   const paidOut = one(payouts);
   const refunded = one(refunds);
+  const agentsPaid = one(paidOut402);
   return {
     ledger: {
       onChainInBaseUnits: BigInt(one(deposits).n!) + BigInt(one(payments).n!),
-      onChainOutBaseUnits: BigInt(paidOut.out!) + BigInt(refunded.out!),
-      pendingOutBaseUnits: BigInt(paidOut.pending!) + BigInt(refunded.pending!),
+      onChainOutBaseUnits: BigInt(paidOut.out!) + BigInt(refunded.out!) + BigInt(agentsPaid.out!),
+      pendingOutBaseUnits: BigInt(paidOut.pending!) + BigInt(refunded.pending!) + BigInt(agentsPaid.pending!),
       agentBalancesBaseUnits: BigInt(one(balances).agents!),
       merchantBalancesBaseUnits: BigInt(one(balances).merchants!),
       inTransitBaseUnits: BigInt(one(transit).n!),
+      outstandingAuthorizationsBaseUnits: BigInt(agentsPaid.pending!),
+      outstandingAuthorizations: BigInt(agentsPaid.promised!),
     },
     unsweptAddresses: [...new Set(addresses!.results.map((r) => String(r.address).toLowerCase()))],
   };

@@ -25,6 +25,9 @@ export const EVENT_TYPES = [
   "endpoint.disabled",
   // Operator event: a treasury check found the chain holding less than the ledger expects (once per episode).
   "treasury.shortfall",
+  // Operator events: an agent's outbound x402 payment used on chain, or expired unused and given back.
+  "agent_payment.settled",
+  "agent_payment.released",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -89,6 +89,8 @@ export const ERROR_CODES = {
   refund_destination_flagged: 403,
   /** Payouts and on-chain refunds need the settlement key, a gas key and the chain (docs/operations.md). */
   treasury_not_configured: 503,
+  /** The settlement address, less what its outstanding x402 authorizations may still take, cannot cover an agent's x402 payment. */
+  treasury_insufficient_funds: 503,
 
   // The operator's float: fundings of the treasury
   /** The transaction carries no transfer of the token to the settlement address (or is not mined, or reverted). */

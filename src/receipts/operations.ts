@@ -2,7 +2,7 @@ import { ChargeIdParam } from "../charges/routes";
 import { error, INVALID, json, NOT_FOUND, type Operation } from "../lib/api-operation";
 import { PayoutParam } from "../payouts/routes";
 import { Evidence, Receipt } from "./responses";
-import { RefundIdParam } from "./routes";
+import { AgentX402PaymentIdParam, RefundIdParam } from "./routes";
 
 const VERIFY =
   "Verify it offline with the keys at `GET /.well-known/jwks.json` (by the header's `kid`); the payload's `auditSeq` and `auditHash` name the audit row that records it. The same receipt comes back on every read.";
@@ -52,6 +52,21 @@ export const RECEIPT_OPERATIONS: Operation[] = [
       200: json(Receipt, "The receipt."),
       400: INVALID,
       404: NOT_FOUND("refund, or one not succeeded (yet)", "refund_not_found"),
+    },
+  },
+  {
+    method: "get",
+    path: "/agent/x402/payments/:paymentId/receipt",
+    operationId: "getAgentX402PaymentReceipt",
+    summary: "A settled outbound x402 payment's signed receipt",
+    description: `Once the agent's payment is \`settled\` (the token shows the service's authorization used). The payload is an \`AgentX402ReceiptPayload\`. ${VERIFY}`,
+    tag: "Proofs",
+    auth: "agent",
+    params: AgentX402PaymentIdParam,
+    responses: {
+      200: json(Receipt, "The receipt."),
+      400: INVALID,
+      404: NOT_FOUND("payment of this agent, or one not settled (yet)", "agent_x402_payment_not_found"),
     },
   },
   {

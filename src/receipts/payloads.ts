@@ -4,6 +4,7 @@
  * the same receipt comes back on every read. Key order is fixed here, not left to the caller.
  */
 
+import type { AgentX402PaymentRow } from "../agents/x402-payments";
 import { centsIfWhole, wholeCentsOf } from "../lib/money";
 import type { RefundRow } from "../refunds/plans";
 
@@ -115,6 +116,27 @@ export const refundReceiptPayload = (refund: SucceededRefundRow, audit: AuditLin
   destination: refund.destination,
   transaction: refund.txHash,
   succeededAt: audit.createdAt,
+  auditSeq: audit.seq,
+  auditHash: audit.hash,
+});
+
+/**
+ * An agent's payment of an x402 paywall once `settled`: the transaction that used the service's
+ * authorization, to whom and how much (exact, from the payment's settling audit row).
+ */
+export const agentX402ReceiptPayload = (payment: AgentX402PaymentRow, audit: AuditLink) => ({
+  type: "agent_x402_payment" as const,
+  paymentId: payment.id,
+  agentId: payment.agentId,
+  resource: payment.resource,
+  payTo: payment.payTo,
+  network: payment.network,
+  asset: payment.asset,
+  amountMinor: centsIfWhole(BigInt(audit.amountBaseUnits)),
+  amountBaseUnits: audit.amountBaseUnits,
+  currency: "USD",
+  transaction: payment.txHash,
+  settledAt: payment.settledAt,
   auditSeq: audit.seq,
   auditHash: audit.hash,
 });

@@ -87,6 +87,29 @@ export const RefundReceiptPayload = named(
   "What a refund receipt's JWS payload holds.",
 );
 
+export const AgentX402ReceiptPayload = named(
+  "AgentX402ReceiptPayload",
+  z.strictObject({
+    type: z.literal("agent_x402_payment"),
+    paymentId: prefixed("agentX402Payment"),
+    agentId: prefixed("agent"),
+    resource: z.string(),
+    payTo: z.string().describe("Who the authorization paid."),
+    network: z.string(),
+    asset: z.string(),
+    amountMinor: CentsIfWhole(
+      "The amount in cents; null when it is not a whole number of them (`amountBaseUnits` states it).",
+    ),
+    amountBaseUnits: BaseUnits.describe("The exact amount in the token's base units (1 cent = 10,000)."),
+    currency: Usd,
+    transaction: TxHash.describe("The transaction that used the service's authorization."),
+    settledAt: Timestamp,
+    auditSeq: AuditSeq,
+    auditHash: AuditHash,
+  }),
+  "What an agent's settled x402 payment's receipt holds.",
+);
+
 export const Evidence = named(
   "EvidenceFile",
   EvidenceFileSchema,

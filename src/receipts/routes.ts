@@ -7,12 +7,13 @@ import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
 import { PayoutParam } from "../payouts/routes";
 import { chargeEvidence } from "./evidence";
-import { chargeReceipt, payoutReceipt, refundReceipt, storeOfId } from "./service";
+import { agentX402Receipt, chargeReceipt, payoutReceipt, refundReceipt, storeOfId } from "./service";
 
 /** Checkpoints are made on the minute cron: when to ask again for evidence not ready yet. */
 const EVIDENCE_RETRY_SECONDS = 60;
 
 export const RefundIdParam = z.object({ refundId: pathId });
+export const AgentX402PaymentIdParam = z.object({ paymentId: pathId });
 
 export const receiptRoutes = new Hono<AppEnv>()
   // Public like the charge itself: the charge id is the capability to read it.
@@ -40,6 +41,19 @@ export const receiptRoutes = new Hono<AppEnv>()
     if (!receipt) throw new ApiError(404, "refund_not_found");
     return c.json({ receipt });
   })
+  .get(
+    "/agent/x402/payments/:paymentId/receipt",
+    requireActor("agent"),
+    validate("param", AgentX402PaymentIdParam),
+    async (c) => {
+      const { agentId } = actorOf(c.get("actor"), "agent");
+      const { paymentId } = c.req.valid("param");
+      const store = storeOfId(c.env, paymentId);
+      const receipt = store && (await agentX402Receipt(store, c.get("settings").proofs, agentId, paymentId));
+      if (!receipt) throw new ApiError(404, "agent_x402_payment_not_found");
+      return c.json({ receipt });
+    },
+  )
   .get(
     "/merchant/charges/:chargeId/evidence",
     requireActor("merchant"),

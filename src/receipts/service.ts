@@ -1,3 +1,4 @@
+import { type AgentX402PaymentRow, settledAgentX402PaymentRow } from "../agents/x402-payments";
 import { archivedReceiptRow, type HistoryStore } from "../audit/archived";
 import { type AuditRecord, auditRowOfType, type ReceiptRowType } from "../audit/service";
 import { paidChargeRead } from "../charges/statements";
@@ -12,6 +13,7 @@ import { signJws } from "../proofs/keys";
 import { succeededRefundRow } from "../refunds/reads";
 import {
   type AuditLink,
+  agentX402ReceiptPayload,
   chargeReceiptPayload,
   type PaidChargeRow,
   type PaidPayoutRow,
@@ -126,4 +128,23 @@ export async function refundReceipt(
   if (!row) return null;
   const audit = await auditOf(store, live, { type: "charge.refunded", by }, `refund ${refundId}`);
   return sign(proofs, refundReceiptPayload(row, audit));
+}
+
+/** The agent's settled x402 payment's receipt, or null while authorized, released, unknown or another agent's. */
+export async function agentX402Receipt(
+  store: HistoryStore,
+  proofs: ProofSettings,
+  agentId: string,
+  paymentId: string,
+): Promise<string | null> {
+  const by = { reference: paymentId };
+  const type = "agent.x402_payment.settled";
+  const [[row], [live]] = await readTogether<[AgentX402PaymentRow, AuditRecord]>(
+    store.DB,
+    settledAgentX402PaymentRow(paymentId, agentId),
+    auditRowOfType(type, by),
+  );
+  if (!row) return null;
+  const audit = await auditOf(store, live, { type, by }, `agent x402 payment ${paymentId}`);
+  return sign(proofs, agentX402ReceiptPayload(row, audit));
 }

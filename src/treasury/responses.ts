@@ -42,11 +42,23 @@ export const Treasury = named(
       onChainInBaseUnits: BaseUnits.describe(
         "Every credited deposit (its whole cents: what is below a cent is not credited) and every settled x402 payment (exact: it can be below a cent).",
       ),
-      onChainOutBaseUnits: BaseUnits.describe("Every `paid` payout and `succeeded` x402 refund."),
-      pendingOutBaseUnits: BaseUnits.describe("Payouts and x402 refunds still `pending`."),
+      onChainOutBaseUnits: BaseUnits.describe(
+        "Every `paid` payout, `succeeded` x402 refund and `settled` agent payment of an x402 paywall.",
+      ),
+      pendingOutBaseUnits: BaseUnits.describe(
+        "Payouts and x402 refunds still `pending`, and agents' x402 payments still `authorized`.",
+      ),
     }),
     differenceBaseUnits: BaseUnits.describe("totalBaseUnits - expectedBaseUnits."),
     status: Status,
+    outstandingAuthorizations: z
+      .strictObject({
+        count: z.number().int().nonnegative(),
+        totalBaseUnits: BaseUnits,
+      })
+      .describe(
+        "What the treasury has promised and not yet paid: agents' x402 payments still `authorized` (signed from the settlement address, neither used on chain nor released). Part of `pendingOutBaseUnits`.",
+      ),
   }),
 );
 
@@ -115,6 +127,10 @@ export const treasuryView = (c: TreasuryCheck) => ({
   },
   differenceBaseUnits: c.differenceBaseUnits.toString(),
   status: c.status,
+  outstandingAuthorizations: {
+    count: Number(c.ledger.outstandingAuthorizations),
+    totalBaseUnits: c.ledger.outstandingAuthorizationsBaseUnits.toString(),
+  },
 });
 
 /** A stored check as listed. */

@@ -1,9 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { settingsOf } from "../../src/config/env";
 import { usdOfBaseUnits } from "../../src/console/ui/layout";
 import { TreasuryChart } from "../../src/console/ui/pages/treasury-chart";
 import type { CheckDetail } from "../../src/treasury/history";
 import { api, consoleToken } from "../helpers/api";
+import { createAgent } from "../helpers/factories";
 import { freshSender, sendTokens } from "../helpers/tokens";
 import { chain, publicClient } from "../helpers/x402";
 
@@ -191,5 +193,41 @@ describe("the Treasury page", () => {
     expect(usdOfBaseUnits("-1230000")).toBe("-$1.23");
     expect(usdOfBaseUnits(123_456_789_000_000n)).toBe("$123,456,789.00");
     expect(usdOfBaseUnits("1005000")).toBe("$1.005");
+  });
+});
+
+describe("the Treasury page's promises", () => {
+  it("shows the outstanding x402 authorizations, counted and summed to the base unit", async () => {
+    const { cookie } = await session();
+    const page = async () => (await api("GET", "/console/ui/treasury", { headers: { cookie } })).text;
+    expect(stat(await page(), "treasury-promised-count")).toBe("0 authorizations");
+    const x = settingsOf(env).x402!;
+    const agent = await createAgent({ policy: { allowedX402Hosts: ["*"] }, credit: 10 });
+    const paid = await api("POST", "/agent/x402/payments", {
+      token: agent.apiKey,
+      body: {
+        resource: "https://api.example/report",
+        paymentRequired: {
+          x402Version: 1,
+          accepts: [
+            {
+              scheme: "exact",
+              network: x.network,
+              maxAmountRequired: "12345",
+              resource: "https://api.example/report",
+              asset: x.asset,
+              payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+              maxTimeoutSeconds: 300,
+              extra: { name: x.assetName, version: x.assetVersion },
+            },
+          ],
+        },
+      },
+    });
+    expect(paid.status, paid.text).toBe(201);
+    const html = await page();
+    expect(stat(html, "treasury-promised-count")).toBe("1 authorization");
+    expect(stat(html, "treasury-promised-total")).toBe(usdOfBaseUnits(12_345n));
+    expect(usdOfBaseUnits(12_345n)).toBe("$0.012345");
   });
 });

@@ -7,6 +7,7 @@ import { buildApp } from "../../src/app";
 import { settingsOf } from "../../src/config/env";
 import { type OpenApiDocument, openApiPath } from "../../src/openapi/document";
 import { OPERATIONS } from "../../src/openapi/operations";
+import { reconcileAgentX402Payments } from "../../src/x402/outbound/life";
 import { api, consoleToken, OPS_EMAIL } from "../helpers/api";
 import { dispatchDirectly } from "../helpers/direct";
 import { v2Request } from "../helpers/facilitator";
@@ -14,7 +15,7 @@ import { createAgent, createCharge, createMerchant } from "../helpers/factories"
 import { freshSender, sendTokens } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { receiverUrl } from "../helpers/webhooks";
-import { chain, freshPayer, publicClient, xPaymentFor } from "../helpers/x402";
+import { chain, freshPayer, publicClient, submitAuthorization, xPaymentFor } from "../helpers/x402";
 import { ContractRecorder, METHODS, operationsOf } from "./recorder";
 
 // Hundreds of requests: each goes straight into the fetch handler (test/helpers/direct.ts says why).
@@ -656,6 +657,23 @@ describe("agents and approvals", () => {
     expect((await rec.call("GET", path, { token })).body.payments).toEqual([paid.body.payment]);
     expect((await rec.call("GET", `${path}?limit=0`, { token })).status).toBe(400);
     expect((await rec.call("GET", "/console/agents/agent_doesnotexist/x402/payments", { token })).status).toBe(404);
+
+    // Its receipt: none while authorized; once the paywall uses it on chain and the reconciliation sees it, signed.
+    const receiptPath = `/agent/x402/payments/${paymentId}/receipt`;
+    expect((await rec.call("GET", receiptPath, { token: agent.apiKey })).status).toBe(404);
+    expect(
+      (await rec.call("GET", `/agent/x402/payments/${"x".repeat(600)}/receipt`, { token: agent.apiKey })).status,
+    ).toBe(400);
+    const used = await submitAuthorization(JSON.parse(atob(paid.body.header.value)).payload);
+    await waitFor(
+      "confirmations",
+      () => publicClient().getBlockNumber(),
+      (head) => head >= used.blockNumber + BigInt(x.depositConfirmations),
+    );
+    await reconcileAgentX402Payments(env, Date.now() + 60_000);
+    const receipt = await rec.call("GET", receiptPath, { token: agent.apiKey });
+    expect(receipt.status, receipt.text).toBe(200);
+    expect(receipt.body.receipt.split(".")).toHaveLength(3);
   });
 
   it("rolls agent and merchant keys, and freezes and unfreezes agents", async () => {

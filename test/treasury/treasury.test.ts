@@ -6,6 +6,7 @@ import { settingsOf, type X402Settings } from "../../src/config/env";
 import { createPayout, sendPayout } from "../../src/payouts/service";
 import { sweepToSettlement } from "../../src/sweeps/run";
 import { dispatchOutbox } from "../../src/webhooks/dispatch";
+import { reconcileAgentX402Payments } from "../../src/x402/outbound/life";
 import { api, consoleToken } from "../helpers/api";
 import { creditDeposits } from "../helpers/deposits";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
@@ -14,7 +15,7 @@ import { paidBelowACent } from "../helpers/sub-cent";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { received, registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
+import { chain, freshPayer, publicClient, submitAuthorization, tokenBalance, xPaymentFor } from "../helpers/x402";
 
 /*
  * The treasury reconciliation against the real local chain. This file runs in a project of its own
@@ -189,6 +190,7 @@ describe("the treasury reconciliation", () => {
       },
       differenceBaseUnits: "0",
       status: "balanced",
+      outstandingAuthorizations: { count: 0, totalBaseUnits: "0" },
     });
 
     // In: a deposit of $2.50 to an agent's deposit address, and a $7.00 x402 payment to a charge's address.
@@ -592,6 +594,83 @@ describe("the treasury reconciliation", () => {
       onChainOutBaseUnits: String(BigInt(before.ledger.onChainOutBaseUnits) + 2_500n),
       expectedBaseUnits: before.ledger.expectedBaseUnits,
     });
+  });
+
+  it("counts agents' x402 payments: balanced while authorized, used, settled and released; 503 beyond what it can cover", async () => {
+    await expectBalanced();
+    // A float of its own, booked, so the cover below does not depend on what earlier tests left.
+    const minted = await mintToSettlement(2_000_000n);
+    await waitFor(
+      "the float booked",
+      () => book(minted),
+      (res) => res.status === 201,
+    );
+    await expectBalanced();
+    const agent = await createAgent({ policy: { allowedX402Hosts: ["*"] }, credit: 100 });
+    const pay = (amount: bigint, maxTimeoutSeconds = 300) =>
+      api("POST", "/agent/x402/payments", {
+        token: agent.apiKey,
+        body: {
+          resource: "https://api.example/report",
+          paymentRequired: {
+            x402Version: 1,
+            accepts: [
+              {
+                scheme: "exact",
+                network: x.network,
+                maxAmountRequired: amount.toString(),
+                resource: "https://api.example/report",
+                asset: x.asset,
+                payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+                maxTimeoutSeconds,
+                extra: { name: x.assetName, version: x.assetVersion },
+              },
+            ],
+          },
+        },
+      });
+    const held = await tokenBalance(x.payTo);
+    const over = await pay(held + 1n);
+    expect(over.status).toBe(503);
+    expect(over.body).toEqual({ error: "treasury_insufficient_funds" });
+    const first = await pay(300_000n);
+    expect(first.status, first.text).toBe(201);
+    // What the settlement address holds less the 300,000 it has promised: one unit more is refused, nothing debited.
+    const beyond = await pay(held - 300_000n + 1n);
+    expect(beyond.status).toBe(503);
+    expect(beyond.body).toEqual({ error: "treasury_insufficient_funds" });
+    const promised = await expectBalanced();
+    expect(promised.outstandingAuthorizations).toEqual({ count: 1, totalBaseUnits: "300000" });
+    expect(BigInt(promised.ledger.pendingOutBaseUnits)).toBeGreaterThanOrEqual(300_000n);
+    // The paywall uses it on chain: the tokens are gone before the service records it, a pending outflow
+    // that has left (as a payout mined and not yet recorded paid): balanced, never a shortfall.
+    const used = await submitAuthorization(JSON.parse(atob(first.body.header.value)).payload);
+    expect(used.status).toBe("success");
+    expect(await checkNow()).toMatchObject({ status: "balanced", differenceBaseUnits: "-300000" });
+    await waitFor(
+      "confirmations",
+      () => client().getBlockNumber(),
+      (head) => head >= used.blockNumber + 2n,
+    );
+    const settled = await reconcileAgentX402Payments(env, Date.now() + 60_000);
+    expect(settled?.settled).toBe(1);
+    const after = await expectBalanced();
+    expect(after.outstandingAuthorizations).toEqual({ count: 0, totalBaseUnits: "0" });
+    // One never used: given back after its window (by the chain's block time), still balanced.
+    const second = await pay(200_000n, 1);
+    expect(second.status, second.text).toBe(201);
+    await expectBalanced();
+    const validBefore = BigInt(Date.parse(second.body.payment.validBefore) / 1000);
+    await waitFor(
+      "the trusted block past the window",
+      async () => (await client().getBlock({ blockNumber: (await client().getBlockNumber()) - 2n })).timestamp,
+      (timestamp) => timestamp >= validBefore,
+    );
+    const released = await reconcileAgentX402Payments(env, Date.now() + 120_000);
+    expect(released?.released).toBe(1);
+    const status = await api("GET", `/agent/x402/payments/${second.body.payment.paymentId}`, { token: agent.apiKey });
+    expect(status.body.payment.status).toBe("released");
+    expect((await expectBalanced()).outstandingAuthorizations).toEqual({ count: 0, totalBaseUnits: "0" });
   });
 
   it("finds a surplus when tokens arrive outside any payment, and a sub-cent deposit remainder is one", async () => {

@@ -361,6 +361,7 @@ describe("the plan that uses a granted approval", () => {
         nonce,
         validBefore: Math.floor(Date.now() / 1000) + 60,
         header: { name: "PAYMENT-SIGNATURE", value: "e30=" },
+        recordedBlock: null,
         createdAt,
       };
       return usingApproval(agentX402PaymentPlan(payment, []), approval, id, createdAt);

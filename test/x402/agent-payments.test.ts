@@ -401,6 +401,7 @@ describe("the outbound payment's plan", () => {
       nonce: `0x${"cd".repeat(32)}`,
       validBefore: Math.floor(Date.now() / 1000) + 60,
       header: { name: "X-PAYMENT", value: "e30=" },
+      recordedBlock: null,
       createdAt: new Date().toISOString(),
     };
     const plan = agentX402PaymentPlan(payment, []);

@@ -26,7 +26,11 @@ const AgentX402Payment = named(
     network: z.string().describe("As the paywall's entry named it (`base-sepolia`, or `eip155:<chainId>`)."),
     asset: EvmAddress,
     amountBaseUnits: BaseUnits.describe("Exactly what the authorization moves and the wallet was debited."),
-    status: z.enum(["authorized", "settled", "released"]),
+    status: z
+      .enum(["authorized", "settled", "released"])
+      .describe(
+        "`authorized`: signed and debited. `settled`: the token shows the authorization used (`transaction` set). `released`: its `validBefore` passed with the authorization unused, and the debit was given back.",
+      ),
     transaction: z.string().nullable().describe("The transaction that used the authorization, once settled."),
     validBefore: Timestamp.describe("After this the authorization can no longer be used."),
     createdAt: Timestamp,
@@ -101,7 +105,9 @@ export const AGENT_X402_OPERATIONS: Operation[] = [
       },
       503: {
         ...error(
-          "The deployment takes no x402 (`x402_not_configured`) or holds no settlement key (`treasury_not_configured`); or the wallet is shedding load (`overloaded`, with `Retry-After`).",
+          "The settlement address, less what its outstanding authorizations may still take, cannot cover the amount (`treasury_insufficient_funds`; nothing is debited); the chain could not be read to tell (`chain_unavailable`); the deployment takes no x402 (`x402_not_configured`) or holds no settlement key (`treasury_not_configured`); or the wallet is shedding load (`overloaded`, with `Retry-After`).",
+          "treasury_insufficient_funds",
+          "chain_unavailable",
           "x402_not_configured",
           "treasury_not_configured",
           "overloaded",

@@ -6,6 +6,7 @@ import { screenAddress } from "../../kyt/screening";
 import { placementOf } from "../../ledger/place";
 import { ApiError } from "../../lib/errors";
 import { choosePayableEntry, overMaxAmount } from "./choice";
+import { settlementCover } from "./cover";
 import type { OutboundPaymentRequest } from "./request";
 import { signOutbound } from "./sign";
 
@@ -55,13 +56,16 @@ export async function payX402Resource(
   const kyt = await screenAddress(placementOf(env).control.db, choice.terms.payTo);
   if (kyt.verdict === "block") throw new ApiError(403, "payee_flagged");
   const { entry, terms } = choice;
+  const cover = await settlementCover(env, x, terms.value);
+  if (cover.kind === "short") throw new ApiError(503, "treasury_insufficient_funds");
+  if (cover.kind === "unavailable") throw new ApiError(503, "chain_unavailable");
   const signed = await signOutbound(
     x,
     x.settlementPrivateKey,
     { resource, paymentRequired, entry, terms },
     Math.floor(Date.now() / 1000),
   );
-  const outcome = await walletOf(env, agentId).payX402(agentId, signed, slot);
+  const outcome = await walletOf(env, agentId).payX402(agentId, { ...signed, recordedBlock: cover.block }, slot);
   // Held for a human: the body stored in the hold's batch (or the pending approval's, asked again).
   if (outcome.kind === "approval") return { status: 402, body: outcome.body };
   if (outcome.kind !== "authorized") throw refusal(outcome);

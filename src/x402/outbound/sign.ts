@@ -16,7 +16,7 @@ export async function signOutbound(
   key: Hex,
   p: { resource: string; paymentRequired: PaymentRequired; entry: AcceptsEntry; terms: PayableTerms },
   nowSeconds: number,
-): Promise<SignedX402Payment> {
+): Promise<Omit<SignedX402Payment, "recordedBlock">> {
   const account = gasAccountOf(key);
   const nonce = toHex(crypto.getRandomValues(new Uint8Array(32)));
   const authorization = authorizationFor(p.terms, account.address, nowSeconds, nonce);

@@ -1,6 +1,7 @@
+import type { OutstandingAuthorizations } from "../../../agents/x402-life";
 import type { FundingRow } from "../../../treasury/fundings";
 import type { CheckDetail } from "../../../treasury/history";
-import { Csrf, usd, usdOfBaseUnits, When } from "../layout";
+import { Csrf, counted, usd, usdOfBaseUnits, When } from "../layout";
 import { TreasuryChart } from "./treasury-chart";
 
 /** The page charts and lists this many checks, newest first in the table. */
@@ -76,6 +77,8 @@ const Fundings = (props: { fundings: FundingRow[]; csrf: string; typed?: string 
 export function TreasuryPage(props: {
   checks: CheckDetail[];
   fundings: FundingRow[];
+  /** Read now, not from the latest check: what the settlement address has signed and not yet paid. */
+  outstanding: OutstandingAuthorizations;
   settlementAddress: string;
   csrf: string;
   /** The transaction typed in the funding form, shown again with its refusal. */
@@ -111,10 +114,36 @@ export function TreasuryPage(props: {
           No check yet: the cron runs one every minute, or check now.
         </p>
       )}
+      <Promised outstanding={props.outstanding} />
       <Fundings fundings={props.fundings} csrf={props.csrf} typed={props.typed} />
     </>
   );
 }
+
+/** Agents' x402 authorizations signed from the settlement address and not yet used on chain or released. */
+const Promised = ({ outstanding }: { outstanding: OutstandingAuthorizations }) => (
+  <div class="card" id="treasury-promised">
+    <h2>Promised, not yet paid</h2>
+    <p class="muted">
+      Agents' x402 payments the settlement address has signed that no paywall has used on chain yet, and whose window
+      has not closed: each may still take its amount. A new payment is refused while the settlement address, less these,
+      cannot cover it.
+    </p>
+    <div class="grid">
+      <Stat
+        id="treasury-promised-count"
+        label="Outstanding authorizations"
+        value={counted(outstanding.count, "authorization")}
+      />
+      <Stat
+        id="treasury-promised-total"
+        label="They may take"
+        value={usdOfBaseUnits(outstanding.totalBaseUnits)}
+        note="exact to the base unit"
+      />
+    </div>
+  </div>
+);
 
 /** The latest check: its status, when and at which block, and its figures. */
 const LatestCheck = ({ latest }: { latest: CheckDetail }) => (

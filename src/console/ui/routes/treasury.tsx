@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { outstandingAuthorizations } from "../../../agents/x402-life";
 import type { AppEnv } from "../../../auth/app-env";
 import type { X402Settings } from "../../../config/env";
 import { nothingMore } from "../../../db/statements";
@@ -27,9 +28,10 @@ const REFUSED: Record<FundingRefusal, string> = {
 
 /** The treasury page, with an error and the typed transaction when a funding was refused. */
 async function treasuryPage(c: Ui, x: X402Settings, refused?: { error: string; typed: string }) {
-  const [checks, fundings] = await Promise.all([
+  const [checks, fundings, outstanding] = await Promise.all([
     listCheckDetails(placementOf(c.env).control.db, CHECKS_SHOWN),
     listFundings(placementOf(c.env).control.db, x, FUNDINGS_SHOWN),
+    outstandingAuthorizations(c.env),
   ]);
   return render(
     c,
@@ -38,6 +40,7 @@ async function treasuryPage(c: Ui, x: X402Settings, refused?: { error: string; t
     <TreasuryPage
       checks={checks}
       fundings={fundings}
+      outstanding={outstanding}
       settlementAddress={x.payTo.toLowerCase()}
       csrf={csrfOf(c)}
       typed={refused?.typed}

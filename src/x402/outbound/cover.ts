@@ -1,0 +1,32 @@
+import { outstandingAuthorizations } from "../../agents/x402-life";
+import { type RpcAnswer, rpcBatch, tokenCall } from "../../chain/client";
+import type { Env, X402Settings } from "../../config/env";
+
+/** Whether the settlement address can cover one more authorization, and the head it was read at. */
+export type Cover = { kind: "covered"; block: number } | { kind: "short" } | { kind: "unavailable" };
+
+const failed = (answer: RpcAnswer | undefined) => !answer || !!answer.error;
+
+/**
+ * Whether the settlement address's token balance, less what its outstanding authorizations (every
+ * shard's payments still `authorized`) may still take, covers `amount`. Read fresh on every payment,
+ * never cached: a cached balance beside a fresh count would count a payment settled in between twice
+ * in the agent's favour. The ledger is read before the chain: an authorization used on chain and not
+ * yet recorded as settled is then subtracted twice (from the balance, and as outstanding), which errs
+ * toward refusing, never toward promising what is not there. Two payments checked at the same moment
+ * both see the other not yet recorded (docs/decisions.md).
+ */
+export async function settlementCover(env: Env, x: X402Settings, amount: bigint): Promise<Cover> {
+  const outstanding = await outstandingAuthorizations(env);
+  let answers: RpcAnswer[];
+  try {
+    answers = await rpcBatch(x, [tokenCall(x, "balanceOf", [x.payTo]), { method: "eth_blockNumber", params: [] }]);
+  } catch {
+    return { kind: "unavailable" };
+  }
+  const [balance, head] = answers;
+  if (failed(balance) || failed(head)) return { kind: "unavailable" };
+  const available = BigInt((balance!.result as string) || "0x0") - outstanding.totalBaseUnits;
+  if (available < amount) return { kind: "short" };
+  return { kind: "covered", block: Number(BigInt(head!.result as string)) };
+}
