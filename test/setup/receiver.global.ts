@@ -96,7 +96,11 @@ async function answerResource(
   if (kind === "paywall") {
     const terms = url.searchParams.get("terms") ?? "";
     const paidWith = headers["payment-signature"] ?? headers["x-payment"];
-    if (paidWith && url.searchParams.get("forever") !== "1") {
+    const paidRedirect = url.searchParams.get("paidRedirect");
+    if (paidWith && paidRedirect !== null) {
+      // A paywall that takes the payment, then sends the paid request on elsewhere.
+      res.writeHead(302, { location: paidRedirect }).end();
+    } else if (paidWith && url.searchParams.get("forever") !== "1") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ paidWith, method: req.method, body }));
     } else if (url.searchParams.get("v") === "1") {
