@@ -60,10 +60,12 @@ export async function openX402Approvals(db: D1Database, r: X402Request): Promise
     .prepare(
       `SELECT id, status, reason, expires_at AS expiresAt, decided_by AS decidedBy FROM approvals
        WHERE charge_id IS NULL AND agent_id = ? AND resource = ? AND pay_to = ? AND amount_base_units = ?
-         AND network = ? AND asset = ? AND status IN ('pending', 'granted') AND x402_payment_id IS NULL
+         AND asset = ? AND status IN ('pending', 'granted') AND x402_payment_id IS NULL
        ORDER BY created_at DESC, rowid DESC`,
     )
-    .bind(r.agentId, r.resource, r.payTo, baseUnitsParam(r.amountBaseUnits), r.network, r.asset)
+    // Not the network: a paid entry is always on the service's one chain, which a version 1 and a
+    // version 2 answer name differently (a grant of one covers the same request in the other).
+    .bind(r.agentId, r.resource, r.payTo, baseUnitsParam(r.amountBaseUnits), r.asset)
     .all<OpenX402Approval>();
   return rows.results;
 }

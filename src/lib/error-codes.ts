@@ -119,7 +119,7 @@ export const ERROR_CODES = {
   over_max_amount: 402,
   /** No `accepts` entry on the service's scheme, network and asset. */
   unsupported_payment_requirements: 400,
-  /** The entry on the service's rails is malformed (`problem`: amount, max_timeout_seconds, pay_to, eip712_domain). */
+  /** The entry on the service's rails is malformed (`problem`: amount, max_timeout_seconds, pay_to, eip712_domain, resource). */
   invalid_payment_requirements: 400,
   /** MCP `pay_x402_resource`: the URL, or a redirect's target, is not one the service fetches (`reason`). */
   resource_url_forbidden: 400,

@@ -141,7 +141,12 @@ async function payResource(ctx: ToolContext, input: PayX402Input) {
     payment = paid.payment;
     const headers = new Headers(answer.request.headers);
     headers.set(paid.header.name, paid.header.value);
-    answer = await send(ctx, { ...answer.request, headers });
+    answer = await send(ctx, { ...answer.request, headers }).catch((error: unknown) => {
+      // The wallet paid before this send: an error here must still name the payment, or an agent
+      // reading "nothing happened" pays again. The same idempotencyKey sends the same header again.
+      if (error instanceof ApiError) throw new ApiError(error.status, error.error, { ...error.extra, payment });
+      throw error;
+    });
   }
   const body = {
     status: answer.status,
@@ -156,7 +161,7 @@ async function payResource(ctx: ToolContext, input: PayX402Input) {
 export const payX402Tool: ToolDefinition<typeof PayX402Input> = {
   name: TOOL,
   title: "Fetch a URL, paying its x402 paywall",
-  description: `Fetches a URL (method, headers and body optional) and, if it answers 402 with x402 payment terms, pays them from your wallet under your policy (your allowedX402Hosts must name the host) and sends the request once more with the payment. Answers { status, contentType, body, truncated, payment }: the last answer's status and content type, its body as text (at most 256 KB; truncated says it was cut), and the payment made (null when none was needed). A 402 after paying is returned as it is: nothing is paid twice in one call. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, status: 402, payment: null }, nothing paid; once a console user grants it, the same call (same url, same terms) with a new idempotencyKey pays. Only public https URLs are fetched; redirects are followed up to 3 times, each to a public address. Refused: an error result (403 x402_host_not_allowed, 402 policy or balance, 400 resource_url_forbidden, 502 resource_unreachable). Retries: send an idempotencyKey and repeat a lost call with the SAME key and arguments: the same payment is sent again, never a second one.`,
+  description: `Fetches a URL (method, headers and body optional) and, if it answers 402 with x402 payment terms, pays them from your wallet under your policy (your allowedX402Hosts must name the host) and sends the request once more with the payment. Answers { status, contentType, body, truncated, payment }: the last answer's status and content type, its body as text (at most 256 KB; truncated says it was cut), and the payment made (null when none was needed). A 402 after paying is returned as it is: nothing is paid twice in one call. Over your approval threshold: { pendingApproval, reason, approvalId, expiresAt, status: 402, payment: null }, nothing paid; once a console user grants it, the same call (same url, same terms) with a new idempotencyKey pays. Only public https URLs are fetched; redirects are followed up to 3 times, each to a public address. Refused: an error result (403 x402_host_not_allowed, 402 policy or balance, 400 resource_url_forbidden, 502 resource_unreachable); an error after paying (the paid request refused or unanswered) carries the payment: it was made, so do not pay again, repeat with the same idempotencyKey. Retries: send an idempotencyKey and repeat a lost call with the SAME key and arguments: the same payment is sent again, never a second one.`,
   input: PayX402Input,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(ctx, input) {

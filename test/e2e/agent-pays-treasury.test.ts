@@ -63,6 +63,16 @@ describe("an outbound x402 payment and the treasury", () => {
     });
     expect(settled.status, settled.text).toBe(200);
     expect((await call("GET", `/charges/${charge.body.chargeId}`, merchant.body.apiKey)).body.status).toBe("paid");
+    // Used on chain, not yet recorded: still balanced (the authorization is pending outflow).
+    const meanwhile = await call("GET", "/console/treasury", token);
+    expect(meanwhile.body.status, meanwhile.text).toBe("balanced");
+    // The reconciliation (the dev cron, every 10 s) finds it settled; then nothing is left over.
+    const paymentPath = `/agent/x402/payments/${paid.body.payment.paymentId}`;
+    for (let k = 0; k < 60; k++) {
+      if ((await call("GET", paymentPath, agent.body.apiKey)).body.payment.status === "settled") break;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+    expect((await call("GET", paymentPath, agent.body.apiKey)).body.payment).toMatchObject({ status: "settled" });
     const treasury = await call("GET", "/console/treasury", token);
     expect(treasury.body, treasury.text).toMatchObject({ status: "balanced", differenceBaseUnits: "0" });
   });

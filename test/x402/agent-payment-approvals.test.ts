@@ -148,6 +148,24 @@ describe("outbound x402 over the approval threshold", () => {
     });
   });
 
+  it("a grant of a version 2 request covers the same request as a version 1 answer names it", async () => {
+    const { agent, hold } = await held();
+    expect((await grant(hold.approvalId)).status).toBe(200);
+    const { network: _, amount: __, ...rest } = entry();
+    const v1 = {
+      resource: RESOURCE,
+      paymentRequired: {
+        x402Version: 1,
+        accepts: [{ ...rest, network: x().network, maxAmountRequired: AMOUNT, resource: RESOURCE }],
+      },
+    };
+    const paid = await pay(agent.apiKey, v1);
+    expect(paid.status, paid.text).toBe(201);
+    expect(paid.body.header.name).toBe("X-PAYMENT");
+    expect((await approvalRow(hold.approvalId))!.paymentId).toBe(paid.body.payment.paymentId);
+    expect(await unitsOf(agent.apiKey)).toBe(1_000_000n - 12_345n);
+  });
+
   it("granted: the grant pays nothing; the same request then pays once (201), and the next is held again", async () => {
     const { agent, hold } = await held();
     const granted = await grant(hold.approvalId);

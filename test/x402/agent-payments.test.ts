@@ -244,6 +244,27 @@ describe("POST /agent/x402/payments: refused, nothing debited", () => {
       status: 400,
       error: "invalid_payment_requirements",
     },
+    ...["ws://evil.example/x", "//evil.example/x", "javascript:alert(1)"].map((resource) => ({
+      name: `a v1 entry whose resource is ${resource}`,
+      policy: ANY_HOST,
+      body: () => ({ resource: RESOURCE, paymentRequired: v1Terms({ resource }) }),
+      status: 400,
+      error: "invalid_payment_requirements",
+    })),
+    {
+      name: "the service's own settlement address as payTo",
+      policy: ANY_HOST,
+      body: () => ({ resource: RESOURCE, paymentRequired: v2Terms([v2Entry({ payTo: x().payTo })]) }),
+      status: 400,
+      error: "invalid_payment_requirements",
+    },
+    {
+      name: "an unknown field beside the request's own",
+      policy: ANY_HOST,
+      body: () => ({ resource: RESOURCE, paymentRequired: v2Terms([v2Entry()]), foo: 1 }),
+      status: 400,
+      error: "invalid_request",
+    },
     {
       name: "a resource URL that is not absolute",
       policy: ANY_HOST,

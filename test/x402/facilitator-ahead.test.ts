@@ -35,7 +35,11 @@ function readsInto(order: string[]): Env {
   const db = env.DB;
   const spied = new Proxy(db, {
     get(target, key) {
-      if (key === "batch") return (statements: D1PreparedStatement[]) => (order.push("d1 batch"), db.batch(statements));
+      if (key === "batch")
+        return (statements: D1PreparedStatement[]) => {
+          order.push("d1 batch");
+          return db.batch(statements);
+        };
       const value = Reflect.get(target, key);
       return typeof value === "function" ? value.bind(target) : value;
     },

@@ -1,10 +1,18 @@
 import { getAddress, type Hex, isAddressEqual, zeroAddress } from "viem";
 import type { X402Settings } from "../../config/env";
 import { caip2 } from "../terms";
-import { type AcceptsEntry, isBaseUnits, MAX_OUTBOUND_TIMEOUT_SECONDS, type PaymentRequired } from "./request";
+import {
+  type AcceptsEntry,
+  isBaseUnits,
+  isHttpUrl,
+  MAX_OUTBOUND_TIMEOUT_SECONDS,
+  type PaymentRequired,
+} from "./request";
 
 /** What the service pays with: its chain, in both namings, and its token with the token's EIP-712 domain. */
-export type OutboundChain = Pick<X402Settings, "network" | "chainId" | "asset" | "assetName" | "assetVersion">;
+export type OutboundChain = Pick<X402Settings, "network" | "chainId" | "asset" | "assetName" | "assetVersion"> &
+  /** The settlement address the service signs from: never a payee. */
+  Partial<Pick<X402Settings, "payTo">>;
 
 /** The chosen entry's terms, checked and normalized: what the service signs. */
 export interface PayableTerms {
@@ -23,7 +31,7 @@ export interface PayableTerms {
 }
 
 /** Why an entry on the service's scheme, network and asset cannot be paid. */
-export type EntryProblem = "amount" | "max_timeout_seconds" | "pay_to" | "eip712_domain";
+export type EntryProblem = "amount" | "max_timeout_seconds" | "pay_to" | "eip712_domain" | "resource";
 
 /**
  * The outcome of choosing: `payable` (the first entry the service can pay; `entry` is the entry
@@ -63,6 +71,10 @@ function termsOf(x: OutboundChain, version: 1 | 2, entry: AcceptsEntry): Payable
     return "max_timeout_seconds";
   const payTo = entry.payTo;
   if (typeof payTo !== "string" || !ADDRESS.test(payTo) || isAddressEqual(payTo as Hex, zeroAddress)) return "pay_to";
+  // The settlement address paying itself moves nothing on chain, yet would debit the wallet.
+  if (x.payTo && isAddressEqual(payTo as Hex, x.payTo)) return "pay_to";
+  // A version 1 entry names its resource: one that is not a web URL cannot be checked against the agent's hosts.
+  if (entry.resource !== undefined && !isHttpUrl(entry.resource)) return "resource";
   // A signature over another domain than the token's own would be refused by the token: nothing to pay with.
   const { name, version: domainVersion } = entry.extra ?? {};
   if (name !== x.assetName || domainVersion !== x.assetVersion) return "eip712_domain";

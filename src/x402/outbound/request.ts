@@ -79,7 +79,7 @@ export const PaymentRequired = z.discriminatedUnion("x402Version", [PaymentRequi
 export type PaymentRequired = z.infer<typeof PaymentRequired>;
 
 /** `POST /agent/x402/payments`: what an agent hands over after a paywall answered 402. */
-export const OutboundPaymentRequest = z.object({
+export const OutboundPaymentRequest = z.strictObject({
   resource: httpUrl,
   paymentRequired: PaymentRequired,
   maxAmountBaseUnits: baseUnits.optional(),
