@@ -12,6 +12,7 @@ import { gasAccountOf } from "../src/x402/transfer";
 import { verifyOffline } from "../src/x402/verify";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
 import type { BenchEnv as Env } from "./env";
+import { signOutboundOnce } from "./outbound";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md), served by the bench's own Worker
@@ -35,7 +36,14 @@ const VerifyBody = z
   })
   .strict();
 /** The steps a payment is made of, each timed alone (`npm run bench` prints what one costs). */
-export const BENCH_STEPS = ["d1_read", "do_rpc", "rpc_call", "rpc_call_viem", "sign_transaction"] as const;
+export const BENCH_STEPS = [
+  "d1_read",
+  "do_rpc",
+  "rpc_call",
+  "rpc_call_viem",
+  "sign_transaction",
+  "sign_authorization",
+] as const;
 const StepBody = z
   .object({ step: z.enum(BENCH_STEPS), iterations: z.number().int().positive().max(1_000).default(1) })
   .strict();
@@ -58,8 +66,8 @@ const floorObject = (env: Env) => env.BENCH_FLOOR.getByName("floor");
 /**
  * What one step does: a one-statement D1 read (the round trip every payment's lookups pay), a
  * Durable Object RPC, one JSON-RPC call to the chain (as the settlement path makes them, and through
- * viem's client, as reconciliation and the deposit watcher do), and the settler's signature of a
- * transfer (never sent).
+ * viem's client, as reconciliation and the deposit watcher do), the settler's signature of a
+ * transfer (never sent), and an outbound x402 authorization's typed-data signature by the settlement key.
  */
 function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => Promise<unknown>) | Response {
   if (step === "d1_read")
@@ -69,6 +77,11 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
   if (!x) return json({ error: "x402_not_configured" }, 503);
   if (step === "rpc_call") return () => rpcCall(x, "eth_chainId", []);
   if (step === "rpc_call_viem") return () => publicClientOf(x).request({ method: "eth_chainId" });
+  if (step === "sign_authorization") {
+    const settlementKey = x.settlementPrivateKey;
+    if (!settlementKey) return json({ error: "treasury_not_configured" }, 503);
+    return () => signOutboundOnce(x, settlementKey);
+  }
   const [key] = x.facilitatorPrivateKeys;
   if (!key) return json({ error: "facilitator_not_configured" }, 503);
   const account = gasAccountOf(key);
@@ -132,6 +145,19 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
       if (body instanceof Response) return body;
       const statements = paymentShapedBatch(body.i, body.agentId, body.merchantId);
       const ran = await floorObject(env).runBatch(statements, route.endsWith("serial"));
+      return json({ ok: ran === statements.length, statements: ran });
+    }
+
+    // Floor of an outbound x402 authorization: the settlement key's typed-data signature, then that RPC and batch.
+    case "POST sign-do-d1-batch": {
+      const body = await bodyOf(request, FloorBody);
+      if (body instanceof Response) return body;
+      const x = settingsOf(env).x402;
+      if (!x) return json({ error: "x402_not_configured" }, 503);
+      if (!x.settlementPrivateKey) return json({ error: "treasury_not_configured" }, 503);
+      await signOutboundOnce(x, x.settlementPrivateKey);
+      const statements = paymentShapedBatch(body.i, body.agentId, body.merchantId);
+      const ran = await floorObject(env).runBatch(statements, false);
       return json({ ok: ran === statements.length, statements: ran });
     }
 

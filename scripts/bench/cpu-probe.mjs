@@ -7,7 +7,8 @@
 // a difference under about 15 %.
 //
 // Settings (environment): PROBE_COUNT (requests per measured phase, default 300),
-// PROBE_CONCURRENCY (in flight, default 8), PROBE_ONLY (`x402` or `wallet`, which has checkout-link payments too; default both),
+// PROBE_CONCURRENCY (in flight, default 8), PROBE_ONLY (`x402`, `wallet`, which has checkout-link payments too,
+// or `outbound`, outbound x402 authorizations beside their floors and wallet pay; default all three),
 // PROBE_PERF (a file: `perf record` of the thread during the x402 settle phase, when perf is there).
 // The x402 phases end with x402 settle and facilitator settle (the bench's two settlement rows)
 // taking turns, half of PROBE_COUNT each a turn, so the two compare within one run.
@@ -16,6 +17,7 @@
 import { spawn } from "node:child_process";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
 import { facilitatorMerchant, settleBodies } from "./facilitator.mjs";
+import { allowAnyHost, outboundBody } from "./outbound.mjs";
 import { startService } from "./server.mjs";
 import { serviceProcesses, snapshot } from "./threads.mjs";
 import { signPayments } from "./x402.mjs";
@@ -157,13 +159,70 @@ async function walletPhases(consoleKey) {
   await call(B, "POST", "/__bench/teardown");
 }
 
+/**
+ * Outbound x402 authorizations (POST /agent/x402/payments) taking turns with their floor (the
+ * settlement key's signature + DO RPC + payment-sized batch), the floor without the signature, and
+ * wallet pay: the signature's share is the two floors' difference, the rest of the path's cost
+ * beyond the floor is the authorization's minus its floor's.
+ */
+async function outboundPhases(consoleKey) {
+  const shop = await createMerchant(B, consoleKey, "cpu probe outbound");
+  const agents = await inParallel(
+    Array.from({ length: 20 }, (_, i) => `cpu probe outbound agent ${i}`),
+    4,
+    (name) => createAgent(B, consoleKey, name, 100_000_000),
+  );
+  await allowAnyHost(B, consoleKey, agents);
+  const charges = await createCharges(B, shop.apiKey, 2 * N + WARMUP, 8);
+  const [terms] = (await call(B, "GET", `/charges/${charges[0]}/x402`, { expected: [402] })).accepts;
+  const outbound = outboundBody(terms);
+  const scratch = await call(B, "POST", "/__bench/setup", { body: { templateChargeId: charges[0], charges: 6 * N } });
+  let slot = 0;
+  const floorOf = (path) => async () => {
+    const i = slot++;
+    const body = JSON.stringify({
+      i,
+      agentId: scratch.agentIds[i % scratch.agentIds.length],
+      merchantId: scratch.merchantId,
+    });
+    const response = await fetch(`${B}/__bench/${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    await expectOk(response, 200, path);
+  };
+  const authorize = async (k) => {
+    const headers = { "content-type": "application/json", authorization: `Bearer ${agents[k % agents.length].apiKey}` };
+    const response = await fetch(`${B}/agent/x402/payments`, { method: "POST", headers, body: outbound });
+    await expectOk(response, 201, "outbound authorization");
+  };
+  const pay = async (k) => {
+    const headers = { authorization: `Bearer ${agents[k % agents.length].apiKey}` };
+    await expectOk(await fetch(`${B}/charges/${charges[k]}/pay`, { method: "POST", headers }), 200, "wallet pay");
+  };
+  await phase("floor: signature + DO RPC + batch, warm-up", WARMUP, floorOf("sign-do-d1-batch"));
+  await phase("outbound authorizations, warm-up", WARMUP, authorize);
+  await phase("wallet pay, warm-up", WARMUP, pay);
+  for (let round = 0; round < 2; round++) {
+    await phase("floor: DO RPC + payment-sized batch", N, floorOf("do-d1-batch"));
+    await phase("floor: signature + DO RPC + batch", N, floorOf("sign-do-d1-batch"));
+    await phase("outbound authorizations across agents", N, authorize);
+    await phase("wallet pay across agents", N, pay, WARMUP + round * N);
+  }
+  await call(B, "POST", "/__bench/teardown");
+}
+
+const want = (group) => ONLY === "" || ONLY === group;
+
 try {
   await phase("bench noop (warm-up)", N, get("/__bench/noop"));
   await phase("bench noop", N, get("/__bench/noop"));
   await phase("service 404", N, get("/nothing-here"));
   const consoleKey = consoleToken(B);
-  if (ONLY !== "wallet") await x402Phases(consoleKey);
-  if (ONLY !== "x402") await walletPhases(consoleKey);
+  if (want("x402")) await x402Phases(consoleKey);
+  if (want("wallet")) await walletPhases(consoleKey);
+  if (want("outbound")) await outboundPhases(consoleKey);
 } finally {
   await service.stop();
 }

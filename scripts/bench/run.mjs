@@ -18,6 +18,7 @@ import { mnemonicKey } from "../lib/chain.mjs";
 import { call, consoleToken, createAgent, createCharges, createMerchant, inParallel } from "./api.mjs";
 import { FACILITATED_VALUE, facilitatorMerchant, facilitatorSettle, settleBodies } from "./facilitator.mjs";
 import { load } from "./load.mjs";
+import { allowAnyHost, authorizedDollars, OUTBOUND_BASE_UNITS, outboundBody } from "./outbound.mjs";
 import { alternate } from "./pairs.mjs";
 import { paidResult, payoutMerchant, untilDecided } from "./payouts.mjs";
 import { startReceiver } from "./receiver.mjs";
@@ -56,6 +57,7 @@ const STEPS = [
   ["rpc_call", "one JSON-RPC call to the chain"],
   ["rpc_call_viem", "the same through viem's client"],
   ["sign_transaction", "the settler's transaction signature"],
+  ["sign_authorization", "an outbound authorization's signature by the settlement key"],
 ];
 /** x402 settlement is measured by count, not time: warm-up settlements, then measured ones (chainSnapshot says why). */
 const X402_WARMUP = Math.round(Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP));
@@ -76,6 +78,7 @@ const GROUPS = {
   charges: /^charge_creation$/,
   wallet: /^(wallet_pay|checkout_link)/,
   paylinks: /^paylink_/,
+  outbound: /^outbound_/,
   x402: /^(x402_|floor_chain_settle$)/,
   payouts: /^(payouts_|floor_chain_payouts$)/,
   webhooks: /^webhook_/,
@@ -278,7 +281,7 @@ async function seed(B) {
 }
 
 /** Row groups whose rows take turns with the floor "DO RPC + payment-sized batch" (alternated). */
-const PAYMENT_GROUPS = ["wallet", "paylinks"];
+const PAYMENT_GROUPS = ["wallet", "paylinks", "outbound"];
 const needsScratch = () =>
   selected("floor_do_rpc_d1_batch") || PAYMENT_GROUPS.some((g) => ONLY.length === 0 || ONLY.includes(g));
 
@@ -308,6 +311,7 @@ async function scratchFloor(run) {
     next: () => ({ method: "POST", path: "/__bench/do-d1-batch", headers: json(), body: floorBody() }),
   };
   run.floorOptions = rpcBatchLoad;
+  run.floorBody = floorBody;
   return { floorBody, rpcBatchLoad };
 }
 
@@ -352,14 +356,15 @@ async function dropScratch(run) {
 
 /**
  * A payment row measured in turns with its floor (pairs.mjs): `PAIRS` pairs of `PAIR_SECONDS`
- * windows, each side warmed up once before its first window.
+ * windows, each side warmed up once before its first window. The floor is "DO RPC + payment-sized
+ * batch" unless `floorOptions` names another.
  */
-function alternated(run, key, name, rowOptions) {
+function alternated(run, key, name, rowOptions, floorOptions = run.floorOptions) {
   const { measure, quiet } = run;
   return measure(key, name, "scenario", () =>
     alternate({
       load,
-      floorOptions: run.floorOptions,
+      floorOptions,
       rowOptions,
       pairs: PAIRS,
       seconds: PAIR_SECONDS,
@@ -513,6 +518,51 @@ async function measurePaylinks(run) {
     next: () => draw(manyGrants.code, crowd[run.turn++ % GRANTS].agentId),
   });
   return { drawOne, drawMany };
+}
+
+/**
+ * Outbound x402 authorizations (issue #41): the crowd of agents in turn pays a paywall's $0.001
+ * through `POST /agent/x402/payments`, each request one signature by the settlement key and one
+ * ledger commit, in turns with its floor: that signature, then one DO RPC running a payment-sized
+ * batch (`/__bench/sign-do-d1-batch`). First the signature alone, one at a time.
+ */
+async function measureOutbound(run) {
+  if (!selected("outbound_authorizations")) return null;
+  const { B, base, consoleKey, crowd, onchain, perStep, raw } = run;
+  log(`  allowing x402 payments to any host for the ${crowd.length} agents`);
+  await allowAnyHost(B, consoleKey, crowd);
+  const [probe] = await createCharges(B, onchain.apiKey, 1);
+  const [terms] = (await call(B, "GET", `/charges/${probe}/x402`, { expected: [402] })).accepts;
+  const body = outboundBody(terms);
+  const signatureMs = await perStep("/__bench/step", { step: "sign_authorization" });
+  log(`  the settlement key's authorization signature alone: ${signatureMs.toFixed(2)} ms (one at a time)`);
+  const result = await alternated(
+    run,
+    "outbound_authorizations",
+    `outbound x402 authorizations, ${AGENTS} agents`,
+    {
+      ...base,
+      next: () => ({
+        method: "POST",
+        path: "/agent/x402/payments",
+        headers: json({ authorization: `Bearer ${crowd[run.turn++ % crowd.length].apiKey}` }),
+        body,
+      }),
+      expect: (status) => status === 201,
+    },
+    {
+      ...run.floorOptions,
+      next: () => ({ method: "POST", path: "/__bench/sign-do-d1-batch", headers: json(), body: run.floorBody() }),
+    },
+  );
+  const authorized = result.statuses["201"] ?? 0;
+  raw.outbound_authorizations.signatureMs = signatureMs;
+  raw.outbound_authorizations.baseUnitsEach = Number(OUTBOUND_BASE_UNITS);
+  log(
+    `  ${authorized} authorizations in the measured windows, $${authorizedDollars(authorized).toFixed(2)} outstanding from them` +
+      " (the warm-ups' add to it; none is settled)",
+  );
+  return result;
 }
 
 /**
@@ -986,6 +1036,7 @@ function tableRows(floor, results) {
     checkout,
     drawOne,
     drawMany,
+    outbound,
     verify,
     verifyCpuMs,
     settle,
@@ -998,10 +1049,10 @@ function tableRows(floor, results) {
   const ratio = (r, f) => (r && f && f.okRps > 0 ? r.okRps / f.okRps : null);
   const F_RPC_BATCH = "DO RPC + batch";
   // A payment row's ratio is the median over its pairs of windows with this floor (pairs.mjs), with their spread.
-  const payTarget = (r, extra) => {
+  const payTarget = (r, extra, floorName = F_RPC_BATCH) => {
     const x = r?.ratio?.median ?? null;
     return {
-      floor: F_RPC_BATCH,
+      floor: floorName,
       ratio: x,
       spread: r?.ratio ?? null,
       target: `>= ${PAY_RATIO_TARGET.toFixed(1)}${extra ? `, ${extra}` : ""}`,
@@ -1019,6 +1070,9 @@ function tableRows(floor, results) {
     .reduce((a, [, n]) => a + n, 0);
   const hotT = payTarget(hotAgent, "no 5xx");
   hotT.met = hotT.met && fiveHundreds === 0 && hotAgent?.socketErrors === 0;
+  // Outbound authorizations: against their own floor (the signature too), with no error at all.
+  const outboundT = payTarget(outbound, "0 errors", "sig + DO RPC + batch");
+  outboundT.met = outboundT.met && outbound?.errors === 0;
   const settleRatio = ratio(settle, floor.chain);
   const settleCpu = cpuMsPerOk(settle);
   const payoutRatio = ratio(payouts, floor.payoutChain);
@@ -1034,6 +1088,8 @@ function tableRows(floor, results) {
       floor: F_RPC_BATCH,
       ratio: ratio(floor.serial, floor.rpcBatch),
     },
+    // Measured only in turns with the outbound row: its windows combined (pairs.mjs).
+    { name: "floor: signature + DO RPC + batch", kind: "floor", result: outbound?.floor ?? null },
     { name: "floor: chain settlement", kind: "floor", result: floor.chain },
     { name: "floor: chain, payout transfers", kind: "floor", result: floor.payoutChain },
     {
@@ -1048,6 +1104,7 @@ function tableRows(floor, results) {
     { name: "checkout-link pay", kind: "scenario", result: checkout, ...payTarget(checkout) },
     { name: "PayLink draw, one grant", kind: "scenario", result: drawOne, ...payTarget(drawOne) },
     { name: `PayLink draw, ${GRANTS} grants`, kind: "scenario", result: drawMany, ...payTarget(drawMany) },
+    { name: `outbound x402 auth., ${AGENTS} agents`, kind: "scenario", result: outbound, ...outboundT },
     {
       name: "x402 verify",
       kind: "scenario",
@@ -1229,6 +1286,7 @@ async function measureDefault() {
   const { across, hotAgent, payGuess } = await measureWalletPayments(run, chargeCreation, pending);
   const checkout = await measureCheckout(run);
   const { drawOne, drawMany } = await measurePaylinks(run);
+  const outbound = await measureOutbound(run);
   await dropScratch(run);
   // Payouts before x402 settlement: the tokens x402 leaves on receiving addresses are swept on the
   // cron through the same gas keys, which would send during the payouts' chain floor.
@@ -1245,6 +1303,7 @@ async function measureDefault() {
     checkout,
     drawOne,
     drawMany,
+    outbound,
     verify,
     verifyCpuMs,
     settle,
@@ -1271,6 +1330,7 @@ async function main() {
             "checkout",
             "drawOne",
             "drawMany",
+            "outbound",
             "verify",
             "settle",
             "facilitatorSettled",

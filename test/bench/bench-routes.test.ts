@@ -103,6 +103,19 @@ describe("bench routes", () => {
       status: 503,
       body: { error: "facilitator_not_configured" },
     });
+    // The outbound authorization's signature needs the settlement key, and says so without it.
+    const treasuryless = { SETTLEMENT_PRIVATE_KEY: undefined } as Partial<Env>;
+    expect(await bench("POST", "step", { step: "sign_authorization" }, treasuryless)).toEqual({
+      status: 503,
+      body: { error: "treasury_not_configured" },
+    });
+    const floorless = await bench(
+      "POST",
+      "sign-do-d1-batch",
+      { i: 0, agentId: "agt_x", merchantId: "mch_x" },
+      treasuryless,
+    );
+    expect(floorless).toEqual({ status: 503, body: { error: "treasury_not_configured" } });
   });
 
   it("build a batch of a wallet payment's count and shape that names only scratch tables", () => {
@@ -169,13 +182,15 @@ describe("bench routes", () => {
       status: 200,
       body: { ok: true, statements },
     });
+    // An outbound authorization's floor: the settlement key's signature, then the same RPC and batch.
+    expect(await bench("POST", "sign-do-d1-batch", floor(3))).toEqual({ status: 200, body: { ok: true, statements } });
     // The payment's own guard, on the copy: a charge is paid once.
     await expect(bench("POST", "d1-batch", floor(0))).rejects.toThrow(/charge_not_pending/);
 
-    expect(await count("SELECT COUNT(*) AS n FROM bench_charges WHERE status = 'paid'")).toBe(3);
-    expect(await count("SELECT COUNT(*) AS n FROM bench_ledger_entries")).toBe(6);
-    expect(await count("SELECT COUNT(*) AS n FROM bench_audit_events")).toBe(3);
-    expect(await count(`SELECT balance_minor AS n FROM bench_agents WHERE id = '${agent.agentId}'`)).toBe(1000 - 3);
+    expect(await count("SELECT COUNT(*) AS n FROM bench_charges WHERE status = 'paid'")).toBe(4);
+    expect(await count("SELECT COUNT(*) AS n FROM bench_ledger_entries")).toBe(8);
+    expect(await count("SELECT COUNT(*) AS n FROM bench_audit_events")).toBe(4);
+    expect(await count(`SELECT balance_minor AS n FROM bench_agents WHERE id = '${agent.agentId}'`)).toBe(1000 - 4);
     // The real tables and the real wallet are untouched.
     expect(await Promise.all(real.map((t) => count(`SELECT COUNT(*) AS n FROM ${t}`)))).toEqual(before);
     expect(await count(`SELECT balance_minor AS n FROM agents WHERE id = '${agent.agentId}'`)).toBe(1000);
