@@ -314,4 +314,27 @@ describe("the settlement address's cover", () => {
     const listed = await api("GET", "/agent/x402/payments", { token: agent.apiKey });
     expect(listed.body.payments).toEqual([]);
   });
+
+  it("eight at once where four fit: exactly four signed, the rest 503, nothing promised beyond the cover", async () => {
+    const treasury = await api("GET", "/console/treasury", { token: await consoleToken() });
+    const outstanding = BigInt(treasury.body.outstandingAuthorizations.totalBaseUnits);
+    const available = (await tokenBalance(x().payTo)) - outstanding;
+    // Four fit with a fifth of the cover to spare (other files' small payments land meanwhile); five do not.
+    const amount = available / 5n + 1n;
+    const credit = Number(amount / 10_000n) + 1;
+    const agents = await Promise.all(
+      Array.from({ length: 8 }, () => createAgent({ policy: { allowedX402Hosts: ["*"] }, credit })),
+    );
+    const answers = await Promise.all(
+      agents.map((agent) =>
+        api("POST", "/agent/x402/payments", {
+          token: agent.apiKey,
+          body: { resource: RESOURCE, paymentRequired: terms(amount.toString(), 60) },
+        }),
+      ),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 201, 201, 201, 503, 503, 503, 503]);
+    for (const refused of answers.filter((a) => a.status === 503))
+      expect(refused.body).toEqual({ error: "treasury_insufficient_funds" });
+  });
 });

@@ -16,7 +16,10 @@ const failed = (answer: RpcAnswer | undefined) => !answer || !!answer.error;
  * toward refusing, never toward promising what is not there. Two payments checked at the same moment
  * both see the other not yet recorded (docs/decisions.md).
  */
-export async function settlementCover(env: Env, x: X402Settings, amount: bigint): Promise<Cover> {
+export async function settlementCover(env: Env, x: X402Settings, claim: CoverClaim): Promise<Cover> {
+  // Taken before the ledger is read: a claim among these that commits meanwhile is counted twice
+  // (as outstanding and as claimed), which errs toward refusing; one made after this read counts this one.
+  const claimedBefore = claim.before();
   const outstanding = await outstandingAuthorizations(env);
   let answers: RpcAnswer[];
   try {
@@ -26,7 +29,39 @@ export async function settlementCover(env: Env, x: X402Settings, amount: bigint)
   }
   const [balance, head] = answers;
   if (failed(balance) || failed(head)) return { kind: "unavailable" };
-  const available = BigInt((balance!.result as string) || "0x0") - outstanding.totalBaseUnits;
-  if (available < amount) return { kind: "short" };
+  const available = BigInt((balance!.result as string) || "0x0") - outstanding.totalBaseUnits - claimedBefore;
+  if (available < claim.amount) return { kind: "short" };
   return { kind: "covered", block: Number(BigInt(head!.result as string)) };
+}
+
+/**
+ * An authorization this isolate is checking or signing and has not yet committed (or dropped). Two
+ * payments checked at once in one isolate could each see the other neither recorded nor claimed and
+ * together promise more than the address holds; each claim counts every claim made before it, so of
+ * any two, the later one counts the earlier. Isolates do not see each other's claims
+ * (docs/decisions.md, "the treasury's cover").
+ */
+export interface CoverClaim {
+  amount: bigint;
+  /** The base units of this isolate's open claims made before this one. */
+  before(): bigint;
+  /** The claim ends: its payment committed (it is outstanding now) or was refused. */
+  end(): void;
+}
+
+const openClaims = new Map<number, bigint>();
+let nextClaim = 0;
+
+export function claimCover(amount: bigint): CoverClaim {
+  const id = nextClaim++;
+  openClaims.set(id, amount);
+  return {
+    amount,
+    before: () => {
+      let sum = 0n;
+      for (const [other, units] of openClaims) if (other < id) sum += units;
+      return sum;
+    },
+    end: () => openClaims.delete(id),
+  };
 }

@@ -6,7 +6,7 @@ import { screenAddress } from "../../kyt/screening";
 import { placementOf } from "../../ledger/place";
 import { ApiError } from "../../lib/errors";
 import { choosePayableEntry, overMaxAmount } from "./choice";
-import { settlementCover } from "./cover";
+import { claimCover, settlementCover } from "./cover";
 import type { OutboundPaymentRequest } from "./request";
 import { signOutbound } from "./sign";
 
@@ -56,16 +56,23 @@ export async function payX402Resource(
   const kyt = await screenAddress(placementOf(env).control.db, choice.terms.payTo);
   if (kyt.verdict === "block") throw new ApiError(403, "payee_flagged");
   const { entry, terms } = choice;
-  const cover = await settlementCover(env, x, terms.value);
-  if (cover.kind === "short") throw new ApiError(503, "treasury_insufficient_funds");
-  if (cover.kind === "unavailable") throw new ApiError(503, "chain_unavailable");
-  const signed = await signOutbound(
-    x,
-    x.settlementPrivateKey,
-    { resource, paymentRequired, entry, terms },
-    Math.floor(Date.now() / 1000),
-  );
-  const outcome = await walletOf(env, agentId).payX402(agentId, { ...signed, recordedBlock: cover.block }, slot);
+  const claim = claimCover(terms.value);
+  let outcome: X402PayOutcome;
+  try {
+    const cover = await settlementCover(env, x, claim);
+    if (cover.kind === "short") throw new ApiError(503, "treasury_insufficient_funds");
+    if (cover.kind === "unavailable") throw new ApiError(503, "chain_unavailable");
+    const signed = await signOutbound(
+      x,
+      x.settlementPrivateKey,
+      { resource, paymentRequired, entry, terms },
+      Math.floor(Date.now() / 1000),
+    );
+    outcome = await walletOf(env, agentId).payX402(agentId, { ...signed, recordedBlock: cover.block }, slot);
+  } finally {
+    // Committed, it is outstanding in the ledger now; refused, it promised nothing.
+    claim.end();
+  }
   // Held for a human: the body stored in the hold's batch (or the pending approval's, asked again).
   if (outcome.kind === "approval") return { status: 402, body: outcome.body };
   if (outcome.kind !== "authorized") throw refusal(outcome);
