@@ -91,27 +91,49 @@ export async function releaseAgentX402Payment(
 export interface OutstandingAuthorizations {
   count: number;
   totalBaseUnits: bigint;
+  /** Settled since the time asked about (0 when none was). */
+  settledSinceBaseUnits: bigint;
 }
 
-/** One place's outstanding authorizations (a count and an exact sum). */
-async function outstandingIn(place: Place): Promise<OutstandingAuthorizations> {
+/**
+ * One place's outstanding authorizations (a count and an exact sum), and with `settledSince` (an
+ * ISO time) the sum of those recorded settled since then as well: what a token balance read at that
+ * time has not yet seen leave. A settlement's row is last written when it is settled, so its
+ * `updated_at` is that moment (index `agent_x402_payments_due`).
+ */
+async function outstandingIn(place: Place, settledSince: string | null): Promise<OutstandingAuthorizations> {
   const row = await place.db
     .prepare(
-      `SELECT COUNT(*) AS count, CAST(COALESCE(SUM(amount_base_units), 0) AS TEXT) AS total
+      `SELECT COUNT(*) AS count, CAST(COALESCE(SUM(amount_base_units), 0) AS TEXT) AS total,
+         (SELECT CAST(COALESCE(SUM(amount_base_units), 0) AS TEXT) FROM agent_x402_payments
+          WHERE status = 'settled' AND updated_at >= ?) AS settledSince
        FROM agent_x402_payments WHERE status = 'authorized'`,
     )
-    .first<{ count: number; total: string }>();
-  return { count: row?.count ?? 0, totalBaseUnits: BigInt(row?.total ?? "0") };
+    .bind(settledSince ?? "9999")
+    .first<{ count: number; total: string; settledSince: string }>();
+  return {
+    count: row?.count ?? 0,
+    totalBaseUnits: BigInt(row?.total ?? "0"),
+    settledSinceBaseUnits: BigInt(row?.settledSince ?? "0"),
+  };
 }
 
 /** Every place's outstanding authorizations, summed: one read per ledger shard, side by side. */
-export async function outstandingAuthorizations(env: Env): Promise<OutstandingAuthorizations> {
-  const parts = await Promise.all(placementOf(env).each().map(outstandingIn));
+export async function outstandingAuthorizations(
+  env: Env,
+  settledSince: string | null = null,
+): Promise<OutstandingAuthorizations> {
+  const parts = await Promise.all(
+    placementOf(env)
+      .each()
+      .map((place) => outstandingIn(place, settledSince)),
+  );
   return parts.reduce(
-    (sum, one) => ({ count: sum.count + one.count, totalBaseUnits: sum.totalBaseUnits + one.totalBaseUnits }),
-    {
-      count: 0,
-      totalBaseUnits: 0n,
-    },
+    (sum, one) => ({
+      count: sum.count + one.count,
+      totalBaseUnits: sum.totalBaseUnits + one.totalBaseUnits,
+      settledSinceBaseUnits: sum.settledSinceBaseUnits + one.settledSinceBaseUnits,
+    }),
+    { count: 0, totalBaseUnits: 0n, settledSinceBaseUnits: 0n },
   );
 }

@@ -6,6 +6,7 @@ import { settingsOf } from "../../src/config/env";
 import { ledgerOf } from "../../src/ledger/ledger.do";
 import { agentX402PaymentPlan } from "../../src/ledger/x402-out";
 import { dispatchOutbox } from "../../src/webhooks/dispatch";
+import { claimCover, settlementCover } from "../../src/x402/outbound/cover";
 import { reconcileAgentX402Payments } from "../../src/x402/outbound/life";
 import { base64Json, caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
@@ -76,6 +77,16 @@ async function chainReaches(seconds: number) {
     },
     (timestamp) => timestamp >= BigInt(seconds),
   );
+}
+
+/** The cover check of `amount` as a payment makes it at `now`, its claim ended after. */
+async function coverOf(amount: bigint, now: number) {
+  const claim = claimCover(amount);
+  try {
+    return (await settlementCover(env, x(), claim, now)).kind;
+  } finally {
+    claim.end();
+  }
 }
 
 /** Waits until the block `mined` is DEPOSIT_CONFIRMATIONS deep. */
@@ -336,5 +347,33 @@ describe("the settlement address's cover", () => {
     expect(answers.map((a) => a.status).sort()).toEqual([201, 201, 201, 201, 503, 503, 503, 503]);
     for (const refused of answers.filter((a) => a.status === 503))
       expect(refused.body).toEqual({ error: "treasury_insufficient_funds" });
+  });
+
+  it("a balance read before a settlement was recorded: what left since is subtracted, not promised again", async () => {
+    const available = async () => {
+      const treasury = await api("GET", "/console/treasury", { token: await consoleToken() });
+      return (await tokenBalance(x().payTo)) - BigInt(treasury.body.outstandingAuthorizations.totalBaseUnits);
+    };
+    // A tenth of the cover: other files' small payments meanwhile are noise beside it, and what is left
+    // serves them (the job below records the settlement a minute ahead, counted again for that minute).
+    const amount = (await available()) / 10n;
+    const agent = await createAgent({ policy: { allowedX402Hosts: ["*"] }, credit: Number(amount / 10_000n) + 1 });
+    const res = await api("POST", "/agent/x402/payments", {
+      token: agent.apiKey,
+      body: { resource: RESOURCE, paymentRequired: terms(amount.toString(), 300) },
+    });
+    expect(res.status, res.text).toBe(201);
+    // The isolate's read of the balance, kept for the checks after it: made now, before the money leaves.
+    const readAt = Date.now();
+    expect(await coverOf(1n, readAt)).toBe("covered");
+    const receipt = await submitAuthorization(decodePaymentSignatureHeader(res.body.header.value).payload as never);
+    await deepEnough(receipt.blockNumber);
+    await reconcileLater();
+    expect((await paymentOf(agent.apiKey, res.body.payment.paymentId)).status).toBe("settled");
+    // Against that same read (still fresh), the settled amount counts as gone: half of it more is short.
+    const left = await available();
+    const kept = readAt;
+    expect(await coverOf(left - amount / 2n, kept)).toBe("covered");
+    expect(await coverOf(left + amount / 2n, kept)).toBe("short");
   });
 });
