@@ -82,18 +82,12 @@ export function agentX402PaymentPlan(p: AgentX402Payment, epilogue: SqlStatement
       ...epilogue,
     ],
     audit: [
-      {
-        type: "agent.x402_payment.authorized",
-        reference: p.id,
-        chargeId: null,
-        agentId: p.agentId,
-        merchantId: null,
-        amountMinor: centsIfWhole(p.amountBaseUnits),
-        amountBaseUnits: p.amountBaseUnits.toString(),
-        currency: "USD",
-        data: { resource: p.resource, payTo: p.payTo, network: p.network, nonce: p.nonce, validBefore: p.validBefore },
-        createdAt: p.createdAt,
-      },
+      outboundAudit(
+        p,
+        "agent.x402_payment.authorized",
+        { resource: p.resource, payTo: p.payTo, validBefore: p.validBefore },
+        p.createdAt,
+      ),
     ],
   };
 }
@@ -113,7 +107,8 @@ export interface DecidedX402Payment {
 const stillAuthorized = (id: string) =>
   guard(X402_OUT_DECIDED, "EXISTS (SELECT 1 FROM agent_x402_payments WHERE id = ? AND status = 'authorized')", id);
 
-const decidedAudit = (p: DecidedX402Payment, type: string, data: Record<string, unknown>, at: string) => ({
+/** An outbound payment's audit row: its amount exact, no charge and no merchant (the payee is nobody's here). */
+const outboundAudit = (p: DecidedX402Payment, type: string, data: Record<string, unknown>, at: string) => ({
   type,
   reference: p.id,
   chargeId: null,
@@ -149,7 +144,7 @@ export function agentX402SettledPlan(
       ),
       outboxEvent("agent_payment.settled", null, event, at),
     ],
-    audit: [decidedAudit(p, "agent.x402_payment.settled", { transaction }, at)],
+    audit: [outboundAudit(p, "agent.x402_payment.settled", { transaction }, at)],
   };
 }
 
@@ -180,6 +175,6 @@ export function agentX402ReleasedPlan(
       ),
       outboxEvent("agent_payment.released", null, event, at),
     ],
-    audit: [decidedAudit(p, "agent.x402_payment.released", { reason }, at)],
+    audit: [outboundAudit(p, "agent.x402_payment.released", { reason }, at)],
   };
 }
