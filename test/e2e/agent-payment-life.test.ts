@@ -1,7 +1,7 @@
 import { decodePaymentRequiredHeader } from "@x402/core/http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { facilitatorTerms } from "../../examples/paywall/facilitator";
-import { type DevServer, startDevServer } from "./dev-server";
+import { callService, type DevServer, startDevServer } from "./dev-server";
 import { type ForeignChain, type ForeignPaywall, foreignPaywallV1, foreignPaywallV2 } from "./foreign-paywalls";
 
 // What becomes of an agent's payment of a paywall this project did not write (the official x402
@@ -15,15 +15,8 @@ describe("the life of an agent's payment of the official x402 paywalls", () => {
   let token: string;
   const opened: ForeignPaywall[] = [];
 
-  const call = async (method: string, path: string, bearer: string, body?: unknown) => {
-    const res = await fetch(`${dev.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json", connection: "close" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, text, body: text ? JSON.parse(text) : null };
-  };
+  const call = (method: string, path: string, bearer: string, body?: unknown) =>
+    callService(dev.url, method, path, bearer, body);
 
   beforeAll(async () => {
     // The cron every 2 s: the reconciliation looks again as soon as a payment has rested.

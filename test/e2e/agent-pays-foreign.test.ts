@@ -2,7 +2,7 @@ import { decodePaymentRequiredHeader } from "@x402/core/http";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { facilitatorTerms } from "../../examples/paywall/facilitator";
-import { type DevServer, startDevServer } from "./dev-server";
+import { callService, type DevServer, startDevServer } from "./dev-server";
 import { ERC20 } from "./erc20";
 import { type ForeignChain, type ForeignPaywall, foreignPaywallV1, foreignPaywallV2 } from "./foreign-paywalls";
 
@@ -16,16 +16,8 @@ describe("an agent pays the official x402 paywalls from its wallet", () => {
   let token: string;
   const opened: ForeignPaywall[] = [];
 
-  /** A request to the service, closing its connection (a pooled one the dev server closed fails at once). */
-  const call = async (method: string, path: string, bearer: string, body?: unknown) => {
-    const res = await fetch(`${dev.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json", connection: "close" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, text, body: text ? JSON.parse(text) : null };
-  };
+  const call = (method: string, path: string, bearer: string, body?: unknown) =>
+    callService(dev.url, method, path, bearer, body);
 
   beforeAll(async () => {
     dev = await startDevServer();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, startDevServer } from "./dev-server";
+import { callService, type DevServer, startDevServer } from "./dev-server";
 
 // An agent pays one of this service's own charges through its x402 URL with an outbound payment
 // (POST /agent/x402/payments, then the header sent to GET /charges/:id/x402, which settles it on the
@@ -10,24 +10,8 @@ describe("an outbound x402 payment and the treasury", () => {
   let dev: DevServer;
   let token: string;
 
-  const call = async (method: string, path: string, bearer: string | null, body?: unknown, headers = {}) => {
-    const res = await fetch(`${dev.url}${path}`, {
-      method,
-      headers: {
-        connection: "close",
-        ...(bearer ? { authorization: `Bearer ${bearer}` } : {}),
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-        ...headers,
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    let parsed: any = null;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {}
-    return { status: res.status, text, body: parsed };
-  };
+  const call = (method: string, path: string, bearer: string | null, body?: unknown, headers = {}) =>
+    callService(dev.url, method, path, bearer, body, headers);
 
   beforeAll(async () => {
     dev = await startDevServer();

@@ -58,6 +58,46 @@ export interface DevServer {
   stop: () => Promise<void>;
 }
 
+/** A service answer: its status, its text, and that text as JSON (null when empty or not JSON). */
+export interface ServiceAnswer {
+  status: number;
+  text: string;
+  /** Whatever JSON the service answered: the tests read into it freely. */
+  body: any;
+}
+
+/**
+ * A request to the service at `base`, closing its connection (a pooled one the dev server closed
+ * fails at once): a bearer credential when given, a JSON body when given.
+ */
+export async function callService(
+  base: string,
+  method: string,
+  path: string,
+  bearer: string | null,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<ServiceAnswer> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: {
+      connection: "close",
+      ...(bearer ? { authorization: `Bearer ${bearer}` } : {}),
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = null;
+  }
+  return { status: res.status, text, body: parsed };
+}
+
 interface Place {
   port: number;
   anvilPort: number;
