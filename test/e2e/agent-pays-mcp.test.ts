@@ -152,4 +152,32 @@ describe("an agent pays x402 paywalls through agentPay().fetch and the MCP tool"
     expect(before - (await unitsOf())).toBe(100_000n);
     expect((await call("GET", `/charges/${second.body.chargeId}`, key)).body.status).toBe("paid");
   });
+
+  it("after all of it: the treasury balanced, the audit chain whole, each payment's audit row exact to the base unit", async () => {
+    const payments = (await call("GET", "/agent/x402/payments?limit=100", agent.apiKey)).body.payments as {
+      paymentId: string;
+      amountBaseUnits: string;
+    }[];
+    expect(payments.length).toBeGreaterThanOrEqual(8);
+    const treasury = await call("GET", "/console/treasury", token);
+    expect(treasury.body.status, treasury.text).toBe("balanced");
+    const verified = await call("GET", "/console/audit/verify", token);
+    expect(verified.body.ok, verified.text).toBe(true);
+    const events: { type: string; reference: string | null; amountBaseUnits?: string }[] = [];
+    for (let after = 0; ; ) {
+      const page = await call("GET", `/console/audit?afterSeq=${after}&limit=1000`, token);
+      events.push(...page.body.events);
+      if (page.body.nextAfterSeq === null) break;
+      after = page.body.nextAfterSeq;
+    }
+    for (const p of payments) {
+      const authorized = events.filter(
+        (e) => e.type === "agent.x402_payment.authorized" && e.reference === p.paymentId,
+      );
+      expect(
+        authorized.map((e) => e.amountBaseUnits),
+        p.paymentId,
+      ).toEqual([p.amountBaseUnits]);
+    }
+  });
 });
