@@ -1,4 +1,5 @@
 import type { kytBlocklist } from "../db/schema";
+import type { GuardCheck } from "../db/statements";
 import { OFAC_SDN_ETH } from "./ofac-sdn-eth";
 
 const BUILT_IN = new Set(OFAC_SDN_ETH);
@@ -24,6 +25,16 @@ export async function screenAddress(d1: D1Database, address: string): Promise<Ky
 /** The blocklist lookup of `address` as one statement, for a caller that batches it with its own reads. */
 export const blocklistStatement = (d1: D1Database, address: string) =>
   d1.prepare("SELECT 1 AS hit FROM kyt_blocklist WHERE address = ?").bind(address.trim().toLowerCase());
+
+/**
+ * The payer is not on the operators' blocklist, as a guard of a write that must not happen for one
+ * (the guard's reason is the refusal's): the list is read in the same transaction as the write.
+ */
+export const notOnBlocklist = (address: string): GuardCheck => [
+  "payer_blocked",
+  "NOT EXISTS (SELECT 1 FROM kyt_blocklist WHERE address = ?)",
+  address.trim().toLowerCase(),
+];
 
 /** The verdict, given whether the operators' blocklist has the address. */
 export function screened(address: string, onBlocklist: boolean): KytResult {

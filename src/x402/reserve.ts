@@ -17,7 +17,7 @@ import {
 } from "./earlier-payments";
 import type { X402Outcome } from "./outcome";
 import type { DecodedPayment } from "./payload";
-import type { X402Target } from "./target";
+import type { FacilitatedTarget, X402Target } from "./target";
 import type { Terms } from "./terms";
 
 export type Reservation =
@@ -58,6 +58,38 @@ export async function reserve(
     const answer = await answerToRefusal(db, x, target, terms, payment, charge.id, guardReasonOf(error));
     if (answer) return answer;
     throw error;
+  }
+}
+
+/**
+ * A merchant's route paid with an authorization nothing here has seen (the common case), reserved
+ * without reading first: `guards` (the payer's screening) and the unique authorization index hold in
+ * the reservation's own transaction what the lookups would have read. Null when the batch is refused
+ * or fails for any reason: nothing was written, and the caller takes the path that reads first,
+ * which explains the refusal (an earlier payment, a screened payer) as it always has.
+ */
+export async function reserveFresh(
+  x: X402Settings,
+  where: Place,
+  target: FacilitatedTarget,
+  terms: Terms,
+  payment: DecodedPayment,
+  seenBlock: number | null,
+  guards: SqlStatement[],
+): Promise<Extract<Reservation, { kind: "reserved" }> | null> {
+  const at = nowIso();
+  const paymentId = newId("x402Payment", where);
+  const charge = chargeToClaim(target, paymentId, at, where);
+  const statements = [
+    ...guards,
+    ...chargeGuards(target, charge),
+    ...paymentStatements(x, terms, payment, null, paymentId, charge.id, at, seenBlock),
+  ];
+  try {
+    await executeBatch(where.db, statements);
+    return { kind: "reserved", paymentId, charge };
+  } catch {
+    return null;
   }
 }
 

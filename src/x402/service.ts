@@ -5,6 +5,7 @@ import { settingsOf } from "../config/env";
 import type { Place } from "../ledger/place";
 import { log } from "../lib/log";
 import { nowIso } from "../lib/time";
+import { type Ahead, checkedAhead, reservedAhead, signatureCheckOf } from "./ahead";
 import {
   outcomeOfEarlier,
   type PaymentRow,
@@ -67,6 +68,11 @@ export async function payAt(
 ): Promise<X402Outcome> {
   const settler = facilitator ?? facilitatorOf(env, x);
   const ahead = await checkedAhead(env, x, settler, ref, resource, sent, knownReceiving);
+  if (ahead && sent && ref.kind === "facilitated") {
+    const reserved = await reservedAhead(x, where, ref, sent, ahead);
+    if (reserved)
+      return settleReserved(env, x, settler, ahead.terms, sent, reserved, sent.authorization.from.toLowerCase());
+  }
   const found = await lookUp(env, x, where, ref, sent, knownReceiving);
   const { target, receiving } = found;
   if (!target) return { kind: "charge_not_found" };
@@ -107,46 +113,6 @@ export async function payAt(
     return reserved.kind === "outcome" ? reserved.outcome : { kind: "invalid", reason: reserved.reason, terms };
   return settleReserved(env, x, settler, terms, chosen.payment, reserved, payer);
 }
-
-/** A payment's checks begun before the lookups: its terms, its offline checks, and the chain's check under way. */
-interface Ahead {
-  terms: Terms;
-  nowSeconds: number;
-  offline: VerifyResult;
-  /** The facilitator's verification of the payment as sent; null when the offline checks refused it. */
-  chain: Promise<FacilitatorVerify> | null;
-}
-
-/**
- * A merchant's own route (the service as its facilitator) states its terms in the request and its
- * receiving address is already held, so the payment's offline checks need nothing the lookups read:
- * they run first, and the chain's check (one JSON-RPC batch, the longest wait before the
- * reservation) goes out while the lookups read, not after them. Only a payment our checks pass
- * reaches the chain, as before; what the lookups find (a replay, a purchase's earlier attempt, a
- * screened payer) still decides before the chain's answer is used, and an answer not used is dropped.
- */
-async function checkedAhead(
-  env: Env,
-  x: X402Settings,
-  settler: Facilitator,
-  ref: X402TargetRef,
-  resource: string,
-  sent: DecodedPayment | null,
-  known: ReceivingRow | null,
-): Promise<Ahead | null> {
-  if (!sent || !known || ref.kind !== "facilitated") return null;
-  const terms = await termsForTarget(env, x, ref, resource, known);
-  const nowSeconds = Math.floor(Date.now() / 1000);
-  const offline = await verifyOffline(x, terms, sent, nowSeconds, signatureCheckOf(settler));
-  if (!offline.isValid) return { terms, nowSeconds, offline, chain: null };
-  const chain = settler.verify(sent, terms);
-  // Awaited only if the payment goes on; a failure nobody awaits must not surface as unhandled.
-  chain.catch(() => undefined);
-  return { terms, nowSeconds, offline, chain };
-}
-
-/** Whether our checks recover the signature, or leave it to the facilitator's dry run of the transfer. */
-const signatureCheckOf = (settler: Facilitator) => (settler.checksSignature ? "left_to_chain" : "recover");
 
 /**
  * A pending charge a merchant's facilitated settlement made is paid by that payment only, which

@@ -4,6 +4,7 @@ import type { Env } from "../../src/config/env";
 import { type Facilitator, facilitatorOf } from "../../src/x402/facilitator";
 import { FacilitatorRequest } from "../../src/x402/facilitator-protocol";
 import { settleForMerchant } from "../../src/x402/facilitator-service";
+import { api, consoleToken } from "../helpers/api";
 import { facilitatorTerms, v2Request } from "../helpers/facilitator";
 import { createMerchant, merchantBalance } from "../helpers/factories";
 import { x } from "../helpers/settle-outcomes";
@@ -109,5 +110,45 @@ describe("facilitator settle: the chain's check goes out before the lookups read
     const again = await settleForMerchant(env as Env, x(), merchant.merchantId, request, counted(order));
     expect(again).toEqual(first);
     expect(await merchantBalance(merchant.apiKey)).toBe(3);
+  });
+
+  it("a fresh authorization is reserved in the request's only database batch: nothing is read before it", async () => {
+    const { merchant, terms } = await merchantRoute("Ahead Fresh Shop");
+    const payer = await freshPayer(1_000_000n);
+    const request = FacilitatorRequest.parse(
+      await v2Request(payer.key, terms, { value: 5n * CENT, resource: "https://ahead.example/fresh" }),
+    );
+    const order: string[] = [];
+    const answer = await settleForMerchant(readsInto(order), x(), merchant.merchantId, request, counted(order));
+    expect(answer).toMatchObject({ success: true });
+    expect(order).toEqual(["chain check", "d1 batch"]);
+    const row = await env.DB.prepare("SELECT status, value FROM x402_payments WHERE payer = ? AND nonce = ?")
+      .bind(payer.address.toLowerCase(), request.paymentPayload.payload.authorization.nonce.toLowerCase())
+      .first();
+    expect(row).toEqual({ status: "settled", value: String(5n * CENT) });
+    expect(await merchantBalance(merchant.apiKey)).toBe(6);
+  });
+
+  it("a payer on the operators' blocklist: refused with nothing written, though the chain passed it", async () => {
+    const { merchant, terms } = await merchantRoute("Ahead Blocked Shop");
+    const payer = await freshPayer(1_000_000n);
+    const listed = await api("POST", "/console/kyt/blocklist", {
+      token: await consoleToken(),
+      body: { address: payer.address, reason: "test: a screened payer of a merchant's route" },
+    });
+    expect(listed.status).toBe(201);
+    const request = FacilitatorRequest.parse(
+      await v2Request(payer.key, terms, { value: 2n * CENT, resource: "https://ahead.example/blocked" }),
+    );
+    const order: string[] = [];
+    const answer = await settleForMerchant(env as Env, x(), merchant.merchantId, request, counted(order));
+    expect(answer).toMatchObject({ success: false, errorReason: "invalid_payment" });
+    // The chain's check went out (the payment passed our offline checks); the screening refused it.
+    expect(order).toEqual(["chain check"]);
+    const written = await env.DB.prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE payer = ?")
+      .bind(payer.address.toLowerCase())
+      .first<{ n: number }>();
+    expect(written?.n).toBe(0);
+    expect(await merchantBalance(merchant.apiKey)).toBe(1);
   });
 });
