@@ -143,9 +143,12 @@ const BATCH_TESTS = [
   "test/x402/races.test.ts",
   "test/x402/settle-outcomes.test.ts",
   BATCH_ONLY_TESTS,
-  // Payouts (the outbound transfers) sent in the lanes' batches: their crash seams and races, unchanged.
+  // Outbound transfers sent in the lanes' batches: payouts' crash seams, races and recorded block, and
+  // x402 refunds, unchanged.
   "test/payouts/faults.test.ts",
   "test/payouts/races.test.ts",
+  "test/payouts/recorded-block.test.ts",
+  "test/refunds/x402-refunds.test.ts",
 ];
 /** Payouts in settlement batches, in a project of their own (see PAYOUTS_BATCH_VARS). */
 const PAYOUTS_BATCH_TESTS = "test/payouts/batch.test.ts";

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
 import { outboundNonce } from "../../src/outbound/authorization";
-import { advanceDuePayouts } from "../../src/payouts/service";
+import { advanceDuePayouts, createPayout } from "../../src/payouts/service";
 import { api } from "../helpers/api";
 import { merchantBalance } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
@@ -164,6 +164,43 @@ describe("payouts in settlement batches", () => {
     for (const _ of [1, 2]) expect(await cronPass()).toEqual(NOTHING);
     expect(await transfersTo(m.address)).toHaveLength(4);
     expect(await merchantBalance(m.apiKey)).toBe(100);
+  });
+
+  it("the cron's pass hands several payouts over side by side: they leave in one batch behind the first, each paid once", async () => {
+    await mintToSettlement(1_000n * UNITS);
+    const m = await fundedMerchant(500);
+    // Taken without their request's send (as if each request had stopped right after its answer).
+    const ids = await Promise.all(
+      [100, 100, 100, 100, 100].map(
+        async (c) => (await createPayout(env, treasury(), m.merchantId, c, undefined)).payout.payoutId,
+      ),
+    );
+    expect(await merchantBalance(m.apiKey)).toBe(0);
+    // The lane's first send (a batch of the first payout to reach it) waits for the node's answer: the rest gather.
+    await refuseAtRelay({
+      containing: m.address,
+      method: "eth_sendRawTransaction",
+      times: 1,
+      holdOnly: true,
+      afterMs: HOLD_MS,
+    });
+    expect(await cronPass()).toEqual({ ...NOTHING, confirmed: 5 });
+    const paid = await Promise.all(ids.map((id) => payoutOf(m.apiKey, id)));
+    for (const p of paid) expect(p).toMatchObject({ status: "paid", failureReason: null });
+    const hashes = [...new Set(paid.map((p) => p.transaction as Hex))];
+    expect(hashes).toHaveLength(2);
+    const onChain = await transfersTo(m.address);
+    expect(onChain).toHaveLength(5);
+    expect(new Set(onChain.map((t) => t.transaction))).toEqual(new Set(hashes));
+    const batched = hashes.find((h) => onChain.filter((t) => t.transaction === h).length === 4);
+    expect(batched).toBeDefined();
+    expect((await client().getTransaction({ hash: batched! })).to?.toLowerCase()).toBe(
+      chain().settlementBatch.toLowerCase(),
+    );
+    for (const id of ids) expect(await outboxEventsOf("payout.paid", id)).toBe(1);
+    expect(await merchantLedger(m.merchantId)).toEqual({ cached: 0, entries: 0 });
+    for (const _ of [1, 2]) expect(await cronPass()).toEqual(NOTHING);
+    expect(await transfersTo(m.address)).toHaveLength(5);
   });
 
   it("a payout whose call fails inside a mined batch is not paid; once there is money again it is sent again and paid once", async () => {
