@@ -64,6 +64,7 @@ export default defineConfig(async () => {
               BENCH_TESTS,
               TREASURY_TESTS,
               BATCH_ONLY_TESTS,
+              PAYOUTS_BATCH_TESTS,
               SHARDS_TESTS,
             ],
           },
@@ -74,6 +75,13 @@ export default defineConfig(async () => {
         // The built-in settler's races and outcomes again, batched through the SettlementBatch contract
         // (another send path of the settler), and the batch's own tests.
         workersProject("workers-batch", { include: BATCH_TESTS, batched: true }, shared),
+        // Payouts sent in settlement batches, with a treasury of its own: its tests take the settlement
+        // address's tokens away to make one payout's call fail inside a batch.
+        workersProject(
+          "workers-payouts-batch",
+          { include: [PAYOUTS_BATCH_TESTS], batched: true, vars: PAYOUTS_BATCH_VARS },
+          shared,
+        ),
         // The treasury reconciliation reads whole balances: its Worker has a settlement address, a gas key
         // and a receiving key of its own, so no other file's payments, payouts or sweeps move them.
         workersProject("workers-treasury", { include: [TREASURY_TESTS], vars: TREASURY_VARS }, shared),
@@ -131,7 +139,19 @@ const LANES_TEST = "test/x402/lanes.test.ts";
  * change with batching and run once.
  */
 const BATCH_ONLY_TESTS = "test/x402/batch.test.ts";
-const BATCH_TESTS = ["test/x402/races.test.ts", "test/x402/settle-outcomes.test.ts", BATCH_ONLY_TESTS];
+const BATCH_TESTS = [
+  "test/x402/races.test.ts",
+  "test/x402/settle-outcomes.test.ts",
+  BATCH_ONLY_TESTS,
+  // Outbound transfers sent in the lanes' batches: payouts' crash seams, races and recorded block, and
+  // x402 refunds, unchanged.
+  "test/payouts/faults.test.ts",
+  "test/payouts/races.test.ts",
+  "test/payouts/recorded-block.test.ts",
+  "test/refunds/x402-refunds.test.ts",
+];
+/** Payouts in settlement batches, in a project of their own (see PAYOUTS_BATCH_VARS). */
+const PAYOUTS_BATCH_TESTS = "test/payouts/batch.test.ts";
 /** The treasury tests run in a project of their own (see TREASURY_VARS). */
 const TREASURY_TESTS = "test/treasury/**";
 /**
@@ -155,6 +175,7 @@ const TREASURY_SHARDS_VARS = treasuryVars(
   "two-shard treasury",
   "frost coconut depart corn gauge scrub razor sugar faculty giant width sick",
 );
+const PAYOUTS_BATCH_VARS = treasuryVars("payouts batch", "zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo wrong");
 /** The ledger-shard tests run with two shards (DB and DB_SHARD_1), new owners placed on either. */
 const SHARDS_TESTS = "test/shards/**/*.test.ts";
 /** Scripted worlds whose every answer is written out: run with one shard (workers) and with two. */

@@ -56,7 +56,8 @@ export type ReceiptRead = "wait" | "now";
  * through, fails it unsent; otherwise marks it handed over, then a gas key's settler lane sends
  * it and its receipt is read: awaited up to the facilitator's timeout on a request's path
  * (`receipt: "wait"`), read for at most a second by the cron (`"now"`), which leaves a transfer not
- * yet mined pending for its next run. Later times (a lost answer, a crash, a revert, not yet mined): the chain
+ * yet mined pending for its next run. With settlement batches configured, the lane sends it in its
+ * next batch instead (`inBatch`). Later times (a lost answer, a crash, a revert, not yet mined): the chain
  * decides: the token marks the authorization used (confirmed with the transaction that used it)
  * or expired unused (failed); still valid and unused, the same signed authorization is handed over
  * again, which can move the money at most once, since the token refuses a used nonce.
@@ -96,6 +97,7 @@ export async function advanceOutbound(
   // A crash here leaves a row marked handed over that the chain never saw: the chain must decide it, not the mark.
   faultPoint("outbound.before_send");
   const lane = lanes[laneIndex(t.id, lanes.length)]!;
+  if (x.settlementBatch) return inBatch(env, t, check.prepared, lane);
   const sent = await laneOf(env, lane).broadcast(check.prepared, lane);
   faultPoint("outbound.after_send");
   if (sent.kind !== "sent") return waiting(sent.reason);
@@ -114,9 +116,33 @@ export async function advanceOutbound(
   }
 }
 
+/**
+ * Sends a transfer marked handed over in its lane's next settlement batch (X402_SETTLEMENT_BATCH_ADDRESS),
+ * beside x402 settlements and other transfers handed to the lane meanwhile, and answers its own
+ * outcome, read from the batch's receipt by the lane (the token's AuthorizationUsed for this nonce,
+ * and a Transfer of exactly its value to its payee). Several transfers share the one transaction's
+ * hash. The lane reads the receipt once for the whole batch, so the cron waits for it as a request
+ * does (`ReceiptRead` does not apply): its next run asks the chain about any it could not tell.
+ */
+async function inBatch(env: Env, t: OutboundTransfer, prepared: PreparedTransfer, lane: Hex): Promise<Advance> {
+  const item = { ...prepared, from: t.fromAddress, nonce: t.nonce, moves: { to: t.toAddress, value: BigInt(t.value) } };
+  const outcome = await laneOf(env, lane)
+    .settleInBatch(item, lane)
+    .catch((error: unknown) => ({ kind: "unknown", reason: `settler_unreachable: ${shortError(error)}` }) as const);
+  faultPoint("outbound.after_send");
+  if (outcome.kind === "settled") return { kind: "confirmed", transaction: outcome.transaction };
+  // Failed inside a mined batch (the balance went between the check and the block), or never sent: the
+  // authorization is unused and can go again. Unknown: the chain decides (decidedOnChain, the next run).
+  return waiting(outcome.reason);
+}
+
 const transferOf = (t: OutboundTransfer) => ({ from: t.fromAddress, to: t.toAddress, value: BigInt(t.value) });
 
-/** Which gas key's lane sends a transfer: fixed by its id, so its resends queue behind each other. */
+/**
+ * Which gas key's lane sends a transfer: fixed by its id, so its resends queue behind each other (and,
+ * batched, go in the same lane's same or a later batch, never racing the first on another key). The
+ * ids spread transfers evenly over the lanes, and each lane gathers its share into its own batches.
+ */
 function laneIndex(id: string, lanes: number): number {
   let h = 0;
   for (const ch of id) h = (h * 31 + ch.charCodeAt(0)) >>> 0;

@@ -37,7 +37,10 @@ export async function runOutbound(
 export interface DuePass {
   /** The most transfers stepped in one run, over every shard (`DUE_PER_RUN` unless given). */
   limit?: number;
-  /** Transfers stepped side by side: each waits for its receipt, the gas keys' lanes order the sends. */
+  /**
+   * Transfers stepped side by side: each waits for its receipt, the gas keys' lanes order the sends.
+   * One unless given, or BATCHED_AT_ONCE when transfers are sent in settlement batches.
+   */
   atOnce?: number;
   /** Also step transfers never handed over, however fresh. */
   withUnsent?: boolean;
@@ -98,7 +101,8 @@ export async function advanceDue(
     else log.error("outbound_shard_unavailable", { purpose, ...placeForLog(places[i]!), error: read.reason });
   }
   const due = interleave(perPlace).slice(0, limit);
-  const atOnce = pass.atOnce ?? 1;
+  // Batched, the lanes gather what is handed to them side by side into one transaction: one at a time would send each alone.
+  const atOnce = pass.atOnce ?? (x.settlementBatch ? BATCHED_AT_ONCE : 1);
   const cron = { ...pass, cron: true };
   for (let i = 0; i < due.length; i += atOnce) {
     const group = due.slice(i, i + atOnce);
@@ -125,6 +129,9 @@ export async function advanceDue(
  * queue send (1), and 2 to spare for a fate read in windows.
  */
 export const STEP_COST = { d1Queries: 10, subrequests: 10 + JUST_SENT_RECEIPT_READS } as const;
+
+/** Transfers the cron steps side by side when they are sent in settlement batches: one batch's worth, or two lanes'. */
+export const BATCHED_AT_ONCE = 10;
 
 /** The most transfers of one purpose stepped in one run, unless the pass says otherwise. */
 export const DUE_PER_RUN = 25;

@@ -44,6 +44,7 @@ export const SETTLEMENT_BATCH_ABI = [
 
 const SETTLE = toFunctionSelector("settle(address,bytes[])");
 const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address,bytes32)");
+const TRANSFER = toEventSelector("Transfer(address,address,uint256)");
 const FAILED = toEventSelector("Failed(uint256,bytes)");
 /** What a call costs inside the batch beyond the token's own work: the loop, the copy, the call, a Failed log. */
 const GAS_PER_CALL_IN_BATCH = 15_000n;
@@ -57,6 +58,12 @@ export interface BatchedAuthorization {
   /** The payer and the authorization's nonce: what the token's AuthorizationUsed names. */
   from: Hex;
   nonce: Hex;
+  /**
+   * What the authorization must move, when the caller wants it proven in the receipt (an outbound
+   * transfer, whose payee and value are the service's own): settled only with a Transfer of exactly
+   * this from `from`, each Transfer log standing for one item only.
+   */
+  moves?: { to: Hex; value: bigint };
 }
 
 /**
@@ -90,27 +97,50 @@ const usedKey = (from: Hex, nonce: Hex) => `${pad(from).toLowerCase()}:${nonce.t
 
 /**
  * What the mined transaction `receipt` did with each of `items`, in order: settled when the token
- * logged that authorization's AuthorizationUsed in it; failed otherwise, with the token's revert
- * reason when the batch contract reported one.
+ * logged that authorization's AuthorizationUsed in it (and, for an item that names what it `moves`,
+ * a Transfer of exactly that, not already counted for another item; used without one is unknown,
+ * for the chain to decide); failed otherwise, with the token's revert reason when the batch
+ * contract reported one.
  */
 export function outcomesIn(x: X402Settings, receipt: Receipt, items: BatchedAuthorization[]): SettleOutcome[] {
   const used = new Set<string>();
   const reasons = new Map<number, string>();
+  /** The token's Transfer logs, counted by (from, to, value): each proves one item's movement. */
+  const moved = new Map<string, number>();
   if (receipt.status === "success") {
     for (const log of receipt.logs) {
       const [topic, a, b] = log.topics;
       if (topic === AUTHORIZATION_USED && a && b && isAddressEqual(log.address, x.asset))
         used.add(`${a}:${b}`.toLowerCase());
+      if (topic === TRANSFER && a && b && isAddressEqual(log.address, x.asset)) {
+        const key = movedKey(a, b, log.data === "0x" ? 0n : BigInt(log.data));
+        moved.set(key, (moved.get(key) ?? 0) + 1);
+      }
       if (topic === FAILED && a && x.settlementBatch && isAddressEqual(log.address, x.settlementBatch.address))
         reasons.set(Number(BigInt(a)), revertMessage(log.data));
     }
   }
-  return items.map((item, index) =>
-    used.has(usedKey(item.from, item.nonce))
-      ? { kind: "settled", transaction: receipt.transactionHash }
-      : { kind: "failed", reason: `transaction_reverted${reasons.has(index) ? `: ${reasons.get(index)}` : ""}` },
-  );
+  return items.map((item, index): SettleOutcome => {
+    if (!used.has(usedKey(item.from, item.nonce)))
+      return { kind: "failed", reason: `transaction_reverted${reasons.has(index) ? `: ${reasons.get(index)}` : ""}` };
+    if (item.moves) {
+      const key = movedKey(pad(item.from), pad(item.moves.to), item.moves.value);
+      const left = moved.get(key) ?? 0;
+      // Used without moving the value: a token that behaves otherwise than EIP-3009 says; the chain decides later.
+      if (left === 0)
+        return {
+          kind: "unknown",
+          reason: "authorization_used_without_transfer",
+          transaction: receipt.transactionHash,
+        };
+      moved.set(key, left - 1);
+    }
+    return { kind: "settled", transaction: receipt.transactionHash };
+  });
 }
+
+/** A Transfer by its topics (from and to, 32 bytes each) and value. */
+const movedKey = (from: Hex, to: Hex, value: bigint) => `${from}:${to}:${value}`.toLowerCase();
 
 /** The message of a call's revert data (a `require`'s Error(string)), or its selector when it is something else. */
 function revertMessage(data: Hex): string {
