@@ -175,8 +175,12 @@ function meter(B, { shards = [0] } = {}) {
     log(`${name} ...`);
     reloadsSeen = service.reloads();
     const [ledgersBefore, paidBefore] = await Promise.all([ledgerStats(), paid?.()]);
+    // A row that counts its payments wants every commit in the span: its ledger objects are read every
+    // 2 s meanwhile, which keeps them from being evicted while inputs are prepared, and adds up what
+    // each did between reads (all of it since it started, should one start again).
+    const tracked = paid ? trackLedgers(ledgerStats, ledgersBefore) : null;
     const result = await fn();
-    const [ledgersAfter, paidAfter] = await Promise.all([ledgerStats(), paid?.()]);
+    const [ledgersAfter, paidAfter] = await Promise.all([tracked ? tracked.stop() : ledgerStats(), paid?.()]);
     const reloads = service.reloads() - reloadsSeen;
     reloadsSeen = service.reloads();
     if (reloads > 0)
@@ -196,17 +200,7 @@ function meter(B, { shards = [0] } = {}) {
     // it started (`sinceRestart`). Idle objects are evicted (an idle shard's during another shard's row,
     // or any while inputs are prepared), so what it did before it went idle and was evicted is all
     // that can be missing, and an idle shard's counts are exact.
-    const ledgers = ledgersAfter.map((after, i) => {
-      const before = ledgersBefore[i];
-      const restarted = after.started !== before.started;
-      const from = restarted ? { plans: 0, batches: 0, statements: 0 } : before;
-      return {
-        plans: after.plans - from.plans,
-        batches: after.batches - from.batches,
-        statements: after.statements - from.statements,
-        ...(restarted ? { sinceRestart: true } : {}),
-      };
-    });
+    const ledgers = tracked ? ledgersAfter : ledgersAfter.map((after, i) => countsBetween(ledgersBefore[i], after));
     for (const [i, counts] of ledgers.entries()) {
       if (!(counts.batches > 0)) continue;
       const perBatch = (counts.plans / counts.batches).toFixed(1);
@@ -249,6 +243,50 @@ function meter(B, { shards = [0] } = {}) {
   };
   const perStep = async (path, body, n = 50) => (await stepCost(path, body, n)).ms;
   return { raw, quiet, measure, perStep, stepCost };
+}
+
+/** What a ledger object counted between two reads of its stats: all since it started, if it started again. */
+function countsBetween(before, after) {
+  const restarted = after.started !== before.started;
+  const from = restarted ? { plans: 0, batches: 0, statements: 0 } : before;
+  return {
+    plans: after.plans - from.plans,
+    batches: after.batches - from.batches,
+    statements: after.statements - from.statements,
+    ...(restarted ? { sinceRestart: true } : {}),
+  };
+}
+
+/**
+ * Reads the ledger objects' stats every 2 s from `first` on, adding up each one's counts between
+ * reads; `stop()` reads them a last time and answers the sums (`sinceRestart` when one started again:
+ * what it did after its last read before that is lost, and an object is evicted only once idle).
+ */
+function trackLedgers(read, first) {
+  let last = first;
+  const sums = first.map(() => ({ plans: 0, batches: 0, statements: 0 }));
+  const add = (now) => {
+    for (const [i, stats] of now.entries()) {
+      const d = countsBetween(last[i], stats);
+      sums[i].plans += d.plans;
+      sums[i].batches += d.batches;
+      sums[i].statements += d.statements;
+      if (d.sinceRestart) sums[i].sinceRestart = true;
+    }
+    last = now;
+  };
+  let reading = Promise.resolve();
+  const timer = setInterval(() => {
+    reading = reading.then(async () => add(await read())).catch(() => {});
+  }, 2_000);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await reading;
+      add(await read());
+      return sums;
+    },
+  };
 }
 
 /** Seeds the merchants, agents, checkout link, PayLinks and grants the scenarios use; returns them with the load settings. */
