@@ -101,10 +101,11 @@ export function crossingCost(acrossRaw, withinRaw, limit) {
   const judged = Object.values(ratios);
   const met = judged.some((r) => r === null) ? null : judged.every((r) => r <= limit);
   const n = (v, d = 1) => (v === null || v === undefined ? "-" : v.toFixed(d));
+  const verdict = (r) => `${x(r)}, target <= ${limit}x: ${r === null ? "-" : r <= limit ? "met" : "NOT met"}`;
   const lines = [
-    `per payment over both databases: ${n(a?.statements)} statements against ${n(w?.statements)} within (${x(ratios.statements)}), ` +
-      `${n(a?.batches, 2)} D1 batches against ${n(w?.batches, 2)} (${x(ratios.batches)}); target <= ${limit}x each`,
-    `cpu ${msOf(cpuAcross)} per payment against ${msOf(cpuWithin)} within (${x(cpuPlain)}); per floor ${x(ratios.cpu)}, target <= ${limit}x`,
+    `per payment over both databases: ${n(a?.statements)} statements against ${n(w?.statements)} within (${verdict(ratios.statements)})`,
+    `per payment over both databases: ${n(a?.batches, 2)} D1 batches against ${n(w?.batches, 2)} within (${verdict(ratios.batches)})`,
+    `cpu ${msOf(cpuAcross)} per payment against ${msOf(cpuWithin)} within (${x(cpuPlain)}); per floor ${verdict(ratios.cpu)}`,
   ];
   return {
     acrossMeasured: Boolean(acrossRaw),
