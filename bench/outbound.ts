@@ -2,6 +2,7 @@ import type { X402Settings } from "../src/config/env";
 import type { PayableTerms } from "../src/x402/outbound/choice";
 import type { AcceptsEntry, PaymentRequired } from "../src/x402/outbound/request";
 import { signOutbound } from "../src/x402/outbound/sign";
+import { type DecodedPayment, decodePaymentHeader } from "../src/x402/payload";
 import { caip2 } from "../src/x402/terms";
 
 /**
@@ -48,4 +49,19 @@ function chosen(x: X402Settings): { paymentRequired: PaymentRequired; entry: Acc
 export async function signOutboundOnce(x: X402Settings, key: `0x${string}`): Promise<number> {
   const signed = await signOutbound(x, key, { resource: RESOURCE, ...chosen(x) }, Math.floor(Date.now() / 1000));
   return signed.header.value.length;
+}
+
+/**
+ * An authorization from the settlement address (which `npm run dev` funds), signed once per isolate
+ * and never sent: what the step "the chain's check batch" hands `checkTransfer`, so the batch's gas
+ * estimate runs a transfer that would succeed, as a settlement's does.
+ */
+let checked: { key: string; payment: DecodedPayment } | null = null;
+export async function outboundPaymentOnce(x: X402Settings, key: `0x${string}`): Promise<DecodedPayment> {
+  if (checked?.key === key) return checked.payment;
+  const signed = await signOutbound(x, key, { resource: RESOURCE, ...chosen(x) }, Math.floor(Date.now() / 1000));
+  const payment = decodePaymentHeader(signed.header.value);
+  if (!payment) throw new Error("the service's own outbound header did not decode");
+  checked = { key, payment };
+  return payment;
 }

@@ -7,12 +7,12 @@ import { retentionJob } from "../src/jobs/retention";
 import { ledgerOf } from "../src/ledger/ledger.do";
 import { placementOf } from "../src/ledger/place";
 import { decodePaymentHeader } from "../src/x402/payload";
-import { termsFor } from "../src/x402/terms";
-import { gasAccountOf } from "../src/x402/transfer";
+import { termsFor, termsForValue } from "../src/x402/terms";
+import { checkTransfer, gasAccountOf } from "../src/x402/transfer";
 import { verifyOffline } from "../src/x402/verify";
 import { createScratch, dropScratch, paymentShapedBatch } from "./batch";
 import type { BenchEnv as Env } from "./env";
-import { signOutboundOnce } from "./outbound";
+import { BENCH_OUTBOUND_BASE_UNITS, outboundPaymentOnce, signOutboundOnce } from "./outbound";
 
 /**
  * The runtime floors of `npm run bench` (docs/benchmarks.md), served by the bench's own Worker
@@ -43,6 +43,7 @@ export const BENCH_STEPS = [
   "rpc_call_viem",
   "sign_transaction",
   "sign_authorization",
+  "rpc_check_batch",
 ] as const;
 const StepBody = z
   .object({ step: z.enum(BENCH_STEPS), iterations: z.number().int().positive().max(1_000).default(1) })
@@ -67,7 +68,10 @@ const floorObject = (env: Env) => env.BENCH_FLOOR.getByName("floor");
  * What one step does: a one-statement D1 read (the round trip every payment's lookups pay), a
  * Durable Object RPC, one JSON-RPC call to the chain (as the settlement path makes them, and through
  * viem's client, as reconciliation and the deposit watcher do), the settler's signature of a
- * transfer (never sent), and an outbound x402 authorization's typed-data signature by the settlement key.
+ * transfer (never sent), an outbound x402 authorization's typed-data signature by the settlement key,
+ * and the built-in facilitator's check of a payment (`checkTransfer`: one JSON-RPC batch with the
+ * nonce's state, the payer's balance, the head, the transfer's gas estimate and, when the shared
+ * estimate is stale, the fees), on an authorization from the settlement address that is never sent.
  */
 function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => Promise<unknown>) | Response {
   if (step === "d1_read")
@@ -85,6 +89,12 @@ function stepOf(env: Env, step: (typeof BENCH_STEPS)[number]): ((k: number) => P
   const [key] = x.facilitatorPrivateKeys;
   if (!key) return json({ error: "facilitator_not_configured" }, 503);
   const account = gasAccountOf(key);
+  if (step === "rpc_check_batch") {
+    const settlementKey = x.settlementPrivateKey;
+    if (!settlementKey) return json({ error: "treasury_not_configured" }, 503);
+    const terms = termsForValue(x, "bench", BENCH_OUTBOUND_BASE_UNITS, "bench", gasAccountOf(settlementKey).address);
+    return async () => checkTransfer(x, terms, await outboundPaymentOnce(x, settlementKey), account.address);
+  }
   return (k) =>
     account.signTransaction({
       type: "eip1559",
@@ -239,6 +249,20 @@ export async function benchFetch(request: Request, env: Env): Promise<Response |
       if (!(Number.isInteger(shard) && shard >= 0 && shard < settingsOf(env).ledgerShards))
         return json({ error: "invalid_request" }, 400);
       return json(await ledgerOf(env, shard).stats());
+    }
+
+    // How many of a merchant's charges are paid, from its home shard: the runner counts a row's
+    // payments with it over the same span as the sequencer's counts (in-flight ones and warm-ups included).
+    case "GET paid": {
+      const merchantId = new URL(request.url).searchParams.get("merchantId");
+      if (!merchantId) return json({ error: "invalid_request" }, 400);
+      const place = await placementOf(env).ofKnown("merchant", merchantId);
+      if (!place) return json({ error: "not_found" }, 404);
+      const row = await place.db
+        .prepare("SELECT COUNT(*) AS n FROM charges WHERE merchant_id = ? AND status = 'paid'")
+        .bind(merchantId)
+        .first<{ n: number }>();
+      return json({ merchantId, paid: Number(row?.n ?? 0) });
     }
 
     // A merchant's or an agent's home ledger shard, from the directory (no public route names it):

@@ -71,6 +71,13 @@ export function combined(windows) {
   };
 }
 
+/** The service thread's CPU per expected answer in a window, in ms; null without the thread's figures or any answer. */
+export function cpuMsPerOk(result) {
+  const busy = result?.threads?.service?.busy;
+  if (busy === undefined || !(result.ok > 0)) return null;
+  return (busy * result.seconds * 1000) / result.ok;
+}
+
 const brief = (r) => ({
   okRps: r.okRps,
   p50: r.p50,
@@ -78,14 +85,23 @@ const brief = (r) => ({
   errors: r.errors,
   seconds: r.seconds,
   serviceThreadBusy: r.threads?.service?.busy ?? null,
+  cpuMs: cpuMsPerOk(r),
 });
+
+/** The row's CPU per answer over the floor's, in one pair of windows; null when either is unknown. */
+function cpuRatioOf(row, floor) {
+  const r = cpuMsPerOk(row);
+  const f = cpuMsPerOk(floor);
+  return r !== null && f !== null && f > 0 ? r / f : null;
+}
 
 /**
  * Runs `pairs` pairs of windows of `seconds` each, floor first. The first window of each side
  * starts with its own warm-up (the options' `warmupSeconds` and `afterWarmup`); `between` runs
  * before every window (waiting for the service's queued work). Returns the row's windows combined,
- * with `pairs` (each pair's floor, row, ratio of req/s and ratio of p99), `ratio` and `p99Ratio`
- * (median, min, max over the pairs) and `floor` (the floor's windows combined).
+ * with `pairs` (each pair's floor, row, ratio of req/s, ratio of p99 and ratio of the service thread's
+ * CPU per answer, row over floor), `ratio`, `p99Ratio` and `cpuRatio` (median, min, max over the
+ * pairs) and `floor` (the floor's windows combined).
  */
 export async function alternate({ load, floorOptions, rowOptions, pairs, seconds, between, log }) {
   const floors = [];
@@ -118,12 +134,14 @@ export async function alternate({ load, floorOptions, rowOptions, pairs, seconds
     row: brief(rows[k]),
     ratio: floors[k].okRps > 0 ? r.okRps / floors[k].okRps : null,
     p99Ratio: floors[k].p99 > 0 ? r.p99 / floors[k].p99 : null,
+    cpuRatio: cpuRatioOf(r, floors[k]),
   }));
   return {
     ...combined(rows),
     pairs: pairList,
     ratio: spreadOf(pairList.map((p) => p.ratio)),
     p99Ratio: spreadOf(pairList.map((p) => p.p99Ratio)),
+    cpuRatio: spreadOf(pairList.map((p) => p.cpuRatio)),
     floor: combined(floors),
   };
 }

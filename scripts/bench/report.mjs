@@ -12,10 +12,31 @@ const fmt = (n, digits = 0) =>
 
 /**
  * @param {{ name: string, kind: "floor" | "scenario", result: { okRps: number, p50: number, p99: number, errors: number, threads?: { service?: { busy: number } } | null } | null,
- *   floor?: string | null, ratio?: number | null, cpuMs?: number | null, spread?: { min: number, max: number } | null, target?: string | null, met?: boolean | null, note?: string | null }[]} rows
+ *   floor?: string | null, ratio?: number | null, cpuMs?: number | null, spread?: { min: number, max: number } | null,
+ *   cpuRatio?: number | null, cpuSpread?: { min: number, max: number } | null, target?: string | null, met?: boolean | null,
+ *   note?: string | null, notes?: (string | null)[] }[]} rows
  */
 export function table(rows) {
-  const header = ["", "req/s", "p50 ms", "p99 ms", "errors", "thread", "cpu ms", "floor", "ratio", "target", "met"];
+  const header = [
+    "",
+    "req/s",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+    "thread",
+    "cpu ms",
+    "floor",
+    "ratio",
+    "cpu ratio",
+    "target",
+    "met",
+  ];
+  const withSpread = (value, spread) =>
+    value === null || value === undefined
+      ? ""
+      : spread
+        ? `${fmt(value, 2)} (${fmt(spread.min, 2)}-${fmt(spread.max, 2)})`
+        : fmt(value, 2);
   const busy = (r) => r.result?.threads?.service?.busy;
   const lines = rows.map((r) => [
     r.name,
@@ -26,11 +47,8 @@ export function table(rows) {
     busy(r) === undefined ? "-" : `${fmt(busy(r) * 100)} %`,
     r.cpuMs === null || r.cpuMs === undefined ? "-" : fmt(r.cpuMs, 2),
     r.floor ?? "",
-    r.ratio === null || r.ratio === undefined
-      ? ""
-      : r.spread
-        ? `${fmt(r.ratio, 2)} (${fmt(r.spread.min, 2)}-${fmt(r.spread.max, 2)})`
-        : fmt(r.ratio, 2),
+    withSpread(r.ratio, r.spread),
+    withSpread(r.cpuRatio, r.cpuSpread),
     r.target ?? "",
     r.met === null || r.met === undefined ? "" : r.met ? "yes" : "NO",
   ]);
@@ -48,7 +66,7 @@ export function table(rows) {
       kind = rows[i].kind;
     }
     out.push(render(l));
-    if (rows[i].note) out.push(`  ${rows[i].note}`);
+    for (const note of [rows[i].note, ...(rows[i].notes ?? [])]) if (note) out.push(`  ${note}`);
   }
   return out.join("\n");
 }

@@ -1,7 +1,8 @@
 // `npm run bench`: starts the service as `npm run dev` does (on its own ports and a throw-away
 // state directory), seeds it through the public API, measures the runtime floors and every
 // scenario of issue #8 with autocannon from this process, prints one table (requests per second,
-// p50/p99, errors, ratio to the floor, the target) and writes the same as JSON to bench/results/.
+// p50/p99, errors, the service thread's CPU, ratio to the floor, the target), then one line per cost
+// target (scripts/bench/targets.mjs: met, NOT met, or "-") and writes the same as JSON to bench/results/.
 // docs/benchmarks.md says what each row measures. It stops everything it started, on success,
 // on error and on Ctrl-C.
 //
@@ -19,12 +20,13 @@ import { call, consoleToken, createAgent, createCharges, createMerchant, inParal
 import { FACILITATED_VALUE, facilitatorMerchant, facilitatorSettle, settleBodies } from "./facilitator.mjs";
 import { load } from "./load.mjs";
 import { allowAnyHost, authorizedDollars, OUTBOUND_BASE_UNITS, outboundBody } from "./outbound.mjs";
-import { alternate } from "./pairs.mjs";
+import { alternate, cpuMsPerOk, median } from "./pairs.mjs";
 import { paidResult, payoutMerchant, untilDecided } from "./payouts.mjs";
 import { startReceiver } from "./receiver.mjs";
 import { table, writeJson } from "./report.mjs";
 import { startService } from "./server.mjs";
 import { measureStorage } from "./storage.mjs";
+import { cpuTarget, crossingCost, settleNote, settleSteps, summaryLine } from "./targets.mjs";
 import { describeUsage, threadMeter } from "./threads.mjs";
 import { blockNumber, chainSettleFloor, chainSnapshot, settlementGas, signPayments, signTransfers } from "./x402.mjs";
 
@@ -37,12 +39,19 @@ const PAIRS = Number(process.env.BENCH_PAIRS ?? 3);
 const PAIR_SECONDS = Number(process.env.BENCH_PAIR_SECONDS ?? Math.max(1, Math.round(SECONDS / PAIRS)));
 if (!(Number.isInteger(PAIRS) && PAIRS >= 1)) throw new Error("BENCH_PAIRS must be a whole number of at least 1");
 const AGENTS = 100;
-/** Every payment row at least its floor (DO RPC + payment-sized batch) in the same run ... */
+/** Rows judged by their rate against the floor (outbound, the shards' within rows): at least the floor's. */
 const PAY_RATIO_TARGET = 1.0;
-/** ... and wallet pay across agents with a p99 at most this many times the floor's. */
-const P99_RATIO_TARGET = 1.2;
-/** At most this much of the service thread's CPU per x402 settlement (issue #26). */
-const SETTLE_CPU_MS_TARGET = 3;
+/**
+ * The payment rows (wallet, checkout link, PayLink draws): the service thread's CPU per payment at most
+ * this many times the floor's (DO RPC + payment-sized batch) per request, in the same pairs of windows.
+ */
+const PAY_CPU_RATIO_TARGET = 1.1;
+/** x402 settle: CPU per settlement at most this many times the sum of its necessary steps ... */
+const SETTLE_STEPS_RATIO_TARGET = 1.25;
+/** ... at this share of the chain floor's rate or more. */
+const SETTLE_CHAIN_RATIO_TARGET = 1.0;
+/** A payment across two shards costs at most this many times one within a shard (statements, batches, CPU). */
+const CROSSING_COST_TARGET = 1.3;
 const GRANTS = 50;
 /** Wallet payments per round of the storage measurement (BENCH_STORAGE_PAYMENTS): 1,000 reads a size to 4 bytes a payment. */
 const STORAGE_PAYMENTS = Number(process.env.BENCH_STORAGE_PAYMENTS ?? 1000);
@@ -58,6 +67,7 @@ const STEPS = [
   ["rpc_call_viem", "the same through viem's client"],
   ["sign_transaction", "the settler's transaction signature"],
   ["sign_authorization", "an outbound authorization's signature by the settlement key"],
+  ["rpc_check_batch", "the chain's check batch (checkTransfer's JSON-RPC batch)"],
 ];
 /** x402 settlement is measured by count, not time: warm-up settlements, then measured ones (chainSnapshot says why). */
 const X402_WARMUP = Math.round(Number(process.env.BENCH_X402_WARMUP ?? 50 * WARMUP));
@@ -154,15 +164,23 @@ function meter(B, { shards = [0] } = {}) {
     log("  warning: the service still had queued work after 45 s; measuring anyway");
   };
 
-  /** One row: waits for a quiet service, runs `fn`, notes whether the service reloaded meanwhile, prints a line. */
-  const measure = async (key, name, kind, fn) => {
-    if (!selected(key)) return null;
+  /**
+   * One row: waits for a quiet service, runs `fn`, notes whether the service reloaded meanwhile, prints a
+   * line. `always`: run it though BENCH_ONLY left it out (a floor another target needs). `paid`: counts
+   * the payments made (warm-ups and in-flight ones included), read with the sequencer's counts.
+   */
+  const measure = async (key, name, kind, fn, { always = false, paid = null } = {}) => {
+    if (!(always || selected(key))) return null;
     await quiet();
     log(`${name} ...`);
     reloadsSeen = service.reloads();
-    const ledgersBefore = await ledgerStats();
+    const [ledgersBefore, paidBefore] = await Promise.all([ledgerStats(), paid?.()]);
+    // A row that counts its payments wants every commit in the span: its ledger objects are read every
+    // 2 s meanwhile, which keeps them from being evicted while inputs are prepared, and adds up what
+    // each did between reads (all of it since it started, should one start again).
+    const tracked = paid ? trackLedgers(ledgerStats, ledgersBefore) : null;
     const result = await fn();
-    const ledgersAfter = await ledgerStats();
+    const [ledgersAfter, paidAfter] = await Promise.all([tracked ? tracked.stop() : ledgerStats(), paid?.()]);
     const reloads = service.reloads() - reloadsSeen;
     reloadsSeen = service.reloads();
     if (reloads > 0)
@@ -178,50 +196,97 @@ function meter(B, { shards = [0] } = {}) {
     );
     // Group commit at work: the plans the sequencer committed during the run (warm-up included), per D1
     // batch, and the statements those batches ran per plan.
-    // A ledger object that restarted meanwhile (idle objects are evicted, say while inputs are prepared)
-    // counts from zero again: then there is nothing to say.
-    const ledgers = ledgersAfter.map((after, i) => {
-      const before = ledgersBefore[i];
-      return after.started !== before.started
-        ? null
-        : {
-            plans: after.plans - before.plans,
-            batches: after.batches - before.batches,
-            statements: after.statements - before.statements,
-          };
-    });
+    // A ledger object that restarted meanwhile counts from zero again: then its counts are those since
+    // it started (`sinceRestart`). Idle objects are evicted (an idle shard's during another shard's row,
+    // or any while inputs are prepared), so what it did before it went idle and was evicted is all
+    // that can be missing, and an idle shard's counts are exact.
+    const ledgers = tracked ? ledgersAfter : ledgersAfter.map((after, i) => countsBetween(ledgersBefore[i], after));
     for (const [i, counts] of ledgers.entries()) {
-      if (!(counts && counts.batches > 0)) continue;
+      if (!(counts.batches > 0)) continue;
       const perBatch = (counts.plans / counts.batches).toFixed(1);
       log(
-        `  ledger${shards.length > 1 ? ` shard ${shards[i]}` : ""}: ${counts.plans} plans in ${counts.batches} D1 batches (${perBatch} per batch, ${(counts.statements / counts.plans).toFixed(1)} statements per plan)`,
+        `  ledger${shards.length > 1 ? ` shard ${shards[i]}` : ""}: ${counts.plans} plans in ${counts.batches} D1 batches (${perBatch} per batch, ${(counts.statements / counts.plans).toFixed(1)} statements per plan)${counts.sinceRestart ? " (since its object restarted during the row)" : ""}`,
       );
     }
     const [ledger] = ledgers;
     const threads = describeUsage(result.threads);
     if (threads) log(`  threads: ${threads}`);
     raw[key] = { name, kind, ...result, reloads, ledger };
+    if (paid) raw[key].payments = paidAfter - paidBefore;
     if (shards.length > 1) raw[key].ledgerByShard = Object.fromEntries(shards.map((k, i) => [k, ledgers[i]]));
     return result;
   };
 
   /**
    * What one step costs on an otherwise idle service: a request doing it `n + 1` times and one
-   * doing it once, one at a time; the difference over `n` (median of 5). Routing and I/O to
-   * the bench cancel out; on a busy machine the number only errs high.
+   * doing it once, one at a time; the difference over `n` (median of 5), in time (`ms`) and in the
+   * service thread's CPU (`cpuMs`, null off Linux). Routing and I/O to the bench cancel out; on a
+   * busy machine the numbers only err high.
    */
-  const perStep = async (path, body, n = 50) => {
+  const stepCost = async (path, body, n = 50) => {
+    const meter = threadMeter(service.pgid, service.port);
     const timed = async (iterations) => {
+      const begun = meter.begin();
       const began = performance.now();
       await call(B, "POST", path, { body: { ...body, iterations } });
-      return performance.now() - began;
+      return { ms: performance.now() - began, cpuMs: meter.cpuMs(begun) };
     };
     await timed(n + 1);
-    const samples = [];
-    for (let k = 0; k < 5; k++) samples.push(((await timed(n + 1)) - (await timed(1))) / n);
-    return samples.sort((a, b) => a - b)[2];
+    const wall = [];
+    const cpu = [];
+    for (let k = 0; k < 5; k++) {
+      const [many, one] = [await timed(n + 1), await timed(1)];
+      wall.push((many.ms - one.ms) / n);
+      if (many.cpuMs !== null && one.cpuMs !== null) cpu.push((many.cpuMs - one.cpuMs) / n);
+    }
+    return { ms: median(wall), cpuMs: median(cpu) };
   };
-  return { raw, quiet, measure, perStep };
+  const perStep = async (path, body, n = 50) => (await stepCost(path, body, n)).ms;
+  return { raw, quiet, measure, perStep, stepCost };
+}
+
+/** What a ledger object counted between two reads of its stats: all since it started, if it started again. */
+function countsBetween(before, after) {
+  const restarted = after.started !== before.started;
+  const from = restarted ? { plans: 0, batches: 0, statements: 0 } : before;
+  return {
+    plans: after.plans - from.plans,
+    batches: after.batches - from.batches,
+    statements: after.statements - from.statements,
+    ...(restarted ? { sinceRestart: true } : {}),
+  };
+}
+
+/**
+ * Reads the ledger objects' stats every 2 s from `first` on, adding up each one's counts between
+ * reads; `stop()` reads them a last time and answers the sums (`sinceRestart` when one started again:
+ * what it did after its last read before that is lost, and an object is evicted only once idle).
+ */
+function trackLedgers(read, first) {
+  let last = first;
+  const sums = first.map(() => ({ plans: 0, batches: 0, statements: 0 }));
+  const add = (now) => {
+    for (const [i, stats] of now.entries()) {
+      const d = countsBetween(last[i], stats);
+      sums[i].plans += d.plans;
+      sums[i].batches += d.batches;
+      sums[i].statements += d.statements;
+      if (d.sinceRestart) sums[i].sinceRestart = true;
+    }
+    last = now;
+  };
+  let reading = Promise.resolve();
+  const timer = setInterval(() => {
+    reading = reading.then(async () => add(await read())).catch(() => {});
+  }, 2_000);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await reading;
+      add(await read());
+      return sums;
+    },
+  };
 }
 
 /** Seeds the merchants, agents, checkout link, PayLinks and grants the scenarios use; returns them with the load settings. */
@@ -282,17 +347,21 @@ async function seed(B) {
 
 /** Row groups whose rows take turns with the floor "DO RPC + payment-sized batch" (alternated). */
 const PAYMENT_GROUPS = ["wallet", "paylinks", "outbound"];
-const needsScratch = () =>
-  selected("floor_do_rpc_d1_batch") || PAYMENT_GROUPS.some((g) => ONLY.length === 0 || ONLY.includes(g));
+const paymentRowsSelected = () => PAYMENT_GROUPS.some((g) => ONLY.length === 0 || ONLY.includes(g));
+/**
+ * x402 settle's target is judged against the sum of its necessary steps, priced in the same run: the
+ * trivial route, the payment-sized batch floor and the step costs run for it whatever BENCH_ONLY says.
+ */
+const settleStepsNeeded = () => selected("x402_settle");
+const needsScratch = () => selected("floor_do_rpc_d1_batch") || paymentRowsSelected() || settleStepsNeeded();
 
 /**
  * Scratch copies of the payment's tables with a pool of pending charges cloned from `run.template`
  * (bench/batch.ts), and the load of the floor "DO RPC + payment-sized batch" on them, which becomes
  * `run.floorOptions`; `floorBody` makes the next batch's body.
  */
-async function scratchFloor(run) {
+async function scratchFloor(run, poolSize = 160_000) {
   const { B, base, template } = run;
-  const poolSize = 160_000;
   const scratch = await call(B, "POST", "/__bench/setup", {
     body: { templateChargeId: template, charges: poolSize },
   });
@@ -323,18 +392,30 @@ async function scratchFloor(run) {
 async function measureFloors(run) {
   const { B, base, floor, measure } = run;
   if (!needsScratch()) return null;
-  const { floorBody, rpcBatchLoad } = await scratchFloor(run);
-  floor.noop = await measure("floor_trivial_route", "floor: trivial route", "floor", () =>
-    load({ ...base, next: () => ({ path: "/__bench/noop" }) }),
+  // The floors alone (x402's steps) need one floor's windows of charges, not the payment rows' pool.
+  const floorsOnly = !(selected("floor_do_rpc_d1_batch") || paymentRowsSelected());
+  const { floorBody, rpcBatchLoad } = await scratchFloor(run, floorsOnly ? 20_000 : 160_000);
+  const forSteps = { always: settleStepsNeeded() };
+  floor.noop = await measure(
+    "floor_trivial_route",
+    "floor: trivial route",
+    "floor",
+    () => load({ ...base, next: () => ({ path: "/__bench/noop" }) }),
+    forSteps,
   );
   floor.rpc = await measure("floor_do_rpc", "floor: one Durable Object RPC", "floor", () =>
     load({ ...base, next: () => ({ method: "POST", path: "/__bench/do-rpc" }) }),
   );
-  floor.batch = await measure("floor_d1_batch", "floor: one payment-sized D1 batch", "floor", () =>
-    load({
-      ...base,
-      next: () => ({ method: "POST", path: "/__bench/d1-batch", headers: json(), body: floorBody() }),
-    }),
+  floor.batch = await measure(
+    "floor_d1_batch",
+    "floor: one payment-sized D1 batch",
+    "floor",
+    () =>
+      load({
+        ...base,
+        next: () => ({ method: "POST", path: "/__bench/d1-batch", headers: json(), body: floorBody() }),
+      }),
+    forSteps,
   );
   floor.rpcBatch = await measure("floor_do_rpc_d1_batch", "floor: DO RPC + payment-sized batch", "floor", () =>
     load(rpcBatchLoad),
@@ -357,36 +438,53 @@ async function dropScratch(run) {
 /**
  * A payment row measured in turns with its floor (pairs.mjs): `PAIRS` pairs of `PAIR_SECONDS`
  * windows, each side warmed up once before its first window. The floor is "DO RPC + payment-sized
- * batch" unless `floorOptions` names another.
+ * batch" unless `floorOptions` names another; `paid` counts the row's payments (measure).
  */
-function alternated(run, key, name, rowOptions, floorOptions = run.floorOptions) {
+function alternated(run, key, name, rowOptions, floorOptions = run.floorOptions, paid = null) {
   const { measure, quiet } = run;
-  return measure(key, name, "scenario", () =>
-    alternate({
-      load,
-      floorOptions,
-      rowOptions,
-      pairs: PAIRS,
-      seconds: PAIR_SECONDS,
-      between: quiet,
-      log,
-    }),
+  return measure(
+    key,
+    name,
+    "scenario",
+    async () => {
+      const result = await alternate({
+        load,
+        floorOptions,
+        rowOptions,
+        pairs: PAIRS,
+        seconds: PAIR_SECONDS,
+        between: quiet,
+        log,
+      });
+      const cpu = result.cpuRatio;
+      if (cpu)
+        log(
+          `  cpu per request ${cpuMsPerOk(result)?.toFixed(2)} ms, its floor windows' ${cpuMsPerOk(result.floor)?.toFixed(2)} ms: ` +
+            `ratio ${cpu.median.toFixed(2)} (${cpu.min.toFixed(2)}-${cpu.max.toFixed(2)})`,
+        );
+      return result;
+    },
+    { paid },
   );
 }
 
-/** What each step of a payment costs, one at a time (docs/benchmarks.md). */
+/**
+ * What each step of a payment costs, one at a time (docs/benchmarks.md): `steps` in time, `stepsCpu`
+ * in the service thread's CPU. Run for the floors group, and for x402 settle's target.
+ */
 async function measureSteps(run) {
-  const { perStep } = run;
-  let steps = null;
-  if (selected("steps")) {
-    log("step costs, one at a time on an idle service ...");
-    steps = {};
-    for (const [step, label] of STEPS) {
-      steps[step] = await perStep("/__bench/step", { step });
-      log(`  ${label}: ${steps[step].toFixed(2)} ms`);
-    }
+  const { stepCost } = run;
+  if (!(selected("steps") || settleStepsNeeded())) return { steps: null, stepsCpu: null };
+  log("step costs, one at a time on an idle service ...");
+  const steps = {};
+  const stepsCpu = {};
+  for (const [step, label] of STEPS) {
+    const cost = await stepCost("/__bench/step", { step });
+    steps[step] = cost.ms;
+    stepsCpu[step] = cost.cpuMs;
+    log(`  ${label}: ${cost.ms.toFixed(2)} ms, ${cost.cpuMs?.toFixed(2) ?? "-"} ms of the thread's CPU`);
   }
-  return steps;
+  return { steps, stepsCpu };
 }
 
 /** Charge creation, which also makes the charges the wallet scenarios pay. */
@@ -425,7 +523,7 @@ async function topUp(list, want, what, make) {
  * when it runs low: each request pays its own pending charge. The warm-up runs on a guess; the
  * measured run gets what the warm-up's rate says it needs (prepared in between).
  */
-function walletScenarios(run, pending, makeCharges) {
+function walletScenarios(run, pending, makeCharges, paid = null) {
   const { base, floor, quiet, raw } = run;
   let ranDry = 0;
   const nextPending = () => {
@@ -437,25 +535,32 @@ function walletScenarios(run, pending, makeCharges) {
   return async (key, name, agentOf, guess) => {
     if (!selected(key)) return null;
     await topUp(pending, inputsFor(guess, WARMUP), "pending charges", makeCharges);
-    const result = await alternated(run, key, name, {
-      ...base,
-      next: () => ({
-        method: "POST",
-        path: `/charges/${nextPending()}/pay`,
-        headers: { authorization: `Bearer ${agentOf().apiKey}` },
-      }),
-      afterWarmup: async (warm) => {
-        // A path may outrun its floor (group commit), and a warm-up that woke 100 objects undercounts.
-        await topUp(
-          pending,
-          inputsFor(Math.max(warm.okRps, floor.rpcBatch?.okRps ?? 0), PAIRS * PAIR_SECONDS),
-          "pending charges",
-          makeCharges,
-        );
-        await quiet();
-        ranDry = 0;
+    const result = await alternated(
+      run,
+      key,
+      name,
+      {
+        ...base,
+        next: () => ({
+          method: "POST",
+          path: `/charges/${nextPending()}/pay`,
+          headers: { authorization: `Bearer ${agentOf().apiKey}` },
+        }),
+        afterWarmup: async (warm) => {
+          // A path may outrun its floor (group commit), and a warm-up that woke 100 objects undercounts.
+          await topUp(
+            pending,
+            inputsFor(Math.max(warm.okRps, floor.rpcBatch?.okRps ?? 0), PAIRS * PAIR_SECONDS),
+            "pending charges",
+            makeCharges,
+          );
+          await quiet();
+          ranDry = 0;
+        },
       },
-    });
+      run.floorOptions,
+      paid,
+    );
     if (ranDry > 0) {
       raw[key].exhausted = true;
       log(`  warning: ${ranDry} requests found no pending charge left (counted as errors)`);
@@ -944,7 +1049,11 @@ async function measureShards(guess) {
   // No floor rows here: the guess stands in for the floor's rate when the pending charges are topped up after a warm-up.
   const run = { B, ...m, base, template, floor: { rpcBatch: { okRps: guess } }, turn: 0 };
   await scratchFloor(run);
-  const scenarioOf = (merchant) => walletScenarios(run, [], (n) => createCharges(B, merchant.apiKey, n, CONNECTIONS));
+  // Each row's payments, counted by the merchant's paid charges over the span of the sequencer's counts.
+  const paidOf = (merchant) => async () =>
+    (await call(B, "GET", `/__bench/paid?merchantId=${merchant.merchantId}`)).paid;
+  const scenarioOf = (merchant) =>
+    walletScenarios(run, [], (n) => createCharges(B, merchant.apiKey, n, CONNECTIONS), paidOf(merchant));
   const payTo = merchants.map(scenarioOf);
   const roundRobin = (agents) => {
     let k = 0;
@@ -997,17 +1106,6 @@ async function measureShards(guess) {
   return { raw: m.raw, within0, within1, across, mixed: mixedRow, transit };
 }
 
-/**
- * The service thread's CPU per expected answer during a row's measured window, in ms: its share of
- * a core times the window, over the answers (for x402 settle, the CPU per settlement, whatever
- * else ran on the thread meanwhile, the cron's sweeps included). Null without the thread's figures.
- */
-function cpuMsPerOk(result) {
-  const busy = result?.threads?.service?.busy;
-  if (busy === undefined || !(result.ok > 0)) return null;
-  return (busy * result.seconds * 1000) / result.ok;
-}
-
 /** The facilitator settle row: against x402 settle's chain floor, bound by the chain as that row is. */
 function facilitatorRow(result, chainFloor) {
   const ratio = result && chainFloor?.okRps > 0 ? result.okRps / chainFloor.okRps : null;
@@ -1026,8 +1124,8 @@ function facilitatorRow(result, chainFloor) {
   };
 }
 
-/** The table's rows: each result beside its floor, and whether it met its target. */
-function tableRows(floor, results) {
+/** The table's rows: each result beside its floor, and whether it met its target; and the issue's targets, one line each. */
+function tableRows(floor, results, raw, stepsCpu) {
   const {
     statements,
     chargeCreation,
@@ -1055,26 +1153,31 @@ function tableRows(floor, results) {
       floor: floorName,
       ratio: x,
       spread: r?.ratio ?? null,
+      cpuRatio: r?.cpuRatio?.median ?? null,
+      cpuSpread: r?.cpuRatio ?? null,
       target: `>= ${PAY_RATIO_TARGET.toFixed(1)}${extra ? `, ${extra}` : ""}`,
       met: x !== null && x >= PAY_RATIO_TARGET,
     };
   };
-  const p99Ratio = across?.p99Ratio?.median ?? null;
-  const acrossT = payTarget(
-    across,
-    `0 errors, p99 <= ${P99_RATIO_TARGET}x floor's (${p99Ratio === null ? "-" : p99Ratio.toFixed(2)})`,
-  );
-  acrossT.met = acrossT.met && across?.errors === 0 && p99Ratio !== null && p99Ratio <= P99_RATIO_TARGET;
-  const fiveHundreds = Object.entries(hotAgent?.statuses ?? {})
-    .filter(([code]) => Number(code) >= 500)
-    .reduce((a, [, n]) => a + n, 0);
-  const hotT = payTarget(hotAgent, "no 5xx");
-  hotT.met = hotT.met && fiveHundreds === 0 && hotAgent?.socketErrors === 0;
+  // The payment rows of the issue: judged by their CPU against the floor's in the same pairs, the rate printed beside it.
+  const cpuPay = (r) => ({ ...payTarget(r), ...cpuTarget(r, PAY_CPU_RATIO_TARGET) });
   // Outbound authorizations: against their own floor (the signature too), with no error at all.
   const outboundT = payTarget(outbound, "0 errors", "sig + DO RPC + batch");
   outboundT.met = outboundT.met && outbound?.errors === 0;
   const settleRatio = ratio(settle, floor.chain);
   const settleCpu = cpuMsPerOk(settle);
+  const steps = settleSteps({
+    requestCpu: cpuMsPerOk(floor.noop),
+    batchCpu: cpuMsPerOk(floor.batch),
+    d1ReadCpu: stepsCpu?.d1_read,
+    checkBatchCpu: stepsCpu?.rpc_check_batch,
+    ledger: raw.x402_settle?.ledger ?? null,
+  });
+  const settleT = settleNote(settleCpu, steps, settleRatio, {
+    stepsLimit: SETTLE_STEPS_RATIO_TARGET,
+    chainLimit: SETTLE_CHAIN_RATIO_TARGET,
+  });
+  if (raw.x402_settle) raw.x402_settle.steps = { ...steps, cpuMs: settleCpu, ratio: settleT.ratio };
   const payoutRatio = ratio(payouts, floor.payoutChain);
   rows.push(
     { name: "floor: trivial route", kind: "floor", result: floor.noop },
@@ -1099,11 +1202,11 @@ function tableRows(floor, results) {
       floor: "D1 batch",
       ratio: ratio(chargeCreation, floor.batch),
     },
-    { name: `wallet pay, ${AGENTS} agents`, kind: "scenario", result: across, ...acrossT },
-    { name: "wallet pay, one hot agent", kind: "scenario", result: hotAgent, ...hotT },
-    { name: "checkout-link pay", kind: "scenario", result: checkout, ...payTarget(checkout) },
-    { name: "PayLink draw, one grant", kind: "scenario", result: drawOne, ...payTarget(drawOne) },
-    { name: `PayLink draw, ${GRANTS} grants`, kind: "scenario", result: drawMany, ...payTarget(drawMany) },
+    { name: `wallet pay, ${AGENTS} agents`, kind: "scenario", result: across, ...cpuPay(across), issue: true },
+    { name: "wallet pay, one hot agent", kind: "scenario", result: hotAgent, ...cpuPay(hotAgent), issue: true },
+    { name: "checkout-link pay", kind: "scenario", result: checkout, ...cpuPay(checkout), issue: true },
+    { name: "PayLink draw, one grant", kind: "scenario", result: drawOne, ...cpuPay(drawOne), issue: true },
+    { name: `PayLink draw, ${GRANTS} grants`, kind: "scenario", result: drawMany, ...cpuPay(drawMany), issue: true },
     { name: `outbound x402 auth., ${AGENTS} agents`, kind: "scenario", result: outbound, ...outboundT },
     {
       name: "x402 verify",
@@ -1120,16 +1223,22 @@ function tableRows(floor, results) {
       result: settle,
       floor: "chain",
       ratio: settleRatio,
-      target: `chain-bound (>= 0.8), CPU <= ${SETTLE_CPU_MS_TARGET} ms`,
-      note: settle?.gas
-        ? `gas per settlement ${settle.gas.service.gasPerSettlement} (${settle.gas.service.settlements} settlements in ${settle.gas.service.transactions} transactions); one transaction each: ${settle.gas.floor.gasPerSettlement}`
-        : null,
+      // Its CPU over the steps' sum, in the cpu ratio column.
+      cpuRatio: settleT.ratio,
+      target: `cpu <= ${SETTLE_STEPS_RATIO_TARGET}x steps, >= ${SETTLE_CHAIN_RATIO_TARGET.toFixed(1)} of chain`,
+      notes: [
+        settle ? settleT.text : null,
+        settle?.gas
+          ? `gas per settlement ${settle.gas.service.gasPerSettlement} (${settle.gas.service.settlements} settlements in ${settle.gas.service.transactions} transactions); one transaction each: ${settle.gas.floor.gasPerSettlement}`
+          : null,
+      ],
+      // Unknown steps (a figure missing) leave the target unjudged.
       met:
-        settleRatio !== null &&
-        settleRatio >= 0.8 &&
-        settleCpu !== null &&
-        settleCpu <= SETTLE_CPU_MS_TARGET &&
-        settle?.errors === 0,
+        settleT.ratio === null || settleRatio === null
+          ? null
+          : settleT.ratio <= SETTLE_STEPS_RATIO_TARGET &&
+            settleRatio >= SETTLE_CHAIN_RATIO_TARGET &&
+            settle?.errors === 0,
     },
     facilitatorRow(facilitatorSettled, floor.chain),
     {
@@ -1157,56 +1266,106 @@ function tableRows(floor, results) {
         webhooks.errors === 0,
     },
   );
-  // The shards group's rows, only in a run that names it (BENCH_ONLY=shards): the default table is unchanged.
-  if (ONLY.includes("shards")) {
-    // A row's cost beside the same shard's payments within it: the ratio of their ratios to the floor.
-    const perWithin = (r) => {
-      const x = r?.ratio?.median;
-      const w = shards?.within1?.ratio?.median;
-      return x && w ? `per floor ${(x / w).toFixed(2)} of within shard 1's rate` : null;
-    };
-    const crossing = (r, what) => ({
-      ...payTarget(r),
-      target: `none (${what})`,
-      met: null,
-      note: perWithin(r),
-    });
-    rows.push(
-      {
-        name: "wallet pay, 2 shards, within shard 0",
-        kind: "shards",
-        result: shards?.within0,
-        ...payTarget(shards?.within0),
-      },
-      {
-        name: "wallet pay, 2 shards, within shard 1",
-        kind: "shards",
-        result: shards?.within1,
-        ...payTarget(shards?.within1),
-      },
-      {
-        name: `wallet pay, 2 shards, ${AGENTS} agents, all across`,
-        kind: "shards",
-        result: shards?.across,
-        ...crossing(shards?.across, "three phases"),
-      },
-      {
-        name: `wallet pay, 2 shards, ${AGENTS} agents, half across`,
-        kind: "shards",
-        result: shards?.mixed,
-        ...crossing(shards?.mixed, "half three phases"),
-      },
-    );
-  }
+  const crossing = shardRows(rows, shards, payTarget);
   // Rows BENCH_ONLY left out show "-", neither met nor missed.
-  for (const r of rows) if (!r.result) Object.assign(r, { ratio: null, spread: null, met: null });
+  for (const r of rows) if (!r.result) Object.assign(r, { ratio: null, spread: null, cpuRatio: null, met: null });
   // The webhook row's events are delivered after its window too: its thread share says nothing per event.
   for (const r of rows) r.cpuMs = r.name.startsWith("webhooks") ? null : cpuMsPerOk(r.result);
-  return rows;
+  return { rows, targets: issueTargets(rows, { settle, settleT, settleRatio, payoutRatio, crossing }) };
+}
+
+/**
+ * The shards group's rows, only in a run that names it (BENCH_ONLY=shards): the default table is
+ * unchanged. The all-across row is judged against within shard 1 (the same merchant, the row just
+ * before it): statements, D1 batches and CPU per payment. Returns that comparison.
+ */
+function shardRows(rows, shards, payTarget) {
+  if (!ONLY.includes("shards")) return null;
+  // A row's rate beside the same shard's payments within it: the ratio of their ratios to the floor.
+  const perWithin = (r) => {
+    const x = r?.ratio?.median;
+    const w = shards?.within1?.ratio?.median;
+    return x && w ? `per floor ${(x / w).toFixed(2)} of within shard 1's rate` : null;
+  };
+  const raw = shards?.raw ?? {};
+  const cost = crossingCost(raw.shards_across, raw.shards_within_1, CROSSING_COST_TARGET);
+  if (raw.shards_across) raw.shards_across.crossingCost = { ...cost, lines: undefined };
+  const mixedCost = crossingCost(raw.shards_mixed, raw.shards_within_1, CROSSING_COST_TARGET);
+  rows.push(
+    {
+      name: "wallet pay, 2 shards, within shard 0",
+      kind: "shards",
+      result: shards?.within0,
+      ...payTarget(shards?.within0),
+    },
+    {
+      name: "wallet pay, 2 shards, within shard 1",
+      kind: "shards",
+      result: shards?.within1,
+      ...payTarget(shards?.within1),
+    },
+    {
+      name: `wallet pay, 2 shards, ${AGENTS} agents, all across`,
+      kind: "shards",
+      result: shards?.across,
+      ...payTarget(shards?.across),
+      target: `<= ${CROSSING_COST_TARGET}x within: statements, batches, cpu`,
+      met: cost.met,
+      notes: [perWithin(shards?.across), ...cost.lines],
+    },
+    {
+      name: `wallet pay, 2 shards, ${AGENTS} agents, half across`,
+      kind: "shards",
+      result: shards?.mixed,
+      ...payTarget(shards?.mixed),
+      target: "none (half three phases)",
+      met: null,
+      notes: [perWithin(shards?.mixed), ...mixedCost.lines],
+    },
+  );
+  return cost;
+}
+
+/** One line per target of the issue: the figure it is judged by and whether it is met. */
+function issueTargets(rows, { settle, settleT, settleRatio, payoutRatio, crossing }) {
+  const r2 = (n) => (n === null || n === undefined ? "-" : n.toFixed(2));
+  const lines = rows
+    .filter((r) => r.issue)
+    .map((r) => ({
+      target: `${r.name}: cpu per payment <= ${PAY_CPU_RATIO_TARGET}x its floor's, 0 errors`,
+      figure: r.result ? `${r2(r.cpuRatio)}x, ${r.result.errors} errors` : null,
+      measured: Boolean(r.result),
+      met: r.met,
+    }));
+  lines.push(
+    {
+      target: `x402 settle: cpu <= ${SETTLE_STEPS_RATIO_TARGET}x its necessary steps, >= ${SETTLE_CHAIN_RATIO_TARGET.toFixed(1)} of the chain's rate`,
+      figure: settle ? `${r2(settleT.ratio)}x, chain ${r2(settleRatio)}, ${settle.errors} errors` : null,
+      measured: Boolean(settle),
+      met: rows.find((r) => r.name === "x402 settle")?.met ?? null,
+    },
+    {
+      target: "payouts paid: >= 0.8 of the chain's rate, all paid",
+      figure: rows.find((r) => r.name === "payouts paid")?.result
+        ? `${r2(payoutRatio)}, ${rows.find((r) => r.name === "payouts paid").result.errors} not paid`
+        : null,
+      measured: Boolean(rows.find((r) => r.name === "payouts paid")?.result),
+      met: rows.find((r) => r.name === "payouts paid")?.met ?? null,
+    },
+    {
+      target: `shards: a payment across <= ${CROSSING_COST_TARGET}x one within, in statements, D1 batches and cpu`,
+      figure: crossing
+        ? `statements ${r2(crossing.ratios.statements)}x, batches ${r2(crossing.ratios.batches)}x, cpu ${r2(crossing.ratios.cpu)}x`
+        : null,
+      measured: Boolean(crossing?.acrossMeasured),
+      met: crossing?.met ?? null,
+    },
+  );
+  return lines;
 }
 
 /** Prints the table and writes it, with every row's full result, to bench/results/. */
-async function report(rows, raw, { statements, steps, storage }) {
+async function report({ rows, targets }, raw, { statements, steps, stepsCpu, storage }) {
   const text = table(rows);
   console.log(`\n${text}\n`);
   console.log(
@@ -1221,9 +1380,12 @@ async function report(rows, raw, { statements, steps, storage }) {
   console.log(
     "cpu ms is that thread's CPU per expected answer in the window (per settlement for x402 settle and facilitator settle, per verification for x402 verify).",
   );
+  console.log(
+    "cpu ratio is a payment row's cpu ms over its floor's in the same pairs of windows (median, lowest-highest); for x402 settle, its cpu ms over the sum of its necessary steps.",
+  );
   if (steps)
     console.log(
-      `Step costs, one at a time on an idle service (ms): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}`).join("; ")}.`,
+      `Step costs, one at a time on an idle service (ms, then ms of the thread's CPU): ${STEPS.map(([step, label]) => `${label} ${steps[step].toFixed(2)}, ${stepsCpu?.[step]?.toFixed(2) ?? "-"}`).join("; ")}.`,
     );
   if (storage)
     console.log(
@@ -1240,6 +1402,7 @@ async function report(rows, raw, { statements, steps, storage }) {
         )
         .join("; ")}.`,
     );
+  console.log(`\nThe issue's targets:\n${targets.map((t) => `  ${summaryLine(t)}`).join("\n")}\n`);
   const file = writeJson({
     startedAt: startedAt.toISOString(),
     seconds: SECONDS,
@@ -1248,6 +1411,8 @@ async function report(rows, raw, { statements, steps, storage }) {
     machine: await machine(),
     paymentBatchStatements: statements,
     stepMs: steps,
+    stepCpuMs: stepsCpu,
+    targets: targets.map((t) => ({ ...t, line: summaryLine(t) })),
     table: rows.map((r) => ({
       name: r.name,
       kind: r.kind,
@@ -1263,8 +1428,15 @@ async function report(rows, raw, { statements, steps, storage }) {
       ratioMin: r.spread?.min ?? null,
       ratioMax: r.spread?.max ?? null,
       p99Ratio: r.result?.p99Ratio ?? null,
+      // Payment rows: the service thread's CPU per answer over the floor's, median and spread over the pairs;
+      // x402 settle: its CPU over the sum of its necessary steps (results.x402_settle.steps).
+      cpuRatio: r.cpuRatio ?? null,
+      cpuRatioMin: r.cpuSpread?.min ?? null,
+      cpuRatioMax: r.cpuSpread?.max ?? null,
+      floorCpuMsPerOk: r.result?.floor ? cpuMsPerOk(r.result.floor) : null,
       target: r.target ?? null,
       met: r.met ?? null,
+      notes: [r.note, ...(r.notes ?? [])].filter(Boolean),
     })),
     results: raw,
     elapsedSeconds: (Date.now() - t0) / 1000,
@@ -1281,7 +1453,7 @@ async function measureDefault() {
   // `turn` picks the next agent of the crowd; the scenarios share it, as they share `floor`.
   const run = { B, ...m, ...(await seed(B)), floor: {}, turn: 0 };
   const statements = await measureFloors(run);
-  const steps = await measureSteps(run);
+  const { steps, stepsCpu } = await measureSteps(run);
   const { chargeCreation, pending } = await measureChargeCreation(run);
   const { across, hotAgent, payGuess } = await measureWalletPayments(run, chargeCreation, pending);
   const checkout = await measureCheckout(run);
@@ -1311,7 +1483,7 @@ async function measureDefault() {
     payouts,
     webhooks,
   };
-  return { floor: run.floor, raw: m.raw, results, statements, steps, storage: m.raw.storage };
+  return { floor: run.floor, raw: m.raw, results, statements, steps, stepsCpu, storage: m.raw.storage };
 }
 
 async function main() {
@@ -1340,17 +1512,20 @@ async function main() {
         ),
         statements: null,
         steps: null,
+        stepsCpu: null,
         storage: undefined,
       };
   if (ONLY.includes("shards")) {
     // The default service goes first, so the two never share the machine's cores.
     if (service) await service.stop();
-    const shards = await measureShards(measured.results.across?.okRps ?? 200);
+    // Without the default service's rate to go by, a guess on the high side: a row whose pending
+    // charges run out counts errors (at 200 a quiet machine's within-shard row ran dry).
+    const shards = await measureShards(measured.results.across?.okRps ?? 400);
     Object.assign(measured.raw, shards.raw);
     measured.results.shards = shards;
   }
-  const { floor, raw, results, statements, steps, storage } = measured;
-  await report(tableRows(floor, results), raw, { statements, steps, storage });
+  const { floor, raw, results, statements, steps, stepsCpu, storage } = measured;
+  await report(tableRows(floor, results, raw, stepsCpu), raw, { statements, steps, stepsCpu, storage });
 }
 
 async function machine() {

@@ -17,5 +17,5 @@ export declare function usage(before: Snapshot, after: Snapshot): Usage | null;
 export declare function threadMeter(
   pgid: number,
   port: number,
-): { begin: () => Snapshot; end: (begun: Snapshot) => Usage | null };
+): { begin: () => Snapshot; end: (begun: Snapshot) => Usage | null; cpuMs: (begun: Snapshot) => number | null };
 export declare function describeUsage(shares: Usage | null): string | null;

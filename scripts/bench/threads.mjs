@@ -123,6 +123,12 @@ export function threadMeter(pgid, port) {
   return {
     begin: () => snapshot(serviceProcesses(pgid, port)),
     end: (begun) => usage(begun, snapshot(begun.readings)),
+    /** The service thread's CPU since `begun`, in ms (null when it could not be read): a step's CPU, timed alone. */
+    cpuMs: (begun) => {
+      const after = snapshot(begun.readings);
+      const busy = usage(begun, after)?.service?.busy;
+      return busy === undefined ? null : (busy * Number(after.atNs - begun.atNs)) / 1e6;
+    },
   };
 }
 

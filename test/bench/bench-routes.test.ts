@@ -109,6 +109,11 @@ describe("bench routes", () => {
       status: 503,
       body: { error: "treasury_not_configured" },
     });
+    // The chain's check batch checks an authorization from the settlement address: it needs that key too.
+    expect(await bench("POST", "step", { step: "rpc_check_batch" }, treasuryless)).toEqual({
+      status: 503,
+      body: { error: "treasury_not_configured" },
+    });
     const floorless = await bench(
       "POST",
       "sign-do-d1-batch",
@@ -229,6 +234,23 @@ describe("bench routes", () => {
     // The same start of the object, which is how the runner knows the difference means something.
     expect(after.body.started).toEqual(expect.any(String));
     expect(after.body.started).toBe(before.body.started);
+  });
+
+  it("count a merchant's paid charges, which a payment moves on, and refuse a request naming none", async () => {
+    const merchant = await createMerchant({ name: "paid count merchant" });
+    const agent = await createAgent({ name: "paid count agent", credit: 1000 });
+    const charge = await createCharge(merchant.apiKey, 100);
+    await createCharge(merchant.apiKey, 100);
+    expect(await bench("GET", `paid?merchantId=${merchant.merchantId}`)).toEqual({
+      status: 200,
+      body: { merchantId: merchant.merchantId, paid: 0 },
+    });
+    expect((await payCharge(agent.apiKey, charge.chargeId)).status).toBe(200);
+    expect(await bench("GET", `paid?merchantId=${merchant.merchantId}`)).toEqual({
+      status: 200,
+      body: { merchantId: merchant.merchantId, paid: 1 },
+    });
+    expect((await bench("GET", "paid")).status).toBe(400);
   });
 
   it("report a shard's sequencer when asked for one this deployment runs, and refuse any other", async () => {
