@@ -5,6 +5,7 @@ import {
   type Hex,
   http,
   keccak256,
+  parseAbi,
   parseAbiItem,
   recoverTypedDataAddress,
   toHex,
@@ -203,6 +204,30 @@ export interface Payer {
   key: Hex;
   address: Hex;
 }
+
+/** The test token's owner (account 0 of the local chain) mints `value` to `to`; answers the mined transaction. */
+export async function mintTokens(to: Hex, value: bigint): Promise<Hex> {
+  const owner = createWalletClient({
+    account: privateKeyToAccount(chain().accounts[0]!.privateKey as Hex),
+    transport: http(chain().rpcUrl),
+  });
+  const hash = await owner.writeContract({
+    chain: null,
+    address: chain().token,
+    abi: parseAbi(["function mint(address to, uint256 value)"]),
+    functionName: "mint",
+    args: [to, value],
+  });
+  expect((await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 100 })).status).toBe("success");
+  return hash;
+}
+
+/**
+ * The node's answer to the next send whose transaction contains `containing` is held at the relay for
+ * `ms` (a slow node): a lane's batch is made by holding a first, lone send while the others gather.
+ */
+export const holdNextSend = (containing: string, ms: number) =>
+  refuseAtRelay({ containing, method: "eth_sendRawTransaction", times: 1, holdOnly: true, afterMs: ms });
 
 /**
  * A fresh payer key whose token balance is set directly on the local chain (anvil_setStorageAt on

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, erc20Abi, type Hex, http, parseAbi, toHex } from "viem";
+import { createWalletClient, erc20Abi, type Hex, http, toHex } from "viem";
 import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
@@ -9,7 +9,7 @@ import { advanceDuePayouts, createPayout } from "../../src/payouts/service";
 import { api } from "../helpers/api";
 import { merchantBalance } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
-import { chain, publicClient, refuseAtRelay, TOKEN_ABI, tokenBalance } from "../helpers/x402";
+import { chain, holdNextSend, mintTokens, publicClient, TOKEN_ABI, tokenBalance } from "../helpers/x402";
 import {
   fundedMerchant,
   merchantLedger,
@@ -36,21 +36,7 @@ const client = () => publicClient();
 const giveGas = (address: Hex) =>
   client().request({ method: "anvil_setBalance" as never, params: [address, toHex(10n ** 20n)] as never });
 
-/** The test token's owner mints: account 0 of the local chain. */
-async function mintToSettlement(value: bigint) {
-  const owner = createWalletClient({
-    account: privateKeyToAccount(chain().accounts[0]!.privateKey as Hex),
-    transport: http(chain().rpcUrl),
-  });
-  const hash = await owner.writeContract({
-    chain: null,
-    address: chain().token,
-    abi: parseAbi(["function mint(address to, uint256 value)"]),
-    functionName: "mint",
-    args: [treasury().payTo, value],
-  });
-  expect((await client().waitForTransactionReceipt({ hash, pollingInterval: 100 })).status).toBe("success");
-}
+const mintToSettlement = (value: bigint) => mintTokens(treasury().payTo, value);
 
 /** Moves all but `keep` of the settlement address's tokens away (to the chain's account 1), as the settlement key. */
 async function drainSettlementTo(keep: bigint) {
@@ -101,13 +87,7 @@ const handedOver = (payoutId: string) =>
 /** A leader payout alone on the lane, the node's answer to its send held at the relay for HOLD_MS. */
 async function leader() {
   const m = await fundedMerchant(100);
-  await refuseAtRelay({
-    containing: m.address,
-    method: "eth_sendRawTransaction",
-    times: 1,
-    holdOnly: true,
-    afterMs: HOLD_MS,
-  });
+  await holdNextSend(m.address, HOLD_MS);
   const id = await post(m, 100);
   await handedOver(id);
   return { m, id };
@@ -177,13 +157,7 @@ describe("payouts in settlement batches", () => {
     );
     expect(await merchantBalance(m.apiKey)).toBe(0);
     // The lane's first send (a batch of the first payout to reach it) waits for the node's answer: the rest gather.
-    await refuseAtRelay({
-      containing: m.address,
-      method: "eth_sendRawTransaction",
-      times: 1,
-      holdOnly: true,
-      afterMs: HOLD_MS,
-    });
+    await holdNextSend(m.address, HOLD_MS);
     expect(await cronPass()).toEqual({ ...NOTHING, confirmed: 5 });
     const paid = await Promise.all(ids.map((id) => payoutOf(m.apiKey, id)));
     for (const p of paid) expect(p).toMatchObject({ status: "paid", failureReason: null });

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createWalletClient, encodeFunctionData, type Hex, http, parseAbi, toHex } from "viem";
+import { createWalletClient, encodeFunctionData, type Hex, http, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf, type X402Settings } from "../../src/config/env";
@@ -15,7 +15,15 @@ import { paidBelowACent } from "../helpers/sub-cent";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
 import { received, registerEndpoint, waitForReceived } from "../helpers/webhooks";
-import { chain, freshPayer, publicClient, submitAuthorization, tokenBalance, xPaymentFor } from "../helpers/x402";
+import {
+  chain,
+  freshPayer,
+  mintTokens,
+  publicClient,
+  submitAuthorization,
+  tokenBalance,
+  xPaymentFor,
+} from "../helpers/x402";
 
 /*
  * The treasury reconciliation against the real local chain. This file runs in a project of its own
@@ -103,25 +111,11 @@ const payoutStatus = (merchantKey: string, payoutId: string) =>
     (p) => p.status !== "pending",
   );
 
-/** The test token's owner mints: account 0 of the local chain, which no key of this project's Worker is. */
-const MINT = parseAbi(["function mint(address to, uint256 value)"]);
-
-/** Mints `value` to the settlement address: a real transaction the operator could book as float. */
-async function mintToSettlement(value: bigint): Promise<Hex> {
-  const owner = createWalletClient({
-    account: privateKeyToAccount(chain().accounts[0]!.privateKey as Hex),
-    transport: http(chain().rpcUrl),
-  });
-  const hash = await owner.writeContract({
-    chain: null,
-    address: chain().token,
-    abi: MINT,
-    functionName: "mint",
-    args: [x.payTo, value],
-  });
-  expect((await client().waitForTransactionReceipt({ hash, pollingInterval: 100 })).status).toBe("success");
-  return hash;
-}
+/**
+ * Mints `value` to the settlement address (from account 0 of the local chain, which no key of this
+ * project's Worker is): a real transaction the operator could book as float.
+ */
+const mintToSettlement = (value: bigint): Promise<Hex> => mintTokens(x.payTo, value);
 
 /** Mines blocks on top, so the transactions before them are as deep as DEPOSIT_CONFIRMATIONS (2) asks. */
 const deepen = () => client().request({ method: "anvil_mine" as never, params: [toHex(1)] as never });

@@ -14,6 +14,7 @@ import { createCharge, createMerchant, merchantBalance } from "../helpers/factor
 import {
   chain,
   freshPayer,
+  holdNextSend,
   loseAnswerToSend,
   type Payer,
   publicClient,
@@ -60,13 +61,7 @@ type Purchase = Awaited<ReturnType<typeof purchase>>;
  */
 async function behindALeader(purchases: Purchase[]) {
   const leader = await purchase(await freshPayer(VALUE));
-  await refuseAtRelay({
-    containing: leader.payer.address,
-    method: "eth_sendRawTransaction",
-    times: 1,
-    holdOnly: true,
-    afterMs: HOLD_MS,
-  });
+  await holdNextSend(leader.payer.address, HOLD_MS);
   const first = pay(leader.chargeId, leader.header);
   await new Promise((resolve) => setTimeout(resolve, 200));
   const rest = Promise.all(purchases.map((p) => pay(p.chargeId, p.header)));
