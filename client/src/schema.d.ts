@@ -2729,7 +2729,7 @@ export interface components {
             status: "pending" | "paid" | "failed";
             /** @description The transfer's transaction hash once paid. */
             transaction: string | null;
-            /** @description Why it failed, e.g. `treasury_insufficient_funds`. */
+            /** @description Why it failed: `treasury_insufficient_funds` (before it was sent), `authorization_expired` (sent, never used on chain within its hour), `authorization_canceled`. */
             failureReason: string | null;
             /** Format: date-time */
             createdAt: string;

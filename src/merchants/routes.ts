@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { isAddress, isAddressEqual } from "viem";
+import { isAddress } from "viem";
 import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { answerInBatch } from "../auth/idempotency";
@@ -10,6 +10,7 @@ import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
+import { isOwnAddress } from "./own-addresses";
 import {
   consoleMerchantView,
   getMerchant,
@@ -77,9 +78,7 @@ export const merchantRoutes = new Hono<AppEnv>()
   })
   .put("/merchant/payout-address", requireActor("merchant"), validate("json", PayoutAddressBody), async (c) => {
     const { address } = c.req.valid("json");
-    const x = c.get("settings").x402;
-    // Paid to the service's own settlement address, a payout would leave nothing; to the token, it would be lost.
-    if (x && (isAddressEqual(address as `0x${string}`, x.payTo) || isAddressEqual(address as `0x${string}`, x.asset)))
+    if (isOwnAddress(c.get("settings"), address))
       throw new ApiError(400, "invalid_request", {
         issues: [{ path: "address", code: "custom", message: "address must not be the service's own or the token's" }],
       });

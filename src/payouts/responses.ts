@@ -19,7 +19,12 @@ export const Payout = named(
         "`pending`: debited, being sent; `paid`: the transfer is mined; `failed`: the amount is back in the balance.",
       ),
     transaction: TxHash.nullable().describe("The transfer's transaction hash once paid."),
-    failureReason: z.string().nullable().describe("Why it failed, e.g. `treasury_insufficient_funds`."),
+    failureReason: z
+      .string()
+      .nullable()
+      .describe(
+        "Why it failed: `treasury_insufficient_funds` (before it was sent), `authorization_expired` (sent, never used on chain within its hour), `authorization_canceled`.",
+      ),
     createdAt: Timestamp,
     paidAt: Timestamp.nullable(),
   }),

@@ -222,4 +222,26 @@ describe("payouts in settlement batches", () => {
     for (const _ of [1, 2]) expect(await cronPass()).toEqual(NOTHING);
     expect(await transfersTo(m.address)).toHaveLength(2);
   });
+
+  it("a payout address that is the service's own (the batch contract, a gas key, the settlement address) or the token's is refused, nothing stored", async () => {
+    const m = await fundedMerchant(100);
+    const x = settingsOf(env).x402!;
+    const own = [
+      chain().settlementBatch,
+      privateKeyToAddress(x.facilitatorPrivateKeys[0]!),
+      x.payTo,
+      x.asset,
+      ...(settingsOf(env).auditAnchor ? [settingsOf(env).auditAnchor!] : []),
+    ];
+    for (const address of own) {
+      const res = await api("PUT", "/merchant/payout-address", { token: m.apiKey, body: { address } });
+      expect(res.status, address).toBe(400);
+      expect(res.body.error).toBe("invalid_request");
+    }
+    // Still the address it had: a payout goes there, not to the contract.
+    const id = await post(m, 100);
+    expect(await settled(m.apiKey, id)).toMatchObject({ status: "paid" });
+    expect(await transfersTo(m.address)).toHaveLength(1);
+    expect(await tokenBalance(chain().settlementBatch)).toBe(0n);
+  });
 });
