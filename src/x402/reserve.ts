@@ -41,24 +41,37 @@ export async function reserve(
   /** The head at which the chain showed the authorization unused: its use is searched for from there. */
   seenBlock: number | null = null,
 ): Promise<Reservation> {
+  const { paymentId, charge, statements } = await reservationOf(x, where, target, terms, payment, earlier, seenBlock);
+  try {
+    await executeBatch(where.db, statements);
+    return { kind: "reserved", paymentId, charge };
+  } catch (error) {
+    const answer = await answerToRefusal(where.db, x, target, terms, payment, charge.id, guardReasonOf(error));
+    if (answer) return answer;
+    throw error;
+  }
+}
+
+/** A reservation's id, the charge it claims, and the statements that write it, as one batch. */
+async function reservationOf(
+  x: X402Settings,
+  where: Place,
+  target: X402Target,
+  terms: Terms,
+  payment: DecodedPayment,
+  earlier: PaymentRow | null,
+  seenBlock: number | null,
+): Promise<{ paymentId: string; charge: ChargeRow; statements: SqlStatement[] }> {
   const at = nowIso();
-  const { db } = where;
   const paymentId = earlier?.id ?? newId("x402Payment", where);
-  const retried = await facilitatedChargeOf(db, target, earlier);
+  const retried = await facilitatedChargeOf(where.db, target, earlier);
   const charge = retried ?? chargeToClaim(target, paymentId, at, where);
   const statements: SqlStatement[] = [
     ...(retried ? [guard(...retryableFacilitated(charge.id))] : chargeGuards(target, charge)),
     ...paymentStatements(x, terms, payment, earlier, paymentId, charge.id, at, seenBlock),
   ];
   if (target.kind === "charge" || retried) statements.push(claimForX402(charge.id, paymentId));
-  try {
-    await executeBatch(db, statements);
-    return { kind: "reserved", paymentId, charge };
-  } catch (error) {
-    const answer = await answerToRefusal(db, x, target, terms, payment, charge.id, guardReasonOf(error));
-    if (answer) return answer;
-    throw error;
-  }
+  return { paymentId, charge, statements };
 }
 
 /**
@@ -77,16 +90,10 @@ export async function reserveFresh(
   seenBlock: number | null,
   guards: SqlStatement[],
 ): Promise<Extract<Reservation, { kind: "reserved" }> | null> {
-  const at = nowIso();
-  const paymentId = newId("x402Payment", where);
-  const charge = chargeToClaim(target, paymentId, at, where);
-  const statements = [
-    ...guards,
-    ...chargeGuards(target, charge),
-    ...paymentStatements(x, terms, payment, null, paymentId, charge.id, at, seenBlock),
-  ];
+  // The very reservation `reserve` writes for a payment with no earlier attempt, behind the guards.
+  const { paymentId, charge, statements } = await reservationOf(x, where, target, terms, payment, null, seenBlock);
   try {
-    await executeBatch(where.db, statements);
+    await executeBatch(where.db, [...guards, ...statements]);
     return { kind: "reserved", paymentId, charge };
   } catch {
     return null;
