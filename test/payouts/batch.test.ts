@@ -4,13 +4,13 @@ import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
-import { outboundNonce } from "../../src/outbound/authorization";
 import { advanceDuePayouts, createPayout } from "../../src/payouts/service";
 import { api } from "../helpers/api";
 import { merchantBalance } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
-import { chain, holdNextSend, mintTokens, publicClient, TOKEN_ABI, tokenBalance } from "../helpers/x402";
+import { chain, holdNextSend, mintTokens, publicClient, tokenBalance } from "../helpers/x402";
 import {
+  authorizationUsed,
   fundedMerchant,
   merchantLedger,
   outboxEventsOf,
@@ -92,14 +92,6 @@ async function leader() {
   await handedOver(id);
   return { m, id };
 }
-
-const authorizationUsed = (payoutId: string) =>
-  client().readContract({
-    address: chain().token,
-    abi: TOKEN_ABI,
-    functionName: "authorizationState",
-    args: [treasury().payTo, outboundNonce("payout", payoutId)],
-  });
 
 /** The cron's pass over payouts, at a time when every transfer touched until now is due again. */
 const cronPass = () => advanceDuePayouts(env, treasury(), Date.now() + RESEND_AFTER_MS + 5_000);

@@ -3,14 +3,13 @@ import type { Hex } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { setFaultHook } from "../../src/lib/faults";
 import { RESEND_AFTER_MS } from "../../src/outbound/advance";
-import { outboundNonce } from "../../src/outbound/authorization";
 import { advanceDuePayouts } from "../../src/payouts/service";
 import { api } from "../helpers/api";
 import { merchantBalance } from "../helpers/factories";
 import { injectOnceAwaited } from "../helpers/faults";
 import { waitFor } from "../helpers/wait";
-import { chain, publicClient, TOKEN_ABI } from "../helpers/x402";
 import {
+  authorizationUsed,
   fundedMerchant,
   merchantLedger,
   outboxEventsOf,
@@ -31,14 +30,6 @@ afterEach(() => setFaultHook(null));
 /** The cron's pass over payouts, at a time when every transfer touched until now is due again. */
 const cronPass = () => advanceDuePayouts(env, treasury(), Date.now() + RESEND_AFTER_MS + 5_000);
 const NOTHING = { confirmed: 0, failed: 0, waiting: 0 };
-
-const authorizationUsed = (payoutId: string) =>
-  publicClient().readContract({
-    address: chain().token,
-    abi: TOKEN_ABI,
-    functionName: "authorizationState",
-    args: [treasury().payTo, outboundNonce("payout", payoutId)],
-  });
 
 async function pay(m: { apiKey: string }, cents: number, key: string) {
   const headers = { "Idempotency-Key": key };

@@ -3,10 +3,11 @@ import { erc20Abi, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect } from "vitest";
 import { settingsOf } from "../../src/config/env";
+import { outboundNonce } from "../../src/outbound/authorization";
 import { api } from "../helpers/api";
 import { createAgent, createCharge, createMerchant, payCharge } from "../helpers/factories";
 import { waitFor } from "../helpers/wait";
-import { chain, publicClient } from "../helpers/x402";
+import { chain, publicClient, TOKEN_ABI } from "../helpers/x402";
 
 /** The Worker's settings for sending money out (the settlement address and its key, the gas keys). */
 export const treasury = () => settingsOf(env).x402!;
@@ -83,3 +84,12 @@ export async function merchantLedger(merchantId: string) {
   );
   return { cached, entries };
 }
+
+/** Whether the token marks the payout's authorization used (its nonce is derived from the payout's id). */
+export const authorizationUsed = (payoutId: string) =>
+  publicClient().readContract({
+    address: chain().token,
+    abi: TOKEN_ABI,
+    functionName: "authorizationState",
+    args: [treasury().payTo, outboundNonce("payout", payoutId)],
+  });
