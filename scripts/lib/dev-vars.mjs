@@ -2,7 +2,7 @@
 // reads. The first run writes a random console session secret there, so no
 // secret is ever committed and a fresh clone needs no set-up.
 import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { english, generateMnemonic } from "viem/accounts";
 
@@ -41,14 +41,30 @@ export function ensureDevVars(path = DEV_VARS_PATH) {
   const vars = readDevVars(path);
   const missing = Object.keys(GENERATED).filter((name) => !vars[name]);
   if (missing.length > 0) {
-    let text = existsSync(path)
+    const existed = existsSync(path);
+    let text = existed
       ? readFileSync(path, "utf8").replace(/\n*$/, "\n")
       : "# Local development secrets (git-ignored). Written by scripts/dev.mjs.\n";
     for (const name of missing) {
       vars[name] = GENERATED[name]();
       text += `${name}=${quoted(vars[name])}\n`;
     }
-    writeFileSync(path, text, { mode: 0o600 });
+    if (existed) writeFileSync(path, text, { mode: 0o600 });
+    else {
+      // A new file appears whole and only if still absent (link fails on an existing name): two first
+      // starts at once (the e2e files on a fresh clone) would each write secrets of their own, and a
+      // server could read the half written or the overwritten one. The one that lost reads the winner's.
+      const draft = `${path}.${process.pid}.draft`;
+      writeFileSync(draft, text, { mode: 0o600 });
+      try {
+        linkSync(draft, path);
+      } catch (error) {
+        if (error?.code !== "EEXIST") throw error;
+        return ensureDevVars(path);
+      } finally {
+        rmSync(draft, { force: true });
+      }
+    }
   }
   return vars;
 }

@@ -98,6 +98,15 @@ export async function callService(
   return { status: res.status, text, body: parsed };
 }
 
+/**
+ * Whether `text` is wrangler's dev proxy saying the Worker behind it reloaded while it held the request
+ * (a 503 it answers itself, only for requests with a body; the service never saw or never finished it).
+ * A rare event under a loaded machine that no file change explains; a caller whose request is safe to
+ * repeat (an x402 settle of one signed authorization) sends it again.
+ */
+export const devProxyReloaded = (status: number, text: string) =>
+  status === 503 && text.startsWith("Your worker restarted mid-request");
+
 interface Place {
   port: number;
   anvilPort: number;

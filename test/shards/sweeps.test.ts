@@ -13,6 +13,7 @@ import { api } from "../helpers/api";
 import { creditDeposits } from "../helpers/deposits";
 import { createCharge } from "../helpers/factories";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
+import { waitFor } from "../helpers/wait";
 import { chain, freshPayer, publicClient, tokenBalance, xPaymentFor } from "../helpers/x402";
 import { agentOn, merchantOn } from "./helpers";
 
@@ -167,7 +168,13 @@ describe("sweeps with two ledger shards", () => {
     expect(none).toEqual([]);
     expect(handed).toMatchObject({ shard: 1, status: "pending", txHash: null });
     expect(handed!.broadcastAt).not.toBeNull();
-    expect(await transfersFrom(agent.address, startBlock)).toHaveLength(1);
+    // Sent, its answer lost: it shows on chain once mined (a busy machine mines it a moment later).
+    const sent = await waitFor(
+      "the sweep's transfer mined",
+      () => transfersFrom(agent.address, startBlock).then((t) => t.length),
+      (n) => n > 0,
+    );
+    expect(sent).toBe(1);
     setFaultHook(null);
 
     // Past the resend window the pass looks at it again: the chain shows it used, recorded, nothing sent again.
