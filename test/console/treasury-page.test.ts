@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/config/env";
 import { usdOfBaseUnits } from "../../src/console/ui/layout";
 import { TreasuryChart } from "../../src/console/ui/pages/treasury-chart";
 import type { CheckDetail } from "../../src/treasury/history";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
+import { v1Request } from "../helpers/paywall-terms";
 import { freshSender, sendTokens } from "../helpers/tokens";
 import { chain, publicClient } from "../helpers/x402";
 
@@ -201,28 +201,10 @@ describe("the Treasury page's promises", () => {
     const { cookie } = await session();
     const page = async () => (await api("GET", "/console/ui/treasury", { headers: { cookie } })).text;
     expect(stat(await page(), "treasury-promised-count")).toBe("0 authorizations");
-    const x = settingsOf(env).x402!;
     const agent = await createAgent({ policy: { allowedX402Hosts: ["*"] }, credit: 10 });
     const paid = await api("POST", "/agent/x402/payments", {
       token: agent.apiKey,
-      body: {
-        resource: "https://api.example/report",
-        paymentRequired: {
-          x402Version: 1,
-          accepts: [
-            {
-              scheme: "exact",
-              network: x.network,
-              maxAmountRequired: "12345",
-              resource: "https://api.example/report",
-              asset: x.asset,
-              payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-              maxTimeoutSeconds: 300,
-              extra: { name: x.assetName, version: x.assetVersion },
-            },
-          ],
-        },
-      },
+      body: v1Request("12345", { maxTimeoutSeconds: 300 }),
     });
     expect(paid.status, paid.text).toBe(201);
     const html = await page();

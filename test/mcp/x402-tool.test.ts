@@ -5,7 +5,8 @@ import { settingsOf } from "../../src/config/env";
 import { guardedFetch, MAX_FETCHED_BYTES } from "../../src/lib/guarded-fetch";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
-import { b64, entry, PAY_TO, paywall } from "../helpers/stand-in-paywall";
+import { PAY_TO, v2Entry } from "../helpers/paywall-terms";
+import { b64, paywall } from "../helpers/stand-in-paywall";
 import { received, receiverUrl } from "../helpers/webhooks";
 import { callTool, connectAgent } from "./client";
 
@@ -48,7 +49,7 @@ describe("pay_x402_resource: paying", () => {
     expect(requests).toHaveLength(2);
     expect(requests[0]!.headers["payment-signature"]).toBeUndefined();
     const sent = decodePaymentSignatureHeader(requests[1]!.headers["payment-signature"]!);
-    expect(sent.accepted).toEqual(entry("1000"));
+    expect(sent.accepted).toEqual(v2Entry("1000"));
     expect(sent.payload).toMatchObject({ authorization: { from: x().payTo, to: PAY_TO, value: "1000" } });
     const answered = JSON.parse(result.body.body);
     expect(answered.paidWith).toBe(requests[1]!.headers["payment-signature"]);

@@ -1,34 +1,14 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/config/env";
 import { shardOfId } from "../../src/db/shards";
 import { api, consoleToken } from "../helpers/api";
+import { v1Request } from "../helpers/paywall-terms";
 import { agentOn, expectShardsAtRest, homeBalance } from "./helpers";
 
 // An agent of shard 1 pays an x402 paywall anywhere: the payment, its debit, its audit row and the
 // keyed answer all live in the agent's home, and its id says so.
 
 /** A version 1 402 for a report priced 3 cents (30,000 base units), on the service's rails. */
-function reportPayment() {
-  const x = settingsOf(env).x402!;
-  return {
-    resource: "https://api.example/report",
-    paymentRequired: {
-      x402Version: 1,
-      accepts: [
-        {
-          scheme: "exact",
-          network: x.network,
-          maxAmountRequired: "30000",
-          asset: x.asset,
-          payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-          maxTimeoutSeconds: 60,
-          extra: { name: x.assetName, version: x.assetVersion },
-        },
-      ],
-    },
-  };
-}
+const reportPayment = () => v1Request("30000");
 
 describe("a shard-1 agent pays an x402 paywall", () => {
   it("201 with an xpo_s1_ payment, debited in shard 1, read back there, the same header for the same key", async () => {

@@ -1,9 +1,7 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { settingsOf } from "../../src/config/env";
-import { caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
+import { v2Request } from "../helpers/paywall-terms";
 
 /*
  * An agent's outbound x402 payment is an authorization signed by the settlement address. One that
@@ -16,7 +14,6 @@ const UNITS = 10_000n;
 
 describe("outbound x402 payments and the settlement address", () => {
   it("more than the settlement address holds: 503 treasury_insufficient_funds, nothing signed or debited", async () => {
-    const x = settingsOf(env).x402!;
     const treasury = await api("GET", "/console/treasury", { token: await consoleToken() });
     expect(treasury.status, treasury.text).toBe(200);
     const held = BigInt(treasury.body.holdings.settlementBaseUnits);
@@ -28,24 +25,7 @@ describe("outbound x402 payments and the settlement address", () => {
     expect(before).toBe(amount);
     const res = await api("POST", "/agent/x402/payments", {
       token: agent.apiKey,
-      body: {
-        resource: "https://api.example/report",
-        paymentRequired: {
-          x402Version: 2,
-          resource: { url: "https://api.example/report" },
-          accepts: [
-            {
-              scheme: "exact",
-              network: caip2(x.chainId),
-              amount: amount.toString(),
-              asset: x.asset,
-              payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-              maxTimeoutSeconds: 300,
-              extra: { name: x.assetName, version: x.assetVersion },
-            },
-          ],
-        },
-      },
+      body: v2Request(amount.toString()),
     });
     expect(res.status, res.text).toBe(503);
     expect(res.body.error).toBe("treasury_insufficient_funds");

@@ -11,6 +11,7 @@ import { api, consoleToken } from "../helpers/api";
 import { creditDeposits } from "../helpers/deposits";
 import { createAgent, createCharge, createMerchant, merchantBalance, payCharge } from "../helpers/factories";
 import { refund, refundsOf } from "../helpers/money-out";
+import { v1Request } from "../helpers/paywall-terms";
 import { paidBelowACent } from "../helpers/sub-cent";
 import { freshSender, sendTokens, TOKEN } from "../helpers/tokens";
 import { waitFor } from "../helpers/wait";
@@ -604,24 +605,7 @@ describe("the treasury reconciliation", () => {
     const pay = (amount: bigint, maxTimeoutSeconds = 300) =>
       api("POST", "/agent/x402/payments", {
         token: agent.apiKey,
-        body: {
-          resource: "https://api.example/report",
-          paymentRequired: {
-            x402Version: 1,
-            accepts: [
-              {
-                scheme: "exact",
-                network: x.network,
-                maxAmountRequired: amount.toString(),
-                resource: "https://api.example/report",
-                asset: x.asset,
-                payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-                maxTimeoutSeconds,
-                extra: { name: x.assetName, version: x.assetVersion },
-              },
-            ],
-          },
-        },
+        body: v1Request(amount.toString(), { maxTimeoutSeconds }),
       });
     const held = await tokenBalance(x.payTo);
     const over = await pay(held + 1n);

@@ -8,6 +8,7 @@ import { agentX402PaymentPlan, X402_OUT_RECORDED } from "../../src/ledger/x402-o
 import { caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
+import { PAY_TO, REPORT_URL, v2Entry, v2Request } from "../helpers/paywall-terms";
 
 /*
  * The approval threshold on an agent's outbound x402 payments (POST /agent/x402/payments): above it
@@ -17,27 +18,14 @@ import { createAgent } from "../helpers/factories";
  */
 
 const x = () => settingsOf(env).x402!;
-const PAY_TO = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const OTHER_PAY_TO = "0x0000000000000000000000000000000000000Abc";
-const RESOURCE = "https://api.example/report";
+const RESOURCE = REPORT_URL;
 // A threshold of 1 cent; the payment is a cent and a quarter of a base unit's worth more: sub-cent exact.
 const POLICY = { allowedX402Hosts: ["*"], approvalThresholdUsdCents: 1 };
 const AMOUNT = "12345";
 
-const entry = (over: Record<string, unknown> = {}) => ({
-  scheme: "exact",
-  network: caip2(x().chainId),
-  amount: AMOUNT,
-  asset: x().asset,
-  payTo: PAY_TO,
-  maxTimeoutSeconds: 300,
-  extra: { name: x().assetName, version: x().assetVersion },
-  ...over,
-});
-const request = (over: Record<string, unknown> = {}, resource = RESOURCE) => ({
-  resource,
-  paymentRequired: { x402Version: 2, resource: { url: resource }, accepts: [entry(over)] },
-});
+const entry = (over: Record<string, unknown> = {}) => v2Entry(AMOUNT, over);
+const request = (over: Record<string, unknown> = {}, resource = RESOURCE) => v2Request(AMOUNT, over, resource);
 
 const pay = (key: string, body: unknown, idempotencyKey?: string) =>
   api("POST", "/agent/x402/payments", {

@@ -8,9 +8,10 @@ import { agentX402PaymentPlan } from "../../src/ledger/x402-out";
 import { dispatchOutbox } from "../../src/webhooks/dispatch";
 import { claimCover, settlementCover } from "../../src/x402/outbound/cover";
 import { reconcileAgentX402Payments } from "../../src/x402/outbound/life";
-import { base64Json, caip2 } from "../../src/x402/terms";
+import { base64Json } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent, createMerchant } from "../helpers/factories";
+import { PAY_TO, REPORT_URL, v2Request } from "../helpers/paywall-terms";
 import { waitFor } from "../helpers/wait";
 import { registerEndpoint, waitForReceived } from "../helpers/webhooks";
 import { publicClient, type SignedAuthorization, submitAuthorization, tokenBalance } from "../helpers/x402";
@@ -23,24 +24,8 @@ import { publicClient, type SignedAuthorization, submitAuthorization, tokenBalan
  */
 
 const x = () => settingsOf(env).x402!;
-const PAY_TO = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
-const RESOURCE = "https://api.example/report";
-
-const terms = (amount: string, maxTimeoutSeconds: number) => ({
-  x402Version: 2,
-  resource: { url: RESOURCE },
-  accepts: [
-    {
-      scheme: "exact",
-      network: caip2(x().chainId),
-      amount,
-      asset: x().asset,
-      payTo: PAY_TO,
-      maxTimeoutSeconds,
-      extra: { name: x().assetName, version: x().assetVersion },
-    },
-  ],
-});
+const RESOURCE = REPORT_URL;
+const terms = (amount: string, maxTimeoutSeconds: number) => v2Request(amount, { maxTimeoutSeconds }).paymentRequired;
 
 async function unitsOf(key: string): Promise<bigint> {
   const res = await api("GET", "/balance", { token: key });
