@@ -4,13 +4,13 @@ import { z } from "zod";
 import type { AppEnv } from "../auth/app-env";
 import { answerInBatch } from "../auth/idempotency";
 import { actorOf, requireActor } from "../auth/middleware";
+import { isOwnAddress } from "../config/own-addresses";
 import { RollKeyBody } from "../keys/roll";
 import { rollKeyResponse } from "../keys/roll-response";
 import { EVM_ADDRESS, screenAddress } from "../kyt/screening";
 import { placementOf } from "../ledger/place";
 import { ApiError } from "../lib/errors";
 import { pathId, validate } from "../lib/validation";
-import { isOwnAddress } from "./own-addresses";
 import {
   consoleMerchantView,
   getMerchant,

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { decodePaymentSignatureHeader } from "@x402/core/http";
 import { getAddress, type Hex } from "viem";
+import { privateKeyToAddress } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { settingsOf } from "../../src/config/env";
 import { ledgerOf } from "../../src/ledger/ledger.do";
@@ -8,6 +9,7 @@ import { agentX402PaymentPlan, X402_OUT_RECORDED } from "../../src/ledger/x402-o
 import { caip2 } from "../../src/x402/terms";
 import { api, consoleToken } from "../helpers/api";
 import { createAgent } from "../helpers/factories";
+import { PAY_TO, v2Entry as paywallEntry, REPORT_URL, v1Entry } from "../helpers/paywall-terms";
 import { signerOfAuthorization } from "../helpers/x402";
 
 /*
@@ -18,37 +20,12 @@ import { signerOfAuthorization } from "../helpers/x402";
  */
 
 const x = () => settingsOf(env).x402!;
-const PAY_TO = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
-const RESOURCE = "https://api.example/report";
+const RESOURCE = REPORT_URL;
 const ANY_HOST = { allowedX402Hosts: ["*"] };
 
-const v2Entry = (over: Record<string, unknown> = {}) => ({
-  scheme: "exact",
-  network: caip2(x().chainId),
-  amount: "12345",
-  asset: x().asset,
-  payTo: PAY_TO,
-  maxTimeoutSeconds: 300,
-  extra: { name: x().assetName, version: x().assetVersion },
-  ...over,
-});
+const v2Entry = (over: Record<string, unknown> = {}) => paywallEntry("12345", over);
 const v2Terms = (accepts: unknown[]) => ({ x402Version: 2, resource: { url: RESOURCE }, accepts });
-const v1Terms = (over: Record<string, unknown> = {}) => ({
-  x402Version: 1,
-  accepts: [
-    {
-      scheme: "exact",
-      network: x().network,
-      maxAmountRequired: "50000",
-      resource: RESOURCE,
-      asset: x().asset,
-      payTo: PAY_TO,
-      maxTimeoutSeconds: 60,
-      extra: { name: x().assetName, version: x().assetVersion },
-      ...over,
-    },
-  ],
-});
+const v1Terms = (over: Record<string, unknown> = {}) => ({ x402Version: 1, accepts: [v1Entry("50000", over)] });
 
 const pay = (key: string, body: unknown, idempotencyKey?: string) =>
   api("POST", "/agent/x402/payments", {
@@ -258,6 +235,20 @@ describe("POST /agent/x402/payments: refused, nothing debited", () => {
       status: 400,
       error: "invalid_payment_requirements",
     },
+    // Tokens paid there are lost (the token) or mix with the gas the service spends (the batch and
+    // anchor contracts, absent here, are refused by the same list: test/payouts/batch.test.ts).
+    ...(
+      [
+        ["the token itself", () => x().asset],
+        ["a gas key's address", () => privateKeyToAddress(x().facilitatorPrivateKeys[0]!)],
+      ] as const
+    ).map(([what, payTo]) => ({
+      name: `${what} as payTo`,
+      policy: ANY_HOST,
+      body: () => ({ resource: RESOURCE, paymentRequired: v2Terms([v2Entry({ payTo: payTo().toLowerCase() })]) }),
+      status: 400,
+      error: "invalid_payment_requirements",
+    })),
     {
       name: "an unknown field beside the request's own",
       policy: ANY_HOST,

@@ -73,10 +73,10 @@ const v2Required = (accepts: unknown[]) => ({
   accepts,
 });
 /** The choice for a request that must parse. */
-const choiceOf = (paymentRequired: unknown) => {
+const choiceOf = (paymentRequired: unknown, chain: OutboundChain = CHAIN) => {
   const parsed = request(paymentRequired);
   expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
-  return choosePayableEntry(CHAIN, parsed.data!.paymentRequired);
+  return choosePayableEntry(chain, parsed.data!.paymentRequired);
 };
 
 describe("the outbound payment request's limits", () => {
@@ -166,6 +166,18 @@ describe("the entry the service pays", () => {
     ["no domain", { extra: undefined }, "eip712_domain"],
   ])("refuses %s on the service's rails, naming what", (_, over, problem) => {
     expect(choiceOf(v2Required([solanaEntry, v2Entry(over)]))).toEqual({ kind: "invalid", index: 1, problem });
+  });
+
+  it("refuses an address of the service's own as payTo, in any case; another is paid", () => {
+    const own = ["0x00000000000000000000000000000000000000A1", CHAIN.asset] as Hex[];
+    const withOwn = { ...CHAIN, ownAddresses: own };
+    for (const payTo of [own[0]!.toLowerCase(), CHAIN.asset])
+      expect(choiceOf(v2Required([v2Entry({ payTo })]), withOwn)).toEqual({
+        kind: "invalid",
+        index: 0,
+        problem: "pay_to",
+      });
+    expect(choiceOf(v2Required([v2Entry()]), withOwn)).toMatchObject({ kind: "payable" });
   });
 
   it("a v1 amount is maxAmountRequired", () => {

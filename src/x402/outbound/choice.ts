@@ -10,9 +10,10 @@ import {
 } from "./request";
 
 /** What the service pays with: its chain, in both namings, and its token with the token's EIP-712 domain. */
-export type OutboundChain = Pick<X402Settings, "network" | "chainId" | "asset" | "assetName" | "assetVersion"> &
-  /** The settlement address the service signs from: never a payee. */
-  Partial<Pick<X402Settings, "payTo">>;
+export type OutboundChain = Pick<X402Settings, "network" | "chainId" | "asset" | "assetName" | "assetVersion"> & {
+  /** The service's own addresses and the token's (`ownAddresses`): never a payee. */
+  ownAddresses?: readonly Hex[];
+};
 
 /** The chosen entry's terms, checked and normalized: what the service signs. */
 export interface PayableTerms {
@@ -71,8 +72,9 @@ function termsOf(x: OutboundChain, version: 1 | 2, entry: AcceptsEntry): Payable
     return "max_timeout_seconds";
   const payTo = entry.payTo;
   if (typeof payTo !== "string" || !ADDRESS.test(payTo) || isAddressEqual(payTo as Hex, zeroAddress)) return "pay_to";
-  // The settlement address paying itself moves nothing on chain, yet would debit the wallet.
-  if (x.payTo && isAddressEqual(payTo as Hex, x.payTo)) return "pay_to";
+  // The settlement address paying itself moves nothing on chain, yet would debit the wallet; tokens paid
+  // to the token, a contract of the service's or a gas key are lost or mixed with the service's own.
+  if (x.ownAddresses?.some((own) => isAddressEqual(payTo as Hex, own))) return "pay_to";
   // A version 1 entry names its resource: one that is not a web URL cannot be checked against the agent's hosts.
   if (entry.resource !== undefined && !isHttpUrl(entry.resource)) return "resource";
   // A signature over another domain than the token's own would be refused by the token: nothing to pay with.

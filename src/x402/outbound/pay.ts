@@ -1,6 +1,7 @@
 import { walletOf } from "../../agents/wallet.do";
 import type { X402PayOutcome } from "../../agents/x402-pay";
 import type { Env, Settings } from "../../config/env";
+import { ownAddresses } from "../../config/own-addresses";
 import type { IdempotencySlot } from "../../db/idempotency";
 import { screenAddress } from "../../kyt/screening";
 import { placementOf } from "../../ledger/place";
@@ -48,7 +49,7 @@ export async function payX402Resource(
   if (!x) throw new ApiError(503, "x402_not_configured");
   if (!x.settlementPrivateKey) throw new ApiError(503, "treasury_not_configured");
   // What is wrong with the terms themselves is answered before the wallet is asked.
-  const choice = choosePayableEntry(x, paymentRequired);
+  const choice = choosePayableEntry({ ...x, ownAddresses: ownAddresses(settings) }, paymentRequired);
   if (choice.kind === "unsupported") throw new ApiError(400, "unsupported_payment_requirements");
   if (choice.kind === "invalid")
     throw new ApiError(400, "invalid_payment_requirements", { problem: choice.problem, index: choice.index });
