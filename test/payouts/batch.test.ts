@@ -153,7 +153,7 @@ describe("payouts in settlement batches", () => {
     // Each one is sent in this pass; a busy machine may mine them after the pass stopped waiting, and
     // later passes then read the outcome from the chain (sending nothing again, checked below).
     const first = await cronPass();
-    expect({ ...first, confirmed: 0, waiting: 0 }).toEqual(NOTHING);
+    expect(first.failed).toBe(0);
     expect(first.confirmed + first.waiting).toBe(5);
     let confirmed = first.confirmed;
     for (let pass = 2; confirmed < 5 && pass < 12; pass++) {
