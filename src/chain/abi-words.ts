@@ -10,7 +10,7 @@ import type { Hex } from "viem";
 const WORD_MAX = (1n << 256n) - 1n;
 
 /** One 32-byte word: an unsigned integer, or a hex value of at most 32 bytes left-padded. Null when it does not fit. */
-function word(value: bigint | Hex): string | null {
+export function word(value: bigint | Hex): string | null {
   if (typeof value === "bigint") return value < 0n || value > WORD_MAX ? null : value.toString(16).padStart(64, "0");
   const digits = value.slice(2);
   return digits.length > 64 || !/^[0-9a-fA-F]*$/.test(digits) ? null : digits.toLowerCase().padStart(64, "0");

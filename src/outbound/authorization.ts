@@ -1,10 +1,11 @@
 import { encodeFunctionData, type Hex, keccak256, parseSignature, stringToHex } from "viem";
-import { EIP3009_ABI, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../chain/client";
+import { EIP3009_ABI } from "../chain/client";
 import type { X402Settings } from "../config/env";
 import { type SqlStatement, sqlStatement } from "../db/statements";
 import { hdPrivateKeyAt } from "../lib/hd";
 import { type IdPlace, newId } from "../lib/ids";
 import { centsToUsdcUnits } from "../lib/money";
+import { signTransferAuthorization } from "../x402/outbound/authorization";
 import { gasAccountOf } from "../x402/transfer";
 
 /** What a transfer the service sends is for. */
@@ -160,12 +161,8 @@ export async function signedTransferCall(x: X402Settings, t: OutboundTransfer): 
     validBefore: BigInt(t.validBefore),
     nonce: t.nonce,
   };
-  const signature = await account.signTypedData({
-    domain: { name: x.assetName, version: x.assetVersion, chainId: x.chainId, verifyingContract: x.asset },
-    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
-    primaryType: "TransferWithAuthorization",
-    message,
-  });
+  const token = { asset: x.asset, domain: { name: x.assetName, version: x.assetVersion } };
+  const signature = await signTransferAuthorization(account, token, x.chainId, message);
   const { r, s, v, yParity } = parseSignature(signature);
   return encodeFunctionData({
     abi: EIP3009_ABI,

@@ -9,7 +9,7 @@ import { facilitatorTerms } from "../../examples/paywall/facilitator";
 // @ts-expect-error: plain JavaScript module shared with `npm run dev`
 import { anvilAccounts } from "../../scripts/lib/chain.mjs";
 import { EIP3009_ABI } from "../../src/chain/client";
-import { authorizationFor, paymentHeader, transferTypedData } from "../../src/x402/outbound/authorization";
+import { authorizationFor, paymentHeader, signTransferAuthorization } from "../../src/x402/outbound/authorization";
 import { choosePayableEntry } from "../../src/x402/outbound/choice";
 import { OutboundPaymentRequest } from "../../src/x402/outbound/request";
 import { type DevServer, startDevServer } from "./dev-server";
@@ -157,7 +157,7 @@ describe("paywalls of the official x402 middlewares, settled by the official fac
       const signer = privateKeyToAccount(accounts[5 + version]!.privateKey);
       const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
       const authorization = authorizationFor(choice.terms, signer.address, Math.floor(Date.now() / 1000), nonce);
-      const signature = await signer.signTypedData(transferTypedData(choice.terms, 84532, authorization));
+      const signature = await signTransferAuthorization(signer, choice.terms, 84532, authorization);
       const header = paymentHeader(request.paymentRequired, choice.entry, authorization, signature);
       expect(header.name).toBe(version === 1 ? "X-PAYMENT" : "PAYMENT-SIGNATURE");
 

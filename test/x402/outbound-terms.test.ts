@@ -3,7 +3,7 @@ import { getAddress, type Hex, isAddressEqual } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { PaymentPayloadSchema } from "x402/types";
-import { authorizationFor, paymentHeader, transferTypedData } from "../../src/x402/outbound/authorization";
+import { authorizationFor, paymentHeader, signTransferAuthorization } from "../../src/x402/outbound/authorization";
 import { choosePayableEntry, type OutboundChain, overMaxAmount } from "../../src/x402/outbound/choice";
 import {
   MAX_ACCEPTS,
@@ -204,8 +204,7 @@ async function signedHeader(paymentRequired: PaymentRequired) {
   const choice = choosePayableEntry(CHAIN, paymentRequired);
   if (choice.kind !== "payable") throw new Error(`not payable: ${JSON.stringify(choice)}`);
   const authorization = authorizationFor(choice.terms, SIGNER.address, NOW, NONCE);
-  const typedData = transferTypedData(choice.terms, CHAIN.chainId, authorization);
-  const signature = await SIGNER.signTypedData(typedData);
+  const signature = await signTransferAuthorization(SIGNER, choice.terms, CHAIN.chainId, authorization);
   return {
     choice,
     authorization,

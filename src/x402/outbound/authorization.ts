@@ -1,5 +1,6 @@
 import type { Hex } from "viem";
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../chain/client";
+import type { PrivateKeyAccount } from "viem/accounts";
+import { transferAuthorizationDigest } from "../../chain/authorization-digest";
 import { base64Json } from "../terms";
 import type { AcceptsEntry, PaymentRequired } from "./request";
 
@@ -43,19 +44,18 @@ export function authorizationFor(
   };
 }
 
-/** The EIP-712 typed data of `authorization` on chain `chainId`: the token's domain, the token as verifying contract. */
-export function transferTypedData(terms: AuthorizationTerms, chainId: number, authorization: TransferAuthorization) {
-  return {
-    domain: {
-      name: terms.domain.name,
-      version: terms.domain.version,
-      chainId,
-      verifyingContract: terms.asset,
-    },
-    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
-    primaryType: "TransferWithAuthorization" as const,
-    message: authorization,
-  };
+/**
+ * `authorization` signed by `account` as the token checks it: the EIP-712 digest on chain `chainId`,
+ * in the token's domain with the token as verifying contract.
+ */
+export function signTransferAuthorization(
+  account: Pick<PrivateKeyAccount, "sign">,
+  terms: Pick<AuthorizationTerms, "asset" | "domain">,
+  chainId: number,
+  authorization: TransferAuthorization,
+): Promise<Hex> {
+  const domain = { name: terms.domain.name, version: terms.domain.version, chainId, verifyingContract: terms.asset };
+  return account.sign({ hash: transferAuthorizationDigest(domain, authorization) });
 }
 
 /** The authorization as x402 payloads carry it: every number a decimal string. */

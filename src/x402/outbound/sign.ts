@@ -2,7 +2,7 @@ import { type Hex, toHex } from "viem";
 import type { SignedX402Payment } from "../../agents/x402-pay";
 import type { X402Settings } from "../../config/env";
 import { gasAccountOf } from "../transfer";
-import { authorizationFor, paymentHeader, transferTypedData } from "./authorization";
+import { authorizationFor, paymentHeader, signTransferAuthorization } from "./authorization";
 import type { PayableTerms } from "./choice";
 import { type AcceptsEntry, isHttpUrl, type PaymentRequired } from "./request";
 
@@ -20,7 +20,7 @@ export async function signOutbound(
   const account = gasAccountOf(key);
   const nonce = toHex(crypto.getRandomValues(new Uint8Array(32)));
   const authorization = authorizationFor(p.terms, account.address, nowSeconds, nonce);
-  const signature = await account.signTypedData(transferTypedData(p.terms, x.chainId, authorization));
+  const signature = await signTransferAuthorization(account, p.terms, x.chainId, authorization);
   return {
     resource: p.resource,
     alsoNamed: urlsNamedIn(p.paymentRequired, p.entry),
