@@ -27,11 +27,11 @@ export const blocklistStatement = (d1: D1Database, address: string) =>
   d1.prepare("SELECT 1 AS hit FROM kyt_blocklist WHERE address = ?").bind(address.trim().toLowerCase());
 
 /**
- * The payer is not on the operators' blocklist, as a guard of a write that must not happen for one
- * (the guard's reason is the refusal's): the list is read in the same transaction as the write.
+ * `address` is not on the operators' blocklist, as a guard of a write that must not happen for one
+ * (`reason` is the refusal's: a payer's by default): the list is read in the same transaction as the write.
  */
-export const notOnBlocklist = (address: string): GuardCheck => [
-  "payer_blocked",
+export const notOnBlocklist = (address: string, reason = "payer_blocked"): GuardCheck => [
+  reason,
   "NOT EXISTS (SELECT 1 FROM kyt_blocklist WHERE address = ?)",
   address.trim().toLowerCase(),
 ];

@@ -2,7 +2,7 @@ import type { Hex } from "viem";
 import type { Env, X402Settings } from "../config/env";
 import { type IdempotencySlot, PENDING_FIGURE, storeTemplateStatements } from "../db/idempotency";
 import { guard, type SqlStatement, sqlStatement } from "../db/statements";
-import { screenAddress } from "../kyt/screening";
+import { type KytResult, notOnBlocklist, screenAddress, screened } from "../kyt/screening";
 import { placeOfMadeId } from "../ledger/made-places";
 import { outboxEvent } from "../ledger/outbox";
 import { type Place, placementOf } from "../ledger/place";
@@ -100,21 +100,27 @@ export async function createPayout(
     createdAt,
     paidAt: null,
   };
-  const result = await home.commit(payoutPlan(x, home, payout, slot));
+  const result = await home.commit(payoutPlan(x, home, payout, slot, merchant.blocklistInBatch));
+  // The blocklist, read by the batch's guard, has the address (put there since it was set).
+  if (result.kind === "refused" && result.reason === FLAGGED) throw flagged(screened(payout.destination, true));
   if (result.kind === "refused") throw new ApiError(409, codeWith(409, result.reason));
   return { payout: payoutView(payout), balanceMinor: balanceAfter(result.results, `merchant:${merchantId}`)! };
 }
 
+const FLAGGED = "payout_address_flagged";
+const flagged = (kyt: KytResult) => new ApiError(403, FLAGGED, { verdict: kyt.verdict, reason: kyt.reason });
+
 /**
  * The merchant a payout is taken for: its balance (at home) and its payout address (in control),
  * read side by side, the address screened again. 404 for no merchant, 409 without an address, 403
- * for an address screening flags.
+ * for an address screening flags. Where the home is control, which keeps the operators' blocklist,
+ * the payout's own batch reads the list (`blocklistInBatch`, a guard): one database round trip less.
  */
 async function payableMerchant(
   env: Env,
   home: Place,
   merchantId: string,
-): Promise<{ balanceMinor: number; payoutAddress: string }> {
+): Promise<{ balanceMinor: number; payoutAddress: string; blocklistInBatch: boolean }> {
   const control = placementOf(env).control.db;
   const [payoutAddress, balanceMinor] = await Promise.all([
     payoutAddressOf(control, merchantId),
@@ -122,10 +128,10 @@ async function payableMerchant(
   ]);
   if (payoutAddress === undefined || balanceMinor === null) throw new ApiError(404, "merchant_not_found");
   if (!payoutAddress) throw new ApiError(409, "payout_address_missing");
-  const kyt = await screenAddress(control, payoutAddress);
-  if (kyt.verdict !== "pass")
-    throw new ApiError(403, "payout_address_flagged", { verdict: kyt.verdict, reason: kyt.reason });
-  return { balanceMinor, payoutAddress };
+  const blocklistInBatch = home.isControl;
+  const kyt = blocklistInBatch ? screened(payoutAddress, false) : await screenAddress(control, payoutAddress);
+  if (kyt.verdict !== "pass") throw flagged(kyt);
+  return { balanceMinor, payoutAddress, blocklistInBatch };
 }
 
 /**
@@ -133,7 +139,13 @@ async function payableMerchant(
  * transfer that sends it, the debit, and the answer under an Idempotency-Key (`slot`), which names
  * the balance after the debit (the batch writes it in: see storeTemplateStatements).
  */
-function payoutPlan(x: X402Settings, home: Place, payout: PayoutRow, slot: IdempotencySlot | undefined): CommitPlan {
+function payoutPlan(
+  x: X402Settings,
+  home: Place,
+  payout: PayoutRow,
+  slot: IdempotencySlot | undefined,
+  blocklistInBatch: boolean,
+): CommitPlan {
   const { id, merchantId, amountMinor, createdAt } = payout;
   const transfer = settlementTransfer(x, {
     purpose: "payout",
@@ -156,6 +168,7 @@ function payoutPlan(x: X402Settings, home: Place, payout: PayoutRow, slot: Idemp
     : [];
   return {
     statements: [
+      ...(blocklistInBatch ? [guard(...notOnBlocklist(payout.destination, FLAGGED))] : []),
       guard(...merchantBalanceAtLeast(merchantId, amountMinor)),
       sqlStatement(
         `INSERT INTO payouts (id, merchant_id, amount_minor, currency, destination, status, created_at, updated_at)

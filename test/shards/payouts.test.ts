@@ -145,6 +145,30 @@ describe("payouts of a merchant on shard 1", () => {
     await expectShardsAtRest();
   });
 
+  it("screens the payout address again in either home: blocklisted after it was set, 403, nothing taken", async () => {
+    for (const shard of [0, 1]) {
+      // Shard 0 is control, which keeps the blocklist: its payout batch reads the list; shard 1 reads it first.
+      const m = await fundedOn(shard, 300);
+      const block = await api("POST", "/console/kyt/blocklist", {
+        token: await consoleToken(),
+        body: { address: m.address.toLowerCase(), reason: "test" },
+      });
+      expect(block.status, block.text).toBe(201);
+      const res = await api("POST", "/merchant/payouts", { token: m.apiKey, body: { amountUsdCents: 100 } });
+      expect(res.status, `shard ${shard}`).toBe(403);
+      expect(res.body).toEqual({ error: "payout_address_flagged", verdict: "block", reason: "operator_blocklist" });
+      expect(await homeBalance("merchant", m.merchantId)).toBe(300);
+      expect(await count(shard, "SELECT COUNT(*) AS n FROM payouts WHERE merchant_id = ?", m.merchantId)).toBe(0);
+      expect(
+        await count(
+          shard,
+          "SELECT COUNT(*) AS n FROM audit_events WHERE merchant_id = ? AND type = 'payout.created'",
+          m.merchantId,
+        ),
+      ).toBe(0);
+    }
+  });
+
   it("concurrent payouts never take more than the home balance", async () => {
     const m = await fundedOn(1, 1_000);
     const answers = await Promise.all(
