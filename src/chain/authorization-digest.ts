@@ -26,13 +26,14 @@ export interface TokenDomain {
   verifyingContract: Hex;
 }
 
-/** An EIP-3009 authorization's signed fields. */
-export interface TransferAuthorizationFields {
+/** An EIP-3009 `TransferWithAuthorization`: the fields its signer signs. */
+export interface TransferAuthorization {
   from: Hex;
   to: Hex;
   value: bigint;
   validAfter: bigint;
   validBefore: bigint;
+  /** 32 bytes, chosen by the signer: the token takes each (from, nonce) once. */
   nonce: Hex;
 }
 
@@ -61,7 +62,7 @@ function domainSeparator(d: TokenDomain): Hex {
 }
 
 /** The digest a TransferWithAuthorization's signer signs: keccak256(0x1901 ‖ domain separator ‖ struct hash). */
-export function transferAuthorizationDigest(domain: TokenDomain, m: TransferAuthorizationFields): Hex {
+export function transferAuthorizationDigest(domain: TokenDomain, m: TransferAuthorization): Hex {
   // Exact sizes: a shorter bytes32 would be padded on the other side by the ABI, a shorter address is no address.
   if (m.nonce.length !== 66 || m.from.length !== 42 || m.to.length !== 42 || domain.verifyingContract.length !== 42)
     throw new Error("an authorization's addresses are 20 bytes and its nonce 32");

@@ -1,19 +1,8 @@
 import type { Hex } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { transferAuthorizationDigest } from "../../chain/authorization-digest";
+import { type TransferAuthorization, transferAuthorizationDigest } from "../../chain/authorization-digest";
 import { base64Json } from "../terms";
 import type { AcceptsEntry, PaymentRequired } from "./request";
-
-/** The EIP-3009 `TransferWithAuthorization` the service signs from its settlement address. */
-export interface TransferAuthorization {
-  from: Hex;
-  to: Hex;
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  /** 32 random bytes, chosen by the caller (the route): one payment is signed once. */
-  nonce: Hex;
-}
 
 /** What the typed data is built from: the chosen terms (choice.ts `PayableTerms`) and the chain. */
 export interface AuthorizationTerms {
